@@ -1,0 +1,15 @@
+"""Paddock trainer: vectorized market envs, RL agents, pods, tournament policy, backtests.
+
+Pure PyTorch/NumPy/pandas; it never imports Django, Celery or ``webapp``.
+"""
+
+__version__ = "0.1.0"
+
+__all__ = ["__version__", "load_agent"]
+
+
+def load_agent(path):
+    """Load a downloadable agent bundle (zip) for inference; see :func:`trainer.bundle.load_agent`."""
+    from trainer.bundle import load_agent as _load_agent
+
+    return _load_agent(path)

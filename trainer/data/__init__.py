@@ -1,0 +1,5 @@
+"""Market data: loading, validation, calendar alignment, indicators, splits, caching."""
+
+from trainer.data.market import MarketData
+
+__all__ = ["MarketData"]

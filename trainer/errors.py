@@ -1,0 +1,46 @@
+"""Errors raised by the trainer package.
+
+Every error a user can cause (bad data, bad config, bad bundle) is a subclass of
+:class:`TrainerError`. It carries a one-line message plus structured ``details`` (file, row,
+ticker, date, field) so the CLI can print one clear line (exit 2) and the web side can map it
+to an HTTP 400 with field messages, never a traceback.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+
+class TrainerError(Exception):
+    """Base class of user-facing trainer errors.
+
+    Args:
+        message: one human-readable line naming what is wrong and where.
+        **details: structured context, e.g. ``field="ppo.learning_rate"``, ``file=...``,
+            ``row=12``, ``ticker="AAPL"``, ``date="2020-01-02"``. Values must be JSON-able.
+    """
+
+    def __init__(self, message: str, **details: Any) -> None:
+        super().__init__(message)
+        self.message = message
+        self.details = {k: v for k, v in details.items() if v is not None}
+
+    def to_dict(self) -> dict[str, Any]:
+        """Return ``{"error": message, **details}`` for JSON responses and logs."""
+        return {"error": self.message, **self.details}
+
+
+class DataError(TrainerError):
+    """Market data that cannot be used: missing columns, bad rows, unknown tickers, ..."""
+
+
+class ConfigError(TrainerError):
+    """An impossible configuration value; ``details["field"]`` names the field (dotted path)."""
+
+
+class BundleError(TrainerError):
+    """A checkpoint or agent bundle that is missing, truncated, tampered with or incompatible."""
+
+
+class Cancelled(TrainerError):
+    """Training was stopped through the cancel signal (not an error of the user's input)."""
