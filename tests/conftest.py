@@ -1,0 +1,41 @@
+"""Fixtures shared by every test package.
+
+Real market data is read from ``PADDOCK_DATA_DIR`` (default: ``../shared/data`` beside the
+checkout); it is never copied into the repository.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+DATA_DIR = Path(os.environ.get("PADDOCK_DATA_DIR") or REPO_ROOT.parent / "shared" / "data").resolve()
+DOW30_FILE = "dow30_daily_eodhd_2010-01-04_2022-11-15.csv.gz"
+NASDAQ100_FILE = "nasdaq100_daily_eodhd_2010-01-04_2022-11-15.csv.gz"
+BENCHMARK_FILE = "benchmark_etfs_daily_eodhd.csv.gz"
+
+
+@pytest.fixture(scope="session")
+def data_dir() -> Path:
+    """The folder holding the real market data files (``../shared/data``)."""
+    if not (DATA_DIR / DOW30_FILE).exists():
+        pytest.fail(f"real market data not found in {DATA_DIR}; set PADDOCK_DATA_DIR")
+    return DATA_DIR
+
+
+@pytest.fixture(scope="session")
+def dow30_path(data_dir: Path) -> Path:
+    return data_dir / DOW30_FILE
+
+
+@pytest.fixture(scope="session")
+def nasdaq100_path(data_dir: Path) -> Path:
+    return data_dir / NASDAQ100_FILE
+
+
+@pytest.fixture(scope="session")
+def benchmark_path(data_dir: Path) -> Path:
+    return data_dir / BENCHMARK_FILE
