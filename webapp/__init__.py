@@ -1,0 +1,1 @@
+"""Paddock web application (Django + Channels + Celery)."""

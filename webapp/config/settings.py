@@ -1,0 +1,221 @@
+"""Django settings, read from environment variables only (12-factor).
+
+Variables (see README "Configuration"):
+    DEBUG, SECRET_KEY, ALLOWED_HOSTS, CSRF_TRUSTED_ORIGINS, DATABASE_URL, REDIS_URL,
+    PADDOCK_VAR_DIR, PADDOCK_DATA_DIR, PADDOCK_ARTIFACTS_DIR, PADDOCK_TORCH_THREADS,
+    PADDOCK_GENERATION_TIME_LIMIT, PADDOCK_LOG_LEVEL.
+A bad value stops start-up with one line naming the variable (``SettingsError``).
+"""
+
+from __future__ import annotations
+
+import secrets
+from pathlib import Path
+
+import dj_database_url
+
+from webapp.config.env import SettingsError, env_bool, env_int, env_list, env_str, env_url
+
+BASE_DIR = Path(__file__).resolve().parent.parent.parent
+
+VAR_DIR = Path(env_str("PADDOCK_VAR_DIR", str(BASE_DIR / "var"))).resolve()
+VAR_DIR.mkdir(parents=True, exist_ok=True)
+
+DEBUG = env_bool("DEBUG", False)
+
+
+def _secret_key() -> str:
+    key = env_str("SECRET_KEY")
+    if key:
+        return key
+    if not DEBUG:
+        raise SettingsError("SECRET_KEY: required when DEBUG is off (set SECRET_KEY, or DEBUG=1 for development)")
+    # Development: a random key persisted under var/ so sessions survive restarts.
+    path = VAR_DIR / "secret_key"
+    if not path.exists():
+        tmp = path.with_suffix(".tmp")
+        tmp.write_text(secrets.token_urlsafe(50))
+        tmp.replace(path)
+    return path.read_text().strip()
+
+
+SECRET_KEY = _secret_key()
+ALLOWED_HOSTS = env_list("ALLOWED_HOSTS", ["localhost", "127.0.0.1", "[::1]"] if DEBUG else [])
+if not DEBUG and not ALLOWED_HOSTS:
+    raise SettingsError("ALLOWED_HOSTS: required when DEBUG is off (comma-separated host names)")
+CSRF_TRUSTED_ORIGINS = env_list("CSRF_TRUSTED_ORIGINS", [])
+for _origin in CSRF_TRUSTED_ORIGINS:
+    if not _origin.startswith(("http://", "https://")):
+        raise SettingsError(f"CSRF_TRUSTED_ORIGINS: expected origins like https://example.com, got {_origin!r}")
+
+INSTALLED_APPS = [
+    "daphne",
+    "django.contrib.admin",
+    "django.contrib.auth",
+    "django.contrib.contenttypes",
+    "django.contrib.sessions",
+    "django.contrib.messages",
+    "whitenoise.runserver_nostatic",
+    "django.contrib.staticfiles",
+    "rest_framework",
+    "rest_framework.authtoken",
+    "drf_spectacular",
+    "drf_spectacular_sidecar",
+    "channels",
+    "webapp.core",
+    "webapp.market",
+    "webapp.runs",
+    "webapp.reports",
+]
+
+MIDDLEWARE = [
+    "django.middleware.security.SecurityMiddleware",
+    "whitenoise.middleware.WhiteNoiseMiddleware",
+    "django.contrib.sessions.middleware.SessionMiddleware",
+    "django.middleware.common.CommonMiddleware",
+    "django.middleware.csrf.CsrfViewMiddleware",
+    "django.contrib.auth.middleware.AuthenticationMiddleware",
+    "django.contrib.messages.middleware.MessageMiddleware",
+    "django.middleware.clickjacking.XFrameOptionsMiddleware",
+]
+
+ROOT_URLCONF = "webapp.config.urls"
+ASGI_APPLICATION = "webapp.config.asgi.application"
+WSGI_APPLICATION = None
+
+TEMPLATES = [
+    {
+        "BACKEND": "django.template.backends.django.DjangoTemplates",
+        "DIRS": [BASE_DIR / "templates"],
+        "APP_DIRS": True,
+        "OPTIONS": {
+            "context_processors": [
+                "django.template.context_processors.request",
+                "django.contrib.auth.context_processors.auth",
+                "django.contrib.messages.context_processors.messages",
+            ],
+        },
+    },
+]
+
+DATABASE_URL = env_url(
+    "DATABASE_URL",
+    f"sqlite:///{VAR_DIR / 'paddock.sqlite3'}",
+    schemes=("sqlite", "postgres", "postgresql", "pgsql"),
+)
+DATABASES = {"default": dj_database_url.parse(DATABASE_URL, conn_max_age=0)}
+if DATABASES["default"]["ENGINE"].endswith("sqlite3"):
+    # Several processes (web, workers) share the file: wait for locks instead of failing.
+    DATABASES["default"].setdefault("OPTIONS", {})["timeout"] = 30
+    DATABASES["default"]["OPTIONS"]["transaction_mode"] = "IMMEDIATE"
+DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
+
+REDIS_URL = env_url("REDIS_URL", "redis://127.0.0.1:6379/0", schemes=("redis", "rediss", "unix"))
+
+CHANNEL_LAYERS = {
+    "default": {
+        "BACKEND": "channels_redis.core.RedisChannelLayer",
+        "CONFIG": {"hosts": [REDIS_URL], "capacity": 1500, "expiry": 30},
+    }
+}
+
+CACHES = {"default": {"BACKEND": "django.core.cache.backends.locmem.LocMemCache"}}
+
+AUTH_PASSWORD_VALIDATORS = [
+    {"NAME": "django.contrib.auth.password_validation.MinimumLengthValidator"},
+]
+LOGIN_URL = "login"
+LOGIN_REDIRECT_URL = "home"
+LOGOUT_REDIRECT_URL = "login"
+
+LANGUAGE_CODE = "en-us"
+TIME_ZONE = "UTC"
+USE_I18N = False
+USE_TZ = True
+
+STATIC_URL = "/static/"
+STATICFILES_DIRS = [BASE_DIR / "static"]
+STATIC_ROOT = VAR_DIR / "staticfiles"
+# Serve static files straight from the source folders (no collectstatic step needed).
+WHITENOISE_USE_FINDERS = env_bool("WHITENOISE_USE_FINDERS", True)
+WHITENOISE_AUTOREFRESH = DEBUG
+
+PADDOCK_DATA_DIR = Path(env_str("PADDOCK_DATA_DIR", str(BASE_DIR.parent / "shared" / "data"))).resolve()
+PADDOCK_ARTIFACTS_DIR = Path(env_str("PADDOCK_ARTIFACTS_DIR", str(VAR_DIR / "artifacts"))).resolve()
+PADDOCK_CACHE_DIR = VAR_DIR / "cache"
+PADDOCK_UPLOADS_DIR = VAR_DIR / "uploads"
+for _d in (PADDOCK_ARTIFACTS_DIR, PADDOCK_CACHE_DIR, PADDOCK_UPLOADS_DIR):
+    _d.mkdir(parents=True, exist_ok=True)
+
+STORAGES = {
+    # Checkpoints, agent bundles and reports: swap for an S3-compatible backend in production.
+    "default": {
+        "BACKEND": "django.core.files.storage.FileSystemStorage",
+        "OPTIONS": {"location": str(PADDOCK_ARTIFACTS_DIR)},
+    },
+    "staticfiles": {"BACKEND": "django.contrib.staticfiles.storage.StaticFilesStorage"},
+}
+MEDIA_ROOT = str(PADDOCK_ARTIFACTS_DIR)
+DATA_UPLOAD_MAX_MEMORY_SIZE = 10 * 1024 * 1024
+FILE_UPLOAD_MAX_MEMORY_SIZE = 10 * 1024 * 1024
+
+REST_FRAMEWORK = {
+    "DEFAULT_AUTHENTICATION_CLASSES": [
+        "rest_framework.authentication.SessionAuthentication",
+        "rest_framework.authentication.TokenAuthentication",
+    ],
+    "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],
+    "DEFAULT_PAGINATION_CLASS": "rest_framework.pagination.PageNumberPagination",
+    "PAGE_SIZE": 50,
+    "EXCEPTION_HANDLER": "webapp.core.errors.api_exception_handler",
+    "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
+}
+SPECTACULAR_SETTINGS = {
+    "TITLE": "Paddock API",
+    "DESCRIPTION": "Tournament-based ensemble training of RL trading agents.",
+    "VERSION": "0.1.0",
+    "SERVE_INCLUDE_SCHEMA": False,
+    "SWAGGER_UI_DIST": "SIDECAR",
+    "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
+    "REDOC_DIST": "SIDECAR",
+}
+
+# --- Celery (namespace CELERY_) ------------------------------------------------------------
+CELERY_BROKER_URL = REDIS_URL
+CELERY_RESULT_BACKEND = None
+CELERY_TASK_IGNORE_RESULT = True
+CELERY_ACCEPT_CONTENT = ["json"]
+CELERY_TASK_SERIALIZER = "json"
+CELERY_RESULT_SERIALIZER = "json"
+CELERY_WORKER_PREFETCH_MULTIPLIER = 1
+CELERY_TASK_ACKS_LATE = True
+CELERY_TASK_REJECT_ON_WORKER_LOST = True
+CELERY_TASK_DEFAULT_QUEUE = "cpu"
+CELERY_TASK_ROUTES = {"webapp.runs.tasks.run_generation": {"queue": "gpu"}}
+PADDOCK_GENERATION_TIME_LIMIT = env_int("PADDOCK_GENERATION_TIME_LIMIT", 3600, minimum=10)
+CELERY_TASK_TIME_LIMIT = PADDOCK_GENERATION_TIME_LIMIT + 60
+CELERY_TASK_SOFT_TIME_LIMIT = PADDOCK_GENERATION_TIME_LIMIT
+# A task still unacknowledged after this is delivered again (Redis transport); the generation
+# claim turns such a second delivery into a no-op, and the reaper handles dead workers.
+CELERY_BROKER_TRANSPORT_OPTIONS = {"visibility_timeout": PADDOCK_GENERATION_TIME_LIMIT * 2}
+CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
+CELERY_WORKER_HIJACK_ROOT_LOGGER = False
+CELERY_WORKER_SEND_TASK_EVENTS = False
+
+PADDOCK_TORCH_THREADS = env_int("PADDOCK_TORCH_THREADS", 1, minimum=1)
+
+# --- Logging: key=value lines, greppable by run and pod -------------------------------------
+LOG_LEVEL = (env_str("PADDOCK_LOG_LEVEL", "INFO") or "INFO").upper()
+if LOG_LEVEL not in {"DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"}:
+    raise SettingsError(f"PADDOCK_LOG_LEVEL: expected DEBUG/INFO/WARNING/ERROR/CRITICAL, got {LOG_LEVEL!r}")
+LOGGING = {
+    "version": 1,
+    "disable_existing_loggers": False,
+    "filters": {"context": {"()": "webapp.core.logging.ContextFilter"}},
+    "formatters": {
+        "kv": {"format": "%(asctime)s level=%(levelname)s logger=%(name)s run=%(run)s pod=%(pod)s %(message)s"},
+    },
+    "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "kv", "filters": ["context"]}},
+    "root": {"handlers": ["console"], "level": LOG_LEVEL},
+    "loggers": {"django.db.backends": {"level": "WARNING"}, "daphne": {"level": "WARNING"}},
+}

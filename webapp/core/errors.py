@@ -1,0 +1,95 @@
+"""One application error type, mapped once to ``{"error": ..., "fields": {...}}`` (HTTP 400).
+
+Services raise :class:`AppError` (or let ``trainer.errors.TrainerError`` through); DRF views
+get the mapping from :func:`api_exception_handler`, plain views from :func:`error_response`.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from django.http import Http404, JsonResponse
+from rest_framework import exceptions, status
+from rest_framework.response import Response
+from rest_framework.views import exception_handler
+
+from trainer.errors import TrainerError
+
+logger = logging.getLogger(__name__)
+
+
+class AppError(Exception):
+    """A user-facing error: a message plus per-field messages.
+
+    Args:
+        message: one line for the user.
+        fields: ``{"field_name": "what is wrong"}``; dotted names for nested fields.
+        status: HTTP status (400 bad input, 404 not found, 409 conflict, 503 unavailable).
+    """
+
+    def __init__(self, message: str, *, fields: dict[str, Any] | None = None, status: int = 400) -> None:
+        super().__init__(message)
+        self.message = message
+        self.fields = fields or {}
+        self.status = status
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"error": self.message, "fields": self.fields}
+
+    @classmethod
+    def from_trainer(cls, exc: TrainerError, *, prefix: str = "") -> AppError:
+        """Convert a trainer error, keeping its field name (and row/ticker/date details)."""
+        details = dict(exc.details)
+        field = details.pop("field", None)
+        name = f"{prefix}{field}" if field else (prefix.rstrip(".") or "non_field_errors")
+        fields = {name: exc.message}
+        if details:
+            fields["details"] = details
+        return cls(exc.message, fields=fields)
+
+
+def _flatten(detail: Any, prefix: str = "") -> dict[str, Any]:
+    if isinstance(detail, dict):
+        out: dict[str, Any] = {}
+        for key, value in detail.items():
+            out.update(_flatten(value, f"{prefix}{key}."))
+        return out
+    if isinstance(detail, list) and detail and all(not isinstance(d, (dict, list)) for d in detail):
+        return {prefix.rstrip(".") or "non_field_errors": " ".join(str(d) for d in detail)}
+    if isinstance(detail, list):
+        out = {}
+        for i, value in enumerate(detail):
+            out.update(_flatten(value, f"{prefix}{i}."))
+        return out
+    return {prefix.rstrip(".") or "non_field_errors": str(detail)}
+
+
+def api_exception_handler(exc: Exception, context: dict) -> Response | None:
+    """DRF exception handler producing the single error format."""
+    if isinstance(exc, TrainerError):
+        exc = AppError.from_trainer(exc)
+    if isinstance(exc, AppError):
+        return Response(exc.to_dict(), status=exc.status)
+    if isinstance(exc, Http404):
+        return Response({"error": "Not found.", "fields": {}}, status=status.HTTP_404_NOT_FOUND)
+    response = exception_handler(exc, context)
+    if response is None:
+        logger.exception("unhandled API error")
+        return Response({"error": "Internal error; it has been logged.", "fields": {}}, status=500)
+    if isinstance(exc, exceptions.ValidationError):
+        fields = _flatten(exc.detail)
+        first = next(iter(fields.items()), ("", "Invalid input."))
+        message = f"{first[0]}: {first[1]}" if first[0] != "non_field_errors" else str(first[1])
+        response.data = {"error": message, "fields": fields}
+    else:
+        detail = getattr(exc, "detail", str(exc))
+        response.data = {"error": str(detail), "fields": {}}
+    return response
+
+
+def error_response(exc: AppError | TrainerError) -> JsonResponse:
+    """JSON response for plain Django views."""
+    if isinstance(exc, TrainerError):
+        exc = AppError.from_trainer(exc)
+    return JsonResponse(exc.to_dict(), status=exc.status)
