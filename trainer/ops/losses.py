@@ -1,0 +1,229 @@
+"""Loss functions of PPO and SAC and the Gaussian-policy densities they use.
+
+Pure functions on tensors, so each formula can be checked against hand-computed values.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import NamedTuple
+
+import torch
+import torch.nn.functional as F
+
+__all__ = [
+    "PolicyLoss",
+    "diag_gaussian_entropy",
+    "diag_gaussian_log_prob",
+    "ppo_policy_loss",
+    "ppo_value_loss",
+    "sac_actor_loss",
+    "sac_critic_loss",
+    "sac_critic_target",
+    "sac_temperature_loss",
+    "tanh_gaussian_log_prob",
+]
+
+_LOG_2PI = math.log(2.0 * math.pi)
+
+
+def diag_gaussian_log_prob(x: torch.Tensor, mean: torch.Tensor, log_std: torch.Tensor) -> torch.Tensor:
+    """Log density of a diagonal Gaussian, summed over the action dimension.
+
+    ``log N(x; mu, sigma) = sum_i [-(x_i - mu_i)^2 / (2 sigma_i^2) - log sigma_i - log(2 pi) / 2]``
+
+    Args:
+        x: (B, A) float32 points.
+        mean: (B, A) float32 means.
+        log_std: (A,) or (B, A) float32 natural-log standard deviations.
+
+    Returns:
+        (B,) float32 log densities (nats).
+    """
+    z = (x - mean) * torch.exp(-log_std)
+    return (-0.5 * z.pow(2) - log_std - 0.5 * _LOG_2PI).sum(dim=-1)
+
+
+def diag_gaussian_entropy(log_std: torch.Tensor) -> torch.Tensor:
+    """Differential entropy of a diagonal Gaussian, summed over the last dimension.
+
+    ``H = sum_i [log sigma_i + (1 + log(2 pi)) / 2]`` nats.
+
+    Args:
+        log_std: (A,) or (B, A) float32.
+
+    Returns:
+        () or (B,) float32 entropies (nats).
+    """
+    return (log_std + 0.5 * (1.0 + _LOG_2PI)).sum(dim=-1)
+
+
+def tanh_gaussian_log_prob(pre_tanh: torch.Tensor, mean: torch.Tensor, log_std: torch.Tensor) -> torch.Tensor:
+    """Log density of ``a = tanh(u)``, ``u ~ N(mean, exp(log_std))``, summed over actions.
+
+    Change of variables (Haarnoja et al. 2018, "Soft Actor-Critic", arXiv 1801.01290,
+    appendix C, eq. 21): ``log pi(a) = log N(u) - sum_i log(1 - tanh(u_i)^2)``, with the
+    numerically stable identity ``log(1 - tanh(u)^2) = 2 (log 2 - u - softplus(-2u))``.
+
+    Args:
+        pre_tanh: (B, A) float32 samples u before squashing.
+        mean: (B, A) float32 Gaussian means.
+        log_std: (B, A) float32 Gaussian log standard deviations.
+
+    Returns:
+        (B,) float32 log densities of the squashed actions (nats).
+    """
+    log_det = 2.0 * (math.log(2.0) - pre_tanh - F.softplus(-2.0 * pre_tanh))
+    return diag_gaussian_log_prob(pre_tanh, mean, log_std) - log_det.sum(dim=-1)
+
+
+class PolicyLoss(NamedTuple):
+    """Result of :func:`ppo_policy_loss`.
+
+    Attributes:
+        loss: () float32 clipped surrogate loss to minimise.
+        approx_kl: () float32 estimate of KL(old || new), ``mean((r - 1) - log r)`` (Schulman's
+            low-variance "k3" estimator), detached.
+        clip_fraction: () float32 fraction of samples whose ratio left ``[1 - c, 1 + c]``, detached.
+    """
+
+    loss: torch.Tensor
+    approx_kl: torch.Tensor
+    clip_fraction: torch.Tensor
+
+
+def ppo_policy_loss(
+    new_log_prob: torch.Tensor, old_log_prob: torch.Tensor, advantages: torch.Tensor, clip_coef: float
+) -> PolicyLoss:
+    """PPO clipped surrogate objective, negated for minimisation.
+
+    Schulman et al. 2017, "Proximal Policy Optimization Algorithms", arXiv 1707.06347, eq. 7:
+    ``L = -mean(min(r A, clip(r, 1 - c, 1 + c) A))`` with ``r = exp(log pi_new - log pi_old)``.
+
+    Args:
+        new_log_prob: (B,) float32 log pi_new(a|s), differentiable.
+        old_log_prob: (B,) float32 log pi_old(a|s) from the rollout.
+        advantages: (B,) float32 (normalised or not, the caller decides).
+        clip_coef: c > 0.
+
+    Returns:
+        :class:`PolicyLoss`.
+    """
+    log_ratio = new_log_prob - old_log_prob
+    ratio = torch.exp(log_ratio)
+    unclipped = ratio * advantages
+    clipped = torch.clamp(ratio, 1.0 - clip_coef, 1.0 + clip_coef) * advantages
+    loss = -torch.min(unclipped, clipped).mean()
+    with torch.no_grad():
+        approx_kl = ((ratio - 1.0) - log_ratio).mean()
+        clip_fraction = ((ratio - 1.0).abs() > clip_coef).float().mean()
+    return PolicyLoss(loss, approx_kl, clip_fraction)
+
+
+def ppo_value_loss(
+    new_values: torch.Tensor, old_values: torch.Tensor, returns: torch.Tensor, clip_coef: float | None
+) -> torch.Tensor:
+    """Value-function regression loss of PPO, optionally clipped around the rollout values.
+
+    Unclipped: ``0.5 * mean((V - R)^2)``. Clipped (the OpenAI baselines variant, discussed in
+    Engstrom et al. 2020, arXiv 2005.12729, and Andrychowicz et al. 2021, arXiv 2006.05990):
+    ``0.5 * mean(max((V - R)^2, (V_old + clip(V - V_old, -c, c) - R)^2))``.
+
+    Args:
+        new_values: (B,) float32 V(s) under the current critic, differentiable.
+        old_values: (B,) float32 V(s) recorded during the rollout.
+        returns: (B,) float32 value targets.
+        clip_coef: c > 0 to clip, or None for the plain squared error.
+
+    Returns:
+        () float32 loss.
+    """
+    unclipped = (new_values - returns).pow(2)
+    if clip_coef is None:
+        return 0.5 * unclipped.mean()
+    clipped_values = old_values + torch.clamp(new_values - old_values, -clip_coef, clip_coef)
+    clipped = (clipped_values - returns).pow(2)
+    return 0.5 * torch.max(unclipped, clipped).mean()
+
+
+def sac_critic_target(
+    rewards: torch.Tensor,
+    terminated: torch.Tensor,
+    next_q1: torch.Tensor,
+    next_q2: torch.Tensor,
+    next_log_prob: torch.Tensor,
+    *,
+    gamma: float,
+    alpha: float | torch.Tensor,
+) -> torch.Tensor:
+    """Soft Bellman target with clipped double Q.
+
+    Haarnoja et al. 2018, "Soft Actor-Critic Algorithms and Applications", arXiv 1812.05905,
+    eqs. 3 and 5 with the minimum of two target critics (Fujimoto et al. 2018, TD3):
+    ``y = r + gamma * (1 - terminated) * (min(Q1'(s', a'), Q2'(s', a')) - alpha log pi(a'|s'))``,
+    ``a' ~ pi(.|s')``. Truncated transitions are not terminal: the caller stores the final
+    observation as ``s'`` and ``terminated = False``.
+
+    Args:
+        rewards: (B,) float32.
+        terminated: (B,) bool or float32 (1 = terminal).
+        next_q1, next_q2: (B,) float32 target-critic values at (s', a').
+        next_log_prob: (B,) float32 log pi(a'|s').
+        gamma: discount in (0, 1].
+        alpha: entropy temperature, >= 0.
+
+    Returns:
+        (B,) float32 targets (no gradient is expected to flow; call under ``torch.no_grad``).
+    """
+    soft_value = torch.min(next_q1, next_q2) - alpha * next_log_prob
+    return rewards + gamma * (1.0 - terminated.to(rewards.dtype)) * soft_value
+
+
+def sac_critic_loss(q1: torch.Tensor, q2: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
+    """Sum of both critics' soft Bellman residuals (arXiv 1812.05905, eq. 5).
+
+    ``J_Q = 0.5 * mean((Q1 - y)^2) + 0.5 * mean((Q2 - y)^2)``.
+
+    Args:
+        q1, q2: (B,) float32 critic values at (s, a), differentiable.
+        target: (B,) float32 targets from :func:`sac_critic_target`.
+
+    Returns:
+        () float32 loss.
+    """
+    return 0.5 * (q1 - target).pow(2).mean() + 0.5 * (q2 - target).pow(2).mean()
+
+
+def sac_actor_loss(
+    q1_pi: torch.Tensor, q2_pi: torch.Tensor, log_prob: torch.Tensor, alpha: float | torch.Tensor
+) -> torch.Tensor:
+    """SAC policy loss (arXiv 1812.05905, eq. 7 with the reparameterised action of eq. 11).
+
+    ``J_pi = mean(alpha log pi(a|s) - min(Q1(s, a), Q2(s, a)))``, ``a = tanh(mu + sigma eps)``.
+
+    Args:
+        q1_pi, q2_pi: (B,) float32 critic values at the freshly sampled actions.
+        log_prob: (B,) float32 log pi(a|s), differentiable through the reparameterisation.
+        alpha: temperature (not differentiated).
+
+    Returns:
+        () float32 loss.
+    """
+    return (alpha * log_prob - torch.min(q1_pi, q2_pi)).mean()
+
+
+def sac_temperature_loss(log_alpha: torch.Tensor, log_prob: torch.Tensor, target_entropy: float) -> torch.Tensor:
+    """Automatic entropy tuning (arXiv 1812.05905, eq. 18).
+
+    ``J(alpha) = mean(-alpha * (log pi(a|s) + H_target))`` with ``alpha = exp(log_alpha)``;
+    gradient descent raises alpha when the policy entropy ``-log pi`` falls below the target.
+
+    Args:
+        log_alpha: () float32 learnable log temperature.
+        log_prob: (B,) float32 log pi(a|s) of fresh samples (detached here).
+        target_entropy: desired entropy in nats, usually ``-action_dim``.
+
+    Returns:
+        () float32 loss.
+    """
+    return -(log_alpha.exp() * (log_prob.detach() + target_entropy)).mean()
