@@ -1,0 +1,153 @@
+"""Plumbing shared by the agents: config (de)serialisation, seeding, progress throttling."""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+import types
+import typing
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
+from typing import Any, ClassVar
+
+import torch
+
+from trainer.errors import ConfigError
+
+ProgressFn = Callable[[dict], None]
+StopFn = Callable[[], bool]
+
+
+def _coerce(value: Any, hint: Any, field: str) -> Any:
+    """Check ``value`` against a field's type hint and return it in canonical form.
+
+    Accepted: ``bool``; ``int`` (also an integral float such as JSON's ``1e6``); ``float`` (ints
+    too); ``tuple[int, ...]`` from a list or tuple; ``X | None``.
+
+    Raises:
+        ConfigError: the value has the wrong type; ``field`` names it.
+    """
+    origin = typing.get_origin(hint)
+    if origin in (typing.Union, types.UnionType):
+        args = [a for a in typing.get_args(hint) if a is not type(None)]
+        if value is None:
+            return None
+        return _coerce(value, args[0], field)
+    if hint is bool:
+        if isinstance(value, bool):
+            return value
+        raise ConfigError(f"{field} must be true or false, got {value!r}", field=field)
+    if hint is int:
+        if isinstance(value, float) and value.is_integer():
+            return int(value)
+        if isinstance(value, int) and not isinstance(value, bool):
+            return value
+        raise ConfigError(f"{field} must be an integer, got {value!r}", field=field)
+    if hint is float:
+        if isinstance(value, int | float) and not isinstance(value, bool):
+            return float(value)
+        raise ConfigError(f"{field} must be a number, got {value!r}", field=field)
+    if origin is tuple:
+        if not isinstance(value, list | tuple):
+            raise ConfigError(f"{field} must be a list of integers, got {value!r}", field=field)
+        return tuple(_coerce(v, int, field) for v in value)
+    raise TypeError(f"unsupported config type {hint!r} for {field}")  # a bug in the config class
+
+
+class AgentConfig:
+    """Mixin for the algorithm config dataclasses: ``to_dict``/``from_dict``/``replace``.
+
+    Subclasses set ``algorithm`` (the field prefix in errors, e.g. ``"ppo"``) and implement
+    ``validate()``.
+    """
+
+    algorithm: ClassVar[str] = ""
+
+    def field_name(self, name: str) -> str:
+        """Dotted error path of a field, e.g. ``"ppo.learning_rate"``."""
+        return f"{self.algorithm}.{name}"
+
+    def validate(self) -> None:  # pragma: no cover - overridden
+        raise NotImplementedError
+
+    def _require(self, ok: bool, name: str, message: str) -> None:
+        """Raise ``ConfigError`` for field ``name`` unless ``ok``."""
+        if not ok:
+            value = getattr(self, name)
+            raise ConfigError(f"{self.field_name(name)} {message}, got {value!r}", field=self.field_name(name))
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-able dict of every field (tuples become lists)."""
+        out = {}
+        for f in dataclasses.fields(self):
+            value = getattr(self, f.name)
+            out[f.name] = list(value) if isinstance(value, tuple) else value
+        return out
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]):
+        """Build and validate a config; missing keys keep their defaults.
+
+        Raises:
+            ConfigError: ``data`` is not a mapping, has an unknown key, a value of the wrong
+                type or an impossible value; ``details["field"]`` names it (``"ppo.<key>"``).
+        """
+        if not isinstance(data, Mapping):
+            raise ConfigError(f"{cls.algorithm} hyperparameters must be an object", field=cls.algorithm)
+        hints = typing.get_type_hints(cls)
+        names = {f.name for f in dataclasses.fields(cls)}
+        kwargs = {}
+        for key, value in data.items():
+            field = f"{cls.algorithm}.{key}"
+            if key not in names:
+                raise ConfigError(f"unknown hyperparameter {field}", field=field)
+            kwargs[key] = _coerce(value, hints[key], field)
+        config = cls(**kwargs)
+        config.validate()
+        return config
+
+    def replace(self, **changes: Any):
+        """A validated copy with ``changes`` applied (same checks as :meth:`from_dict`)."""
+        return type(self).from_dict({**self.to_dict(), **changes})
+
+
+@contextmanager
+def seeded_init(seed: int) -> Iterator[None]:
+    """Seed the global CPU RNG for network initialisation without disturbing the caller's RNG."""
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(seed)
+        yield
+
+
+def check_env(env: Any, obs_dim: int, action_dim: int, algorithm: str) -> None:
+    """Raise ``ConfigError`` when the env's spaces differ from the agent's."""
+    if env.obs_dim != obs_dim or env.action_dim != action_dim:
+        raise ConfigError(
+            f"env has obs_dim={env.obs_dim}, action_dim={env.action_dim} but the {algorithm} agent was built "
+            f"for obs_dim={obs_dim}, action_dim={action_dim}",
+            field="env",
+        )
+
+
+class Throttle:
+    """Calls ``progress`` at most once per ``interval_s`` seconds (default 0.25 s = 4 per second)."""
+
+    def __init__(self, progress: ProgressFn | None, interval_s: float = 0.25) -> None:
+        self.progress = progress
+        self.interval_s = interval_s
+        self._last = -float("inf")
+
+    def due(self) -> bool:
+        """True when a callback exists and the interval has elapsed."""
+        return self.progress is not None and time.monotonic() - self._last >= self.interval_s
+
+    def __call__(self, payload: dict) -> None:
+        if self.progress is not None:
+            self._last = time.monotonic()
+            self.progress(payload)
+
+
+def set_lr(optimizer: torch.optim.Optimizer, lr: float) -> None:
+    """Set the learning rate of every param group (PBT mutation)."""
+    for group in optimizer.param_groups:
+        group["lr"] = lr

@@ -1,0 +1,400 @@
+"""Proximal Policy Optimization for vectorized torch envs with continuous actions.
+
+Schulman et al. 2017, "Proximal Policy Optimization Algorithms" (arXiv 1707.06347), with the
+implementation choices studied by Andrychowicz et al. 2021, "What Matters in On-Policy
+Reinforcement Learning?" (arXiv 2006.05990): separate actor and critic MLPs, a Gaussian policy
+with state-independent log std, GAE, advantage normalisation, running observation
+normalisation, global gradient-norm clipping. The loop reads top to bottom in
+:meth:`PPOAgent.learn`; the formulas live in :mod:`trainer.ops`.
+
+Resuming is exact: every :meth:`PPOAgent.learn` call starts by resetting the env with a seed
+drawn from the agent's own generator, so ``learn(N); learn(M)`` on one agent and ``learn(N)``,
+save, load into a fresh agent, ``learn(M)`` (with an identically constructed env) give
+bit-identical parameters on CPU.
+"""
+
+from __future__ import annotations
+
+import copy
+import math
+import time
+from collections import deque
+from dataclasses import dataclass
+from typing import Any, ClassVar
+
+import torch
+from torch import nn
+
+from trainer.agents._common import (
+    AgentConfig,
+    ProgressFn,
+    StopFn,
+    Throttle,
+    check_env,
+    seeded_init,
+    set_lr,
+)
+from trainer.agents.networks import DeterministicPolicy, GaussianActor, RunningMeanStd, ValueCritic
+from trainer.buffers.rollout import RolloutBuffer
+from trainer.errors import ConfigError
+from trainer.ops.gae import compute_gae
+from trainer.ops.losses import ppo_policy_loss, ppo_value_loss
+
+__all__ = ["PPOAgent", "PPOConfig"]
+
+
+@dataclass
+class PPOConfig(AgentConfig):
+    """PPO hyperparameters. Defaults target the stock-trading env (1024 envs, ~300 obs, 29 actions).
+
+    Attributes:
+        num_envs: parallel envs E the pod creates, >= 1. One rollout is ``rollout_steps * num_envs``
+            transitions (16 384 by default, a large batch in the spirit of ElegantRL-Podracer,
+            arXiv 2112.05923, sec. 4).
+        rollout_steps: steps T per env and rollout, >= 1.
+        hidden_sizes: widths of the actor and critic MLPs (tanh), each >= 1.
+        learning_rate: Adam step size for actor and critic, > 0 (mutable by PBT).
+        update_epochs: passes K over each rollout, >= 1 (paper sec. 6: 3-15).
+        minibatch_size: samples per gradient step, 1..rollout_steps*num_envs.
+        gamma: discount in (0, 1]; 0.99 ~ a 100-step (trading-day) horizon.
+        gae_lambda: GAE lambda in [0, 1] (arXiv 1506.02438).
+        clip_coef: policy ratio clip epsilon > 0 (PPO paper eq. 7, 0.1-0.3 typical).
+        value_clip_coef: clip of the value update around the rollout values, > 0, or None for a
+            plain squared error (None is recommended by arXiv 2006.05990, sec. 3.5).
+        ent_coef: weight >= 0 of the entropy bonus (mutable by PBT).
+        vf_coef: weight >= 0 of the value loss in the joint loss (matters for gradient clipping).
+        max_grad_norm: global L2 gradient-norm clip, > 0.
+        normalize_advantages: standardise advantages over each rollout.
+        normalize_observations: standardise observations with running mean/var (fixed at creation).
+        obs_clip: normalised observations are clipped to +-obs_clip, > 0.
+        init_log_std: initial log std of the Gaussian policy in action units ([-1, 1] scale).
+        reward_scale: rewards are multiplied by this before learning, > 0 (statistics report the
+            env's unscaled returns).
+    """
+
+    algorithm: ClassVar[str] = "ppo"
+
+    num_envs: int = 1024
+    rollout_steps: int = 16
+    hidden_sizes: tuple[int, ...] = (256, 256)
+    learning_rate: float = 3e-4
+    update_epochs: int = 8
+    minibatch_size: int = 4096
+    gamma: float = 0.99
+    gae_lambda: float = 0.95
+    clip_coef: float = 0.2
+    value_clip_coef: float | None = None
+    ent_coef: float = 0.01
+    vf_coef: float = 0.5
+    max_grad_norm: float = 0.5
+    normalize_advantages: bool = True
+    normalize_observations: bool = True
+    obs_clip: float = 10.0
+    init_log_std: float = -0.5
+    reward_scale: float = 1.0
+
+    # fields that shape the networks or statistics and cannot change after the agent exists
+    FIXED: ClassVar[tuple[str, ...]] = ("hidden_sizes", "normalize_observations", "init_log_std")
+
+    def validate(self) -> None:
+        """Raise :class:`ConfigError` naming the first impossible field."""
+        r = self._require
+        r(self.num_envs >= 1, "num_envs", "must be >= 1")
+        r(self.rollout_steps >= 1, "rollout_steps", "must be >= 1")
+        r(len(self.hidden_sizes) >= 1 and all(h >= 1 for h in self.hidden_sizes), "hidden_sizes", "must be >= 1 each")
+        r(math.isfinite(self.learning_rate) and self.learning_rate > 0, "learning_rate", "must be > 0")
+        r(self.update_epochs >= 1, "update_epochs", "must be >= 1")
+        batch = self.rollout_steps * self.num_envs
+        r(1 <= self.minibatch_size <= batch, "minibatch_size", f"must be in [1, rollout_steps * num_envs = {batch}]")
+        r(0 < self.gamma <= 1, "gamma", "must be in (0, 1]")
+        r(0 <= self.gae_lambda <= 1, "gae_lambda", "must be in [0, 1]")
+        r(self.clip_coef > 0, "clip_coef", "must be > 0")
+        r(self.value_clip_coef is None or self.value_clip_coef > 0, "value_clip_coef", "must be > 0 or null")
+        r(self.ent_coef >= 0, "ent_coef", "must be >= 0")
+        r(self.vf_coef >= 0, "vf_coef", "must be >= 0")
+        r(self.max_grad_norm > 0, "max_grad_norm", "must be > 0")
+        r(self.obs_clip > 0, "obs_clip", "must be > 0")
+        r(-20 <= self.init_log_std <= 2, "init_log_std", "must be in [-20, 2]")
+        r(math.isfinite(self.reward_scale) and self.reward_scale > 0, "reward_scale", "must be > 0")
+
+
+class PPOAgent:
+    """PPO agent: owns its networks, optimizer, observation statistics, RNG and counters.
+
+    Args:
+        obs_dim: observation size (>= 1).
+        action_dim: action size (>= 1); actions live in [-1, 1].
+        config: hyperparameters (validated here); defaults when None.
+        device: where networks, rollouts and sampling live (should be the env's device).
+        seed: seeds network initialisation and the agent's generator (action noise,
+            minibatch order, env reset seeds).
+
+    Raises:
+        ConfigError: invalid config or dimensions.
+    """
+
+    algorithm = "ppo"
+
+    def __init__(
+        self,
+        obs_dim: int,
+        action_dim: int,
+        config: PPOConfig | None = None,
+        *,
+        device: str | torch.device = "cpu",
+        seed: int = 0,
+    ) -> None:
+        if obs_dim < 1 or action_dim < 1:
+            raise ConfigError(f"obs_dim and action_dim must be >= 1, got {obs_dim}, {action_dim}", field="env")
+        self.config = config if config is not None else PPOConfig()
+        self.config.validate()
+        self.obs_dim, self.action_dim = obs_dim, action_dim
+        self.device = torch.device(device)
+        cfg = self.config
+        with seeded_init(seed):
+            self.actor = GaussianActor(obs_dim, action_dim, cfg.hidden_sizes, cfg.init_log_std)
+            self.critic = ValueCritic(obs_dim, cfg.hidden_sizes)
+        self.actor.to(self.device)
+        self.critic.to(self.device)
+        self.obs_rms = (
+            RunningMeanStd(obs_dim, clip=cfg.obs_clip).to(self.device) if cfg.normalize_observations else None
+        )
+        self.optimizer = torch.optim.Adam(self._parameters(), lr=cfg.learning_rate, eps=1e-5)
+        self.generator = torch.Generator(device=self.device)
+        self.generator.manual_seed(seed)
+        self.env_steps = 0  # transitions collected over the agent's life
+        self.updates = 0  # gradient steps over the agent's life
+        self.recent_returns: deque[float] = deque(maxlen=100)
+
+    def _parameters(self) -> list[nn.Parameter]:
+        return list(self.actor.parameters()) + list(self.critic.parameters())
+
+    def _normalize(self, obs: torch.Tensor, update: bool = False) -> torch.Tensor:
+        if self.obs_rms is None:
+            return obs
+        if update:
+            self.obs_rms.update(obs)
+        return self.obs_rms(obs)
+
+    # ------------------------------------------------------------------ acting
+    @torch.no_grad()
+    def act(self, obs: torch.Tensor, deterministic: bool = True) -> torch.Tensor:
+        """Actions for a batch of raw observations.
+
+        Args:
+            obs: (B, obs_dim) float32 raw observations (any device; moved to the agent's).
+            deterministic: the policy mean when true, a Gaussian sample (drawn from the agent's
+                generator, which advances it) otherwise.
+
+        Returns:
+            (B, action_dim) float32 actions in [-1, 1] on the agent's device.
+        """
+        x = self._normalize(obs.to(self.device, torch.float32))
+        if deterministic:
+            action = self.actor(x)
+        else:
+            action, _ = self.actor.sample(x, self.generator)
+        return action.clamp(-1.0, 1.0)
+
+    def policy_module(self) -> nn.Module:
+        """A detached copy: raw obs (B, obs_dim) -> clipped policy mean (B, A), normalizer baked in."""
+        return copy.deepcopy(DeterministicPolicy(self.actor, self.obs_rms)).eval()
+
+    # ---------------------------------------------------------------- learning
+    def learn(
+        self,
+        env: Any,
+        env_steps: int,
+        *,
+        progress: ProgressFn | None = None,
+        should_stop: StopFn | None = None,
+    ) -> dict[str, Any]:
+        """Train for at least ``env_steps`` transitions (whole rollouts of T * E).
+
+        The env is reset first with a seed from the agent's generator (see the module docstring).
+
+        Args:
+            env: vectorized env following ``docs/architecture.md`` on the agent's device.
+            env_steps: transitions to collect, >= 0.
+            progress: called at most ~4 times a second with ``env_steps`` (this call),
+                ``total_env_steps``, ``steps_per_s``, ``episode_return_mean`` (last 100 finished
+                episodes, unscaled, None before any) and the latest losses.
+            should_stop: polled between rollouts and between epochs; when it returns true the
+                call ends early with ``stats["cancelled"] = True``.
+
+        Returns:
+            Stats dict: ``env_steps``, ``total_env_steps``, ``updates``, ``duration_s``,
+            ``steps_per_s``, ``episode_return_mean``, ``episodes``, ``cancelled`` and the last
+            rollout's mean ``policy_loss``, ``value_loss``, ``entropy``, ``approx_kl``,
+            ``clip_fraction``.
+
+        Raises:
+            ConfigError: the env's dimensions differ from the agent's, or the minibatch is larger
+                than the env's rollout.
+        """
+        cfg = self.config
+        check_env(env, self.obs_dim, self.action_dim, self.algorithm)
+        num_envs, num_steps = env.num_envs, cfg.rollout_steps
+        if cfg.minibatch_size > num_steps * num_envs:
+            raise ConfigError(
+                f"ppo.minibatch_size {cfg.minibatch_size} exceeds rollout_steps * env.num_envs = {num_steps * num_envs}",
+                field="ppo.minibatch_size",
+            )
+        if env_steps < 0:
+            raise ConfigError(f"env_steps must be >= 0, got {env_steps}", field="env_steps")
+        iterations = math.ceil(env_steps / (num_steps * num_envs))
+        buf = RolloutBuffer(num_steps, num_envs, self.obs_dim, self.action_dim, self.device)
+        throttle = Throttle(progress)
+        start = time.monotonic()
+        collected, episodes, cancelled = 0, 0, False
+        losses: dict[str, float] = {}
+
+        env_seed = int(torch.randint(0, 2**31 - 1, (1,), device=self.device, generator=self.generator).item())
+        obs, _ = env.reset(seed=env_seed)
+        for _ in range(iterations):
+            if should_stop is not None and should_stop():
+                cancelled = True
+                break
+            # ---- collect T steps in E envs
+            with torch.no_grad():
+                for t in range(num_steps):
+                    x = self._normalize(obs, update=True)
+                    action, log_prob = self.actor.sample(x, self.generator)
+                    buf.obs[t], buf.actions[t], buf.log_probs[t] = x, action, log_prob
+                    buf.values[t] = self.critic(x)
+                    obs, reward, terminated, truncated, info = env.step(action.clamp(-1.0, 1.0))
+                    buf.rewards[t] = reward * cfg.reward_scale
+                    buf.terminated[t], buf.truncated[t] = terminated, truncated
+                    buf.episode_returns[t] = info["episode_return"]
+                    # V(final obs) for every row, kept only where truncated: avoids a device sync
+                    final_x = self._normalize(info["final_observation"])
+                    buf.final_values[t] = torch.where(truncated, self.critic(final_x), 0.0)
+                last_values = self.critic(self._normalize(obs))
+                buf.advantages[:], buf.returns[:] = compute_gae(
+                    buf.rewards,
+                    buf.values,
+                    last_values,
+                    buf.terminated,
+                    buf.truncated,
+                    buf.final_values,
+                    gamma=cfg.gamma,
+                    gae_lambda=cfg.gae_lambda,
+                )
+                if cfg.normalize_advantages:
+                    buf.advantages[:] = (buf.advantages - buf.advantages.mean()) / (buf.advantages.std() + 1e-8)
+            collected += buf.size
+            self.env_steps += buf.size
+            finished = buf.finished_episode_returns().tolist()
+            episodes += len(finished)
+            self.recent_returns.extend(finished)
+
+            # ---- K epochs of minibatch updates on the clipped objective
+            sums = torch.zeros(5, device=self.device)
+            count = 0
+            for _epoch in range(cfg.update_epochs):
+                if should_stop is not None and should_stop():
+                    cancelled = True
+                    break
+                perm = torch.randperm(buf.size, device=self.device, generator=self.generator)
+                for lo in range(0, buf.size, cfg.minibatch_size):
+                    batch = buf.minibatch(perm[lo : lo + cfg.minibatch_size])
+                    new_log_prob, entropy = self.actor.evaluate(batch.obs, batch.actions)
+                    new_values = self.critic(batch.obs)
+                    pg = ppo_policy_loss(new_log_prob, batch.log_probs, batch.advantages, cfg.clip_coef)
+                    v_loss = ppo_value_loss(new_values, batch.values, batch.returns, cfg.value_clip_coef)
+                    entropy = entropy.mean()
+                    loss = pg.loss - cfg.ent_coef * entropy + cfg.vf_coef * v_loss
+                    self.optimizer.zero_grad(set_to_none=True)
+                    loss.backward()
+                    nn.utils.clip_grad_norm_(self._parameters(), cfg.max_grad_norm)
+                    self.optimizer.step()
+                    self.updates += 1
+                    count += 1
+                    sums += torch.stack(
+                        [pg.loss.detach(), v_loss.detach(), entropy.detach(), pg.approx_kl, pg.clip_fraction]
+                    )
+            if count:
+                means = (sums / count).tolist()
+                losses = dict(zip(("policy_loss", "value_loss", "entropy", "approx_kl", "clip_fraction"), means))
+            if throttle.due():
+                throttle(self._stats(collected, episodes, start, losses, cancelled))
+            if cancelled:
+                break
+        return self._stats(collected, episodes, start, losses, cancelled)
+
+    def _stats(self, collected: int, episodes: int, start: float, losses: dict, cancelled: bool) -> dict[str, Any]:
+        elapsed = time.monotonic() - start
+        recent = list(self.recent_returns)
+        return {
+            "env_steps": collected,
+            "total_env_steps": self.env_steps,
+            "updates": self.updates,
+            "duration_s": elapsed,
+            "steps_per_s": collected / elapsed if elapsed > 0 else 0.0,
+            "episode_return_mean": sum(recent) / len(recent) if recent else None,
+            "episodes": episodes,
+            "cancelled": cancelled,
+            **losses,
+        }
+
+    # ------------------------------------------------------- hyperparameters
+    def hyperparameters(self) -> dict[str, Any]:
+        """The current config as a JSON-able dict."""
+        return self.config.to_dict()
+
+    def set_hyperparameters(self, **changes: Any) -> None:
+        """Change hyperparameters between learn calls (PBT mutation); ``learning_rate`` reaches Adam.
+
+        Raises:
+            ConfigError: unknown key, bad value, or a field fixed at creation (``hidden_sizes``,
+                ``normalize_observations``, ``init_log_std``) given a different value.
+        """
+        config = self.config.replace(**changes)
+        for name in PPOConfig.FIXED:
+            if getattr(config, name) != getattr(self.config, name):
+                raise ConfigError(f"ppo.{name} cannot change after the agent is created", field=f"ppo.{name}")
+        self.config = config
+        set_lr(self.optimizer, self.config.learning_rate)
+
+    # ------------------------------------------------------------ checkpoints
+    def state_dict(self) -> dict[str, Any]:
+        """Full training state as tensors and plain containers (``torch.load(weights_only=True)``-safe)."""
+        return {
+            "algorithm": self.algorithm,
+            "obs_dim": self.obs_dim,
+            "action_dim": self.action_dim,
+            "config": self.config.to_dict(),
+            "actor": self.actor.state_dict(),
+            "critic": self.critic.state_dict(),
+            "obs_rms": self.obs_rms.state_dict() if self.obs_rms is not None else None,
+            "optimizer": self.optimizer.state_dict(),
+            "generator": self.generator.get_state(),
+            "env_steps": self.env_steps,
+            "updates": self.updates,
+            "recent_returns": list(self.recent_returns),
+        }
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        """Restore a :meth:`state_dict` (config included; networks must have the same shapes).
+
+        Raises:
+            ConfigError: the state belongs to another algorithm or other dimensions.
+        """
+        if state.get("algorithm") != self.algorithm:
+            raise ConfigError(f"state is for algorithm {state.get('algorithm')!r}, not ppo", field="algorithm")
+        if (state["obs_dim"], state["action_dim"]) != (self.obs_dim, self.action_dim):
+            raise ConfigError("state has different obs_dim/action_dim", field="env")
+        config = PPOConfig.from_dict(state["config"])
+        for name in ("hidden_sizes", "normalize_observations"):
+            if getattr(config, name) != getattr(self.config, name):
+                raise ConfigError(f"state has a different ppo.{name}", field=f"ppo.{name}")
+        self.config = config
+        self.actor.load_state_dict(state["actor"])
+        self.critic.load_state_dict(state["critic"])
+        if self.obs_rms is not None and state["obs_rms"] is not None:
+            self.obs_rms.load_state_dict(state["obs_rms"])
+        self.optimizer.load_state_dict(state["optimizer"])
+        self.generator.set_state(state["generator"])
+        self.env_steps = int(state["env_steps"])
+        self.updates = int(state["updates"])
+        self.recent_returns = deque((float(x) for x in state["recent_returns"]), maxlen=100)

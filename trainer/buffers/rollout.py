@@ -1,0 +1,84 @@
+"""On-policy rollout storage for PPO: T steps of E envs, kept on the env's device."""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+import torch
+
+__all__ = ["RolloutBatch", "RolloutBuffer"]
+
+
+class RolloutBatch(NamedTuple):
+    """A minibatch of flattened rollout samples (B = any subset of T * E).
+
+    Attributes:
+        obs: (B, obs_dim) float32 observations as the policy saw them (normalised if enabled).
+        actions: (B, action_dim) float32 unclipped Gaussian samples.
+        log_probs: (B,) float32 log pi_old(a|s).
+        values: (B,) float32 V_old(s).
+        advantages: (B,) float32 GAE advantages.
+        returns: (B,) float32 value targets.
+    """
+
+    obs: torch.Tensor
+    actions: torch.Tensor
+    log_probs: torch.Tensor
+    values: torch.Tensor
+    advantages: torch.Tensor
+    returns: torch.Tensor
+
+
+class RolloutBuffer:
+    """Fixed-size storage for one PPO rollout; every tensor is indexed ``[t, env]``.
+
+    Args:
+        num_steps: rollout length T per env.
+        num_envs: number of envs E.
+        obs_dim: observation size.
+        action_dim: action size.
+        device: where the tensors live (the env's device, so nothing is copied per step).
+    """
+
+    def __init__(self, num_steps: int, num_envs: int, obs_dim: int, action_dim: int, device: torch.device) -> None:
+        self.num_steps, self.num_envs = num_steps, num_envs
+        obs_shape, action_shape = (obs_dim,), (action_dim,)
+        self.obs = torch.zeros((num_steps, num_envs) + obs_shape, device=device)
+        self.actions = torch.zeros((num_steps, num_envs) + action_shape, device=device)
+        self.log_probs = torch.zeros((num_steps, num_envs), device=device)
+        self.rewards = torch.zeros((num_steps, num_envs), device=device)
+        self.values = torch.zeros((num_steps, num_envs), device=device)
+        self.terminated = torch.zeros((num_steps, num_envs), dtype=torch.bool, device=device)
+        self.truncated = torch.zeros((num_steps, num_envs), dtype=torch.bool, device=device)
+        # V(final observation) where an episode was truncated at step t, zero elsewhere
+        self.final_values = torch.zeros((num_steps, num_envs), device=device)
+        # undiscounted returns of episodes that ended at step t (only read where done)
+        self.episode_returns = torch.zeros((num_steps, num_envs), device=device)
+        self.advantages = torch.zeros((num_steps, num_envs), device=device)
+        self.returns = torch.zeros((num_steps, num_envs), device=device)
+
+    @property
+    def size(self) -> int:
+        """Number of samples T * E."""
+        return self.num_steps * self.num_envs
+
+    def finished_episode_returns(self) -> torch.Tensor:
+        """(K,) float32 returns of the K episodes that ended during this rollout, in time order."""
+        done = self.terminated | self.truncated
+        return self.episode_returns[done]
+
+    def minibatch(self, indices: torch.Tensor) -> RolloutBatch:
+        """Gather flattened samples.
+
+        Args:
+            indices: (B,) int64 positions in ``[0, T * E)`` of the flattened ``[t, env]`` grid.
+        """
+        flat = lambda x: x.reshape((self.size,) + x.shape[2:])[indices]  # noqa: E731
+        return RolloutBatch(
+            flat(self.obs),
+            flat(self.actions),
+            flat(self.log_probs),
+            flat(self.values),
+            flat(self.advantages),
+            flat(self.returns),
+        )
