@@ -1,5 +1,22 @@
 """Market data: loading, validation, calendar alignment, indicators, splits, caching."""
 
+from trainer.data.indicators import DEFAULT_INDICATORS, turbulence_index
+from trainer.data.loading import load_panel
 from trainer.data.market import MarketData
+from trainer.data.pipeline import DataSpec, build_market_data, load_market_data
+from trainer.data.splits import split_market_data
+from trainer.data.yahoo import download_yfinance, panel_from_yfinance, yfinance_to_long
 
-__all__ = ["MarketData"]
+__all__ = [
+    "DEFAULT_INDICATORS",
+    "DataSpec",
+    "MarketData",
+    "build_market_data",
+    "download_yfinance",
+    "load_market_data",
+    "load_panel",
+    "panel_from_yfinance",
+    "split_market_data",
+    "turbulence_index",
+    "yfinance_to_long",
+]

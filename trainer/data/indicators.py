@@ -1,0 +1,167 @@
+"""Technical indicators (stockstats) and FinRL's turbulence index, both strictly causal.
+
+Every value of day ``t`` uses data of days ``<= t`` only: stockstats' moving averages, EMAs and
+Wilder smoothing look backwards, warm-up gaps are filled forwards or with 0 (never back-filled
+from the future), and the turbulence window ends the day before ``t``.
+"""
+
+from __future__ import annotations
+
+import re
+import warnings
+from collections.abc import Sequence
+
+import numpy as np
+import pandas as pd
+import stockstats
+
+from trainer.errors import ConfigError
+
+DEFAULT_INDICATORS: tuple[str, ...] = (
+    "macd",
+    "boll_ub",
+    "boll_lb",
+    "rsi_30",
+    "cci_30",
+    "dx_30",
+    "close_30_sma",
+    "close_60_sma",
+)
+"""FinRL's default ``INDICATORS`` list (finrl/config.py), computed with stockstats."""
+
+TURBULENCE_WINDOW = 252
+"""Trading days of returns behind each turbulence value (one year), as in FinRL."""
+
+# stockstats can also compute columns from *future* rows (e.g. ``close_2_s`` is the close two
+# days ahead, ``cr`` shifts its averages), which would leak the future into observations.
+# Only these backward-looking families are accepted.
+_CAUSAL = re.compile(
+    r"^(?:"
+    r"macd|macds|macdh|boll|boll_ub|boll_lb|adx|adxr|trix|tema|log-ret"
+    r"|(?:rsi|stochrsi|cci|dx|pdi|ndi|atr|wr|mfi|kdjk|kdjd|kdjj|vwma)(?:_\d+)?"
+    r"|(?:open|high|low|close|volume)_\d+_(?:sma|ema|smma|mstd|mvar|mad)"
+    r"|(?:open|high|low|close|volume)_-\d+_[sdr]"
+    r")$"
+)
+
+
+def validate_indicators(names: Sequence[str], *, field: str = "indicators") -> tuple[str, ...]:
+    """Return ``names`` as a tuple after checking each is a backward-looking stockstats column.
+
+    Raises:
+        ConfigError: a name is not a string, repeats, or is not in the causal allow-list
+            (``field`` names the list, e.g. ``"data.indicators"``).
+    """
+    if isinstance(names, str) or not isinstance(names, Sequence):
+        raise ConfigError(f"{field} must be a list of indicator names", field=field)
+    out: list[str] = []
+    for i, name in enumerate(names):
+        if not isinstance(name, str) or not _CAUSAL.match(name):
+            raise ConfigError(
+                f"{field}[{i}]: {name!r} is not a supported backward-looking stockstats indicator "
+                f"(e.g. {', '.join(DEFAULT_INDICATORS)})",
+                field=f"{field}[{i}]",
+            )
+        if name in out:
+            raise ConfigError(f"{field}[{i}]: {name!r} is listed twice", field=f"{field}[{i}]")
+        out.append(name)
+    return tuple(out)
+
+
+def compute_indicators(ohlcv: pd.DataFrame, indicators: Sequence[str]) -> np.ndarray:
+    """Compute stockstats indicators for one ticker's consecutive daily bars.
+
+    Args:
+        ohlcv: columns ``open, high, low, close, volume`` (adjusted prices, USD; shares) of one
+            ticker, oldest row first, one row per trading day.
+        indicators: stockstats column names (see :func:`validate_indicators`).
+
+    Returns:
+        (T, F) float64 in each indicator's own units (prices in USD, RSI/CCI/DX in points).
+        Warm-up NaN/inf values are forward-filled from the ticker's own earlier rows, and
+        values with no earlier finite value are 0; nothing is back-filled.
+    """
+    frame = ohlcv[["open", "high", "low", "close", "volume"]].reset_index(drop=True).astype("float64")
+    sdf = stockstats.wrap(frame.copy())
+    columns = []
+    with warnings.catch_warnings():
+        # stockstats divides by zero on flat bars (e.g. zero-volume days); handled below
+        warnings.simplefilter("ignore", RuntimeWarning)
+        for name in indicators:
+            columns.append(np.asarray(sdf[name], dtype="float64"))
+    values = np.stack(columns, axis=1) if columns else np.zeros((len(frame), 0))
+    return forward_fill_then_zero(values)
+
+
+def forward_fill_then_zero(values: np.ndarray) -> np.ndarray:
+    """Replace non-finite entries along axis 0 by the last finite value above, else by 0.
+
+    Args:
+        values: (T, ...) float array, time on axis 0.
+
+    Returns:
+        A new array of the same shape and dtype with only finite values.
+    """
+    out = np.array(values, dtype=values.dtype, copy=True)
+    finite = np.isfinite(out)
+    if finite.all():
+        return out
+    t = out.shape[0]
+    idx = np.where(finite, np.arange(t).reshape((t,) + (1,) * (out.ndim - 1)), -1)
+    np.maximum.accumulate(idx, axis=0, out=idx)
+    filled = np.take_along_axis(out, np.clip(idx, 0, None), axis=0)
+    return np.where(idx >= 0, filled, 0.0).astype(values.dtype)
+
+
+def turbulence_index(close: np.ndarray, *, window: int = TURBULENCE_WINDOW) -> np.ndarray:
+    """FinRL's turbulence index of each day (``FeatureEngineer.calculate_turbulence``).
+
+    Kritzman & Li (2010), "Skulls, Financial Turbulence, and Risk Management", as FinRL
+    implements it: with daily returns ``r_t = close_t / close_{t-1} - 1`` per ticker,
+
+        turbulence_t = (r_t - mu) Sigma^+ (r_t - mu)^T
+
+    where ``mu`` and ``Sigma`` are the mean and sample covariance (ddof=1) of the returns of
+    the ``window`` days before ``t`` (rows ``t - window .. t - 1``) and ``Sigma^+`` is the
+    Moore-Penrose pseudo-inverse (``np.linalg.pinv``). Matching FinRL exactly:
+
+    * days ``t < window`` get 0;
+    * inside each window, the leading ``k`` rows are skipped where ``k`` is the smallest count
+      of missing returns among tickers, then tickers still missing a return are left out
+      (tickers that listed late join once they have a full window);
+    * a non-positive or non-finite value gives 0, and so do the first two positive values
+      (FinRL's ``count <= 2`` rule, "avoid large outlier because the calculation just begins").
+
+    Args:
+        close: (T, N) float64 adjusted close in USD, NaN where a ticker has no price yet.
+        window: number of past days in the mean/covariance estimate.
+
+    Returns:
+        (T,) float64 turbulence (squared Mahalanobis distance, unitless), 0 where undefined.
+    """
+    close = np.asarray(close, dtype="float64")
+    t_days = close.shape[0]
+    returns = np.full_like(close, np.nan)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        returns[1:] = close[1:] / close[:-1] - 1.0
+    out = np.zeros(t_days, dtype="float64")
+    missing = np.isnan(returns)
+    positive_seen = 0
+    for t in range(window, t_days):
+        hist = returns[t - window : t]
+        hist_missing = missing[t - window : t]
+        skip = int(hist_missing.sum(axis=0).min()) if hist.shape[1] else 0
+        hist = hist[skip:]
+        keep = ~hist_missing[skip:].any(axis=0)
+        if not keep.any() or hist.shape[0] < 2:
+            continue
+        sample = hist[:, keep]
+        mu = sample.mean(axis=0)
+        cov = np.cov(sample, rowvar=False, ddof=1).reshape(keep.sum(), keep.sum())
+        diff = returns[t, keep] - mu
+        value = float(diff @ np.linalg.pinv(cov, hermitian=True) @ diff)
+        if np.isfinite(value) and value > 0:
+            positive_seen += 1
+            if positive_seen > 2:
+                out[t] = value
+    return out

@@ -1,0 +1,429 @@
+"""Read daily OHLCV files into one validated long-layout panel.
+
+Supported inputs (CSV, CSV.gz or Parquet, chosen by the file suffix):
+
+* **long layout**: one row per ``(date, ticker)``, columns ``date, tic, open, high, low, close,
+  [adj_close], volume`` in any order and letter case. Common aliases are accepted: ``Date``,
+  ``datetime``, ``timestamp``; ``ticker``, ``symbol``; ``Adj Close``, ``adjclose``,
+  ``Adjusted_close``; ``vol``.
+* **one file per ticker**: the same columns without ``tic``; the ticker is the ``ticker=``
+  argument, else the file name up to its first ``_`` or ``.`` (``AAPL.csv`` -> ``AAPL``,
+  ``QQQ_daily_eodhd_1999-03-10_2024-04-19.csv`` -> ``QQQ``). A folder path stands for every
+  ``*.csv``, ``*.csv.gz``, ``*.parquet`` and ``*.pq`` file in it.
+
+Prices are made split/dividend-adjusted whenever the file allows it, because the agent must
+not see a 7:1 split as a -86 % day:
+
+1. ``adj_open/adj_high/adj_low/adj_close`` all present: used as they are;
+2. only ``adj_close`` present: ``open/high/low`` are scaled by ``adj_close / close`` (the usual
+   Yahoo/EODHD back-adjustment: one factor per day for the whole bar);
+3. no adjusted column: raw prices are used and a note says so.
+
+Volume is used as it is (EODHD files already put it on the latest share basis).
+
+Row numbers in errors (``details["row"]``) are **1-based data rows**: the first row after the
+header is row 1. For CSV files the message also gives the file line (``row + 1``).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Sequence
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from trainer.errors import ConfigError, DataError
+
+PANEL_COLUMNS = ("date", "tic", "open", "high", "low", "close", "volume")
+PRICE_COLUMNS = ("open", "high", "low", "close")
+_ROW = "_row"  # original 1-based data row, carried until validation is done
+
+_ALIASES = {
+    "date": "date",
+    "datetime": "date",
+    "timestamp": "date",
+    "day": "date",
+    "tic": "tic",
+    "ticker": "tic",
+    "symbol": "tic",
+    "open": "open",
+    "high": "high",
+    "low": "low",
+    "close": "close",
+    "volume": "volume",
+    "vol": "volume",
+    "adj_close": "adj_close",
+    "adjclose": "adj_close",
+    "adjusted_close": "adj_close",
+    "adj_open": "adj_open",
+    "adjusted_open": "adj_open",
+    "adj_high": "adj_high",
+    "adjusted_high": "adj_high",
+    "adj_low": "adj_low",
+    "adjusted_low": "adj_low",
+}
+_FILE_SUFFIXES = (".csv", ".csv.gz", ".parquet", ".pq")
+
+
+def _canonical(name: object) -> str:
+    key = re.sub(r"[\s\-.]+", "_", str(name).strip().lower())
+    return _ALIASES.get(key, key)
+
+
+def _is_parquet(path: Path) -> bool:
+    return path.name.lower().endswith((".parquet", ".pq"))
+
+
+def ticker_from_filename(path: str | Path) -> str:
+    """Return the ticker a per-ticker file name stands for.
+
+    The name up to its first ``_`` or ``.``, upper-cased: ``aapl.csv.gz`` -> ``AAPL``,
+    ``QQQ_daily_eodhd_1999-03-10_2024-04-19.csv`` -> ``QQQ``.
+    """
+    return re.split(r"[_.]", Path(path).name, maxsplit=1)[0].strip().upper()
+
+
+def expand_paths(paths: str | Path | Iterable[str | Path]) -> list[Path]:
+    """Turn a file, a folder, or a list of both into a sorted-per-folder list of data files.
+
+    Raises:
+        DataError: a path does not exist, or a folder holds no data file (``file`` names it).
+    """
+    if isinstance(paths, str | Path):
+        paths = [paths]
+    out: list[Path] = []
+    for raw in paths:
+        p = Path(raw)
+        if p.is_dir():
+            found = sorted(f for f in p.iterdir() if f.is_file() and f.name.lower().endswith(_FILE_SUFFIXES))
+            if not found:
+                raise DataError(f"folder {p} holds no .csv, .csv.gz, .parquet or .pq file", file=str(p))
+            out.extend(found)
+        elif p.is_file():
+            out.append(p)
+        else:
+            raise DataError(f"data file {p} does not exist", file=str(p))
+    if not out:
+        raise DataError("no data file given", field="paths")
+    return out
+
+
+def _read_raw(path: Path) -> pd.DataFrame:
+    try:
+        if _is_parquet(path):
+            frame = pd.read_parquet(path)
+        else:
+            frame = pd.read_csv(path)
+    except pd.errors.EmptyDataError as exc:
+        raise DataError(f"{path.name}: file is empty", file=str(path)) from exc
+    except (OSError, ValueError, pd.errors.ParserError) as exc:
+        raise DataError(f"{path.name}: cannot be read ({exc})", file=str(path)) from exc
+    if frame.empty:
+        raise DataError(f"{path.name}: file has a header but no data rows", file=str(path))
+    return frame
+
+
+def _where(origin: str, row: int, *, csv: bool) -> str:
+    return f"{origin}, row {row} (line {row + 1})" if csv else f"{origin}, row {row}"
+
+
+def normalize_frame(
+    frame: pd.DataFrame,
+    *,
+    origin: str,
+    file: str | None = None,
+    ticker: str | None = None,
+    csv_lines: bool = False,
+) -> tuple[pd.DataFrame, list[str]]:
+    """Rename columns to the canonical names and pick adjusted prices (see the module doc).
+
+    Args:
+        frame: rows as read from one source, in source order (row ``i`` is data row ``i + 1``).
+        origin: name used in messages, e.g. the file name or ``"yfinance"``.
+        file: path put in error details.
+        ticker: ticker of every row when ``frame`` has no ticker column.
+        csv_lines: whether messages should also give the CSV line number.
+
+    Returns:
+        ``(frame, notes)``: columns ``date`` (raw values), ``tic``, ``open, high, low, close,
+        volume`` (as read, maybe adjusted) and ``_row`` (1-based data row); notes about the
+        adjustment choice.
+
+    Raises:
+        DataError: a required column is missing, a column name appears twice after aliasing,
+            or the file has no ticker column and no ticker was given.
+    """
+    frame = frame.reset_index(drop=True)
+    if isinstance(frame.columns, pd.MultiIndex):
+        raise DataError(f"{origin}: columns are a MultiIndex; flatten it first", file=file)
+    canon = [_canonical(c) for c in frame.columns]
+    seen: dict[str, str] = {}
+    for original, c in zip(frame.columns, canon):
+        if c in seen:
+            raise DataError(f"{origin}: columns {seen[c]!r} and {original!r} both mean {c!r}", file=file, field=c)
+        seen[c] = str(original)
+    frame = frame.set_axis(canon, axis=1)
+    notes: list[str] = []
+
+    missing = [c for c in ("date", "volume") if c not in frame.columns]
+    for c in PRICE_COLUMNS:
+        if c not in frame.columns and f"adj_{c}" not in frame.columns:
+            missing.append(c)
+    if "tic" not in frame.columns and not ticker:
+        missing.append("tic")
+    if missing:
+        raise DataError(
+            f"{origin}: missing column(s) {', '.join(missing)}; found {', '.join(map(str, seen.values()))}",
+            file=file,
+            field=missing[0],
+        )
+
+    out = pd.DataFrame({"date": frame["date"]})
+    if "tic" in frame.columns:
+        out["tic"] = frame["tic"]
+    else:
+        out["tic"] = ticker
+    numeric = {}
+    for c in ("open", "high", "low", "close", "adj_open", "adj_high", "adj_low", "adj_close", "volume"):
+        if c in frame.columns:
+            numeric[c] = _to_number(frame[c], c, origin=origin, file=file, csv_lines=csv_lines)
+
+    have_adj = [c for c in PRICE_COLUMNS if f"adj_{c}" in numeric]
+    if len(have_adj) == 4:
+        for c in PRICE_COLUMNS:
+            out[c] = numeric[f"adj_{c}"]
+        extra_raw = [c for c in PRICE_COLUMNS if c in numeric]
+        for c in extra_raw:  # still validated below, as a broken raw row points at a broken file
+            out[f"raw_{c}"] = numeric[c]
+    elif "adj_close" in numeric and "close" in numeric:
+        factor = numeric["adj_close"] / numeric["close"]
+        for c in ("open", "high", "low"):
+            if c not in numeric:
+                raise DataError(f"{origin}: missing column {c}", file=file, field=c)
+            out[c] = numeric[c] * factor
+            out[f"raw_{c}"] = numeric[c]
+        out["close"] = numeric["adj_close"]
+        out["raw_close"] = numeric["close"]
+        notes.append(f"{origin}: open/high/low adjusted by the factor adj_close/close of each day")
+    else:
+        for c in PRICE_COLUMNS:
+            out[c] = numeric[c] if c in numeric else numeric[f"adj_{c}"]
+        if not have_adj:
+            notes.append(f"{origin}: no adjusted prices in the file; raw prices used (splits show as jumps)")
+    out["volume"] = numeric["volume"]
+    out[_ROW] = np.arange(1, len(out) + 1)
+    return out, notes
+
+
+def _to_number(series: pd.Series, column: str, *, origin: str, file: str | None, csv_lines: bool) -> pd.Series:
+    if pd.api.types.is_numeric_dtype(series) and not pd.api.types.is_bool_dtype(series):
+        return series.astype("float64")
+    values = pd.to_numeric(series, errors="coerce")
+    bad = values.isna() & series.notna()
+    if bad.any():
+        i = int(np.flatnonzero(bad.to_numpy())[0])
+        raise DataError(
+            f"{_where(origin, i + 1, csv=csv_lines)}: {column} {series.iloc[i]!r} is not a number",
+            file=file,
+            row=i + 1,
+            field=column,
+        )
+    return values.astype("float64")
+
+
+def parse_dates(values: pd.Series, *, origin: str, file: str | None, csv_lines: bool, rows: np.ndarray) -> pd.Series:
+    """Parse ISO ``YYYY-MM-DD`` dates (a time part after them is dropped) to ``datetime64``.
+
+    Raises:
+        DataError: the first unparseable value, naming its row.
+    """
+    if pd.api.types.is_datetime64_any_dtype(values):
+        parsed = values
+        if getattr(parsed.dt, "tz", None) is not None:
+            parsed = parsed.dt.tz_localize(None)
+        parsed = parsed.dt.normalize()
+    else:
+        text = values.astype("string").str.strip().str.slice(0, 10)
+        parsed = pd.to_datetime(text, format="%Y-%m-%d", errors="coerce")
+    bad = parsed.isna().to_numpy()
+    if bad.any():
+        i = int(np.flatnonzero(bad)[0])
+        row = int(rows[i])
+        raise DataError(
+            f"{_where(origin, row, csv=csv_lines)}: date {values.iloc[i]!r} is not a YYYY-MM-DD date",
+            file=file,
+            row=row,
+            field="date",
+        )
+    return parsed.astype("datetime64[ns]")
+
+
+def validate_rows(
+    frame: pd.DataFrame, *, origin: str, file: str | None = None, csv_lines: bool = False
+) -> pd.DataFrame:
+    """Check one source's normalized rows and return them sorted by ``(date, tic)``.
+
+    Checks, each raising :class:`DataError` naming file, 1-based row, ticker and date:
+    empty ticker; unparseable date; duplicate ``(date, tic)``; a NaN, infinite or non-positive
+    open/high/low/close (adjusted and, when present, raw); ``high < low``; NaN or negative volume.
+
+    Args:
+        frame: output of :func:`normalize_frame` (maybe filtered to some tickers).
+
+    Returns:
+        Columns ``date`` (datetime64[ns], midnight), ``tic`` (str), ``open, high, low, close,
+        volume`` (float64), sorted by ``date, tic``, index reset.
+    """
+    rows = frame[_ROW].to_numpy()
+
+    def fail(i: int, what: str, column: str | None = None) -> None:
+        row = int(rows[i])
+        tic = str(frame["tic"].iloc[i])
+        day = str(frame["date"].iloc[i])[:10]
+        raise DataError(
+            f"{_where(origin, row, csv=csv_lines)} ({tic} {day}): {what}",
+            file=file,
+            row=row,
+            ticker=tic,
+            date=day,
+            field=column,
+        )
+
+    tic = frame["tic"]
+    tic_text = tic.astype("string").str.strip().str.upper()
+    bad = (tic_text.isna() | (tic_text == "")).to_numpy()
+    if bad.any():
+        i = int(np.flatnonzero(bad)[0])
+        row = int(rows[i])
+        raise DataError(f"{_where(origin, row, csv=csv_lines)}: ticker is empty", file=file, row=row, field="tic")
+    frame = frame.assign(tic=tic_text.astype(str).to_numpy())
+    frame = frame.assign(date=parse_dates(frame["date"], origin=origin, file=file, csv_lines=csv_lines, rows=rows))
+
+    # raw columns first: a zero raw close makes the derived adjusted prices inf/NaN
+    price_cols = [c for c in frame.columns if c.startswith("raw_")] + [c for c in PRICE_COLUMNS]
+    for c in price_cols:
+        v = frame[c].to_numpy(dtype="float64")
+        bad = ~(np.isfinite(v) & (v > 0))
+        if bad.any():
+            i = int(np.flatnonzero(bad)[0])
+            name = c.removeprefix("raw_") + (" (raw)" if c.startswith("raw_") else "")
+            fail(i, f"{name} is {v[i]}; prices must be positive numbers", c.removeprefix("raw_"))
+    for hi, lo in (("high", "low"), ("raw_high", "raw_low")):
+        if hi in frame.columns and lo in frame.columns:
+            bad = (frame[hi] < frame[lo]).to_numpy()
+            if bad.any():
+                i = int(np.flatnonzero(bad)[0])
+                fail(i, f"high {frame[hi].iloc[i]} is below low {frame[lo].iloc[i]}", "high")
+    vol = frame["volume"].to_numpy(dtype="float64")
+    bad = ~(np.isfinite(vol) & (vol >= 0))
+    if bad.any():
+        i = int(np.flatnonzero(bad)[0])
+        fail(i, f"volume is {vol[i]}; it must be a number >= 0", "volume")
+
+    dup = frame.duplicated(["date", "tic"], keep=False).to_numpy()
+    if dup.any():
+        first = int(np.flatnonzero(dup)[0])
+        same = np.flatnonzero(
+            dup
+            & (frame["date"] == frame["date"].iloc[first]).to_numpy()
+            & (frame["tic"] == frame["tic"].iloc[first]).to_numpy()
+        )
+        others = ", ".join(str(int(rows[j])) for j in same[1:])
+        fail(first, f"duplicate (date, ticker): the same pair is also in row(s) {others}", "date")
+
+    out = frame[list(PANEL_COLUMNS)].sort_values(["date", "tic"], kind="stable").reset_index(drop=True)
+    return out
+
+
+def load_panel(
+    paths: str | Path | Sequence[str | Path],
+    *,
+    tickers: Sequence[str] | None = None,
+    ticker: str | None = None,
+) -> pd.DataFrame:
+    """Load and validate daily OHLCV files into one long-layout panel.
+
+    Args:
+        paths: a file, a folder (every data file in it, one ticker per file) or a list of both.
+            Files without a ticker column take ``ticker`` or their file name's ticker.
+        tickers: keep only these tickers (case-insensitive); rows of other tickers are not
+            validated, so a file holding many tickers can be used for a few of them.
+        ticker: ticker of a single file that has no ticker column.
+
+    Returns:
+        DataFrame with columns ``date`` (datetime64[ns]), ``tic`` (str, upper case), ``open,
+        high, low, close`` (float64 USD, split/dividend-adjusted when the file allows it, see the
+        module doc) and ``volume`` (float64 shares), sorted by ``date, tic``. ``attrs["notes"]``
+        (list of str) reports adjustment choices and merged duplicates; ``attrs["files"]`` maps
+        each ticker to the file it came from; ``attrs["source"]`` names the files.
+
+    Raises:
+        DataError: a missing/empty/unreadable file, a missing column, a bad row (see
+            :func:`validate_rows`), a ticker held by two files with different rows, or a
+            requested ticker that no file holds.
+        ConfigError: ``ticker`` given while several files lack a ticker column.
+    """
+    files = expand_paths(paths)
+    wanted = None if tickers is None else list(dict.fromkeys(str(t).strip().upper() for t in tickers))
+    frames: list[pd.DataFrame] = []
+    notes: list[str] = []
+    owner: dict[str, str] = {}
+    no_tic_files = 0
+    for path in files:
+        raw = _read_raw(path)
+        has_tic = any(_canonical(c) == "tic" for c in raw.columns)
+        file_ticker = None
+        if not has_tic:
+            no_tic_files += 1
+            if ticker and no_tic_files > 1:
+                raise ConfigError(
+                    "ticker= names the ticker of one file, but several files have no ticker column", field="ticker"
+                )
+            file_ticker = (ticker or ticker_from_filename(path)).strip().upper()
+        csv_lines = not _is_parquet(path)
+        frame, file_notes = normalize_frame(
+            raw, origin=path.name, file=str(path), ticker=file_ticker, csv_lines=csv_lines
+        )
+        if wanted is not None:
+            frame = frame[frame["tic"].astype("string").str.strip().str.upper().isin(wanted).fillna(False).to_numpy()]
+            if frame.empty:
+                continue
+        clean = validate_rows(frame, origin=path.name, file=str(path), csv_lines=csv_lines)
+        notes.extend(file_notes)
+        keep = np.ones(len(clean), dtype=bool)
+        for tic, rows in clean.groupby("tic", sort=True):
+            if tic not in owner:
+                owner[tic] = path.name
+                continue
+            earlier = next(f for f in frames if (f["tic"] == tic).any())
+            earlier = earlier[earlier["tic"] == tic].reset_index(drop=True)
+            if not earlier.equals(rows.reset_index(drop=True)):
+                raise DataError(
+                    f"ticker {tic} is in both {owner[tic]} and {path.name} with different rows; "
+                    "choose tickers so each comes from one file",
+                    ticker=tic,
+                    file=str(path),
+                )
+            notes.append(f"{tic}: identical rows in {owner[tic]} and {path.name}; kept once")
+            keep &= (clean["tic"] != tic).to_numpy()
+        frames.append(clean[keep])
+
+    if wanted is not None:
+        unknown = [t for t in wanted if t not in owner]
+        if unknown:
+            held = sorted({t for f in frames for t in f["tic"].unique()})
+            names = ", ".join(p.name for p in files)
+            raise DataError(
+                f"unknown ticker(s) {', '.join(unknown)}: not in {names}"
+                + (f" (other requested tickers found: {', '.join(held)})" if held else ""),
+                ticker=unknown[0],
+                file=str(files[0]) if len(files) == 1 else None,
+            )
+    panel = pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(columns=list(PANEL_COLUMNS))
+    panel = panel.sort_values(["date", "tic"], kind="stable").reset_index(drop=True)
+    panel.attrs["notes"] = notes
+    panel.attrs["files"] = dict(owner)
+    panel.attrs["source"] = ", ".join(p.name for p in files)
+    return panel

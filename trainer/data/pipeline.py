@@ -1,0 +1,511 @@
+"""From a validated panel to :class:`MarketData`: ticker/range choice, calendar, gaps, features.
+
+``build_market_data`` aligns the chosen tickers on one trading calendar (the union of their
+dates), applies the missing-data policy, computes indicators and turbulence and cuts the
+chosen range. ``load_market_data`` does the same from a :class:`DataSpec`, with a Parquet cache.
+
+Missing data, always reported in ``MarketData.notes``:
+
+* a ticker whose first row is after the range start (late listing):
+  ``missing_policy="drop"`` drops it; ``"start_later"`` keeps it and starts the range at the
+  first day every kept ticker has;
+* a ticker whose last row is before the range end (delisted, or a file that stops early) is
+  dropped under both policies: starting later cannot repair it;
+* gaps inside a ticker's history of at most ``MAX_FILL_DAYS`` consecutive trading days (e.g.
+  REGN 2015-06-09) are forward-filled under both policies: the bar becomes flat at the previous
+  adjusted close with volume 0, and the note lists the dates. A longer gap drops the ticker.
+* zero-volume days are kept as they are and counted in a note.
+
+Indicators and turbulence of the range's first days use the history before ``start`` (when
+the files have it) as warm-up, so a range cut later gives the same rows as slicing a longer
+one; nothing after a row's day is used.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import re
+import tempfile
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass
+from datetime import date
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pyarrow as pa
+import pyarrow.parquet as pq
+import stockstats
+
+from trainer.data.indicators import DEFAULT_INDICATORS, compute_indicators, turbulence_index, validate_indicators
+from trainer.data.loading import expand_paths, load_panel
+from trainer.data.market import MarketData
+from trainer.errors import ConfigError, DataError
+
+MISSING_POLICIES = ("drop", "start_later")
+MAX_FILL_DAYS = 5
+"""Longest run of missing trading days inside a ticker's history that is forward-filled."""
+
+CACHE_FORMAT = 1
+"""Bump when the cache layout or any computation changes, so old cache files are ignored."""
+
+_DATE_RE = re.compile(r"^\d{4}-\d{2}-\d{2}$")
+_OHLCV = ("open", "high", "low", "close", "volume")
+
+
+def _check_date(value, field_name: str) -> str | None:
+    if value is None:
+        return None
+    if isinstance(value, date | np.datetime64):
+        value = str(value)[:10]
+    if not isinstance(value, str) or not _DATE_RE.match(value):
+        raise ConfigError(f"{field_name}: {value!r} is not a YYYY-MM-DD date", field=field_name)
+    try:
+        date.fromisoformat(value)
+    except ValueError as exc:
+        raise ConfigError(f"{field_name}: {value!r} is not a calendar date", field=field_name) from exc
+    return value
+
+
+@dataclass
+class DataSpec:
+    """Which market data a task uses; JSON-able through :meth:`to_dict`/:meth:`from_dict`.
+
+    Attributes:
+        paths: data files or folders (see :func:`trainer.data.load_panel`); relative paths
+            resolve against the ``data_dir`` given to :func:`load_market_data`.
+        tickers: tickers to keep, in this column order; ``None`` keeps every ticker (sorted).
+        start: first day of the range, ``YYYY-MM-DD`` inclusive; ``None`` = first day of the data.
+        end: last day, ``YYYY-MM-DD`` inclusive; ``None`` = last day of the data.
+        indicators: stockstats indicator names (default FinRL's eight).
+        turbulence: compute FinRL's turbulence index (else it is all 0).
+        missing_policy: ``"drop"`` drops late-listing tickers, ``"start_later"`` starts the
+            range when every chosen ticker has data (see the module doc).
+
+    Raises:
+        ConfigError: on construction, a field of the wrong type or value, naming the field.
+    """
+
+    paths: list[str]
+    tickers: list[str] | None = None
+    start: str | None = None
+    end: str | None = None
+    indicators: tuple[str, ...] = DEFAULT_INDICATORS
+    turbulence: bool = True
+    missing_policy: str = "drop"
+
+    def __post_init__(self) -> None:
+        if isinstance(self.paths, str | Path):
+            self.paths = [str(self.paths)]
+        if not isinstance(self.paths, Sequence) or not self.paths:
+            raise ConfigError("paths must be a non-empty list of data files", field="paths")
+        for i, p in enumerate(self.paths):
+            if not isinstance(p, str | Path) or not str(p).strip():
+                raise ConfigError(f"paths[{i}] must be a file path", field=f"paths[{i}]")
+        self.paths = [str(p) for p in self.paths]
+        if self.tickers is not None:
+            if isinstance(self.tickers, str) or not isinstance(self.tickers, Sequence) or not self.tickers:
+                raise ConfigError("tickers must be a non-empty list of ticker symbols or null", field="tickers")
+            for i, t in enumerate(self.tickers):
+                if not isinstance(t, str) or not t.strip():
+                    raise ConfigError(f"tickers[{i}] must be a ticker symbol", field=f"tickers[{i}]")
+            self.tickers = list(dict.fromkeys(t.strip().upper() for t in self.tickers))
+        self.start = _check_date(self.start, "start")
+        self.end = _check_date(self.end, "end")
+        if self.start and self.end and self.start > self.end:
+            raise ConfigError(f"end {self.end} is before start {self.start}", field="end")
+        self.indicators = validate_indicators(self.indicators)
+        if not isinstance(self.turbulence, bool):
+            raise ConfigError("turbulence must be true or false", field="turbulence")
+        if self.missing_policy not in MISSING_POLICIES:
+            raise ConfigError(
+                f"missing_policy must be one of {', '.join(MISSING_POLICIES)}, not {self.missing_policy!r}",
+                field="missing_policy",
+            )
+
+    def to_dict(self) -> dict:
+        """Plain JSON-able dict (lists, strings, bools, null)."""
+        d = asdict(self)
+        d["indicators"] = list(self.indicators)
+        return d
+
+    @classmethod
+    def from_dict(cls, data: dict, *, prefix: str = "") -> DataSpec:
+        """Build and validate a spec from a dict such as :meth:`to_dict` returns.
+
+        Args:
+            data: the fields; ``paths`` is required, the rest have defaults.
+            prefix: dotted path of this spec inside a bigger config (e.g. ``"data"``), put
+                in front of the ``field`` of raised errors.
+
+        Raises:
+            ConfigError: not a dict, an unknown key, a missing ``paths`` or an invalid value;
+                ``details["field"]`` is the dotted field path.
+        """
+        dot = f"{prefix}." if prefix else ""
+        if not isinstance(data, dict):
+            raise ConfigError(f"{prefix or 'data'} must be an object", field=prefix or "data")
+        known = {"paths", "tickers", "start", "end", "indicators", "turbulence", "missing_policy"}
+        for key in data:
+            if key not in known:
+                raise ConfigError(
+                    f"{dot}{key}: unknown field (expected one of {', '.join(sorted(known))})", field=f"{dot}{key}"
+                )
+        if "paths" not in data:
+            raise ConfigError(f"{dot}paths is required", field=f"{dot}paths")
+        try:
+            return cls(**data)
+        except ConfigError as exc:
+            name = exc.details.get("field", "")
+            raise ConfigError(
+                f"{dot}{exc.message}" if prefix else exc.message, **{**exc.details, "field": f"{dot}{name}"}
+            ) from None
+
+
+def _day(value) -> pd.Timestamp | None:
+    return None if value is None else pd.Timestamp(str(value)[:10])
+
+
+def _runs(missing: np.ndarray) -> list[tuple[int, int]]:
+    """``[(first, last)]`` index pairs of consecutive True values."""
+    if not missing.any():
+        return []
+    edges = np.diff(np.concatenate(([0], missing.astype(np.int8), [0])))
+    starts = np.flatnonzero(edges == 1)
+    ends = np.flatnonzero(edges == -1) - 1
+    return list(zip(starts.tolist(), ends.tolist()))
+
+
+def _list_days(days, limit: int = 8) -> str:
+    text = [str(d)[:10] for d in days]
+    return ", ".join(text[:limit]) + (f" and {len(text) - limit} more" if len(text) > limit else "")
+
+
+def build_market_data(
+    panel: pd.DataFrame,
+    *,
+    tickers: Sequence[str] | None = None,
+    start=None,
+    end=None,
+    indicators: Sequence[str] = DEFAULT_INDICATORS,
+    turbulence: bool = True,
+    missing_policy: str = "drop",
+    source: str | None = None,
+) -> MarketData:
+    """Align a validated panel on one calendar and compute features for a date range.
+
+    Args:
+        panel: output of :func:`trainer.data.load_panel` or
+            :func:`trainer.data.download_yfinance` (its ``attrs`` notes are carried over).
+        tickers: tickers to keep, in this order; ``None`` keeps all, sorted.
+        start, end: inclusive ``YYYY-MM-DD`` range; ``None`` = the data's first/last day.
+        indicators: stockstats names, computed per ticker on adjusted OHLCV.
+        turbulence: compute FinRL's turbulence index over the kept tickers (else zeros).
+        missing_policy: ``"drop"`` or ``"start_later"`` (see the module doc).
+        source: description stored in ``MarketData.source`` (default ``attrs["source"]``).
+
+    Returns:
+        MarketData with ``close`` (T, N) float64 adjusted close in USD, ``features`` (T, N, F)
+        float32 in ``indicators`` order, ``turbulence`` (T,) float64 and notes on everything the
+        missing-data policy did.
+
+    Raises:
+        ConfigError: unknown ``missing_policy``, an unsupported indicator, ``start`` after ``end``.
+        DataError: a requested ticker is not in the panel, a ticker has no row in the range,
+            or no ticker survives the policy.
+    """
+    indicators = validate_indicators(list(indicators))
+    if missing_policy not in MISSING_POLICIES:
+        raise ConfigError(
+            f"missing_policy must be one of {', '.join(MISSING_POLICIES)}, not {missing_policy!r}",
+            field="missing_policy",
+        )
+    lo, hi = _day(_check_date(start, "start")), _day(_check_date(end, "end"))
+    if lo is not None and hi is not None and lo > hi:
+        raise ConfigError(f"end {hi.date()} is before start {lo.date()}", field="end")
+    files: dict = panel.attrs.get("files", {})
+    notes: list[str] = list(panel.attrs.get("notes", []))
+    source = source if source is not None else panel.attrs.get("source", "")
+
+    available = sorted(panel["tic"].unique().tolist())
+    if tickers is None:
+        chosen = available
+    else:
+        chosen = list(dict.fromkeys(str(t).strip().upper() for t in tickers))
+        unknown = [t for t in chosen if t not in set(available)]
+        if unknown:
+            raise DataError(
+                f"unknown ticker(s) {', '.join(unknown)}; the data holds {', '.join(available)}",
+                ticker=unknown[0],
+            )
+    if not chosen:
+        raise DataError("the data holds no ticker")
+
+    df = panel[panel["tic"].isin(chosen)]
+    if hi is not None:
+        df = df[df["date"] <= hi]
+    in_range = df if lo is None else df[df["date"] >= lo]
+    counts = in_range.groupby("tic").size()
+    range_text = (
+        f"between {lo.date() if lo is not None else 'the start'} and {hi.date() if hi is not None else 'the end'}"
+    )
+    for tic in chosen:
+        if counts.get(tic, 0) == 0:
+            rows = panel[panel["tic"] == tic]["date"]
+            raise DataError(
+                f"ticker {tic} has no rows {range_text}; its data covers {rows.min().date()} to {rows.max().date()}",
+                ticker=tic,
+                file=files.get(tic),
+            )
+
+    wide = {c: df.pivot(index="date", columns="tic", values=c).reindex(columns=chosen) for c in _OHLCV}
+    present = wide["close"].notna().to_numpy()
+    calendar = wide["close"].index
+    s_idx = 0 if lo is None else int(np.searchsorted(calendar.to_numpy(), lo.to_datetime64()))
+
+    # 1) drop tickers that cannot be repaired, 2) apply the late-listing policy
+    keep = np.ones(len(chosen), dtype=bool)
+    first = present.argmax(axis=0)
+    last = len(calendar) - 1 - present[::-1].argmax(axis=0)
+    for n, tic in enumerate(chosen):
+        if last[n] < len(calendar) - 1:
+            keep[n] = False
+            notes.append(
+                f"{tic}: dropped, its last row {calendar[last[n]].date()} is before the range end "
+                f"{calendar[-1].date()} (missing_policy={missing_policy!r})"
+            )
+            continue
+        gaps = [(a, b) for a, b in _runs(~present[first[n] : last[n] + 1, n])]
+        long = [(a, b) for a, b in gaps if b - a + 1 > MAX_FILL_DAYS]
+        if long:
+            a, b = long[0]
+            keep[n] = False
+            notes.append(
+                f"{tic}: dropped, {b - a + 1} consecutive trading days missing from "
+                f"{calendar[first[n] + a].date()} to {calendar[first[n] + b].date()} (more than {MAX_FILL_DAYS} are not filled)"
+            )
+    late = [n for n in range(len(chosen)) if keep[n] and first[n] > s_idx]
+    range_start = calendar[s_idx]
+    if missing_policy == "drop":
+        for n in late:
+            keep[n] = False
+            notes.append(
+                f"{chosen[n]}: dropped, its first row {calendar[first[n]].date()} is after the range start "
+                f"{range_start.date()} (missing_policy='drop')"
+            )
+    elif late:
+        n_last = max(late, key=lambda n: first[n])
+        range_start = calendar[first[n_last]]
+        notes.append(
+            f"range starts {range_start.date()} instead of {calendar[s_idx].date()}, the first day all kept tickers "
+            f"have (missing_policy='start_later'; latest: {chosen[n_last]}; late: "
+            + ", ".join(f"{chosen[n]} {calendar[first[n]].date()}" for n in late)
+            + ")"
+        )
+    kept = [t for t, k in zip(chosen, keep) if k]
+    if not kept:
+        raise DataError(
+            f"no ticker is left {range_text} after missing_policy={missing_policy!r}: " + "; ".join(notes[-3:])
+        )
+
+    # rebuild the calendar from the kept tickers only, then forward-fill short gaps
+    wide = {c: w[kept] for c, w in wide.items()}
+    any_row = wide["close"].notna().any(axis=1).to_numpy()
+    wide = {c: w[any_row] for c, w in wide.items()}
+    calendar = wide["close"].index
+    arrays = {c: np.array(wide[c].to_numpy(dtype="float64"), copy=True) for c in _OHLCV}
+    present = ~np.isnan(arrays["close"])
+    first = present.argmax(axis=0)
+    close_ff = pd.DataFrame(arrays["close"]).ffill().to_numpy()
+    for n, tic in enumerate(kept):
+        gap = ~present[:, n]
+        gap[: first[n]] = False
+        if gap.any():
+            arrays["close"][gap, n] = close_ff[gap, n]
+            for c in ("open", "high", "low"):
+                arrays[c][gap, n] = close_ff[gap, n]
+            arrays["volume"][gap, n] = 0.0
+            notes.append(
+                f"{tic}: forward-filled {int(gap.sum())} missing day(s) with the previous adjusted close "
+                f"(volume 0): {_list_days(calendar[gap])}"
+            )
+
+    start_pos = int(np.searchsorted(calendar.to_numpy(), range_start.to_datetime64()))
+    out_dates = calendar[start_pos:]
+    for n, tic in enumerate(kept):
+        zero = (arrays["volume"][start_pos:, n] == 0) & present[start_pos:, n]
+        if zero.any():
+            notes.append(f"{tic}: {int(zero.sum())} zero-volume day(s) kept: {_list_days(out_dates[zero])}")
+
+    feats = np.zeros((len(calendar), len(kept), len(indicators)), dtype="float64")
+    for n in range(len(kept)):
+        bars = pd.DataFrame({c: arrays[c][first[n] :, n] for c in _OHLCV})
+        feats[first[n] :, n, :] = compute_indicators(bars, indicators)
+    if turbulence:
+        turb = turbulence_index(arrays["close"])
+    else:
+        turb = np.zeros(len(calendar))
+        notes.append("turbulence not computed (all 0)")
+    if start_pos > 0:
+        notes.append(
+            f"indicators and turbulence use {start_pos} trading day(s) before {out_dates[0].date()} as warm-up"
+        )
+
+    return MarketData(
+        dates=out_dates.to_numpy().astype("datetime64[D]"),
+        tickers=tuple(kept),
+        close=np.ascontiguousarray(arrays["close"][start_pos:]),
+        features=np.ascontiguousarray(feats[start_pos:].astype("float32")),
+        feature_names=tuple(indicators),
+        turbulence=np.ascontiguousarray(turb[start_pos:]),
+        notes=tuple(notes),
+        source=source,
+    )
+
+
+def _resolve(spec: DataSpec, data_dir) -> list[Path]:
+    paths = []
+    for p in spec.paths:
+        path = Path(p).expanduser()
+        if not path.is_absolute() and data_dir is not None:
+            path = Path(data_dir) / path
+        paths.append(path)
+    return expand_paths(paths)
+
+
+def _file_digest(path: Path) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for chunk in iter(lambda: f.read(1 << 20), b""):
+            h.update(chunk)
+    return h.hexdigest()
+
+
+def cache_key(spec: DataSpec, files: Sequence[Path]) -> str:
+    """SHA-256 hex of the files' contents (in order, with their names) and the spec's options.
+
+    The names matter because a per-ticker file takes its ticker from its name; the folder does
+    not, so moving the data keeps the cache valid.
+    """
+    options = spec.to_dict()
+    options.pop("paths")
+    payload = {
+        "format": CACHE_FORMAT,
+        "stockstats": getattr(stockstats, "__version__", "?"),
+        "files": [[f.name, _file_digest(f)] for f in files],
+        "options": options,
+    }
+    return hashlib.sha256(json.dumps(payload, sort_keys=True).encode()).hexdigest()
+
+
+def _write_cache(data: MarketData, path: Path, key: str) -> None:
+    t, n = data.close.shape
+    columns = {
+        "date": pa.array(np.repeat(data.dates, n)),
+        "tic": pa.array(np.tile(np.asarray(data.tickers, dtype=object), t), pa.string()),
+        "close": pa.array(data.close.reshape(-1)),
+        "turbulence": pa.array(np.repeat(data.turbulence, n)),
+    }
+    for f, name in enumerate(data.feature_names):
+        columns[f"f:{name}"] = pa.array(np.ascontiguousarray(data.features[:, :, f]).reshape(-1))
+    meta = {
+        "format": CACHE_FORMAT,
+        "key": key,
+        "tickers": list(data.tickers),
+        "feature_names": list(data.feature_names),
+        "notes": list(data.notes),
+        "source": data.source,
+    }
+    table = pa.table(columns).replace_schema_metadata({"paddock": json.dumps(meta)})
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=path.name, suffix=".tmp")
+    os.close(fd)
+    try:
+        pq.write_table(table, tmp)
+        os.replace(tmp, path)
+    finally:
+        if os.path.exists(tmp):
+            os.remove(tmp)
+
+
+def _read_cache(path: Path, key: str) -> MarketData | None:
+    try:
+        table = pq.read_table(path)
+        meta = json.loads(table.schema.metadata[b"paddock"])
+    except (OSError, KeyError, ValueError, pa.ArrowException):
+        return None
+    if meta.get("format") != CACHE_FORMAT or meta.get("key") != key:
+        return None
+    n = len(meta["tickers"])
+    t = table.num_rows // max(n, 1)
+    close = table.column("close").to_numpy().reshape(t, n)
+    feats = (
+        np.stack([table.column(f"f:{name}").to_numpy().reshape(t, n) for name in meta["feature_names"]], axis=-1)
+        if meta["feature_names"]
+        else np.zeros((t, n, 0), dtype="float32")
+    )
+    return MarketData(
+        dates=table.column("date").to_numpy()[::n].astype("datetime64[D]"),
+        tickers=tuple(meta["tickers"]),
+        close=np.ascontiguousarray(close),
+        features=np.ascontiguousarray(feats.astype("float32")),
+        feature_names=tuple(meta["feature_names"]),
+        turbulence=np.ascontiguousarray(table.column("turbulence").to_numpy()[::n]),
+        notes=tuple(meta["notes"]),
+        source=meta["source"],
+    )
+
+
+def cache_path(spec: DataSpec, *, data_dir=None, cache_dir) -> Path:
+    """Where :func:`load_market_data` keeps the Parquet cache of ``spec``.
+
+    Raises:
+        DataError: a data file does not exist.
+    """
+    files = _resolve(spec, data_dir)
+    return Path(cache_dir) / f"market-{cache_key(spec, files)[:32]}.parquet"
+
+
+def load_market_data(spec: DataSpec, *, data_dir=None, cache_dir=None) -> MarketData:
+    """Load files, validate, align and compute features as ``spec`` says, with a cache.
+
+    Args:
+        spec: the data choice; relative ``paths`` resolve against ``data_dir`` (else the
+            current directory).
+        data_dir: folder of the data files.
+        cache_dir: folder of Parquet cache files (``market-<hash>.parquet``), keyed by the
+            SHA-256 of the input files' contents and the spec's options; ``None`` disables the
+            cache. A missing, unreadable or stale cache file is rebuilt (written atomically).
+
+    Returns:
+        The same :class:`MarketData` as :func:`build_market_data` on :func:`load_panel`.
+
+    Raises:
+        DataError: see :func:`load_panel` and :func:`build_market_data`.
+    """
+    if not isinstance(spec, DataSpec):
+        raise ConfigError("spec must be a DataSpec", field="data")
+    files = _resolve(spec, data_dir)
+    path = None
+    if cache_dir is not None:
+        key = cache_key(spec, files)
+        path = Path(cache_dir) / f"market-{key[:32]}.parquet"
+        if path.exists():
+            cached = _read_cache(path, key)
+            if cached is not None:
+                return cached
+    panel = load_panel(files, tickers=spec.tickers)
+    data = build_market_data(
+        panel,
+        tickers=spec.tickers,
+        start=spec.start,
+        end=spec.end,
+        indicators=spec.indicators,
+        turbulence=spec.turbulence,
+        missing_policy=spec.missing_policy,
+    )
+    if path is not None:
+        _write_cache(data, path, key)
+    return data
