@@ -6,9 +6,18 @@ import os
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "webapp.config.settings")
 
+import sys  # noqa: E402
+
 from django.core.asgi import get_asgi_application  # noqa: E402
 
-django_asgi_app = get_asgi_application()
+from webapp.config.env import SettingsError  # noqa: E402
+
+try:
+    django_asgi_app = get_asgi_application()
+except SettingsError as exc:
+    # One line naming the variable, no traceback (daphne exits with this status).
+    sys.stderr.write(f"configuration error: {exc}\n")
+    sys.exit(2)
 
 from channels.auth import AuthMiddlewareStack  # noqa: E402
 from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402

@@ -3,12 +3,32 @@
 from __future__ import annotations
 
 import os
+import sys
 
 from celery import Celery
 from celery.signals import worker_process_init
 from kombu import Queue
 
+import webapp.core.workers  # noqa: F401 - registers the worker-info remote-control command
+
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "webapp.config.settings")
+
+
+def _settings_or_exit() -> None:
+    # Evaluate settings now so a bad environment variable stops the worker (or beat) with the
+    # one-line message instead of a traceback at the first task.
+    from django.conf import settings
+
+    from webapp.config.env import SettingsError
+
+    try:
+        settings.INSTALLED_APPS  # noqa: B018 - touching a setting loads them all
+    except SettingsError as exc:
+        sys.stderr.write(f"configuration error: {exc}\n")
+        sys.exit(2)
+
+
+_settings_or_exit()
 
 app = Celery("paddock")
 app.config_from_object("django.conf:settings", namespace="CELERY")

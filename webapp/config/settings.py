@@ -108,6 +108,9 @@ if DATABASES["default"]["ENGINE"].endswith("sqlite3"):
     # Several processes (web, workers) share the file: wait for locks instead of failing.
     DATABASES["default"].setdefault("OPTIONS", {})["timeout"] = 30
     DATABASES["default"]["OPTIONS"]["transaction_mode"] = "IMMEDIATE"
+    # Tests use a file, not Django's in-memory default, so that the daphne and Celery worker
+    # processes started by the browser tests see the same test database.
+    DATABASES["default"]["TEST"] = {"NAME": str(VAR_DIR / "test-paddock.sqlite3")}
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
 REDIS_URL = env_url("REDIS_URL", "redis://127.0.0.1:6379/0", schemes=("redis", "rediss", "unix"))
@@ -201,6 +204,15 @@ CELERY_BROKER_TRANSPORT_OPTIONS = {"visibility_timeout": PADDOCK_GENERATION_TIME
 CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
 CELERY_WORKER_HIJACK_ROOT_LOGGER = False
 CELERY_WORKER_SEND_TASK_EVENTS = False
+# Periodic tasks, run by one `celery beat` process. A beat entry whose task is not registered
+# yet only logs an error at each tick; the reaper requeues generations of dead workers.
+CELERY_BEAT_SCHEDULE = {
+    "reap-stale-generations": {
+        "task": "webapp.runs.tasks.reap_stale_generations",
+        "schedule": 30.0,
+        "options": {"queue": "cpu", "expires": 30.0},
+    },
+}
 
 PADDOCK_TORCH_THREADS = env_int("PADDOCK_TORCH_THREADS", 1, minimum=1)
 

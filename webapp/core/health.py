@@ -1,4 +1,4 @@
-"""Health checks of the services Paddock needs."""
+"""Health checks of the services Paddock needs (served as JSON at ``/healthz``)."""
 
 from __future__ import annotations
 
@@ -55,36 +55,48 @@ def check_channel_layer() -> dict:
 
 
 def check_workers() -> dict:
+    """Celery workers answering within a second, each with its queues and device.
+
+    Fails when no worker answers, or when nobody consumes the ``gpu`` (training) or ``cpu``
+    (backtests, housekeeping) queue.
+    """
+
     def ping():
         from webapp.config.celery import app
+        from webapp.core.workers import WORKER_INFO_COMMAND
 
-        inspector = app.control.inspect(timeout=1.0)
-        replies = inspector.ping() or {}
-        queues = inspector.active_queues() or {}
-        stats = inspector.stats() or {}
+        replies = app.control.broadcast(WORKER_INFO_COMMAND, reply=True, timeout=1.0) or []
         workers = []
-        for name in sorted(replies):
-            workers.append(
-                {
-                    "name": name,
-                    "queues": sorted(q["name"] for q in queues.get(name, [])),
-                    "device": _device_of(stats.get(name, {})),
-                }
-            )
+        for reply in replies:
+            for name, info in reply.items():
+                if not isinstance(info, dict) or "error" in info:
+                    # A worker of another app version: it answered, but cannot say more.
+                    info = {"queues": [], "device": "unknown"}
+                workers.append(
+                    {"name": name, "queues": info.get("queues", []), "device": info.get("device", "unknown")}
+                )
+        workers.sort(key=lambda w: w["name"])
         if not workers:
             raise RuntimeError("no Celery worker answered a ping")
         return {"workers": workers}
 
-    return _timed(ping)
-
-
-def _device_of(stats: dict) -> str:
-    # Workers are started with a hostname like gpu0@host or cpu@host; the launcher pins devices.
-    return "unknown" if not stats else str(stats.get("pid", ""))
+    result = _timed(ping)
+    if result["ok"]:
+        served = {q for w in result["workers"] for q in w["queues"]}
+        missing = [q for q in ("gpu", "cpu") if q not in served]
+        if missing:
+            result.update(ok=False, error=f"no worker consumes queue {' or '.join(missing)}")
+    return result
 
 
 def check_all() -> dict:
-    """Return ``{"ok": bool, "checks": {...}}``; database and Redis are required."""
+    """Check every service; all of them are required for the app to do its work.
+
+    Returns:
+        ``{"ok": bool, "down": [names of failed checks], "checks": {name: {"ok": ..., ...}}}``
+        with names ``database``, ``redis``, ``channel_layer`` and ``workers``; the workers
+        check lists each worker's ``name``, ``queues`` and ``device``.
+    """
     checks = {
         "database": check_database(),
         "redis": check_redis(),
@@ -94,4 +106,5 @@ def check_all() -> dict:
     )
     checks["workers"] = check_workers() if checks["redis"]["ok"] else {"ok": False, "error": "Redis is down"}
     required = ("database", "redis", "channel_layer", "workers")
-    return {"ok": all(checks[k]["ok"] for k in required), "checks": checks}
+    down = [name for name in required if not checks[name]["ok"]]
+    return {"ok": not down, "down": down, "checks": checks}
