@@ -1,0 +1,628 @@
+"""Vectorized multi-stock trading env: thousands of independent portfolios as batched tensors.
+
+Every env ``e`` holds its own day index, cash (USD) and whole-share holdings of the ``N`` tickers
+of a :class:`~trainer.data.market.MarketData` panel. One :meth:`StockTradingVecEnv.step` trades
+all envs at once with fused tensor ops (no Python loop over envs or stocks), following the
+daily-rebalancing MDP of FinRL (Liu et al. 2020, "FinRL: A Deep Reinforcement Learning Library
+for Automated Stock Trading in Quantitative Finance", arXiv 2011.09607, section 3) as used by the
+ElegantRL-Podracer paper (Li et al. 2021, arXiv 2112.05923):
+
+* the agent sees day ``t``'s close prices and indicators, trades at day ``t``'s close, and is
+  rewarded with the change of its portfolio value from day ``t`` (before trading) to day ``t+1``
+  (after trading, costs included), times ``reward_scaling``;
+* sells execute before buys; buys are capped by the cash available after the sells.
+
+It deliberately fixes four defects of ElegantRL's ``StockTradingVecEnv`` (each has a test):
+the action is used as given (not replaced by a constant); every env has its own day index, so
+envs do not all finish together; sell amounts are limited per env and per stock (not over the
+wrong axis); cash enters the observation scaled by ``2**-16`` (not ``2**16``).
+
+The episode API is Gymnasium's vector API with automatic reset ("same step" mode): see
+:meth:`StockTradingVecEnv.step`.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass, fields
+from typing import Any
+
+import numpy as np
+import torch
+
+from trainer.data.market import MarketData
+from trainer.errors import ConfigError, DataError
+
+__all__ = [
+    "CASH_SCALE",
+    "HOLDINGS_SCALE",
+    "MIN_EPISODE_STEPS",
+    "PRICE_SCALE",
+    "EnvConfig",
+    "StockTradingVecEnv",
+    "build_observation",
+    "feature_scale",
+]
+
+#: Observation scale of cash: 1,000,000 USD -> 15.3. (ElegantRL's vec env multiplies by 2**16.)
+CASH_SCALE = 2.0**-16
+#: Observation scale of close prices and price-like indicators: 128 USD -> 1.0.
+PRICE_SCALE = 2.0**-7
+#: Observation scale of holdings: 64 shares -> 1.0.
+HOLDINGS_SCALE = 2.0**-6
+#: With ``episode_length=None`` and a random start, an episode still has at least this many
+#: steps (or the whole split when it is shorter): starts are drawn from the first
+#: ``T - 1 - MIN_EPISODE_STEPS`` days. 63 trading days is one quarter.
+MIN_EPISODE_STEPS = 63
+
+# Fixed (data-independent) scales, so a policy trained on one split sees identically scaled
+# observations on any other split. Keys are matched against the feature name.
+_EXACT_FEATURE_SCALES = {
+    "macd": 2.0**-2,  # USD, typically within +-5
+    "volume": 2.0**-24,  # shares per day, ~1e7
+}
+_PREFIX_FEATURE_SCALES = (
+    ("rsi", 2.0**-6),  # 0..100
+    ("dx", 2.0**-6),  # 0..100
+    ("adx", 2.0**-6),  # 0..100
+    ("cci", 2.0**-7),  # roughly -300..300
+    ("boll", PRICE_SCALE),  # Bollinger bands are prices
+    ("close", PRICE_SCALE),  # close_30_sma, close_60_sma, ...
+    ("open", PRICE_SCALE),
+    ("high", PRICE_SCALE),
+    ("low", PRICE_SCALE),
+    ("adj_", PRICE_SCALE),
+)
+
+
+def feature_scale(name: str) -> float:
+    """Return the fixed observation scale of an indicator, chosen from its name.
+
+    Price-like indicators (Bollinger bands, moving averages of close, OHLC) share
+    :data:`PRICE_SCALE`; RSI/DX (0..100) use ``2**-6``; CCI ``2**-7``; MACD ``2**-2``.
+    Unknown names keep their natural units (scale 1.0) and are listed as such in
+    :meth:`StockTradingVecEnv.observation_layout`.
+
+    Args:
+        name: feature name as in ``MarketData.feature_names``, e.g. ``"rsi_30"``.
+
+    Returns:
+        The multiplier applied to the raw indicator value, a power of two.
+    """
+    key = name.lower()
+    if key in _EXACT_FEATURE_SCALES:
+        return _EXACT_FEATURE_SCALES[key]
+    for prefix, scale in _PREFIX_FEATURE_SCALES:
+        if key.startswith(prefix):
+            return scale
+    return 1.0
+
+
+@dataclass
+class EnvConfig:
+    """Trading rules and episode settings of :class:`StockTradingVecEnv`.
+
+    Attributes:
+        initial_cash: starting cash of every env, USD (> 0).
+        hmax: shares traded per unit of action: action ``a`` in [-1, 1] becomes
+            ``trunc(a * hmax)`` whole shares (an integer >= 1).
+        buy_cost_pct: transaction cost of buys as a fraction of the traded value
+            (``1e-3`` = 0.1 %), in [0, 1).
+        sell_cost_pct: same for sells, in [0, 1).
+        reward_scaling: multiplier of the daily change of portfolio value (USD) to get the
+            reward; ``1e-4`` makes a 10,000 USD day a reward of 1. Must be > 0.
+        turbulence_threshold: when set, on days whose ``MarketData.turbulence`` is >= this
+            value the env sells all holdings and refuses buys (FinRL's risk control); ``None``
+            disables it. Must be >= 0.
+        episode_length: steps (trading days) per episode; ``None`` runs to the last day of the
+            data. Must be >= 1 and less than the number of days.
+        random_start: draw each episode's first day uniformly at random (per env) so that envs
+            are decorrelated; ``False`` starts every episode on day 0.
+        randomize_initial: training aid: start each episode with a random total wealth in
+            ``[0.5, 1.5] * initial_cash``, a random part of it (up to half) already invested
+            in random whole-share holdings.
+    """
+
+    initial_cash: float = 1e6
+    hmax: int = 100
+    buy_cost_pct: float = 1e-3
+    sell_cost_pct: float = 1e-3
+    reward_scaling: float = 1e-4
+    turbulence_threshold: float | None = None
+    episode_length: int | None = None
+    random_start: bool = True
+    randomize_initial: bool = False
+
+    def validate(self, *, prefix: str = "env") -> EnvConfig:
+        """Check every field and return ``self``.
+
+        Args:
+            prefix: dotted path of this config inside a larger spec, used in error fields.
+
+        Raises:
+            ConfigError: a field has an impossible value; ``details["field"]`` is e.g.
+                ``"env.hmax"``.
+        """
+
+        def bad(name: str, why: str) -> ConfigError:
+            value = getattr(self, name)
+            return ConfigError(f"{prefix}.{name}: {why} (got {value!r})", field=f"{prefix}.{name}")
+
+        def real(name: str) -> float:
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
+                raise bad(name, "must be a finite number")
+            return float(value)
+
+        def integer(name: str) -> int:
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int | float) or value != int(value):
+                raise bad(name, "must be a whole number")
+            return int(value)
+
+        if real("initial_cash") <= 0:
+            raise bad("initial_cash", "must be > 0")
+        if integer("hmax") < 1:
+            raise bad("hmax", "must be >= 1")
+        for name in ("buy_cost_pct", "sell_cost_pct"):
+            if not 0 <= real(name) < 1:
+                raise bad(name, "must be a fraction in [0, 1), e.g. 0.001 for 0.1 %")
+        if real("reward_scaling") <= 0:
+            raise bad("reward_scaling", "must be > 0")
+        if self.turbulence_threshold is not None and real("turbulence_threshold") < 0:
+            raise bad("turbulence_threshold", "must be >= 0 or null")
+        if self.episode_length is not None and integer("episode_length") < 1:
+            raise bad("episode_length", "must be >= 1 or null")
+        for name in ("random_start", "randomize_initial"):
+            if not isinstance(getattr(self, name), bool):
+                raise bad(name, "must be true or false")
+        return self
+
+    def to_dict(self) -> dict[str, Any]:
+        """Return the fields as a JSON-able dict."""
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any] | None, *, prefix: str = "env") -> EnvConfig:
+        """Build and validate a config from a dict; missing keys keep their defaults.
+
+        Args:
+            data: e.g. ``{"hmax": 50, "turbulence_threshold": 120}``; ``None`` means defaults.
+            prefix: dotted path used in error fields.
+
+        Raises:
+            ConfigError: ``data`` is not a dict, has an unknown key, or a value is invalid.
+        """
+        if data is None:
+            data = {}
+        if not isinstance(data, dict):
+            raise ConfigError(f"{prefix}: must be an object", field=prefix)
+        known = {f.name for f in fields(cls)}
+        for key in data:
+            if key not in known:
+                raise ConfigError(
+                    f"{prefix}.{key}: unknown setting; expected one of {', '.join(sorted(known))}",
+                    field=f"{prefix}.{key}",
+                )
+        return cls(**data).validate(prefix=prefix)
+
+
+def _check_market(data: MarketData) -> None:
+    """Raise DataError naming the ticker and date of the first unusable price or feature."""
+    if data.num_days < 2:
+        raise DataError(f"the trading env needs at least 2 days of data, got {data.num_days}", field="data")
+    if data.num_stocks < 1:
+        raise DataError("the trading env needs at least one ticker", field="data")
+    bad = ~(np.isfinite(data.close) & (data.close > 0))
+    if bad.any():
+        t, n = np.argwhere(bad)[0]
+        raise DataError(
+            f"close price of {data.tickers[n]} on {data.dates[t]} is {data.close[t, n]!r}; prices must be positive",
+            ticker=data.tickers[n],
+            date=str(data.dates[t]),
+        )
+    bad = ~np.isfinite(data.features)
+    if bad.any():
+        t, n, f = np.argwhere(bad)[0]
+        raise DataError(
+            f"feature {data.feature_names[f]} of {data.tickers[n]} on {data.dates[t]} is not a finite number",
+            ticker=data.tickers[n],
+            date=str(data.dates[t]),
+            field=data.feature_names[f],
+        )
+
+
+class StockTradingVecEnv:
+    """``num_envs`` independent stock portfolios stepped together as batched torch tensors.
+
+    Observation of env ``e`` on day ``t`` (``obs_dim = 1 + 2N + N*F``), float32, layout in
+    :meth:`observation_layout`::
+
+        [cash * CASH_SCALE,
+         close[t, 0..N-1] * PRICE_SCALE,
+         holdings[0..N-1] * HOLDINGS_SCALE,
+         features[t, :, f] * feature_scale(name_f)  for f in 0..F-1]   # feature-major
+
+    Trade rule of one step, per env (all envs at once), at the close prices ``p`` of day ``t``:
+
+    1. ``q = trunc(clip(action, -1, 1) * hmax)`` whole shares per stock (NaN counts as 0);
+    2. sells ``s = min(max(-q, 0), holdings)`` execute first: ``cash += sum(s*p) * (1 - sell_cost)``;
+    3. buys ``b = max(q, 0)`` cost ``B = sum(b*p) * (1 + buy_cost)``. When ``B`` exceeds the cash,
+       every buy of that env is scaled by the same factor ``cash / B`` and floored to whole
+       shares, so the env spends at most its cash and keeps its intended mix across stocks;
+    4. with a turbulence threshold, on a day with ``turbulence[t] >= threshold`` the env sells
+       all holdings instead and buys nothing.
+
+    The env then moves to day ``t+1``; the reward is ``(V[t+1] - V[t]) * reward_scaling``,
+    where ``V = cash + holdings . close`` (costs reduce it). An episode ends by truncation on its
+    last day (``start + episode_length`` or the end of the data); there is no terminal state.
+
+    Args:
+        data: market panel; ``close`` is the execution price.
+        config: trading rules (validated here).
+        num_envs: number of independent portfolios ``E`` (>= 1).
+        device: torch device of all state tensors (``"cpu"``, ``"cuda"``...).
+        seed: seed of the env's own random generator (start days, random initial wealth).
+            CPU results are bit-for-bit reproducible for a given seed and action sequence.
+
+    Raises:
+        ConfigError: invalid config, ``num_envs`` < 1, or ``episode_length`` not shorter than
+            the data.
+        DataError: fewer than 2 days, non-positive or non-finite prices, non-finite features.
+    """
+
+    def __init__(
+        self,
+        data: MarketData,
+        config: EnvConfig | None = None,
+        *,
+        num_envs: int = 1,
+        device: str | torch.device = "cpu",
+        seed: int = 0,
+    ) -> None:
+        config = (config or EnvConfig()).validate()
+        if isinstance(num_envs, bool) or not isinstance(num_envs, int) or num_envs < 1:
+            raise ConfigError(f"num_envs: must be an integer >= 1 (got {num_envs!r})", field="num_envs")
+        _check_market(data)
+        num_days = data.num_days
+        if config.episode_length is not None and config.episode_length > num_days - 1:
+            raise ConfigError(
+                f"env.episode_length: {config.episode_length} steps do not fit in {num_days} days of data "
+                f"({data.dates[0]} to {data.dates[-1]}); use at most {num_days - 1}",
+                field="env.episode_length",
+            )
+        self.data = data
+        self.config = config
+        self.num_envs = num_envs
+        self.device = torch.device(device)
+        self.num_stocks = data.num_stocks
+        self.num_features = len(data.feature_names)
+        self.num_days = num_days
+        self.action_dim = self.num_stocks
+        self.obs_dim = 1 + 2 * self.num_stocks + self.num_stocks * self.num_features
+        self.tickers = tuple(data.tickers)
+
+        n, dev = self.num_stocks, self.device
+        self._hold_slice = slice(1 + n, 1 + 2 * n)
+        self._close = torch.tensor(data.close, dtype=torch.float64, device=dev)
+        self._turbulence = torch.tensor(data.turbulence, dtype=torch.float64, device=dev)
+        # The market part of every day's observation, precomputed once: one row gather per step.
+        table = np.zeros((num_days, self.obs_dim), dtype=np.float32)
+        table[:, 1 : 1 + n] = data.close * PRICE_SCALE
+        fscales = np.array([feature_scale(f) for f in data.feature_names], dtype=np.float64)
+        feats = np.transpose(data.features.astype(np.float64) * fscales, (0, 2, 1))  # (T, F, N)
+        table[:, 1 + 2 * n :] = feats.reshape(num_days, -1)
+        self._market_obs = torch.as_tensor(table, device=dev)
+        self._feature_scales = fscales
+
+        # Random starts leave at least one episode_length (or MIN_EPISODE_STEPS) of data.
+        min_steps = config.episode_length or min(MIN_EPISODE_STEPS, num_days - 1)
+        self._latest_start = num_days - 1 - min_steps
+        self._fixed_start: int | None = None
+        self._generator = torch.Generator(device=dev)
+        self._generator.manual_seed(int(seed))
+        self._keep_buy = 1.0 - 1e-12  # keeps floored buys strictly within cash despite rounding
+        self._needs_reset = True
+        self.reset(seed=seed)
+
+    # ------------------------------------------------------------------ layout / observations
+    def observation_layout(self) -> dict[str, Any]:
+        """Describe the observation vector so a saved policy can rebuild it from raw values.
+
+        Returns:
+            A JSON-able dict: ``version``, ``obs_dim``, ``blocks`` (in vector order, each with
+            ``name``, ``offset``, ``size``, ``shape``, ``scale`` or ``scales``, ``unit`` and
+            ``order``), ``tickers``, ``feature_names``, ``action`` (dimension, range and share
+            rule) and the trading ``config``. ``obs[offset:offset+size] = raw * scale``.
+        """
+        n, f = self.num_stocks, self.num_features
+        return {
+            "version": 1,
+            "obs_dim": self.obs_dim,
+            "blocks": [
+                {"name": "cash", "offset": 0, "size": 1, "shape": [1], "scale": CASH_SCALE, "unit": "USD"},
+                {
+                    "name": "close",
+                    "offset": 1,
+                    "size": n,
+                    "shape": [n],
+                    "scale": PRICE_SCALE,
+                    "unit": "USD (adjusted close of the current day)",
+                    "order": "tickers",
+                },
+                {
+                    "name": "holdings",
+                    "offset": 1 + n,
+                    "size": n,
+                    "shape": [n],
+                    "scale": HOLDINGS_SCALE,
+                    "unit": "shares",
+                    "order": "tickers",
+                },
+                {
+                    "name": "features",
+                    "offset": 1 + 2 * n,
+                    "size": n * f,
+                    "shape": [f, n],
+                    "scales": {name: float(s) for name, s in zip(self.data.feature_names, self._feature_scales)},
+                    "unit": "indicator units",
+                    "order": "feature-major: all tickers of feature_names[0], then feature_names[1], ...",
+                },
+            ],
+            "tickers": list(self.tickers),
+            "feature_names": list(self.data.feature_names),
+            "action": {
+                "dim": n,
+                "low": -1.0,
+                "high": 1.0,
+                "order": "tickers",
+                "rule": "shares = trunc(clip(a, -1, 1) * hmax); negative sells, positive buys",
+                "hmax": self.config.hmax,
+            },
+            "config": self.config.to_dict(),
+        }
+
+    def _observe(self, day: torch.Tensor, cash: torch.Tensor, holdings: torch.Tensor) -> torch.Tensor:
+        obs = torch.index_select(self._market_obs, 0, day)
+        obs[:, 0] = cash * CASH_SCALE
+        obs[:, self._hold_slice] = holdings * HOLDINGS_SCALE
+        return obs
+
+    # ------------------------------------------------------------------ episode starts
+    def _draw_starts(self, count: int) -> torch.Tensor:
+        if self._fixed_start is not None:
+            return torch.full((count,), self._fixed_start, dtype=torch.long, device=self.device)
+        if not self.config.random_start or self._latest_start <= 0:
+            return torch.zeros(count, dtype=torch.long, device=self.device)
+        return torch.randint(
+            0, self._latest_start + 1, (count,), generator=self._generator, device=self.device, dtype=torch.long
+        )
+
+    def _end_days(self, starts: torch.Tensor) -> torch.Tensor:
+        if self.config.episode_length is None:
+            return torch.full_like(starts, self.num_days - 1)
+        return torch.clamp(starts + self.config.episode_length, max=self.num_days - 1)
+
+    def _initial_wealth(self, starts: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        count, n, dev = starts.shape[0], self.num_stocks, self.device
+        cfg = self.config
+        if not cfg.randomize_initial:
+            cash = torch.full((count,), float(cfg.initial_cash), dtype=torch.float64, device=dev)
+            return cash, torch.zeros((count, n), dtype=torch.float64, device=dev)
+        g = self._generator
+        wealth = cfg.initial_cash * (0.5 + torch.rand(count, generator=g, device=dev, dtype=torch.float64))
+        invested = 0.5 * torch.rand(count, generator=g, device=dev, dtype=torch.float64)
+        weights = torch.rand((count, n), generator=g, device=dev, dtype=torch.float64)
+        weights = weights / weights.sum(1, keepdim=True)
+        prices = self._close.index_select(0, starts)
+        holdings = torch.floor((wealth * invested)[:, None] * weights / prices)
+        cash = wealth - (holdings * prices).sum(1)
+        return cash, holdings
+
+    # ------------------------------------------------------------------ API
+    def reset(
+        self, seed: int | None = None, options: dict[str, Any] | None = None
+    ) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
+        """Start a new episode in every env.
+
+        Args:
+            seed: reseeds the env's generator (start days, random wealth); ``None`` continues it.
+            options: ``{"start_day": d}`` starts every env on day index ``d`` (evaluation),
+                and so do the automatic resets until the next ``reset`` call. Without it,
+                starts follow ``config.random_start``.
+
+        Returns:
+            ``obs`` (E, obs_dim) float32 and ``info`` with ``portfolio_value`` (E,) float64 USD,
+            ``cash`` (E,) float64 USD, ``holdings`` (E, N) float64 shares, ``costs`` (E,)
+            float64 USD (zeros) and ``day`` (E,) int64 day index into the data.
+
+        Raises:
+            ConfigError: ``start_day`` is not a day index that leaves at least one step.
+        """
+        if seed is not None:
+            self._generator.manual_seed(int(seed))
+        options = options or {}
+        unknown = set(options) - {"start_day"}
+        if unknown:
+            raise ConfigError(f"reset options: unknown key(s) {sorted(unknown)}; only start_day", field="options")
+        self._fixed_start = None
+        if options.get("start_day") is not None:
+            start = options["start_day"]
+            if isinstance(start, bool) or not isinstance(start, int | np.integer) or not 0 <= start < self.num_days - 1:
+                raise ConfigError(
+                    f"start_day: must be a day index in [0, {self.num_days - 2}] (got {start!r})", field="start_day"
+                )
+            self._fixed_start = int(start)
+        with torch.no_grad():
+            self._day = self._draw_starts(self.num_envs)
+            self._end_day = self._end_days(self._day)
+            self._cash, self._holdings = self._initial_wealth(self._day)
+            prices = self._close.index_select(0, self._day)
+            self._value = self._cash + torch.linalg.vecdot(self._holdings, prices)
+            self._episode_return = torch.zeros(self.num_envs, dtype=torch.float32, device=self.device)
+            obs = self._observe(self._day, self._cash, self._holdings)
+        info = {
+            "portfolio_value": self._value,
+            "cash": self._cash,
+            "holdings": self._holdings,
+            "costs": torch.zeros(self.num_envs, dtype=torch.float64, device=self.device),
+            "day": self._day,
+        }
+        return obs, info
+
+    def step(
+        self, action: torch.Tensor
+    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor, dict[str, torch.Tensor]]:
+        """Trade every env at today's close, move to the next day and auto-reset finished envs.
+
+        Args:
+            action: (E, N) float, one value per stock in [-1, 1] (clipped; NaN means hold).
+
+        Returns:
+            ``(obs, reward, terminated, truncated, info)``:
+
+            * ``obs`` (E, obs_dim) float32; rows of finished envs already hold the first
+              observation of their next episode;
+            * ``reward`` (E,) float32, ``(V[t+1] - V[t]) * reward_scaling``;
+            * ``terminated`` (E,) bool, always False (nothing ends an episode but time);
+            * ``truncated`` (E,) bool, True where the episode reached its last day;
+            * ``info``: ``final_observation`` (E, obs_dim) float32, the observation of the day
+              just reached before any reset (equal to ``obs`` where not truncated; use it to
+              bootstrap); ``episode_return`` (E,) float32, the undiscounted sum of rewards of
+              the episode so far including this step (the episode's return where truncated);
+              and the state after this step's trade on the new day, before any reset:
+              ``portfolio_value`` = ``final_portfolio_value`` (E,) float64 USD, ``cash`` (E,)
+              float64 USD, ``holdings`` (E, N) float64 shares, ``costs`` (E,) float64 USD paid
+              in this step, ``day`` (E,) int64 day index.
+
+            All returned tensors are fresh each step; the env never writes into them later.
+
+        Raises:
+            ValueError: ``action`` does not have shape (num_envs, num_stocks).
+        """
+        if tuple(action.shape) != (self.num_envs, self.num_stocks):
+            raise ValueError(f"action must have shape {(self.num_envs, self.num_stocks)}, got {tuple(action.shape)}")
+        with torch.no_grad():
+            return self._step(action)
+
+    def _step(self, action: torch.Tensor):
+        cfg = self.config
+        day, holdings = self._day, self._holdings
+        act = action.to(device=self.device, dtype=torch.float64)
+        shares = torch.nan_to_num(act, nan=0.0).clamp_(-1.0, 1.0).mul_(cfg.hmax).trunc_()
+        prices = self._close.index_select(0, day)
+
+        sells = torch.minimum(shares.clamp(max=0.0).neg_(), holdings)
+        buys = shares.clamp_(min=0.0)
+        if cfg.turbulence_threshold is not None:
+            # Liquidate everything and refuse buys on turbulent days. Such days are rare, so
+            # only the affected rows are rewritten (cheaper than masking all of (E, N)).
+            panic = (self._turbulence.index_select(0, day) >= cfg.turbulence_threshold).nonzero().squeeze(1)
+            if panic.numel():
+                sells.index_copy_(0, panic, holdings.index_select(0, panic))
+                buys.index_fill_(0, panic, 0.0)
+
+        sell_value = torch.linalg.vecdot(sells, prices)
+        cash = self._cash + sell_value * (1.0 - cfg.sell_cost_pct)
+        buy_cost = torch.linalg.vecdot(buys, prices) * (1.0 + cfg.buy_cost_pct)
+        # Cash cap: scale all of an env's buys by one factor, then floor to whole shares.
+        factor = torch.where(buy_cost > cash, cash / buy_cost * self._keep_buy, 1.0)
+        buys = buys.mul_(factor[:, None]).floor_()
+        buy_value = torch.linalg.vecdot(buys, prices)
+        cash = cash - buy_value * (1.0 + cfg.buy_cost_pct)
+        costs = sell_value * cfg.sell_cost_pct + buy_value * cfg.buy_cost_pct
+        holdings = holdings + buys - sells
+
+        day = day + 1
+        value = cash + torch.linalg.vecdot(holdings, self._close.index_select(0, day))
+        reward = ((value - self._value) * cfg.reward_scaling).to(torch.float32)
+        episode_return = self._episode_return + reward
+        truncated = day >= self._end_day
+        obs = self._observe(day, cash, holdings)
+        info = {
+            "final_observation": obs,
+            "episode_return": episode_return,
+            "portfolio_value": value,
+            "final_portfolio_value": value,
+            "cash": cash,
+            "holdings": holdings,
+            "costs": costs,
+            "day": day,
+        }
+        if bool(truncated.any()):
+            done = truncated.nonzero().squeeze(1)
+            starts = self._draw_starts(done.shape[0])
+            new_cash, new_holdings = self._initial_wealth(starts)
+            day = day.index_put((done,), starts)
+            cash = cash.index_put((done,), new_cash)
+            holdings = holdings.index_put((done,), new_holdings)
+            start_value = new_cash + torch.linalg.vecdot(new_holdings, self._close.index_select(0, starts))
+            value = value.index_put((done,), start_value)
+            episode_return = episode_return.index_put((done,), torch.zeros_like(start_value, dtype=torch.float32))
+            self._end_day = self._end_day.index_put((done,), self._end_days(starts))
+            obs = obs.index_put((done,), self._observe(starts, new_cash, new_holdings))
+        self._day, self._cash, self._holdings, self._value = day, cash, holdings, value
+        self._episode_return = episode_return
+        terminated = torch.zeros_like(truncated)
+        return obs, reward, terminated, truncated, info
+
+    @property
+    def day(self) -> torch.Tensor:
+        """(E,) int64 current day index of every env (a copy)."""
+        return self._day.clone()
+
+    def close(self) -> None:
+        """Nothing to release; present for Gymnasium API symmetry."""
+
+
+def build_observation(
+    layout: dict[str, Any],
+    cash: np.ndarray | float,
+    holdings: np.ndarray,
+    close: np.ndarray,
+    features: np.ndarray,
+) -> np.ndarray:
+    """Rebuild observations from raw values using an exported :meth:`observation_layout`.
+
+    Used by saved agents (bundles) to act outside the env, e.g. on live prices.
+
+    Args:
+        layout: the dict returned by ``StockTradingVecEnv.observation_layout()``.
+        cash: (B,) or scalar, cash in USD.
+        holdings: (B, N) or (N,) shares, in ``layout["tickers"]`` order.
+        close: (B, N) or (N,) close prices in USD.
+        features: (B, N, F) or (N, F) raw indicators in ``layout["feature_names"]`` order.
+
+    Returns:
+        (B, obs_dim) float32 observations (or (obs_dim,) for unbatched input).
+
+    Raises:
+        DataError: an input's shape does not match the layout's tickers/features.
+    """
+    blocks = {b["name"]: b for b in layout["blocks"]}
+    n, f = len(layout["tickers"]), len(layout["feature_names"])
+    single = np.ndim(holdings) == 1
+    cash = np.atleast_1d(np.asarray(cash, dtype=np.float64))
+    holdings = np.atleast_2d(np.asarray(holdings, dtype=np.float64))
+    close = np.atleast_2d(np.asarray(close, dtype=np.float64))
+    features = np.asarray(features, dtype=np.float64)
+    if features.ndim == 2:
+        features = features[None]
+    batch = holdings.shape[0]
+    for name, arr, shape in (
+        ("cash", cash, (batch,)),
+        ("holdings", holdings, (batch, n)),
+        ("close", close, (batch, n)),
+        ("features", features, (batch, n, f)),
+    ):
+        if arr.shape != shape:
+            raise DataError(f"{name} has shape {arr.shape}, the layout needs {shape}", field=name)
+    obs = np.empty((batch, layout["obs_dim"]), dtype=np.float32)
+    for name, raw in (("cash", cash[:, None]), ("close", close), ("holdings", holdings)):
+        b = blocks[name]
+        obs[:, b["offset"] : b["offset"] + b["size"]] = raw * b["scale"]
+    b = blocks["features"]
+    scales = np.array([b["scales"][name] for name in layout["feature_names"]], dtype=np.float64)
+    scaled = np.transpose(features * scales, (0, 2, 1)).reshape(batch, -1)
+    obs[:, b["offset"] : b["offset"] + b["size"]] = scaled
+    return obs[0] if single else obs
