@@ -1,0 +1,349 @@
+"""Run a deterministic policy over a date range and compare it with buy-and-hold benchmarks.
+
+The backtest is the trading env itself (:class:`~trainer.envs.stock_trading.StockTradingVecEnv`
+with one env, starting on the first day, no random start, no episode length), so a policy is
+evaluated under exactly the trading rules, costs and observation it was trained with. The
+policy on day ``t`` sees only the observation of day ``t`` (prices and indicators up to ``t``,
+its own cash and holdings) and trades at day ``t``'s close.
+
+Benchmarks start from the same capital on the same first day and are valued on exactly the same
+dates: QQQ buy-and-hold (adjusted close, so dividends are reinvested) and an equal-weight
+buy-and-hold of the traded tickers. Both hold fractional shares bought at the first day's close
+without transaction costs (the usual reference lines of FinRL/ElegantRL backtests).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+import torch
+
+from trainer.backtest.metrics import METRIC_CONTRACT, compute_metrics, returns_from_values, turnover_series
+from trainer.data.market import MarketData
+from trainer.envs.stock_trading import EnvConfig, StockTradingVecEnv
+from trainer.errors import ConfigError, DataError
+
+AGENT = "agent"
+QQQ = "QQQ"
+EQUAL_WEIGHT = "equal_weight"
+
+Policy = Callable[[torch.Tensor], Any]
+
+
+@dataclass
+class BacktestResult:
+    """Outcome of :func:`run_backtest`.
+
+    Attributes:
+        daily: DataFrame indexed by date (``DatetimeIndex`` named ``date``), one row per trading
+            day. Row ``d`` is the account as the policy saw it at the close of day ``d``, before
+            trading, and what it then traded at that close:
+
+            * ``account_value`` float64 USD, cash plus holdings at day ``d``'s close (the first
+              row is the initial capital);
+            * ``cash`` float64 USD and ``holdings_<TICKER>`` float64 shares before the trades;
+            * ``trades_<TICKER>`` float64 shares executed at day ``d``'s close (+ bought,
+              - sold); ``holdings[d + 1] = holdings[d] + trades[d]``;
+            * ``traded_value`` float64 USD, buys plus sells at day ``d``'s close;
+            * ``costs`` float64 USD of transaction costs paid on day ``d``;
+            * ``turnover`` float64 fraction, ``traded_value / account_value``.
+
+            The last day has no trades (the backtest ends at its close).
+        benchmarks: DataFrame on the same dates with the value in USD of each benchmark,
+            columns ``"equal_weight"`` and, when a benchmark close was given, ``"QQQ"``.
+        metrics: ``{"agent": {...}, "equal_weight": {...}, "QQQ": {...}}``, each from
+            :func:`~trainer.backtest.metrics.compute_metrics` with QQQ's daily returns as the
+            benchmark when available (the agent's also has turnover).
+        actions: DataFrame (days but the last) x tickers of the raw actions in [-1, 1].
+        tickers: traded tickers, in the policy's action order.
+        env_config: the trading rules used (random start and episode length switched off).
+    """
+
+    daily: pd.DataFrame
+    benchmarks: pd.DataFrame
+    metrics: dict[str, dict[str, Any]]
+    actions: pd.DataFrame
+    tickers: tuple[str, ...]
+    env_config: EnvConfig
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def holdings(self) -> pd.DataFrame:
+        """Shares held entering each day: DataFrame dates x tickers (float64)."""
+        return self._per_ticker("holdings_")
+
+    @property
+    def trades(self) -> pd.DataFrame:
+        """Shares traded at each day's close: DataFrame dates x tickers (float64, + buy, - sell)."""
+        return self._per_ticker("trades_")
+
+    def _per_ticker(self, prefix: str) -> pd.DataFrame:
+        frame = self.daily[[prefix + t for t in self.tickers]].copy()
+        frame.columns = list(self.tickers)
+        return frame
+
+    def to_dict(self) -> dict[str, Any]:
+        """A JSON-able summary for storage: plain lists, floats and strings (no NaN).
+
+        Returns:
+            ``{"start", "end", "tickers", "env_config", "dates", "daily": {column: [...]},
+            "benchmarks": {name: [...]}, "metrics": {...}, "metric_contract", "notes"}``;
+            dates are ``YYYY-MM-DD`` strings, money in USD, shares as floats.
+        """
+        dates = [str(d.date()) for d in self.daily.index]
+        return {
+            "start": dates[0],
+            "end": dates[-1],
+            "tickers": list(self.tickers),
+            "env_config": self.env_config.to_dict(),
+            "dates": dates,
+            "daily": {c: _floats(self.daily[c]) for c in self.daily.columns},
+            "benchmarks": {c: _floats(self.benchmarks[c]) for c in self.benchmarks.columns},
+            "metrics": self.metrics,
+            "metric_contract": METRIC_CONTRACT,
+            "notes": list(self.notes),
+        }
+
+
+def _floats(series: pd.Series) -> list[float | None]:
+    return [float(x) if np.isfinite(x) else None for x in series.to_numpy(dtype=np.float64)]
+
+
+def load_benchmark_close(path: str | Path, ticker: str = "QQQ") -> pd.Series:
+    """Read one benchmark's adjusted close from a daily price file.
+
+    Uses :func:`trainer.data.loading.load_panel`, so any layout it accepts works: a panel with
+    a ``tic`` column (``benchmark_etfs_daily_eodhd.csv.gz``) or a one-ticker file
+    (``QQQ_daily_eodhd_1999-03-10_2024-04-19.csv``). The close is split/dividend-adjusted when
+    the file has an adjusted column.
+
+    Args:
+        path: the price file.
+        ticker: the benchmark's ticker (case-insensitive).
+
+    Returns:
+        (D,) float64 adjusted close in USD indexed by a ``DatetimeIndex`` named ``date``,
+        increasing; the series is named after the ticker.
+
+    Raises:
+        DataError: the file is missing or malformed, or does not hold ``ticker``.
+    """
+    from trainer.data.loading import load_panel
+
+    ticker = str(ticker).strip().upper()
+    panel = load_panel(path, tickers=[ticker])
+    close = panel.loc[panel["tic"] == ticker, ["date", "close"]]
+    series = pd.Series(
+        close["close"].to_numpy(dtype=np.float64), index=pd.DatetimeIndex(close["date"], name="date"), name=ticker
+    )
+    return series.sort_index()
+
+
+def _select_tickers(data: MarketData, tickers: Sequence[str] | None) -> MarketData:
+    if tickers is None:
+        return data
+    wanted = [str(t).strip().upper() for t in tickers]
+    have = {str(t).upper(): i for i, t in enumerate(data.tickers)}
+    unknown = [t for t in wanted if t not in have]
+    if unknown:
+        raise DataError(
+            f"unknown ticker(s) {', '.join(unknown)}: the market data holds {', '.join(data.tickers)}",
+            ticker=unknown[0],
+            field="tickers",
+        )
+    if len(set(wanted)) != len(wanted):
+        raise DataError(f"tickers repeat a ticker: {', '.join(wanted)}", field="tickers")
+    idx = [have[t] for t in wanted]
+    return MarketData(
+        dates=data.dates,
+        tickers=tuple(data.tickers[i] for i in idx),
+        close=data.close[:, idx],
+        features=data.features[:, idx, :],
+        feature_names=data.feature_names,
+        turbulence=data.turbulence,
+        notes=data.notes,
+        source=data.source,
+    )
+
+
+def _day(value, name: str) -> np.datetime64:
+    try:
+        return np.datetime64(str(pd.Timestamp(value).date()), "D")
+    except (TypeError, ValueError) as exc:
+        raise DataError(f"{name} {value!r} is not a YYYY-MM-DD date", field=name) from exc
+
+
+def _select_dates(data: MarketData, start, end) -> MarketData:
+    first, last = data.dates[0], data.dates[-1]
+    lo = _day(start, "start") if start is not None else first
+    hi = _day(end, "end") if end is not None else last
+    if lo < first or hi > last:
+        raise DataError(
+            f"backtest range {lo} to {hi} is outside the market data, which covers {first} to {last}",
+            field="start" if lo < first else "end",
+            date=str(lo if lo < first else hi),
+        )
+    window = data.slice(lo, hi, name="backtest")
+    if window.num_days < 2:
+        raise DataError(
+            f"backtest range {lo} to {hi} holds {window.num_days} trading day(s); at least 2 are needed",
+            field="start",
+        )
+    return window
+
+
+def _aligned_close(benchmark_close: pd.Series, dates: np.ndarray) -> np.ndarray:
+    """The benchmark close on exactly ``dates``; missing dates or bad prices raise DataError."""
+    if not isinstance(benchmark_close, pd.Series):
+        raise DataError("benchmark_close must be a pandas Series of prices indexed by date", field="benchmark_close")
+    name = str(benchmark_close.name or "benchmark")
+    index = pd.DatetimeIndex(benchmark_close.index).normalize()
+    if not index.is_unique:
+        dup = index[index.duplicated()][0]
+        raise DataError(f"{name} close has {dup.date()} twice", field="benchmark_close", date=str(dup.date()))
+    wanted = pd.DatetimeIndex(dates.astype("datetime64[ns]"))
+    missing = wanted.difference(index)
+    if len(missing):
+        shown = ", ".join(str(d.date()) for d in missing[:8])
+        more = f" and {len(missing) - 8} more" if len(missing) > 8 else ""
+        raise DataError(
+            f"{name} close lacks {len(missing)} trading day(s) of the backtest: {shown}{more}",
+            field="benchmark_close",
+            date=str(missing[0].date()),
+        )
+    values = pd.Series(benchmark_close.to_numpy(dtype=np.float64), index=index).reindex(wanted).to_numpy()
+    bad = ~(np.isfinite(values) & (values > 0))
+    if bad.any():
+        day = wanted[np.flatnonzero(bad)[0]].date()
+        raise DataError(f"{name} close on {day} is not a positive price", field="benchmark_close", date=str(day))
+    return values
+
+
+def _as_action(raw: Any, num_stocks: int) -> torch.Tensor:
+    action = torch.as_tensor(raw).detach().to(device="cpu", dtype=torch.float32)
+    if action.shape == (num_stocks,):
+        action = action[None]
+    if tuple(action.shape) != (1, num_stocks):
+        raise ConfigError(
+            f"policy returned an action of shape {tuple(action.shape)}; expected (1, {num_stocks}), one per ticker",
+            field="policy",
+        )
+    return action
+
+
+def run_backtest(
+    policy: Policy,
+    data: MarketData,
+    env_config: EnvConfig | None = None,
+    *,
+    benchmark_close: pd.Series | None = None,
+    start=None,
+    end=None,
+    tickers: Sequence[str] | None = None,
+    device: str = "cpu",
+) -> BacktestResult:
+    """Run a deterministic policy day by day from ``start`` to ``end`` and score it.
+
+    Args:
+        policy: callable mapping an observation (1, obs_dim) float32 tensor (the layout of
+            :meth:`StockTradingVecEnv.observation_layout`) to an action (1, N) in [-1, 1]
+            (tensor or array), e.g. ``agent.act``, a bundle's ``LoadedAgent.act`` or
+            ``agent.policy_module()``. Called under ``torch.no_grad()``, once per day except
+            the last.
+        data: market panel; its close is the execution price.
+        env_config: trading rules (costs, hmax, initial cash, turbulence threshold); its
+            ``random_start``, ``episode_length`` and ``randomize_initial`` are ignored (the
+            backtest starts on the first day with ``initial_cash`` in cash and runs to the end).
+        benchmark_close: adjusted close of QQQ (see :func:`load_benchmark_close`) with every
+            trading day of the range; extra days are ignored.
+        start: first day (``YYYY-MM-DD`` or date), default the first day of ``data``.
+        end: last day, inclusive, default the last day of ``data``.
+        tickers: the tickers the policy trades, in its action order (e.g. a bundle's
+            ``tickers``); selects and orders the columns of ``data``. Default: all of them.
+        device: torch device of the env.
+
+    Returns:
+        A :class:`BacktestResult`.
+
+    Raises:
+        DataError: the range reaches outside the data or holds fewer than 2 days, a ticker is
+            not in ``data``, or ``benchmark_close`` lacks a trading day of the range (the
+            message lists them) or has a non-positive price.
+        ConfigError: invalid ``env_config``, or the policy returns an action of the wrong shape.
+    """
+    config = dataclasses.replace(
+        env_config or EnvConfig(), random_start=False, episode_length=None, randomize_initial=False
+    )
+    config.validate()
+    window = _select_dates(_select_tickers(data, tickers), start, end)
+    qqq = _aligned_close(benchmark_close, window.dates) if benchmark_close is not None else None
+
+    env = StockTradingVecEnv(window, config, num_envs=1, device=device, seed=0)
+    num_days, n = window.num_days, window.num_stocks
+    value = np.zeros(num_days)
+    cash = np.zeros(num_days)
+    holdings = np.zeros((num_days, n))
+    costs = np.zeros(num_days)
+    actions = np.full((num_days - 1, n), np.nan, dtype=np.float32)
+
+    obs, info = env.reset(options={"start_day": 0})
+    value[0], cash[0] = float(info["portfolio_value"][0]), float(info["cash"][0])
+    holdings[0] = info["holdings"][0].cpu().numpy()
+    with torch.no_grad():
+        for day in range(num_days - 1):
+            action = _as_action(policy(obs), n)
+            actions[day] = action[0].numpy()
+            obs, _, _, _, info = env.step(action.to(env.device))
+            value[day + 1] = float(info["portfolio_value"][0])
+            cash[day + 1] = float(info["cash"][0])
+            holdings[day + 1] = info["holdings"][0].cpu().numpy()
+            costs[day] = float(info["costs"][0])
+
+    dates = pd.DatetimeIndex(window.dates.astype("datetime64[ns]"), name="date")
+    trades = np.zeros_like(holdings)
+    trades[:-1] = np.diff(holdings, axis=0)
+    traded_value = np.abs(trades * window.close).sum(axis=1)
+    daily = pd.DataFrame({"account_value": value, "cash": cash}, index=dates)
+    for i, tic in enumerate(window.tickers):
+        daily[f"holdings_{tic}"] = holdings[:, i]
+    for i, tic in enumerate(window.tickers):
+        daily[f"trades_{tic}"] = trades[:, i]
+    daily["traded_value"] = traded_value
+    daily["costs"] = costs
+    daily["turnover"] = turnover_series(daily["traded_value"], daily["account_value"])
+
+    capital = float(config.initial_cash)
+    benchmarks = pd.DataFrame(index=dates)
+    # Equal weight: capital / N in each ticker at the first close, fractional shares, no costs.
+    benchmarks[EQUAL_WEIGHT] = capital * (window.close / window.close[0]).mean(axis=1)
+    if qqq is not None:
+        benchmarks[QQQ] = capital * qqq / qqq[0]
+
+    first_day = dates[0]
+    bench_returns = returns_from_values(benchmarks[QQQ]) if qqq is not None else None
+    metrics = {
+        AGENT: compute_metrics(
+            returns_from_values(daily["account_value"]),
+            bench_returns,
+            turnover=daily["turnover"].iloc[:-1],
+            start_date=first_day,
+        )
+    }
+    for name in benchmarks.columns:
+        metrics[name] = compute_metrics(returns_from_values(benchmarks[name]), bench_returns, start_date=first_day)
+    notes = [f"{window.num_days} trading days, {n} tickers, {window.dates[0]} to {window.dates[-1]}"]
+    return BacktestResult(
+        daily=daily,
+        benchmarks=benchmarks,
+        metrics=metrics,
+        actions=pd.DataFrame(actions, index=dates[:-1], columns=list(window.tickers)),
+        tickers=tuple(window.tickers),
+        env_config=config,
+        notes=notes,
+    )
