@@ -275,6 +275,8 @@ def mutate(
             raise ConfigError(
                 f"hyperparameter {name!r} must be a number to mutate, got {old!r}", field=f"hyperparameters.{name}"
             )
+        if isinstance(old, int | np.integer) and math.ceil(low) > math.floor(high):
+            raise ConfigError(f"{field} holds no whole number for integer {name!r}, got {bound!r}", field=field)
         if rng.random() >= prob:
             continue
         factor = float(factors[int(rng.integers(len(factors)))])

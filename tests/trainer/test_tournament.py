@@ -183,3 +183,6 @@ def test_mutation_rejects_bounds_without_values_and_inverted_bounds():
     assert err.value.details["field"] == "bounds.gamma"
     with pytest.raises(ConfigError):
         mutate(HP, {"algo_name": (0, 1)}, rng=rng)
+    with pytest.raises(ConfigError) as err:
+        mutate(HP, {"batch_size": (512.2, 512.8)}, rng=rng)
+    assert err.value.details["field"] == "bounds.batch_size"
