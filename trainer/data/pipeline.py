@@ -251,14 +251,18 @@ def build_market_data(
     range_text = (
         f"between {lo.date() if lo is not None else 'the start'} and {hi.date() if hi is not None else 'the end'}"
     )
-    for tic in chosen:
-        if counts.get(tic, 0) == 0:
-            rows = panel[panel["tic"] == tic]["date"]
-            raise DataError(
-                f"ticker {tic} has no rows {range_text}; its data covers {rows.min().date()} to {rows.max().date()}",
-                ticker=tic,
-                file=files.get(tic),
-            )
+    empty = [tic for tic in chosen if counts.get(tic, 0) == 0]
+    for tic in empty:
+        rows = panel[panel["tic"] == tic]["date"]
+        message = f"ticker {tic} has no rows {range_text}; its data covers {rows.min().date()} to {rows.max().date()}"
+        if tickers is not None:  # asked for by name: an error, not a silent drop
+            raise DataError(message, ticker=tic, file=files.get(tic))
+        notes.append(f"{tic}: dropped, {message.removeprefix(f'ticker {tic} ')}")
+    if empty:
+        chosen = [t for t in chosen if t not in set(empty)]
+        if not chosen:
+            raise DataError(f"no ticker has rows {range_text}")
+        df = df[df["tic"].isin(chosen)]
 
     wide = {c: df.pivot(index="date", columns="tic", values=c).reindex(columns=chosen) for c in _OHLCV}
     present = wide["close"].notna().to_numpy()
@@ -334,6 +338,10 @@ def build_market_data(
 
     start_pos = int(np.searchsorted(calendar.to_numpy(), range_start.to_datetime64()))
     out_dates = calendar[start_pos:]
+    if lo is not None and (out_dates[0] - lo).days > 4:  # more than a holiday weekend
+        notes.append(
+            f"the data of the kept tickers starts {out_dates[0].date()}, after the requested start {lo.date()}"
+        )
     for n, tic in enumerate(kept):
         zero = (arrays["volume"][start_pos:, n] == 0) & present[start_pos:, n]
         if zero.any():
