@@ -1,13 +1,453 @@
 """The one place where the web side calls ``trainer`` and converts types.
 
-Celery tasks and services import this module, never ``trainer`` directly.
+Celery tasks and services import this module, never ``trainer`` directly. Trainer errors are
+turned into :class:`~webapp.core.errors.AppError` (HTTP 400 naming the dotted field) where a
+user's input caused them. Heavy trainer modules (torch) are imported inside the functions that
+need them, so web processes that only validate input do not pay for them at start-up.
 """
 
 from __future__ import annotations
 
+import threading
+from collections import OrderedDict
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
 from trainer.device import set_cpu_threads
+from trainer.errors import TrainerError
+from webapp.core.errors import AppError
 
 
 def configure_process(*, threads: int) -> None:
     """Per-worker-process setup: torch thread count (1 per process on a 2-core machine)."""
     set_cpu_threads(threads)
+
+
+# --- market data ---------------------------------------------------------------------------
+
+
+def inspect_market_files(paths: Sequence[str | Path], *, tickers: Sequence[str] | None = None) -> dict[str, Any]:
+    """Load and validate daily OHLCV files; report what they hold.
+
+    Args:
+        paths: absolute file (or folder) paths.
+        tickers: keep only these tickers (``None`` = all in the files).
+
+    Returns:
+        ``{"tickers": [...], "start": "YYYY-MM-DD", "end": "YYYY-MM-DD", "notes": [...],
+        "rows": int}``, notes being the loader's report (adjustments, merged duplicates).
+
+    Raises:
+        AppError: the files cannot be used (missing, bad rows, unknown tickers), naming the
+            file, row or ticker in ``fields``.
+    """
+    from trainer.data.loading import load_panel
+
+    try:
+        panel = load_panel([str(p) for p in paths], tickers=tickers)
+    except TrainerError as exc:
+        raise AppError.from_trainer(exc, prefix="") from exc
+    if panel.empty:
+        raise AppError("the files hold no rows", fields={"paths": "the files hold no rows"})
+    dates = panel["date"]
+    return {
+        "tickers": sorted(str(t) for t in panel["tic"].unique()),
+        "start": dates.min().strftime("%Y-%m-%d"),
+        "end": dates.max().strftime("%Y-%m-%d"),
+        "notes": [str(n) for n in panel.attrs.get("notes", [])],
+        "rows": int(len(panel)),
+    }
+
+
+# --- tasks ---------------------------------------------------------------------------------
+
+
+def validate_task(spec: dict[str, Any]) -> dict[str, Any]:
+    """Validate a task spec with the trainer's own config classes and normalize it.
+
+    Args:
+        spec: ``trainer.pod.TaskSpec`` dict: ``data`` (DataSpec dict), ``train``,
+            ``validation``, ``test`` (``[start, end]``), ``env`` (EnvConfig dict),
+            ``algorithm``, ``hyperparameters``.
+
+    Returns:
+        ``TaskSpec.from_dict(spec).to_dict()``: defaults filled in, JSON-able.
+
+    Raises:
+        AppError: a bad value; ``fields`` names it with a dotted path (``env.hmax``,
+            ``hyperparameters.learning_rate``).
+    """
+    from trainer.pod import TaskSpec
+
+    try:
+        return TaskSpec.from_dict(spec).to_dict()
+    except TrainerError as exc:
+        raise AppError.from_trainer(exc) from exc
+
+
+# --- tournament ----------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class ParentDecision:
+    """What a generation starts from: ``action`` is ``fresh``, ``keep_current`` or ``parent``;
+    ``agent_id`` the agent to load (``None`` when fresh)."""
+
+    action: str
+    agent_id: int | None
+
+
+def choose_parent(
+    leaderboard: Sequence[tuple[int, float | None, int]],
+    *,
+    current: tuple[int, float | None] | None,
+    fresh_probability: float,
+    rng: np.random.Generator,
+) -> ParentDecision:
+    """Pick the agent a pod's next generation starts from (``trainer.tournament.select_parent``).
+
+    Args:
+        leaderboard: ``(agent_id, score, created_seq)`` of the agents on the leaderboard.
+        current: ``(agent_id, score)`` of the pod's own last agent, ``None`` if it has none.
+        fresh_probability: chance in [0, 1] of starting from a new random agent.
+        rng: NumPy generator (seeded per run, pod and generation for reproducibility).
+    """
+    from trainer import tournament
+
+    entries = [tournament.Entry(agent_id=a, score=s, created_seq=q) for a, s, q in leaderboard]
+    choice = tournament.select_parent(
+        entries,
+        current_score=None if current is None else current[1],
+        fresh_probability=fresh_probability,
+        rng=rng,
+    )
+    if choice.action == tournament.PARENT:
+        return ParentDecision(tournament.PARENT, int(choice.parent.agent_id))
+    if choice.action == tournament.KEEP_CURRENT and current is not None:
+        return ParentDecision(tournament.KEEP_CURRENT, current[0])
+    return ParentDecision(tournament.FRESH, None)
+
+
+def mutate_hyperparameters(
+    hyperparameters: dict[str, Any], *, mutation: dict[str, Any], rng: np.random.Generator
+) -> tuple[dict[str, Any], dict[str, list[Any]]]:
+    """PBT perturbation of a copied agent's hyperparameters (``trainer.tournament.mutate``).
+
+    Args:
+        hyperparameters: the parent's values.
+        mutation: the run's settings ``{"bounds": {name: [low, high]}, "factors": [...],
+            "probability": p}``; no bounds means no mutation.
+
+    Returns:
+        ``(new_hyperparameters, {name: [old, new]})``.
+    """
+    from trainer import tournament
+
+    bounds = mutation.get("bounds") or {}
+    if not bounds:
+        return dict(hyperparameters), {}
+    return tournament.mutate(
+        hyperparameters,
+        {k: tuple(v) for k, v in bounds.items()},
+        factors=tuple(mutation.get("factors") or (0.8, 1.25)),
+        rng=rng,
+        probability=float(mutation.get("probability", 1.0)),
+    )
+
+
+def check_mutation(mutation: dict[str, Any], hyperparameters: dict[str, Any]) -> None:
+    """Raise :class:`AppError` (fields ``mutation.*``) if a run's mutation settings are unusable."""
+    try:
+        mutate_hyperparameters(hyperparameters, mutation=mutation, rng=np.random.default_rng(0))
+    except TrainerError as exc:
+        raise AppError.from_trainer(exc, prefix="mutation.") from exc
+    except (TypeError, ValueError) as exc:
+        raise AppError(f"mutation: {exc}", fields={"mutation": str(exc)}) from exc
+
+
+def prune_leaderboard(entries: Sequence[tuple[int, float | None, int]], k: int) -> tuple[list[int], list[int]]:
+    """Split ``(agent_id, score, created_seq)`` entries into the ``k`` best ids (best first)
+    and the ids to drop (``trainer.tournament.prune``)."""
+    from trainer import tournament
+
+    keep, drop = tournament.prune([tournament.Entry(a, s, q) for a, s, q in entries], k)
+    return [int(e.agent_id) for e in keep], [int(e.agent_id) for e in drop]
+
+
+# --- generations ---------------------------------------------------------------------------
+
+
+def resolve_device(requested: str) -> str:
+    """The device a generation will use in this process, e.g. ``"cuda:0"`` or ``"cpu"``."""
+    from trainer.device import pick_device
+
+    return str(pick_device(requested))
+
+
+_market_cache: OrderedDict[str, Any] = OrderedDict()
+_market_lock = threading.Lock()
+_MARKET_CACHE_SIZE = 4
+
+
+def _market_data(task_spec: Any, *, data_dir: str | None, cache_dir: str | None) -> Any:
+    """The task's processed market data, kept in memory between generations of one worker
+    process (a generation then starts without re-reading the files)."""
+    from trainer.data import load_market_data
+
+    key = repr(task_spec.data.to_dict())
+    with _market_lock:
+        if key in _market_cache:
+            _market_cache.move_to_end(key)
+            return _market_cache[key]
+    data = load_market_data(task_spec.data, data_dir=data_dir, cache_dir=cache_dir)
+    with _market_lock:
+        _market_cache[key] = data
+        while len(_market_cache) > _MARKET_CACHE_SIZE:
+            _market_cache.popitem(last=False)
+    return data
+
+
+def train_generation(
+    task: dict[str, Any],
+    *,
+    env_steps: int,
+    out_path: str,
+    parent_path: str | None,
+    hyperparameters: dict[str, Any] | None,
+    seed: int,
+    device: str,
+    progress: Callable[[dict[str, Any]], None] | None = None,
+    should_stop: Callable[[], bool] | None = None,
+    data_dir: str | None = None,
+    cache_dir: str | None = None,
+) -> dict[str, Any]:
+    """Train one generation with ``trainer.pod.run_generation``.
+
+    Args:
+        task: a normalized task spec (``validate_task``'s output).
+        env_steps: env steps to train (summed over the vectorized envs).
+        out_path: local file the checkpoint is written to (atomically).
+        parent_path: local checkpoint to start from, ``None`` for a fresh agent.
+        hyperparameters: values to train with (``None`` = the task's).
+        seed: RNG seed of this generation.
+        device: ``"auto"``, ``"cpu"``, ``"cuda"``...
+        progress: called with ``{"env_steps", "steps_per_s", ...}`` a few times a second.
+        should_stop: polled between updates; ``True`` cancels (result ``cancelled=True``).
+
+    Returns:
+        JSON-able ``{"sha256", "score", "metrics", "env_steps", "hyperparameters",
+        "cancelled", "duration_s"}``; ``score`` is ``None`` when the agent has none (NaN).
+
+    Raises:
+        trainer.errors.TrainerError: bad data or config (a permanent failure).
+    """
+    from trainer.pod import TaskSpec, run_generation
+
+    spec = TaskSpec.from_dict(task)
+    market = _market_data(spec, data_dir=data_dir, cache_dir=cache_dir)
+    result = run_generation(
+        spec,
+        env_steps=int(env_steps),
+        out_path=out_path,
+        parent=parent_path,
+        hyperparameters=hyperparameters,
+        seed=int(seed),
+        device=device,
+        progress=progress,
+        should_stop=should_stop,
+        data_dir=data_dir,
+        cache_dir=cache_dir,
+        market_data=market,
+    )
+    score = None if result.score is None or not np.isfinite(result.score) else float(result.score)
+    return {
+        "sha256": result.sha256,
+        "score": score,
+        "metrics": _jsonable(result.metrics),
+        "env_steps": int(result.env_steps),
+        "hyperparameters": _jsonable(result.hyperparameters),
+        "cancelled": bool(result.cancelled),
+        "duration_s": float(result.duration_s),
+    }
+
+
+def _jsonable(value: Any) -> Any:
+    """Plain JSON types (NumPy scalars to Python numbers, NaN/inf to ``None``)."""
+    if isinstance(value, dict):
+        return {str(k): _jsonable(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_jsonable(v) for v in value]
+    if isinstance(value, np.generic):
+        value = value.item()
+    if isinstance(value, float) and not np.isfinite(value):
+        return None
+    return value
+
+
+# --- backtests -----------------------------------------------------------------------------
+
+#: Benchmark prices in ``PADDOCK_DATA_DIR`` (adjusted close of QQQ, DIA, IVV, SPY).
+BENCHMARK_FILE = "benchmark_etfs_daily_eodhd.csv.gz"
+BENCHMARK_TICKER = "QQQ"
+
+_benchmark_cache: dict[tuple[str, float, str], Any] = {}
+
+
+def _benchmark_close(path: str | Path, ticker: str) -> Any:
+    """QQQ's adjusted close (``trainer.backtest.engine.load_benchmark_close``), kept per worker
+    process and reloaded when the file changes."""
+    from trainer.backtest.engine import load_benchmark_close
+
+    p = Path(path)
+    key = (str(p), p.stat().st_mtime if p.exists() else 0.0, ticker)
+    if key not in _benchmark_cache:
+        _benchmark_cache.clear()
+        _benchmark_cache[key] = load_benchmark_close(p, ticker=ticker)
+    return _benchmark_cache[key]
+
+
+def _policy_from_file(path: str | Path, *, expected_sha256: str | None) -> tuple[Any, dict[str, Any]]:
+    """The deterministic policy of a checkpoint (``*.pt``) or bundle (``*.zip``) on the CPU.
+
+    Returns:
+        ``(policy, info)``: ``policy`` maps obs (1, obs_dim) float32 to action (1, N) in
+        [-1, 1]; ``info`` is ``{"kind", "algorithm", "tickers", "feature_names"}``.
+    """
+    path = Path(path)
+    if path.suffix == ".zip":
+        from trainer.bundle import load_agent
+
+        loaded = load_agent(path)
+        info = {
+            "kind": "bundle",
+            "algorithm": loaded.algorithm,
+            "tickers": list(loaded.tickers),
+            "feature_names": list(loaded.feature_names),
+        }
+        return loaded.policy_fn("cpu"), info
+
+    from trainer.agents import make_agent
+    from trainer.bundle import load_checkpoint
+
+    state = load_checkpoint(path, expected_sha256=expected_sha256)
+    agent = make_agent(
+        state["algorithm"],
+        int(state["obs_dim"]),
+        int(state["action_dim"]),
+        dict(state["hyperparameters"]),
+        device="cpu",
+    )
+    agent.load_state_dict(state["agent"])
+    layout = state.get("observation_layout") or {}
+    info = {
+        "kind": "checkpoint",
+        "algorithm": state["algorithm"],
+        "tickers": list(layout.get("tickers") or []),
+        "feature_names": list(layout.get("feature_names") or []),
+    }
+    return agent.policy_module(), info
+
+
+def backtest_agent(
+    *,
+    agent_path: str | Path,
+    task: dict[str, Any],
+    start: str,
+    end: str,
+    benchmark_path: str | Path,
+    expected_sha256: str | None = None,
+    data_dir: str | None = None,
+    cache_dir: str | None = None,
+) -> dict[str, Any]:
+    """Backtest a stored agent over ``[start, end]`` with ``trainer.backtest.run_backtest``.
+
+    The market data is the task's (same files, tickers and indicators the agent trained on,
+    indicators computed over the whole file so the first backtest day has its full history);
+    the trading rules are the task's env (costs, hmax, initial cash). QQQ's adjusted close
+    from ``benchmark_path`` and an equal-weight buy-and-hold of the tickers are the benchmarks.
+
+    Args:
+        agent_path: local checkpoint (``*.pt``) or bundle (``*.zip``).
+        task: the run's ``TaskSpec`` dict (``webapp.runs.services.task_spec``).
+        start, end: first and last day, ``YYYY-MM-DD``, inclusive.
+        benchmark_path: daily price file holding QQQ (``BENCHMARK_FILE``).
+        expected_sha256: checkpoint digest to verify (tampering/corruption).
+
+    Returns:
+        ``{"daily": DataFrame, "metrics": {"agent", "equal_weight", "QQQ"}, "tickers",
+        "env_config", "start", "end", "num_days", "metric_contract", "notes", "policy"}``.
+        ``daily`` is indexed by date (``DatetimeIndex``) with the engine's columns
+        (``account_value``, ``cash``, ``holdings_<T>``, ``trades_<T>``, ``traded_value``,
+        ``costs``, ``turnover``; USD, shares, fractions) plus ``benchmark_equal_weight`` and
+        ``benchmark_QQQ`` (USD value from the same initial capital). Everything else is JSON-able.
+
+    Raises:
+        trainer.errors.TrainerError: the agent file is unreadable or does not fit the data
+            (``BundleError``/``DataError`` naming the field), or the range is outside the data.
+    """
+    from trainer.backtest.engine import run_backtest
+    from trainer.backtest.metrics import METRIC_CONTRACT
+    from trainer.errors import DataError
+    from trainer.pod import TaskSpec
+
+    spec = TaskSpec.from_dict(task)
+    policy, info = _policy_from_file(agent_path, expected_sha256=expected_sha256)
+    market = _market_data(spec, data_dir=data_dir, cache_dir=cache_dir)
+    if info["feature_names"] and list(market.feature_names) != info["feature_names"]:
+        raise DataError(
+            f"the agent reads indicators {info['feature_names']}, the data has {list(market.feature_names)}",
+            field="indicators",
+        )
+    result = run_backtest(
+        policy,
+        market,
+        spec.env,
+        benchmark_close=_benchmark_close(benchmark_path, BENCHMARK_TICKER),
+        start=start,
+        end=end,
+        tickers=info["tickers"] or None,
+        device="cpu",
+    )
+    daily = result.daily.copy()
+    for column in result.benchmarks.columns:
+        daily[f"benchmark_{column}"] = result.benchmarks[column].to_numpy()
+    return {
+        "daily": daily,
+        "metrics": _jsonable(result.metrics),
+        "tickers": list(result.tickers),
+        "env_config": _jsonable(result.env_config.to_dict()),
+        "start": str(daily.index[0].date()),
+        "end": str(daily.index[-1].date()),
+        "num_days": int(len(daily)),
+        "metric_contract": METRIC_CONTRACT,
+        "notes": [str(n) for n in result.notes],
+        "policy": {"kind": info["kind"], "algorithm": info["algorithm"]},
+    }
+
+
+def series_metrics(values: Any, benchmark_values: Any = None) -> dict[str, Any]:
+    """``trainer.backtest.metrics.compute_metrics`` of an account-value series.
+
+    Args:
+        values: (T,) positive USD values indexed by increasing dates (pandas Series).
+        benchmark_values: optional (T,) benchmark values on the same dates (QQQ).
+
+    Returns:
+        The metrics dict (JSON-able; undefined values are ``None``).
+
+    Raises:
+        AppError: the series cannot be scored (non-positive values, fewer than 2 days).
+    """
+    from trainer.backtest.metrics import compute_metrics, returns_from_values
+
+    if len(values) < 2:
+        raise AppError("at least 2 days are needed to compute metrics", fields={"dates": "fewer than 2 days"})
+    try:
+        bench = returns_from_values(benchmark_values) if benchmark_values is not None else None
+        return _jsonable(compute_metrics(returns_from_values(values), bench, start_date=values.index[0]))
+    except TrainerError as exc:
+        raise AppError.from_trainer(exc) from exc

@@ -1,1 +1,242 @@
-"""Models."""
+"""Training runs: budgets, tasks, runs, pods, generations and the agents they produce.
+
+A :class:`Run` trains a tournament-based ensemble (ElegantRL-Podracer, arXiv 2112.05923): its
+training pool has ``num_pods`` :class:`Pod` slots; each pod runs one :class:`Generation` at a
+time (a Celery task on a GPU worker) that trains an agent for ``generation_steps`` env steps,
+scores it on the validation window and submits it as an :class:`Agent` to the run's leaderboard
+(the ``leaderboard_size`` best agents, ``on_leaderboard=True``). Several runs may draw on one
+:class:`ClusterBudget`, which caps concurrent generations and total GPU time / env steps.
+"""
+
+from __future__ import annotations
+
+from django.conf import settings
+from django.db import models
+from django.db.models import Q
+
+
+class ClusterBudget(models.Model):
+    """The compute a group of runs may use.
+
+    Limits (``None`` = unlimited): ``max_concurrent_pods`` generations running at once across
+    every run on the budget (one GPU each); ``gpu_hours_cap`` total GPU time, accounted from
+    the real wall-clock duration of each generation; ``max_wall_clock_s`` seconds per run from
+    its start; ``deadline`` an absolute UTC time after which no generation starts;
+    ``env_step_cap`` total environment steps.
+
+    Usage counters (``gpu_seconds_used``, ``env_steps_used``) only grow, inside the transaction
+    that stores a generation's result. Pods running now are counted from ``Generation`` rows
+    (``selectors.budget_usage``) so they can never drift.
+    """
+
+    name = models.CharField(max_length=200)
+    owner = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="budgets")
+    max_concurrent_pods = models.PositiveIntegerField(default=1)
+    gpu_hours_cap = models.FloatField(null=True, blank=True)
+    max_wall_clock_s = models.PositiveIntegerField(null=True, blank=True)
+    deadline = models.DateTimeField(null=True, blank=True)
+    env_step_cap = models.BigIntegerField(null=True, blank=True)
+    gpu_seconds_used = models.FloatField(default=0.0)
+    env_steps_used = models.BigIntegerField(default=0)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["name", "id"]
+        constraints = [models.CheckConstraint(condition=Q(max_concurrent_pods__gte=1), name="budget_pods_gte_1")]
+
+    def __str__(self) -> str:
+        return self.name
+
+
+class Task(models.Model):
+    """What to learn: data, splits, env parameters, algorithm and hyperparameters.
+
+    Every JSON field holds the normalized form returned by ``engine.validate_task`` (the
+    trainer's own config classes validate it), so a stored task always builds a ``TaskSpec``.
+    ``splits`` is ``{"train": {"start", "end"}, "validation": {...}, "test": {...}}`` with
+    ``YYYY-MM-DD`` inclusive bounds.
+    """
+
+    owner = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="tasks")
+    name = models.CharField(max_length=200)
+    dataset = models.ForeignKey("market.Dataset", on_delete=models.PROTECT, related_name="tasks")
+    tickers = models.JSONField(default=list)
+    splits = models.JSONField(default=dict)
+    env = models.JSONField(default=dict)
+    algorithm = models.CharField(max_length=20)
+    hyperparameters = models.JSONField(default=dict)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["-created_at", "-id"]
+
+    def __str__(self) -> str:
+        return self.name
+
+
+class Run(models.Model):
+    """One tournament: a pool of pods training on a task within a budget.
+
+    Status flow: ``queued`` -> ``running`` <-> ``paused``; ``running``/``paused`` ->
+    ``finishing`` (budget spent or stop asked; running generations end) -> ``finished``;
+    ``cancelled`` (stopped without end-of-run backtests) and ``failed`` are terminal too.
+
+    ``event_seq`` numbers the events sent to the run's Channels group (see ``events.py``).
+    """
+
+    class Status(models.TextChoices):
+        QUEUED = "queued"
+        RUNNING = "running"
+        PAUSED = "paused"
+        FINISHING = "finishing"
+        FINISHED = "finished"
+        FAILED = "failed"
+        CANCELLED = "cancelled"
+
+    ACTIVE = (Status.RUNNING, Status.PAUSED, Status.FINISHING)
+    TERMINAL = (Status.FINISHED, Status.FAILED, Status.CANCELLED)
+
+    owner = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="runs")
+    name = models.CharField(max_length=200)
+    task = models.ForeignKey(Task, on_delete=models.PROTECT, related_name="runs")
+    budget = models.ForeignKey(ClusterBudget, on_delete=models.PROTECT, related_name="runs")
+    num_pods = models.PositiveIntegerField(default=2)
+    generation_steps = models.PositiveIntegerField(help_text="env steps trained per generation")
+    leaderboard_size = models.PositiveIntegerField(default=5)
+    fresh_probability = models.FloatField(default=0.1, help_text="chance a generation starts from scratch")
+    mutation = models.JSONField(
+        default=dict,
+        blank=True,
+        help_text='{"factors": [0.8, 1.25], "bounds": {"learning_rate": [1e-5, 1e-2], ...}}; '
+        "the hyperparameters named in bounds are mutated",
+    )
+    score_metric = models.CharField(max_length=40, default="sharpe")
+    seed = models.PositiveIntegerField(default=0)
+    device = models.CharField(max_length=20, default="auto")
+    status = models.CharField(max_length=12, choices=Status.choices, default=Status.QUEUED)
+    status_reason = models.CharField(max_length=300, blank=True)
+    stop_requested = models.BooleanField(default=False, help_text="cancel running generations (user stop)")
+    event_seq = models.BigIntegerField(default=0)
+    best_score = models.FloatField(null=True, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+    started_at = models.DateTimeField(null=True, blank=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-created_at", "-id"]
+        constraints = [
+            models.CheckConstraint(condition=Q(num_pods__gte=0), name="run_pods_gte_0"),
+            models.CheckConstraint(condition=Q(leaderboard_size__gte=1), name="run_k_gte_1"),
+        ]
+
+    def __str__(self) -> str:
+        return self.name
+
+
+class Pod(models.Model):
+    """A slot of a run's training pool; runs one generation at a time.
+
+    ``state``: ``idle`` (no generation yet or between them), ``queued`` (waiting for a worker
+    or a budget slot), ``training``, ``retired`` (scaled away), ``stopped`` (run over).
+    """
+
+    class State(models.TextChoices):
+        IDLE = "idle"
+        QUEUED = "queued"
+        TRAINING = "training"
+        RETIRED = "retired"
+        STOPPED = "stopped"
+
+    run = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="pods")
+    index = models.PositiveIntegerField()
+    state = models.CharField(max_length=10, choices=State.choices, default=State.IDLE)
+    current_agent = models.ForeignKey(
+        "Agent", on_delete=models.SET_NULL, null=True, blank=True, related_name="+", help_text="last agent it trained"
+    )
+    generations_done = models.PositiveIntegerField(default=0)
+    env_steps = models.BigIntegerField(default=0, help_text="env steps of the current generation so far")
+    steps_per_s = models.FloatField(default=0.0)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        ordering = ["run", "index"]
+        constraints = [models.UniqueConstraint(fields=["run", "index"], name="runs_pod_run_index_unique")]
+
+    def __str__(self) -> str:
+        return f"run {self.run_id} pod {self.index}"
+
+
+class Generation(models.Model):
+    """One pod's training of one agent for ``env_steps`` steps.
+
+    Status flow: ``queued`` -> ``running`` -> ``done`` | ``failed`` | ``cancelled``. A running
+    generation whose ``heartbeat_at`` is too old (worker killed) is marked ``stale`` by the
+    reaper and may be claimed again; ``attempt`` counts claims, and only the attempt that holds
+    the row may store a result.
+    """
+
+    class Status(models.TextChoices):
+        QUEUED = "queued"
+        RUNNING = "running"
+        DONE = "done"
+        FAILED = "failed"
+        CANCELLED = "cancelled"
+        STALE = "stale"
+
+    OPEN = (Status.QUEUED, Status.RUNNING, Status.STALE)
+    CLAIMABLE = (Status.QUEUED, Status.STALE)
+
+    run = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="generations")
+    pod = models.ForeignKey(Pod, on_delete=models.CASCADE, related_name="generations")
+    number = models.PositiveIntegerField(help_text="1-based, per pod")
+    parent = models.ForeignKey("Agent", on_delete=models.SET_NULL, null=True, blank=True, related_name="+")
+    hyperparameters = models.JSONField(default=dict, blank=True)
+    mutations = models.JSONField(default=dict, blank=True, help_text="{name: [old, new]}")
+    env_steps = models.BigIntegerField(default=0, help_text="planned before the run, trained after it")
+    status = models.CharField(max_length=10, choices=Status.choices, default=Status.QUEUED)
+    error = models.TextField(blank=True)
+    attempt = models.PositiveIntegerField(default=0)
+    worker = models.CharField(max_length=200, blank=True)
+    device = models.CharField(max_length=40, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+    dispatched_at = models.DateTimeField(null=True, blank=True, help_text="last time a task message was sent")
+    started_at = models.DateTimeField(null=True, blank=True)
+    heartbeat_at = models.DateTimeField(null=True, blank=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["run", "pod", "number"]
+        constraints = [models.UniqueConstraint(fields=["pod", "number"], name="runs_generation_pod_number_unique")]
+        indexes = [models.Index(fields=["status", "heartbeat_at"])]
+
+    def __str__(self) -> str:
+        return f"run {self.run_id} pod {self.pod_id} gen {self.number}"
+
+
+class Agent(models.Model):
+    """A trained agent: its checkpoint, validation score and lineage (``parent``).
+
+    ``generation`` is unique, so a generation that ran twice (worker killed, redelivered
+    message) still yields exactly one agent. ``created_seq`` orders agents within a run and
+    breaks score ties on the leaderboard (older first).
+    """
+
+    run = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="agents")
+    generation = models.OneToOneField(Generation, on_delete=models.CASCADE, related_name="agent")
+    pod = models.ForeignKey(Pod, on_delete=models.CASCADE, related_name="agents")
+    parent = models.ForeignKey("self", on_delete=models.SET_NULL, null=True, blank=True, related_name="children")
+    score = models.FloatField(null=True, blank=True, help_text="validation score; null when it has none (NaN)")
+    metrics = models.JSONField(default=dict)
+    hyperparameters = models.JSONField(default=dict)
+    checkpoint = models.CharField(max_length=300, help_text="name in the default storage")
+    sha256 = models.CharField(max_length=64)
+    created_seq = models.PositiveIntegerField()
+    on_leaderboard = models.BooleanField(default=False)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["run", models.F("score").desc(nulls_last=True), "created_seq"]
+        constraints = [models.UniqueConstraint(fields=["run", "created_seq"], name="runs_agent_run_seq_unique")]
+
+    def __str__(self) -> str:
+        return f"agent {self.id} (run {self.run_id}, score {self.score:.3f})"

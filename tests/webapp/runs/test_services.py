@@ -1,0 +1,286 @@
+"""Services of the run lifecycle and the generation protocol, without workers.
+
+Task messages are not sent here (``on_commit`` callbacks do not run inside these test
+transactions); the orchestration tests run real workers.
+"""
+
+from __future__ import annotations
+
+import pytest
+from django.core.files.storage import default_storage
+
+from webapp.core.errors import AppError
+from webapp.runs import selectors, services
+from webapp.runs.models import Agent, ClusterBudget, Generation, Pod, Run
+
+pytestmark = pytest.mark.django_db
+
+
+def _result(score, env_steps=256, cancelled=False):
+    return {
+        "sha256": "0" * 64,
+        "score": score,
+        "metrics": {"total_return": 0.01},
+        "env_steps": env_steps,
+        "hyperparameters": {"learning_rate": 3e-4},
+        "cancelled": cancelled,
+        "duration_s": 0.1,
+    }
+
+
+def _checkpoint(tmp_path, name="agent.pt"):
+    path = tmp_path / name
+    path.write_bytes(b"not a real checkpoint: the services only store the file")
+    return str(path)
+
+
+def _claim_next(run):
+    gen = Generation.objects.filter(run=run, status=Generation.Status.QUEUED).order_by("id").first()
+    return services.generation_claim(generation_id=gen.id, worker="w@test")
+
+
+def test_starting_a_run_queues_one_generation_per_pod_and_dispatches_only_free_slots(make_budget, make_run):
+    budget = make_budget(max_concurrent_pods=2)
+    run = services.run_start(run=make_run(budget, num_pods=3))
+    assert run.status == Run.Status.RUNNING
+    gens = Generation.objects.filter(run=run)
+    assert gens.count() == 3
+    assert all(g.status == Generation.Status.QUEUED for g in gens)
+    assert gens.filter(dispatched_at__isnull=False).count() == 2
+    assert sorted(Pod.objects.filter(run=run).values_list("index", flat=True)) == [0, 1, 2]
+
+
+def test_a_second_delivery_of_a_claimed_generation_is_a_no_op(make_budget, make_run):
+    run = services.run_start(run=make_run(make_budget(), num_pods=1))
+    gen = Generation.objects.get(run=run)
+    first = services.generation_claim(generation_id=gen.id, worker="w1@test")
+    second = services.generation_claim(generation_id=gen.id, worker="w2@test")
+    assert first is not None and first.attempt == 1
+    assert second is None
+    gen.refresh_from_db()
+    assert (gen.status, gen.worker, gen.attempt) == (Generation.Status.RUNNING, "w1@test", 1)
+
+
+def test_a_budget_never_runs_more_generations_than_its_max_concurrent_pods(make_budget, make_run):
+    budget = make_budget(max_concurrent_pods=1)
+    run_a = services.run_start(run=make_run(budget, num_pods=1))
+    run_b = services.run_start(run=make_run(budget, num_pods=1))
+    assert _claim_next(run_a) is not None
+    waiting = Generation.objects.get(run=run_b)
+    assert services.generation_claim(generation_id=waiting.id, worker="w2@test") is None
+    waiting.refresh_from_db()
+    assert waiting.status == Generation.Status.QUEUED
+    assert waiting.dispatched_at is None, "a waiting generation is dispatched again when a slot frees"
+    assert selectors.budget_usage(budget)["pods_running"] == 1
+
+
+def test_finishing_a_generation_dispatches_the_oldest_waiting_generation_of_the_budget(make_budget, make_run, tmp_path):
+    budget = make_budget(max_concurrent_pods=1)
+    run_a = services.run_start(run=make_run(budget, num_pods=1))
+    run_b = services.run_start(run=make_run(budget, num_pods=1))
+    claim = _claim_next(run_a)
+    waiting = Generation.objects.get(run=run_b)
+    services.generation_claim(generation_id=waiting.id, worker="w2@test")
+    services.generation_complete(claim=claim, result=_result(0.5), local_checkpoint=_checkpoint(tmp_path))
+    waiting.refresh_from_db()
+    assert waiting.dispatched_at is not None
+    next_a = Generation.objects.get(run=run_a, number=2)
+    assert next_a.dispatched_at is None, "run A's next generation queues behind run B's older one"
+
+
+def test_starting_a_run_on_a_spent_budget_is_refused_with_the_reason(make_budget, make_run):
+    budget = make_budget(env_step_cap=1000)
+    ClusterBudget.objects.filter(pk=budget.pk).update(env_steps_used=900)
+    run = make_run(budget, generation_steps=256)
+    with pytest.raises(AppError) as exc:
+        services.run_start(run=run)
+    assert exc.value.status == 409
+    assert "env-step cap" in exc.value.message
+    run.refresh_from_db()
+    assert run.status == Run.Status.QUEUED
+
+
+def test_a_spent_gpu_hours_cap_refuses_new_runs(make_budget, make_run):
+    budget = make_budget(gpu_hours_cap=0.5)
+    ClusterBudget.objects.filter(pk=budget.pk).update(gpu_seconds_used=1800.0)
+    with pytest.raises(AppError, match="GPU-hours cap"):
+        services.run_start(run=make_run(budget))
+
+
+def test_completing_a_generation_accounts_real_duration_and_env_steps(make_budget, make_run, tmp_path):
+    budget = make_budget()
+    run = services.run_start(run=make_run(budget, num_pods=1))
+    claim = _claim_next(run)
+    gen = Generation.objects.get(pk=claim.generation_id)
+    agent = services.generation_complete(claim=claim, result=_result(1.5), local_checkpoint=_checkpoint(tmp_path))
+    budget.refresh_from_db()
+    gen.refresh_from_db()
+    assert budget.env_steps_used == 256
+    real = (gen.finished_at - gen.started_at).total_seconds()
+    assert budget.gpu_seconds_used == pytest.approx(real, abs=1e-3)
+    assert agent.on_leaderboard and agent.score == 1.5
+    assert default_storage.exists(agent.checkpoint)
+    run.refresh_from_db()
+    assert run.best_score == 1.5
+    assert Generation.objects.filter(run=run, number=2, status=Generation.Status.QUEUED).exists()
+
+
+def test_the_leaderboard_keeps_the_best_k_agents_best_first(make_budget, make_run, tmp_path):
+    run = services.run_start(run=make_run(make_budget(max_concurrent_pods=1), num_pods=1, leaderboard_size=2))
+    for i, score in enumerate([0.1, 0.9, 0.5, None]):
+        claim = _claim_next(run)
+        services.generation_complete(
+            claim=claim, result=_result(score), local_checkpoint=_checkpoint(tmp_path, f"a{i}.pt")
+        )
+    board = selectors.leaderboard(run)
+    assert [a.score for a in board] == [0.9, 0.5]
+    assert Agent.objects.filter(run=run).count() == 4
+    lineage = selectors.run_lineage(run)
+    assert [a["created_seq"] for a in lineage] == [1, 2, 3, 4]
+
+
+def test_a_late_result_of_a_reaped_attempt_is_discarded(make_budget, make_run, tmp_path):
+    run = services.run_start(run=make_run(make_budget(), num_pods=1))
+    first = _claim_next(run)
+    Generation.objects.filter(pk=first.generation_id).update(
+        heartbeat_at=Generation.objects.get(pk=first.generation_id).heartbeat_at.replace(year=2000)
+    )
+    assert services.generations_reap_stale(stale_after=30) == [first.generation_id]
+    assert Generation.objects.get(pk=first.generation_id).status == Generation.Status.STALE
+    second = services.generation_claim(generation_id=first.generation_id, worker="w2@test")
+    assert second is not None and second.attempt == 2
+    late = services.generation_complete(claim=first, result=_result(3.0), local_checkpoint=_checkpoint(tmp_path))
+    assert late is None
+    assert not services.generation_still_mine(generation_id=first.generation_id, attempt=1)
+    agent = services.generation_complete(claim=second, result=_result(1.0), local_checkpoint=_checkpoint(tmp_path))
+    assert agent is not None
+    assert Agent.objects.filter(generation_id=first.generation_id).count() == 1
+
+
+def test_the_reaper_leaves_generations_with_a_fresh_heartbeat_alone(make_budget, make_run):
+    run = services.run_start(run=make_run(make_budget(), num_pods=1))
+    claim = _claim_next(run)
+    assert services.generation_heartbeat(generation_id=claim.generation_id, attempt=1, env_steps=10, steps_per_s=5.0)
+    assert services.generations_reap_stale(stale_after=30) == []
+    assert Pod.objects.get(run=run).env_steps == 10
+
+
+def test_paused_runs_start_no_generation_until_resumed(make_budget, make_run, tmp_path):
+    run = services.run_start(run=make_run(make_budget(), num_pods=2))
+    claim = _claim_next(run)
+    services.run_pause(run=run)
+    other = Generation.objects.get(run=run, pod__index=1)
+    assert services.generation_claim(generation_id=other.id, worker="w@test") is None
+    assert services.generation_still_mine(generation_id=claim.generation_id, attempt=1), "pause lets it finish"
+    services.generation_complete(claim=claim, result=_result(0.2), local_checkpoint=_checkpoint(tmp_path))
+    assert not Generation.objects.filter(run=run, number=2).exists()
+    services.run_resume(run=run)
+    assert Generation.objects.filter(run=run, pod__index=0, number=2, status=Generation.Status.QUEUED).exists()
+    assert services.generation_claim(generation_id=other.id, worker="w@test") is not None
+
+
+def test_stopping_a_run_cancels_its_running_generation_and_finishes_it(make_budget, make_run, tmp_path):
+    run = services.run_start(run=make_run(make_budget(), num_pods=2))
+    claim = _claim_next(run)
+    services.run_stop(run=run)
+    run.refresh_from_db()
+    assert run.status == Run.Status.FINISHING
+    assert not services.generation_still_mine(generation_id=claim.generation_id, attempt=claim.attempt)
+    queued = Generation.objects.get(run=run, pod__index=1)
+    assert queued.status == Generation.Status.CANCELLED
+    services.generation_complete(
+        claim=claim, result=_result(0.3, env_steps=64, cancelled=True), local_checkpoint=_checkpoint(tmp_path)
+    )
+    run.refresh_from_db()
+    assert run.status == Run.Status.FINISHED and run.finished_at is not None
+    assert not Agent.objects.filter(run=run).exists()
+    assert run.budget.__class__.objects.get(pk=run.budget_id).env_steps_used == 64
+
+
+def test_a_budget_spent_mid_run_finishes_the_run_after_its_last_generation(make_budget, make_run, tmp_path):
+    budget = make_budget(max_concurrent_pods=2, env_step_cap=3 * 256)
+    run = services.run_start(run=make_run(budget, num_pods=2))
+    claims = [_claim_next(run), _claim_next(run)]
+    for i, claim in enumerate(claims):
+        services.generation_complete(claim=claim, result=_result(i), local_checkpoint=_checkpoint(tmp_path, f"{i}.pt"))
+    third = _claim_next(run)
+    assert third is not None
+    fourth = Generation.objects.get(run=run, status=Generation.Status.QUEUED)
+    assert services.generation_claim(generation_id=fourth.id, worker="w@test") is None, "the last steps are taken"
+    services.generation_complete(claim=third, result=_result(2.0), local_checkpoint=_checkpoint(tmp_path))
+    run.refresh_from_db()
+    fourth.refresh_from_db()
+    assert run.status == Run.Status.FINISHED and "env-step cap" in run.status_reason
+    assert fourth.status == Generation.Status.CANCELLED
+    assert Agent.objects.filter(run=run).count() == 3
+
+
+def test_scaling_down_retires_pods_and_scaling_up_queues_new_ones(make_budget, make_run, tmp_path):
+    run = services.run_start(run=make_run(make_budget(max_concurrent_pods=4), num_pods=3))
+    claim = _claim_next(run)  # pod 0 trains
+    services.run_scale(run=run, num_pods=1)
+    assert Generation.objects.filter(run=run, pod__index__in=[1, 2], status=Generation.Status.CANCELLED).count() == 2
+    assert set(Pod.objects.filter(run=run, index__gte=1).values_list("state", flat=True)) == {Pod.State.RETIRED}
+    services.run_scale(run=run, num_pods=4)
+    open_pods = Generation.objects.filter(run=run, status=Generation.Status.QUEUED).values_list("pod__index", flat=True)
+    assert sorted(open_pods) == [1, 2, 3]
+    services.generation_complete(claim=claim, result=_result(0.1), local_checkpoint=_checkpoint(tmp_path))
+    assert Generation.objects.filter(run=run, pod__index=0, number=2).exists()
+
+
+def test_only_staff_may_assign_a_budget_to_another_user(user, other_user, staff):
+    with pytest.raises(AppError) as exc:
+        services.budget_create(actor=user, name="gift", owner=other_user)
+    assert exc.value.status == 403
+    budget = services.budget_create(actor=staff, name="for bob", owner=other_user, max_concurrent_pods=4)
+    assert budget.owner == other_user
+
+
+def test_a_bad_budget_limit_names_the_field(user):
+    with pytest.raises(AppError) as exc:
+        services.budget_create(actor=user, name="x", max_concurrent_pods=0)
+    assert "max_concurrent_pods" in exc.value.fields
+
+
+def test_another_users_task_cannot_be_used_for_a_run(other_user, task, make_budget):
+    budget = services.budget_create(actor=other_user, name="bob's")
+    with pytest.raises(AppError) as exc:
+        services.run_create(owner=other_user, task=task, budget=budget, generation_steps=256)
+    assert exc.value.status == 404
+
+
+def test_a_bad_hyperparameter_names_its_dotted_field(user, dataset):
+    from tests.webapp.runs.conftest import SPLITS
+
+    with pytest.raises(AppError) as exc:
+        services.task_create(
+            owner=user,
+            dataset=dataset,
+            name="bad",
+            tickers=["AAPL"],
+            splits=SPLITS,
+            hyperparameters={"learning_rate": -1},
+        )
+    assert "hyperparameters.learning_rate" in exc.value.fields
+
+
+def test_a_mutation_of_an_unknown_hyperparameter_is_refused(user, task, make_budget):
+    with pytest.raises(AppError) as exc:
+        services.run_create(
+            owner=user, task=task, budget=make_budget(), generation_steps=256, mutation={"bounds": {"nope": [0, 1]}}
+        )
+    assert any(k.startswith("mutation.") for k in exc.value.fields)
+
+
+def test_events_carry_a_per_run_increasing_sequence_and_the_snapshot_has_the_latest(make_budget, make_run, tmp_path):
+    run = services.run_start(run=make_run(make_budget(), num_pods=2))
+    seq_after_start = Run.objects.get(pk=run.pk).event_seq
+    assert seq_after_start >= 3, "run.update plus one pod.update per pod"
+    claim = _claim_next(run)
+    services.generation_complete(claim=claim, result=_result(0.7), local_checkpoint=_checkpoint(tmp_path))
+    snap = selectors.run_snapshot(run)
+    assert snap["type"] == "run.snapshot" and snap["seq"] > seq_after_start
+    assert snap["run"]["status"] == "running"
+    assert [p["index"] for p in snap["pods"]] == [0, 1]
+    assert snap["pods"][0]["generation"]["number"] == 2
+    assert [a["score"] for a in snap["leaderboard"]] == [0.7]

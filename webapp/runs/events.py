@@ -1,0 +1,97 @@
+"""Live events of a run, sent to its Channels group ``run-<id>``.
+
+Every event is a dict ``{"type": <name>, "seq": <int>, "run_id": <int>, ...}`` delivered to the
+group as the channel message ``{"type": "run.event", "event": <event>}`` (a consumer handles it
+in ``run_event``). ``seq`` is a per-run number that grows by one with each event: it is
+``Run.event_seq``, incremented in the database (``UPDATE ... SET event_seq = event_seq + 1``)
+and read back inside the same transaction as the change it describes, and the event is sent
+only after that transaction commits (nothing is announced that could still roll back). Events
+sent by different processes may arrive slightly out of order; a client keeps the highest
+``seq`` it has applied per kind of object and ignores older ones.
+
+Message types (payload shapes are those of :mod:`webapp.runs.selectors`):
+
+``run.snapshot``
+    Sent first by the consumer (``selectors.run_snapshot``): ``run``, ``pods``,
+    ``leaderboard``; ``seq`` is the run's current sequence number: later events have a higher
+    one.
+``run.update``
+    Status, pod count, best score or usage changed: ``run`` (``selectors.run_payload``).
+``pod.update``
+    A pod's state or generation changed (queued, training, done, retired): ``pod``
+    (``selectors.pod_payload``).
+``leaderboard.update``
+    The top-K changed: ``leaderboard``, the full list best first (``selectors.agent_payload``
+    items), and ``added`` / ``dropped`` agent ids.
+``progress``
+    Training progress of a running generation, at most ``PROGRESS_PER_S`` per pod:
+    ``pod`` (index), ``generation`` (number), ``env_steps``, ``env_steps_total``,
+    ``steps_per_s``, ``episode_return_mean`` (``None`` until an episode ends).
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from asgiref.sync import async_to_sync
+from channels.layers import get_channel_layer
+from django.db import transaction
+from django.db.models import F
+
+from webapp.runs.models import Run
+
+logger = logging.getLogger(__name__)
+
+RUN_SNAPSHOT = "run.snapshot"
+RUN_UPDATE = "run.update"
+POD_UPDATE = "pod.update"
+LEADERBOARD_UPDATE = "leaderboard.update"
+PROGRESS = "progress"
+
+TYPES = (RUN_SNAPSHOT, RUN_UPDATE, POD_UPDATE, LEADERBOARD_UPDATE, PROGRESS)
+CHANNEL_MESSAGE_TYPE = "run.event"
+PROGRESS_PER_S = 4.0
+
+
+def group_name(run_id: int) -> str:
+    """The Channels group of a run's live events."""
+    return f"run-{run_id}"
+
+
+def next_seq(run_id: int) -> int:
+    """Take the run's next event number (atomic increment, read back in the same transaction)."""
+    with transaction.atomic():
+        Run.objects.filter(pk=run_id).update(event_seq=F("event_seq") + 1)
+        return Run.objects.filter(pk=run_id).values_list("event_seq", flat=True).get()
+
+
+def publish(run_id: int, event_type: str, payload: dict[str, Any]) -> int:
+    """Number an event now and send it to ``run-<id>`` once the current transaction commits.
+
+    Args:
+        run_id: the run.
+        event_type: one of :data:`TYPES`.
+        payload: JSON-able fields of the event (see the module docstring).
+
+    Returns:
+        The event's ``seq``.
+    """
+    if event_type not in TYPES:
+        raise ValueError(f"unknown event type {event_type!r}")
+    seq = next_seq(run_id)
+    event = {"type": event_type, "seq": seq, "run_id": run_id, **payload}
+    transaction.on_commit(lambda: send_now(run_id, event))
+    return seq
+
+
+def send_now(run_id: int, event: dict[str, Any]) -> None:
+    """Send one event to the run's group; a broken channel layer is logged, never raised
+    (training must not fail because nobody can watch it)."""
+    try:
+        layer = get_channel_layer()
+        if layer is None:
+            return
+        async_to_sync(layer.group_send)(group_name(run_id), {"type": CHANNEL_MESSAGE_TYPE, "event": event})
+    except Exception:  # Redis down or restarting: the next event or snapshot catches up
+        logger.warning("could not send %s event", event.get("type"), extra={"run": run_id}, exc_info=True)

@@ -1,0 +1,183 @@
+"""Reads of runs, budgets and leaderboards, and the payloads events and pages share."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.db.models import F, QuerySet, Sum
+from django.utils import timezone
+
+from webapp.runs.models import Agent, ClusterBudget, Generation, Pod, Run
+
+
+def _iso(value) -> str | None:
+    return value.isoformat() if value else None
+
+
+def budget_running_generations(budget_id: int) -> QuerySet[Generation]:
+    """Generations holding one of the budget's slots: running, or stale (their worker may still
+    be alive) across every run on the budget."""
+    return Generation.objects.filter(
+        run__budget_id=budget_id, status__in=(Generation.Status.RUNNING, Generation.Status.STALE)
+    )
+
+
+def budget_usage(budget: ClusterBudget) -> dict[str, Any]:
+    """Live usage of a budget: ``pods_running``, ``gpu_seconds_used``, ``gpu_hours_used``,
+    ``env_steps_used`` and the caps (``None`` = unlimited)."""
+    running = budget_running_generations(budget.id)
+    reserved = running.aggregate(total=Sum("env_steps"))["total"] or 0
+    return {
+        "budget_id": budget.id,
+        "name": budget.name,
+        "pods_running": running.count(),
+        "max_concurrent_pods": budget.max_concurrent_pods,
+        "gpu_seconds_used": round(budget.gpu_seconds_used, 3),
+        "gpu_hours_used": round(budget.gpu_seconds_used / 3600.0, 6),
+        "gpu_hours_cap": budget.gpu_hours_cap,
+        "env_steps_used": budget.env_steps_used,
+        "env_steps_reserved": int(reserved),
+        "env_step_cap": budget.env_step_cap,
+        "deadline": _iso(budget.deadline),
+        "max_wall_clock_s": budget.max_wall_clock_s,
+    }
+
+
+def budget_list(*, user) -> QuerySet[ClusterBudget]:
+    """Budgets a user may run on (staff: all)."""
+    qs = ClusterBudget.objects.all()
+    return qs if user.is_staff else qs.filter(owner=user)
+
+
+def run_list(*, user) -> QuerySet[Run]:
+    """The user's runs, newest first."""
+    return Run.objects.filter(owner=user).select_related("task", "budget")
+
+
+def run_get(*, user, run_id: int) -> Run | None:
+    """One of the user's runs, or ``None`` (also for other users' runs)."""
+    return Run.objects.filter(owner=user, pk=run_id).select_related("task", "budget").first()
+
+
+def run_payload(run: Run) -> dict[str, Any]:
+    """The ``run`` object of ``run.update`` and ``run.snapshot`` events."""
+    elapsed = None
+    if run.started_at:
+        elapsed = ((run.finished_at or timezone.now()) - run.started_at).total_seconds()
+    return {
+        "id": run.id,
+        "name": run.name,
+        "status": run.status,
+        "status_reason": run.status_reason,
+        "num_pods": run.num_pods,
+        "generation_steps": run.generation_steps,
+        "leaderboard_size": run.leaderboard_size,
+        "best_score": run.best_score,
+        "score_metric": run.score_metric,
+        "started_at": _iso(run.started_at),
+        "finished_at": _iso(run.finished_at),
+        "elapsed_s": elapsed,
+        "agents": run.agents.count(),
+        "budget": budget_usage(run.budget),
+    }
+
+
+def pod_payload(pod: Pod, generation: Generation | None = None) -> dict[str, Any]:
+    """The ``pod`` object of ``pod.update`` events: state and the latest generation."""
+    if generation is None:
+        generation = pod.generations.order_by("-number").first()
+    return {
+        "index": pod.index,
+        "state": pod.state,
+        "generations_done": pod.generations_done,
+        "current_agent_id": pod.current_agent_id,
+        "env_steps": pod.env_steps,
+        "steps_per_s": pod.steps_per_s,
+        "generation": None if generation is None else generation_payload(generation),
+    }
+
+
+def generation_payload(gen: Generation) -> dict[str, Any]:
+    """One generation: number, status, parent, hyperparameters, worker, times."""
+    return {
+        "id": gen.id,
+        "number": gen.number,
+        "status": gen.status,
+        "attempt": gen.attempt,
+        "parent_id": gen.parent_id,
+        "hyperparameters": gen.hyperparameters,
+        "mutations": gen.mutations,
+        "env_steps": gen.env_steps,
+        "worker": gen.worker,
+        "device": gen.device,
+        "started_at": _iso(gen.started_at),
+        "finished_at": _iso(gen.finished_at),
+        "error": gen.error,
+    }
+
+
+def agent_payload(agent: Agent) -> dict[str, Any]:
+    """One leaderboard row."""
+    return {
+        "id": agent.id,
+        "score": agent.score,
+        "metrics": agent.metrics,
+        "pod": agent.pod.index,
+        "generation": agent.generation.number,
+        "parent_id": agent.parent_id,
+        "created_seq": agent.created_seq,
+        "hyperparameters": agent.hyperparameters,
+        "sha256": agent.sha256,
+        "created_at": _iso(agent.created_at),
+    }
+
+
+def leaderboard(run: Run) -> list[Agent]:
+    """The run's leaderboard, best first (ties: older first)."""
+    return list(
+        Agent.objects.filter(run=run, on_leaderboard=True)
+        .select_related("pod", "generation")
+        .order_by(F("score").desc(nulls_last=True), "created_seq")
+    )
+
+
+def leaderboard_payload(run: Run) -> list[dict[str, Any]]:
+    return [agent_payload(a) for a in leaderboard(run)]
+
+
+def run_snapshot(run: Run) -> dict[str, Any]:
+    """Everything a live page needs at connect time, as one ``run.snapshot`` event.
+
+    ``seq`` is read before the objects, so an event numbered ``seq + 1`` or later may already
+    be reflected here; clients apply such later deltas idempotently.
+    """
+    run = Run.objects.select_related("budget").get(pk=run.pk)
+    pods = list(run.pods.order_by("index"))
+    latest: dict[int, Generation] = {}
+    for gen in Generation.objects.filter(run=run).order_by("pod_id", "number"):
+        latest[gen.pod_id] = gen
+    return {
+        "type": "run.snapshot",
+        "seq": run.event_seq,
+        "run_id": run.id,
+        "run": run_payload(run),
+        "pods": [pod_payload(p, latest.get(p.id)) for p in pods],
+        "leaderboard": leaderboard_payload(run),
+    }
+
+
+def run_lineage(run: Run) -> list[dict[str, Any]]:
+    """Every agent of a run with its parent, oldest first (the lineage tree's edges)."""
+    return [
+        {"id": a.id, "parent_id": a.parent_id, "score": a.score, "pod": a.pod.index, "created_seq": a.created_seq}
+        for a in Agent.objects.filter(run=run).select_related("pod").order_by("created_seq")
+    ]
+
+
+def generation_intervals(run: Run) -> list[tuple[Any, Any]]:
+    """``(started_at, finished_at)`` of the run's finished generations, by start time."""
+    return list(
+        Generation.objects.filter(run=run, finished_at__isnull=False, started_at__isnull=False)
+        .order_by("started_at")
+        .values_list("started_at", "finished_at")
+    )

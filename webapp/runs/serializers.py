@@ -1,0 +1,180 @@
+"""DRF serializers of the runs API: shapes only; services do the writes."""
+
+from __future__ import annotations
+
+from django.contrib.auth import get_user_model
+from rest_framework import serializers
+
+from webapp.runs import queries
+from webapp.runs.models import Agent, ClusterBudget, Run, Task
+
+
+class _UserScopedPK(serializers.PrimaryKeyRelatedField):
+    """A primary key resolved among the request user's own objects only (another user's id
+    reads as "does not exist", never as "forbidden")."""
+
+    def __init__(self, scope, **kwargs):
+        self._scope = scope
+        super().__init__(**kwargs)
+
+    def get_queryset(self):
+        return self._scope(user=self.context["request"].user)
+
+
+class BudgetSerializer(serializers.ModelSerializer):
+    """A cluster budget with its caps and usage. ``owner`` is writable by staff only."""
+
+    owner = serializers.SlugRelatedField(slug_field="username", queryset=get_user_model().objects.all(), required=False)
+    gpu_hours_used = serializers.SerializerMethodField()
+    progress = serializers.SerializerMethodField()
+
+    class Meta:
+        model = ClusterBudget
+        fields = [
+            "id",
+            "name",
+            "owner",
+            "max_concurrent_pods",
+            "gpu_hours_cap",
+            "max_wall_clock_s",
+            "deadline",
+            "env_step_cap",
+            "gpu_seconds_used",
+            "gpu_hours_used",
+            "env_steps_used",
+            "progress",
+            "created_at",
+        ]
+        read_only_fields = ["gpu_seconds_used", "env_steps_used", "created_at"]
+
+    def get_gpu_hours_used(self, obj: ClusterBudget) -> float:
+        return obj.gpu_seconds_used / 3600.0
+
+    def get_progress(self, obj: ClusterBudget) -> float | None:
+        """Largest fraction spent of any cap (``null`` when the budget has no cap)."""
+        return queries.budget_progress(obj)["fraction"]
+
+
+class TaskSerializer(serializers.ModelSerializer):
+    """A task as stored (normalized by the trainer's config classes)."""
+
+    class Meta:
+        model = Task
+        fields = ["id", "name", "dataset", "tickers", "splits", "env", "algorithm", "hyperparameters", "created_at"]
+        read_only_fields = fields
+
+
+class TaskCreateSerializer(serializers.Serializer):
+    """Input of ``POST /api/tasks/``; the trainer validates the JSON parts (400 naming the
+    dotted field, e.g. ``hyperparameters.learning_rate``)."""
+
+    name = serializers.CharField(max_length=200)
+    dataset = _UserScopedPK(queries.dataset_queryset)
+    tickers = serializers.ListField(child=serializers.CharField(max_length=20), required=False, allow_empty=True)
+    splits = serializers.DictField(help_text='{"train": [start, end], "validation": [...], "test": [...]}')
+    env = serializers.DictField(required=False, default=dict)
+    algorithm = serializers.ChoiceField(choices=queries.ALGORITHMS, default="ppo")
+    hyperparameters = serializers.DictField(required=False, default=dict)
+
+
+class RunSerializer(serializers.ModelSerializer):
+    """A run as listed: status, best score, budget progress, pods running, owner."""
+
+    owner = serializers.CharField(source="owner.username", read_only=True)
+    algorithm = serializers.CharField(source="task.algorithm", read_only=True)
+    pods_running = serializers.IntegerField(read_only=True, default=None)
+    agents_count = serializers.IntegerField(read_only=True, default=None)
+    env_steps_done = serializers.IntegerField(read_only=True, default=None)
+    budget_progress = serializers.SerializerMethodField()
+
+    class Meta:
+        model = Run
+        fields = [
+            "id",
+            "name",
+            "owner",
+            "task",
+            "algorithm",
+            "budget",
+            "status",
+            "status_reason",
+            "num_pods",
+            "generation_steps",
+            "leaderboard_size",
+            "fresh_probability",
+            "mutation",
+            "score_metric",
+            "seed",
+            "device",
+            "best_score",
+            "pods_running",
+            "agents_count",
+            "env_steps_done",
+            "budget_progress",
+            "event_seq",
+            "created_at",
+            "started_at",
+            "finished_at",
+        ]
+        read_only_fields = fields
+
+    def get_budget_progress(self, obj: Run) -> float | None:
+        return queries.budget_progress(obj.budget, obj)["fraction"]
+
+
+class RunCreateSerializer(serializers.Serializer):
+    """Input of ``POST /api/runs/``: a task and budget of the user's, tournament settings."""
+
+    task = _UserScopedPK(queries.task_queryset)
+    budget = _UserScopedPK(queries.budget_queryset)
+    name = serializers.CharField(max_length=200, required=False, allow_blank=True, default="")
+    num_pods = serializers.IntegerField(default=2, help_text="size of the training pool")
+    generation_steps = serializers.IntegerField(default=2048, help_text="env steps per generation")
+    leaderboard_size = serializers.IntegerField(default=5, help_text="K agents kept")
+    fresh_probability = serializers.FloatField(default=0.1, help_text="chance of starting from scratch")
+    mutation = serializers.DictField(required=False, default=dict)
+    seed = serializers.IntegerField(default=0, min_value=0)
+    device = serializers.CharField(max_length=20, default="auto")
+    start = serializers.BooleanField(default=False, help_text="start the run at once")
+
+
+class ScaleSerializer(serializers.Serializer):
+    num_pods = serializers.IntegerField(help_text="new size of the training pool")
+
+
+class StopSerializer(serializers.Serializer):
+    cancel = serializers.BooleanField(default=False, help_text="end as cancelled, without end-of-run backtests")
+
+
+class AgentSerializer(serializers.ModelSerializer):
+    """One trained agent: score, metrics, hyperparameters and where it came from."""
+
+    pod = serializers.IntegerField(source="pod.index", read_only=True)
+    generation = serializers.IntegerField(source="generation.number", read_only=True)
+    mutations = serializers.JSONField(source="generation.mutations", read_only=True)
+    bundle_url = serializers.SerializerMethodField()
+
+    class Meta:
+        model = Agent
+        fields = [
+            "id",
+            "run",
+            "pod",
+            "generation",
+            "parent",
+            "score",
+            "metrics",
+            "hyperparameters",
+            "mutations",
+            "sha256",
+            "created_seq",
+            "on_leaderboard",
+            "created_at",
+            "bundle_url",
+        ]
+        read_only_fields = fields
+
+    def get_bundle_url(self, obj: Agent) -> str:
+        from django.urls import reverse
+
+        return reverse("api:agent-bundle", args=[obj.pk])

@@ -1,0 +1,1023 @@
+"""Writes of the runs app: budgets, tasks, the run lifecycle and the generation protocol.
+
+Generation protocol (one Celery task per generation, ids only, see ``tasks.py``):
+
+1. A generation row is created ``queued`` with ``dispatched_at = NULL``.
+   :func:`_budget_dispatch` sends task messages for the oldest undispatched queued generations
+   of a budget, as many as it has free slots, and stamps ``dispatched_at``.
+2. :func:`generation_claim` locks the budget row (``select_for_update``; on SQLite every write
+   transaction is ``BEGIN IMMEDIATE``, which serializes them), checks the run, the budget's
+   caps and free slots, picks the parent (``trainer.tournament``) and claims the row with a
+   conditional update ``filter(id=..., status__in=(queued, stale)).update(status=running,
+   attempt=attempt + 1)``. Zero rows updated means another delivery has it: a no-op. A
+   generation that must wait for a slot gets ``dispatched_at = NULL`` again, so the next
+   finishing generation of the budget dispatches it.
+3. :func:`generation_complete` stores the agent, prunes the leaderboard, accounts usage and
+   queues the pod's next generation in ONE transaction, and only if the row is still
+   ``running`` with the same ``attempt`` (a late copy of a reaped generation is discarded).
+4. :func:`generations_reap_stale` marks running generations whose heartbeat is too old
+   ``stale`` and sends them again; :func:`runs_ensure_work` re-sends queued generations whose
+   message was lost (Redis restart) and gives idle pods of running runs a generation.
+
+Lock order, everywhere two rows are written: budget row first, then run, generations, pods.
+"""
+
+from __future__ import annotations
+
+import importlib
+import logging
+from dataclasses import dataclass
+from datetime import timedelta
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from django.conf import settings
+from django.core.files import File
+from django.core.files.storage import default_storage
+from django.db import IntegrityError, transaction
+from django.db.models import F, Max, Q, Sum
+from django.utils import timezone
+
+from webapp import engine
+from webapp.core.errors import AppError
+from webapp.market.models import Dataset
+from webapp.runs import events, selectors
+from webapp.runs.models import Agent, ClusterBudget, Generation, Pod, Run, Task
+
+logger = logging.getLogger(__name__)
+
+MAX_ATTEMPTS = 3
+MAX_PODS = 256
+
+
+def _setting(name: str, default: float) -> float:
+    return float(getattr(settings, name, default))
+
+
+def stale_after_s() -> float:
+    """Seconds without a heartbeat after which a running generation is presumed dead."""
+    return _setting("PADDOCK_STALE_AFTER_S", 120.0)
+
+
+def redispatch_after_s() -> float:
+    """Seconds after which a queued generation's message is presumed lost and sent again."""
+    return _setting("PADDOCK_REDISPATCH_AFTER_S", 60.0)
+
+
+# --- budgets -------------------------------------------------------------------------------
+
+
+def _positive(fields: dict[str, str], name: str, value: Any, *, integer: bool = False) -> None:
+    if value is None:
+        return
+    ok = isinstance(value, int | float) and not isinstance(value, bool) and value > 0
+    if integer:
+        ok = ok and float(value).is_integer()
+    if not ok:
+        fields[name] = f"must be a positive {'integer' if integer else 'number'}, got {value!r}"
+
+
+@transaction.atomic
+def budget_create(
+    *,
+    actor,
+    name: str,
+    max_concurrent_pods: int = 1,
+    gpu_hours_cap: float | None = None,
+    max_wall_clock_s: int | None = None,
+    deadline=None,
+    env_step_cap: int | None = None,
+    owner=None,
+) -> ClusterBudget:
+    """Create a cluster budget.
+
+    Args:
+        actor: the user creating it; owner unless ``owner`` is given.
+        owner: the user the budget is for; only staff may give a budget to someone else.
+        max_concurrent_pods: generations running at once across all runs (GPUs).
+        gpu_hours_cap, max_wall_clock_s, deadline, env_step_cap: limits, ``None`` = none.
+
+    Raises:
+        AppError: a bad limit (400, naming the field) or a non-staff user assigning (403).
+    """
+    owner = owner or actor
+    if owner != actor and not actor.is_staff:
+        raise AppError("only staff can assign a budget to another user", fields={"owner": "not allowed"}, status=403)
+    fields: dict[str, str] = {}
+    if not name or not str(name).strip():
+        fields["name"] = "required"
+    _positive(fields, "max_concurrent_pods", max_concurrent_pods, integer=True)
+    _positive(fields, "gpu_hours_cap", gpu_hours_cap)
+    _positive(fields, "max_wall_clock_s", max_wall_clock_s, integer=True)
+    _positive(fields, "env_step_cap", env_step_cap, integer=True)
+    if fields:
+        first = next(iter(fields.items()))
+        raise AppError(f"{first[0]}: {first[1]}", fields=fields)
+    return ClusterBudget.objects.create(
+        name=str(name).strip(),
+        owner=owner,
+        max_concurrent_pods=int(max_concurrent_pods),
+        gpu_hours_cap=gpu_hours_cap,
+        max_wall_clock_s=max_wall_clock_s,
+        deadline=deadline,
+        env_step_cap=env_step_cap,
+    )
+
+
+def _budget_spent_reason(budget: ClusterBudget, run: Run, *, now=None, reserved_steps: int = 0) -> str | None:
+    """Why ``run`` may not start another generation on ``budget``, or ``None``.
+
+    ``reserved_steps`` are the env steps of generations running now: a new generation must fit
+    in what the env-step cap leaves after them.
+    """
+    now = now or timezone.now()
+    if budget.gpu_hours_cap is not None and budget.gpu_seconds_used >= budget.gpu_hours_cap * 3600.0:
+        return f"budget {budget.name!r}: GPU-hours cap of {budget.gpu_hours_cap:g} h is spent"
+    if (
+        budget.env_step_cap is not None
+        and budget.env_steps_used + reserved_steps + run.generation_steps > budget.env_step_cap
+    ):
+        return (
+            f"budget {budget.name!r}: env-step cap of {budget.env_step_cap} is spent "
+            f"({budget.env_steps_used} used, a generation needs {run.generation_steps})"
+        )
+    if budget.deadline is not None and now >= budget.deadline:
+        return f"budget {budget.name!r}: deadline {budget.deadline.isoformat()} has passed"
+    if budget.max_wall_clock_s is not None and run.started_at is not None:
+        if (now - run.started_at).total_seconds() >= budget.max_wall_clock_s:
+            return f"budget {budget.name!r}: wall-clock limit of {budget.max_wall_clock_s} s per run is spent"
+    return None
+
+
+def _lock_budget(budget_id: int) -> ClusterBudget:
+    return ClusterBudget.objects.select_for_update().get(pk=budget_id)
+
+
+# --- tasks ---------------------------------------------------------------------------------
+
+
+@transaction.atomic
+def task_create(
+    *,
+    owner,
+    dataset: Dataset,
+    name: str,
+    tickers: list[str] | None,
+    splits: dict[str, list[str]],
+    env: dict[str, Any] | None = None,
+    algorithm: str = "ppo",
+    hyperparameters: dict[str, Any] | None = None,
+) -> Task:
+    """Create a task after validating it with the trainer's config classes.
+
+    Args:
+        dataset: one of ``owner``'s datasets.
+        tickers: a subset of the dataset's tickers (``None`` = all of them).
+        splits: ``{"train": [start, end] or {"start", "end"}, "validation": ..., "test": ...}``,
+            inclusive ``YYYY-MM-DD`` bounds (stored as ``{"start", "end"}``).
+        env: ``EnvConfig`` fields (costs, hmax, initial cash...), defaults for the rest.
+        algorithm: ``"ppo"`` or ``"sac"``.
+        hyperparameters: the algorithm's config fields, defaults for the rest.
+
+    Raises:
+        AppError: naming the field (``tickers``, ``splits.validation``, ``env.hmax``,
+            ``hyperparameters.learning_rate``...).
+    """
+    if dataset.owner_id != owner.id:
+        raise AppError("dataset not found", fields={"dataset": "not found"}, status=404)
+    tickers = list(dataset.tickers) if not tickers else [str(t).strip().upper() for t in tickers]
+    unknown = [t for t in tickers if t not in dataset.tickers]
+    if unknown:
+        raise AppError(
+            f"tickers: {', '.join(unknown)} not in dataset {dataset.name!r}",
+            fields={"tickers": f"unknown: {', '.join(unknown)}"},
+        )
+    if not isinstance(splits, dict) or any(k not in splits for k in ("train", "validation", "test")):
+        raise AppError("splits: train, validation and test ranges are required", fields={"splits": "required"})
+    spec = {
+        "data": {"paths": dataset.source_paths(), "tickers": tickers},
+        "train": splits["train"],
+        "validation": splits["validation"],
+        "test": splits["test"],
+        "env": env or {},
+        "algorithm": algorithm,
+        "hyperparameters": hyperparameters or {},
+    }
+    normalized = engine.validate_task(spec)
+    return Task.objects.create(
+        owner=owner,
+        name=name,
+        dataset=dataset,
+        tickers=normalized["data"].get("tickers") or tickers,
+        splits={k: dict(normalized[k]) for k in ("train", "validation", "test")},
+        env=normalized["env"],
+        algorithm=normalized["algorithm"],
+        hyperparameters=normalized["hyperparameters"],
+    )
+
+
+def task_spec(task: Task) -> dict[str, Any]:
+    """The ``trainer.pod.TaskSpec`` dict a generation trains on."""
+    return {
+        "data": {"paths": task.dataset.source_paths(), "tickers": list(task.tickers)},
+        "train": task.splits["train"],
+        "validation": task.splits["validation"],
+        "test": task.splits["test"],
+        "env": task.env,
+        "algorithm": task.algorithm,
+        "hyperparameters": task.hyperparameters,
+    }
+
+
+# --- runs ----------------------------------------------------------------------------------
+
+
+@transaction.atomic
+def run_create(
+    *,
+    owner,
+    task: Task,
+    budget: ClusterBudget,
+    name: str = "",
+    num_pods: int = 2,
+    generation_steps: int = 2048,
+    leaderboard_size: int = 5,
+    fresh_probability: float = 0.1,
+    mutation: dict[str, Any] | None = None,
+    score_metric: str = "sharpe",
+    seed: int = 0,
+    device: str = "auto",
+) -> Run:
+    """Create a run (status ``queued``; :func:`run_start` starts it).
+
+    Args:
+        num_pods: size of the training pool (generations wanted at once).
+        generation_steps: env steps each generation trains.
+        leaderboard_size: K, the agents kept on the leaderboard.
+        fresh_probability: chance in [0, 1] a generation starts from a new random agent.
+        mutation: ``{"bounds": {hyperparameter: [low, high]}, "factors": [0.8, 1.25],
+            "probability": 1.0}``; the hyperparameters named in ``bounds`` are perturbed when
+            an agent is copied from the leaderboard.
+
+    Raises:
+        AppError: a bad setting (naming it), or a task/budget the user may not use (404).
+    """
+    if task.owner_id != owner.id:
+        raise AppError("task not found", fields={"task": "not found"}, status=404)
+    if budget.owner_id != owner.id and not owner.is_staff:
+        raise AppError("budget not found", fields={"budget": "not found"}, status=404)
+    fields: dict[str, str] = {}
+    _positive(fields, "num_pods", num_pods, integer=True)
+    if not fields and num_pods > MAX_PODS:
+        fields["num_pods"] = f"at most {MAX_PODS}"
+    _positive(fields, "generation_steps", generation_steps, integer=True)
+    _positive(fields, "leaderboard_size", leaderboard_size, integer=True)
+    if not isinstance(fresh_probability, int | float) or not 0.0 <= fresh_probability <= 1.0:
+        fields["fresh_probability"] = f"must be in [0, 1], got {fresh_probability!r}"
+    if score_metric != "sharpe":
+        fields["score_metric"] = "only 'sharpe' (validation Sharpe ratio) is supported"
+    if fields:
+        first = next(iter(fields.items()))
+        raise AppError(f"{first[0]}: {first[1]}", fields=fields)
+    mutation = dict(mutation or {})
+    engine.check_mutation(mutation, task.hyperparameters)
+    return Run.objects.create(
+        owner=owner,
+        name=name or f"{task.name} run",
+        task=task,
+        budget=budget,
+        num_pods=int(num_pods),
+        generation_steps=int(generation_steps),
+        leaderboard_size=int(leaderboard_size),
+        fresh_probability=float(fresh_probability),
+        mutation=mutation,
+        score_metric=score_metric,
+        seed=int(seed),
+        device=device,
+    )
+
+
+def _publish_run(run: Run) -> None:
+    run.refresh_from_db()
+    events.publish(run.id, events.RUN_UPDATE, {"run": selectors.run_payload(run)})
+
+
+def _publish_pod(pod: Pod, gen: Generation | None = None) -> None:
+    events.publish(pod.run_id, events.POD_UPDATE, {"pod": selectors.pod_payload(pod, gen)})
+
+
+def _new_generation(run: Run, pod: Pod) -> Generation:
+    last = pod.generations.aggregate(n=Max("number"))["n"] or 0
+    gen = Generation.objects.create(run=run, pod=pod, number=last + 1, env_steps=run.generation_steps)
+    Pod.objects.filter(pk=pod.pk).update(state=Pod.State.QUEUED, env_steps=0, steps_per_s=0.0)
+    pod.state = Pod.State.QUEUED
+    _publish_pod(pod, gen)
+    return gen
+
+
+def _ensure_pods(run: Run) -> list[Generation]:
+    """Give every wanted pod of a running run an open generation; retire pods beyond
+    ``num_pods`` that have none. Returns the generations created."""
+    created = []
+    existing = {p.index: p for p in run.pods.all()}
+    for index in range(run.num_pods):
+        pod = existing.get(index) or Pod.objects.create(run=run, index=index)
+        if pod.state == Pod.State.RETIRED:
+            Pod.objects.filter(pk=pod.pk).update(state=Pod.State.IDLE)
+            pod.state = Pod.State.IDLE
+        if not pod.generations.filter(status__in=Generation.OPEN).exists():
+            created.append(_new_generation(run, pod))
+    for index, pod in existing.items():
+        if index >= run.num_pods and pod.state != Pod.State.RETIRED:
+            Generation.objects.filter(pod=pod, status__in=Generation.CLAIMABLE).update(
+                status=Generation.Status.CANCELLED, finished_at=timezone.now(), error="pod scaled away"
+            )
+            if not pod.generations.filter(status=Generation.Status.RUNNING).exists():
+                Pod.objects.filter(pk=pod.pk).update(state=Pod.State.RETIRED)
+                pod.state = Pod.State.RETIRED
+                _publish_pod(pod)
+    return created
+
+
+def _budget_dispatch(budget: ClusterBudget) -> int:
+    """Send task messages for the budget's oldest undispatched queued generations, as many as
+    it has free slots (call with the budget row locked). Returns how many were sent."""
+    free = budget.max_concurrent_pods - selectors.budget_running_generations(budget.id).count()
+    if free <= 0:
+        return 0
+    ids = list(
+        Generation.objects.filter(
+            run__budget_id=budget.id,
+            run__status=Run.Status.RUNNING,
+            status=Generation.Status.QUEUED,
+            dispatched_at__isnull=True,
+        )
+        .order_by("created_at", "id")
+        .values_list("id", flat=True)[:free]
+    )
+    if ids:
+        Generation.objects.filter(id__in=ids).update(dispatched_at=timezone.now())
+        transaction.on_commit(lambda: _send_generation_tasks(ids))
+    return len(ids)
+
+
+def _send_generation_tasks(ids: list[int]) -> None:
+    from webapp.runs.tasks import run_generation
+
+    for gen_id in ids:
+        try:
+            run_generation.delay(gen_id)
+        except Exception:  # broker down: runs_ensure_work sends it again later
+            logger.warning("could not send generation %s; the sweep will retry", gen_id, exc_info=True)
+
+
+def run_start(*, run: Run) -> Run:
+    """Start a queued run: create its pods and queue one generation per pod; the budget's free
+    slots get theirs dispatched at once, the rest wait for a slot.
+
+    Raises:
+        AppError: the run is not queued (409) or the budget is spent (409, saying which cap).
+    """
+    with transaction.atomic():
+        budget = _lock_budget(run.budget_id)
+        run = Run.objects.select_for_update().get(pk=run.pk)
+        if run.status != Run.Status.QUEUED:
+            raise AppError(f"run is {run.status}; only a queued run can be started", status=409)
+        reason = _budget_spent_reason(budget, run)
+        if reason:
+            raise AppError(f"cannot start: {reason}", fields={"budget": reason}, status=409)
+        run.status = Run.Status.RUNNING
+        run.started_at = timezone.now()
+        run.save(update_fields=["status", "started_at"])
+        _ensure_pods(run)
+        _budget_dispatch(budget)
+        _publish_run(run)
+    logger.info("run started", extra={"run": run.id})
+    return run
+
+
+def run_pause(*, run: Run) -> Run:
+    """Pause a running run: generations running now finish and submit their agent; no new
+    generation starts until :func:`run_resume`.
+
+    Raises:
+        AppError: the run is not running (409).
+    """
+    with transaction.atomic():
+        _lock_budget(run.budget_id)
+        updated = Run.objects.filter(pk=run.pk, status=Run.Status.RUNNING).update(status=Run.Status.PAUSED)
+        if not updated:
+            run.refresh_from_db()
+            raise AppError(f"run is {run.status}; only a running run can be paused", status=409)
+        Generation.objects.filter(run_id=run.pk, status=Generation.Status.QUEUED).update(dispatched_at=None)
+        _publish_run(run)
+    return run
+
+
+def run_resume(*, run: Run) -> Run:
+    """Resume a paused run: every pod gets a generation again, within the budget's slots.
+
+    Raises:
+        AppError: the run is not paused (409), or the budget is spent (409).
+    """
+    with transaction.atomic():
+        budget = _lock_budget(run.budget_id)
+        run = Run.objects.select_for_update().get(pk=run.pk)
+        if run.status != Run.Status.PAUSED:
+            raise AppError(f"run is {run.status}; only a paused run can be resumed", status=409)
+        reason = _budget_spent_reason(budget, run)
+        if reason:
+            raise AppError(f"cannot resume: {reason}", fields={"budget": reason}, status=409)
+        run.status = Run.Status.RUNNING
+        run.save(update_fields=["status"])
+        _ensure_pods(run)
+        _budget_dispatch(budget)
+        _publish_run(run)
+    return run
+
+
+def run_stop(*, run: Run, cancel: bool = False) -> Run:
+    """Stop a run. Running generations are cancelled through the trainer's ``should_stop``
+    signal (within about a second) and queued ones at once.
+
+    Args:
+        cancel: ``False``: the run ends ``finished`` and its end-of-run backtests run on the
+            agents it has; ``True``: it ends ``cancelled``, without backtests.
+
+    Raises:
+        AppError: the run has already ended (409).
+    """
+    with transaction.atomic():
+        budget = _lock_budget(run.budget_id)
+        run = Run.objects.select_for_update().get(pk=run.pk)
+        if run.status in Run.TERMINAL:
+            raise AppError(f"run is already {run.status}", status=409)
+        never_started = run.status == Run.Status.QUEUED
+        run.stop_requested = True
+        run.status_reason = "cancelled by user" if cancel else "stopped by user"
+        run.status = Run.Status.CANCELLED if cancel or never_started else Run.Status.FINISHING
+        if run.status == Run.Status.CANCELLED:
+            run.finished_at = timezone.now()
+        run.save(update_fields=["stop_requested", "status_reason", "status", "finished_at"])
+        _cancel_waiting(run)
+        if run.status == Run.Status.CANCELLED:
+            Pod.objects.filter(run=run).exclude(state=Pod.State.RETIRED).update(state=Pod.State.STOPPED)
+        _run_maybe_finish(run)
+        _budget_dispatch(budget)
+        _publish_run(run)
+    return run
+
+
+def run_scale(*, run: Run, num_pods: int) -> Run:
+    """Change the size of a run's training pool; takes effect at generation boundaries.
+
+    New pods get a generation at once (within the budget's slots); pods beyond the new count
+    lose their queued generation now and retire after their running one submits its agent.
+
+    Raises:
+        AppError: a bad count (400) or an ended run (409).
+    """
+    fields: dict[str, str] = {}
+    _positive(fields, "num_pods", num_pods, integer=True)
+    if not fields and num_pods > MAX_PODS:
+        fields["num_pods"] = f"at most {MAX_PODS}"
+    if fields:
+        raise AppError(f"num_pods: {fields['num_pods']}", fields=fields)
+    with transaction.atomic():
+        budget = _lock_budget(run.budget_id)
+        run = Run.objects.select_for_update().get(pk=run.pk)
+        if run.status in Run.TERMINAL or run.status == Run.Status.FINISHING:
+            raise AppError(f"run is {run.status}; it cannot be scaled", status=409)
+        run.num_pods = int(num_pods)
+        run.save(update_fields=["num_pods"])
+        if run.status == Run.Status.RUNNING:
+            _ensure_pods(run)
+            _budget_dispatch(budget)
+        _publish_run(run)
+    logger.info("run scaled to %d pods", num_pods, extra={"run": run.id})
+    return run
+
+
+def _cancel_waiting(run: Run) -> None:
+    now = timezone.now()
+    for gen in Generation.objects.filter(run=run, status__in=Generation.CLAIMABLE).select_related("pod"):
+        n = Generation.objects.filter(pk=gen.pk, status__in=Generation.CLAIMABLE).update(
+            status=Generation.Status.CANCELLED, finished_at=now, error=run.status_reason or "run ended"
+        )
+        if n:
+            Pod.objects.filter(pk=gen.pod_id).update(state=Pod.State.STOPPED)
+            gen.pod.state = Pod.State.STOPPED
+            gen.status = Generation.Status.CANCELLED
+            _publish_pod(gen.pod, gen)
+
+
+def _run_begin_finishing(run: Run, reason: str) -> None:
+    """The budget is spent for ``run``: no new generation; running ones complete."""
+    n = Run.objects.filter(pk=run.pk, status__in=(Run.Status.RUNNING, Run.Status.PAUSED)).update(
+        status=Run.Status.FINISHING, status_reason=reason
+    )
+    if n:
+        run.status, run.status_reason = Run.Status.FINISHING, reason
+        logger.info("run finishing: %s", reason, extra={"run": run.id})
+        _cancel_waiting(run)
+        _publish_run(run)
+    _run_maybe_finish(run)
+
+
+def _run_maybe_finish(run: Run) -> None:
+    """A finishing run with no open generation is finished: stamp it and trigger its
+    end-of-run backtests after commit."""
+    if Generation.objects.filter(run_id=run.pk, status__in=Generation.OPEN).exists():
+        return
+    n = Run.objects.filter(pk=run.pk, status=Run.Status.FINISHING).update(
+        status=Run.Status.FINISHED, finished_at=timezone.now()
+    )
+    if not n:
+        return
+    Pod.objects.filter(run_id=run.pk).exclude(state=Pod.State.RETIRED).update(state=Pod.State.STOPPED)
+    run.status = Run.Status.FINISHED
+    logger.info("run finished", extra={"run": run.pk})
+    _publish_run(run)
+    run_id = run.pk
+    transaction.on_commit(lambda: _trigger_backtests(run_id))
+
+
+def _trigger_backtests(run_id: int) -> None:
+    """Queue ``webapp.reports.tasks.backtest_top_agents`` when the reports app provides it."""
+    try:
+        module = importlib.import_module("webapp.reports.tasks")
+    except ModuleNotFoundError as exc:
+        if exc.name in ("webapp.reports.tasks", "webapp.reports"):
+            logger.info("no reports tasks; skipping end-of-run backtests", extra={"run": run_id})
+            return
+        raise
+    task = getattr(module, "backtest_top_agents", None)
+    if task is None:
+        return
+    try:
+        task.delay(run_id)
+    except Exception:
+        logger.warning("could not queue end-of-run backtests", extra={"run": run_id}, exc_info=True)
+
+
+# --- generations ---------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Claim:
+    """What a worker needs to train a claimed generation (plain data, no model instances).
+
+    ``parent_checkpoint`` is a name in the default storage (``None`` for a fresh agent).
+    """
+
+    generation_id: int
+    attempt: int
+    run_id: int
+    pod_index: int
+    number: int
+    task: dict[str, Any]
+    env_steps: int
+    parent_id: int | None
+    parent_checkpoint: str | None
+    hyperparameters: dict[str, Any]
+    seed: int
+    device: str
+
+
+def _generation_seed(run: Run, pod_index: int, number: int) -> int:
+    return (run.seed * 1_000_003 + pod_index * 10_007 + number) % (2**31 - 1)
+
+
+def generation_claim(*, generation_id: int, worker: str = "", device: str = "") -> Claim | None:
+    """Claim a queued (or reaped, ``stale``) generation for this worker.
+
+    Returns ``None``, changing nothing the caller must undo, when: another delivery already
+    has it; its run is paused (it waits for resume) or ended (it is cancelled); the budget has
+    no free slot (it waits to be dispatched again when one frees) or is spent (the run begins
+    to finish).
+    """
+    with transaction.atomic():
+        gen = Generation.objects.filter(pk=generation_id).select_related("run", "pod").first()
+        if gen is None or gen.status not in Generation.CLAIMABLE:
+            return None
+        budget = _lock_budget(gen.run.budget_id)
+        run = Run.objects.get(pk=gen.run_id)
+        gen.refresh_from_db()
+        if gen.status not in Generation.CLAIMABLE:
+            return None
+        if run.status == Run.Status.PAUSED:
+            Generation.objects.filter(pk=gen.pk).update(dispatched_at=None)
+            return None
+        if run.status != Run.Status.RUNNING or gen.pod.index >= run.num_pods:
+            _generation_drop(gen, run, "run is not running" if run.status != Run.Status.RUNNING else "pod scaled away")
+            _budget_dispatch(budget)
+            return None
+        if gen.attempt >= MAX_ATTEMPTS:
+            _generation_fail_locked(gen, run, budget, f"gave up after {gen.attempt} attempts")
+            return None
+        others = selectors.budget_running_generations(budget.id).exclude(pk=gen.pk)
+        reserved = others.aggregate(total=Sum("env_steps"))["total"] or 0
+        reason = _budget_spent_reason(budget, run, reserved_steps=reserved)
+        if reason and not (reserved and _budget_spent_reason(budget, run) is None):
+            _generation_drop(gen, run, reason)
+            _run_begin_finishing(run, reason)
+            return None
+        if reason or others.count() >= budget.max_concurrent_pods:
+            # No slot (or the env steps left are held by running generations): wait to be
+            # dispatched again when a running generation of this budget ends.
+            Generation.objects.filter(pk=gen.pk).update(dispatched_at=None)
+            return None
+
+        rng = np.random.default_rng([run.seed, gen.pod.index, gen.number])
+        pod = Pod.objects.select_related("current_agent").get(pk=gen.pod_id)
+        board = list(Agent.objects.filter(run=run, on_leaderboard=True).values_list("id", "score", "created_seq"))
+        current = None if pod.current_agent is None else (pod.current_agent.id, pod.current_agent.score)
+        decision = engine.choose_parent(board, current=current, fresh_probability=run.fresh_probability, rng=rng)
+        parent = None if decision.agent_id is None else Agent.objects.get(pk=decision.agent_id)
+        mutations: dict[str, list[Any]] = {}
+        if parent is None:
+            hyperparameters = dict(run.task.hyperparameters)
+        elif decision.action == "parent":
+            hyperparameters, mutations = engine.mutate_hyperparameters(
+                parent.hyperparameters, mutation=run.mutation, rng=rng
+            )
+        else:
+            hyperparameters = dict(parent.hyperparameters)
+        now = timezone.now()
+        n = Generation.objects.filter(pk=gen.pk, status__in=Generation.CLAIMABLE).update(
+            status=Generation.Status.RUNNING,
+            attempt=F("attempt") + 1,
+            worker=worker[:200],
+            device=device[:40],
+            parent=parent,
+            hyperparameters=hyperparameters,
+            mutations=mutations,
+            started_at=now,
+            heartbeat_at=now,
+            finished_at=None,
+            error="",
+        )
+        if not n:
+            return None
+        gen.refresh_from_db()
+        Pod.objects.filter(pk=pod.pk).update(state=Pod.State.TRAINING, env_steps=0, steps_per_s=0.0)
+        pod.state, pod.env_steps, pod.steps_per_s = Pod.State.TRAINING, 0, 0.0
+        _publish_pod(pod, gen)
+        return Claim(
+            generation_id=gen.pk,
+            attempt=gen.attempt,
+            run_id=run.pk,
+            pod_index=pod.index,
+            number=gen.number,
+            task=task_spec(run.task),
+            env_steps=gen.env_steps,
+            parent_id=None if parent is None else parent.pk,
+            parent_checkpoint=None if parent is None else parent.checkpoint,
+            hyperparameters=hyperparameters,
+            seed=_generation_seed(run, pod.index, gen.number),
+            device=run.device,
+        )
+
+
+def _generation_drop(gen: Generation, run: Run, reason: str) -> None:
+    n = Generation.objects.filter(pk=gen.pk, status__in=Generation.CLAIMABLE).update(
+        status=Generation.Status.CANCELLED, finished_at=timezone.now(), error=reason
+    )
+    if n:
+        pod = Pod.objects.get(pk=gen.pod_id)
+        state = Pod.State.RETIRED if pod.index >= run.num_pods else Pod.State.STOPPED
+        if run.status == Run.Status.PAUSED:
+            state = Pod.State.IDLE
+        Pod.objects.filter(pk=pod.pk).update(state=state)
+        pod.state = state
+        gen.status = Generation.Status.CANCELLED
+        _publish_pod(pod, gen)
+    _run_maybe_finish(run)
+
+
+def generation_still_mine(*, generation_id: int, attempt: int) -> bool:
+    """Whether this attempt still holds the generation and its run wants it to go on (the
+    ``should_stop`` signal is the negation)."""
+    row = (
+        Generation.objects.filter(pk=generation_id)
+        .values_list("status", "attempt", "run__status", "run__stop_requested")
+        .first()
+    )
+    if row is None:
+        return False
+    status, current_attempt, run_status, stop_requested = row
+    if status != Generation.Status.RUNNING or current_attempt != attempt:
+        return False
+    return not stop_requested and run_status not in (Run.Status.CANCELLED, Run.Status.FAILED)
+
+
+def generation_heartbeat(
+    *,
+    generation_id: int,
+    attempt: int,
+    env_steps: int | None = None,
+    steps_per_s: float | None = None,
+    device: str | None = None,
+) -> bool:
+    """Record that the attempt is alive (and the pod's progress, or the device it trains on).
+    Returns ``False`` when the attempt no longer holds the generation."""
+    now = timezone.now()
+    changes: dict[str, Any] = {"heartbeat_at": now}
+    if device is not None:
+        changes["device"] = device[:40]
+    n = Generation.objects.filter(pk=generation_id, attempt=attempt, status=Generation.Status.RUNNING).update(**changes)
+    if n and env_steps is not None:
+        Pod.objects.filter(generations__pk=generation_id).update(
+            env_steps=int(env_steps), steps_per_s=float(steps_per_s or 0.0)
+        )
+    return bool(n)
+
+
+def generation_progress_event(*, claim: Claim, info: dict[str, Any]) -> None:
+    """Publish one ``progress`` event of a running generation."""
+    events.publish(
+        claim.run_id,
+        events.PROGRESS,
+        {
+            "pod": claim.pod_index,
+            "generation": claim.number,
+            "env_steps": int(info.get("env_steps", 0)),
+            "env_steps_total": claim.env_steps,
+            "steps_per_s": float(info.get("steps_per_s", 0.0) or 0.0),
+            "episode_return_mean": _finite_or_none(info.get("episode_return_mean")),
+        },
+    )
+
+
+def _finite_or_none(value: Any) -> float | None:
+    try:
+        value = float(value)
+    except (TypeError, ValueError):
+        return None
+    return value if np.isfinite(value) else None
+
+
+def checkpoint_name(claim: Claim) -> str:
+    """Storage name of a generation attempt's checkpoint."""
+    return f"runs/{claim.run_id}/pod{claim.pod_index}/gen{claim.number}-a{claim.attempt}-{claim.generation_id}.pt"
+
+
+def generation_complete(*, claim: Claim, result: dict[str, Any], local_checkpoint: str | None) -> Agent | None:
+    """Store a generation's result: its agent, the leaderboard, usage, the pod's next one.
+
+    The checkpoint is copied to the default storage first; then one transaction stores the
+    agent (unless the generation was cancelled), prunes the leaderboard to K, adds the real
+    duration to the budget's GPU-seconds and the trained env steps to its env-step count,
+    queues the pod's next generation when run and budget allow, and dispatches waiting
+    generations into the freed slot. A late copy (the row was reaped and claimed again) is
+    discarded.
+
+    Args:
+        claim: the claim this worker holds.
+        result: ``engine.train_generation``'s output.
+        local_checkpoint: the file the trainer wrote (``None`` if cancelled before writing).
+
+    Returns:
+        The new agent, or ``None`` (cancelled or late copy).
+    """
+    stored = None
+    if not result.get("cancelled") and local_checkpoint:
+        with open(local_checkpoint, "rb") as fh:
+            stored = default_storage.save(checkpoint_name(claim), File(fh))
+    try:
+        with transaction.atomic():
+            agent = _generation_complete_locked(claim, result, stored)
+    except IntegrityError:
+        # Agent.generation is unique: another attempt already stored this generation's agent.
+        agent = None
+    if agent is None and stored:
+        default_storage.delete(stored)
+    return agent
+
+
+def _generation_complete_locked(claim: Claim, result: dict[str, Any], stored: str | None) -> Agent | None:
+    run = Run.objects.select_related("budget").get(pk=claim.run_id)
+    budget = _lock_budget(run.budget_id)
+    gen = Generation.objects.select_related("pod").get(pk=claim.generation_id)
+    if gen.status != Generation.Status.RUNNING or gen.attempt != claim.attempt:
+        logger.info("late result of generation %s attempt %s discarded", gen.pk, claim.attempt, extra={"run": run.pk})
+        return None
+    run.refresh_from_db()
+    now = timezone.now()
+    duration = max(0.0, (now - gen.started_at).total_seconds())
+    trained = int(result.get("env_steps", 0))
+    ClusterBudget.objects.filter(pk=budget.pk).update(
+        gpu_seconds_used=F("gpu_seconds_used") + duration, env_steps_used=F("env_steps_used") + trained
+    )
+    budget.refresh_from_db()
+    cancelled = bool(result.get("cancelled")) or stored is None
+    Generation.objects.filter(pk=gen.pk).update(
+        status=Generation.Status.CANCELLED if cancelled else Generation.Status.DONE,
+        env_steps=trained,
+        finished_at=now,
+        heartbeat_at=now,
+        hyperparameters=result.get("hyperparameters") or gen.hyperparameters,
+        error="cancelled" if cancelled else "",
+    )
+    gen.refresh_from_db()
+    pod = gen.pod
+    agent = None
+    if not cancelled:
+        seq = (Agent.objects.filter(run=run).aggregate(m=Max("created_seq"))["m"] or 0) + 1
+        agent = Agent.objects.create(
+            run=run,
+            generation=gen,
+            pod=pod,
+            parent_id=gen.parent_id,
+            score=result.get("score"),
+            metrics=result.get("metrics") or {},
+            hyperparameters=gen.hyperparameters,
+            checkpoint=stored,
+            sha256=result.get("sha256", ""),
+            created_seq=seq,
+        )
+        _leaderboard_submit(run, agent)
+        Pod.objects.filter(pk=pod.pk).update(current_agent=agent, generations_done=F("generations_done") + 1)
+    pod.refresh_from_db()
+
+    # The pod's next generation, if run, pod count and budget allow.
+    next_gen = None
+    if run.status == Run.Status.RUNNING and pod.index < run.num_pods:
+        reserved = selectors.budget_running_generations(budget.id).aggregate(t=Sum("env_steps"))["t"] or 0
+        reason = _budget_spent_reason(budget, run, reserved_steps=reserved)
+        if reason is None:
+            next_gen = _new_generation(run, pod)
+        elif not reserved or _budget_spent_reason(budget, run) is not None:
+            _run_begin_finishing(run, reason)
+        else:
+            next_gen = _new_generation(run, pod)  # waits for the steps held by running ones
+    if next_gen is None:
+        state = Pod.State.RETIRED if pod.index >= run.num_pods else Pod.State.IDLE
+        if run.status in (Run.Status.FINISHING, *Run.TERMINAL):
+            state = Pod.State.STOPPED
+        Pod.objects.filter(pk=pod.pk).update(state=state)
+        pod.state = state
+        _publish_pod(pod, gen)
+    _run_maybe_finish(run)
+    _budget_dispatch(budget)
+    _publish_run(run)
+    return agent
+
+
+def _leaderboard_submit(run: Run, agent: Agent) -> None:
+    """Add ``agent`` to the run's leaderboard and prune it to K (sends ``leaderboard.update``
+    when the board changed)."""
+    board = list(Agent.objects.filter(Q(run=run, on_leaderboard=True) | Q(pk=agent.pk)))
+    entries = [(a.id, a.score, a.created_seq) for a in board]
+    keep, drop = engine.prune_leaderboard(entries, run.leaderboard_size)
+    Agent.objects.filter(pk__in=keep).update(on_leaderboard=True)
+    Agent.objects.filter(pk__in=drop).update(on_leaderboard=False)
+    agent.on_leaderboard = agent.id in keep
+    scores = [a.score for a in board if a.id in keep and a.score is not None]
+    best = max(scores) if scores else None
+    Run.objects.filter(pk=run.pk).update(best_score=best)
+    if agent.id in keep:
+        events.publish(
+            run.id,
+            events.LEADERBOARD_UPDATE,
+            {
+                "leaderboard": selectors.leaderboard_payload(run),
+                "added": [agent.id],
+                "dropped": [a for a in drop if a != agent.id],
+            },
+        )
+
+
+def generation_fail(*, claim: Claim, error: str, retry: bool) -> None:
+    """Record a failed attempt. A transient failure (``retry``) queues the generation again
+    while attempts remain; a permanent one (bad data or config) fails the generation and the
+    run, whose other generations would fail the same way."""
+    with transaction.atomic():
+        run = Run.objects.get(pk=claim.run_id)
+        budget = _lock_budget(run.budget_id)
+        gen = Generation.objects.get(pk=claim.generation_id)
+        if gen.status != Generation.Status.RUNNING or gen.attempt != claim.attempt:
+            return
+        now = timezone.now()
+        duration = max(0.0, (now - gen.started_at).total_seconds())
+        ClusterBudget.objects.filter(pk=budget.pk).update(gpu_seconds_used=F("gpu_seconds_used") + duration)
+        if retry and gen.attempt < MAX_ATTEMPTS:
+            Generation.objects.filter(pk=gen.pk).update(
+                status=Generation.Status.QUEUED, dispatched_at=None, error=error[:2000]
+            )
+            _budget_dispatch(budget)
+            return
+        _generation_fail_locked(gen, run, budget, error)
+
+
+def _generation_fail_locked(gen: Generation, run: Run, budget: ClusterBudget, error: str) -> None:
+    now = timezone.now()
+    Generation.objects.filter(pk=gen.pk).update(status=Generation.Status.FAILED, finished_at=now, error=error[:2000])
+    reason = f"generation {gen.number} of pod {gen.pod.index} failed: {error.splitlines()[0][:200] if error else ''}"
+    n = (
+        Run.objects.filter(pk=run.pk)
+        .exclude(status__in=Run.TERMINAL)
+        .update(status=Run.Status.FAILED, status_reason=reason, finished_at=now, stop_requested=True)
+    )
+    if n:
+        run.refresh_from_db()
+        _cancel_waiting(run)
+        Pod.objects.filter(run=run).update(state=Pod.State.STOPPED)
+        _publish_run(run)
+    _budget_dispatch(budget)
+
+
+# --- housekeeping --------------------------------------------------------------------------
+
+
+def generations_reap_stale(*, stale_after: float | None = None) -> list[int]:
+    """Mark running generations without a heartbeat for ``stale_after`` seconds ``stale`` and
+    send them again (a new attempt); generations of runs that no longer run are cancelled.
+
+    Returns:
+        Ids of the generations reaped.
+    """
+    stale_after = stale_after_s() if stale_after is None else stale_after
+    cutoff = timezone.now() - timedelta(seconds=stale_after)
+    reaped = []
+    candidates = Generation.objects.filter(status=Generation.Status.RUNNING, heartbeat_at__lt=cutoff)
+    for gen in candidates.select_related("run", "pod"):
+        with transaction.atomic():
+            budget = _lock_budget(gen.run.budget_id)
+            run = Run.objects.get(pk=gen.run_id)
+            n = Generation.objects.filter(
+                pk=gen.pk, status=Generation.Status.RUNNING, attempt=gen.attempt, heartbeat_at__lt=cutoff
+            ).update(status=Generation.Status.STALE, error=f"no heartbeat from {gen.worker} for {stale_after:g} s")
+            if not n:
+                continue
+            reaped.append(gen.pk)
+            logger.warning("generation %s of worker %s is stale", gen.pk, gen.worker, extra={"run": run.pk})
+            if run.status == Run.Status.RUNNING and gen.pod.index < run.num_pods:
+                Generation.objects.filter(pk=gen.pk).update(dispatched_at=timezone.now())
+                Pod.objects.filter(pk=gen.pod_id).update(state=Pod.State.QUEUED)
+                gen_id = gen.pk
+                transaction.on_commit(lambda gen_id=gen_id: _send_generation_tasks([gen_id]))
+            else:
+                _generation_drop(gen, run, "worker lost while the run was not running")
+            gen.refresh_from_db()
+            pod = Pod.objects.get(pk=gen.pod_id)
+            _publish_pod(pod, gen)
+            _budget_dispatch(budget)
+    return reaped
+
+
+def runs_ensure_work(*, redispatch_after: float | None = None) -> int:
+    """Sweep of active runs: re-send generations whose message was lost (Redis restart),
+    give idle pods a generation, end runs whose budget ran out of time, finish finishing runs
+    with nothing left running.
+
+    Returns:
+        The number of generation messages sent.
+    """
+    redispatch_after = redispatch_after_s() if redispatch_after is None else redispatch_after
+    cutoff = timezone.now() - timedelta(seconds=redispatch_after)
+    sent = 0
+    budget_ids = set(Run.objects.filter(status__in=Run.ACTIVE).values_list("budget_id", flat=True))
+    for budget_id in budget_ids:
+        with transaction.atomic():
+            budget = _lock_budget(budget_id)
+            for run in Run.objects.filter(budget=budget, status__in=Run.ACTIVE):
+                if run.status == Run.Status.RUNNING:
+                    reason = _budget_spent_reason(budget, run)
+                    if reason and not selectors.budget_running_generations(budget.id).filter(run=run).exists():
+                        _run_begin_finishing(run, reason)
+                        continue
+                    if reason is None:
+                        _ensure_pods(run)
+                elif run.status == Run.Status.FINISHING:
+                    _run_maybe_finish(run)
+            Generation.objects.filter(
+                run__budget=budget,
+                run__status=Run.Status.RUNNING,
+                status__in=Generation.CLAIMABLE,
+                dispatched_at__lt=cutoff,
+            ).update(dispatched_at=None)
+            lost_stale = list(
+                Generation.objects.filter(
+                    run__budget=budget,
+                    run__status=Run.Status.RUNNING,
+                    status=Generation.Status.STALE,
+                    dispatched_at__isnull=True,
+                ).values_list("id", flat=True)
+            )
+            if lost_stale:
+                Generation.objects.filter(id__in=lost_stale).update(dispatched_at=timezone.now())
+                transaction.on_commit(lambda ids=lost_stale: _send_generation_tasks(ids))
+                sent += len(lost_stale)
+            sent += _budget_dispatch(budget)
+    return sent
+
+
+def local_copy_of_checkpoint(name: str, dest: Path) -> Path:
+    """Copy a checkpoint from the default storage to a local file (workers train from local
+    files; the storage may be remote)."""
+    with default_storage.open(name, "rb") as src, open(dest, "wb") as out:
+        for chunk in iter(lambda: src.read(1 << 20), b""):
+            out.write(chunk)
+    return dest

@@ -1,0 +1,128 @@
+"""Celery entry points of the runs app (thin: ids in, services do the work).
+
+``run_generation`` (queue ``gpu``, ``acks_late`` + ``reject_on_worker_lost`` from settings)
+trains one generation; ``reap_stale_generations`` (queue ``cpu``, periodic through beat)
+re-queues generations of dead workers and re-sends lost messages.
+"""
+
+from __future__ import annotations
+
+import logging
+import socket
+import tempfile
+import time
+import traceback
+from pathlib import Path
+from typing import Any
+
+from celery import shared_task
+from celery.exceptions import SoftTimeLimitExceeded
+from django.conf import settings
+
+from trainer.errors import TrainerError
+from webapp import engine
+from webapp.runs import events, services
+
+logger = logging.getLogger(__name__)
+
+HEARTBEAT_EVERY_S = 1.0
+STOP_CHECK_EVERY_S = 1.0
+
+
+class _Attempt:
+    """Callbacks of one claimed generation: throttled heartbeats, progress events and the
+    ``should_stop`` signal (run stopped, or the row reaped and claimed by someone else)."""
+
+    def __init__(self, claim: services.Claim) -> None:
+        self.claim = claim
+        self.lost = False
+        self._last_heartbeat = 0.0
+        self._last_event = 0.0
+        self._last_check = time.monotonic()
+        self._stop = False
+
+    def heartbeat(self, **fields: Any) -> None:
+        self._last_heartbeat = time.monotonic()
+        if not services.generation_heartbeat(
+            generation_id=self.claim.generation_id, attempt=self.claim.attempt, **fields
+        ):
+            self.lost = True
+
+    def progress(self, info: dict[str, Any]) -> None:
+        now = time.monotonic()
+        if now - self._last_heartbeat >= HEARTBEAT_EVERY_S:
+            self.heartbeat(env_steps=int(info.get("env_steps", 0)), steps_per_s=float(info.get("steps_per_s", 0.0)))
+        if now - self._last_event >= 1.0 / events.PROGRESS_PER_S:
+            self._last_event = now
+            try:
+                services.generation_progress_event(claim=self.claim, info=info)
+            except Exception:  # a progress event is never worth failing a generation
+                logger.warning("progress event failed", exc_info=True, extra={"run": self.claim.run_id})
+
+    def should_stop(self) -> bool:
+        now = time.monotonic()
+        if self.lost or self._stop:
+            return True
+        if now - self._last_check >= STOP_CHECK_EVERY_S:
+            self._last_check = now
+            self._stop = not services.generation_still_mine(
+                generation_id=self.claim.generation_id, attempt=self.claim.attempt
+            )
+            if now - self._last_heartbeat >= HEARTBEAT_EVERY_S:
+                self.heartbeat()
+        return self._stop or self.lost
+
+
+@shared_task(name="webapp.runs.tasks.run_generation", bind=True, acks_late=True, reject_on_worker_lost=True)
+def run_generation(self, generation_id: int) -> None:
+    """Claim generation ``generation_id`` and train it; a no-op if it is not claimable."""
+    worker = getattr(self.request, "hostname", None) or socket.gethostname()
+    claim = services.generation_claim(generation_id=generation_id, worker=worker)
+    if claim is None:
+        return
+    log = {"run": claim.run_id, "pod": claim.pod_index}
+    attempt = _Attempt(claim)
+    try:
+        device = engine.resolve_device(claim.device)
+        attempt.heartbeat(device=device)
+        with tempfile.TemporaryDirectory(prefix="paddock-gen-") as tmp:
+            parent_path = None
+            if claim.parent_checkpoint:
+                parent_path = str(services.local_copy_of_checkpoint(claim.parent_checkpoint, Path(tmp) / "parent.pt"))
+            out_path = Path(tmp) / "agent.pt"
+            result = engine.train_generation(
+                claim.task,
+                env_steps=claim.env_steps,
+                out_path=str(out_path),
+                parent_path=parent_path,
+                hyperparameters=claim.hyperparameters,
+                seed=claim.seed,
+                device=device,
+                progress=attempt.progress,
+                should_stop=attempt.should_stop,
+                data_dir=str(settings.PADDOCK_DATA_DIR),
+                cache_dir=str(settings.PADDOCK_CACHE_DIR),
+            )
+            services.generation_complete(
+                claim=claim, result=result, local_checkpoint=str(out_path) if out_path.exists() else None
+            )
+        logger.info("generation %s done (score %s)", claim.number, result.get("score"), extra=log)
+    except TrainerError as exc:
+        logger.warning("generation %s failed: %s", claim.number, exc.message, extra=log)
+        services.generation_fail(claim=claim, error=exc.message, retry=False)
+    except SoftTimeLimitExceeded:
+        services.generation_fail(
+            claim=claim, error=f"time limit of {settings.PADDOCK_GENERATION_TIME_LIMIT} s exceeded", retry=False
+        )
+    except Exception:
+        logger.exception("generation %s crashed", claim.number, extra=log)
+        services.generation_fail(claim=claim, error=traceback.format_exc(limit=5), retry=True)
+
+
+@shared_task(name="webapp.runs.tasks.reap_stale_generations", ignore_result=True)
+def reap_stale_generations() -> dict[str, int]:
+    """Periodic: re-queue generations of dead workers, re-send lost messages, give idle pods
+    work and finish runs whose budget is spent."""
+    reaped = services.generations_reap_stale()
+    sent = services.runs_ensure_work()
+    return {"reaped": len(reaped), "sent": sent}
