@@ -55,7 +55,9 @@ class PPOConfig(AgentConfig):
         hidden_sizes: widths of the actor and critic MLPs (tanh), each >= 1.
         learning_rate: Adam step size for actor and critic, > 0 (mutable by PBT).
         update_epochs: passes K over each rollout, >= 1 (paper sec. 6: 3-15).
-        minibatch_size: samples per gradient step, 1..rollout_steps*num_envs.
+        num_minibatches: gradient steps per epoch, 1..rollout_steps*num_envs; each rollout is
+            split into this many near-equal minibatches (4 096 samples each by default). A count
+            rather than a size, so the pod may change ``num_envs`` without invalidating it.
         gamma: discount in (0, 1]; 0.99 ~ a 100-step (trading-day) horizon.
         gae_lambda: GAE lambda in [0, 1] (arXiv 1506.02438).
         clip_coef: policy ratio clip epsilon > 0 (PPO paper eq. 7, 0.1-0.3 typical).
@@ -79,7 +81,7 @@ class PPOConfig(AgentConfig):
     hidden_sizes: tuple[int, ...] = (256, 256)
     learning_rate: float = 3e-4
     update_epochs: int = 8
-    minibatch_size: int = 4096
+    num_minibatches: int = 4
     gamma: float = 0.99
     gae_lambda: float = 0.95
     clip_coef: float = 0.2
@@ -105,7 +107,7 @@ class PPOConfig(AgentConfig):
         r(math.isfinite(self.learning_rate) and self.learning_rate > 0, "learning_rate", "must be > 0")
         r(self.update_epochs >= 1, "update_epochs", "must be >= 1")
         batch = self.rollout_steps * self.num_envs
-        r(1 <= self.minibatch_size <= batch, "minibatch_size", f"must be in [1, rollout_steps * num_envs = {batch}]")
+        r(1 <= self.num_minibatches <= batch, "num_minibatches", f"must be in [1, rollout_steps * num_envs = {batch}]")
         r(0 < self.gamma <= 1, "gamma", "must be in (0, 1]")
         r(0 <= self.gae_lambda <= 1, "gae_lambda", "must be in [0, 1]")
         r(self.clip_coef > 0, "clip_coef", "must be > 0")
@@ -229,16 +231,16 @@ class PPOAgent:
             ``clip_fraction``.
 
         Raises:
-            ConfigError: the env's dimensions differ from the agent's, or the minibatch is larger
-                than the env's rollout.
+            ConfigError: the env's dimensions differ from the agent's, or there are more minibatches
+                than samples in the env's rollout.
         """
         cfg = self.config
         check_env(env, self.obs_dim, self.action_dim, self.algorithm)
         num_envs, num_steps = env.num_envs, cfg.rollout_steps
-        if cfg.minibatch_size > num_steps * num_envs:
+        if cfg.num_minibatches > num_steps * num_envs:
             raise ConfigError(
-                f"ppo.minibatch_size {cfg.minibatch_size} exceeds rollout_steps * env.num_envs = {num_steps * num_envs}",
-                field="ppo.minibatch_size",
+                f"ppo.num_minibatches {cfg.num_minibatches} exceeds rollout_steps * env.num_envs = {num_steps * num_envs}",
+                field="ppo.num_minibatches",
             )
         if env_steps < 0:
             raise ConfigError(f"env_steps must be >= 0, got {env_steps}", field="env_steps")
@@ -296,8 +298,8 @@ class PPOAgent:
                     cancelled = True
                     break
                 perm = torch.randperm(buf.size, device=self.device, generator=self.generator)
-                for lo in range(0, buf.size, cfg.minibatch_size):
-                    batch = buf.minibatch(perm[lo : lo + cfg.minibatch_size])
+                for indices in torch.tensor_split(perm, cfg.num_minibatches):
+                    batch = buf.minibatch(indices)
                     new_log_prob, entropy = self.actor.evaluate(batch.obs, batch.actions)
                     new_values = self.critic(batch.obs)
                     pg = ppo_policy_loss(new_log_prob, batch.log_probs, batch.advantages, cfg.clip_coef)

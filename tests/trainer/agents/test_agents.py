@@ -1,0 +1,181 @@
+"""Agent API shared by PPO and SAC: exact resume, acting, export, hyperparameters, cancel, progress."""
+
+from __future__ import annotations
+
+import io
+import time
+
+import numpy as np
+import onnxruntime as ort
+import pytest
+import torch
+
+from trainer.agents import agent_from_state_dict, make_agent
+from trainer.envs.pendulum import PendulumVecEnv
+from trainer.errors import ConfigError
+
+# tiny configs: a few hundred transitions, enough updates to move every parameter and optimizer state
+TINY = {
+    "ppo": {"num_envs": 4, "rollout_steps": 8, "num_minibatches": 2, "update_epochs": 2, "hidden_sizes": [16, 16]},
+    "sac": {
+        "num_envs": 2,
+        "hidden_sizes": [16, 16],
+        "batch_size": 8,
+        "buffer_size": 64,  # small enough to wrap around during the test
+        "learning_starts": 16,
+        "updates_per_step": 2,
+    },
+}
+ALGOS = ["ppo", "sac"]
+
+
+def _agent(algo: str, seed: int = 0):
+    return make_agent(algo, 3, 1, TINY[algo], device="cpu", seed=seed)
+
+
+def _env(algo: str) -> PendulumVecEnv:
+    return PendulumVecEnv(TINY[algo]["num_envs"], seed=5)
+
+
+def _state_dict(agent):
+    if agent.algorithm == "sac":
+        return agent.state_dict(include_replay_buffer=True)
+    return agent.state_dict()
+
+
+def _params(agent) -> list[torch.Tensor]:
+    return [p.detach().clone() for p in agent.policy_module().parameters()] + [
+        p.detach().clone() for p in agent.critic.parameters()
+    ]
+
+
+@pytest.mark.parametrize("algo", ALGOS)
+def test_save_load_and_continue_is_bit_identical_to_training_straight_through(algo, tmp_path):
+    straight = _agent(algo)
+    env = _env(algo)
+    straight.learn(env, 96)
+    straight.learn(env, 64)
+
+    first = _agent(algo)
+    first.learn(_env(algo), 96)
+    path = tmp_path / "agent.pt"
+    torch.save(_state_dict(first), path)
+    resumed = _agent(algo, seed=123)  # a different seed: everything must come from the file
+    resumed.load_state_dict(torch.load(path, weights_only=True))
+    resumed.learn(_env(algo), 64)
+
+    for a, b in zip(_params(straight), _params(resumed), strict=True):
+        assert torch.equal(a, b)
+    assert resumed.env_steps == straight.env_steps and resumed.updates == straight.updates
+    # and training did change the parameters
+    assert any(not torch.equal(a, b) for a, b in zip(_params(straight), _params(_agent(algo)), strict=True))
+
+
+@pytest.mark.parametrize("algo", ALGOS)
+def test_agent_from_state_dict_rebuilds_the_same_policy(algo):
+    agent = _agent(algo)
+    agent.learn(_env(algo), 64)
+    copy = agent_from_state_dict(torch.load(_save(agent), weights_only=True))
+    obs = torch.randn(7, 3)
+    torch.testing.assert_close(copy.act(obs), agent.act(obs), rtol=0, atol=0)
+
+
+def _save(agent) -> io.BytesIO:
+    buf = io.BytesIO()
+    torch.save(agent.state_dict(), buf)
+    buf.seek(0)
+    return buf
+
+
+@pytest.mark.parametrize("algo", ALGOS)
+def test_actions_are_bounded_and_policy_module_matches_deterministic_act(algo):
+    agent = _agent(algo)
+    agent.learn(_env(algo), 64)
+    obs = torch.randn(50, 3) * 20.0
+    for deterministic in (True, False):
+        action = agent.act(obs, deterministic=deterministic)
+        assert action.shape == (50, 1) and action.abs().max() <= 1.0
+    policy = agent.policy_module()
+    torch.testing.assert_close(policy(obs), agent.act(obs))
+
+
+@pytest.mark.parametrize("algo", ALGOS)
+def test_policy_module_exports_to_onnx_with_the_same_outputs(algo, tmp_path):
+    agent = _agent(algo)
+    agent.learn(_env(algo), 64)
+    policy = agent.policy_module()
+    obs = torch.randn(5, 3)
+    path = tmp_path / "policy.onnx"
+    torch.onnx.export(
+        policy,
+        (obs,),
+        str(path),
+        input_names=["obs"],
+        output_names=["action"],
+        dynamic_axes={"obs": {0: "batch"}},
+    )
+    session = ort.InferenceSession(str(path), providers=["CPUExecutionProvider"])
+    (out,) = session.run(None, {"obs": obs.numpy()})
+    np.testing.assert_allclose(out, agent.act(obs).numpy(), atol=1e-5)
+
+
+def test_ppo_set_hyperparameters_updates_optimizer_learning_rate_and_entropy_weight():
+    agent = _agent("ppo")
+    agent.set_hyperparameters(learning_rate=1e-2, ent_coef=0.05)
+    assert [g["lr"] for g in agent.optimizer.param_groups] == [1e-2]
+    assert agent.hyperparameters()["ent_coef"] == 0.05
+
+
+def test_sac_set_hyperparameters_updates_actor_and_critic_optimizers():
+    agent = _agent("sac")
+    agent.set_hyperparameters(actor_learning_rate=1e-2, critic_learning_rate=2e-2)
+    assert agent.actor_optimizer.param_groups[0]["lr"] == 1e-2
+    assert agent.critic_optimizer.param_groups[0]["lr"] == 2e-2
+
+
+@pytest.mark.parametrize("algo", ALGOS)
+def test_set_hyperparameters_rejects_bad_values_and_architecture_changes(algo):
+    agent = _agent(algo)
+    lr_key = "learning_rate" if algo == "ppo" else "actor_learning_rate"
+    with pytest.raises(ConfigError) as err:
+        agent.set_hyperparameters(**{lr_key: -1.0})
+    assert err.value.details["field"] == f"{algo}.{lr_key}"
+    with pytest.raises(ConfigError) as err:
+        agent.set_hyperparameters(hidden_sizes=[32])
+    assert err.value.details["field"] == f"{algo}.hidden_sizes"
+    assert agent.hyperparameters()[lr_key] > 0  # unchanged after the rejected calls
+
+
+@pytest.mark.parametrize("algo", ALGOS)
+def test_should_stop_ends_learning_early_and_reports_cancelled(algo):
+    agent = _agent(algo)
+    calls = []
+
+    def stop() -> bool:
+        calls.append(1)
+        return len(calls) > 2
+
+    stats = agent.learn(_env(algo), 10_000, should_stop=stop)
+    assert stats["cancelled"] is True
+    assert stats["env_steps"] < 10_000
+
+
+@pytest.mark.parametrize("algo", ALGOS)
+def test_progress_reports_at_most_four_times_a_second_with_returns(algo):
+    agent = _agent(algo)
+    reports = []
+    start = time.monotonic()
+    env = _env(algo)
+    stats = agent.learn(env, 210 * env.num_envs, progress=reports.append)  # every env finishes a 200-step episode
+    elapsed = time.monotonic() - start
+    assert 1 <= len(reports) <= elapsed * 4 + 1
+    assert {"env_steps", "steps_per_s", "episode_return_mean"} <= set(reports[-1])
+    assert stats["episodes"] > 0 and stats["episode_return_mean"] < 0
+
+
+@pytest.mark.parametrize("algo", ALGOS)
+def test_learning_on_an_env_of_other_dimensions_is_a_config_error(algo):
+    agent = make_agent(algo, 4, 1, TINY[algo], device="cpu", seed=0)
+    with pytest.raises(ConfigError) as err:
+        agent.learn(_env(algo), 10)
+    assert err.value.details["field"] == "env"

@@ -1,0 +1,95 @@
+"""PPOConfig / SACConfig validation and (de)serialisation, and make_agent."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from trainer.agents import ALGORITHMS, PPOAgent, SACAgent, make_agent
+from trainer.agents.ppo import PPOConfig
+from trainer.agents.sac import SACConfig
+from trainer.errors import ConfigError
+
+
+@pytest.mark.parametrize(
+    ("algo", "changes", "field"),
+    [
+        ("ppo", {"learning_rate": -1e-3}, "ppo.learning_rate"),
+        ("ppo", {"num_envs": 0}, "ppo.num_envs"),
+        ("ppo", {"num_envs": 8, "rollout_steps": 4, "num_minibatches": 33}, "ppo.num_minibatches"),
+        ("ppo", {"gamma": 0.0}, "ppo.gamma"),
+        ("ppo", {"gamma": 1.01}, "ppo.gamma"),
+        ("ppo", {"clip_coef": 0.0}, "ppo.clip_coef"),
+        ("ppo", {"gae_lambda": 1.5}, "ppo.gae_lambda"),
+        ("ppo", {"ent_coef": -0.1}, "ppo.ent_coef"),
+        ("ppo", {"hidden_sizes": [64, 0]}, "ppo.hidden_sizes"),
+        ("ppo", {"value_clip_coef": -0.2}, "ppo.value_clip_coef"),
+        ("sac", {"actor_learning_rate": 0.0}, "sac.actor_learning_rate"),
+        ("sac", {"critic_learning_rate": float("nan")}, "sac.critic_learning_rate"),
+        ("sac", {"num_envs": 0}, "sac.num_envs"),
+        ("sac", {"tau": 1.5}, "sac.tau"),
+        ("sac", {"gamma": -0.5}, "sac.gamma"),
+        ("sac", {"num_envs": 64, "buffer_size": 32}, "sac.buffer_size"),
+        ("sac", {"batch_size": 0}, "sac.batch_size"),
+    ],
+)
+def test_impossible_values_raise_config_error_naming_the_field(algo, changes, field):
+    with pytest.raises(ConfigError) as err:
+        ALGORITHMS[algo][1].from_dict(changes)
+    assert err.value.details["field"] == field
+
+
+@pytest.mark.parametrize("config_cls", [PPOConfig, SACConfig])
+def test_unknown_key_is_rejected_by_name(config_cls):
+    with pytest.raises(ConfigError) as err:
+        config_cls.from_dict({"learning_rat": 1e-3})
+    assert err.value.details["field"] == f"{config_cls.algorithm}.learning_rat"
+
+
+@pytest.mark.parametrize(
+    ("value", "key"),
+    [
+        ("0.001", "learning_rate"),
+        (True, "num_envs"),
+        (2.5, "update_epochs"),
+        ("64", "hidden_sizes"),
+        (1, "normalize_advantages"),
+    ],
+)
+def test_wrong_types_are_rejected(value, key):
+    with pytest.raises(ConfigError) as err:
+        PPOConfig.from_dict({key: value})
+    assert err.value.details["field"] == f"ppo.{key}"
+
+
+@pytest.mark.parametrize("config_cls", [PPOConfig, SACConfig])
+def test_config_round_trips_through_json(config_cls):
+    config = config_cls.from_dict({"num_envs": 16, "hidden_sizes": [32, 16], "gamma": 0.9})
+    again = config_cls.from_dict(json.loads(json.dumps(config.to_dict())))
+    assert again == config
+    assert again.hidden_sizes == (32, 16)
+
+
+def test_integral_json_numbers_are_accepted_for_integer_fields():
+    assert SACConfig.from_dict({"buffer_size": 1e6}).buffer_size == 1_000_000
+
+
+@pytest.mark.parametrize("config_cls", [PPOConfig, SACConfig])
+def test_defaults_are_valid_for_a_1024_env_pod(config_cls):
+    config = config_cls()
+    config.validate()
+    assert config.num_envs == 1024
+
+
+def test_make_agent_builds_each_algorithm_with_overrides():
+    ppo = make_agent("ppo", 5, 2, {"hidden_sizes": [8], "num_envs": 2, "num_minibatches": 8}, device="cpu", seed=1)
+    sac = make_agent("sac", 5, 2, {"hidden_sizes": [8], "num_envs": 2}, device="cpu", seed=1)
+    assert isinstance(ppo, PPOAgent) and ppo.config.hidden_sizes == (8,)
+    assert isinstance(sac, SACAgent) and sac.hyperparameters()["num_envs"] == 2
+
+
+def test_make_agent_rejects_unknown_algorithm():
+    with pytest.raises(ConfigError) as err:
+        make_agent("dqn", 5, 2, {}, device="cpu", seed=0)
+    assert err.value.details["field"] == "algorithm"

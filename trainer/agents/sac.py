@@ -1,0 +1,426 @@
+"""Soft Actor-Critic for vectorized torch envs with continuous actions.
+
+Haarnoja et al. 2018, "Soft Actor-Critic Algorithms and Applications" (arXiv 1812.05905):
+tanh-squashed Gaussian policy, twin Q critics with Polyak-averaged targets, automatic entropy
+temperature (target entropy ``-action_dim``). Every vector env step adds E transitions to a
+replay buffer on the env's device and is followed by ``updates_per_step`` gradient updates.
+The formulas live in :mod:`trainer.ops`.
+
+Resuming: every :meth:`SACAgent.learn` call resets the env with a seed drawn from the agent's
+generator. ``state_dict(include_replay_buffer=True)`` also saves the replay contents, which makes
+save/load/continue bit-identical to continuing in place (on CPU); without it (the default, to keep
+checkpoints small) a loaded agent refills its buffer with its own policy before updating again.
+"""
+
+from __future__ import annotations
+
+import copy
+import math
+import time
+from collections import deque
+from dataclasses import dataclass
+from typing import Any, ClassVar
+
+import torch
+from torch import nn
+
+from trainer.agents._common import AgentConfig, ProgressFn, StopFn, Throttle, check_env, seeded_init, set_lr
+from trainer.agents.networks import DeterministicPolicy, RunningMeanStd, SquashedGaussianActor, TwinQ
+from trainer.buffers.replay import ReplayBuffer
+from trainer.errors import ConfigError
+from trainer.ops.losses import sac_actor_loss, sac_critic_loss, sac_critic_target, sac_temperature_loss
+
+__all__ = ["SACAgent", "SACConfig"]
+
+
+@dataclass
+class SACConfig(AgentConfig):
+    """SAC hyperparameters. Defaults target the stock-trading env (1024 envs, ~300 obs, 29 actions).
+
+    Attributes:
+        num_envs: parallel envs E the pod creates, >= 1; each env step adds E transitions.
+        hidden_sizes: widths of the actor and of each Q network (ReLU), each >= 1.
+        actor_learning_rate: Adam step size of the policy, > 0 (mutable by PBT).
+        critic_learning_rate: Adam step size of the twin critics, > 0 (mutable by PBT).
+        alpha_learning_rate: Adam step size of the log temperature, > 0.
+        batch_size: transitions per gradient update, >= 1.
+        buffer_size: replay capacity in transitions, >= num_envs. Memory is about
+            ``buffer_size * (2 obs_dim + action_dim + 2) * 4`` bytes (660 MB at the default with
+            300-dim observations).
+        learning_starts: transitions collected (uniform random actions) before the first update,
+            >= 0; updates also wait until the buffer holds ``max(learning_starts, batch_size)``.
+        updates_per_step: gradient updates after each vector env step, >= 1. The replay ratio
+            (updates per transition) is ``updates_per_step / num_envs``; with many envs the
+            large batch compensates (ElegantRL-Podracer, arXiv 2112.05923, sec. 4).
+        gamma: discount in (0, 1].
+        tau: Polyak coefficient of the target critics in (0, 1] (paper: 0.005).
+        initial_alpha: starting entropy temperature, > 0.
+        autotune_alpha: learn alpha toward ``target_entropy`` (paper eq. 18); fixed otherwise.
+        target_entropy: desired policy entropy in nats; None means ``-action_dim`` (paper sec. 5).
+        normalize_observations: standardise observations with running mean/var (fixed at creation).
+        obs_clip: normalised observations are clipped to +-obs_clip, > 0.
+        reward_scale: rewards are multiplied by this before learning, > 0.
+    """
+
+    algorithm: ClassVar[str] = "sac"
+
+    num_envs: int = 1024
+    hidden_sizes: tuple[int, ...] = (256, 256)
+    actor_learning_rate: float = 3e-4
+    critic_learning_rate: float = 3e-4
+    alpha_learning_rate: float = 3e-4
+    batch_size: int = 1024
+    buffer_size: int = 2**18
+    learning_starts: int = 10_000
+    updates_per_step: int = 4
+    gamma: float = 0.99
+    tau: float = 0.005
+    initial_alpha: float = 0.1
+    autotune_alpha: bool = True
+    target_entropy: float | None = None
+    normalize_observations: bool = True
+    obs_clip: float = 10.0
+    reward_scale: float = 1.0
+
+    FIXED: ClassVar[tuple[str, ...]] = ("hidden_sizes", "normalize_observations", "buffer_size")
+
+    def validate(self) -> None:
+        """Raise :class:`ConfigError` naming the first impossible field."""
+        r = self._require
+        r(self.num_envs >= 1, "num_envs", "must be >= 1")
+        r(len(self.hidden_sizes) >= 1 and all(h >= 1 for h in self.hidden_sizes), "hidden_sizes", "must be >= 1 each")
+        for name in ("actor_learning_rate", "critic_learning_rate", "alpha_learning_rate"):
+            value = getattr(self, name)
+            r(math.isfinite(value) and value > 0, name, "must be > 0")
+        r(self.batch_size >= 1, "batch_size", "must be >= 1")
+        r(self.buffer_size >= self.num_envs, "buffer_size", f"must be >= num_envs ({self.num_envs})")
+        r(self.learning_starts >= 0, "learning_starts", "must be >= 0")
+        r(self.updates_per_step >= 1, "updates_per_step", "must be >= 1")
+        r(0 < self.gamma <= 1, "gamma", "must be in (0, 1]")
+        r(0 < self.tau <= 1, "tau", "must be in (0, 1]")
+        r(math.isfinite(self.initial_alpha) and self.initial_alpha > 0, "initial_alpha", "must be > 0")
+        r(self.target_entropy is None or math.isfinite(self.target_entropy), "target_entropy", "must be finite")
+        r(self.obs_clip > 0, "obs_clip", "must be > 0")
+        r(math.isfinite(self.reward_scale) and self.reward_scale > 0, "reward_scale", "must be > 0")
+
+
+class SACAgent:
+    """SAC agent: owns actor, twin critics and targets, optimizers, temperature, replay, RNG, counters.
+
+    Args:
+        obs_dim: observation size (>= 1).
+        action_dim: action size (>= 1); actions live in [-1, 1].
+        config: hyperparameters (validated here); defaults when None.
+        device: where networks, replay buffer and sampling live (should be the env's device).
+        seed: seeds network initialisation and the agent's generator (exploration, replay
+            sampling, env reset seeds).
+
+    Raises:
+        ConfigError: invalid config or dimensions.
+    """
+
+    algorithm = "sac"
+
+    def __init__(
+        self,
+        obs_dim: int,
+        action_dim: int,
+        config: SACConfig | None = None,
+        *,
+        device: str | torch.device = "cpu",
+        seed: int = 0,
+    ) -> None:
+        if obs_dim < 1 or action_dim < 1:
+            raise ConfigError(f"obs_dim and action_dim must be >= 1, got {obs_dim}, {action_dim}", field="env")
+        self.config = config if config is not None else SACConfig()
+        self.config.validate()
+        cfg = self.config
+        self.obs_dim, self.action_dim = obs_dim, action_dim
+        self.device = torch.device(device)
+        with seeded_init(seed):
+            self.actor = SquashedGaussianActor(obs_dim, action_dim, cfg.hidden_sizes)
+            self.critic = TwinQ(obs_dim, action_dim, cfg.hidden_sizes)
+        self.critic_target = copy.deepcopy(self.critic).requires_grad_(False)
+        for module in (self.actor, self.critic, self.critic_target):
+            module.to(self.device)
+        self.obs_rms = (
+            RunningMeanStd(obs_dim, clip=cfg.obs_clip).to(self.device) if cfg.normalize_observations else None
+        )
+        self.log_alpha = torch.tensor(math.log(cfg.initial_alpha), device=self.device, requires_grad=True)
+        self.actor_optimizer = torch.optim.Adam(self.actor.parameters(), lr=cfg.actor_learning_rate)
+        self.critic_optimizer = torch.optim.Adam(self.critic.parameters(), lr=cfg.critic_learning_rate)
+        self.alpha_optimizer = torch.optim.Adam([self.log_alpha], lr=cfg.alpha_learning_rate)
+        self.replay = ReplayBuffer(cfg.buffer_size, obs_dim, action_dim, self.device)
+        self.generator = torch.Generator(device=self.device)
+        self.generator.manual_seed(seed)
+        self.env_steps = 0  # transitions collected over the agent's life
+        self.updates = 0  # gradient updates over the agent's life
+        self.recent_returns: deque[float] = deque(maxlen=100)
+
+    @property
+    def target_entropy(self) -> float:
+        """Entropy target in nats (``-action_dim`` unless configured)."""
+        te = self.config.target_entropy
+        return float(-self.action_dim) if te is None else te
+
+    def _normalize(self, obs: torch.Tensor) -> torch.Tensor:
+        return obs if self.obs_rms is None else self.obs_rms(obs)
+
+    # ------------------------------------------------------------------ acting
+    @torch.no_grad()
+    def act(self, obs: torch.Tensor, deterministic: bool = True) -> torch.Tensor:
+        """Actions for a batch of raw observations.
+
+        Args:
+            obs: (B, obs_dim) float32 raw observations (moved to the agent's device).
+            deterministic: ``tanh(mean)`` when true, a squashed Gaussian sample (from the agent's
+                generator, which advances it) otherwise.
+
+        Returns:
+            (B, action_dim) float32 actions in [-1, 1] on the agent's device.
+        """
+        x = self._normalize(obs.to(self.device, torch.float32))
+        if deterministic:
+            return self.actor(x)
+        action, _ = self.actor.sample(x, self.generator)
+        return action
+
+    def policy_module(self) -> nn.Module:
+        """A detached copy: raw obs (B, obs_dim) -> ``tanh(mean)`` (B, A), normalizer baked in."""
+        return copy.deepcopy(DeterministicPolicy(self.actor, self.obs_rms)).eval()
+
+    # ---------------------------------------------------------------- learning
+    def _update(self) -> torch.Tensor:
+        """One gradient step of critics, actor and temperature; returns detached losses (4,)."""
+        cfg = self.config
+        batch = self.replay.sample(cfg.batch_size, self.generator)
+        obs, next_obs = self._normalize(batch.obs), self._normalize(batch.next_obs)
+        alpha = self.log_alpha.detach().exp()
+
+        with torch.no_grad():
+            next_action, next_log_prob = self.actor.sample(next_obs, self.generator)
+            tq1, tq2 = self.critic_target(next_obs, next_action)
+            target = sac_critic_target(
+                batch.rewards, batch.terminated, tq1, tq2, next_log_prob, gamma=cfg.gamma, alpha=alpha
+            )
+        q1, q2 = self.critic(obs, batch.actions)
+        critic_loss = sac_critic_loss(q1, q2, target)
+        self.critic_optimizer.zero_grad(set_to_none=True)
+        critic_loss.backward()
+        self.critic_optimizer.step()
+
+        action, log_prob = self.actor.sample(obs, self.generator)
+        self.critic.requires_grad_(False)  # the actor loss must not leave gradients on the critics
+        q1_pi, q2_pi = self.critic(obs, action)
+        self.critic.requires_grad_(True)
+        actor_loss = sac_actor_loss(q1_pi, q2_pi, log_prob, alpha)
+        self.actor_optimizer.zero_grad(set_to_none=True)
+        actor_loss.backward()
+        self.actor_optimizer.step()
+
+        if cfg.autotune_alpha:
+            alpha_loss = sac_temperature_loss(self.log_alpha, log_prob, self.target_entropy)
+            self.alpha_optimizer.zero_grad(set_to_none=True)
+            alpha_loss.backward()
+            self.alpha_optimizer.step()
+        else:
+            alpha_loss = torch.zeros((), device=self.device)
+
+        with torch.no_grad():  # Polyak averaging: theta' <- (1 - tau) theta' + tau theta
+            target_params = list(self.critic_target.parameters())
+            torch._foreach_lerp_(target_params, list(self.critic.parameters()), cfg.tau)
+        self.updates += 1
+        return torch.stack([critic_loss.detach(), actor_loss.detach(), alpha_loss.detach(), alpha])
+
+    def learn(
+        self,
+        env: Any,
+        env_steps: int,
+        *,
+        progress: ProgressFn | None = None,
+        should_stop: StopFn | None = None,
+    ) -> dict[str, Any]:
+        """Train for at least ``env_steps`` transitions (whole vector steps of E).
+
+        The env is reset first with a seed from the agent's generator (see the module docstring).
+        Until the agent has collected ``learning_starts`` transitions it acts uniformly at random.
+
+        Args:
+            env: vectorized env following ``docs/architecture.md`` on the agent's device.
+            env_steps: transitions to collect, >= 0.
+            progress: called at most ~4 times a second with ``env_steps`` (this call),
+                ``total_env_steps``, ``steps_per_s``, ``episode_return_mean`` (last 100 finished
+                episodes, unscaled, None before any) and the latest losses.
+            should_stop: polled after every env step and its updates; when it returns true the
+                call ends early with ``stats["cancelled"] = True``.
+
+        Returns:
+            Stats dict: ``env_steps``, ``total_env_steps``, ``updates``, ``duration_s``,
+            ``steps_per_s``, ``episode_return_mean``, ``episodes``, ``cancelled``, and the latest
+            ``critic_loss``, ``actor_loss``, ``alpha_loss``, ``alpha`` once updates have started.
+
+        Raises:
+            ConfigError: the env's dimensions differ from the agent's, or it has more envs than the
+                replay capacity.
+        """
+        cfg = self.config
+        check_env(env, self.obs_dim, self.action_dim, self.algorithm)
+        if env.num_envs > cfg.buffer_size:
+            raise ConfigError(
+                f"sac.buffer_size {cfg.buffer_size} is smaller than env.num_envs {env.num_envs}",
+                field="sac.buffer_size",
+            )
+        if env_steps < 0:
+            raise ConfigError(f"env_steps must be >= 0, got {env_steps}", field="env_steps")
+        num_envs = env.num_envs
+        vector_steps = math.ceil(env_steps / num_envs)
+        throttle = Throttle(progress)
+        start = time.monotonic()
+        collected, episodes, cancelled = 0, 0, False
+        last_losses: torch.Tensor | None = None
+        pending_returns: list[torch.Tensor] = []  # finished-episode returns not yet moved to host
+
+        env_seed = int(torch.randint(0, 2**31 - 1, (1,), device=self.device, generator=self.generator).item())
+        obs, _ = env.reset(seed=env_seed)
+        for _ in range(vector_steps):
+            if should_stop is not None and should_stop():
+                cancelled = True
+                break
+            if self.obs_rms is not None:
+                self.obs_rms.update(obs)
+            with torch.no_grad():
+                if self.env_steps < cfg.learning_starts:
+                    action = (
+                        torch.rand((num_envs, self.action_dim), device=self.device, generator=self.generator)
+                        .mul_(2.0)
+                        .sub_(1.0)
+                    )
+                else:
+                    action, _ = self.actor.sample(self._normalize(obs), self.generator)
+            next_obs, reward, terminated, truncated, info = env.step(action)
+            done = terminated | truncated
+            real_next = torch.where(done[:, None], info["final_observation"], next_obs)
+            self.replay.add(obs, action, reward * cfg.reward_scale, real_next, terminated)
+            pending_returns.append(info["episode_return"][done])
+            obs = next_obs
+            collected += num_envs
+            self.env_steps += num_envs
+
+            if self.replay.size >= max(cfg.learning_starts, cfg.batch_size):
+                for _ in range(cfg.updates_per_step):
+                    last_losses = self._update()
+            if throttle.due():
+                episodes += self._drain(pending_returns)
+                throttle(self._stats(collected, episodes, start, last_losses, cancelled))
+        episodes += self._drain(pending_returns)
+        return self._stats(collected, episodes, start, last_losses, cancelled)
+
+    def _drain(self, pending: list[torch.Tensor]) -> int:
+        """Move finished-episode returns to ``recent_returns`` (one device sync); returns the count."""
+        if not pending:
+            return 0
+        finished = torch.cat(pending).tolist()
+        pending.clear()
+        self.recent_returns.extend(finished)
+        return len(finished)
+
+    def _stats(
+        self, collected: int, episodes: int, start: float, losses: torch.Tensor | None, cancelled: bool
+    ) -> dict[str, Any]:
+        elapsed = time.monotonic() - start
+        recent = list(self.recent_returns)
+        stats = {
+            "env_steps": collected,
+            "total_env_steps": self.env_steps,
+            "updates": self.updates,
+            "duration_s": elapsed,
+            "steps_per_s": collected / elapsed if elapsed > 0 else 0.0,
+            "episode_return_mean": sum(recent) / len(recent) if recent else None,
+            "episodes": episodes,
+            "cancelled": cancelled,
+        }
+        if losses is not None:
+            stats.update(zip(("critic_loss", "actor_loss", "alpha_loss", "alpha"), losses.tolist()))
+        return stats
+
+    # ------------------------------------------------------- hyperparameters
+    def hyperparameters(self) -> dict[str, Any]:
+        """The current config as a JSON-able dict."""
+        return self.config.to_dict()
+
+    def set_hyperparameters(self, **changes: Any) -> None:
+        """Change hyperparameters between learn calls (PBT mutation); learning rates reach Adam.
+
+        Raises:
+            ConfigError: unknown key, bad value, or a field fixed at creation (``hidden_sizes``,
+                ``normalize_observations``, ``buffer_size``) given a different value.
+        """
+        config = self.config.replace(**changes)
+        for name in SACConfig.FIXED:
+            if getattr(config, name) != getattr(self.config, name):
+                raise ConfigError(f"sac.{name} cannot change after the agent is created", field=f"sac.{name}")
+        self.config = config
+        set_lr(self.actor_optimizer, config.actor_learning_rate)
+        set_lr(self.critic_optimizer, config.critic_learning_rate)
+        set_lr(self.alpha_optimizer, config.alpha_learning_rate)
+
+    # ------------------------------------------------------------ checkpoints
+    def state_dict(self, *, include_replay_buffer: bool = False) -> dict[str, Any]:
+        """Full training state as tensors and plain containers (``torch.load(weights_only=True)``-safe).
+
+        Args:
+            include_replay_buffer: also save the filled replay rows (large: see
+                :class:`SACConfig.buffer_size`); needed for a bit-exact resume.
+        """
+        return {
+            "algorithm": self.algorithm,
+            "obs_dim": self.obs_dim,
+            "action_dim": self.action_dim,
+            "config": self.config.to_dict(),
+            "actor": self.actor.state_dict(),
+            "critic": self.critic.state_dict(),
+            "critic_target": self.critic_target.state_dict(),
+            "log_alpha": self.log_alpha.detach().clone(),
+            "obs_rms": self.obs_rms.state_dict() if self.obs_rms is not None else None,
+            "actor_optimizer": self.actor_optimizer.state_dict(),
+            "critic_optimizer": self.critic_optimizer.state_dict(),
+            "alpha_optimizer": self.alpha_optimizer.state_dict(),
+            "replay": self.replay.state_dict() if include_replay_buffer else None,
+            "generator": self.generator.get_state(),
+            "env_steps": self.env_steps,
+            "updates": self.updates,
+            "recent_returns": list(self.recent_returns),
+        }
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        """Restore a :meth:`state_dict` (config included; networks must have the same shapes).
+
+        Raises:
+            ConfigError: the state belongs to another algorithm, other dimensions or a different
+                fixed field.
+        """
+        if state.get("algorithm") != self.algorithm:
+            raise ConfigError(f"state is for algorithm {state.get('algorithm')!r}, not sac", field="algorithm")
+        if (state["obs_dim"], state["action_dim"]) != (self.obs_dim, self.action_dim):
+            raise ConfigError("state has different obs_dim/action_dim", field="env")
+        config = SACConfig.from_dict(state["config"])
+        for name in SACConfig.FIXED:
+            if getattr(config, name) != getattr(self.config, name):
+                raise ConfigError(f"state has a different sac.{name}", field=f"sac.{name}")
+        self.config = config
+        self.actor.load_state_dict(state["actor"])
+        self.critic.load_state_dict(state["critic"])
+        self.critic_target.load_state_dict(state["critic_target"])
+        with torch.no_grad():
+            self.log_alpha.copy_(state["log_alpha"])
+        if self.obs_rms is not None and state["obs_rms"] is not None:
+            self.obs_rms.load_state_dict(state["obs_rms"])
+        self.actor_optimizer.load_state_dict(state["actor_optimizer"])
+        self.critic_optimizer.load_state_dict(state["critic_optimizer"])
+        self.alpha_optimizer.load_state_dict(state["alpha_optimizer"])
+        if state["replay"] is not None:
+            self.replay.load_state_dict(state["replay"])
+        self.generator.set_state(state["generator"])
+        self.env_steps = int(state["env_steps"])
+        self.updates = int(state["updates"])
+        self.recent_returns = deque((float(x) for x in state["recent_returns"]), maxlen=100)
