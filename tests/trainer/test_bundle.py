@@ -1,0 +1,257 @@
+"""Agent bundles and checkpoints: round trip, ONNX parity, tampering and truncation."""
+
+from __future__ import annotations
+
+import io
+import json
+import zipfile
+
+import numpy as np
+import onnxruntime as ort
+import pytest
+import torch
+
+import trainer
+from trainer.bundle import (
+    BUNDLE_MEMBERS,
+    _build_agent,
+    export_bundle,
+    load_agent,
+    load_checkpoint,
+    save_checkpoint,
+    sha256_bytes,
+    sha256_file,
+)
+from trainer.data.pipeline import load_market_data
+from trainer.errors import BundleError, DataError
+from trainer.pod import TaskSpec, demo_task_dict, run_generation
+
+TICKERS = ["AAPL", "MSFT", "JPM"]
+
+
+@pytest.fixture(autouse=True, scope="module")
+def _one_torch_thread():
+    torch.set_num_threads(1)
+
+
+@pytest.fixture(scope="module")
+def task() -> TaskSpec:
+    d = demo_task_dict()
+    d["data"]["tickers"] = TICKERS
+    # a larger initial log std and learning rate make a short run move the policy visibly
+    d["hyperparameters"] = {
+        "num_envs": 32,
+        "rollout_steps": 8,
+        "num_minibatches": 2,
+        "update_epochs": 2,
+        "hidden_sizes": [32, 32],
+        "learning_rate": 3e-3,
+    }
+    return TaskSpec.from_dict(d)
+
+
+@pytest.fixture(scope="module")
+def market(task, data_dir, tmp_path_factory):
+    return load_market_data(task.data, data_dir=data_dir, cache_dir=tmp_path_factory.mktemp("cache"))
+
+
+@pytest.fixture(scope="module")
+def checkpoint(task, market, tmp_path_factory):
+    out = tmp_path_factory.mktemp("ckpt") / "g1.pt"
+    return run_generation(task, env_steps=512, out_path=out, seed=0, device="cpu", market_data=market).checkpoint_path
+
+
+@pytest.fixture(scope="module")
+def bundle(checkpoint, tmp_path_factory):
+    path = tmp_path_factory.mktemp("bundle") / "agent.zip"
+    digest = export_bundle(checkpoint, path)
+    return path, digest
+
+
+@pytest.fixture(scope="module")
+def real_obs(task, market, checkpoint):
+    """(253, obs_dim) observations of the validation year, with holdings built by the agent."""
+    agent = _build_agent(load_checkpoint(checkpoint))
+    from trainer.envs.stock_trading import StockTradingVecEnv
+
+    env = StockTradingVecEnv(market.slice(*task.validation), task.env, num_envs=1, seed=0)
+    obs, _ = env.reset(options={"start_day": 0})
+    rows = [obs]
+    for _ in range(env.num_days - 1):
+        obs, *_ = env.step(agent.act(obs, deterministic=True) + 0.5)  # +0.5 so it holds shares
+        rows.append(obs)
+    return torch.cat(rows)
+
+
+def test_bundle_holds_every_member_with_matching_checksums(bundle):
+    path, digest = bundle
+    assert sha256_file(path) == digest
+    with zipfile.ZipFile(path) as zf:
+        assert sorted(zf.namelist()) == sorted(BUNDLE_MEMBERS)
+        sums = dict(line.split("  ")[::-1] for line in zf.read("SHA256SUMS").decode().splitlines())
+        for name in BUNDLE_MEMBERS[:-1]:
+            assert sums[name] == sha256_bytes(zf.read(name))
+        assert "Sharpe" in zf.read("README.md").decode()
+
+
+def test_config_describes_observations_tickers_and_normalization(bundle, checkpoint):
+    state = load_checkpoint(checkpoint)
+    agent = load_agent(bundle[0])
+    cfg = agent.config
+    assert agent.tickers == tuple(TICKERS)
+    assert cfg["indicators"] == list(state["observation_layout"]["feature_names"])
+    assert cfg["observation_layout"] == state["observation_layout"]
+    assert cfg["architecture"]["obs_dim"] == 1 + 2 * 3 + 3 * 8
+    stats = cfg["normalization"]["statistics"]
+    np.testing.assert_array_equal(stats["mean"], state["agent"]["obs_rms"]["mean"].numpy())
+    assert cfg["env_config"] == state["env_config"]
+    assert cfg["data_window"]["train"] == ["2010-01-04", "2019-12-31"]
+    assert cfg["hyperparameters"]["hidden_sizes"] == [32, 32]
+    assert cfg["paddock_version"] == trainer.__version__
+    assert cfg["checkpoint_sha256"] == sha256_file(checkpoint)
+
+
+def test_loaded_agent_acts_exactly_like_the_trained_agents_deterministic_policy(bundle, checkpoint, real_obs):
+    trained = _build_agent(load_checkpoint(checkpoint))
+    expected = trained.act(real_obs, deterministic=True)
+    assert expected.abs().max() > 0.01  # the policy is not trivially zero
+    loaded = trainer.load_agent(bundle[0])
+    got_numpy = loaded.act(real_obs.numpy())
+    assert isinstance(got_numpy, np.ndarray) and got_numpy.dtype == np.float32
+    np.testing.assert_array_equal(got_numpy, expected.numpy())
+    got_tensor = loaded.act(real_obs)
+    assert isinstance(got_tensor, torch.Tensor)
+    assert torch.equal(got_tensor, expected)
+    # one observation at a time (batch size changes float summation order, hence the 1e-6)
+    np.testing.assert_allclose(loaded.act(real_obs[0].numpy()), expected[0].numpy(), atol=1e-6, rtol=0)
+
+
+def test_onnx_policy_agrees_with_torch_within_1e_5(bundle, real_obs):
+    loaded = load_agent(bundle[0])
+    with zipfile.ZipFile(bundle[0]) as zf:
+        session = ort.InferenceSession(zf.read("policy.onnx"), providers=["CPUExecutionProvider"])
+    onnx_actions = session.run(["action"], {"obs": real_obs.numpy()})[0]
+    np.testing.assert_allclose(onnx_actions, loaded.act(real_obs.numpy()), atol=1e-5, rtol=0)
+    single = session.run(["action"], {"obs": real_obs[:1].numpy()})[0]  # the batch axis is dynamic
+    assert single.shape == (1, 3)
+
+
+def test_exporting_the_same_checkpoint_twice_gives_the_same_zip(bundle, checkpoint, tmp_path):
+    assert export_bundle(checkpoint, tmp_path / "again.zip") == bundle[1]
+
+
+def _rewrite(src, dst, change):
+    with zipfile.ZipFile(src) as zin, zipfile.ZipFile(dst, "w") as zout:
+        for name in zin.namelist():
+            data = change(name, zin.read(name))
+            if data is not None:
+                zout.writestr(name, data)
+
+
+def test_tampered_weights_are_refused_naming_the_member(bundle, tmp_path):
+    bad = tmp_path / "tampered.zip"
+
+    def flip(name, data):
+        if name != "policy.safetensors":
+            return data
+        arr = bytearray(data)
+        arr[-1] ^= 0x01
+        return bytes(arr)
+
+    _rewrite(bundle[0], bad, flip)
+    with pytest.raises(BundleError) as info:
+        load_agent(bad)
+    assert "policy.safetensors" in info.value.message
+    assert info.value.details == {"file": str(bad), "member": "policy.safetensors"}
+
+
+def test_truncated_bundle_is_refused_naming_the_file(bundle, tmp_path):
+    bad = tmp_path / "truncated.zip"
+    data = bundle[0].read_bytes()
+    bad.write_bytes(data[: len(data) // 2])
+    with pytest.raises(BundleError) as info:
+        load_agent(bad)
+    assert str(bad) in info.value.message
+    assert info.value.details["file"] == str(bad)
+
+
+def test_bundle_missing_a_member_is_refused_naming_it(bundle, tmp_path):
+    bad = tmp_path / "partial.zip"
+    _rewrite(bundle[0], bad, lambda name, data: None if name == "config.json" else data)
+    with pytest.raises(BundleError) as info:
+        load_agent(bad)
+    assert "config.json is missing" in info.value.message
+
+
+def test_loaded_agent_runs_over_the_test_dates(bundle, task, market):
+    loaded = load_agent(bundle[0])
+    test = market.slice(*task.test, name="test")
+    env = loaded.make_env(test)
+    obs, info = env.reset(options={"start_day": 0})
+    policy = loaded.backtest_policy()
+    obs, reward, terminated, truncated, info = env.step(policy(obs))
+    assert obs.shape == (1, loaded.obs_dim)
+    metrics = loaded.evaluate(test, random_windows=0)
+    assert metrics["start"] == "2021-01-05" and metrics["end"] == "2022-11-15"
+    assert metrics["num_days"] == test.num_days - 1
+
+
+def test_loaded_agent_refuses_market_data_with_other_tickers(bundle, market):
+    loaded = load_agent(bundle[0])
+    from trainer.data.market import MarketData
+
+    fewer = MarketData(
+        dates=market.dates,
+        tickers=("AAPL", "MSFT"),
+        close=market.close[:, :2],
+        features=market.features[:, :2],
+        feature_names=market.feature_names,
+        turbulence=market.turbulence,
+    )
+    with pytest.raises(DataError) as info:
+        loaded.make_env(fewer)
+    assert "JPM" in info.value.message
+
+
+def test_observations_of_the_wrong_width_are_a_data_error(bundle):
+    with pytest.raises(DataError):
+        load_agent(bundle[0]).act(np.zeros((2, 5), dtype=np.float32))
+
+
+class _NotAllowed:
+    """A class that weights_only loading must refuse to unpickle."""
+
+
+def test_checkpoint_loading_never_unpickles_arbitrary_objects(tmp_path):
+    path = tmp_path / "evil.pt"
+    torch.save({"format": "paddock.checkpoint", "payload": _NotAllowed()}, path)
+    with pytest.raises(BundleError) as info:
+        load_checkpoint(path)
+    assert info.value.details["file"] == str(path)
+    with pytest.raises(BundleError):
+        save_checkpoint({"payload": _NotAllowed()}, tmp_path / "never.pt")
+    assert not (tmp_path / "never.pt").exists()
+
+
+def test_truncated_or_altered_checkpoints_are_refused(checkpoint, tmp_path):
+    data = checkpoint.read_bytes()
+    cut = tmp_path / "cut.pt"
+    cut.write_bytes(data[: len(data) // 3])
+    with pytest.raises(BundleError):
+        load_checkpoint(cut)
+    with pytest.raises(BundleError) as info:
+        load_checkpoint(checkpoint, expected_sha256="0" * 64)
+    assert "SHA-256" in info.value.message
+
+
+def test_bundle_config_is_plain_json(bundle):
+    with zipfile.ZipFile(bundle[0]) as zf:
+        json.load(io.BytesIO(zf.read("config.json")))
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
+def test_loaded_agent_acts_on_gpu_tensors(bundle, real_obs):
+    loaded = load_agent(bundle[0])
+    on_gpu = loaded.act(real_obs.cuda())
+    assert on_gpu.is_cuda
+    np.testing.assert_allclose(on_gpu.cpu().numpy(), loaded.act(real_obs.numpy()), atol=1e-5)

@@ -1,0 +1,703 @@
+"""Checkpoints (resumable training state) and downloadable agent bundles (inference only).
+
+**Checkpoint**: one ``torch.save`` file of plain containers and tensors (no pickled classes),
+so it loads with ``torch.load(weights_only=True)``. Keys (``CHECKPOINT_FORMAT`` version 1):
+
+* ``format``, ``format_version``, ``paddock_version``, ``created_at`` (UTC ISO 8601);
+* ``algorithm``, ``hyperparameters`` (the agent's full dict), ``agent`` (``agent.state_dict()``:
+  networks, optimizers, observation normalizer, RNG states and step counters);
+* ``obs_dim``, ``action_dim``, ``observation_layout`` (the env's JSON layout), ``env_config``;
+* ``task`` (:meth:`trainer.pod.TaskSpec.to_dict`), ``data_window`` (tickers, feature names,
+  first/last day of each split actually used, content hash of the panel);
+* ``score``, ``metrics`` (validation), ``env_steps`` (this generation), ``total_env_steps``,
+  ``generation``, ``parent_sha256``, ``seed``, ``cancelled``.
+
+**Bundle**: a zip for users, holding
+
+* ``policy.safetensors``: the actor's tensors (``agent.policy_module().state_dict()``: raw
+  observation in, deterministic action in [-1, 1] out, normalizer included);
+* ``config.json``: everything needed to rebuild and feed the actor (observation layout,
+  tickers, indicators, normalization statistics, env parameters, data window, algorithm,
+  hyperparameters and network architecture, Paddock version);
+* ``policy.onnx``: the same actor for ONNX runtimes (input ``obs`` (B, obs_dim) float32, output
+  ``action`` (B, action_dim) float32);
+* ``README.md``: a short model card;
+* ``SHA256SUMS``: ``<sha256>  <name>`` of every other member, checked on load.
+
+Every file is written atomically: a temporary file in the destination folder, ``fsync``, then
+``os.replace``, so a crash never leaves a half-written checkpoint under the final name.
+Loading never unpickles arbitrary objects: checkpoints go through ``weights_only=True``,
+bundles through safetensors and JSON only.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import copy
+import datetime as _dt
+import hashlib
+import io
+import json
+import os
+import tempfile
+import warnings
+import zipfile
+import zlib
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+
+from trainer import __version__
+from trainer.errors import BundleError, ConfigError, TrainerError
+
+__all__ = [
+    "BUNDLE_MEMBERS",
+    "CHECKPOINT_FORMAT",
+    "LoadedAgent",
+    "atomic_write_bytes",
+    "export_bundle",
+    "load_agent",
+    "load_checkpoint",
+    "save_checkpoint",
+    "sha256_bytes",
+    "sha256_file",
+]
+
+CHECKPOINT_FORMAT = "paddock.checkpoint"
+CHECKPOINT_VERSION = 1
+BUNDLE_FORMAT = "paddock.bundle"
+BUNDLE_VERSION = 1
+#: Members of a bundle zip; every one but ``SHA256SUMS`` is listed in ``SHA256SUMS``.
+BUNDLE_MEMBERS = ("policy.safetensors", "config.json", "policy.onnx", "README.md", "SHA256SUMS")
+_REQUIRED_CHECKPOINT_KEYS = (
+    "algorithm",
+    "hyperparameters",
+    "agent",
+    "obs_dim",
+    "action_dim",
+    "observation_layout",
+    "env_config",
+    "task",
+)
+
+
+# ---------------------------------------------------------------------------- file helpers
+def sha256_bytes(data: bytes) -> str:
+    """Hex SHA-256 digest of ``data``."""
+    return hashlib.sha256(data).hexdigest()
+
+
+def sha256_file(path: str | Path) -> str:
+    """Hex SHA-256 digest of a file's bytes, read in 1 MiB chunks.
+
+    Raises:
+        BundleError: the file cannot be read (``file`` names it).
+    """
+    h = hashlib.sha256()
+    try:
+        with open(path, "rb") as f:
+            for chunk in iter(lambda: f.read(1 << 20), b""):
+                h.update(chunk)
+    except OSError as exc:
+        raise BundleError(f"{path}: cannot be read ({exc.strerror or exc})", file=str(path)) from exc
+    return h.hexdigest()
+
+
+def atomic_write_bytes(path: str | Path, data: bytes) -> str:
+    """Write ``data`` to ``path`` atomically and durably; return its hex SHA-256.
+
+    The bytes go to a temporary file in the same folder (same file system, so the rename is
+    atomic), are flushed and fsynced, and the file is renamed over ``path`` with
+    ``os.replace``; the folder is fsynced too where the OS allows it. Readers see either the
+    old file or the complete new one. Missing parent folders are created.
+
+    Raises:
+        BundleError: the folder cannot be created or written (``file`` names ``path``).
+    """
+    path = Path(path)
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    except OSError as exc:
+        raise BundleError(f"{path}: cannot write here ({exc.strerror or exc})", file=str(path)) from exc
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException as exc:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        if isinstance(exc, OSError):
+            raise BundleError(f"{path}: cannot write ({exc.strerror or exc})", file=str(path)) from exc
+        raise
+    with contextlib.suppress(OSError):  # not possible on every platform (e.g. Windows)
+        dir_fd = os.open(path.parent, os.O_RDONLY)
+        try:
+            os.fsync(dir_fd)
+        finally:
+            os.close(dir_fd)
+    return sha256_bytes(data)
+
+
+def utc_now() -> str:
+    """Current UTC time as ISO 8601 with a ``Z`` suffix, to the second."""
+    return _dt.datetime.now(_dt.UTC).replace(microsecond=0).isoformat().replace("+00:00", "Z")
+
+
+# ---------------------------------------------------------------------------- checkpoints
+def save_checkpoint(state: dict[str, Any], path: str | Path) -> str:
+    """Serialize a checkpoint dict with ``torch.save`` and write it atomically.
+
+    Args:
+        state: plain containers (dict/list/tuple), str/int/float/bool/None and tensors only
+            (what ``torch.load(weights_only=True)`` accepts). ``format``/``format_version``/
+            ``paddock_version`` are filled in when missing.
+        path: destination file (conventionally ``*.pt``).
+
+    Returns:
+        Hex SHA-256 of the written file.
+
+    Raises:
+        BundleError: the state holds an object that would need unpickling to load (it is
+            checked by loading it back from memory before anything is written), or the file
+            cannot be written.
+    """
+    state = {
+        "format": CHECKPOINT_FORMAT,
+        "format_version": CHECKPOINT_VERSION,
+        "paddock_version": __version__,
+        **state,
+    }
+    buf = io.BytesIO()
+    torch.save(state, buf)
+    data = buf.getvalue()
+    try:
+        torch.load(io.BytesIO(data), map_location="cpu", weights_only=True)
+    except Exception as exc:  # an unsafe type would make the file unloadable later
+        raise BundleError(
+            f"{path}: checkpoint state holds an object that weights_only loading refuses ({exc})", file=str(path)
+        ) from exc
+    return atomic_write_bytes(path, data)
+
+
+def load_checkpoint(path: str | Path, *, expected_sha256: str | None = None) -> dict[str, Any]:
+    """Load a checkpoint written by :func:`save_checkpoint` onto the CPU.
+
+    Uses ``torch.load(weights_only=True)`` only: no arbitrary object is ever unpickled.
+
+    Args:
+        path: the checkpoint file.
+        expected_sha256: when given, the file's SHA-256 must equal it (tamper/corruption check).
+
+    Returns:
+        The checkpoint dict (tensors on the CPU); see the module doc for its keys.
+
+    Raises:
+        BundleError: the file is missing, unreadable, truncated, not a Paddock checkpoint, of a
+            newer format, or its SHA-256 differs from ``expected_sha256`` (``file`` names it).
+    """
+    path = Path(path)
+    if not path.is_file():
+        raise BundleError(f"checkpoint {path} does not exist", file=str(path))
+    if expected_sha256 is not None:
+        actual = sha256_file(path)
+        if actual != expected_sha256.lower():
+            raise BundleError(
+                f"checkpoint {path}: SHA-256 {actual} does not match the expected {expected_sha256}", file=str(path)
+            )
+    try:
+        state = torch.load(path, map_location="cpu", weights_only=True)
+    except Exception as exc:  # truncated zip, foreign pickle, unsafe globals...
+        raise BundleError(f"checkpoint {path} cannot be loaded: {_one_line(exc)}", file=str(path)) from exc
+    if not isinstance(state, dict) or state.get("format") != CHECKPOINT_FORMAT:
+        raise BundleError(f"{path} is not a Paddock checkpoint", file=str(path))
+    if int(state.get("format_version", 0)) > CHECKPOINT_VERSION:
+        raise BundleError(
+            f"checkpoint {path} has format version {state['format_version']}; this Paddock reads up to "
+            f"{CHECKPOINT_VERSION}",
+            file=str(path),
+        )
+    missing = [k for k in _REQUIRED_CHECKPOINT_KEYS if k not in state]
+    if missing:
+        raise BundleError(f"checkpoint {path} lacks {', '.join(missing)}", file=str(path))
+    return state
+
+
+def _one_line(exc: BaseException) -> str:
+    text = str(exc).strip().splitlines()
+    return text[0][:300] if text else type(exc).__name__
+
+
+# ---------------------------------------------------------------------------- bundles
+def _build_agent(state: dict[str, Any], *, device: str | torch.device = "cpu") -> Any:
+    """Rebuild the agent of a checkpoint with its full training state (CPU by default)."""
+    from trainer.agents import make_agent
+
+    try:
+        agent = make_agent(
+            state["algorithm"],
+            int(state["obs_dim"]),
+            int(state["action_dim"]),
+            dict(state["hyperparameters"]),
+            device=device,
+            seed=int(state.get("seed", 0) or 0),
+        )
+        agent.load_state_dict(state["agent"])
+    except (ConfigError, KeyError, RuntimeError, TypeError, ValueError) as exc:
+        raise BundleError(
+            f"checkpoint does not rebuild into a {state.get('algorithm')!r} agent: {_one_line(exc)}"
+        ) from exc
+    return agent
+
+
+def _export_onnx(policy: torch.nn.Module, obs_dim: int) -> bytes:
+    """Export ``policy`` (raw obs -> action) to ONNX bytes with a dynamic batch dimension.
+
+    The TorchScript-based exporter is used: it handles these small MLPs in milliseconds, where
+    the ``torch.export``-based one takes seconds per bundle; both give the same graph here.
+    """
+    example = torch.zeros((2, obs_dim), dtype=torch.float32)
+    buf = io.BytesIO()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        torch.onnx.export(
+            policy,
+            (example,),
+            buf,
+            input_names=["obs"],
+            output_names=["action"],
+            dynamic_axes={"obs": {0: "batch"}, "action": {0: "batch"}},
+            opset_version=17,
+            dynamo=False,
+        )
+    return buf.getvalue()
+
+
+def _model_card(config: dict[str, Any]) -> str:
+    metrics = config.get("validation_metrics") or {}
+    window = config.get("data_window") or {}
+    hp = config.get("hyperparameters") or {}
+
+    def pct(x: Any) -> str:
+        return "n/a" if x is None else f"{100 * float(x):.2f} %"
+
+    def num(x: Any) -> str:
+        return "n/a" if x is None else f"{float(x):.3f}"
+
+    lines = [
+        f"# Paddock agent ({config['algorithm'].upper()})",
+        "",
+        "A deep-RL stock-trading policy trained by Paddock (tournament-based ensemble training,",
+        "ElegantRL-Podracer, arXiv 2112.05923). Research artefact, not investment advice.",
+        "",
+        "## What it does",
+        "",
+        f"- Trades {len(config['tickers'])} tickers: {' '.join(config['tickers'])}.",
+        f"- Indicators: {', '.join(config['indicators'])}.",
+        f"- Observation: {config['architecture']['obs_dim']} float32 values (layout in `config.json`,",
+        "  `observation_layout`); action: one value in [-1, 1] per ticker, times `hmax` shares",
+        f"  (hmax = {config['env_config'].get('hmax')}); negative sells, positive buys.",
+        f"- Network: actor MLP {hp.get('hidden_sizes')}, observation normalizer included.",
+        "",
+        "## Data and evaluation",
+        "",
+        f"- Train: {' to '.join(window.get('train', []))}; validation: {' to '.join(window.get('validation', []))};",
+        f"  test (untouched in training): {' to '.join(window.get('test', []))}.",
+        f"- Validation (deterministic policy, full window): Sharpe {num(metrics.get('sharpe_ratio'))},",
+        f"  total return {pct(metrics.get('total_return'))}, max drawdown {pct(metrics.get('max_drawdown'))}.",
+        f"- Env steps trained: {config.get('total_env_steps')}; generation {config.get('generation')}.",
+        "",
+        "## Use",
+        "",
+        "```python",
+        "import trainer",
+        "agent = trainer.load_agent('bundle.zip')",
+        "actions = agent.act(obs)  # (B, obs_dim) float32 -> (B, action_dim) in [-1, 1]",
+        "```",
+        "",
+        "Or run `policy.onnx` (input `obs`, output `action`) with ONNX Runtime.",
+        "",
+        "## Limitations",
+        "",
+        "Survivorship bias (today's index members), daily bars, trades at the close with fixed",
+        "proportional costs, no slippage or market impact. Past performance says little about",
+        "the future.",
+        "",
+        f"Paddock {config['paddock_version']}, checkpoint SHA-256 {config['checkpoint_sha256']}.",
+        "",
+    ]
+    return "\n".join(lines)
+
+
+def _zip_bytes(members: dict[str, bytes], created_at: str | None) -> bytes:
+    """Deterministic zip: fixed member order and timestamps (from the checkpoint's creation)."""
+    stamp = (1980, 1, 1, 0, 0, 0)
+    if created_at:
+        with contextlib.suppress(ValueError):
+            t = _dt.datetime.fromisoformat(created_at.replace("Z", "+00:00"))
+            stamp = (max(t.year, 1980), t.month, t.day, t.hour, t.minute, t.second)
+    buf = io.BytesIO()
+    with zipfile.ZipFile(buf, "w", compression=zipfile.ZIP_DEFLATED) as zf:
+        for name, data in members.items():
+            info = zipfile.ZipInfo(name, date_time=stamp)
+            info.compress_type = zipfile.ZIP_DEFLATED
+            info.external_attr = 0o644 << 16
+            zf.writestr(info, data)
+    return buf.getvalue()
+
+
+def export_bundle(checkpoint_path: str | Path, out_path: str | Path) -> str:
+    """Write a downloadable agent bundle (zip) from a checkpoint; return the zip's SHA-256.
+
+    The actor is rebuilt from the checkpoint with the project's own classes, its
+    ``policy_module()`` (raw observation -> deterministic action, normalizer included) is saved
+    as safetensors and exported to ONNX. See the module doc for the members. Exporting the same
+    checkpoint twice gives byte-identical zips.
+
+    Args:
+        checkpoint_path: a checkpoint written by :func:`trainer.pod.run_generation`.
+        out_path: destination zip (written atomically; its folder is created).
+
+    Returns:
+        Hex SHA-256 of the zip file.
+
+    Raises:
+        BundleError: the checkpoint is missing, corrupt or does not rebuild into an agent, or
+            the bundle cannot be written.
+    """
+    from safetensors.torch import save as safetensors_save
+
+    checkpoint_sha = sha256_file(checkpoint_path)
+    state = load_checkpoint(checkpoint_path)
+    try:
+        agent = _build_agent(state)
+    except BundleError as exc:
+        raise BundleError(f"checkpoint {checkpoint_path}: {exc.message}", file=str(checkpoint_path)) from exc
+    policy = agent.policy_module().to("cpu").eval()
+    tensors = {k: v.detach().to("cpu").contiguous().clone() for k, v in policy.state_dict().items()}
+    # one metadata key: safetensors stores metadata in a hash map whose order varies between runs
+    weights = safetensors_save(tensors, metadata={"paddock": f"policy of a {state['algorithm']} agent"})
+    onnx_bytes = _export_onnx(policy, int(state["obs_dim"]))
+
+    layout = state["observation_layout"]
+    normalization = {
+        k.split(".", 1)[1]: v.double().tolist() if v.ndim else float(v)
+        for k, v in tensors.items()
+        if k.startswith("normalizer.")
+    }
+    hp = dict(state["hyperparameters"])
+    config = {
+        "format": BUNDLE_FORMAT,
+        "format_version": BUNDLE_VERSION,
+        "paddock_version": __version__,
+        "created_at": state.get("created_at"),
+        "algorithm": state["algorithm"],
+        "hyperparameters": hp,
+        "architecture": {
+            "obs_dim": int(state["obs_dim"]),
+            "action_dim": int(state["action_dim"]),
+            "hidden_sizes": list(hp.get("hidden_sizes") or []),
+            "policy": "raw obs -> observation normalizer -> actor MLP -> clip to [-1, 1]",
+            "policy_class": type(policy).__name__,
+            "tensors": {k: list(v.shape) for k, v in tensors.items()},
+            "onnx": {"input": "obs", "output": "action", "opset": 17, "dynamic_axes": ["batch"]},
+        },
+        "tickers": list(layout["tickers"]),
+        "indicators": list(layout["feature_names"]),
+        "observation_layout": layout,
+        "normalization": {
+            "applied_in_policy": bool(normalization),
+            "obs_clip": hp.get("obs_clip"),
+            "statistics": normalization,
+        },
+        "env_config": state["env_config"],
+        "data_window": state.get("data_window"),
+        "task": state["task"],
+        "score": state.get("score"),
+        "validation_metrics": state.get("metrics"),
+        "total_env_steps": state.get("total_env_steps"),
+        "generation": state.get("generation"),
+        "checkpoint_sha256": checkpoint_sha,
+    }
+    config_bytes = json.dumps(config, indent=2, sort_keys=False, allow_nan=False).encode()
+    members = {
+        "policy.safetensors": weights,
+        "config.json": config_bytes,
+        "policy.onnx": onnx_bytes,
+        "README.md": _model_card(config).encode(),
+    }
+    sums = "".join(f"{sha256_bytes(data)}  {name}\n" for name, data in members.items())
+    members["SHA256SUMS"] = sums.encode()
+    return atomic_write_bytes(out_path, _zip_bytes(members, state.get("created_at")))
+
+
+def _read_bundle(path: Path) -> dict[str, bytes]:
+    """Read and verify every member of a bundle zip.
+
+    Raises:
+        BundleError: not a zip / truncated, a member missing, a CRC or SHA-256 mismatch; the
+            message names the bundle and the member, ``details`` has ``file`` and ``member``.
+    """
+    if not path.is_file():
+        raise BundleError(f"bundle {path} does not exist", file=str(path))
+    try:
+        zf = zipfile.ZipFile(path)
+    except (zipfile.BadZipFile, OSError, EOFError) as exc:
+        raise BundleError(
+            f"bundle {path} is not a readable zip file (truncated or corrupt): {_one_line(exc)}", file=str(path)
+        ) from exc
+    members: dict[str, bytes] = {}
+    with zf:
+        names = set(zf.namelist())
+        for name in BUNDLE_MEMBERS:
+            if name not in names:
+                raise BundleError(
+                    f"bundle {path}: {name} is missing (incomplete or truncated bundle)", file=str(path), member=name
+                )
+            try:
+                members[name] = zf.read(name)
+            except (zipfile.BadZipFile, OSError, EOFError, zlib.error) as exc:
+                raise BundleError(
+                    f"bundle {path}: {name} is corrupt ({_one_line(exc)})", file=str(path), member=name
+                ) from exc
+    listed: dict[str, str] = {}
+    for line in members["SHA256SUMS"].decode("utf-8", errors="replace").splitlines():
+        parts = line.strip().split(maxsplit=1)
+        if len(parts) == 2:
+            listed[parts[1].lstrip("*")] = parts[0].lower()
+    for name in BUNDLE_MEMBERS[:-1]:
+        if name not in listed:
+            raise BundleError(f"bundle {path}: SHA256SUMS does not list {name}", file=str(path), member="SHA256SUMS")
+        if sha256_bytes(members[name]) != listed[name]:
+            raise BundleError(
+                f"bundle {path}: {name} does not match its SHA-256 in SHA256SUMS (modified or corrupt)",
+                file=str(path),
+                member=name,
+            )
+    return members
+
+
+class LoadedAgent:
+    """A bundle's policy, ready for inference (no optimizer, no critic, no pickle).
+
+    Attributes:
+        config: the bundle's ``config.json`` as a dict.
+        tickers: (N,) ticker symbols in action/observation order.
+        feature_names: indicator names in observation order.
+        observation_layout: the env's layout dict (see ``StockTradingVecEnv.observation_layout``).
+        obs_dim, action_dim: sizes of one observation and one action.
+        policy: the CPU ``torch.nn.Module`` (raw obs -> action), in eval mode.
+    """
+
+    def __init__(
+        self, config: dict[str, Any], policy: torch.nn.Module, path: Path, device: torch.device | None = None
+    ) -> None:
+        self.config = config
+        self.path = path
+        self.tickers: tuple[str, ...] = tuple(config["tickers"])
+        self.feature_names: tuple[str, ...] = tuple(config["indicators"])
+        self.observation_layout: dict[str, Any] = config["observation_layout"]
+        self.obs_dim = int(config["architecture"]["obs_dim"])
+        self.action_dim = int(config["architecture"]["action_dim"])
+        self.algorithm: str = config["algorithm"]
+        self.policy = policy.eval()
+        self._by_device: dict[str, torch.nn.Module] = {"cpu": self.policy}
+        self.device = device or torch.device("cpu")
+        self._policy_on(self.device)
+
+    def __repr__(self) -> str:
+        return f"LoadedAgent({self.algorithm}, {len(self.tickers)} tickers, obs_dim={self.obs_dim}, path={str(self.path)!r})"
+
+    def _policy_on(self, device: torch.device) -> torch.nn.Module:
+        key = str(device)
+        if key not in self._by_device:
+            self._by_device[key] = copy.deepcopy(self.policy).to(device).eval()
+        return self._by_device[key]
+
+    @torch.no_grad()
+    def act(self, obs: np.ndarray | torch.Tensor) -> np.ndarray | torch.Tensor:
+        """Deterministic actions for a batch of raw observations.
+
+        Args:
+            obs: (B, obs_dim) or (obs_dim,) float observations built as the layout says
+                (numpy array, or a torch tensor on any device).
+
+        Returns:
+            (B, action_dim) (or (action_dim,)) float32 actions in [-1, 1]: a numpy array for
+            numpy input, a tensor on the input's device for tensor input.
+
+        Raises:
+            DataError: the last dimension is not ``obs_dim``.
+        """
+        from trainer.errors import DataError
+
+        as_numpy = not isinstance(obs, torch.Tensor)
+        x = torch.as_tensor(np.asarray(obs, dtype=np.float32)) if as_numpy else obs
+        if x.ndim not in (1, 2) or x.shape[-1] != self.obs_dim:
+            raise DataError(f"obs has shape {tuple(x.shape)}; this agent needs (batch, {self.obs_dim})", field="obs")
+        single = x.ndim == 1
+        x = x.to(torch.float32)
+        out = self._policy_on(x.device)(x[None] if single else x)
+        out = out[0] if single else out
+        return out.cpu().numpy() if as_numpy else out
+
+    def policy_fn(self, device: str | torch.device | None = None) -> Callable[[torch.Tensor], torch.Tensor]:
+        """A callable obs (B, obs_dim) float32 tensor -> action (B, action_dim) tensor on ``device``.
+
+        This is the policy signature of :func:`trainer.pod.evaluate_policy` and of the
+        backtest engine.
+        """
+        target = torch.device(device) if device is not None else self.device
+        module = self._policy_on(target)
+
+        @torch.no_grad()
+        def policy(obs: torch.Tensor) -> torch.Tensor:
+            return module(obs.to(device=target, dtype=torch.float32))
+
+        return policy
+
+    backtest_policy = policy_fn
+
+    def env_config(self, **changes: Any) -> Any:
+        """The trading rules the agent was trained with (``EnvConfig``), with ``changes``.
+
+        Raises:
+            ConfigError: a change is invalid (field ``env.<name>``).
+        """
+        from trainer.envs.stock_trading import EnvConfig
+
+        return EnvConfig.from_dict({**self.config["env_config"], **changes})
+
+    def check_market(self, market_data: Any) -> None:
+        """Raise DataError unless ``market_data`` has this agent's tickers and indicators, in order."""
+        from trainer.errors import DataError
+
+        if tuple(market_data.tickers) != self.tickers:
+            missing = [t for t in self.tickers if t not in market_data.tickers]
+            raise DataError(
+                "market data tickers differ from the agent's"
+                + (f": missing {', '.join(missing)}" if missing else " (order or extra tickers)"),
+                field="tickers",
+                ticker=missing[0] if missing else None,
+            )
+        if tuple(market_data.feature_names) != self.feature_names:
+            raise DataError(
+                f"market data indicators {list(market_data.feature_names)} differ from the agent's {list(self.feature_names)}",
+                field="indicators",
+            )
+
+    def make_env(
+        self,
+        market_data: Any,
+        env_config: Any = None,
+        *,
+        num_envs: int = 1,
+        device: str | torch.device = "cpu",
+        seed: int = 0,
+    ) -> Any:
+        """A ``StockTradingVecEnv`` over ``market_data`` whose observations this agent reads.
+
+        Args:
+            market_data: a ``MarketData`` with the agent's tickers and indicators (e.g. the
+                test split from :func:`trainer.data.load_market_data` with ``tickers`` set).
+            env_config: trading rules; default the training rules with a fixed start (no
+                random start, no random wealth) for backtests.
+            num_envs, device, seed: as for the env.
+
+        Raises:
+            DataError: other tickers or indicators than the agent's.
+        """
+        from trainer.envs.stock_trading import StockTradingVecEnv
+
+        self.check_market(market_data)
+        if env_config is None:
+            env_config = self.env_config(random_start=False, randomize_initial=False, episode_length=None)
+        return StockTradingVecEnv(market_data, env_config, num_envs=num_envs, device=device, seed=seed)
+
+    def evaluate(
+        self, market_data: Any, env_config: Any = None, *, device: str | torch.device = "cpu", **kwargs: Any
+    ) -> dict[str, Any]:
+        """Metrics of the deterministic policy over ``market_data`` (see :func:`trainer.pod.evaluate_policy`)."""
+        from trainer.pod import evaluate_policy
+
+        self.check_market(market_data)
+        env_config = env_config if env_config is not None else self.env_config()
+        return evaluate_policy(self.policy_fn(device), market_data, env_config, device=device, **kwargs)
+
+
+def load_agent(path: str | Path, *, device: str | torch.device = "cpu") -> LoadedAgent:
+    """Open an agent bundle written by :func:`export_bundle`, verifying every checksum.
+
+    Only JSON (``config.json``) and safetensors (``policy.safetensors``) are parsed; the
+    actor is rebuilt from the recorded algorithm, sizes and hyperparameters with Paddock's own
+    classes, then its weights are loaded strictly (every tensor, exact shapes).
+
+    Args:
+        path: the bundle zip.
+        device: device of the returned policy for tensor inputs (``act`` also follows the
+            device of each input tensor).
+
+    Returns:
+        :class:`LoadedAgent`.
+
+    Raises:
+        BundleError: a missing, truncated, tampered or incompatible bundle; the message names
+            the bundle file and the bad member (``details["member"]``).
+    """
+    from safetensors import SafetensorError
+    from safetensors.torch import load as safetensors_load
+
+    path = Path(path)
+    members = _read_bundle(path)
+    try:
+        config = json.loads(members["config.json"].decode("utf-8"))
+    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise BundleError(
+            f"bundle {path}: config.json is not valid JSON ({exc})", file=str(path), member="config.json"
+        ) from exc
+    if not isinstance(config, dict) or config.get("format") != BUNDLE_FORMAT:
+        raise BundleError(
+            f"bundle {path}: config.json is not a Paddock bundle config", file=str(path), member="config.json"
+        )
+    if int(config.get("format_version", 0)) > BUNDLE_VERSION:
+        raise BundleError(
+            f"bundle {path}: format version {config['format_version']} is newer than this Paddock reads ({BUNDLE_VERSION})",
+            file=str(path),
+            member="config.json",
+        )
+    try:
+        tensors = safetensors_load(members["policy.safetensors"])
+    except (SafetensorError, ValueError, RuntimeError) as exc:
+        raise BundleError(
+            f"bundle {path}: policy.safetensors cannot be read ({_one_line(exc)})",
+            file=str(path),
+            member="policy.safetensors",
+        ) from exc
+    from trainer.agents import make_agent
+
+    try:
+        arch = config["architecture"]
+        agent = make_agent(
+            config["algorithm"],
+            int(arch["obs_dim"]),
+            int(arch["action_dim"]),
+            dict(config["hyperparameters"]),
+            device="cpu",
+            seed=0,
+        )
+        policy = agent.policy_module().to("cpu")
+        policy.load_state_dict(tensors, strict=True)
+    except (TrainerError, KeyError, RuntimeError, TypeError, ValueError) as exc:
+        raise BundleError(
+            f"bundle {path}: policy.safetensors does not fit the architecture in config.json ({_one_line(exc)})",
+            file=str(path),
+            member="policy.safetensors",
+        ) from exc
+    from trainer.device import pick_device
+
+    return LoadedAgent(config, policy, path, pick_device(str(device)))

@@ -1,0 +1,469 @@
+"""The ``python -m trainer`` command line: ``train``, ``evaluate`` and ``export``.
+
+``python -m trainer train --data-dir ../shared/data`` trains the built-in Dow-30 demo task
+(train 2010-2019, validate 2020, test 2021-01-01..2022-11-15) with PPO's defaults, writes a
+checkpoint per generation plus an agent bundle of the best one, and prints their paths and the
+validation score. Bad arguments and user errors (bad task, data or checkpoint) print one line
+``error: ...`` on stderr and exit with status 2, never a traceback.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import datetime as _dt
+import json
+import math
+import signal
+import sys
+import zipfile
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+from typing import Any, NoReturn
+
+import yaml
+
+from trainer import __version__
+from trainer.errors import ConfigError, TrainerError
+
+EXIT_USAGE = 2
+DEFAULT_ENV_STEPS = 2_000_000
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse that reports a bad argument as one ``error: ...`` line and exit status 2."""
+
+    def error(self, message: str) -> NoReturn:
+        sys.stderr.write(f"error: {message} (see {self.prog} --help)\n")
+        raise SystemExit(EXIT_USAGE)
+
+
+def _positive_int(text: str) -> int:
+    """A whole number >= 1; accepts ``1000000``, ``1_000_000`` and ``1e6``."""
+    try:
+        value = float(text.replace("_", ""))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
+    if not math.isfinite(value) or value != int(value) or value < 1:
+        raise argparse.ArgumentTypeError(f"{text!r} must be a whole number >= 1")
+    return int(value)
+
+
+def _hp_pair(text: str) -> tuple[str, Any]:
+    key, sep, raw = text.partition("=")
+    if not sep or not key.strip():
+        raise argparse.ArgumentTypeError(f"{text!r} must look like name=value, e.g. learning_rate=1e-4")
+    try:
+        value = yaml.safe_load(raw)
+    except yaml.YAMLError:
+        value = raw
+    if isinstance(value, str):  # YAML 1.1 reads 1e-4 as a string; numbers are meant here
+        with contextlib.suppress(ValueError):
+            value = float(value)
+    return key.strip(), value
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The argument parser of ``python -m trainer`` (exposed for docs and tests)."""
+    parser = _Parser(
+        prog="python -m trainer",
+        description="Paddock trainer: train deep-RL stock-trading agents, evaluate and export them.",
+    )
+    parser.add_argument("--version", action="version", version=f"paddock {__version__}")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
+    sub.required = True
+
+    train = sub.add_parser(
+        "train",
+        help="train an agent on a task (file or flags; default: the Dow-30 demo task)",
+        description=(
+            "Train an agent for ENV_STEPS env steps on the task's train split, score it on the "
+            "validation split, write checkpoints and an agent bundle. Flags override the task file; "
+            "without a file the Dow-30 demo task is used (train 2010-2019, validation 2020, test "
+            "2021-01-01..2022-11-15, PPO)."
+        ),
+    )
+    train.add_argument("task", nargs="?", help="task file (YAML or JSON) as TaskSpec.to_dict() writes it")
+    train.add_argument("--data", nargs="+", metavar="PATH", help="data file(s) or folder(s), replacing the task's")
+    train.add_argument("--data-dir", metavar="DIR", help="folder that relative data paths resolve against")
+    train.add_argument("--cache-dir", metavar="DIR", help="Parquet cache of processed market data")
+    train.add_argument("--tickers", metavar="A,B,...", help="comma-separated tickers to trade (default: all)")
+    for split in ("train", "validation", "test"):
+        train.add_argument(f"--{split}", nargs=2, metavar=("START", "END"), help=f"{split} dates, YYYY-MM-DD inclusive")
+    train.add_argument("--algo", choices=None, metavar="NAME", help="algorithm: ppo or sac")
+    train.add_argument(
+        "--env-steps",
+        type=_positive_int,
+        default=DEFAULT_ENV_STEPS,
+        help=f"env steps in all (default {DEFAULT_ENV_STEPS:,})",
+    )
+    train.add_argument(
+        "--generations",
+        type=_positive_int,
+        default=1,
+        help="split the budget into N generations, each continuing the best",
+    )
+    train.add_argument("--num-envs", type=_positive_int, help="parallel envs (hyperparameter num_envs)")
+    train.add_argument(
+        "--hp", action="append", type=_hp_pair, default=[], metavar="NAME=VALUE", help="set a hyperparameter"
+    )
+    train.add_argument("--device", default="auto", help="auto, cpu, cuda or cuda:N (default auto)")
+    train.add_argument("--seed", type=int, default=0, help="random seed (default 0)")
+    train.add_argument("--out", metavar="DIR", help="output folder (default ./paddock-runs/<UTC time>)")
+    train.add_argument("--no-progress", action="store_true", help="no progress bar")
+    train.add_argument("--json", action="store_true", help="print the result as JSON")
+
+    ev = sub.add_parser(
+        "evaluate",
+        help="evaluate a checkpoint or bundle on a split or date range",
+        description=(
+            "Run the deterministic policy of a checkpoint (.pt) or agent bundle (.zip) over a split of its "
+            "task (default: test) or a date range, from the first day with the initial cash, and print metrics."
+        ),
+    )
+    ev.add_argument("path", help="checkpoint (.pt) or agent bundle (.zip)")
+    ev.add_argument("--split", choices=("train", "validation", "test"), default="test", help="default test")
+    ev.add_argument("--start", metavar="YYYY-MM-DD", help="first day (overrides --split)")
+    ev.add_argument("--end", metavar="YYYY-MM-DD", help="last day (overrides --split)")
+    ev.add_argument("--data", nargs="+", metavar="PATH", help="data file(s), replacing the task's")
+    ev.add_argument("--data-dir", metavar="DIR", help="folder that relative data paths resolve against")
+    ev.add_argument("--cache-dir", metavar="DIR", help="Parquet cache of processed market data")
+    ev.add_argument("--device", default="cpu", help="cpu (default), auto, cuda or cuda:N")
+    ev.add_argument("--json", action="store_true", help="print metrics as JSON")
+
+    ex = sub.add_parser(
+        "export",
+        help="write an agent bundle (.zip) from a checkpoint",
+        description="Write an agent bundle from a checkpoint.",
+    )
+    ex.add_argument("checkpoint", help="checkpoint file (.pt)")
+    ex.add_argument("--out", metavar="ZIP", help="bundle path (default: the checkpoint's name with .zip)")
+    return parser
+
+
+# ---------------------------------------------------------------------------- task building
+def _read_task_file(path: str) -> dict[str, Any]:
+    p = Path(path)
+    try:
+        text = p.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise ConfigError(f"task file {p}: cannot be read ({exc.strerror or exc})", field="task", file=str(p)) from None
+    try:
+        data = json.loads(text) if p.suffix.lower() == ".json" else yaml.safe_load(text)
+    except (json.JSONDecodeError, yaml.YAMLError) as exc:
+        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        raise ConfigError(
+            f"task file {p}: not valid {'JSON' if p.suffix.lower() == '.json' else 'YAML'} ({first})",
+            field="task",
+            file=str(p),
+        ) from None
+    if not isinstance(data, dict):
+        raise ConfigError(f"task file {p}: must hold a mapping of task fields", field="task", file=str(p))
+    return data
+
+
+def _data_paths(paths: Sequence[str], data_dir: str | None) -> list[str]:
+    """Paths typed on the command line mean what they mean from the current folder."""
+    out = []
+    for p in paths:
+        if data_dir and not Path(p).is_absolute() and (Path(data_dir) / p).exists():
+            out.append(p)
+        else:
+            out.append(str(Path(p).resolve()))
+    return out
+
+
+def task_from_args(args: argparse.Namespace) -> dict[str, Any]:
+    """The task dict of a ``train`` command: the file (or demo task) with the flags applied.
+
+    Raises:
+        ConfigError: an unreadable task file.
+    """
+    from trainer.pod import demo_task_dict
+
+    task = _read_task_file(args.task) if args.task else demo_task_dict()
+    if not isinstance(task.get("data"), dict):
+        task["data"] = {} if task.get("data") is None else task["data"]
+    if args.data:
+        task["data"] = {**task["data"], "paths": _data_paths(args.data, args.data_dir)}
+    if args.tickers:
+        task["data"] = {**task["data"], "tickers": [t for t in args.tickers.split(",") if t.strip()]}
+    for split in ("train", "validation", "test"):
+        value = getattr(args, split)
+        if value:
+            task[split] = {"start": value[0], "end": value[1]}
+    # a data range narrower than the splits given on the command line would only get in the way
+    if isinstance(task["data"], dict) and any(getattr(args, s) for s in ("train", "validation", "test")):
+        starts = [str(task[s]["start"]) for s in ("train",) if isinstance(task.get(s), dict) and "start" in task[s]]
+        ends = [str(task[s]["end"]) for s in ("test",) if isinstance(task.get(s), dict) and "end" in task[s]]
+        if starts and task["data"].get("start") and starts[0] < str(task["data"]["start"]):
+            task["data"]["start"] = starts[0]
+        if ends and task["data"].get("end") and ends[0] > str(task["data"]["end"]):
+            task["data"]["end"] = ends[0]
+    if args.algo:
+        if args.algo != task.get("algorithm", "ppo"):
+            task["hyperparameters"] = {}
+        task["algorithm"] = args.algo
+    hp = dict(task.get("hyperparameters") or {})
+    if args.num_envs:
+        hp["num_envs"] = args.num_envs
+    for key, value in args.hp:
+        hp[key] = value
+    task["hyperparameters"] = hp
+    return task
+
+
+# ---------------------------------------------------------------------------- commands
+@contextlib.contextmanager
+def _graceful_interrupt() -> Iterator[dict[str, bool]]:
+    """First Ctrl-C asks training to stop after the current update (a checkpoint is still
+    written); a second one interrupts at once."""
+    flag = {"stop": False}
+    previous = signal.getsignal(signal.SIGINT)
+
+    def handler(signum: int, frame: Any) -> None:
+        if flag["stop"]:
+            signal.signal(signal.SIGINT, previous)
+            raise KeyboardInterrupt
+        flag["stop"] = True
+        sys.stderr.write("\nstopping after the current update (Ctrl-C again to abort)\n")
+
+    try:
+        signal.signal(signal.SIGINT, handler)
+    except ValueError:  # not the main thread
+        yield flag
+        return
+    try:
+        yield flag
+    finally:
+        signal.signal(signal.SIGINT, previous)
+
+
+def _fmt_score(x: float | None) -> str:
+    return "n/a" if x is None or not math.isfinite(x) else f"{x:.3f}"
+
+
+def cmd_train(args: argparse.Namespace) -> int:
+    """Run ``--generations`` generations of one pod; export the best one's bundle."""
+    from tqdm import tqdm
+
+    from trainer.bundle import export_bundle
+    from trainer.data.pipeline import load_market_data
+    from trainer.device import set_cpu_threads
+    from trainer.pod import TaskSpec, run_generation
+
+    task = TaskSpec.from_dict(task_from_args(args))
+    out = Path(args.out) if args.out else Path("paddock-runs") / _dt.datetime.now(_dt.UTC).strftime("%Y%m%dT%H%M%SZ")
+    set_cpu_threads()
+    market = load_market_data(task.data, data_dir=args.data_dir, cache_dir=args.cache_dir)
+    total = args.env_steps
+    per_gen = [total // args.generations + (1 if i < total % args.generations else 0) for i in range(args.generations)]
+    bar = tqdm(
+        total=total,
+        unit="step",
+        unit_scale=True,
+        dynamic_ncols=True,
+        disable=True if args.no_progress else None,
+        file=sys.stderr,
+        desc="train",
+    )
+    best: Any = None
+    done_before = 0
+    results = []
+    with _graceful_interrupt() as interrupt, bar:
+        for gen, steps in enumerate(per_gen, start=1):
+            if steps < 1:
+                continue
+
+            best_score = best.score if best is not None else None
+
+            def on_progress(
+                p: dict[str, Any], _base: int = done_before, _gen: int = gen, _best: float | None = best_score
+            ) -> None:
+                bar.n = min(total, _base + int(p.get("generation_env_steps", 0)))
+                bar.set_postfix(
+                    gen=_gen,
+                    sps=f"{float(p.get('steps_per_s') or 0):,.0f}",
+                    best=_fmt_score(_best if _best is not None else p.get("score")),
+                    refresh=False,
+                )
+                bar.refresh()
+
+            result = run_generation(
+                task,
+                env_steps=steps,
+                out_path=out / f"generation-{gen:03d}.pt",
+                parent=best.checkpoint_path if best is not None else None,
+                seed=args.seed + gen - 1,
+                device=args.device,
+                progress=on_progress,
+                should_stop=lambda: interrupt["stop"],
+                market_data=market,
+            )
+            results.append(result)
+            done_before += result.env_steps
+            if best is None or result.score > best.score:
+                best = result
+            bar.set_postfix(gen=gen, best=_fmt_score(best.score), refresh=True)
+            if result.cancelled:
+                break
+    bundle_path = out / "agent.zip"
+    bundle_sha = export_bundle(best.checkpoint_path, bundle_path)
+    summary = {
+        "checkpoint": str(best.checkpoint_path),
+        "checkpoint_sha256": best.sha256,
+        "bundle": str(bundle_path),
+        "bundle_sha256": bundle_sha,
+        "score": best.score,
+        "validation_total_return": best.metrics.get("total_return"),
+        "env_steps": sum(r.env_steps for r in results),
+        "generations": len(results),
+        "cancelled": any(r.cancelled for r in results),
+        "duration_s": sum(r.duration_s for r in results),
+    }
+    if args.json:
+        print(json.dumps(summary, indent=2))
+    else:
+        print(f"checkpoint: {summary['checkpoint']}  (sha256 {best.sha256})")
+        print(f"bundle:     {summary['bundle']}  (sha256 {bundle_sha})")
+        ret = summary["validation_total_return"]
+        print(
+            f"score:      {best.score:.4f} (validation Sharpe ratio), validation total return "
+            f"{'n/a' if ret is None else f'{100 * ret:.2f} %'}"
+        )
+        print(
+            f"trained:    {summary['env_steps']:,} env steps in {summary['generations']} generation(s), "
+            f"{summary['duration_s']:.1f} s" + (" (stopped early)" if summary["cancelled"] else "")
+        )
+    return 0
+
+
+def _is_bundle(path: Path) -> bool:
+    try:
+        with zipfile.ZipFile(path) as zf:
+            return "SHA256SUMS" in zf.namelist() or "config.json" in zf.namelist()
+    except (zipfile.BadZipFile, OSError):
+        return path.suffix.lower() == ".zip"
+
+
+_TABLE = (
+    ("start", "first return date", "date"),
+    ("end", "last date", "date"),
+    ("num_days", "daily returns", "int"),
+    ("total_return", "total return", "pct"),
+    ("annual_return", "annual return", "pct"),
+    ("annual_volatility", "annual volatility", "pct"),
+    ("sharpe_ratio", "Sharpe ratio", "num"),
+    ("sortino_ratio", "Sortino ratio", "num"),
+    ("calmar_ratio", "Calmar ratio", "num"),
+    ("max_drawdown", "max drawdown", "pct"),
+    ("max_drawdown_peak", "  peak", "date"),
+    ("max_drawdown_trough", "  trough", "date"),
+    ("win_rate", "daily win rate", "pct"),
+    ("initial_value", "initial value (USD)", "usd"),
+    ("final_value", "final value (USD)", "usd"),
+)
+
+
+def format_metrics(metrics: dict[str, Any]) -> str:
+    """A two-column text table of the main metrics (rates in percent on screen)."""
+    rows = []
+    for key, label, kind in _TABLE:
+        value = metrics.get(key)
+        if value is None:
+            text = "n/a"
+        elif kind == "pct":
+            text = f"{100 * value:.2f} %"
+        elif kind == "num":
+            text = f"{value:.3f}"
+        elif kind == "usd":
+            text = f"{value:,.2f}"
+        else:
+            text = str(value)
+        rows.append((label, text))
+    windows = metrics.get("random_windows") or {}
+    if windows.get("count"):
+        rows.append((f"{windows['count']} random {windows['days']}-day windows", ""))
+        rows.append(("  mean total return", f"{100 * windows['total_return_mean']:.2f} %"))
+        rows.append(
+            ("  worst / best", f"{100 * windows['total_return_min']:.2f} % / {100 * windows['total_return_max']:.2f} %")
+        )
+    width = max(len(r[0]) for r in rows)
+    return "\n".join(f"{label.ljust(width)}  {text}" for label, text in rows)
+
+
+def cmd_evaluate(args: argparse.Namespace) -> int:
+    """Metrics of a checkpoint's or bundle's deterministic policy over a split or range."""
+    import dataclasses
+
+    from trainer.bundle import _build_agent, load_agent, load_checkpoint
+    from trainer.data.pipeline import DataSpec, load_market_data
+    from trainer.device import pick_device, set_cpu_threads
+    from trainer.envs.stock_trading import EnvConfig
+    from trainer.pod import TaskSpec, evaluate_policy
+
+    set_cpu_threads()
+    path = Path(args.path)
+    device = pick_device(args.device)
+    if _is_bundle(path):
+        agent = load_agent(path, device=device)
+        task_dict, env_dict, tickers = agent.config["task"], agent.config["env_config"], list(agent.tickers)
+        policy = agent.policy_fn(device)
+    else:
+        state = load_checkpoint(path)
+        task_dict, env_dict, tickers = state["task"], state["env_config"], list(state["observation_layout"]["tickers"])
+        trained = _build_agent(state, device=device)
+
+        def policy(obs: Any) -> Any:
+            return trained.act(obs, deterministic=True)
+
+    task = TaskSpec.from_dict(task_dict)
+    if args.start or args.end:
+        start = args.start or task.test[0]
+        end = args.end or task.test[1]
+        name = "range"
+    else:
+        start, end = task.split(args.split)
+        name = args.split
+    data_fields = task.data.to_dict()
+    data_fields["tickers"] = tickers  # the agent's universe, whatever the missing-data policy dropped
+    if args.data:
+        data_fields["paths"] = _data_paths(args.data, args.data_dir)
+    if args.start or args.end:
+        data_fields["end"] = None if args.end else data_fields["end"]
+    spec = DataSpec.from_dict(data_fields, prefix="data")
+    market = load_market_data(spec, data_dir=args.data_dir, cache_dir=args.cache_dir)
+    window = market.slice(start, end, name=name)
+    env_config = EnvConfig.from_dict(env_dict)
+    metrics = evaluate_policy(policy, window, dataclasses.replace(env_config), device=device)
+    if args.json:
+        print(json.dumps({"path": str(path), "split": name, "start": start, "end": end, "metrics": metrics}, indent=2))
+    else:
+        print(f"{path.name}: {name} {window.dates[0]} to {window.dates[-1]}, {len(tickers)} tickers")
+        print(format_metrics(metrics))
+    return 0
+
+
+def cmd_export(args: argparse.Namespace) -> int:
+    """Write a bundle from a checkpoint and print its path and SHA-256."""
+    from trainer.bundle import export_bundle
+
+    out = Path(args.out) if args.out else Path(args.checkpoint).with_suffix(".zip")
+    digest = export_bundle(args.checkpoint, out)
+    print(f"bundle: {out}  (sha256 {digest})")
+    return 0
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point of ``python -m trainer``; returns the exit status (0 ok, 2 user error)."""
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    commands = {"train": cmd_train, "evaluate": cmd_evaluate, "export": cmd_export}
+    try:
+        return commands[args.command](args)
+    except TrainerError as exc:
+        sys.stderr.write(f"error: {exc.message}\n")
+        return EXIT_USAGE
+    except KeyboardInterrupt:
+        sys.stderr.write("error: interrupted\n")
+        return 130
