@@ -508,8 +508,9 @@ class StockTradingVecEnv:
     def _step(self, action: torch.Tensor):
         cfg = self.config
         day, holdings = self._day, self._holdings
-        act = action.to(device=self.device, dtype=torch.float64)
-        shares = torch.nan_to_num(act, nan=0.0).clamp_(-1.0, 1.0).mul_(cfg.hmax).trunc_()
+        # Scaling in float32 (the action's dtype) keeps e.g. 0.7 * 100 at exactly 70 shares.
+        act = action.to(device=self.device, dtype=torch.float32)
+        shares = torch.nan_to_num(act, nan=0.0).clamp_(-1.0, 1.0).mul_(cfg.hmax).trunc_().to(torch.float64)
         prices = self._close.index_select(0, day)
 
         sells = torch.minimum(shares.clamp(max=0.0).neg_(), holdings)
