@@ -9,6 +9,7 @@ A bad value stops start-up with one line naming the variable (``SettingsError``)
 
 from __future__ import annotations
 
+import os
 import secrets
 from pathlib import Path
 
@@ -109,8 +110,9 @@ if DATABASES["default"]["ENGINE"].endswith("sqlite3"):
     DATABASES["default"].setdefault("OPTIONS", {})["timeout"] = 30
     DATABASES["default"]["OPTIONS"]["transaction_mode"] = "IMMEDIATE"
     # Tests use a file, not Django's in-memory default, so that the daphne and Celery worker
-    # processes started by the browser tests see the same test database.
-    DATABASES["default"]["TEST"] = {"NAME": str(VAR_DIR / "test-paddock.sqlite3")}
+    # processes started by the browser tests see the same test database (they are given its
+    # path). One file per test run: two runs in one checkout must not share it.
+    DATABASES["default"]["TEST"] = {"NAME": str(VAR_DIR / f"test-paddock-{os.getpid()}.sqlite3")}
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
 REDIS_URL = env_url("REDIS_URL", "redis://127.0.0.1:6379/0", schemes=("redis", "rediss", "unix"))

@@ -1,0 +1,309 @@
+"""The foundation: settings that fail loudly, the Celery set-up, the launcher, the deployment files.
+
+Every process is real: ``manage.py``, daphne, Celery and ``./paddock`` run as subprocesses
+with their own environment, so what is tested is what a person starting Paddock sees.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+
+import psutil
+import pytest
+import yaml
+
+from tests.e2e.conftest import free_port
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+SETTINGS_VARS = (
+    "DEBUG",
+    "SECRET_KEY",
+    "ALLOWED_HOSTS",
+    "CSRF_TRUSTED_ORIGINS",
+    "DATABASE_URL",
+    "REDIS_URL",
+    "PADDOCK_VAR_DIR",
+    "PADDOCK_ARTIFACTS_DIR",
+    "PADDOCK_TORCH_THREADS",
+    "PADDOCK_GENERATION_TIME_LIMIT",
+    "PADDOCK_LOG_LEVEL",
+    "DJANGO_SETTINGS_MODULE",
+)
+
+
+def clean_env(tmp_path: Path, **overrides: str) -> dict[str, str]:
+    """The caller's environment without Paddock settings, with a private var/ folder."""
+    env = {k: v for k, v in os.environ.items() if k not in SETTINGS_VARS}
+    env["PADDOCK_VAR_DIR"] = str(tmp_path / "var")
+    env.update(overrides)
+    return env
+
+
+def run(argv: list[str], env: dict[str, str], timeout: float = 120) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        argv, cwd=REPO_ROOT, env=env, capture_output=True, text=True, timeout=timeout, stdin=subprocess.DEVNULL
+    )
+
+
+def django_eval(expression: str, env: dict[str, str]) -> str:
+    """Evaluate ``expression`` in a fresh process with Django set up; its ``repr`` as text."""
+    code = (
+        "import os, django; os.environ.setdefault('DJANGO_SETTINGS_MODULE', 'webapp.config.settings'); "
+        f"django.setup(); from django.conf import settings; print(repr({expression}))"
+    )
+    result = run([sys.executable, "-c", code], env)
+    assert result.returncode == 0, result.stderr
+    return result.stdout.strip()
+
+
+# --- trainer stays free of the web stack -------------------------------------------------------
+
+
+def test_importing_trainer_does_not_import_django():
+    code = "import trainer, sys; assert 'django' not in sys.modules and 'celery' not in sys.modules"
+    result = subprocess.run([sys.executable, "-c", code], cwd=REPO_ROOT, capture_output=True, text=True)
+    assert result.returncode == 0, result.stderr
+
+
+# --- settings fail loudly, in one line ----------------------------------------------------------
+
+BAD_SETTINGS = [
+    ({"DEBUG": "maybe"}, "DEBUG"),
+    ({"DEBUG": "0"}, "SECRET_KEY"),
+    ({"DEBUG": "0", "SECRET_KEY": "s" * 50, "ALLOWED_HOSTS": ""}, "ALLOWED_HOSTS"),
+    ({"DEBUG": "1", "CSRF_TRUSTED_ORIGINS": "example.com"}, "CSRF_TRUSTED_ORIGINS"),
+    ({"DEBUG": "1", "DATABASE_URL": "mysql://root@localhost/paddock"}, "DATABASE_URL"),
+    ({"DEBUG": "1", "REDIS_URL": "http://127.0.0.1:6379"}, "REDIS_URL"),
+    ({"DEBUG": "1", "PADDOCK_TORCH_THREADS": "0"}, "PADDOCK_TORCH_THREADS"),
+    ({"DEBUG": "1", "PADDOCK_GENERATION_TIME_LIMIT": "an hour"}, "PADDOCK_GENERATION_TIME_LIMIT"),
+    ({"DEBUG": "1", "PADDOCK_LOG_LEVEL": "LOUD"}, "PADDOCK_LOG_LEVEL"),
+]
+
+
+def assert_one_line_naming(result: subprocess.CompletedProcess, variable: str) -> None:
+    lines = result.stderr.strip().splitlines()
+    assert result.returncode != 0
+    assert len(lines) == 1, result.stderr
+    assert variable in lines[0] and ("expected" in lines[0] or "required" in lines[0])
+
+
+@pytest.mark.parametrize(("overrides", "variable"), BAD_SETTINGS, ids=[v for _o, v in BAD_SETTINGS])
+def test_manage_py_stops_with_one_line_naming_the_bad_variable(tmp_path, overrides, variable):
+    result = run([sys.executable, "manage.py", "check"], clean_env(tmp_path, **overrides))
+
+    assert_one_line_naming(result, variable)
+    assert result.returncode == 2
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["-m", "celery", "-A", "webapp.config.celery", "worker", "-Q", "cpu"],
+        ["-m", "celery", "-A", "webapp.config.celery", "beat"],
+        ["-m", "daphne", "-p", "1", "webapp.config.asgi:application"],
+    ],
+    ids=["celery-worker", "celery-beat", "daphne"],
+)
+def test_servers_stop_with_one_line_naming_the_bad_variable(tmp_path, argv):
+    result = run([sys.executable, *argv], clean_env(tmp_path, DEBUG="maybe"))
+
+    assert_one_line_naming(result, "DEBUG")
+
+
+def test_launcher_stops_with_one_line_naming_the_bad_variable(tmp_path):
+    env = clean_env(tmp_path, DEBUG="maybe")
+
+    result = run([str(REPO_ROOT / "paddock"), "serve", "--port", str(free_port())], env)
+
+    assert_one_line_naming(result, "DEBUG")
+
+
+def test_development_secret_key_is_random_and_kept_under_var(tmp_path):
+    env = clean_env(tmp_path, DEBUG="1")
+
+    first = django_eval("settings.SECRET_KEY", env)
+    second = django_eval("settings.SECRET_KEY", env)
+    other = django_eval("settings.SECRET_KEY", clean_env(tmp_path / "elsewhere", DEBUG="1"))
+
+    assert first == second != other
+    assert len(eval(first)) >= 50
+    assert (tmp_path / "var" / "secret_key").read_text().strip() == eval(first)
+
+
+def test_database_defaults_to_sqlite_under_var_and_uses_postgres_when_set(tmp_path):
+    sqlite = eval(django_eval("settings.DATABASES['default']", clean_env(tmp_path, DEBUG="1")))
+    postgres_env = clean_env(tmp_path, DEBUG="1", DATABASE_URL="postgres://paddock:pw@db.internal:5433/paddock")
+    postgres = eval(django_eval("settings.DATABASES['default']", postgres_env))
+
+    assert sqlite["ENGINE"] == "django.db.backends.sqlite3"
+    assert Path(sqlite["NAME"]) == (tmp_path / "var" / "paddock.sqlite3").resolve()
+    assert postgres["ENGINE"] == "django.db.backends.postgresql"
+    assert (postgres["HOST"], postgres["PORT"], postgres["NAME"]) == ("db.internal", 5433, "paddock")
+
+
+def test_artifacts_are_written_through_the_storage_api_into_the_artifacts_dir(tmp_path):
+    artifacts = tmp_path / "artifacts"
+    env = clean_env(tmp_path, DEBUG="1", PADDOCK_ARTIFACTS_DIR=str(artifacts))
+
+    name = django_eval(
+        "__import__('django.core.files.storage', fromlist=['x']).default_storage.save("
+        "'runs/1/agent.zip', __import__('django.core.files.base', fromlist=['x']).ContentFile(b'zip'))",
+        env,
+    )
+
+    assert (artifacts / eval(name)).read_bytes() == b"zip"
+
+
+# --- Celery ----------------------------------------------------------------------------------
+
+
+def test_celery_speaks_json_only_prefetches_one_task_and_routes_training_to_gpu():
+    from webapp.config.celery import app
+
+    conf = app.conf
+    assert conf.accept_content == ["json"] and conf.task_serializer == "json"
+    assert conf.worker_prefetch_multiplier == 1 and conf.task_acks_late
+    assert conf.task_soft_time_limit and conf.task_time_limit > conf.task_soft_time_limit
+    assert {q.name for q in conf.task_queues} == {"gpu", "cpu"}
+    assert conf.task_default_queue == "cpu"
+    assert conf.task_routes["webapp.runs.tasks.run_generation"] == {"queue": "gpu"}
+    reaper = conf.beat_schedule["reap-stale-generations"]
+    assert reaper["task"] == "webapp.runs.tasks.reap_stale_generations" and reaper["schedule"] == 30.0
+
+
+# --- the launcher ------------------------------------------------------------------------------
+
+
+def _descendants(pid: int) -> list[psutil.Process]:
+    return psutil.Process(pid).children(recursive=True)
+
+
+def _gone(proc: psutil.Process) -> bool:
+    try:
+        return proc.status() == psutil.STATUS_ZOMBIE
+    except psutil.NoSuchProcess:
+        return True
+
+
+def _health(url: str) -> int | None:
+    try:
+        with urllib.request.urlopen(url, timeout=5) as response:
+            return response.status
+    except OSError:
+        return None
+
+
+@pytest.mark.slow
+def test_launcher_starts_redis_and_the_stack_and_ctrl_c_leaves_no_process_behind(tmp_path):
+    port, redis_port = free_port(), free_port()
+    env = clean_env(tmp_path, REDIS_URL=f"redis://127.0.0.1:{redis_port}/0")
+    launcher = subprocess.Popen(
+        [str(REPO_ROOT / "paddock"), "serve", "--port", str(port)],
+        cwd=REPO_ROOT,
+        env=env,
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
+    output: list[str] = []
+    try:
+        for line in launcher.stdout:  # the launcher prints the URL once /healthz is ok
+            output.append(line)
+            if "is running at" in line:
+                break
+        assert launcher.poll() is None, "".join(output)
+        assert _health(f"http://127.0.0.1:{port}/healthz") == 200
+        children = _descendants(launcher.pid)
+        names = " ".join(" ".join(p.cmdline()) for p in children)
+        assert "redis-server" in names and "daphne" in names and "beat" in names
+        assert names.count(" worker ") >= 2  # training worker + cpu-queue worker (+ their pools)
+
+        launcher.send_signal(signal.SIGINT)
+        output.append(launcher.communicate(timeout=60)[0])
+    finally:
+        if launcher.poll() is None:
+            launcher.kill()
+
+    assert launcher.returncode == 0, "".join(output)
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline and not all(_gone(p) for p in children):
+        time.sleep(0.2)
+    assert [p.pid for p in children if not _gone(p)] == []
+    assert _health(f"http://127.0.0.1:{port}/healthz") is None
+
+
+def test_launcher_says_how_to_start_redis_when_it_cannot_start_one_itself(tmp_path):
+    # 127.0.0.2 is not a name the launcher starts a server for: it must explain instead.
+    env = clean_env(tmp_path, REDIS_URL=f"redis://127.0.0.2:{free_port()}/0")
+
+    result = run([str(REPO_ROOT / "paddock"), "serve", "--port", str(free_port())], env)
+
+    assert result.returncode != 0
+    assert "Redis does not answer" in result.stderr and "redis-server --port" in result.stderr
+
+
+def test_paddock_test_turns_no_collected_tests_into_a_failure(tmp_path):
+    env = {k: v for k, v in os.environ.items() if k != "PYTEST_ADDOPTS"}
+
+    result = run(
+        [
+            str(REPO_ROOT / "paddock"),
+            "test",
+            "--no-lint",
+            "tests/test_foundation.py",
+            "-k",
+            "no_test_is_named_like_this",
+        ],
+        env,
+    )
+
+    assert result.returncode == 1
+    assert "collected no tests" in result.stderr
+
+
+# --- deployment files ------------------------------------------------------------------------
+
+
+def _compose_config(path: Path, tmp_path: Path) -> subprocess.CompletedProcess:
+    binary = shutil.which("docker-compose")
+    if binary is None:
+        if os.environ.get("CI"):
+            pytest.fail("docker-compose (Debian package) is missing; .ci/run installs it")
+        pytest.skip("docker-compose is not installed (apt-get install docker-compose)")
+    env = {**os.environ, "SECRET_KEY": "compose-test", "HOME": str(tmp_path)}
+    return subprocess.run(
+        [binary, "-f", str(path), "config"], cwd=REPO_ROOT, env=env, capture_output=True, text=True, timeout=60
+    )
+
+
+def test_docker_compose_file_follows_the_compose_specification(tmp_path):
+    result = _compose_config(REPO_ROOT / "docker-compose.yml", tmp_path)
+
+    assert result.returncode == 0, result.stderr
+    services = yaml.safe_load(result.stdout)["services"]
+    assert set(services) == {"redis", "postgres", "web", "worker", "cpu-worker", "beat"}
+    gpu = services["worker"]["deploy"]["resources"]["reservations"]["devices"]
+    assert gpu == [{"driver": "nvidia", "count": 1, "capabilities": ["gpu"]}]
+    assert "gpu" in services["worker"]["command"] and "cpu" in services["cpu-worker"]["command"]
+    assert "beat" in services["beat"]["command"]
+    assert services["web"]["environment"]["REDIS_URL"] == "redis://redis:6379/0"
+    assert services["web"]["environment"]["DATABASE_URL"].startswith("postgres://")
+
+
+def test_compose_validation_rejects_a_misspelt_gpu_reservation(tmp_path):
+    broken = tmp_path / "docker-compose.yml"
+    text = (REPO_ROOT / "docker-compose.yml").read_text()
+    broken.write_text(text.replace("capabilities: [gpu]", "capabilites: [gpu]"))
+
+    result = _compose_config(broken, tmp_path)
+
+    assert result.returncode != 0
+    assert "capabilites" in result.stderr
