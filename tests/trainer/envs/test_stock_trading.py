@@ -303,7 +303,7 @@ def test_observation_layout_is_json_and_rebuilds_the_envs_observations(dow30_mar
     env = StockTradingVecEnv(dow30_market, EnvConfig(randomize_initial=True), num_envs=5, seed=1)
     obs, info = env.reset()
     layout = json.loads(json.dumps(env.observation_layout()))
-    assert layout["obs_dim"] == env.obs_dim == 1 + 2 * 29 + 29 * 2
+    assert layout["obs_dim"] == env.obs_dim == 1 + 2 * 29 + 29 * 8
     assert [b["name"] for b in layout["blocks"]] == ["cash", "close", "holdings", "features"]
     assert layout["tickers"] == list(dow30_market.tickers)
     day = info["day"].numpy()
