@@ -14,6 +14,7 @@ from collections.abc import Sequence
 import numpy as np
 import pandas as pd
 import stockstats
+from threadpoolctl import threadpool_limits
 
 from trainer.errors import ConfigError
 
@@ -123,7 +124,8 @@ def turbulence_index(close: np.ndarray, *, window: int = TURBULENCE_WINDOW) -> n
 
     where ``mu`` and ``Sigma`` are the mean and sample covariance (ddof=1) of the returns of
     the ``window`` days before ``t`` (rows ``t - window .. t - 1``) and ``Sigma^+`` is the
-    Moore-Penrose pseudo-inverse (``np.linalg.pinv``). Matching FinRL exactly:
+    Moore-Penrose pseudo-inverse (``np.linalg.pinv(..., hermitian=True)``: an eigen-decomposition
+    of the symmetric matrix, equal to FinRL's SVD-based ``pinv`` up to rounding). Matching FinRL:
 
     * days ``t < window`` get 0;
     * inside each window, the leading ``k`` rows are skipped where ``k`` is the smallest count
@@ -146,8 +148,16 @@ def turbulence_index(close: np.ndarray, *, window: int = TURBULENCE_WINDOW) -> n
         returns[1:] = close[1:] / close[:-1] - 1.0
     out = np.zeros(t_days, dtype="float64")
     missing = np.isnan(returns)
+    # thousands of tiny covariance/pinv calls: BLAS threads only add wake-up latency, which on a
+    # busy machine made this loop 5-10x slower than on one thread
+    with threadpool_limits(limits=1, user_api="blas"):
+        _turbulence_loop(returns, missing, window, out)
+    return out
+
+
+def _turbulence_loop(returns: np.ndarray, missing: np.ndarray, window: int, out: np.ndarray) -> None:
     positive_seen = 0
-    for t in range(window, t_days):
+    for t in range(window, returns.shape[0]):
         hist = returns[t - window : t]
         hist_missing = missing[t - window : t]
         skip = int(hist_missing.sum(axis=0).min()) if hist.shape[1] else 0
@@ -164,4 +174,3 @@ def turbulence_index(close: np.ndarray, *, window: int = TURBULENCE_WINDOW) -> n
             positive_seen += 1
             if positive_seen > 2:
                 out[t] = value
-    return out
