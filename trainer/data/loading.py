@@ -22,7 +22,8 @@ not see a 7:1 split as a -86 % day:
 Volume is used as it is (EODHD files already put it on the latest share basis).
 
 Row numbers in errors (``details["row"]``) are **1-based data rows**: the first row after the
-header is row 1. For CSV files the message also gives the file line (``row + 1``).
+header is row 1. For CSV files the message also gives the file line (``row + 1``; blank lines,
+which pandas skips, are not counted).
 """
 
 from __future__ import annotations
