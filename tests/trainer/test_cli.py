@@ -1,0 +1,181 @@
+"""``python -m trainer``: help, one-line errors with exit status 2, train/evaluate/export runs."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+from trainer.bundle import _build_agent, load_agent, load_checkpoint, sha256_file
+from trainer.cli import main
+
+REPO = Path(__file__).resolve().parents[2]
+TINY = [
+    "--tickers", "AAPL,MSFT",
+    "--env-steps", "512",
+    "--num-envs", "32",
+    "--hp", "rollout_steps=8",
+    "--hp", "num_minibatches=2",
+    "--hp", "hidden_sizes=[32, 32]",
+    "--hp", "learning_rate=3e-3",
+]  # fmt: skip
+
+
+@pytest.fixture(autouse=True, scope="module")
+def _one_torch_thread():
+    torch.set_num_threads(1)
+
+
+def run_cli(*args: str, timeout: float = 300) -> subprocess.CompletedProcess:
+    env = {**os.environ, "PADDOCK_TORCH_THREADS": "1", "PYTHONWARNINGS": "ignore"}
+    return subprocess.run(
+        [sys.executable, "-m", "trainer", *args], cwd=REPO, env=env, capture_output=True, text=True, timeout=timeout
+    )
+
+
+@pytest.fixture(scope="module")
+def cache_dir(tmp_path_factory) -> Path:
+    return tmp_path_factory.mktemp("cache")
+
+
+@pytest.fixture(scope="module")
+def tiny_run(data_dir, cache_dir, tmp_path_factory) -> dict:
+    out = tmp_path_factory.mktemp("run")
+    proc = run_cli(
+        "train", "--data-dir", str(data_dir), "--cache-dir", str(cache_dir), "--out", str(out), "--json", *TINY
+    )
+    assert proc.returncode == 0, proc.stderr
+    return json.loads(proc.stdout)
+
+
+def test_help_of_the_module_exits_zero():
+    proc = run_cli("--help", timeout=120)
+    assert proc.returncode == 0
+    for command in ("train", "evaluate", "export"):
+        assert command in proc.stdout
+
+
+@pytest.mark.parametrize("command", ["train", "evaluate", "export"])
+def test_help_of_each_command_exits_zero(command, capsys):
+    with pytest.raises(SystemExit) as info:
+        main([command, "--help"])
+    assert info.value.code == 0
+    assert "usage: python -m trainer " + command in capsys.readouterr().out
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["train", "--env-steps", "-5"],
+        ["train", "--num-envs", "lots"],
+        ["train", "--bogus"],
+        ["train", "--train", "2010-01-01"],
+        ["train", "--hp", "no-equals-sign"],
+        ["evaluate"],
+        ["launch"],
+    ],
+)
+def test_bad_arguments_exit_2_with_one_error_line(argv, capsys):
+    with pytest.raises(SystemExit) as info:
+        main(argv)
+    assert info.value.code == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: ")
+    assert err.count("\n") == 1
+
+
+def test_a_missing_data_file_exits_2_with_one_line_naming_it(tmp_path, capsys):
+    missing = tmp_path / "nope.csv"
+    assert main(["train", "--data", str(missing), "--out", str(tmp_path)]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and err.startswith("error: ") and str(missing) in err
+
+
+def test_overlapping_splits_exit_2_naming_the_field(data_dir, tmp_path, capsys):
+    code = main(
+        ["train", "--data-dir", str(data_dir), "--validation", "2019-06-01", "2020-12-31", "--out", str(tmp_path)]
+    )
+    assert code == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: validation.start") and err.count("\n") == 1
+
+
+def test_a_broken_task_file_exits_2_in_a_subprocess_without_a_traceback(tmp_path):
+    task = tmp_path / "task.yaml"
+    task.write_text("data: {paths: [x.csv]}\ntrain: [2010-01-01, 2019-12-31]\nhyperparameters: {learning_rate: -1}\n")
+    proc = run_cli("train", str(task), timeout=120)
+    assert proc.returncode == 2
+    assert "Traceback" not in proc.stderr
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error: ")
+
+
+def test_tiny_train_run_writes_a_bundle_with_the_checkpoints_actions(tiny_run, data_dir):
+    checkpoint, bundle = Path(tiny_run["checkpoint"]), Path(tiny_run["bundle"])
+    assert sha256_file(checkpoint) == tiny_run["checkpoint_sha256"]
+    assert sha256_file(bundle) == tiny_run["bundle_sha256"]
+    assert tiny_run["env_steps"] >= 512 and np.isfinite(tiny_run["score"])
+    state = load_checkpoint(checkpoint)
+    assert state["observation_layout"]["tickers"] == ["AAPL", "MSFT"]
+    assert state["score"] == tiny_run["score"]
+    trained = _build_agent(state)
+    loaded = load_agent(bundle)
+    obs = torch.randn(64, loaded.obs_dim) * 4  # normalised-space noise still exercises every weight
+    np.testing.assert_array_equal(loaded.act(obs.numpy()), trained.act(obs, deterministic=True).numpy())
+
+
+def test_evaluate_gives_the_same_metrics_for_checkpoint_and_bundle(tiny_run, data_dir, cache_dir, capsys):
+    common = ["--data-dir", str(data_dir), "--cache-dir", str(cache_dir), "--split", "validation", "--json"]
+    assert main(["evaluate", tiny_run["checkpoint"], *common]) == 0
+    from_checkpoint = json.loads(capsys.readouterr().out)
+    assert main(["evaluate", tiny_run["bundle"], *common]) == 0
+    from_bundle = json.loads(capsys.readouterr().out)
+    assert from_checkpoint["metrics"] == from_bundle["metrics"]
+    # the validation split is what the pod scored
+    assert from_bundle["metrics"]["score"] == pytest.approx(tiny_run["score"], abs=1e-9)
+
+
+def test_evaluate_prints_a_table_for_the_test_split(tiny_run, data_dir, cache_dir, capsys):
+    assert main(["evaluate", tiny_run["bundle"], "--data-dir", str(data_dir), "--cache-dir", str(cache_dir)]) == 0
+    out = capsys.readouterr().out
+    assert "test 2021-01-04 to 2022-11-15, 2 tickers" in out
+    assert "Sharpe ratio" in out and "max drawdown" in out
+
+
+def test_export_rebuilds_the_same_bundle(tiny_run, tmp_path, capsys):
+    out = tmp_path / "again.zip"
+    assert main(["export", tiny_run["checkpoint"], "--out", str(out)]) == 0
+    assert tiny_run["bundle_sha256"] in capsys.readouterr().out
+    assert sha256_file(out) == tiny_run["bundle_sha256"]
+
+
+def test_evaluating_a_tampered_bundle_exits_2(tiny_run, tmp_path, capsys):
+    bad = tmp_path / "bad.zip"
+    data = Path(tiny_run["bundle"]).read_bytes()
+    bad.write_bytes(data[:-200])
+    assert main(["evaluate", str(bad)]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: bundle ") and str(bad) in err
+
+
+@pytest.mark.slow
+def test_demo_task_trains_from_the_command_line_in_a_few_minutes(data_dir, cache_dir, tmp_path):
+    """The Dow-30 demo task with PPO's defaults (1024 envs), on a CPU-sized budget."""
+    proc = run_cli(
+        "train", "--data-dir", str(data_dir), "--cache-dir", str(cache_dir), "--out", str(tmp_path),
+        "--env-steps", "65536", "--generations", "2", "--json", timeout=600,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    result = json.loads(proc.stdout)
+    assert result["generations"] == 2 and result["env_steps"] >= 65536
+    agent = load_agent(result["bundle"])
+    assert len(agent.tickers) == 29  # DOW (listed 2019) is dropped by the default policy
+    assert agent.config["task"]["validation"] == {"start": "2020-01-01", "end": "2020-12-31"}
+    second = load_checkpoint(tmp_path / "generation-002.pt")
+    assert second["generation"] == 2 and second["total_env_steps"] == result["env_steps"]
