@@ -268,3 +268,36 @@ def test_bad_budget_is_a_config_error(task, market, tmp_path):
 def test_data_spec_inside_the_task_keeps_its_validation(task):
     assert isinstance(task.data, DataSpec)
     assert task.data.tickers == TICKERS
+
+
+def test_a_sac_task_trains_resumes_and_exports(market, tmp_path):
+    from trainer.bundle import export_bundle, load_agent
+
+    d = small_task_dict()
+    d["algorithm"] = "sac"
+    d["hyperparameters"] = {
+        "num_envs": 16,
+        "batch_size": 64,
+        "buffer_size": 4096,
+        "learning_starts": 128,
+        "updates_per_step": 1,
+        "hidden_sizes": [32, 32],
+    }
+    sac = TaskSpec.from_dict(d)
+    first = run_generation(sac, env_steps=256, out_path=tmp_path / "s1.pt", device="cpu", market_data=market)
+    second = run_generation(
+        sac,
+        env_steps=128,
+        out_path=tmp_path / "s2.pt",
+        parent=first.checkpoint_path,
+        hyperparameters={"actor_learning_rate": 1e-4},
+        device="cpu",
+        market_data=market,
+    )
+    assert second.total_env_steps == first.env_steps + second.env_steps
+    assert second.hyperparameters["actor_learning_rate"] == 1e-4
+    export_bundle(second.checkpoint_path, tmp_path / "s.zip")
+    loaded = load_agent(tmp_path / "s.zip")
+    agent = _build_agent(load_checkpoint(second.checkpoint_path))
+    obs = torch.randn(16, loaded.obs_dim) * 3
+    np.testing.assert_array_equal(loaded.act(obs.numpy()), agent.act(obs, deterministic=True).numpy())
