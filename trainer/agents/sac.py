@@ -227,8 +227,8 @@ class SACAgent:
             alpha_loss = torch.zeros((), device=self.device)
 
         with torch.no_grad():  # Polyak averaging: theta' <- (1 - tau) theta' + tau theta
-            target_params = list(self.critic_target.parameters())
-            torch._foreach_lerp_(target_params, list(self.critic.parameters()), cfg.tau)
+            for target_param, param in zip(self.critic_target.parameters(), self.critic.parameters()):
+                target_param.lerp_(param, cfg.tau)
         self.updates += 1
         return torch.stack([critic_loss.detach(), actor_loss.detach(), alpha_loss.detach(), alpha])
 
