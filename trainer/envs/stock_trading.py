@@ -384,8 +384,8 @@ class StockTradingVecEnv:
 
     def _observe(self, day: torch.Tensor, cash: torch.Tensor, holdings: torch.Tensor) -> torch.Tensor:
         obs = torch.index_select(self._market_obs, 0, day)
-        obs[:, 0] = cash * CASH_SCALE
-        obs[:, self._hold_slice] = holdings * HOLDINGS_SCALE
+        torch.mul(cash, CASH_SCALE, out=obs[:, 0])
+        torch.mul(holdings, HOLDINGS_SCALE, out=obs[:, self._hold_slice])
         return obs
 
     # ------------------------------------------------------------------ episode starts
@@ -457,8 +457,8 @@ class StockTradingVecEnv:
             self._day = self._draw_starts(self.num_envs)
             self._end_day = self._end_days(self._day)
             self._cash, self._holdings = self._initial_wealth(self._day)
-            prices = self._close.index_select(0, self._day)
-            self._value = self._cash + torch.linalg.vecdot(self._holdings, prices)
+            self._prices = self._close.index_select(0, self._day)  # (E, N) close of each env's day
+            self._value = self._cash + torch.linalg.vecdot(self._holdings, self._prices)
             self._episode_return = torch.zeros(self.num_envs, dtype=torch.float32, device=self.device)
             obs = self._observe(self._day, self._cash, self._holdings)
         info = {
@@ -506,14 +506,17 @@ class StockTradingVecEnv:
             return self._step(action)
 
     def _step(self, action: torch.Tensor):
+        # Speed notes (CPU, 4096 envs x 29 stocks): every (E, N) pass costs ~50-150 us, so passes
+        # are fused or done in place on this step's temporaries; state tensors are replaced,
+        # never written in place, because they are handed out in ``info``.
         cfg = self.config
-        day, holdings = self._day, self._holdings
-        # Scaling in float32 (the action's dtype) keeps e.g. 0.7 * 100 at exactly 70 shares.
-        act = action.to(device=self.device, dtype=torch.float32)
-        shares = torch.nan_to_num(act, nan=0.0).clamp_(-1.0, 1.0).mul_(cfg.hmax).trunc_().to(torch.float64)
-        prices = self._close.index_select(0, day)
+        day, holdings, prices = self._day, self._holdings, self._prices
+        # Scaling in float32 (the action's dtype) keeps e.g. 0.7 * 100 at exactly 70 shares; the
+        # integer cast truncates toward zero and is ~7x faster than torch.trunc on CPU.
+        act = torch.nan_to_num(action.to(device=self.device, dtype=torch.float32), nan=0.0)
+        shares = act.clamp_(-1.0, 1.0).mul_(cfg.hmax).to(torch.int32).to(torch.float64)
 
-        sells = torch.minimum(shares.clamp(max=0.0).neg_(), holdings)
+        sells = torch.minimum(shares.neg(), holdings).clamp_(min=0.0)  # = min(max(-q, 0), holdings)
         buys = shares.clamp_(min=0.0)
         if cfg.turbulence_threshold is not None:
             # Liquidate everything and refuse buys on turbulent days. Such days are rare, so
@@ -525,17 +528,21 @@ class StockTradingVecEnv:
 
         sell_value = torch.linalg.vecdot(sells, prices)
         cash = self._cash + sell_value * (1.0 - cfg.sell_cost_pct)
-        buy_cost = torch.linalg.vecdot(buys, prices) * (1.0 + cfg.buy_cost_pct)
-        # Cash cap: scale all of an env's buys by one factor, then floor to whole shares.
-        factor = torch.where(buy_cost > cash, cash / buy_cost * self._keep_buy, 1.0)
-        buys = buys.mul_(factor[:, None]).floor_()
         buy_value = torch.linalg.vecdot(buys, prices)
+        buy_cost = buy_value * (1.0 + cfg.buy_cost_pct)
+        # Cash cap: scale all of an env's buys by one factor, then floor to whole shares.
+        over = buy_cost > cash
+        if bool(over.any()):  # a host sync; free on CPU, one small wait on CUDA
+            factor = torch.where(over, cash / buy_cost * self._keep_buy, 1.0)
+            buys = buys.mul_(factor[:, None]).floor_()
+            buy_value = torch.linalg.vecdot(buys, prices)
         cash = cash - buy_value * (1.0 + cfg.buy_cost_pct)
         costs = sell_value * cfg.sell_cost_pct + buy_value * cfg.buy_cost_pct
-        holdings = holdings + buys - sells
+        holdings = torch.add(holdings, buys).sub_(sells)
 
         day = day + 1
-        value = cash + torch.linalg.vecdot(holdings, self._close.index_select(0, day))
+        prices = self._close.index_select(0, day)
+        value = cash + torch.linalg.vecdot(holdings, prices)
         reward = ((value - self._value) * cfg.reward_scaling).to(torch.float32)
         episode_return = self._episode_return + reward
         truncated = day >= self._end_day
@@ -554,15 +561,17 @@ class StockTradingVecEnv:
             done = truncated.nonzero().squeeze(1)
             starts = self._draw_starts(done.shape[0])
             new_cash, new_holdings = self._initial_wealth(starts)
+            new_prices = self._close.index_select(0, starts)
             day = day.index_put((done,), starts)
             cash = cash.index_put((done,), new_cash)
             holdings = holdings.index_put((done,), new_holdings)
-            start_value = new_cash + torch.linalg.vecdot(new_holdings, self._close.index_select(0, starts))
+            prices.index_copy_(0, done, new_prices)  # private to the env: updated in place
+            start_value = new_cash + torch.linalg.vecdot(new_holdings, new_prices)
             value = value.index_put((done,), start_value)
             episode_return = episode_return.index_put((done,), torch.zeros_like(start_value, dtype=torch.float32))
             self._end_day = self._end_day.index_put((done,), self._end_days(starts))
             obs = obs.index_put((done,), self._observe(starts, new_cash, new_holdings))
-        self._day, self._cash, self._holdings, self._value = day, cash, holdings, value
+        self._day, self._cash, self._holdings, self._value, self._prices = day, cash, holdings, value, prices
         self._episode_return = episode_return
         terminated = torch.zeros_like(truncated)
         return obs, reward, terminated, truncated, info

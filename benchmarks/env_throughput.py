@@ -1,0 +1,172 @@
+"""Env-steps per second of StockTradingVecEnv against two peers measured in the same run.
+
+Data: the real Dow-30 panel (29 tickers with full history, 2010-2019, FinRL's 8 indicators),
+read from ``PADDOCK_DATA_DIR`` (default ``../shared/data``). Peers:
+
+* ``SyncVectorEnv``: Gymnasium's synchronous vector env over our single-env adapter
+  ``StockTradingEnv`` (same dynamics, one Python env per portfolio);
+* ``numpy``: a FinRL-style single NumPy env (``finrl_style_numpy_env.py``), one Python call per day.
+
+Actions are drawn once into a small pool before timing, so the figures measure the envs, not
+the random number generator. Auto-resets (random start days) are part of the measured steps.
+
+Usage: ``.venv/bin/python benchmarks/env_throughput.py [--sizes 1 64 1024 4096] [--seconds 1.5]``
+"""
+
+from __future__ import annotations
+
+import os
+
+os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")  # before numpy: turbulence uses small LAPACK calls
+
+import argparse  # noqa: E402
+import sys  # noqa: E402
+import time  # noqa: E402
+from pathlib import Path  # noqa: E402
+
+import gymnasium as gym  # noqa: E402
+import numpy as np  # noqa: E402
+import torch  # noqa: E402
+
+REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO))
+sys.path.insert(0, str(REPO / "benchmarks"))
+
+from finrl_style_numpy_env import FinRLStyleNumpyEnv  # noqa: E402
+
+from trainer.data import DataSpec, load_market_data  # noqa: E402
+from trainer.envs import EnvConfig, StockTradingVecEnv  # noqa: E402
+from trainer.envs.gym_adapter import StockTradingEnv  # noqa: E402
+
+DOW30_FILE = "dow30_daily_eodhd_2010-01-04_2022-11-15.csv.gz"
+POOL = 16  # distinct action batches cycled through while timing
+
+
+def timed(step, min_seconds: float, min_calls: int = 20) -> tuple[int, float, float]:
+    """Call ``step()`` until ``min_seconds`` of wall time; return (calls, wall s, process CPU s).
+
+    The process CPU time leaves out the time other processes held the cores, so it shows the
+    env's own cost on a shared machine (with 2 threads it adds up both threads).
+    """
+    for _ in range(5):  # warm-up: allocator, first auto-resets
+        step()
+    calls, start, cpu_start = 0, time.perf_counter(), time.process_time()
+    while True:
+        for _ in range(min_calls):
+            step()
+        calls += min_calls
+        elapsed = time.perf_counter() - start
+        if elapsed >= min_seconds:
+            return calls, elapsed, time.process_time() - cpu_start
+
+
+def bench_vec(data, num_envs: int, device: str, seconds: float) -> tuple[float, float]:
+    env = StockTradingVecEnv(data, EnvConfig(), num_envs=num_envs, device=device, seed=0)
+    g = torch.Generator().manual_seed(0)
+    actions = [(torch.rand(num_envs, env.action_dim, generator=g) * 2 - 1).to(device) for _ in range(POOL)]
+    i = 0
+
+    def step():
+        nonlocal i
+        env.step(actions[i % POOL])
+        i += 1
+
+    if device.startswith("cuda"):
+        torch.cuda.synchronize()
+    calls, elapsed, cpu = timed(step, seconds)
+    if device.startswith("cuda"):
+        torch.cuda.synchronize()
+        calls, elapsed, cpu = timed(step, seconds)
+        torch.cuda.synchronize()
+    return calls * num_envs / elapsed, calls * num_envs / cpu
+
+
+def bench_sync_vector(data, num_envs: int, seconds: float) -> tuple[float, float]:
+    envs = gym.vector.SyncVectorEnv(
+        [lambda k=k: StockTradingEnv(data, EnvConfig(), seed=k) for k in range(num_envs)],
+        autoreset_mode=gym.vector.AutoresetMode.SAME_STEP,
+    )
+    envs.reset(seed=0)
+    rng = np.random.default_rng(0)
+    actions = rng.uniform(-1, 1, size=(POOL, num_envs, data.num_stocks)).astype(np.float32)
+    i = 0
+
+    def step():
+        nonlocal i
+        envs.step(actions[i % POOL])
+        i += 1
+
+    calls, elapsed, cpu = timed(step, seconds)
+    envs.close()
+    return calls * num_envs / elapsed, calls * num_envs / cpu
+
+
+def bench_numpy(data, seconds: float) -> tuple[float, float]:
+    env = FinRLStyleNumpyEnv(data.close, data.features, seed=0)
+    rng = np.random.default_rng(0)
+    actions = rng.uniform(-1, 1, size=(POOL, data.num_stocks))
+    i = 0
+
+    def step():
+        nonlocal i
+        env.step(actions[i % POOL])
+        i += 1
+
+    calls, elapsed, cpu = timed(step, seconds, min_calls=200)
+    return calls / elapsed, calls / cpu
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--sizes", type=int, nargs="+", default=[1, 64, 1024, 4096])
+    parser.add_argument("--threads", type=int, nargs="+", default=[1, 2])
+    parser.add_argument("--seconds", type=float, default=1.5, help="minimum timed seconds per row")
+    parser.add_argument("--sync-envs", type=int, default=8, help="envs in the SyncVectorEnv peer")
+    parser.add_argument(
+        "--data-dir", default=os.environ.get("PADDOCK_DATA_DIR") or str(REPO.parent / "shared" / "data")
+    )
+    args = parser.parse_args()
+
+    torch.set_num_threads(1)
+    spec = DataSpec(paths=[DOW30_FILE], start="2010-01-01", end="2019-12-31")
+    data = load_market_data(spec, data_dir=args.data_dir)
+    print(
+        f"data: {data.num_stocks} tickers x {data.num_days} days ({data.dates[0]} to {data.dates[-1]}), "
+        f"{len(data.feature_names)} indicators; torch {torch.__version__}; cpu cores {os.cpu_count()}"
+    )
+
+    numpy_rate, numpy_cpu = bench_numpy(data, args.seconds)
+    sync_rate, sync_cpu = bench_sync_vector(data, args.sync_envs, args.seconds)
+    load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
+    print(f"1-minute load average before the env rows: {load:.1f} (other processes share the cores)")
+    print()
+    print(
+        "| env | device | torch threads | num_envs | env-steps/s (wall) | per CPU-second | "
+        "vs NumPy env (wall) | vs SyncVectorEnv (wall) |"
+    )
+    print("|---|---|---|---:|---:|---:|---:|---:|")
+    print(
+        f"| FinRL-style NumPy (peer) | cpu | - | 1 | {numpy_rate:,.0f} | {numpy_cpu:,.0f} | 1.0x | "
+        f"{numpy_rate / sync_rate:.2f}x |"
+    )
+    print(
+        f"| SyncVectorEnv over adapter (peer) | cpu | 1 | {args.sync_envs} | {sync_rate:,.0f} | {sync_cpu:,.0f} | "
+        f"{sync_rate / numpy_rate:.2f}x | 1.0x |"
+    )
+    rows = [("cpu", t) for t in args.threads]
+    if torch.cuda.is_available():
+        rows.append(("cuda", 1))
+    for device, threads in rows:
+        torch.set_num_threads(threads)
+        for size in args.sizes:
+            rate, per_cpu = bench_vec(data, size, device, args.seconds)
+            cpu_text = f"{per_cpu:,.0f}" if device == "cpu" else "-"
+            print(
+                f"| StockTradingVecEnv | {device} | {threads} | {size} | {rate:,.0f} | {cpu_text} | "
+                f"{rate / numpy_rate:.1f}x | {rate / sync_rate:.1f}x |",
+                flush=True,
+            )
+
+
+if __name__ == "__main__":
+    main()
