@@ -172,6 +172,13 @@ def _database_url() -> str:
     return f"postgres://{auth}@{s['HOST'] or '127.0.0.1'}:{s['PORT'] or 5432}/{s['NAME']}"
 
 
+def _point_celery_at(app, url: str) -> None:
+    # Drop the cached connection and producer pools so the next send uses the new URL.
+    app.conf.broker_url = url
+    app._pool = None
+    app.amqp._producer_pool = None
+
+
 @pytest.fixture(scope="module")
 def isolated_redis(django_db_setup, django_db_blocker) -> Iterator[str]:
     """A Redis database of its own for this module's broker and channel layer, so workers of
@@ -185,9 +192,7 @@ def isolated_redis(django_db_setup, django_db_blocker) -> Iterator[str]:
     client = redis.Redis.from_url(url)
     client.flushdb()
     old = (app.conf.broker_url, settings.CHANNEL_LAYERS)
-    app.conf.broker_url = url
-    app.pool.force_close_all()
-    app._pool = None
+    _point_celery_at(app, url)
     settings.CHANNEL_LAYERS = {
         "default": {**old[1]["default"], "CONFIG": {**old[1]["default"]["CONFIG"], "hosts": [url]}}
     }
@@ -195,9 +200,7 @@ def isolated_redis(django_db_setup, django_db_blocker) -> Iterator[str]:
 
     channel_layers.backends = {}
     yield url
-    app.conf.broker_url = old[0]
-    app.pool.force_close_all()
-    app._pool = None
+    _point_celery_at(app, old[0])
     settings.CHANNEL_LAYERS = old[1]
     channel_layers.backends = {}
     client.flushdb()
@@ -205,8 +208,11 @@ def isolated_redis(django_db_setup, django_db_blocker) -> Iterator[str]:
 
 
 @pytest.fixture(scope="module")
-def workers(isolated_redis, data_dir, tmp_path_factory) -> Iterator[Workers]:
-    """Factory of real worker processes; all are stopped at the end of the module."""
+def workers(isolated_redis, data_dir) -> Iterator[Workers]:
+    """Factory of real worker processes; all are stopped at the end of the module. Their logs
+    are kept in ``<PADDOCK_VAR_DIR>/worker-logs``."""
+    from django.conf import settings
+
     env = {
         **os.environ,
         "DEBUG": "1",
@@ -216,6 +222,8 @@ def workers(isolated_redis, data_dir, tmp_path_factory) -> Iterator[Workers]:
         "PADDOCK_TORCH_THREADS": "1",
         "PYTHONPATH": str(REPO_ROOT),
     }
-    pool = Workers(env, tmp_path_factory.mktemp("worker-logs"))
+    log_dir = Path(settings.VAR_DIR) / "worker-logs"
+    log_dir.mkdir(parents=True, exist_ok=True)
+    pool = Workers(env, log_dir)
     yield pool
     pool.stop_all()

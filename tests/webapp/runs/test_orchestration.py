@@ -1,0 +1,125 @@
+"""End-to-end orchestration: real Celery worker processes train tiny generations on real
+Dow-30 data, sharing the test database and an isolated Redis database.
+
+The reaper is called from the test loop where a beat process would call it.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+
+import pytest
+
+from webapp.runs import selectors, services
+from webapp.runs.models import Agent, Generation, Run
+
+pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.slow]
+
+
+def _wait(predicate: Callable[[], bool], *, timeout: float, reap_after: float | None = None, what: str) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if predicate():
+            return
+        if reap_after is not None:
+            services.generations_reap_stale(stale_after=reap_after)
+            services.runs_ensure_work(redispatch_after=30)
+        time.sleep(0.2)
+    raise AssertionError(f"timed out after {timeout} s waiting for {what}")
+
+
+def _status(run: Run) -> str:
+    return Run.objects.values_list("status", flat=True).get(pk=run.pk)
+
+
+def _max_overlap(intervals) -> int:
+    points = sorted([(s, 1) for s, _ in intervals] + [(e, -1) for _, e in intervals], key=lambda p: (p[0], p[1]))
+    current = peak = 0
+    for _, delta in points:
+        current += delta
+        peak = max(peak, current)
+    return peak
+
+
+def _assert_one_agent_per_done_generation(run: Run) -> None:
+    done = Generation.objects.filter(run=run, status=Generation.Status.DONE)
+    assert Agent.objects.filter(run=run).count() == done.count()
+    assert set(Agent.objects.filter(run=run).values_list("generation_id", flat=True)) == set(
+        done.values_list("id", flat=True)
+    )
+    assert not Generation.objects.filter(run=run, status__in=Generation.OPEN).exists()
+
+
+def test_a_three_pod_run_completes_within_its_budget_and_ranks_its_agents(workers, make_budget, make_run):
+    workers.start("alpha")
+    workers.start("beta")
+    # Nine generations fit the env-step cap; at most two may run at once.
+    budget = make_budget(max_concurrent_pods=2, env_step_cap=9 * 256)
+    run = services.run_start(run=make_run(budget, num_pods=3, generation_steps=256, leaderboard_size=4))
+    _wait(lambda: _status(run) == Run.Status.FINISHED, timeout=120, reap_after=60, what="the run to finish")
+
+    run.refresh_from_db()
+    agents = Agent.objects.filter(run=run)
+    assert agents.count() == 9
+    _assert_one_agent_per_done_generation(run)
+    board = selectors.leaderboard(run)
+    assert len(board) == 4
+    scores = [a.score for a in board]
+    assert scores == sorted(scores, reverse=True)
+    others = [a.score for a in agents.filter(on_leaderboard=False) if a.score is not None]
+    assert all(s <= scores[-1] for s in others), "pruned agents score no better than the last kept one"
+    assert run.best_score == scores[0]
+    assert set(Generation.objects.filter(run=run).values_list("pod__index", flat=True)) == {0, 1, 2}
+    budget.refresh_from_db()
+    assert budget.env_steps_used == 9 * 256
+    assert budget.gpu_seconds_used > 0
+    # The concurrency cap held across both workers.
+    assert _max_overlap(selectors.generation_intervals(run)) <= 2
+    assert len(set(Generation.objects.filter(run=run).exclude(worker="").values_list("worker", flat=True))) == 2
+    assert any(a.parent_id for a in agents), "later generations start from leaderboard agents"
+
+
+def test_a_worker_killed_mid_generation_loses_no_agent_and_makes_no_duplicate(workers, make_budget, make_run):
+    # A generation takes several seconds here, so the kill lands in the middle of one.
+    budget = make_budget(max_concurrent_pods=2, env_step_cap=4 * 8192)
+    run = services.run_start(run=make_run(budget, num_pods=2, generation_steps=8192))
+    busy = {g.worker for g in Generation.objects.filter(run=run)} - {""}
+
+    def training() -> bool:
+        return Generation.objects.filter(run=run, status=Generation.Status.RUNNING, pod__env_steps__gt=0).exists()
+
+    _wait(training, timeout=60, what="a generation to train")
+    victim_gen = Generation.objects.filter(run=run, status=Generation.Status.RUNNING).first()
+    victim = victim_gen.worker
+    assert victim in workers.procs, busy
+    workers.kill9(victim)
+    workers.start("gamma")
+    _wait(lambda: _status(run) == Run.Status.FINISHED, timeout=150, reap_after=3, what="the run to finish")
+
+    victim_gen.refresh_from_db()
+    assert victim_gen.status == Generation.Status.DONE
+    assert victim_gen.attempt >= 2 and victim_gen.worker != victim
+    assert Agent.objects.filter(run=run).count() == 4
+    _assert_one_agent_per_done_generation(run)
+
+
+def test_a_worker_added_mid_run_takes_work_and_pods_scaled_up_train(workers, make_budget, make_run):
+    budget = make_budget(max_concurrent_pods=3)
+    run = services.run_start(run=make_run(budget, num_pods=1, generation_steps=2048))
+    live = list(workers.procs)
+    _wait(lambda: Agent.objects.filter(run=run).exists(), timeout=60, what="a first agent")
+    services.run_scale(run=run, num_pods=3)
+    workers.start(f"delta{len(live)}")
+
+    def new_pods_trained() -> bool:
+        return Agent.objects.filter(run=run, pod__index__in=[1, 2]).values("pod").distinct().count() == 2
+
+    _wait(new_pods_trained, timeout=90, reap_after=60, what="the new pods' first agents")
+    services.run_stop(run=run)
+    _wait(lambda: _status(run) == Run.Status.FINISHED, timeout=60, what="the stopped run to finish")
+
+    workers_used = set(Generation.objects.filter(run=run).exclude(worker="").values_list("worker", flat=True))
+    assert len(workers_used) >= 2
+    _assert_one_agent_per_done_generation(run)
+    assert _max_overlap(selectors.generation_intervals(run)) <= 3
