@@ -19,6 +19,13 @@ wrong axis); cash enters the observation scaled by ``2**-16`` (not ``2**16``).
 
 The episode API is Gymnasium's vector API with automatic reset ("same step" mode): see
 :meth:`StockTradingVecEnv.step`.
+
+Speed (``benchmarks/env_throughput.py``): one step is ~25 fused tensor ops over (E, N) plus
+one row gather of a precomputed per-day observation table; no Python loop over envs or
+stocks. Steps run under ``torch.no_grad`` rather than ``inference_mode`` because agents feed
+the returned observations into autograd graphs, which inference tensors cannot join. Three
+data-dependent branches (any env over its cash, any turbulent day, any finished episode)
+each cost one host sync on CUDA and skip work on CPU when nothing happens.
 """
 
 from __future__ import annotations
