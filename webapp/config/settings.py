@@ -10,6 +10,7 @@ A bad value stops start-up with one line naming the variable (``SettingsError``)
 from __future__ import annotations
 
 import os
+import importlib.util
 import secrets
 from pathlib import Path
 
@@ -139,7 +140,20 @@ USE_I18N = False
 USE_TZ = True
 
 STATIC_URL = "/static/"
-STATICFILES_DIRS = [BASE_DIR / "static"]
+
+
+def _plotly_js_dir() -> str:
+    """Folder of the ``plotly`` package's bundled ``plotly.min.js`` (served locally, no CDN).
+
+    Found without importing plotly (which is slow to import and not needed by the web process).
+    """
+    spec = importlib.util.find_spec("plotly")
+    if spec is None or not spec.submodule_search_locations:
+        raise SettingsError("the plotly package is not installed (pip install -r requirements.txt)")
+    return str(Path(list(spec.submodule_search_locations)[0]) / "package_data")
+
+
+STATICFILES_DIRS = [BASE_DIR / "static", ("vendor/plotly", _plotly_js_dir())]
 STATIC_ROOT = VAR_DIR / "staticfiles"
 # Serve static files straight from the source folders (no collectstatic step needed).
 WHITENOISE_USE_FINDERS = env_bool("WHITENOISE_USE_FINDERS", True)

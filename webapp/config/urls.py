@@ -1,14 +1,78 @@
-"""Root URL configuration."""
+"""Root URL configuration: pages, the REST API under ``/api/`` and its OpenAPI docs.
+
+Apps that arrive later plug in here without editing this file: a ``webapp.reports.urls``
+module is included under the ``reports`` namespace, and a ``register(router)`` function in
+``webapp.reports.api`` adds its viewsets (backtests) to the API router.
+"""
 
 from __future__ import annotations
 
+import importlib
+
+from django.conf import settings
 from django.contrib import admin
+from django.contrib.auth.decorators import login_required
 from django.urls import include, path
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
+from rest_framework.permissions import IsAuthenticated
+from rest_framework.routers import DefaultRouter
+
+from webapp.core import api as core_api
+from webapp.market import api as market_api
+from webapp.runs import api as runs_api
+
+# The API docs' description: the REST overview plus the WebSocket protocol (docs/websocket.md).
+API_DESCRIPTION = (
+    settings.SPECTACULAR_SETTINGS.get("DESCRIPTION", "")
+    + "\n\nAuthenticate with a session (browser) or `Authorization: Token <key>` "
+    + "(get one at `/account/token/` or `POST /api/auth/token/`). Errors are "
+    + '`{"error": "...", "fields": {"name": "message"}}`; objects of other users are 404.\n\n'
+    + (settings.BASE_DIR / "docs" / "websocket.md").read_text(encoding="utf-8")
+)
+
+router = DefaultRouter()
+router.register("datasets", market_api.DatasetViewSet, basename="dataset")
+router.register("tasks", runs_api.TaskViewSet, basename="task")
+router.register("budgets", runs_api.BudgetViewSet, basename="budget")
+router.register("runs", runs_api.RunViewSet, basename="run")
+router.register("agents", runs_api.AgentViewSet, basename="agent")
+
+
+def _optional(module: str):
+    """Import a module of an app that may not exist yet; ``None`` if it does not."""
+    try:
+        return importlib.import_module(module)
+    except ModuleNotFoundError as exc:
+        if exc.name and module.startswith(exc.name):
+            return None
+        raise
+
+
+_reports_api = _optional("webapp.reports.api")
+if _reports_api is not None and hasattr(_reports_api, "register"):
+    _reports_api.register(router)
+
+api_patterns = [
+    path("auth/token/", core_api.TokenView.as_view(), name="token"),
+    *router.urls,
+]
 
 urlpatterns = [
     path("", include("webapp.core.urls")),
+    path("", include("webapp.runs.urls")),
+    path("", include("webapp.market.urls")),
+    path("account/token/", core_api.token_page, name="token"),
     path("admin/", admin.site.urls),
-    path("api/schema/", SpectacularAPIView.as_view(), name="api-schema"),
-    path("api/docs/", SpectacularSwaggerView.as_view(url_name="api-schema"), name="api-docs"),
+    path("api/", include((api_patterns, "api"), namespace="api")),
+    path(
+        "api/schema/",
+        SpectacularAPIView.as_view(
+            permission_classes=[IsAuthenticated], custom_settings={"DESCRIPTION": API_DESCRIPTION}
+        ),
+        name="api-schema",
+    ),
+    path("api/docs/", login_required(SpectacularSwaggerView.as_view(url_name="api-schema")), name="api-docs"),
 ]
+
+if _optional("webapp.reports.urls") is not None:
+    urlpatterns.append(path("", include("webapp.reports.urls")))

@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 from django.contrib.auth import get_user_model
+from drf_spectacular.types import OpenApiTypes
+from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
 from webapp.runs import queries
 from webapp.runs.models import Agent, ClusterBudget, Run, Task
 
 
+@extend_schema_field(OpenApiTypes.INT)
 class _UserScopedPK(serializers.PrimaryKeyRelatedField):
     """A primary key resolved among the request user's own objects only (another user's id
     reads as "does not exist", never as "forbidden")."""
@@ -70,7 +73,9 @@ class TaskCreateSerializer(serializers.Serializer):
 
     name = serializers.CharField(max_length=200)
     dataset = _UserScopedPK(queries.dataset_queryset)
-    tickers = serializers.ListField(child=serializers.CharField(max_length=20), required=False, allow_empty=True)
+    tickers = serializers.ListField(
+        child=serializers.CharField(max_length=20), required=False, default=list, help_text="empty = all"
+    )
     splits = serializers.DictField(help_text='{"train": [start, end], "validation": [...], "test": [...]}')
     env = serializers.DictField(required=False, default=dict)
     algorithm = serializers.ChoiceField(choices=queries.ALGORITHMS, default="ppo")

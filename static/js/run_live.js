@@ -1,0 +1,400 @@
+// Live run page: keeps the leaderboard, pods, budget and chart current over the run's
+// WebSocket (protocol: docs/websocket.md).
+//
+// The server sends a `run.snapshot` first, then deltas numbered by the run's `seq`. Deltas
+// older than what a part of the page already shows are ignored (events of different
+// processes may arrive slightly out of order). A sequence number still missing after
+// GAP_GRACE_MS, or any reconnect, makes the page ask for a fresh snapshot. Reconnects back
+// off exponentially (with jitter) up to MAX_BACKOFF_MS.
+(function () {
+  "use strict";
+
+  const GAP_GRACE_MS = 800;
+  const BASE_BACKOFF_MS = 500;
+  const MAX_BACKOFF_MS = 15000;
+  const FINAL_CLOSE_CODES = { 4401: "signed out", 4403: "forbidden", 4404: "not found" };
+  const TERMINAL = ["finished", "failed", "cancelled"];
+
+  const cfg = JSON.parse(document.getElementById("run-live-config").textContent);
+  const history = JSON.parse(document.getElementById("score-history").textContent);
+  const $ = (sel, root) => (root || document).querySelector(sel);
+  const indicator = $("#live-indicator");
+  const tbody = $("#leaderboard tbody");
+
+  const state = {
+    ws: null,
+    attempt: 0,
+    synced: false, // a snapshot has been applied on this connection
+    seq: 0, // highest seq seen
+    runSeq: 0,
+    boardSeq: 0,
+    podSeq: {}, // pod index -> seq of the last pod.update / progress applied
+    missing: new Set(),
+    gapTimer: null,
+    run: null,
+    lastBoardKey: "",
+  };
+  window.paddockLive = state; // for tests and the latency benchmark
+
+  // --- formatting -----------------------------------------------------------------------
+
+  function fmtNumber(value, digits) {
+    if (value === null || value === undefined || Number.isNaN(value)) return "–";
+    return Number(value).toFixed(digits);
+  }
+
+  function fmtHyper(values) {
+    const parts = [];
+    for (const key of cfg.hp_keys) {
+      if (!(key in (values || {}))) continue;
+      const v = values[key];
+      parts.push(key + "=" + (typeof v === "number" ? String(parseFloat(v.toPrecision(4))) : String(v)));
+    }
+    return parts.join(" ");
+  }
+
+  function fmtDuration(seconds) {
+    if (!Number.isFinite(seconds) || seconds < 0) return "–";
+    if (seconds < 60) return Math.round(seconds) + " s";
+    if (seconds < 3600) return Math.floor(seconds / 60) + " min " + Math.round(seconds % 60) + " s";
+    if (seconds < 86400) return Math.floor(seconds / 3600) + " h " + Math.round((seconds % 3600) / 60) + " min";
+    return Math.floor(seconds / 86400) + " d " + Math.round((seconds % 86400) / 3600) + " h";
+  }
+
+  function agentUrl(id) {
+    return cfg.agent_url.replace(/\/0\/$/, "/" + id + "/");
+  }
+
+  // --- indicator and connection ---------------------------------------------------------
+
+  function setIndicator(name, text) {
+    indicator.dataset.state = name;
+    indicator.className = "live-indicator " + name;
+    indicator.textContent = text || name;
+  }
+
+  function send(message) {
+    if (state.ws && state.ws.readyState === WebSocket.OPEN) state.ws.send(JSON.stringify(message));
+  }
+
+  function requestSnapshot() {
+    state.synced = false;
+    state.missing.clear();
+    send({ type: "snapshot.request" });
+  }
+
+  function connect() {
+    const scheme = location.protocol === "https:" ? "wss://" : "ws://";
+    const ws = new WebSocket(scheme + location.host + cfg.ws_path);
+    state.ws = ws;
+    state.synced = false;
+    ws.onmessage = (event) => {
+      if (ws !== state.ws) return;
+      handle(JSON.parse(event.data));
+    };
+    ws.onclose = (event) => {
+      if (ws !== state.ws) return;
+      state.synced = false;
+      if (event.code in FINAL_CLOSE_CODES) {
+        setIndicator("closed", FINAL_CLOSE_CODES[event.code]);
+        return;
+      }
+      setIndicator("reconnecting");
+      const delay = Math.min(MAX_BACKOFF_MS, BASE_BACKOFF_MS * 2 ** state.attempt) * (0.5 + Math.random() / 2);
+      state.attempt += 1;
+      setTimeout(connect, delay);
+    };
+  }
+
+  // --- messages -------------------------------------------------------------------------
+
+  function noteSeq(seq) {
+    if (seq > state.seq + 1) {
+      for (let s = state.seq + 1; s < seq; s += 1) state.missing.add(s);
+      if (!state.gapTimer) {
+        state.gapTimer = setTimeout(() => {
+          state.gapTimer = null;
+          if (state.missing.size) requestSnapshot();
+        }, GAP_GRACE_MS);
+      }
+    }
+    state.missing.delete(seq);
+    state.seq = Math.max(state.seq, seq);
+  }
+
+  function handle(msg) {
+    if (msg.type === "run.snapshot") {
+      applySnapshot(msg);
+      return;
+    }
+    if (!state.synced || typeof msg.seq !== "number") return; // the coming snapshot covers it
+    noteSeq(msg.seq);
+    if (msg.type === "run.update" && msg.seq > state.runSeq) {
+      state.runSeq = msg.seq;
+      applyRun(msg.run);
+    } else if (msg.type === "leaderboard.update" && msg.seq > state.boardSeq) {
+      state.boardSeq = msg.seq;
+      applyLeaderboard(msg.leaderboard, msg.added || []);
+    } else if (msg.type === "pod.update" && msg.seq > (state.podSeq[msg.pod.index] || 0)) {
+      state.podSeq[msg.pod.index] = msg.seq;
+      applyPod(msg.pod);
+    } else if (msg.type === "progress" && msg.seq > (state.podSeq[msg.pod] || 0)) {
+      state.podSeq[msg.pod] = msg.seq;
+      applyProgress(msg);
+    }
+  }
+
+  function applySnapshot(msg) {
+    state.seq = state.runSeq = state.boardSeq = msg.seq;
+    state.podSeq = {};
+    state.missing.clear();
+    state.synced = true;
+    state.attempt = 0;
+    applyRun(msg.run);
+    for (const pod of msg.pods) {
+      state.podSeq[pod.index] = msg.seq;
+      applyPod(pod);
+    }
+    applyLeaderboard(msg.leaderboard, []);
+    setIndicator("live");
+  }
+
+  // --- run, budget, controls ------------------------------------------------------------
+
+  function applyRun(run) {
+    state.run = run;
+    const status = $("#run-status");
+    status.textContent = run.status;
+    status.dataset.status = run.status;
+    status.className = "badge " + run.status;
+    $("#best-score").textContent = fmtNumber(run.best_score, 3);
+    $("#num-pods").textContent = run.num_pods;
+    $("#agents-count").textContent = run.agents;
+    $("#status-reason").textContent = run.status_reason || "";
+    const allowed = {
+      start: run.status === "queued",
+      pause: run.status === "running",
+      resume: run.status === "paused",
+      stop: !TERMINAL.includes(run.status),
+      scale: !TERMINAL.includes(run.status) && run.status !== "finishing",
+    };
+    for (const form of document.querySelectorAll("#controls form[data-action]")) {
+      const button = form.querySelector("button");
+      button.disabled = !allowed[form.dataset.action];
+    }
+    applyBudget(run);
+  }
+
+  function applyBudget(run) {
+    const b = run.budget;
+    if (!b) return;
+    $("#budget-gpu").textContent = fmtNumber(b.gpu_hours_used, 3);
+    $("#budget-steps").textContent = b.env_steps_used;
+    $("#budget-pods").textContent = b.pods_running;
+    const fractions = [];
+    if (b.gpu_hours_cap) fractions.push(b.gpu_hours_used / b.gpu_hours_cap);
+    if (b.env_step_cap) fractions.push(b.env_steps_used / b.env_step_cap);
+    const remaining = [];
+    const elapsed = run.elapsed_s || 0;
+    if (b.max_wall_clock_s && elapsed) {
+      fractions.push(elapsed / b.max_wall_clock_s);
+      remaining.push(b.max_wall_clock_s - elapsed);
+    }
+    if (b.deadline) remaining.push((Date.parse(b.deadline) - Date.now()) / 1000);
+    const used = fractions.length ? Math.min(1, Math.max(...fractions)) : null;
+    $("#budget-bar").style.width = used === null ? "0%" : (used * 100).toFixed(1) + "%";
+    $("#budget-left").textContent = used === null ? "no cap" : (used * 100).toFixed(1) + " % used";
+    // Burn rate of the spent fraction over the run's elapsed time (constant-rate estimate).
+    if (used !== null && used > 0 && elapsed > 0) remaining.push(((1 - used) * elapsed) / used);
+    const active = ["running", "finishing"].includes(run.status);
+    $("#budget-eta").textContent = active && remaining.length ? fmtDuration(Math.min(...remaining)) : "–";
+  }
+
+  // --- pods -----------------------------------------------------------------------------
+
+  function podCard(index) {
+    let card = $('#pods .pod-card[data-pod-index="' + index + '"]');
+    if (card) return card;
+    const empty = $("#no-pods");
+    if (empty) empty.remove();
+    card = document.createElement("div");
+    card.className = "pod-card";
+    card.dataset.podIndex = index;
+    card.innerHTML =
+      '<div class="pod-head"><strong>Pod ' + index + '</strong> <span class="badge pod-state"></span></div>' +
+      '<div class="pod-gen">generation <span class="pod-gen-number">–</span> · <span class="pod-done">0</span> done</div>' +
+      '<div class="pod-speed"><span class="pod-sps">0</span> steps/s</div>' +
+      '<div class="progress"><span class="pod-progress" style="width:0%"></span></div>';
+    const cards = [...document.querySelectorAll("#pods .pod-card")];
+    const after = cards.find((c) => Number(c.dataset.podIndex) > index);
+    $("#pods").insertBefore(card, after || null);
+    return card;
+  }
+
+  function applyPod(pod) {
+    const card = podCard(pod.index);
+    card.dataset.state = pod.state;
+    const badge = $(".pod-state", card);
+    badge.textContent = pod.state;
+    badge.className = "badge pod-state " + pod.state;
+    $(".pod-done", card).textContent = pod.generations_done;
+    $(".pod-sps", card).textContent = fmtNumber(pod.steps_per_s, 0);
+    const gen = pod.generation;
+    $(".pod-gen-number", card).textContent = gen ? gen.number : "–";
+    const total = gen && gen.env_steps ? gen.env_steps : cfg.generation_steps;
+    const done = pod.state === "training" ? pod.env_steps : gen && gen.status === "done" ? total : 0;
+    $(".pod-progress", card).style.width = Math.min(100, (100 * done) / total).toFixed(1) + "%";
+  }
+
+  function applyProgress(msg) {
+    const card = podCard(msg.pod);
+    $(".pod-gen-number", card).textContent = msg.generation;
+    $(".pod-sps", card).textContent = fmtNumber(msg.steps_per_s, 0);
+    const total = msg.env_steps_total || cfg.generation_steps;
+    $(".pod-progress", card).style.width = Math.min(100, (100 * msg.env_steps) / total).toFixed(1) + "%";
+  }
+
+  // --- leaderboard and chart ------------------------------------------------------------
+
+  const COLUMNS = ["rank", "agent", "score", "generation", "parent", "pod", "hyperparameters", "env_steps", "age"];
+
+  function newRow(agent) {
+    const tr = document.createElement("tr");
+    tr.dataset.agentId = agent.id;
+    for (const col of COLUMNS) {
+      const td = document.createElement("td");
+      td.dataset.col = col;
+      if (["rank", "score", "generation", "pod", "env_steps"].includes(col)) td.className = "num";
+      tr.appendChild(td);
+    }
+    tr.querySelector('[data-col="agent"]').innerHTML = '<a href="' + agentUrl(agent.id) + '">#' + agent.id + "</a>";
+    return tr;
+  }
+
+  function fillRow(tr, agent, rank) {
+    const cell = (col) => tr.querySelector('[data-col="' + col + '"]');
+    tr.dataset.score = agent.score === null ? "" : agent.score;
+    cell("rank").textContent = rank;
+    cell("score").textContent = fmtNumber(agent.score, 4);
+    cell("generation").textContent = agent.generation;
+    cell("parent").innerHTML = agent.parent_id
+      ? '<a href="' + agentUrl(agent.parent_id) + '">#' + agent.parent_id + "</a>"
+      : '<span class="muted">fresh</span>';
+    cell("pod").textContent = agent.pod;
+    const code = document.createElement("code");
+    code.textContent = fmtHyper(agent.hyperparameters);
+    cell("hyperparameters").replaceChildren(code);
+    const steps = agent.env_steps ?? (agent.metrics && agent.metrics.env_steps);
+    if (steps !== undefined && steps !== null) cell("env_steps").textContent = steps;
+    cell("age").dataset.createdAt = agent.created_at;
+  }
+
+  function applyLeaderboard(agents, added) {
+    const existing = new Map([...tbody.querySelectorAll("tr[data-agent-id]")].map((tr) => [tr.dataset.agentId, tr]));
+    const keep = new Set();
+    agents.forEach((agent, i) => {
+      const id = String(agent.id);
+      keep.add(id);
+      let tr = existing.get(id);
+      if (!tr) {
+        tr = newRow(agent);
+        tr.classList.add("fresh");
+        setTimeout(() => tr.classList.remove("fresh"), 1500);
+      }
+      fillRow(tr, agent, i + 1);
+      if (tbody.children[i] !== tr) tbody.insertBefore(tr, tbody.children[i] || null);
+    });
+    for (const [id, tr] of existing) if (!keep.has(id)) tr.remove();
+    $("#leaderboard-empty").hidden = agents.length > 0;
+    updateAges();
+    pushHistory(agents);
+    document.dispatchEvent(new CustomEvent("paddock:leaderboard", { detail: { added: added } }));
+  }
+
+  function median(sorted) {
+    const n = sorted.length;
+    return n % 2 ? sorted[(n - 1) / 2] : (sorted[n / 2 - 1] + sorted[n / 2]) / 2;
+  }
+
+  let chartReady = false;
+
+  function initChart() {
+    if (typeof Plotly === "undefined") return;
+    const t = history.map((p) => p.t);
+    Plotly.newPlot(
+      "score-chart",
+      [
+        { x: t, y: history.map((p) => p.best), name: "best", mode: "lines+markers", line: { color: "#2f6fed" } },
+        { x: t, y: history.map((p) => p.median), name: "median", mode: "lines", line: { color: "#8a94a8", dash: "dot" } },
+      ],
+      {
+        margin: { l: 50, r: 10, t: 10, b: 40 },
+        height: 260,
+        xaxis: { type: "date" },
+        yaxis: { title: { text: "validation score" } },
+        legend: { orientation: "h" },
+      },
+      { displaylogo: false, responsive: true }
+    );
+    chartReady = true;
+  }
+
+  function pushHistory(agents) {
+    const scores = agents.map((a) => a.score).filter((s) => s !== null).sort((a, b) => a - b);
+    if (!scores.length) return;
+    const best = scores[scores.length - 1];
+    const med = median(scores);
+    const key = best + "/" + med;
+    if (key === state.lastBoardKey) return;
+    const last = history[history.length - 1];
+    state.lastBoardKey = key;
+    if (last && last.best === best && last.median === med) return;
+    const point = { t: new Date().toISOString(), best: best, median: med };
+    history.push(point);
+    if (chartReady) Plotly.extendTraces("score-chart", { x: [[point.t], [point.t]], y: [[best], [med]] }, [0, 1]);
+  }
+
+  function updateAges() {
+    const now = Date.now();
+    for (const td of tbody.querySelectorAll('td[data-col="age"]')) {
+      const created = Date.parse(td.dataset.createdAt);
+      if (!Number.isNaN(created)) td.textContent = fmtDuration((now - created) / 1000);
+    }
+  }
+
+  // --- controls (API calls; the WebSocket brings the new state) ---------------------------
+
+  function bindControls() {
+    for (const form of document.querySelectorAll("#controls form[data-action]")) {
+      form.addEventListener("submit", async (event) => {
+        event.preventDefault();
+        if (form.dataset.confirm && !window.confirm(form.dataset.confirm)) return;
+        const action = form.dataset.action;
+        const body = {};
+        if (action === "scale") body.num_pods = Number(form.querySelector("input[name=num_pods]").value);
+        const error = $("#control-error");
+        error.textContent = "";
+        const response = await fetch(cfg.api + action + "/", {
+          method: "POST",
+          credentials: "same-origin",
+          headers: {
+            "Content-Type": "application/json",
+            "X-CSRFToken": form.querySelector("input[name=csrfmiddlewaretoken]").value,
+          },
+          body: JSON.stringify(body),
+        });
+        if (!response.ok) {
+          const data = await response.json().catch(() => ({}));
+          error.textContent = data.error || "The server answered " + response.status + ".";
+        }
+      });
+    }
+  }
+
+  initChart();
+  bindControls();
+  updateAges();
+  setInterval(updateAges, 1000);
+  setIndicator("connecting");
+  connect();
+})();

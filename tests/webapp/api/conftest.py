@@ -1,0 +1,1 @@
+from tests.webapp.api.fixtures import *  # noqa: F403 - fixtures shared by the web tests

@@ -1,0 +1,81 @@
+"""Sign-in everywhere: API tokens, sessions, and the OpenAPI docs."""
+
+from __future__ import annotations
+
+import pytest
+from rest_framework.test import APIClient
+
+pytestmark = pytest.mark.django_db
+
+
+@pytest.mark.parametrize(
+    "url", ["/api/runs/", "/api/agents/", "/api/datasets/", "/api/tasks/", "/api/budgets/", "/api/schema/?format=json"]
+)
+def test_anonymous_api_requests_are_refused_in_the_error_format(url):
+    response = APIClient().get(url)
+    assert response.status_code in (401, 403)
+    assert set(response.json()) == {"error", "fields"}
+
+
+@pytest.mark.parametrize(
+    "url", ["/", "/runs/", "/runs/new/", "/budgets/", "/datasets/", "/account/token/", "/api/docs/"]
+)
+def test_anonymous_pages_redirect_to_the_login_page(client, url):
+    response = client.get(url)
+    assert response.status_code == 302
+    assert response["Location"].startswith("/accounts/login/")
+
+
+def test_a_user_gets_a_token_with_username_and_password_and_uses_it(user):
+    anonymous = APIClient()
+    response = anonymous.post("/api/auth/token/", {"username": "ada", "password": "pw-ada-12345"}, format="json")
+    assert response.status_code == 200
+    token = response.json()["token"]
+    client = APIClient()
+    client.credentials(HTTP_AUTHORIZATION=f"Token {token}")
+    assert client.get("/api/runs/").status_code == 200
+
+
+def test_a_wrong_password_gets_no_token(user):
+    response = APIClient().post("/api/auth/token/", {"username": "ada", "password": "nope"}, format="json")
+    assert response.status_code == 400
+    assert response.json()["error"]
+
+
+def test_the_token_page_creates_shows_and_replaces_the_token(client, user):
+    client.force_login(user)
+    assert b"no API token yet" in client.get("/account/token/").content
+    client.post("/account/token/")
+    first = user.auth_token.key
+    assert first.encode() in client.get("/account/token/").content
+    client.post("/account/token/", {"regenerate": "1"})
+    user.refresh_from_db()
+    assert user.auth_token.key != first
+
+
+def test_forms_require_csrf_tokens(user):
+    from django.test import Client
+
+    client = Client(enforce_csrf_checks=True)
+    client.force_login(user)
+    assert client.post("/account/token/").status_code == 403
+
+
+def test_the_schema_and_swagger_ui_are_served_offline_to_signed_in_users(client, api_client, user):
+    schema = api_client.get("/api/schema/?format=json")
+    assert schema.status_code == 200
+    body = schema.json()
+    paths = body["paths"]
+    for path in [
+        "/api/runs/",
+        "/api/runs/{id}/scale/",
+        "/api/agents/{id}/bundle/",
+        "/api/datasets/",
+        "/api/auth/token/",
+    ]:
+        assert path in paths, path
+    assert "snapshot.request" in body["info"]["description"]
+    client.force_login(user)
+    docs = client.get("/api/docs/")
+    assert docs.status_code == 200
+    assert b"drf_spectacular_sidecar" in docs.content and b"cdn" not in docs.content.lower()

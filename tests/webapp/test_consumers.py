@@ -1,0 +1,123 @@
+# ruff: noqa: F811 - pytest fixtures imported from tests.webapp.api.fixtures are parameters here
+"""The run page's WebSocket on the real Redis channel layer: session auth, snapshot, deltas in
+sequence order, resync after a gap, refusal of other users' runs."""
+
+from __future__ import annotations
+
+import pytest
+from asgiref.sync import sync_to_async
+from channels.testing import WebsocketCommunicator
+from django.test import Client
+
+from tests.webapp.api.fixtures import (  # noqa: F401 - fixtures
+    checkpoint,
+    other_user,
+    submit_agent,
+    user,
+    world,
+)
+
+pytestmark = [pytest.mark.django_db(transaction=True)]
+
+TIMEOUT = 10
+
+
+def _session_cookie(user) -> bytes:
+    client = Client()
+    client.force_login(user)
+    return f"sessionid={client.cookies['sessionid'].value}".encode()
+
+
+async def _connect(run_id: int, cookie: bytes | None) -> WebsocketCommunicator:
+    from webapp.config.asgi import application
+
+    headers = [(b"origin", b"http://127.0.0.1")]
+    if cookie:
+        headers.append((b"cookie", cookie))
+    communicator = WebsocketCommunicator(application, f"/ws/runs/{run_id}/", headers=headers)
+    connected, _ = await communicator.connect(timeout=TIMEOUT)
+    assert connected
+    return communicator
+
+
+async def _receive_until(communicator, kind: str) -> list[dict]:
+    """Messages up to and including the first of type ``kind``."""
+    seen = []
+    while True:
+        message = await communicator.receive_json_from(timeout=TIMEOUT)
+        seen.append(message)
+        if message["type"] == kind:
+            return seen
+
+
+async def test_the_owner_gets_a_snapshot_of_run_pods_and_leaderboard_first(world, user):
+    communicator = await _connect(world.run.id, await sync_to_async(_session_cookie)(user))
+    snapshot = await communicator.receive_json_from(timeout=TIMEOUT)
+    assert snapshot["type"] == "run.snapshot"
+    assert snapshot["run_id"] == world.run.id
+    assert snapshot["seq"] == world.run.event_seq
+    assert snapshot["run"]["status"] == "running"
+    assert [a["score"] for a in snapshot["leaderboard"]] == [1.5, 1.0, 0.5]
+    assert [p["index"] for p in snapshot["pods"]] == [0, 1]
+    await communicator.disconnect()
+
+
+async def test_deltas_arrive_in_sequence_order_after_the_snapshot(world, user, checkpoint):
+    communicator = await _connect(world.run.id, await sync_to_async(_session_cookie)(user))
+    snapshot = await communicator.receive_json_from(timeout=TIMEOUT)
+    await sync_to_async(submit_agent)(world.run, checkpoint, 9.0)
+    messages = await _receive_until(communicator, "leaderboard.update")
+    messages += await _receive_until(communicator, "run.update")
+    seqs = [m["seq"] for m in messages]
+    assert seqs == sorted(seqs) and seqs[0] > snapshot["seq"]
+    assert len(set(seqs)) == len(seqs)
+    board = next(m for m in messages if m["type"] == "leaderboard.update")
+    assert board["leaderboard"][0]["score"] == 9.0
+    assert board["added"] == [board["leaderboard"][0]["id"]]
+    assert any(m["type"] == "pod.update" and m["pod"]["state"] == "training" for m in messages)
+    assert messages[-1]["run"]["best_score"] == 9.0
+    await communicator.disconnect()
+
+
+async def test_after_a_gap_the_client_gets_a_fresh_snapshot_on_request(world, user, checkpoint):
+    from webapp.runs import events, services
+
+    communicator = await _connect(world.run.id, await sync_to_async(_session_cookie)(user))
+    snapshot = await communicator.receive_json_from(timeout=TIMEOUT)
+    # An event lost on the way (e.g. Redis restarted): its number is taken, nothing is sent.
+    lost = await sync_to_async(events.next_seq)(world.run.id)
+    await sync_to_async(services.run_scale)(run=world.run, num_pods=3)
+    update = (await _receive_until(communicator, "run.update"))[-1]
+    assert update["seq"] > lost > snapshot["seq"]
+    await communicator.send_json_to({"type": "snapshot.request"})
+    fresh = (await _receive_until(communicator, "run.snapshot"))[-1]
+    assert fresh["seq"] >= update["seq"]
+    assert fresh["run"]["num_pods"] == 3
+    await communicator.disconnect()
+
+
+async def test_an_unknown_client_message_gets_an_error_reply(world, user):
+    communicator = await _connect(world.run.id, await sync_to_async(_session_cookie)(user))
+    await communicator.receive_json_from(timeout=TIMEOUT)
+    await communicator.send_json_to({"type": "launch.missiles"})
+    reply = await communicator.receive_json_from(timeout=TIMEOUT)
+    assert reply["type"] == "error" and "launch.missiles" in reply["error"]
+    await communicator.disconnect()
+
+
+async def test_another_users_run_is_refused_with_4404(world, other_user):
+    communicator = await _connect(world.run.id, await sync_to_async(_session_cookie)(other_user))
+    closed = await communicator.receive_output(timeout=TIMEOUT)
+    assert closed == {"type": "websocket.close", "code": 4404}
+
+
+async def test_a_missing_run_is_refused_with_4404(user):
+    communicator = await _connect(999_999, await sync_to_async(_session_cookie)(user))
+    closed = await communicator.receive_output(timeout=TIMEOUT)
+    assert closed == {"type": "websocket.close", "code": 4404}
+
+
+async def test_a_signed_out_visitor_is_refused_with_4401(world):
+    communicator = await _connect(world.run.id, None)
+    closed = await communicator.receive_output(timeout=TIMEOUT)
+    assert closed == {"type": "websocket.close", "code": 4401}

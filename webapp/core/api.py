@@ -1,0 +1,51 @@
+"""Account endpoints: API tokens (``POST /api/auth/token/``) and the page that shows one.
+
+The API accepts a session (the browser) or ``Authorization: Token <key>`` (scripts). A user
+gets their token either from the token page or by posting username and password here.
+"""
+
+from __future__ import annotations
+
+from django.contrib.auth.decorators import login_required
+from django.http import HttpRequest, HttpResponse
+from django.shortcuts import redirect, render
+from django.views.decorators.http import require_http_methods
+from drf_spectacular.utils import extend_schema, inline_serializer
+from rest_framework import serializers
+from rest_framework.authtoken.models import Token
+from rest_framework.authtoken.views import ObtainAuthToken
+from rest_framework.permissions import AllowAny
+
+
+class TokenView(ObtainAuthToken):
+    """Exchange username and password for the user's API token (created on first use)."""
+
+    permission_classes = [AllowAny]
+    authentication_classes: list = []
+
+    @extend_schema(
+        summary="Get your API token",
+        description="Send `username` and `password`; use the answer as `Authorization: Token <token>`.",
+        request=inline_serializer(
+            "TokenRequest", {"username": serializers.CharField(), "password": serializers.CharField()}
+        ),
+        responses=inline_serializer("TokenResponse", {"token": serializers.CharField()}),
+        auth=[],
+    )
+    def post(self, request, *args, **kwargs):
+        return super().post(request, *args, **kwargs)
+
+
+@login_required
+@require_http_methods(["GET", "POST"])
+def token_page(request: HttpRequest) -> HttpResponse:
+    """Show the user's API token; POST creates one, or replaces it (``regenerate``)."""
+    token = Token.objects.filter(user=request.user).first()
+    if request.method == "POST":
+        if token is not None and request.POST.get("regenerate"):
+            token.delete()
+            token = None
+        if token is None:
+            Token.objects.create(user=request.user)
+        return redirect("token")
+    return render(request, "core/token.html", {"token": token})

@@ -1,0 +1,37 @@
+"""Forms of the datasets page: upload a file, or pick files of the shared data folder."""
+
+from __future__ import annotations
+
+from django import forms
+
+from webapp.market import services
+
+
+class DatasetForm(forms.Form):
+    """A new dataset from an uploaded file or from files in the data folder (one of the two)."""
+
+    name = forms.CharField(max_length=200)
+    file = forms.FileField(
+        required=False, help_text="CSV, CSV.gz or Parquet with date, tic, open, high, low, close, volume."
+    )
+    paths = forms.MultipleChoiceField(
+        required=False, help_text="Or files of the shared data folder.", widget=forms.SelectMultiple(attrs={"size": 6})
+    )
+    tickers = forms.CharField(required=False, help_text="Comma-separated tickers to keep (data-folder files only).")
+
+    def __init__(self, *args, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        self.fields["paths"].choices = [(p, p) for p in services.dataset_files()]
+
+    def clean_tickers(self) -> list[str] | None:
+        raw = self.cleaned_data.get("tickers") or ""
+        tickers = [t.strip().upper() for t in raw.split(",") if t.strip()]
+        return tickers or None
+
+    def clean(self):
+        data = super().clean()
+        if not data.get("file") and not data.get("paths"):
+            raise forms.ValidationError("Upload a file or pick files of the data folder.")
+        if data.get("file") and data.get("paths"):
+            raise forms.ValidationError("Give either a file or data-folder files, not both.")
+        return data

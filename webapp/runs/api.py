@@ -1,0 +1,203 @@
+"""REST API of the runs app: budgets, tasks, runs (with lifecycle actions), agents.
+
+Every queryset is the request user's own (``queries``), so another user's object is a 404.
+Errors use the one format ``{"error", "fields"}`` (``webapp.core.errors``).
+"""
+
+from __future__ import annotations
+
+from django.db import transaction
+from django.db.models import F
+from drf_spectacular.types import OpenApiTypes
+from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema, extend_schema_view
+from rest_framework import mixins, permissions, status, viewsets
+from rest_framework.decorators import action
+from rest_framework.request import Request
+from rest_framework.response import Response
+
+from webapp.core.errors import AppError
+from webapp.runs import queries, serializers, services
+from webapp.runs.models import Agent, ClusterBudget, Run, Task
+from webapp.runs.views import serve_file
+
+RUN_FILTERS = [
+    OpenApiParameter("status", str, enum=[s.value for s in Run.Status], description="only runs in this status"),
+    OpenApiParameter("algorithm", str, enum=list(queries.ALGORITHMS), description="only runs of this algorithm"),
+    OpenApiParameter("search", str, description="run name, task name or run id"),
+]
+
+
+class IsStaffOrReadOnly(permissions.BasePermission):
+    """Everyone signed in reads; only staff write."""
+
+    def has_permission(self, request, view) -> bool:
+        return request.method in permissions.SAFE_METHODS or bool(request.user and request.user.is_staff)
+
+
+@extend_schema_view(
+    list=extend_schema(summary="Budgets you may run on (staff: all)"),
+    create=extend_schema(summary="Create a budget and assign it to a user (staff)"),
+    partial_update=extend_schema(summary="Change a budget's limits or owner (staff)"),
+)
+class BudgetViewSet(
+    mixins.ListModelMixin,
+    mixins.RetrieveModelMixin,
+    mixins.CreateModelMixin,
+    mixins.UpdateModelMixin,
+    viewsets.GenericViewSet,
+):
+    queryset = ClusterBudget.objects.none()  # for the schema; get_queryset scopes to the user
+    serializer_class = serializers.BudgetSerializer
+    permission_classes = [permissions.IsAuthenticated, IsStaffOrReadOnly]
+    http_method_names = ["get", "post", "patch", "head", "options"]
+
+    def get_queryset(self):
+        return queries.budget_queryset(user=self.request.user)
+
+    def perform_create(self, serializer):
+        data = dict(serializer.validated_data)
+        serializer.instance = services.budget_create(actor=self.request.user, **data)
+
+    def perform_update(self, serializer):
+        serializer.instance = queries.budget_update(
+            actor=self.request.user, budget=serializer.instance, **serializer.validated_data
+        )
+
+
+@extend_schema_view(
+    list=extend_schema(summary="Your tasks"),
+    create=extend_schema(summary="Create a task", request=serializers.TaskCreateSerializer),
+)
+class TaskViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, mixins.CreateModelMixin, viewsets.GenericViewSet):
+    queryset = Task.objects.none()  # for the schema; get_queryset scopes to the user
+    serializer_class = serializers.TaskSerializer
+
+    def get_queryset(self):
+        return queries.task_queryset(user=self.request.user)
+
+    def create(self, request: Request, *args, **kwargs) -> Response:
+        form = serializers.TaskCreateSerializer(data=request.data, context={"request": request})
+        form.is_valid(raise_exception=True)
+        task = services.task_create(owner=request.user, **form.validated_data)
+        return Response(self.get_serializer(task).data, status=status.HTTP_201_CREATED)
+
+
+@extend_schema_view(
+    list=extend_schema(summary="Your runs, newest first", parameters=RUN_FILTERS),
+    create=extend_schema(
+        summary="Create a run (and start it with start=true)",
+        request=serializers.RunCreateSerializer,
+        responses={201: serializers.RunSerializer},
+    ),
+)
+class RunViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, mixins.CreateModelMixin, viewsets.GenericViewSet):
+    queryset = Run.objects.none()  # for the schema; get_queryset scopes to the user
+    serializer_class = serializers.RunSerializer
+
+    def get_queryset(self):
+        params = self.request.query_params
+        return queries.run_list(
+            user=self.request.user,
+            status=params.get("status", ""),
+            algorithm=params.get("algorithm", ""),
+            search=params.get("search", ""),
+        )
+
+    def _fresh(self, run: Run) -> Response:
+        return Response(self.get_serializer(self.get_queryset().get(pk=run.pk)).data)
+
+    def create(self, request: Request, *args, **kwargs) -> Response:
+        form = serializers.RunCreateSerializer(data=request.data, context={"request": request})
+        form.is_valid(raise_exception=True)
+        data = dict(form.validated_data)
+        start = data.pop("start")
+        with transaction.atomic():
+            run = services.run_create(owner=request.user, **data)
+        if start:
+            services.run_start(run=run)
+        response = self._fresh(run)
+        response.status_code = status.HTTP_201_CREATED
+        return response
+
+    @extend_schema(summary="Start a queued run", request=None, responses=serializers.RunSerializer)
+    @action(detail=True, methods=["post"])
+    def start(self, request: Request, pk=None) -> Response:
+        return self._fresh(services.run_start(run=self.get_object()))
+
+    @extend_schema(summary="Pause a running run", request=None, responses=serializers.RunSerializer)
+    @action(detail=True, methods=["post"])
+    def pause(self, request: Request, pk=None) -> Response:
+        return self._fresh(services.run_pause(run=self.get_object()))
+
+    @extend_schema(summary="Resume a paused run", request=None, responses=serializers.RunSerializer)
+    @action(detail=True, methods=["post"])
+    def resume(self, request: Request, pk=None) -> Response:
+        return self._fresh(services.run_resume(run=self.get_object()))
+
+    @extend_schema(summary="Stop a run", request=serializers.StopSerializer, responses=serializers.RunSerializer)
+    @action(detail=True, methods=["post"])
+    def stop(self, request: Request, pk=None) -> Response:
+        run = self.get_object()
+        form = serializers.StopSerializer(data=request.data)
+        form.is_valid(raise_exception=True)
+        return self._fresh(services.run_stop(run=run, cancel=form.validated_data["cancel"]))
+
+    @extend_schema(
+        summary="Change the pod count", request=serializers.ScaleSerializer, responses=serializers.RunSerializer
+    )
+    @action(detail=True, methods=["post"])
+    def scale(self, request: Request, pk=None) -> Response:
+        run = self.get_object()
+        form = serializers.ScaleSerializer(data=request.data)
+        form.is_valid(raise_exception=True)
+        return self._fresh(services.run_scale(run=run, num_pods=form.validated_data["num_pods"]))
+
+    @extend_schema(summary="The run's leaderboard, best first", responses=serializers.AgentSerializer(many=True))
+    @action(detail=True, methods=["get"])
+    def leaderboard(self, request: Request, pk=None) -> Response:
+        run = self.get_object()
+        page = self.paginate_queryset(queries.leaderboard_queryset(run))
+        data = serializers.AgentSerializer(page, many=True, context=self.get_serializer_context()).data
+        return self.get_paginated_response(data)
+
+
+@extend_schema_view(
+    list=extend_schema(
+        summary="Agents of your runs, best first",
+        parameters=[
+            OpenApiParameter("run", int, description="only this run's agents"),
+            OpenApiParameter("on_leaderboard", bool, description="only agents on (or off) the leaderboard"),
+        ],
+    ),
+)
+class AgentViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.GenericViewSet):
+    queryset = Agent.objects.none()  # for the schema; get_queryset scopes to the user
+    serializer_class = serializers.AgentSerializer
+
+    def get_queryset(self):
+        qs = queries.agent_queryset(user=self.request.user)
+        params = self.request.query_params
+        if params.get("run"):
+            if not params["run"].isdigit():
+                raise AppError("run: expected an id", fields={"run": "expected an id"})
+            qs = qs.filter(run_id=int(params["run"]))
+        if params.get("on_leaderboard") in ("true", "1", "false", "0"):
+            qs = qs.filter(on_leaderboard=params["on_leaderboard"] in ("true", "1"))
+        return qs.order_by("-run_id", F("score").desc(nulls_last=True), "created_seq")
+
+    @extend_schema(
+        summary="Download the agent bundle (zip); supports Range, If-Range and If-None-Match",
+        responses={
+            (200, "application/zip"): OpenApiResponse(OpenApiTypes.BINARY, description="the whole bundle"),
+            (206, "application/zip"): OpenApiResponse(OpenApiTypes.BINARY, description="the requested range"),
+            304: OpenApiResponse(description="ETag matched If-None-Match"),
+            416: OpenApiResponse(description="range not satisfiable"),
+        },
+    )
+    @action(detail=True, methods=["get"])
+    def bundle(self, request: Request, pk=None):
+        agent = self.get_object()
+        bundle = queries.agent_bundle(agent)
+        return serve_file(
+            request, bundle.name, size=bundle.size, sha256=bundle.sha256, filename=f"paddock-agent-{agent.id}.zip"
+        )

@@ -1,0 +1,256 @@
+"""Forms of the runs pages: new (or cloned) run, run list filters, pod count, budgets.
+
+The form checks types and shapes; the trainer's config classes (through ``services``) check
+values, and their errors come back next to the field they name (:func:`map_app_error`).
+"""
+
+from __future__ import annotations
+
+import functools
+from typing import Any
+
+from django import forms
+
+from webapp import engine
+from webapp.core.errors import AppError
+from webapp.runs import queries
+from webapp.runs.models import ClusterBudget, Run
+
+DEFAULT_MUTATION = {"bounds": {"learning_rate": [1e-5, 1e-2]}, "factors": [0.8, 1.25], "probability": 1.0}
+
+HYPERPARAMETER_HELP = {
+    "ppo": {
+        "num_envs": "parallel envs per pod; one rollout is rollout_steps x num_envs transitions",
+        "rollout_steps": "steps per env and rollout",
+        "hidden_sizes": "widths of the actor and critic MLPs",
+        "learning_rate": "Adam step size (> 0); mutated by the tournament when named in mutation bounds",
+        "update_epochs": "passes over each rollout",
+        "num_minibatches": "gradient steps per epoch",
+        "gamma": "discount in (0, 1]",
+        "gae_lambda": "GAE lambda in [0, 1]",
+        "clip_coef": "PPO ratio clip (0.1-0.3 typical)",
+        "ent_coef": "entropy bonus weight (>= 0)",
+    },
+    "sac": {
+        "num_envs": "parallel envs per pod",
+        "actor_learning_rate": "Adam step size of the actor (> 0)",
+        "critic_learning_rate": "Adam step size of the critics (> 0)",
+        "batch_size": "samples per gradient step",
+        "buffer_size": "replay buffer capacity (transitions)",
+        "learning_starts": "random-action steps before learning starts",
+        "gamma": "discount in (0, 1]",
+        "tau": "target network soft-update rate",
+        "initial_alpha": "initial entropy temperature",
+    },
+}
+
+# Where an error naming a task/run field (dotted, from the services) is shown on the form.
+_SPLIT_FIELDS = {
+    f"{split}.{end}": f"{split}_{end}" for split in ("train", "validation", "test") for end in ("start", "end")
+}
+_ENV_FIELDS = ("initial_cash", "hmax", "buy_cost_pct", "sell_cost_pct", "reward_scaling", "turbulence_threshold")
+
+
+@functools.cache
+def default_hyperparameters(algorithm: str) -> dict[str, Any]:
+    """The algorithm's full hyperparameter dict with the trainer's defaults."""
+    spec = {
+        "data": {"paths": ["defaults.csv"]},
+        "train": ["2000-01-03", "2000-01-04"],
+        "validation": ["2000-01-05", "2000-01-06"],
+        "test": ["2000-01-07", "2000-01-10"],
+        "algorithm": algorithm,
+    }
+    return engine.validate_task(spec)["hyperparameters"]
+
+
+def _date(label: str) -> forms.DateField:
+    return forms.DateField(label=label, widget=forms.DateInput(attrs={"type": "date"}))
+
+
+class RunForm(forms.Form):
+    """Everything a new run needs: task (data, splits, env, algorithm) and tournament."""
+
+    name = forms.CharField(max_length=200, required=False, help_text="Defaults to the task name.")
+    dataset = forms.ModelChoiceField(queryset=None, help_text="Daily OHLCV data; upload one on the Datasets page.")
+    tickers = forms.CharField(
+        required=False, help_text="Comma-separated subset of the dataset's tickers; empty = all of them."
+    )
+    train_start = _date("Train from")
+    train_end = _date("Train to")
+    validation_start = _date("Validation from")
+    validation_end = _date("Validation to")
+    test_start = _date("Test from")
+    test_end = _date("Test to")
+
+    initial_cash = forms.FloatField(initial=1e6, help_text="Starting cash, USD.")
+    hmax = forms.IntegerField(initial=100, help_text="Shares traded per unit of action.")
+    buy_cost_pct = forms.FloatField(initial=1e-3, help_text="Cost of buys as a fraction (0.001 = 0.1 %).")
+    sell_cost_pct = forms.FloatField(initial=1e-3, help_text="Cost of sells as a fraction.")
+    reward_scaling = forms.FloatField(initial=1e-4, help_text="Multiplier of the daily change of value (USD).")
+    turbulence_threshold = forms.FloatField(
+        required=False, help_text="Sell everything on days at or above this turbulence; empty = never."
+    )
+
+    algorithm = forms.ChoiceField(choices=[("ppo", "PPO"), ("sac", "SAC")], initial="ppo")
+    hyperparameters = forms.JSONField(
+        widget=forms.Textarea(attrs={"rows": 10, "spellcheck": "false"}),
+        help_text="JSON object of the algorithm's settings; keys left out keep their defaults.",
+    )
+
+    budget = forms.ModelChoiceField(queryset=None, help_text="The compute this run draws on.")
+    num_pods = forms.IntegerField(initial=2, min_value=1, help_text="Generations trained at once (one GPU each).")
+    generation_steps = forms.IntegerField(initial=16384, min_value=1, help_text="Env steps per generation.")
+    leaderboard_size = forms.IntegerField(initial=5, min_value=1, help_text="K, the agents kept on the leaderboard.")
+    fresh_probability = forms.FloatField(
+        initial=0.1, help_text="Chance in [0, 1] that a generation starts from a new random agent."
+    )
+    mutation = forms.JSONField(
+        required=False,
+        widget=forms.Textarea(attrs={"rows": 4, "spellcheck": "false"}),
+        help_text='PBT mutation: {"bounds": {name: [low, high]}, "factors": [0.8, 1.25]}; {} = none.',
+    )
+    seed = forms.IntegerField(initial=0, min_value=0)
+    start_now = forms.BooleanField(required=False, initial=True, label="Start at once")
+
+    def __init__(self, *args, user, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        self.fields["dataset"].queryset = queries.dataset_queryset(user=user)
+        self.fields["budget"].queryset = queries.budget_queryset(user=user).filter(owner=user)
+        if not self.is_bound:
+            self.initial.setdefault("hyperparameters", default_hyperparameters(self.initial.get("algorithm", "ppo")))
+            self.initial.setdefault("mutation", DEFAULT_MUTATION)
+
+    def clean_hyperparameters(self) -> dict:
+        value = self.cleaned_data["hyperparameters"]
+        if not isinstance(value, dict):
+            raise forms.ValidationError('Enter a JSON object, e.g. {"learning_rate": 0.0003}.')
+        return value
+
+    def clean_mutation(self) -> dict:
+        value = self.cleaned_data.get("mutation") or {}
+        if not isinstance(value, dict):
+            raise forms.ValidationError("Enter a JSON object.")
+        return value
+
+    def clean_tickers(self) -> list[str]:
+        raw = self.cleaned_data.get("tickers") or ""
+        return [t.strip().upper() for t in raw.replace(";", ",").split(",") if t.strip()]
+
+    def task_kwargs(self) -> dict[str, Any]:
+        """Arguments of ``services.task_create`` (besides the owner)."""
+        d = self.cleaned_data
+        return {
+            "dataset": d["dataset"],
+            "name": d["name"] or f"{d['dataset'].name} {d['algorithm']}",
+            "tickers": d["tickers"] or None,
+            "splits": {
+                s: [d[f"{s}_start"].isoformat(), d[f"{s}_end"].isoformat()] for s in ("train", "validation", "test")
+            },
+            "env": {k: d[k] for k in _ENV_FIELDS if d.get(k) is not None},
+            "algorithm": d["algorithm"],
+            "hyperparameters": d["hyperparameters"],
+        }
+
+    def run_kwargs(self) -> dict[str, Any]:
+        """Arguments of ``services.run_create`` (besides owner and task)."""
+        d = self.cleaned_data
+        return {
+            "budget": d["budget"],
+            "name": d["name"],
+            "num_pods": d["num_pods"],
+            "generation_steps": d["generation_steps"],
+            "leaderboard_size": d["leaderboard_size"],
+            "fresh_probability": d["fresh_probability"],
+            "mutation": d["mutation"],
+            "seed": d["seed"],
+        }
+
+    def add_app_error(self, exc: AppError) -> None:
+        """Show a service error next to the field it names (dotted names are mapped)."""
+        placed = False
+        for name, message in exc.fields.items():
+            if name == "details":
+                continue
+            target = _field_for(name, self.fields)
+            text = message if target is None or name == target else f"{name}: {message}"
+            self.add_error(target, text)
+            placed = True
+        if not placed:
+            self.add_error(None, exc.message)
+
+
+def _field_for(name: str, fields: dict) -> str | None:
+    if name in fields:
+        return name
+    if name in _SPLIT_FIELDS:
+        return _SPLIT_FIELDS[name]
+    head, _, rest = name.partition(".")
+    if head in ("train", "validation", "test"):
+        return f"{head}_start"
+    if head == "env" and rest in fields:
+        return rest
+    if head in ("hyperparameters", "mutation", "algorithm", "tickers"):
+        return head
+    if head == "data":
+        return "dataset"
+    return None
+
+
+def initial_from_run(run: Run) -> dict[str, Any]:
+    """Form values that recreate ``run`` ("Clone run")."""
+    task = run.task
+    initial: dict[str, Any] = {
+        "name": f"{run.name} (clone)",
+        "dataset": task.dataset_id,
+        "tickers": ", ".join(task.tickers),
+        "algorithm": task.algorithm,
+        "hyperparameters": task.hyperparameters,
+        "budget": run.budget_id,
+        "num_pods": run.num_pods,
+        "generation_steps": run.generation_steps,
+        "leaderboard_size": run.leaderboard_size,
+        "fresh_probability": run.fresh_probability,
+        "mutation": run.mutation,
+        "seed": run.seed,
+    }
+    for split in ("train", "validation", "test"):
+        initial[f"{split}_start"] = task.splits[split]["start"]
+        initial[f"{split}_end"] = task.splits[split]["end"]
+    for key in _ENV_FIELDS:
+        if key in task.env:
+            initial[key] = task.env[key]
+    return initial
+
+
+class RunFilterForm(forms.Form):
+    """Filters of the runs list (GET)."""
+
+    status = forms.ChoiceField(choices=[("", "Any status"), *Run.Status.choices], required=False)
+    algorithm = forms.ChoiceField(choices=[("", "Any algorithm"), ("ppo", "PPO"), ("sac", "SAC")], required=False)
+    q = forms.CharField(required=False, label="Search", widget=forms.TextInput(attrs={"placeholder": "name or id"}))
+
+
+class ScaleForm(forms.Form):
+    num_pods = forms.IntegerField(min_value=1, label="Pods")
+
+
+class BudgetForm(forms.ModelForm):
+    """Staff: create a budget and assign it to a user."""
+
+    class Meta:
+        model = ClusterBudget
+        fields = [
+            "name",
+            "owner",
+            "max_concurrent_pods",
+            "gpu_hours_cap",
+            "env_step_cap",
+            "max_wall_clock_s",
+            "deadline",
+        ]
+        widgets = {"deadline": forms.DateTimeInput(attrs={"type": "datetime-local"})}
+
+    def __init__(self, *args, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        self.fields["owner"].queryset = queries.users_for_budgets()

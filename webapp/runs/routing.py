@@ -1,0 +1,9 @@
+"""WebSocket routes of the runs app."""
+
+from django.urls import path
+
+from webapp.runs.consumers import RunConsumer
+
+websocket_urlpatterns = [
+    path("ws/runs/<int:run_id>/", RunConsumer.as_asgi()),
+]

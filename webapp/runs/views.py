@@ -1,0 +1,343 @@
+"""Pages of the runs app: list, new/clone, live detail, controls, agent, budgets; and the
+resumable file download shared with the API.
+
+Views stay thin: forms parse, ``services`` write, ``queries``/``selectors`` read. Objects of
+other users are 404s (every lookup is scoped to ``request.user``).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+
+from django.contrib import messages
+from django.contrib.auth.decorators import login_required
+from django.core.files.storage import default_storage
+from django.core.paginator import Paginator
+from django.db import transaction
+from django.http import Http404, HttpRequest, HttpResponse, HttpResponseBase, StreamingHttpResponse
+from django.shortcuts import redirect, render
+from django.urls import NoReverseMatch, reverse
+from django.views.decorators.http import require_GET, require_http_methods, require_POST
+
+from webapp.core.errors import AppError
+from webapp.runs import forms, queries, selectors, services
+
+PAGE_SIZE = 50
+CHUNK_BYTES = 256 * 1024
+
+
+# --- downloads -----------------------------------------------------------------------------
+
+_RANGE = re.compile(r"^\s*bytes\s*=\s*(\d*)\s*-\s*(\d*)\s*$")
+UNSATISFIABLE = "unsatisfiable"
+
+
+def parse_range(header: str, size: int) -> tuple[int, int] | str | None:
+    """Parse a single-range ``Range`` header (RFC 9110 sec. 14.2).
+
+    Returns:
+        ``(first, last)`` inclusive byte positions; :data:`UNSATISFIABLE` when the range lies
+        outside the file; ``None`` when the header is malformed or asks for several ranges (the
+        whole file is then sent, as the RFC allows).
+    """
+    match = _RANGE.match(header or "")
+    if not match or (not match.group(1) and not match.group(2)):
+        return None
+    first, last = match.group(1), match.group(2)
+    if not first:  # suffix: the last N bytes
+        n = int(last)
+        if n == 0 or size == 0:
+            return UNSATISFIABLE
+        return max(0, size - n), size - 1
+    start = int(first)
+    if last and int(last) < start:
+        return None
+    if start >= size:
+        return UNSATISFIABLE
+    end = int(last) if last else size - 1
+    return start, min(end, size - 1)
+
+
+def _chunks(name: str, start: int, length: int) -> Iterator[bytes]:
+    with default_storage.open(name, "rb") as fh:
+        fh.seek(start)
+        while length > 0:
+            data = fh.read(min(CHUNK_BYTES, length))
+            if not data:
+                break
+            length -= len(data)
+            yield data
+
+
+def serve_file(request, name: str, *, size: int, sha256: str, filename: str, content_type: str = "application/zip"):
+    """Stream a stored file with ``Content-Length``, a strong ``ETag`` (its SHA-256) and
+    single-range support, so an interrupted download resumes (``Range`` + ``If-Range``).
+
+    Answers 304 to a matching ``If-None-Match``, 206 with ``Content-Range`` to a satisfiable
+    range (when ``If-Range``, if sent, still matches the ETag), 416 with ``Content-Range:
+    bytes */size`` to an unsatisfiable one, else 200 with the whole file.
+    """
+    etag = f'"{sha256}"'
+    headers = request.headers
+    if_none_match = headers.get("If-None-Match")
+    if if_none_match and (
+        if_none_match.strip() == "*" or etag in [t.strip().removeprefix("W/") for t in if_none_match.split(",")]
+    ):
+        response: HttpResponseBase = HttpResponse(status=304)
+        response["ETag"] = etag
+        return response
+    start, end, status = 0, size - 1, 200
+    range_header = headers.get("Range")
+    if_range = headers.get("If-Range")
+    if range_header and (if_range is None or if_range.strip() == etag):
+        parsed = parse_range(range_header, size)
+        if parsed == UNSATISFIABLE:
+            response = HttpResponse(status=416)
+            response["Content-Range"] = f"bytes */{size}"
+            response["ETag"] = etag
+            response["Accept-Ranges"] = "bytes"
+            return response
+        if parsed is not None:
+            start, end = parsed
+            status = 206
+    length = max(0, end - start + 1)
+    response = StreamingHttpResponse(_chunks(name, start, length), status=status, content_type=content_type)
+    response["Content-Length"] = str(length)
+    response["Accept-Ranges"] = "bytes"
+    response["ETag"] = etag
+    response["Cache-Control"] = "private, no-transform"
+    response["Content-Disposition"] = f'attachment; filename="{filename}"'
+    if status == 206:
+        response["Content-Range"] = f"bytes {start}-{end}/{size}"
+    return response
+
+
+# --- runs ----------------------------------------------------------------------------------
+
+
+def _run_or_404(request: HttpRequest, run_id: int):
+    run = queries.run_get(user=request.user, run_id=run_id)
+    if run is None:
+        raise Http404("run not found")
+    return run
+
+
+@login_required
+@require_GET
+def run_list(request: HttpRequest) -> HttpResponse:
+    """Paginated runs with filters (status, algorithm, search)."""
+    filters = forms.RunFilterForm(request.GET or None)
+    values = filters.cleaned_data if filters.is_valid() else {}
+    qs = queries.run_list(
+        user=request.user,
+        status=values.get("status", ""),
+        algorithm=values.get("algorithm", ""),
+        search=values.get("q", ""),
+    )
+    page = Paginator(qs, PAGE_SIZE).get_page(request.GET.get("page"))
+    rows = [(run, queries.budget_progress(run.budget, run)) for run in page.object_list]
+    query = request.GET.copy()
+    query.pop("page", None)
+    return render(
+        request,
+        "runs/list.html",
+        {"filters": filters, "page": page, "rows": rows, "query": query.urlencode()},
+    )
+
+
+@login_required
+@require_http_methods(["GET", "POST"])
+def run_new(request: HttpRequest) -> HttpResponse:
+    """New run form; ``?clone=<id>`` prefills it from one of the user's runs."""
+    if request.method == "POST":
+        form = forms.RunForm(request.POST, user=request.user)
+        if form.is_valid():
+            try:
+                with transaction.atomic():
+                    task = services.task_create(owner=request.user, **form.task_kwargs())
+                    run = services.run_create(owner=request.user, task=task, **form.run_kwargs())
+            except AppError as exc:
+                form.add_app_error(exc)
+            else:
+                if form.cleaned_data["start_now"]:
+                    try:
+                        services.run_start(run=run)
+                    except AppError as exc:
+                        messages.error(request, f"Run created but not started: {exc.message}")
+                return redirect("runs:detail", run_id=run.pk)
+    else:
+        initial = {}
+        clone_id = request.GET.get("clone", "")
+        if clone_id:
+            source = queries.run_get(user=request.user, run_id=int(clone_id)) if clone_id.isdigit() else None
+            if source is None:
+                raise Http404("run not found")
+            initial = forms.initial_from_run(source)
+        elif request.GET.get("dataset", "").isdigit():
+            initial = {"dataset": int(request.GET["dataset"])}
+        form = forms.RunForm(initial=initial, user=request.user)
+    defaults = {algo: forms.default_hyperparameters(algo) for algo in queries.ALGORITHMS}
+    return render(
+        request,
+        "runs/new.html",
+        {"form": form, "defaults": defaults, "help": forms.HYPERPARAMETER_HELP},
+    )
+
+
+@login_required
+@require_GET
+def run_detail(request: HttpRequest, run_id: int) -> HttpResponse:
+    """The live page: server-rendered first paint, then WebSocket deltas (``run_live.js``)."""
+    run = _run_or_404(request, run_id)
+    snapshot = selectors.run_snapshot(run)
+    hp_keys = hyperparameter_columns(run)
+    live = {
+        "run_id": run.pk,
+        "ws_path": f"/ws/runs/{run.pk}/",
+        "api": reverse("api:run-detail", args=[run.pk]),
+        "agent_url": reverse("runs:agent", args=[0]),
+        "hp_keys": hp_keys,
+        "leaderboard_size": run.leaderboard_size,
+        "generation_steps": run.generation_steps,
+    }
+    return render(
+        request,
+        "runs/detail.html",
+        {
+            "run": run,
+            "snapshot": snapshot,
+            "live": live,
+            "leaderboard": [
+                {"agent": a, "hp": format_hyperparameters(a.hyperparameters, hp_keys)}
+                for a in queries.leaderboard_queryset(run)
+            ],
+            "pods": snapshot["pods"],
+            "history": queries.score_history(run),
+            "usage": snapshot["run"]["budget"],
+            "progress": queries.budget_progress(run.budget, run),
+            "scale_form": forms.ScaleForm(initial={"num_pods": run.num_pods}),
+        },
+    )
+
+
+def hyperparameter_columns(run) -> list[str]:
+    """Hyperparameters the leaderboard shows: those the tournament mutates, else the
+    learning rate(s)."""
+    bounds = list((run.mutation or {}).get("bounds") or {})
+    if bounds:
+        return bounds
+    return [k for k in run.task.hyperparameters if "learning_rate" in k] or list(run.task.hyperparameters)[:2]
+
+
+def format_hyperparameters(values: dict, keys: list[str]) -> str:
+    """``"learning_rate=0.0003 ent_coef=0.01"`` (4 significant digits), as ``run_live.js`` does."""
+    parts = []
+    for key in keys:
+        if key in values:
+            value = values[key]
+            parts.append(f"{key}={float(value):.4g}" if isinstance(value, int | float) else f"{key}={value}")
+    return " ".join(parts)
+
+
+CONTROLS = {
+    "start": lambda run, form: services.run_start(run=run),
+    "pause": lambda run, form: services.run_pause(run=run),
+    "resume": lambda run, form: services.run_resume(run=run),
+    "stop": lambda run, form: services.run_stop(run=run, cancel=form.get("cancel") == "1"),
+}
+
+
+@login_required
+@require_POST
+def run_control(request: HttpRequest, run_id: int, action: str) -> HttpResponse:
+    """Form posts of the run page's controls (the page's script uses the API instead)."""
+    run = _run_or_404(request, run_id)
+    try:
+        if action == "scale":
+            form = forms.ScaleForm(request.POST)
+            if not form.is_valid():
+                raise AppError("num_pods: enter a whole number >= 1", fields={"num_pods": "invalid"})
+            services.run_scale(run=run, num_pods=form.cleaned_data["num_pods"])
+        elif action in CONTROLS:
+            CONTROLS[action](run, request.POST)
+        else:
+            raise Http404("unknown action")
+    except AppError as exc:
+        messages.error(request, exc.message)
+    return redirect("runs:detail", run_id=run.pk)
+
+
+# --- agents --------------------------------------------------------------------------------
+
+
+def _agent_or_404(request: HttpRequest, agent_id: int):
+    agent = queries.agent_get(user=request.user, agent_id=agent_id)
+    if agent is None:
+        raise Http404("agent not found")
+    return agent
+
+
+@login_required
+@require_GET
+def agent_detail(request: HttpRequest, agent_id: int) -> HttpResponse:
+    """Score, metrics, hyperparameters, lineage, bundle download and backtest buttons."""
+    agent = _agent_or_404(request, agent_id)
+    metrics = sorted((k, v) for k, v in agent.metrics.items() if not isinstance(v, dict | list))
+    try:
+        backtest_url = reverse("reports:backtest-new")
+    except NoReverseMatch:  # the reports app is not installed
+        backtest_url = None
+    return render(
+        request,
+        "runs/agent.html",
+        {
+            "agent": agent,
+            "run": agent.run,
+            "metrics": metrics,
+            "lineage": queries.agent_lineage(agent),
+            "backtest_url": backtest_url,
+        },
+    )
+
+
+@login_required
+@require_GET
+def agent_bundle(request: HttpRequest, agent_id: int):
+    """Download the agent's bundle (exported on first use)."""
+    agent = _agent_or_404(request, agent_id)
+    try:
+        bundle = queries.agent_bundle(agent)
+    except AppError as exc:
+        messages.error(request, exc.message)
+        return redirect("runs:agent", agent_id=agent.pk)
+    return serve_file(
+        request, bundle.name, size=bundle.size, sha256=bundle.sha256, filename=f"paddock-agent-{agent.id}.zip"
+    )
+
+
+# --- budgets -------------------------------------------------------------------------------
+
+
+@login_required
+@require_http_methods(["GET", "POST"])
+def budget_list(request: HttpRequest) -> HttpResponse:
+    """Your budgets and their usage; staff see all of them and assign new ones."""
+    form = None
+    if request.user.is_staff:
+        form = forms.BudgetForm(request.POST or None)
+        if request.method == "POST" and form.is_valid():
+            d = form.cleaned_data
+            try:
+                services.budget_create(actor=request.user, **d)
+            except AppError as exc:
+                for name, message in exc.fields.items():
+                    form.add_error(name if name in form.fields else None, message)
+            else:
+                messages.success(request, f"Budget {d['name']!r} assigned to {d['owner'].username}.")
+                return redirect("runs:budgets")
+    elif request.method == "POST":
+        raise Http404("not allowed")
+    return render(
+        request, "runs/budgets.html", {"budgets": queries.budgets_with_usage(user=request.user), "form": form}
+    )
