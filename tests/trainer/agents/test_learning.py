@@ -63,7 +63,7 @@ def test_ppo_swings_up_the_pendulum():
 def test_sac_swings_up_the_pendulum():
     agent = make_agent("sac", 3, 1, SAC_PENDULUM, device="cpu", seed=0)
     before = evaluate(agent)
-    stats = agent.learn(PendulumVecEnv(4, seed=0), 16_000)
+    stats = agent.learn(PendulumVecEnv(4, seed=0), 20_000)
     after = evaluate(agent)
     last = list(agent.recent_returns)[-20:]
     print(f"SAC pendulum: before {before:.0f}, last 20 training episodes {sum(last) / 20:.0f}, after {after:.0f}")
