@@ -429,12 +429,13 @@ def backtest_agent(
     }
 
 
-def series_metrics(values: Any, benchmark_values: Any = None) -> dict[str, Any]:
+def series_metrics(values: Any, benchmark_values: Any = None, turnover: Any = None) -> dict[str, Any]:
     """``trainer.backtest.metrics.compute_metrics`` of an account-value series.
 
     Args:
         values: (T,) positive USD values indexed by increasing dates (pandas Series).
         benchmark_values: optional (T,) benchmark values on the same dates (QQQ).
+        turnover: optional (T',) daily turnover fractions of the days traded.
 
     Returns:
         The metrics dict (JSON-able; undefined values are ``None``).
@@ -448,6 +449,8 @@ def series_metrics(values: Any, benchmark_values: Any = None) -> dict[str, Any]:
         raise AppError("at least 2 days are needed to compute metrics", fields={"dates": "fewer than 2 days"})
     try:
         bench = returns_from_values(benchmark_values) if benchmark_values is not None else None
-        return _jsonable(compute_metrics(returns_from_values(values), bench, start_date=values.index[0]))
+        return _jsonable(
+            compute_metrics(returns_from_values(values), bench, turnover=turnover, start_date=values.index[0])
+        )
     except TrainerError as exc:
         raise AppError.from_trainer(exc) from exc

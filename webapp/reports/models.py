@@ -1,1 +1,86 @@
-"""Models."""
+"""Backtests: an agent run day by day over dates it did not train on, scored against QQQ.
+
+A :class:`Backtest` is created ``queued`` by ``services.backtest_create`` (a user's request) or
+``services.backtests_for_run`` (the best agents of a finished run, on the task's test split),
+and run by the Celery task ``webapp.reports.tasks.run_backtest`` on the ``cpu`` queue.
+
+Summary numbers live in the row (``metrics``, ``config``: small JSON read by list and compare
+pages); the daily series (account value, cash, holdings, trades, costs, turnover and the
+benchmark values) is a CSV file in Django's default storage (``daily_csv``), read only by the
+report page, the exports and the compare chart.
+"""
+
+from __future__ import annotations
+
+from django.conf import settings
+from django.db import models
+from django.db.models import Q
+
+
+class Backtest(models.Model):
+    """One backtest of one agent over ``[start, end]`` (inclusive, exchange dates).
+
+    Status flow: ``queued`` -> ``running`` -> ``done`` | ``failed``. A worker claims the row
+    with a conditional update (``queued`` -> ``running``), so a redelivered task message is a
+    no-op.
+
+    ``metrics`` is ``{"agent": {...}, "equal_weight": {...}, "QQQ": {...}}`` as computed by
+    ``trainer.backtest.metrics.compute_metrics`` (rates are fractions, ``None`` where a
+    metric is undefined). ``config`` records what was run: agent, run, task, data window,
+    tickers, trading costs and rules, the policy file's digest, and the metric contract.
+    """
+
+    class Status(models.TextChoices):
+        QUEUED = "queued"
+        RUNNING = "running"
+        DONE = "done"
+        FAILED = "failed"
+
+    class Source(models.TextChoices):
+        USER = "user", "requested"
+        END_OF_RUN = "end_of_run", "end of run"
+
+    owner = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="backtests")
+    agent = models.ForeignKey("runs.Agent", on_delete=models.CASCADE, related_name="backtests")
+    run = models.ForeignKey("runs.Run", on_delete=models.CASCADE, related_name="backtests")
+    dataset = models.ForeignKey("market.Dataset", on_delete=models.PROTECT, related_name="backtests")
+    tickers = models.JSONField(default=list, help_text="traded tickers, in the agent's action order")
+    start = models.DateField()
+    end = models.DateField()
+    allow_overlap = models.BooleanField(
+        default=False, help_text="the range may overlap the task's train/validation dates (not a held-out test)"
+    )
+    source = models.CharField(max_length=12, choices=Source.choices, default=Source.USER)
+    status = models.CharField(max_length=10, choices=Status.choices, default=Status.QUEUED)
+    error = models.TextField(blank=True)
+    metrics = models.JSONField(default=dict, blank=True)
+    config = models.JSONField(default=dict, blank=True)
+    num_days = models.PositiveIntegerField(null=True, blank=True, help_text="trading days backtested")
+    daily_csv = models.CharField(
+        max_length=300, blank=True, help_text="name of the daily series in the default storage"
+    )
+    created_at = models.DateTimeField(auto_now_add=True)
+    started_at = models.DateTimeField(null=True, blank=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-created_at", "-id"]
+        indexes = [models.Index(fields=["owner", "-created_at"])]
+        constraints = [
+            models.CheckConstraint(condition=Q(end__gt=models.F("start")), name="reports_backtest_end_after_start"),
+            # End-of-run backtests are created once per agent and window, however often the
+            # run-finished trigger fires.
+            models.UniqueConstraint(
+                fields=["agent", "start", "end"],
+                condition=Q(source="end_of_run"),
+                name="reports_backtest_end_of_run_unique",
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"backtest {self.id} (agent {self.agent_id}, {self.start} to {self.end})"
+
+    @property
+    def agent_metrics(self) -> dict:
+        """The agent's own metrics (empty until done)."""
+        return (self.metrics or {}).get("agent", {})

@@ -1,0 +1,88 @@
+"""The backtest task, run in-process as a worker would run it, on real market data."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pytest
+from django.core.files.storage import default_storage
+
+from tests.webapp.reports.conftest import SPLITS, TICKERS, qqq_close
+from trainer.backtest.metrics import compute_metrics, returns_from_values
+from webapp.reports import services, tasks
+from webapp.reports.models import Backtest
+from webapp.reports.selectors import backtest_daily
+
+pytestmark = pytest.mark.django_db
+
+
+def test_backtest_task_stores_metrics_config_and_daily_series(done_backtest, data_dir):
+    daily = backtest_daily(done_backtest)
+
+    assert set(done_backtest.metrics) == {"agent", "equal_weight", "QQQ"}
+    assert done_backtest.num_days == len(daily)
+    # Every QQQ trading day of the test split, and nothing else.
+    qqq = qqq_close(data_dir).loc[SPLITS["test"][0] : SPLITS["test"][1]]
+    assert list(daily.index) == list(qqq.index)
+    assert {"account_value", "cash", "turnover", "benchmark_QQQ", "benchmark_equal_weight"} <= set(daily.columns)
+    assert {f"holdings_{t}" for t in TICKERS} <= set(daily.columns)
+    assert daily["account_value"].iloc[0] == pytest.approx(done_backtest.config["costs"]["initial_cash"])
+    assert done_backtest.config["data"]["window"] == [SPLITS["test"][0], "2020-12-31"]
+    assert done_backtest.config["agent"]["id"] == done_backtest.agent_id
+    assert "empyrical" in done_backtest.config["metric_contract"]
+    assert default_storage.exists(done_backtest.daily_csv)
+
+
+def test_qqq_metrics_equal_trainer_metrics_on_the_same_dates(done_backtest, data_dir):
+    daily = backtest_daily(done_backtest)
+    qqq = qqq_close(data_dir).reindex(daily.index)
+    expected = compute_metrics(returns_from_values(qqq), returns_from_values(qqq), start_date=qqq.index[0])
+
+    stored = done_backtest.metrics["QQQ"]
+    assert stored["sharpe_ratio"] == pytest.approx(expected["sharpe_ratio"], rel=1e-12)
+    assert stored["calmar_ratio"] == pytest.approx(expected["calmar_ratio"], rel=1e-12)
+    assert stored["cumulative_return"] == pytest.approx(qqq.iloc[-1] / qqq.iloc[0] - 1, rel=1e-12)
+
+
+def test_agent_metrics_are_those_of_its_account_value(done_backtest):
+    values = backtest_daily(done_backtest)["account_value"]
+    growth = values.iloc[-1] / values.iloc[0] - 1
+
+    assert done_backtest.metrics["agent"]["cumulative_return"] == pytest.approx(growth, rel=1e-9)
+    assert np.isfinite(done_backtest.metrics["agent"]["turnover_annual"])
+
+
+def test_a_claimed_backtest_is_not_run_twice(done_backtest):
+    assert tasks.run_backtest(done_backtest.id) == "skipped"
+    done_backtest.refresh_from_db()
+    assert done_backtest.status == Backtest.Status.DONE
+
+
+def test_missing_checkpoint_fails_the_backtest_with_a_message(user, agent):
+    default_storage.delete(agent.checkpoint)
+    backtest = services.backtest_create(user=user, agent=agent, start="2020-07-01", end="2020-12-31")
+
+    assert tasks.run_backtest(backtest.id) == "failed"
+
+    backtest.refresh_from_db()
+    assert backtest.status == Backtest.Status.FAILED
+    assert "missing" in backtest.error
+
+
+def test_tampered_checkpoint_fails_the_backtest(user, agent):
+    with default_storage.open(agent.checkpoint, "wb") as fh:
+        fh.write(b"not a checkpoint")
+    backtest = services.backtest_create(user=user, agent=agent, start="2020-07-01", end="2020-12-31")
+
+    tasks.run_backtest(backtest.id)
+
+    backtest.refresh_from_db()
+    assert backtest.status == Backtest.Status.FAILED
+    assert "SHA-256" in backtest.error
+
+
+def test_daily_csv_round_trips_through_pandas(done_backtest):
+    daily = backtest_daily(done_backtest)
+
+    assert isinstance(daily.index, pd.DatetimeIndex)
+    assert (daily["account_value"] > 0).all()

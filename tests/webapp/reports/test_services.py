@@ -1,0 +1,120 @@
+"""Requesting backtests: what is accepted, what is refused and how the refusal names the field."""
+
+from __future__ import annotations
+
+import datetime as dt
+
+import pytest
+
+from tests.webapp.reports.conftest import SPLITS, TICKERS
+from webapp.core.errors import AppError
+from webapp.reports import services
+from webapp.reports.models import Backtest
+
+pytestmark = pytest.mark.django_db
+
+
+def test_backtest_on_the_test_split_is_queued_with_the_agents_tickers(user, agent):
+    backtest = services.backtest_create(user=user, agent=agent, start="2020-07-01", end="2020-12-31")
+
+    assert backtest.status == Backtest.Status.QUEUED
+    assert backtest.tickers == TICKERS
+    assert (backtest.start, backtest.end) == (dt.date(2020, 7, 1), dt.date(2020, 12, 31))
+    assert backtest.run_id == agent.run_id and backtest.owner == user
+
+
+@pytest.mark.parametrize(
+    ("start", "end", "field"),
+    [
+        ("2020-12-31", "2020-07-01", "end"),  # end before start
+        ("2020-07-01", "2020-07-01", "end"),  # empty range
+        ("2009-06-01", "2009-12-31", "start"),  # before the data (2010-01-04)
+        ("2022-01-03", "2023-03-31", "end"),  # after the data (2022-11-15)
+        ("July 1st", "2020-12-31", "start"),  # not a date
+    ],
+)
+def test_bad_range_is_refused_naming_the_field(user, agent, start, end, field):
+    with pytest.raises(AppError) as err:
+        services.backtest_create(user=user, agent=agent, start=start, end=end)
+
+    assert err.value.status == 400
+    assert field in err.value.fields
+    assert not Backtest.objects.exists()
+
+
+@pytest.mark.parametrize(
+    ("start", "end"),
+    [
+        ("2020-03-02", "2020-12-31"),  # starts inside validation
+        ("2019-01-02", "2019-06-28"),  # inside train
+        ("2017-01-03", "2018-12-31"),  # ends inside train
+    ],
+)
+def test_range_overlapping_train_or_validation_dates_is_refused(user, agent, start, end):
+    with pytest.raises(AppError) as err:
+        services.backtest_create(user=user, agent=agent, start=start, end=end)
+
+    assert err.value.status == 400
+    assert "overlaps" in err.value.message
+    assert SPLITS["validation"][1] in err.value.message  # says where held-out dates begin
+    assert {"start", "end"} & set(err.value.fields)
+
+
+def test_overlapping_range_is_accepted_when_explicitly_allowed(user, agent):
+    backtest = services.backtest_create(
+        user=user, agent=agent, start="2019-01-02", end="2020-12-31", allow_overlap=True
+    )
+
+    assert backtest.allow_overlap is True
+
+
+def test_dates_before_training_are_held_out_too(user, agent):
+    backtest = services.backtest_create(user=user, agent=agent, start="2016-01-04", end="2017-12-29")
+
+    assert backtest.status == Backtest.Status.QUEUED
+
+
+def test_unknown_ticker_is_refused_naming_tickers(user, agent):
+    with pytest.raises(AppError) as err:
+        services.backtest_create(user=user, agent=agent, start="2020-07-01", end="2020-12-31", tickers=["AAPL", "ZZZZ"])
+
+    assert err.value.fields.keys() == {"tickers"}
+    assert "ZZZZ" in err.value.fields["tickers"]
+
+
+def test_tickers_other_than_the_agents_are_refused(user, agent):
+    with pytest.raises(AppError) as err:
+        services.backtest_create(user=user, agent=agent, start="2020-07-01", end="2020-12-31", tickers=["AAPL"])
+
+    assert "tickers" in err.value.fields
+
+
+def test_other_user_cannot_backtest_my_agent(other_user, agent):
+    with pytest.raises(AppError) as err:
+        services.backtest_create(user=other_user, agent=agent, start="2020-07-01", end="2020-12-31")
+
+    assert err.value.status == 404
+
+
+def test_finished_run_queues_its_best_agents_on_the_test_split_once(make_agent):
+    best = make_agent(score=2.0)
+    second = make_agent(score=1.0)
+    make_agent(score=0.5)
+    make_agent(score=9.0, on_leaderboard=False)  # pruned from the leaderboard: not backtested
+
+    created = services.backtests_for_run(run_id=best.run_id, top=2)
+    again = services.backtests_for_run(run_id=best.run_id, top=2)
+
+    assert [b.agent_id for b in created] == [best.id, second.id]
+    assert again == []
+    for backtest in created:
+        assert (str(backtest.start), str(backtest.end)) == tuple(SPLITS["test"])
+        assert backtest.source == Backtest.Source.END_OF_RUN
+
+
+def test_finished_run_backtests_three_agents_by_default(make_agent):
+    agents = [make_agent(score=s) for s in (0.1, 0.2, 0.3, 0.4)]
+
+    created = services.backtests_for_run(run_id=agents[0].run_id)
+
+    assert len(created) == services.DEFAULT_TOP_AGENTS == 3

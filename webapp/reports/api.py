@@ -1,0 +1,63 @@
+"""REST API of backtests: list, create, retrieve and the daily series as CSV.
+
+Owner-scoped: another user's backtest (or agent) answers 404. Errors use the project's one
+format, ``{"error": ..., "fields": {...}}``.
+"""
+
+from __future__ import annotations
+
+from django.http import HttpResponse
+from rest_framework import mixins, status, viewsets
+from rest_framework.decorators import action
+from rest_framework.request import Request
+from rest_framework.response import Response
+
+from webapp.core.errors import AppError
+from webapp.reports import selectors, services
+from webapp.reports.serializers import BacktestCreateSerializer, BacktestDetailSerializer, BacktestListSerializer
+from webapp.runs.models import Agent
+
+
+class BacktestViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.GenericViewSet):
+    """``/api/backtests/``: GET list, POST create (queued; runs on a ``cpu`` worker),
+    GET ``<id>/``, GET ``<id>/daily.csv``."""
+
+    def get_queryset(self):
+        return selectors.backtest_list(user=self.request.user)
+
+    def get_serializer_class(self):
+        if self.action == "create":
+            return BacktestCreateSerializer
+        return BacktestListSerializer if self.action == "list" else BacktestDetailSerializer
+
+    def get_object(self):
+        return selectors.backtest_get(user=self.request.user, backtest_id=int(self.kwargs["pk"]))
+
+    def create(self, request: Request) -> Response:
+        data = BacktestCreateSerializer(data=request.data)
+        data.is_valid(raise_exception=True)
+        values = data.validated_data
+        agent = Agent.objects.filter(pk=values["agent"], run__owner=request.user).select_related("run__task").first()
+        if agent is None:
+            raise AppError("agent not found", fields={"agent": "not found"}, status=404)
+        backtest = services.backtest_create(
+            user=request.user,
+            agent=agent,
+            start=values["start"],
+            end=values["end"],
+            tickers=values.get("tickers"),
+            allow_overlap=values["allow_overlap"],
+        )
+        return Response(BacktestDetailSerializer(backtest).data, status=status.HTTP_201_CREATED)
+
+    @action(detail=True, methods=["get"], url_path="daily.csv", url_name="daily-csv")
+    def daily_csv(self, request: Request, pk: str | None = None) -> HttpResponse:
+        backtest = self.get_object()
+        response = HttpResponse(selectors.backtest_csv_bytes(backtest), content_type="text/csv; charset=utf-8")
+        response["Content-Disposition"] = f'attachment; filename="paddock-backtest-{backtest.id}-daily.csv"'
+        return response
+
+
+def register(router) -> None:
+    """Add the backtests viewset to the project's API router (``/api/backtests/``)."""
+    router.register("backtests", BacktestViewSet, basename="backtest")

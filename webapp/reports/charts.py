@@ -1,0 +1,212 @@
+"""Plotly figures of a backtest report, built server-side from its daily series.
+
+Pages embed ``figure_json`` (rendered by ``static/js/report.js`` with the locally served
+``plotly.min.js``); the standalone export embeds ``figure_html`` with Plotly inlined once.
+
+Series are USD account values on trading days. Daily returns are simple returns of those
+values; the rolling Sharpe ratio uses the same definition as the report's Sharpe ratio
+(empyrical: ``mean / std(ddof 1) * sqrt(252)``, risk-free 0) over a trailing window.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from typing import Any
+
+import numpy as np
+import pandas as pd
+import plotly.graph_objects as go
+
+from webapp.reports.selectors import AGENT, EQUAL_WEIGHT, QQQ, SERIES_LABELS, series_values
+
+TRADING_DAYS = 252
+ROLLING_WINDOW = 63  # one quarter of trading days
+COLORS = {AGENT: "#2f6fed", QQQ: "#1d2330", EQUAL_WEIGHT: "#b7791f"}
+MONTHS = ["Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec"]
+
+
+def _layout(title: str, **extra: Any) -> dict[str, Any]:
+    return {
+        "title": {"text": title, "x": 0.01, "font": {"size": 15}},
+        "margin": {"l": 60, "r": 20, "t": 44, "b": 40},
+        "height": 360,
+        "hovermode": "x unified",
+        "legend": {"orientation": "h", "y": -0.15},
+        "template": "plotly_white",
+        **extra,
+    }
+
+
+def drawdown(values: pd.Series) -> pd.Series:
+    """Fall from the running peak of a value series, ``values / cummax(values) - 1``.
+
+    Args:
+        values: (T,) positive USD values; the first one is the starting capital (the peak
+            a drawdown is measured from on day one).
+
+    Returns:
+        (T,) fractions ``<= 0``.
+    """
+    return values / values.cummax() - 1.0
+
+
+def monthly_returns(values: pd.Series) -> pd.DataFrame:
+    """Compounded return of each calendar month: years x 12 months (NaN where no data).
+
+    The first month's return is measured from the first value (the starting capital), later
+    months from the previous month's last close.
+    """
+    month_end = values.groupby([values.index.year, values.index.month]).last()
+    previous = month_end.shift(1)
+    previous.iloc[0] = values.iloc[0]
+    returns = month_end / previous - 1.0
+    table = returns.unstack(level=1)
+    return table.reindex(columns=range(1, 13))
+
+
+def rolling_sharpe(values: pd.Series, window: int = ROLLING_WINDOW) -> pd.Series:
+    """Trailing ``window``-day annualised Sharpe ratio of daily returns (NaN before it fills)."""
+    returns = values.pct_change()
+    mean = returns.rolling(window, min_periods=window).mean()
+    std = returns.rolling(window, min_periods=window).std(ddof=1)
+    return (mean / std.replace(0.0, np.nan)) * math.sqrt(TRADING_DAYS)
+
+
+def equity_figure(daily: pd.DataFrame) -> go.Figure:
+    """Account value of the agent, QQQ and equal weight (USD, same initial capital)."""
+    fig = go.Figure()
+    for name, values in series_values(daily).items():
+        fig.add_trace(
+            go.Scatter(
+                x=values.index,
+                y=values.to_numpy(),
+                name=SERIES_LABELS[name],
+                mode="lines",
+                line={"color": COLORS[name], "width": 2.2 if name == AGENT else 1.4},
+                hovertemplate="%{y:$,.0f}",
+            )
+        )
+    fig.update_layout(**_layout("Equity curve", yaxis={"title": "account value (USD)", "tickformat": "$,.0f"}))
+    return fig
+
+
+def drawdown_figure(daily: pd.DataFrame) -> go.Figure:
+    """Underwater chart: each series' fall from its running peak."""
+    fig = go.Figure()
+    for name, values in series_values(daily).items():
+        fig.add_trace(
+            go.Scatter(
+                x=values.index,
+                y=drawdown(values).to_numpy(),
+                name=SERIES_LABELS[name],
+                mode="lines",
+                fill="tozeroy" if name == AGENT else None,
+                line={"color": COLORS[name], "width": 1.6 if name == AGENT else 1.1},
+                hovertemplate="%{y:.2%}",
+            )
+        )
+    fig.update_layout(**_layout("Drawdown (underwater)", yaxis={"title": "from peak", "tickformat": ".0%"}))
+    return fig
+
+
+def monthly_heatmap_figure(daily: pd.DataFrame) -> go.Figure:
+    """The agent's monthly returns, years down, months across."""
+    table = monthly_returns(daily["account_value"])
+    z = table.to_numpy(dtype=float)
+    text = [[("" if np.isnan(v) else f"{v:.1%}") for v in row] for row in z]
+    limit = float(np.nanmax(np.abs(z))) if np.isfinite(z).any() else 0.01
+    fig = go.Figure(
+        go.Heatmap(
+            z=[[None if np.isnan(v) else float(v) for v in row] for row in z],
+            x=MONTHS,
+            y=[str(y) for y in table.index],
+            text=text,
+            texttemplate="%{text}",
+            colorscale="RdYlGn",
+            zmid=0.0,
+            zmin=-limit,
+            zmax=limit,
+            colorbar={"tickformat": ".0%"},
+            hovertemplate="%{y} %{x}: %{z:.2%}<extra></extra>",
+        )
+    )
+    fig.update_layout(
+        **_layout(
+            "Monthly returns (agent)",
+            height=max(220, 90 + 40 * len(table.index)),
+            hovermode="closest",
+            yaxis={"autorange": "reversed", "type": "category"},
+        )
+    )
+    return fig
+
+
+def rolling_sharpe_figure(daily: pd.DataFrame, window: int = ROLLING_WINDOW) -> go.Figure:
+    """Trailing Sharpe ratio of the agent and QQQ."""
+    fig = go.Figure()
+    for name, values in series_values(daily).items():
+        if name == EQUAL_WEIGHT:
+            continue
+        fig.add_trace(
+            go.Scatter(
+                x=values.index,
+                y=rolling_sharpe(values, window).to_numpy(),
+                name=SERIES_LABELS[name],
+                mode="lines",
+                line={"color": COLORS[name], "width": 1.8 if name == AGENT else 1.2},
+                hovertemplate="%{y:.2f}",
+                connectgaps=False,
+            )
+        )
+    title = f"Rolling {window}-day Sharpe ratio"
+    if len(daily) <= window:
+        title += f" (needs more than {window} days; this backtest has {len(daily)})"
+    fig.update_layout(**_layout(title, yaxis={"title": "annualised Sharpe"}))
+    return fig
+
+
+def compare_figure(equity: pd.DataFrame) -> go.Figure:
+    """Agents' equity curves on their common dates, each starting at 1.0 (QQQ dashed)."""
+    fig = go.Figure()
+    for column in equity.columns:
+        is_qqq = column == QQQ
+        fig.add_trace(
+            go.Scatter(
+                x=equity.index,
+                y=equity[column].to_numpy(),
+                name=SERIES_LABELS[QQQ] if is_qqq else column,
+                mode="lines",
+                line={"dash": "dash", "color": COLORS[QQQ], "width": 1.2} if is_qqq else {"width": 1.8},
+                hovertemplate="%{y:.3f}",
+            )
+        )
+    fig.update_layout(
+        **_layout("Equity curves on common dates (start = 1.0)", height=420, yaxis={"title": "growth of 1"})
+    )
+    return fig
+
+
+def report_figures(daily: pd.DataFrame) -> dict[str, go.Figure]:
+    """The four report charts keyed by their element id."""
+    return {
+        "equity-chart": equity_figure(daily),
+        "drawdown-chart": drawdown_figure(daily),
+        "monthly-heatmap": monthly_heatmap_figure(daily),
+        "rolling-sharpe": rolling_sharpe_figure(daily),
+    }
+
+
+def figure_data(fig: go.Figure) -> dict[str, Any]:
+    """A figure as plain JSON data (``{"data": [...], "layout": {...}}``) for ``json_script``."""
+    return json.loads(fig.to_json())
+
+
+def figure_html(fig: go.Figure, div_id: str, *, include_plotlyjs: bool) -> str:
+    """A figure as an HTML fragment, Plotly's JS inlined when ``include_plotlyjs`` (offline)."""
+    return fig.to_html(
+        full_html=False,
+        include_plotlyjs=include_plotlyjs,
+        div_id=div_id,
+        config={"displaylogo": False, "responsive": True},
+    )

@@ -1,0 +1,339 @@
+"""Writes of the reports app: create backtests, run them, store their results.
+
+Backtest protocol (one Celery task per backtest, ids only, see ``tasks.py``):
+
+1. :func:`backtest_create` validates the request (dates inside the dataset, a held-out range
+   unless overlap is allowed, the agent's tickers) and creates a ``queued`` row; the task
+   message is sent after commit.
+2. :func:`backtest_claim` moves the row ``queued`` -> ``running`` with a conditional update;
+   zero rows means another delivery has it (or it is finished): a no-op.
+3. :func:`backtest_execute` copies the agent's checkpoint to a local file, runs
+   ``engine.backtest_agent`` and stores the metrics in the row and the daily series as a CSV
+   in the default storage; :func:`backtest_fail` records a failure the user can read.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import io
+import logging
+import tempfile
+from pathlib import Path
+from typing import Any
+
+from django.conf import settings
+from django.core.files.base import ContentFile
+from django.core.files.storage import default_storage
+from django.db import IntegrityError, transaction
+from django.utils import timezone
+
+from webapp import engine
+from webapp.core.errors import AppError
+from webapp.market.models import Dataset
+from webapp.reports.models import Backtest
+from webapp.runs.models import Agent, Run
+
+logger = logging.getLogger(__name__)
+
+#: Agents of a finished run backtested automatically when the run has no own setting.
+DEFAULT_TOP_AGENTS = 3
+
+
+def _parse_day(value: Any, field: str) -> dt.date:
+    if isinstance(value, dt.datetime):
+        return value.date()
+    if isinstance(value, dt.date):
+        return value
+    try:
+        return dt.date.fromisoformat(str(value).strip())
+    except ValueError:
+        raise AppError(f"{field}: {value!r} is not a YYYY-MM-DD date", fields={field: "expected YYYY-MM-DD"}) from None
+
+
+def _split(task, name: str) -> tuple[dt.date, dt.date] | None:
+    split = (task.splits or {}).get(name)
+    if not split:
+        return None
+    if isinstance(split, dict):
+        return _parse_day(split["start"], name), _parse_day(split["end"], name)
+    return _parse_day(split[0], name), _parse_day(split[1], name)
+
+
+def check_range(*, task, dataset: Dataset, start: dt.date, end: dt.date, allow_overlap: bool) -> None:
+    """Refuse a backtest range that is empty, outside the dataset, or (unless
+    ``allow_overlap``) overlapping the dates the agent trained or was selected on.
+
+    Raises:
+        AppError: 400 naming ``start`` or ``end``.
+    """
+    if end <= start:
+        raise AppError(f"end: {end} must be after start {start}", fields={"end": f"must be after start {start}"})
+    data_start, data_end = _parse_day(dataset.start_date, "start"), _parse_day(dataset.end_date, "end")
+    if start < data_start:
+        msg = f"before the data, which starts on {data_start}"
+        raise AppError(f"start: {start} is {msg}", fields={"start": msg})
+    if end > data_end:
+        msg = f"after the data, which ends on {data_end}"
+        raise AppError(f"end: {end} is {msg}", fields={"end": msg})
+    if allow_overlap:
+        return
+    train, validation = _split(task, "train"), _split(task, "validation")
+    seen = [r for r in (train, validation) if r is not None]
+    if not seen:
+        return
+    seen_start = min(r[0] for r in seen)
+    seen_end = max(r[1] for r in seen)
+    if start <= seen_end and end >= seen_start:
+        msg = (
+            f"the range {start} to {end} overlaps the task's train/validation dates "
+            f"({seen_start} to {seen_end}); start after {seen_end} for a held-out test, "
+            "or allow the overlap explicitly"
+        )
+        field = "start" if start >= seen_start else "end"
+        raise AppError(msg, fields={field: msg, "allow_overlap": "false"})
+
+
+def _check_tickers(agent_tickers: list[str], dataset: Dataset, tickers: list[str] | None) -> list[str]:
+    """The tickers the backtest trades: the agent's, all present in ``dataset``."""
+    if tickers is not None:
+        if isinstance(tickers, str):
+            tickers = [t for t in tickers.replace(",", " ").split() if t]
+        wanted = [str(t).strip().upper() for t in tickers]
+        unknown = [t for t in wanted if t not in dataset.tickers]
+        if unknown:
+            msg = f"unknown ticker(s) {', '.join(unknown)}: dataset {dataset.name!r} holds {', '.join(dataset.tickers)}"
+            raise AppError(f"tickers: {msg}", fields={"tickers": msg})
+        if sorted(wanted) != sorted(agent_tickers):
+            msg = f"the agent trades exactly {', '.join(agent_tickers)}; a backtest uses the same tickers"
+            raise AppError(f"tickers: {msg}", fields={"tickers": msg})
+    missing = [t for t in agent_tickers if t not in dataset.tickers]
+    if missing:
+        msg = f"dataset {dataset.name!r} lacks the agent's ticker(s) {', '.join(missing)}"
+        raise AppError(f"tickers: {msg}", fields={"tickers": msg})
+    return list(agent_tickers)
+
+
+def backtest_create(
+    *,
+    user,
+    agent: Agent,
+    start: Any,
+    end: Any,
+    tickers: list[str] | None = None,
+    allow_overlap: bool = False,
+    source: str = Backtest.Source.USER,
+) -> Backtest:
+    """Queue a backtest of one of ``user``'s agents over ``[start, end]``.
+
+    Args:
+        user: the owner; must own the agent's run.
+        agent: the agent to backtest.
+        start, end: first and last day (``YYYY-MM-DD`` or dates), inclusive.
+        tickers: optional; must be the agent's tickers (an agent trades a fixed universe),
+            each one in the task's dataset.
+        allow_overlap: accept a range overlapping the task's train/validation dates (the
+            result is then not a held-out test, and the report says so).
+        source: ``"user"`` or ``"end_of_run"``.
+
+    Raises:
+        AppError: 404 for another user's agent; 400 naming ``start``, ``end`` or ``tickers``
+            for a bad range (not a date, end before start, outside the data, overlapping the
+            train/validation dates) or unknown tickers.
+    """
+    run = agent.run
+    if run.owner_id != user.id:
+        raise AppError("agent not found", fields={"agent": "not found"}, status=404)
+    if not agent.checkpoint:
+        raise AppError("the agent has no checkpoint to backtest", fields={"agent": "no checkpoint"})
+    task = run.task
+    dataset = task.dataset
+    start_day, end_day = _parse_day(start, "start"), _parse_day(end, "end")
+    check_range(task=task, dataset=dataset, start=start_day, end=end_day, allow_overlap=bool(allow_overlap))
+    chosen = _check_tickers(list(task.tickers), dataset, tickers)
+    with transaction.atomic():
+        backtest = Backtest.objects.create(
+            owner=user,
+            agent=agent,
+            run=run,
+            dataset=dataset,
+            tickers=chosen,
+            start=start_day,
+            end=end_day,
+            allow_overlap=bool(allow_overlap),
+            source=source,
+        )
+        backtest_id = backtest.id
+        transaction.on_commit(lambda: _send(backtest_id))
+    logger.info("backtest %s queued for agent %s", backtest.id, agent.id, extra={"run": run.id})
+    return backtest
+
+
+def _send(backtest_id: int) -> None:
+    from webapp.reports.tasks import run_backtest
+
+    try:
+        run_backtest.delay(backtest_id)
+    except Exception:  # broker down: the row stays queued and can be sent again
+        logger.warning("could not send backtest %s", backtest_id, exc_info=True)
+
+
+def backtests_for_run(*, run_id: int, top: int | None = None) -> list[Backtest]:
+    """Queue end-of-run backtests of a run's best agents on its task's test split.
+
+    Idempotent: an agent already backtested on that window by the end-of-run trigger is not
+    queued again.
+
+    Args:
+        run_id: the run.
+        top: how many leaderboard agents (best validation score first); default the run's
+            ``backtest_top`` when it has one, else :data:`DEFAULT_TOP_AGENTS`.
+
+    Returns:
+        The backtests created now (empty when the run is unknown, has no agents or no test
+        split, or they exist already).
+    """
+    run = Run.objects.select_related("task__dataset", "owner").filter(pk=run_id).first()
+    if run is None:
+        return []
+    test = _split(run.task, "test")
+    if test is None:
+        return []
+    count = top if top is not None else getattr(run, "backtest_top", None) or DEFAULT_TOP_AGENTS
+    agents = list(run.agents.filter(on_leaderboard=True).exclude(checkpoint="")[: max(0, int(count))])
+    created = []
+    for agent in agents:
+        if Backtest.objects.filter(agent=agent, start=test[0], end=test[1], source=Backtest.Source.END_OF_RUN).exists():
+            continue
+        try:
+            created.append(
+                backtest_create(
+                    user=run.owner,
+                    agent=agent,
+                    start=test[0],
+                    end=test[1],
+                    source=Backtest.Source.END_OF_RUN,
+                )
+            )
+        except IntegrityError:  # a concurrent trigger created it first
+            continue
+        except AppError as exc:  # e.g. a test split the dataset no longer covers
+            logger.warning("end-of-run backtest of agent %s refused: %s", agent.id, exc.message, extra={"run": run.id})
+    return created
+
+
+def backtest_claim(*, backtest_id: int) -> bool:
+    """Take a queued backtest for this worker; ``False`` when it is not queued any more."""
+    claimed = Backtest.objects.filter(pk=backtest_id, status=Backtest.Status.QUEUED).update(
+        status=Backtest.Status.RUNNING, started_at=timezone.now(), error=""
+    )
+    return bool(claimed)
+
+
+def daily_csv_name(backtest: Backtest) -> str:
+    """Storage name of a backtest's daily series."""
+    return f"backtests/{backtest.owner_id}/backtest-{backtest.id}-daily.csv"
+
+
+def _config(backtest: Backtest, output: dict[str, Any]) -> dict[str, Any]:
+    agent, run, task = backtest.agent, backtest.run, backtest.run.task
+    env = output["env_config"]
+    return {
+        "agent": {
+            "id": agent.id,
+            "created_seq": agent.created_seq,
+            "validation_score": agent.score,
+            "sha256": agent.sha256,
+            "algorithm": task.algorithm,
+            "hyperparameters": agent.hyperparameters,
+        },
+        "run": {"id": run.id, "name": run.name},
+        "task": {"id": task.id, "name": task.name, "splits": task.splits},
+        "data": {
+            "dataset": backtest.dataset.name,
+            "tickers": output["tickers"],
+            "requested": [str(backtest.start), str(backtest.end)],
+            "window": [output["start"], output["end"]],
+            "trading_days": output["num_days"],
+            "held_out": not backtest.allow_overlap,
+        },
+        "costs": {
+            "initial_cash": env.get("initial_cash"),
+            "buy_cost_pct": env.get("buy_cost_pct"),
+            "sell_cost_pct": env.get("sell_cost_pct"),
+            "hmax": env.get("hmax"),
+            "turbulence_threshold": env.get("turbulence_threshold"),
+        },
+        "benchmark": {"ticker": engine.BENCHMARK_TICKER, "file": engine.BENCHMARK_FILE, "price": "adjusted close"},
+        "policy": output["policy"],
+        "notes": output["notes"],
+        "metric_contract": output["metric_contract"],
+    }
+
+
+def backtest_execute(*, backtest_id: int) -> Backtest:
+    """Run a claimed backtest and store its result (status ``done``).
+
+    Raises:
+        trainer.errors.TrainerError: bad data or agent file (a permanent failure).
+        AppError: the agent's checkpoint is missing from the storage.
+    """
+    backtest = Backtest.objects.select_related("agent", "run__task__dataset", "dataset").get(pk=backtest_id)
+    agent = backtest.agent
+    if not default_storage.exists(agent.checkpoint):
+        raise AppError(f"the agent's checkpoint {agent.checkpoint} is missing from the storage")
+    from webapp.runs.services import task_spec
+
+    spec = task_spec(backtest.run.task)
+    spec["data"]["tickers"] = list(backtest.tickers)
+    with tempfile.TemporaryDirectory(prefix="paddock-backtest-") as tmp:
+        local = Path(tmp) / ("agent" + (Path(agent.checkpoint).suffix or ".pt"))
+        with default_storage.open(agent.checkpoint, "rb") as src, open(local, "wb") as out:
+            for chunk in iter(lambda: src.read(1 << 20), b""):
+                out.write(chunk)
+        output = engine.backtest_agent(
+            agent_path=str(local),
+            task=spec,
+            start=str(backtest.start),
+            end=str(backtest.end),
+            benchmark_path=str(Path(settings.PADDOCK_DATA_DIR) / engine.BENCHMARK_FILE),
+            expected_sha256=agent.sha256 or None,
+            data_dir=str(settings.PADDOCK_DATA_DIR),
+            cache_dir=str(settings.PADDOCK_CACHE_DIR),
+        )
+    buf = io.StringIO()
+    output["daily"].to_csv(buf, index_label="date", date_format="%Y-%m-%d")  # full float precision
+    name = default_storage.save(daily_csv_name(backtest), ContentFile(buf.getvalue().encode("utf-8")))
+    updated = Backtest.objects.filter(pk=backtest.pk, status=Backtest.Status.RUNNING).update(
+        status=Backtest.Status.DONE,
+        metrics=output["metrics"],
+        config=_config(backtest, output),
+        num_days=output["num_days"],
+        daily_csv=name,
+        finished_at=timezone.now(),
+    )
+    if not updated:  # deleted or failed meanwhile: do not leave an orphan file
+        default_storage.delete(name)
+    backtest.refresh_from_db()
+    return backtest
+
+
+def backtest_fail(*, backtest_id: int, error: str) -> None:
+    """Mark a backtest failed with a message for the user."""
+    Backtest.objects.filter(pk=backtest_id).exclude(status=Backtest.Status.DONE).update(
+        status=Backtest.Status.FAILED, error=error[:2000], finished_at=timezone.now()
+    )
+
+
+@transaction.atomic
+def backtest_delete(*, user, backtest: Backtest) -> None:
+    """Delete one of ``user``'s backtests and its daily series file.
+
+    Raises:
+        AppError: 404 for another user's backtest.
+    """
+    if backtest.owner_id != user.id:
+        raise AppError("backtest not found", status=404)
+    name = backtest.daily_csv
+    backtest.delete()
+    if name:
+        transaction.on_commit(lambda: default_storage.delete(name))

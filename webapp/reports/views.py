@@ -1,0 +1,216 @@
+"""Pages of the reports app: backtest list, request form, report, exports and comparison.
+
+Views stay thin: selectors read (owner-scoped, 404 for anyone else's backtest), services write,
+``charts`` builds the figures.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.contrib.auth.decorators import login_required
+from django.http import Http404, HttpRequest, HttpResponse
+from django.shortcuts import redirect, render
+from django.template.loader import render_to_string
+from django.utils import timezone
+from django.views.decorators.http import require_GET, require_http_methods
+
+from webapp.core.errors import AppError
+from webapp.reports import charts, selectors, services
+from webapp.reports.models import Backtest
+from webapp.runs.models import Agent
+
+
+def format_metric(value: Any, kind: str) -> str:
+    """A metric for the screen: fractions as percent, ratios with 3 decimals, ``—`` if undefined."""
+    if value is None:
+        return "—"
+    if kind == "pct":
+        return f"{value * 100:.2f} %"
+    if kind == "ratio":
+        return f"{value:.3f}"
+    if kind == "days":
+        return f"{int(value)}"
+    return str(value)
+
+
+def metric_table(columns: list[tuple[str, str, dict[str, Any]]]) -> list[dict[str, Any]]:
+    """Rows of a metrics table: one per :data:`selectors.METRIC_ROWS` entry.
+
+    Args:
+        columns: ``(series_key, label, metrics)`` per column.
+
+    Returns:
+        ``[{"key", "label", "better", "cells": [{"series", "raw", "text", "best"}]}]``;
+        ``raw`` is the exact value as text (``repr`` of the float, "" when undefined), so
+        tests and scripts can read it from ``data-value``.
+    """
+    rows = []
+    for row in selectors.METRIC_ROWS:
+        values = [m.get(row.key) for _, _, m in columns]
+        best = selectors.best_marks(values, row.better)
+        cells = [
+            {
+                "series": series,
+                "raw": "" if v is None else repr(v) if isinstance(v, float) else str(v),
+                "text": format_metric(v, row.kind),
+                "best": b,
+            }
+            for (series, _, _), v, b in zip(columns, values, best)
+        ]
+        rows.append({"key": row.key, "label": row.label, "better": row.better or "", "cells": cells})
+    return rows
+
+
+def _get(request: HttpRequest, backtest_id: int) -> Backtest:
+    try:
+        return selectors.backtest_get(user=request.user, backtest_id=backtest_id)
+    except AppError as exc:
+        raise Http404(exc.message) from exc
+
+
+def _report_context(backtest: Backtest) -> dict[str, Any]:
+    columns = [
+        (name, selectors.SERIES_LABELS[name], backtest.metrics[name])
+        for name in selectors.SERIES
+        if name in (backtest.metrics or {})
+    ]
+    config = backtest.config or {}
+    return {
+        "backtest": backtest,
+        "columns": columns,
+        "rows": metric_table(columns),
+        "config": config,
+        "contract": config.get("metric_contract", ""),
+    }
+
+
+@login_required
+@require_GET
+def backtest_list(request: HttpRequest) -> HttpResponse:
+    """The user's backtests; tick some to compare them."""
+    backtests = selectors.backtest_list(user=request.user)[:200]
+    return render(request, "reports/list.html", {"backtests": backtests, "max_compare": selectors.MAX_COMPARE})
+
+
+@login_required
+@require_http_methods(["GET", "POST"])
+def backtest_new(request: HttpRequest) -> HttpResponse:
+    """Request a backtest of an agent (``?agent=<id>``); defaults to the task's test split."""
+    agent_id = request.POST.get("agent") or request.GET.get("agent")
+    agent = (
+        Agent.objects.filter(pk=agent_id, run__owner=request.user).select_related("run__task").first()
+        if str(agent_id or "").isdigit()
+        else None
+    )
+    if agent is None:
+        raise Http404("agent not found")
+    test = (agent.run.task.splits or {}).get("test") or {}
+    form = {
+        "start": request.POST.get("start", test.get("start", "")),
+        "end": request.POST.get("end", test.get("end", "")),
+        "allow_overlap": request.POST.get("allow_overlap") == "on",
+    }
+    error = None
+    fields: dict[str, Any] = {}
+    if request.method == "POST":
+        try:
+            backtest = services.backtest_create(
+                user=request.user,
+                agent=agent,
+                start=form["start"],
+                end=form["end"],
+                allow_overlap=form["allow_overlap"],
+            )
+        except AppError as exc:
+            if exc.status == 404:
+                raise Http404(exc.message) from exc
+            error, fields = exc.message, exc.fields
+        else:
+            return redirect("reports:backtest-detail", backtest_id=backtest.id)
+    context = {"agent": agent, "form": form, "error": error, "fields": fields, "splits": agent.run.task.splits}
+    return render(request, "reports/new.html", context, status=400 if error else 200)
+
+
+@login_required
+@require_GET
+def backtest_detail(request: HttpRequest, backtest_id: int) -> HttpResponse:
+    """The report: charts, metrics against QQQ and equal weight, configuration, contract."""
+    backtest = _get(request, backtest_id)
+    context = _report_context(backtest)
+    if backtest.status == Backtest.Status.DONE:
+        daily = selectors.backtest_daily(backtest)
+        context["figures"] = [
+            {"id": div_id, "data_id": f"{div_id}-data", "figure": charts.figure_data(fig)}
+            for div_id, fig in charts.report_figures(daily).items()
+        ]
+    return render(request, "reports/report.html", context)
+
+
+@login_required
+@require_GET
+def backtest_export_html(request: HttpRequest, backtest_id: int) -> HttpResponse:
+    """The report as one self-contained HTML file (Plotly inlined, works offline)."""
+    backtest = _get(request, backtest_id)
+    try:
+        daily = selectors.backtest_daily(backtest)
+    except AppError as exc:
+        return HttpResponse(exc.message, status=exc.status, content_type="text/plain")
+    figures = charts.report_figures(daily)
+    fragments = [
+        charts.figure_html(fig, div_id, include_plotlyjs=(i == 0)) for i, (div_id, fig) in enumerate(figures.items())
+    ]
+    context = {**_report_context(backtest), "fragments": fragments, "exported_at": timezone.now()}
+    html = render_to_string("reports/export.html", context, request=None)
+    response = HttpResponse(html, content_type="text/html; charset=utf-8")
+    response["Content-Disposition"] = f'attachment; filename="paddock-backtest-{backtest.id}.html"'
+    return response
+
+
+@login_required
+@require_GET
+def backtest_daily_csv(request: HttpRequest, backtest_id: int) -> HttpResponse:
+    """The daily series as CSV (account value, cash, holdings, trades, costs, benchmarks)."""
+    backtest = _get(request, backtest_id)
+    try:
+        data = selectors.backtest_csv_bytes(backtest)
+    except AppError as exc:
+        return HttpResponse(exc.message, status=exc.status, content_type="text/plain")
+    response = HttpResponse(data, content_type="text/csv; charset=utf-8")
+    response["Content-Disposition"] = f'attachment; filename="paddock-backtest-{backtest.id}-daily.csv"'
+    return response
+
+
+@login_required
+@require_GET
+def backtest_compare(request: HttpRequest) -> HttpResponse:
+    """Compare backtests (``?ids=1,2,3``): overlaid equity, best metrics marked, config diff."""
+    raw = request.GET.getlist("ids")
+    context: dict[str, Any] = {"max_compare": selectors.MAX_COMPARE}
+    try:
+        ids = selectors.parse_ids(raw if len(raw) > 1 else (raw[0] if raw else ""))
+        comparison = selectors.compare(user=request.user, ids=ids)
+    except AppError as exc:
+        if exc.status == 404:
+            raise Http404(exc.message) from exc
+        context["error"] = exc.message
+        return render(request, "reports/compare.html", context, status=400)
+    columns = [
+        (str(b.id), label, metrics)
+        for b, label, metrics in zip(comparison.backtests, comparison.labels, comparison.metrics)
+    ]
+    context.update(
+        {
+            "comparison": comparison,
+            "columns": columns,
+            "rows": metric_table(columns),
+            "config_rows": comparison.config_rows,
+            "figure": {
+                "id": "compare-chart",
+                "data_id": "compare-chart-data",
+                "figure": charts.figure_data(charts.compare_figure(comparison.equity)),
+            },
+            "common": (comparison.equity.index[0].date(), comparison.equity.index[-1].date(), len(comparison.equity)),
+        }
+    )
+    return render(request, "reports/compare.html", context)
