@@ -7,6 +7,8 @@ unless the environment (CI) sets the variables itself.
 import os
 
 os.environ.setdefault("DEBUG", "1")
+# Redis database 15 for tests, so a running dev stack (database 0) never sees test messages.
+os.environ.setdefault("REDIS_URL", "redis://127.0.0.1:6379/15")
 os.environ.setdefault(
     "PADDOCK_VAR_DIR", os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "var", "test")
 )
