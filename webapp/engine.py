@@ -454,3 +454,117 @@ def series_metrics(values: Any, benchmark_values: Any = None, turnover: Any = No
         )
     except TrainerError as exc:
         raise AppError.from_trainer(exc) from exc
+
+
+# --- demo: data download and training-throughput calibration --------------------------------
+
+
+def download_daily_bars(tickers: Sequence[str], *, start: str, end: str, out_path: str | Path) -> dict[str, Any]:
+    """Download daily bars from Yahoo Finance (``trainer.data.download_yfinance``) into a file.
+
+    The file is a gzipped long CSV ``date, tic, open, high, low, close, volume`` with prices
+    already adjusted (the loader reads it back like any other file); it is written atomically
+    (temporary file + rename), so an interrupted download leaves nothing behind.
+
+    Args:
+        tickers: Yahoo symbols.
+        start, end: inclusive ``YYYY-MM-DD`` range.
+        out_path: the ``.csv.gz`` file to write; its folder is created.
+
+    Returns:
+        ``{"tickers": [...], "start", "end", "rows", "notes": [...]}`` of what was written.
+
+    Raises:
+        AppError: the download failed (no network, unknown symbol, empty answer), naming why.
+    """
+    import os
+
+    from trainer.data import download_yfinance
+
+    try:
+        panel = download_yfinance(list(tickers), str(start), str(end))
+    except TrainerError as exc:
+        raise AppError.from_trainer(exc, prefix="") from exc
+    except Exception as exc:  # yfinance surfaces network failures as assorted exception types
+        raise AppError(
+            f"downloading {', '.join(tickers)} from Yahoo Finance failed: {type(exc).__name__}: {exc}",
+            fields={"download": str(exc)[:300]},
+        ) from exc
+    out = Path(out_path)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    tmp = out.with_name(out.name + ".part")
+    frame = panel[["date", "tic", "open", "high", "low", "close", "volume"]].copy()
+    frame["date"] = frame["date"].dt.strftime("%Y-%m-%d")
+    frame.to_csv(tmp, index=False, compression="gzip")
+    os.replace(tmp, out)
+    return {
+        "tickers": sorted(str(t) for t in panel["tic"].unique()),
+        "start": str(frame["date"].min()),
+        "end": str(frame["date"].max()),
+        "rows": int(len(frame)),
+        "notes": [str(n) for n in panel.attrs.get("notes", [])],
+    }
+
+
+def measure_training_throughput(
+    task: dict[str, Any],
+    *,
+    device: str = "auto",
+    seconds: float = 4.0,
+    data_dir: str | None = None,
+    cache_dir: str | None = None,
+) -> dict[str, Any]:
+    """Measure how many env steps per second the task's agent learns on this machine.
+
+    One warm-up update (allocations, first kernels) is not timed; then the agent learns in
+    whole rollouts until ``seconds`` have passed. The count includes the network updates, so
+    it is the rate a generation trains at (evaluation and checkpointing come on top).
+
+    Args:
+        task: a normalized task spec (``validate_task``'s output); its hyperparameters set the
+            env count and network sizes.
+        device: ``"auto"``, ``"cpu"``, ``"cuda"``...
+        seconds: measuring time after the warm-up (> 0).
+        data_dir, cache_dir: as for :func:`train_generation` (the processed data is cached,
+            so a worker training the same task afterwards starts at once).
+
+    Returns:
+        ``{"steps_per_s": float, "env_steps": int, "seconds": float, "device": str}``.
+
+    Raises:
+        trainer.errors.TrainerError: bad data or config.
+    """
+    import time
+
+    import torch
+
+    from trainer.agents import make_agent
+    from trainer.device import pick_device
+    from trainer.envs.stock_trading import StockTradingVecEnv
+    from trainer.pod import TaskSpec
+
+    spec = TaskSpec.from_dict(task)
+    torch_device = pick_device(device)
+    market = _market_data(spec, data_dir=data_dir, cache_dir=cache_dir)
+    train = market.slice(*spec.train, name="train")
+    hp = dict(spec.hyperparameters)
+    env = StockTradingVecEnv(train, spec.env, num_envs=int(hp["num_envs"]), device=torch_device, seed=0)
+    agent = make_agent(spec.algorithm, env.obs_dim, env.action_dim, hp, device=torch_device, seed=0)
+    chunk = int(hp["num_envs"]) * int(hp.get("rollout_steps", 1))
+    agent.learn(env, chunk)
+
+    def sync() -> None:
+        if torch_device.type == "cuda":
+            torch.cuda.synchronize(torch_device)
+
+    sync()
+    begun = time.perf_counter()
+    done = 0
+    while True:
+        stats = agent.learn(env, chunk)
+        done += int(stats.get("env_steps", chunk))
+        sync()
+        elapsed = time.perf_counter() - begun
+        if elapsed >= seconds:
+            break
+    return {"steps_per_s": done / elapsed, "env_steps": done, "seconds": elapsed, "device": str(torch_device)}

@@ -1,0 +1,95 @@
+"""The demo's definitions: sizing from a measured rate, the dataset, the budget, reruns.
+
+The full path (``./paddock demo`` and a shortened run in a browser) is covered by
+``tests/e2e/test_acceptance.py``; these tests check the decisions that make it repeatable.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from webapp.core.errors import AppError
+from webapp.runs import demo
+from webapp.runs.models import ClusterBudget, Generation, Run
+
+pytestmark = pytest.mark.django_db
+
+
+def test_generations_are_sized_from_the_measured_rate_in_whole_rollouts():
+    sizing = demo.size_run(demo.CPU_PROFILE, steps_per_s=4000.0, device="cpu", training_workers=1)
+
+    batch = demo.CPU_PROFILE.rollout_batch
+    assert sizing.generation_steps % batch == 0
+    expected = 4000.0 * demo.GENERATION_EFFICIENCY * demo.CPU_PROFILE.generation_s
+    assert expected - batch < sizing.generation_steps <= expected
+    # About training_s of generations one at a time, and at least two per pod.
+    assert sizing.generations >= 2 * demo.CPU_PROFILE.num_pods
+    assert sizing.generations * demo.CPU_PROFILE.generation_s <= demo.CPU_PROFILE.training_s + 30
+    assert sizing.env_steps == sizing.generations * sizing.generation_steps
+    assert sizing.max_wall_clock_s == demo.CPU_PROFILE.training_s + demo.CPU_PROFILE.generation_s
+
+
+def test_more_training_workers_allow_more_generations_in_the_same_time():
+    one = demo.size_run(demo.GPU_PROFILE, steps_per_s=200_000.0, device="cuda", training_workers=1)
+    four = demo.size_run(demo.GPU_PROFILE, steps_per_s=200_000.0, device="cuda", training_workers=8)
+
+    assert four.concurrent_pods == demo.GPU_PROFILE.num_pods
+    assert four.generation_steps == one.generation_steps
+    assert four.generations == pytest.approx(4 * one.generations, abs=4)
+
+
+def test_a_very_slow_machine_still_trains_one_rollout_per_generation():
+    sizing = demo.size_run(demo.CPU_PROFILE, steps_per_s=10.0, device="cpu", training_workers=1)
+
+    assert sizing.generation_steps == demo.CPU_PROFILE.rollout_batch
+
+
+def test_the_ci_profile_has_fixed_numbers():
+    sizing = demo.size_run(demo.CI_PROFILE, steps_per_s=None, device="cpu", training_workers=1)
+
+    assert (sizing.generation_steps, sizing.generations) == (2048, 8)
+
+
+def test_demo_dataset_drops_dow_with_a_note_and_is_imported_once(user, data_dir):
+    dataset, created = demo.import_demo_dataset(user, root=data_dir, allow_download=False)
+    again, created_again = demo.import_demo_dataset(user, root=data_dir, allow_download=False)
+
+    assert created and not created_again and again.pk == dataset.pk
+    assert len(dataset.tickers) == 29 and "DOW" not in dataset.tickers
+    assert dataset.notes[0].startswith("DOW: dropped from the demo dataset")
+    assert "2019-03-20" in dataset.notes[0]
+    assert str(dataset.start_date) == "2010-01-04" and str(dataset.end_date) == "2022-11-15"
+
+
+def test_missing_demo_data_without_download_says_which_files_to_copy_where(user, tmp_path):
+    with pytest.raises(AppError) as caught:
+        demo.import_demo_dataset(user, root=tmp_path, allow_download=False)
+
+    message = caught.value.message
+    assert str(tmp_path) in message
+    assert demo.DOW30_FILE in message and "benchmark_etfs_daily_eodhd.csv.gz" in message
+    assert "PADDOCK_DATA_DIR" in message
+
+
+def test_a_second_demo_run_reuses_the_budget_and_raises_its_env_step_cap(user, data_dir, settings):
+    settings.PADDOCK_DATA_DIR = data_dir
+    dataset, _ = demo.import_demo_dataset(user, root=data_dir, allow_download=False)
+    sizing = demo.size_run(demo.CI_PROFILE, steps_per_s=None, device="cpu", training_workers=1)
+
+    first, budget = demo.start_demo_run(user, dataset, demo.CI_PROFILE, sizing)
+    assert demo.active_demo_run(user) == first
+    assert budget.env_step_cap == sizing.env_steps
+    assert first.status == Run.Status.RUNNING
+    assert Generation.objects.filter(run=first).count() == demo.CI_PROFILE.num_pods
+
+    # The first run trained some steps and ended; the next one gets its own share of the cap.
+    ClusterBudget.objects.filter(pk=budget.pk).update(env_steps_used=4096)
+    Run.objects.filter(pk=first.pk).update(status=Run.Status.FINISHED)
+    assert demo.active_demo_run(user) is None
+    second, same_budget = demo.start_demo_run(user, dataset, demo.CI_PROFILE, sizing)
+
+    assert same_budget.pk == budget.pk
+    assert ClusterBudget.objects.filter(owner=user).count() == 1
+    assert same_budget.env_step_cap == 4096 + sizing.env_steps
+    assert second.task_id == first.task_id
+    assert second.pk != first.pk and second.seed == 1

@@ -1,0 +1,131 @@
+"""``manage.py demo_setup``: import the demo data, size and start the demo run, print its page.
+
+``./paddock demo`` runs it once the stack is healthy (it needs the Celery workers: it asks
+them which device they train on). See :mod:`webapp.runs.demo` for what it creates and why it
+can be run again safely.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+
+from django.contrib.auth import get_user_model
+from django.core.management.base import BaseCommand, CommandError
+from django.urls import reverse
+
+from webapp.core.errors import AppError
+from webapp.runs import demo
+
+DEFAULT_BASE_URL = "http://127.0.0.1:8000/"
+
+
+def _training_workers() -> tuple[int, str]:
+    """How many Celery workers consume the training queue, and the device they train on
+    (``"cuda"`` when any reports a GPU, else ``"cpu"``). ``(0, "cpu")`` when none answers."""
+    from webapp.core.health import check_workers
+
+    report = check_workers()
+    workers = [w for w in report.get("workers", []) if "gpu" in w.get("queues", [])]
+    on_gpu = any(str(w.get("device", "")).startswith("cuda") for w in workers)
+    return len(workers), "cuda" if on_gpu else "cpu"
+
+
+def _demo_password() -> str | None:
+    from webapp.core.management.commands.demo_account import _demo_password as password
+
+    try:
+        return password()
+    except OSError:
+        return None
+
+
+class Command(BaseCommand):
+    help = "Import the Dow-30 demo data, create the demo budget and start (or reuse) the demo run."
+
+    def add_arguments(self, parser) -> None:
+        parser.add_argument("--username", default=demo.DEMO_USERNAME, help="owner of the demo (default: demo)")
+        parser.add_argument(
+            "--device",
+            choices=("auto", "cpu", "cuda"),
+            default="auto",
+            help="size for this device (default: what the training workers report)",
+        )
+        parser.add_argument(
+            "--measure-seconds", type=float, default=4.0, help="seconds of PPO training to measure (default 4)"
+        )
+        parser.add_argument("--new-run", action="store_true", help="start a new run even if a demo run is going")
+        parser.add_argument("--no-download", action="store_true", help="never download absent data files")
+        parser.add_argument(
+            "--base-url", default=None, help="site URL for the printed link (default $PADDOCK_BASE_URL)"
+        )
+
+    def say(self, line: str) -> None:
+        self.stdout.write(f"demo: {line}")
+        self.stdout.flush()
+
+    def handle(self, *args, **options) -> None:
+        user = get_user_model().objects.filter(username=options["username"]).first()
+        if user is None:
+            raise CommandError(f"no user {options['username']!r}; run `manage.py demo_account` first")
+        base = (options["base_url"] or os.environ.get("PADDOCK_BASE_URL") or DEFAULT_BASE_URL).rstrip("/")
+        try:
+            run, reused = self._setup(user, options)
+        except AppError as exc:
+            raise CommandError(exc.message) from None
+        url = base + reverse("runs:detail", args=[run.pk])
+        self.say(f"live run page: {url}" + ("  (the demo run already going)" if reused else ""))
+        password = _demo_password() if user.username == demo.DEMO_USERNAME else None
+        if password:
+            self.say(f"login: username {user.username}  password {password}")
+        else:
+            self.say(f"login: username {user.username}")
+
+    def _setup(self, user, options):
+        started = time.monotonic()
+        dataset, created = demo.import_demo_dataset(user, say=self.say, allow_download=not options["no_download"])
+        self.say(
+            f"dataset {dataset.name!r} {'created' if created else 'already there'}: {len(dataset.tickers)} tickers, "
+            f"{dataset.start_date} to {dataset.end_date}, benchmark {demo.BENCHMARK_TICKER}"
+        )
+        for note in dataset.notes:
+            if "dropped" in note:
+                self.say(f"  note: {note}")
+
+        if not options["new_run"]:
+            active = demo.active_demo_run(user)
+            if active is not None:
+                return active, True
+
+        workers, worker_device = _training_workers()
+        device = worker_device if options["device"] == "auto" else options["device"]
+        profile = demo.GPU_PROFILE if device == "cuda" else demo.CPU_PROFILE
+        self.say(
+            f"measuring PPO training speed on {device} for {options['measure_seconds']:g} s "
+            f"({profile.hyperparameters['num_envs']} envs, {len(dataset.tickers)} tickers)"
+        )
+        rate = demo.measure_rate(profile, dataset, device=device, seconds=options["measure_seconds"])
+        sizing = demo.size_run(
+            profile, steps_per_s=rate["steps_per_s"], device=rate["device"], training_workers=max(workers, 1)
+        )
+        self.say(
+            f"{rate['steps_per_s']:,.0f} env steps/s on {rate['device']}; {max(workers, 1)} training worker(s): "
+            f"generations of {sizing.generation_steps:,} env steps (~{profile.generation_s:g} s), "
+            f"{sizing.generations} generations ({sizing.env_steps:,} env steps) within {sizing.max_wall_clock_s} s"
+        )
+        if options["new_run"]:
+            active = demo.active_demo_run(user)
+            if active is not None:
+                from webapp.runs import services
+
+                services.run_stop(run=active)
+                self.say(f"stopped the previous demo run #{active.pk}")
+        run, budget = demo.start_demo_run(user, dataset, profile, sizing)
+        self.say(
+            f"run #{run.pk} started: {run.num_pods} pods, PPO, train {demo.SPLITS['train'][0]}..{demo.SPLITS['train'][1]}, "
+            f"validation 2020, test {demo.SPLITS['test'][0]}..{demo.SPLITS['test'][1]}; budget {budget.name!r} "
+            f"(env-step cap {budget.env_step_cap:,}, {budget.max_wall_clock_s} s per run); "
+            f"set up in {time.monotonic() - started:.0f} s"
+        )
+        self.say("when the budget is spent the best agents are backtested against QQQ on the test dates")
+        return run, False
