@@ -43,5 +43,5 @@ class Dataset(models.Model):
     def source_paths(self) -> list[str]:
         """Absolute paths of the files to load, for ``trainer.data.DataSpec.paths``."""
         if self.upload:
-            return [str(Path(settings.PADDOCK_UPLOADS_DIR) / self.upload.name)]
+            return [self.upload.path]
         return [str(Path(settings.PADDOCK_DATA_DIR) / p) for p in self.paths]

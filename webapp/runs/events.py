@@ -31,10 +31,12 @@ Message types (payload shapes are those of :mod:`webapp.runs.selectors`):
 
 from __future__ import annotations
 
+import asyncio
 import logging
+import os
+import threading
 from typing import Any
 
-from asgiref.sync import async_to_sync
 from channels.layers import get_channel_layer
 from django.db import transaction
 from django.db.models import F
@@ -86,12 +88,48 @@ def publish(run_id: int, event_type: str, payload: dict[str, Any]) -> int:
 
 
 def send_now(run_id: int, event: dict[str, Any]) -> None:
-    """Send one event to the run's group; a broken channel layer is logged, never raised
-    (training must not fail because nobody can watch it)."""
-    try:
-        layer = get_channel_layer()
-        if layer is None:
-            return
-        async_to_sync(layer.group_send)(group_name(run_id), {"type": CHANNEL_MESSAGE_TYPE, "event": event})
-    except Exception:  # Redis down or restarting: the next event or snapshot catches up
-        logger.warning("could not send %s event", event.get("type"), extra={"run": run_id}, exc_info=True)
+    """Hand one event to this process's sender thread (returns at once, never raises)."""
+    _sender.send(run_id, event)
+
+
+class _Sender:
+    """One background thread per process that sends events in FIFO order over a persistent
+    channel-layer connection, so a worker never waits on Redis for an event (the next
+    generation's task message goes out without delay) and a broken channel layer is logged,
+    never raised: training must not fail because nobody can watch it."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._pid: int | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._queue: asyncio.Queue | None = None
+
+    def _start(self) -> None:
+        loop = asyncio.new_event_loop()
+        queue: asyncio.Queue = asyncio.Queue()
+
+        def serve() -> None:
+            asyncio.set_event_loop(loop)
+            loop.run_until_complete(self._drain(queue))
+
+        threading.Thread(target=serve, name="paddock-events", daemon=True).start()
+        self._pid, self._loop, self._queue = os.getpid(), loop, queue
+
+    async def _drain(self, queue: asyncio.Queue) -> None:
+        while True:
+            run_id, event = await queue.get()
+            try:
+                layer = get_channel_layer()
+                if layer is not None:
+                    await layer.group_send(group_name(run_id), {"type": CHANNEL_MESSAGE_TYPE, "event": event})
+            except Exception:  # Redis down or restarting: the next event or snapshot catches up
+                logger.warning("could not send %s event", event.get("type"), extra={"run": run_id}, exc_info=True)
+
+    def send(self, run_id: int, event: dict[str, Any]) -> None:
+        with self._lock:
+            if self._pid != os.getpid():  # first use, or a forked worker child
+                self._start()
+        self._loop.call_soon_threadsafe(self._queue.put_nowait, (run_id, event))
+
+
+_sender = _Sender()

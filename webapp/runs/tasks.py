@@ -1,7 +1,8 @@
 """Celery entry points of the runs app (thin: ids in, services do the work).
 
 ``run_generation`` (queue ``gpu``, ``acks_late`` + ``reject_on_worker_lost`` from settings)
-trains one generation; ``reap_stale_generations`` (queue ``cpu``, periodic through beat)
+trains one generation; the tasks are bound to the project's Celery app explicitly, so any
+process that imports them (web, tests, benchmarks) sends to the configured broker; ``reap_stale_generations`` (queue ``cpu``, periodic through beat)
 re-queues generations of dead workers and re-sends lost messages.
 """
 
@@ -15,12 +16,12 @@ import traceback
 from pathlib import Path
 from typing import Any
 
-from celery import shared_task
 from celery.exceptions import SoftTimeLimitExceeded
 from django.conf import settings
 
 from trainer.errors import TrainerError
 from webapp import engine
+from webapp.config.celery import app
 from webapp.runs import events, services
 
 logger = logging.getLogger(__name__)
@@ -73,7 +74,7 @@ class _Attempt:
         return self._stop or self.lost
 
 
-@shared_task(name="webapp.runs.tasks.run_generation", bind=True, acks_late=True, reject_on_worker_lost=True)
+@app.task(name="webapp.runs.tasks.run_generation", bind=True, acks_late=True, reject_on_worker_lost=True)
 def run_generation(self, generation_id: int) -> None:
     """Claim generation ``generation_id`` and train it; a no-op if it is not claimable."""
     worker = getattr(self.request, "hostname", None) or socket.gethostname()
@@ -119,7 +120,7 @@ def run_generation(self, generation_id: int) -> None:
         services.generation_fail(claim=claim, error=traceback.format_exc(limit=5), retry=True)
 
 
-@shared_task(name="webapp.runs.tasks.reap_stale_generations", ignore_result=True)
+@app.task(name="webapp.runs.tasks.reap_stale_generations", ignore_result=True)
 def reap_stale_generations() -> dict[str, int]:
     """Periodic: re-queue generations of dead workers, re-send lost messages, give idle pods
     work and finish runs whose budget is spent."""

@@ -1,0 +1,59 @@
+"""Datasets from the data folder and from uploads, validated by the trainer's loader."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from django.core.files.uploadedfile import SimpleUploadedFile
+
+from tests.conftest import DOW30_FILE
+from webapp.core.errors import AppError
+from webapp.market import services
+
+pytestmark = pytest.mark.django_db
+
+
+@pytest.fixture
+def user(django_user_model):
+    return django_user_model.objects.create_user(username="ada", password="pw-ada-12345")
+
+
+def test_a_dataset_from_a_data_folder_file_records_its_tickers_and_dates(user, data_dir, settings):
+    settings.PADDOCK_DATA_DIR = data_dir
+    ds = services.dataset_create_from_files(owner=user, name="dow", paths=[DOW30_FILE], tickers=["AAPL", "KO"])
+    assert ds.tickers == ["AAPL", "KO"]
+    assert str(ds.start_date) == "2010-01-04" and str(ds.end_date) == "2022-11-15"
+    assert ds.source_paths() == [str(data_dir / DOW30_FILE)]
+
+
+def test_a_path_outside_the_data_folder_is_refused(user, data_dir, settings):
+    settings.PADDOCK_DATA_DIR = data_dir
+    with pytest.raises(AppError) as exc:
+        services.dataset_create_from_files(owner=user, name="x", paths=["../main/manage.py"])
+    assert "paths.0" in exc.value.fields
+
+
+def test_an_unknown_ticker_is_named(user, data_dir, settings):
+    settings.PADDOCK_DATA_DIR = data_dir
+    with pytest.raises(AppError) as exc:
+        services.dataset_create_from_files(owner=user, name="x", paths=[DOW30_FILE], tickers=["NOPE"])
+    assert "NOPE" in exc.value.message
+
+
+def test_an_uploaded_csv_becomes_a_dataset_and_a_bad_one_is_removed(user):
+    good = (
+        b"date,tic,open,high,low,close,volume\n2020-01-02,AAA,10,11,9,10.5,1000\n2020-01-03,AAA,10.5,11,10,10.8,1200\n"
+    )
+    ds = services.dataset_create_from_upload(
+        owner=user, name="mine", upload=SimpleUploadedFile("aaa.csv", good, content_type="text/csv")
+    )
+    assert ds.tickers == ["AAA"] and str(ds.end_date) == "2020-01-03"
+    bad = b"date,tic,open,high,low,close,volume\n2020-01-02,AAA,10,11,9,oops,1000\n"
+    assert Path(ds.upload.path).is_file()
+    folder = Path(ds.upload.path).parent
+    before = sorted(folder.iterdir())
+    with pytest.raises(AppError):
+        services.dataset_create_from_upload(owner=user, name="bad", upload=SimpleUploadedFile("bad.csv", bad))
+    assert sorted(folder.iterdir()) == before, "the rejected file is not kept"
+    ds.upload.delete(save=False)
