@@ -9,8 +9,8 @@ A bad value stops start-up with one line naming the variable (``SettingsError``)
 
 from __future__ import annotations
 
-import os
 import importlib.util
+import os
 import secrets
 from pathlib import Path
 
@@ -231,6 +231,10 @@ CELERY_BEAT_SCHEDULE = {
 }
 
 PADDOCK_TORCH_THREADS = env_int("PADDOCK_TORCH_THREADS", 1, minimum=1)
+# A running generation without a heartbeat for this long is re-queued by the reaper; a queued
+# generation whose message looks lost is sent again after PADDOCK_REDISPATCH_AFTER_S.
+PADDOCK_STALE_AFTER_S = env_int("PADDOCK_STALE_AFTER_S", 120, minimum=5)
+PADDOCK_REDISPATCH_AFTER_S = env_int("PADDOCK_REDISPATCH_AFTER_S", 60, minimum=5)
 
 # --- Logging: key=value lines, greppable by run and pod -------------------------------------
 LOG_LEVEL = (env_str("PADDOCK_LOG_LEVEL", "INFO") or "INFO").upper()
