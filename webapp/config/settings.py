@@ -228,6 +228,11 @@ CELERY_BEAT_SCHEDULE = {
         "schedule": 30.0,
         "options": {"queue": "cpu", "expires": 30.0},
     },
+    "reap-stale-backtests": {
+        "task": "webapp.reports.tasks.reap_stale_backtests",
+        "schedule": 60.0,
+        "options": {"queue": "cpu", "expires": 60.0},
+    },
 }
 
 PADDOCK_TORCH_THREADS = env_int("PADDOCK_TORCH_THREADS", 1, minimum=1)
@@ -235,6 +240,8 @@ PADDOCK_TORCH_THREADS = env_int("PADDOCK_TORCH_THREADS", 1, minimum=1)
 # generation whose message looks lost is sent again after PADDOCK_REDISPATCH_AFTER_S.
 PADDOCK_STALE_AFTER_S = env_int("PADDOCK_STALE_AFTER_S", 120, minimum=5)
 PADDOCK_REDISPATCH_AFTER_S = env_int("PADDOCK_REDISPATCH_AFTER_S", 60, minimum=5)
+# A backtest takes seconds; one still running after this lost its worker.
+PADDOCK_BACKTEST_STALE_AFTER_S = env_int("PADDOCK_BACKTEST_STALE_AFTER_S", 600, minimum=10)
 
 # --- Logging: key=value lines, greppable by run and pod -------------------------------------
 LOG_LEVEL = (env_str("PADDOCK_LOG_LEVEL", "INFO") or "INFO").upper()

@@ -229,6 +229,40 @@ def backtest_claim(*, backtest_id: int) -> bool:
     return bool(claimed)
 
 
+def backtest_reap(*, stale_after_s: float | None = None, redispatch_after_s: float | None = None) -> dict[str, int]:
+    """Recover backtests whose worker died or whose message was lost (run by the beat reaper).
+
+    A backtest still ``running`` ``stale_after_s`` after it started (its worker died: a
+    backtest takes seconds) goes back to ``queued``; every backtest ``queued`` for longer than
+    ``redispatch_after_s`` is sent again. Sending twice is harmless: the claim is a
+    conditional update, so the second delivery is a no-op.
+
+    Returns:
+        ``{"requeued": n, "resent": m}``.
+    """
+    stale_after_s = settings.PADDOCK_BACKTEST_STALE_AFTER_S if stale_after_s is None else stale_after_s
+    redispatch_after_s = settings.PADDOCK_REDISPATCH_AFTER_S if redispatch_after_s is None else redispatch_after_s
+    now = timezone.now()
+    stale = list(
+        Backtest.objects.filter(
+            status=Backtest.Status.RUNNING, started_at__lt=now - dt.timedelta(seconds=stale_after_s)
+        ).values_list("id", flat=True)[:500]
+    )
+    requeued = Backtest.objects.filter(pk__in=stale, status=Backtest.Status.RUNNING).update(
+        status=Backtest.Status.QUEUED, started_at=None
+    )
+    waiting = set(stale) | set(
+        Backtest.objects.filter(
+            status=Backtest.Status.QUEUED, created_at__lt=now - dt.timedelta(seconds=redispatch_after_s)
+        ).values_list("id", flat=True)[:500]
+    )
+    for backtest_id in sorted(waiting):
+        _send(backtest_id)
+    if requeued or waiting:
+        logger.warning("backtest reaper: %d stale re-queued, %d sent again", requeued, len(waiting))
+    return {"requeued": requeued, "resent": len(waiting)}
+
+
 def daily_csv_name(backtest: Backtest) -> str:
     """Storage name of a backtest's daily series."""
     return f"backtests/{backtest.owner_id}/backtest-{backtest.id}-daily.csv"

@@ -57,3 +57,9 @@ def backtest_top_agents(run_id: int, top: int | None = None) -> list[int]:
     """Queue end-of-run backtests of run ``run_id``'s ``top`` best agents (default: the run's
     setting, else 3) on its task's test split. Returns the ids of the backtests created."""
     return [b.id for b in services.backtests_for_run(run_id=run_id, top=top)]
+
+
+@shared_task(name="webapp.reports.tasks.reap_stale_backtests", ignore_result=True)
+def reap_stale_backtests() -> dict[str, int]:
+    """Periodic (beat): re-queue backtests whose worker died and re-send lost messages."""
+    return services.backtest_reap()

@@ -118,3 +118,28 @@ def test_finished_run_backtests_three_agents_by_default(make_agent):
     created = services.backtests_for_run(run_id=agents[0].run_id)
 
     assert len(created) == services.DEFAULT_TOP_AGENTS == 3
+
+
+def test_reaper_requeues_a_backtest_whose_worker_died_and_sends_it_again(user, agent):
+    backtest = services.backtest_create(user=user, agent=agent, start="2021-01-04", end="2021-06-30")
+    assert services.backtest_claim(backtest_id=backtest.id)
+    # The worker died an hour ago mid-backtest: the row is still "running".
+    Backtest.objects.filter(pk=backtest.pk).update(started_at=dt.datetime.now(dt.UTC) - dt.timedelta(hours=1))
+
+    outcome = services.backtest_reap(stale_after_s=600, redispatch_after_s=60)
+
+    backtest.refresh_from_db()
+    assert outcome == {"requeued": 1, "resent": 1}
+    assert backtest.status == Backtest.Status.QUEUED
+    assert services.backtest_claim(backtest_id=backtest.id)  # the next delivery can claim it
+
+
+def test_reaper_leaves_a_recent_running_backtest_alone(user, agent):
+    backtest = services.backtest_create(user=user, agent=agent, start="2021-01-04", end="2021-06-30")
+    assert services.backtest_claim(backtest_id=backtest.id)
+
+    outcome = services.backtest_reap(stale_after_s=600, redispatch_after_s=60)
+
+    backtest.refresh_from_db()
+    assert outcome == {"requeued": 0, "resent": 0}
+    assert backtest.status == Backtest.Status.RUNNING
