@@ -1,0 +1,38 @@
+// Run page: once the run has finished, refresh the "Backtest reports" section (end-of-run
+// backtests of the best agents) from the server every few seconds until every report is done,
+// without reloading the page (the live leaderboard and its WebSocket stay as they are).
+(function () {
+  "use strict";
+  const POLL_MS = 3000;
+  const GIVE_UP_MS = 10 * 60 * 1000;
+  const started = Date.now();
+  let timer = null;
+
+  const section = () => document.getElementById("run-reports");
+  const status = () => (document.getElementById("run-status") || {}).dataset || {};
+  const complete = (el) => el && Number(el.dataset.reports) > 0 && !el.dataset.pending;
+
+  async function refresh() {
+    timer = null;
+    try {
+      const response = await fetch(location.pathname, { credentials: "same-origin", headers: { Accept: "text/html" } });
+      if (response.ok) {
+        const doc = new DOMParser().parseFromString(await response.text(), "text/html");
+        const fresh = doc.getElementById("run-reports");
+        if (fresh && section()) section().replaceWith(fresh);
+      }
+    } catch (err) {
+      // offline for a moment: try again at the next tick
+    }
+    schedule();
+  }
+
+  function schedule() {
+    if (timer || complete(section()) || Date.now() - started > GIVE_UP_MS) return;
+    if (status().status === "finished") timer = setTimeout(refresh, POLL_MS);
+  }
+
+  const badge = document.getElementById("run-status");
+  if (badge) new MutationObserver(schedule).observe(badge, { attributes: true, attributeFilter: ["data-status"] });
+  schedule();
+})();
