@@ -289,7 +289,8 @@
     cell("age").dataset.createdAt = agent.created_at;
   }
 
-  function applyLeaderboard(agents, added) {
+  function applyLeaderboard(all, added) {
+    const agents = all.slice(0, cfg.max_rows);
     const existing = new Map([...tbody.querySelectorAll("tr[data-agent-id]")].map((tr) => [tr.dataset.agentId, tr]));
     const keep = new Set();
     agents.forEach((agent, i) => {
@@ -307,7 +308,7 @@
     for (const [id, tr] of existing) if (!keep.has(id)) tr.remove();
     $("#leaderboard-empty").hidden = agents.length > 0;
     updateAges();
-    pushHistory(agents);
+    pushHistory(all);
     document.dispatchEvent(new CustomEvent("paddock:leaderboard", { detail: { added: added } }));
   }
 

@@ -10,7 +10,6 @@ from __future__ import annotations
 import bisect
 import json
 import logging
-import statistics
 import tempfile
 from dataclasses import dataclass
 from datetime import datetime
@@ -277,7 +276,9 @@ def score_history(run: Run, *, max_points: int = HISTORY_MAX_POINTS) -> list[dic
         bisect.insort(top, score)
         if len(top) > k:
             del top[0]
-        points.append({"t": created_at.isoformat(), "best": top[-1], "median": statistics.median(top), "agents": n})
+        mid = len(top) // 2
+        median = top[mid] if len(top) % 2 else (top[mid - 1] + top[mid]) / 2  # top is sorted
+        points.append({"t": created_at.isoformat(), "best": top[-1], "median": median, "agents": n})
     if len(points) > max_points:
         step = len(points) / max_points
         thinned = [points[int(i * step)] for i in range(max_points - 1)]

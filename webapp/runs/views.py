@@ -24,6 +24,8 @@ from webapp.core.errors import AppError
 from webapp.runs import forms, queries, selectors, services
 
 PAGE_SIZE = 50
+#: leaderboard rows the run page shows (the API pages through all of them)
+LEADERBOARD_ROWS = 100
 CHUNK_BYTES = 256 * 1024
 
 
@@ -190,7 +192,11 @@ def run_new(request: HttpRequest) -> HttpResponse:
 def run_detail(request: HttpRequest, run_id: int) -> HttpResponse:
     """The live page: server-rendered first paint, then WebSocket deltas (``run_live.js``)."""
     run = _run_or_404(request, run_id)
-    snapshot = selectors.run_snapshot(run)
+    # The pieces of ``selectors.run_snapshot`` the first paint needs, without serializing a
+    # leaderboard of thousands of agents that the page shows only the top of.
+    run_data = selectors.run_payload(run)
+    pods = [selectors.pod_payload(p) for p in queries.run_pods(run)]
+    board = queries.leaderboard_queryset(run)
     hp_keys = hyperparameter_columns(run)
     live = {
         "run_id": run.pk,
@@ -199,6 +205,7 @@ def run_detail(request: HttpRequest, run_id: int) -> HttpResponse:
         "agent_url": reverse("runs:agent", args=[0]),
         "hp_keys": hp_keys,
         "leaderboard_size": run.leaderboard_size,
+        "max_rows": LEADERBOARD_ROWS,
         "generation_steps": run.generation_steps,
     }
     return render(
@@ -206,15 +213,15 @@ def run_detail(request: HttpRequest, run_id: int) -> HttpResponse:
         "runs/detail.html",
         {
             "run": run,
-            "snapshot": snapshot,
+            "snapshot": {"run": run_data},
             "live": live,
             "leaderboard": [
-                {"agent": a, "hp": format_hyperparameters(a.hyperparameters, hp_keys)}
-                for a in queries.leaderboard_queryset(run)
+                {"agent": a, "hp": format_hyperparameters(a.hyperparameters, hp_keys)} for a in board[:LEADERBOARD_ROWS]
             ],
-            "pods": snapshot["pods"],
+            "max_rows": LEADERBOARD_ROWS,
+            "pods": pods,
             "history": queries.score_history(run),
-            "usage": snapshot["run"]["budget"],
+            "usage": run_data["budget"],
             "progress": queries.budget_progress(run.budget, run),
             "scale_form": forms.ScaleForm(initial={"num_pods": run.num_pods}),
         },
