@@ -250,7 +250,7 @@ def _offline_error(root: Path, missing: list[str], reason: str) -> AppError:
     names = ", ".join(missing)
     return AppError(
         f"the demo data is not in PADDOCK_DATA_DIR={root} (missing: {names}) and it cannot be downloaded: "
-        f"{reason}. Copy the files there (see the README, section 'Data formats'), point PADDOCK_DATA_DIR "
+        f"{reason}. Copy the files there (see the README, section 'The demo'), point PADDOCK_DATA_DIR "
         "at a folder holding them, or connect this machine to the internet and run the demo again.",
         fields={"data": f"missing: {names}"},
     )
@@ -286,8 +286,8 @@ def ensure_demo_files(
         The file names relative to ``root``.
 
     Raises:
-        AppError: a file is absent and cannot be downloaded (offline, or Yahoo failed); the
-            message says which files to put where.
+        AppError: a file is absent and cannot be downloaded (offline, or Yahoo failed), or the
+            benchmark file lacks QQQ over the test dates; the message says what to put where.
     """
     root = Path(root or data_dir())
     files = DemoFiles(prices=DOW30_FILE, benchmark=engine.BENCHMARK_FILE)
@@ -297,9 +297,15 @@ def ensure_demo_files(
             files.prices = DOW30_DOWNLOAD_FILE
         else:
             missing.append(DOW30_FILE)
-    benchmark_ok = (root / engine.BENCHMARK_FILE).exists() and _has_benchmark(root / engine.BENCHMARK_FILE)
-    if not benchmark_ok:
+    benchmark = root / engine.BENCHMARK_FILE
+    if not benchmark.exists():
         missing.append(engine.BENCHMARK_FILE)
+    elif not _has_benchmark(benchmark):  # someone else's file: never overwritten
+        raise AppError(
+            f"{benchmark} does not hold {BENCHMARK_TICKER} prices from {SPLITS['test'][0]} to {SPLITS['test'][1]}, "
+            "the backtests' benchmark; move it away to have it downloaded, or replace it",
+            fields={"data": f"{engine.BENCHMARK_FILE}: no {BENCHMARK_TICKER} over the test dates"},
+        )
     if not missing:
         return files
     if not allow_download:

@@ -6,6 +6,7 @@ The full path (``./paddock demo`` and a shortened run in a browser) is covered b
 
 from __future__ import annotations
 
+import pandas as pd
 import pytest
 
 from webapp.core.errors import AppError
@@ -93,3 +94,17 @@ def test_a_second_demo_run_reuses_the_budget_and_raises_its_env_step_cap(user, d
     assert same_budget.env_step_cap == 4096 + sizing.env_steps
     assert second.task_id == first.task_id
     assert second.pk != first.pk and second.seed == 1
+
+
+def test_a_benchmark_file_without_qqq_is_refused_and_left_alone(user, data_dir, tmp_path):
+    (tmp_path / demo.DOW30_FILE).symlink_to(data_dir / demo.DOW30_FILE)
+    benchmark = tmp_path / "benchmark_etfs_daily_eodhd.csv.gz"
+    frame = pd.read_csv(data_dir / "benchmark_etfs_daily_eodhd.csv.gz")
+    frame[frame["tic"] == "SPY"].to_csv(benchmark, index=False)  # real prices, but no QQQ
+    before = benchmark.read_bytes()
+
+    with pytest.raises(AppError) as caught:
+        demo.import_demo_dataset(user, root=tmp_path, allow_download=True)
+
+    assert "does not hold QQQ" in caught.value.message
+    assert benchmark.read_bytes() == before
