@@ -6,12 +6,21 @@ import math
 from collections.abc import Sequence
 
 import torch
+import torch.nn.functional as F
 from torch import nn
 
-from trainer.ops.losses import diag_gaussian_entropy, diag_gaussian_log_prob, tanh_gaussian_log_prob
+from trainer.ops.losses import (
+    diag_gaussian_entropy,
+    diag_gaussian_log_prob,
+    diag_gaussian_log_prob_from_noise,
+    tanh_gaussian_log_prob,
+)
 
 __all__ = [
     "DeterministicPolicy",
+    "actor_critic_forward",
+    "fast_tanh",
+    "mlp_forward",
     "GaussianActor",
     "RunningMeanStd",
     "SquashedGaussianActor",
@@ -85,7 +94,10 @@ class RunningMeanStd(nn.Module):
         """
         x = x.to(torch.float64)
         batch_mean = x.mean(dim=0)
-        batch_var = x.var(dim=0, unbiased=False)
+        # two-pass variance: on the CPU, ``Tensor.var(dim=0)`` reduces ~10x slower than the
+        # elementwise square plus a plain column sum, and this runs once per env step
+        centered = x - batch_mean
+        batch_var = (centered * centered).mean(dim=0)
         batch_count = x.shape[0]
         delta = batch_mean - self.mean
         total = self.count + batch_count
@@ -100,6 +112,60 @@ class RunningMeanStd(nn.Module):
         mean = self.mean.to(x.dtype)
         std = torch.sqrt(self.var + self.epsilon).to(x.dtype)
         return torch.clamp((x - mean) / std, -self.clip, self.clip)
+
+
+class _SigmoidTanh(torch.autograd.Function):
+    """``tanh`` computed as ``2 sigmoid(2x) - 1`` with the usual ``1 - tanh^2`` backward."""
+
+    @staticmethod
+    def forward(ctx, x: torch.Tensor) -> torch.Tensor:
+        y = torch.sigmoid(x * 2.0).mul_(2.0).sub_(1.0)
+        ctx.save_for_backward(y)
+        return y
+
+    @staticmethod
+    def backward(ctx, grad: torch.Tensor) -> torch.Tensor:
+        (y,) = ctx.saved_tensors
+        return torch.ops.aten.tanh_backward(grad, y)
+
+
+def fast_tanh(x: torch.Tensor) -> torch.Tensor:
+    """Hyperbolic tangent through the identity ``tanh(x) = 2 sigmoid(2x) - 1``.
+
+    PyTorch's CPU ``tanh`` kernel costs ~6x its ``sigmoid`` kernel (0.67 ms vs 0.12 ms for a
+    4096 x 64 float32 tensor on one AVX-512 core), and in PPO's small MLPs that made the
+    activations cost as much as the matrix products. The identity is exact in real arithmetic;
+    in float32 the result differs from ``torch.tanh`` by at most a few 1e-7 (absolute).
+
+    Args:
+        x: any float tensor.
+
+    Returns:
+        ``tanh(x)``, same shape and dtype; differentiable (backward ``grad * (1 - y^2)``).
+    """
+    if torch.is_grad_enabled() and x.requires_grad:
+        return _SigmoidTanh.apply(x)
+    return torch.sigmoid(x * 2.0).mul_(2.0).sub_(1.0)
+
+
+def _linears(net: nn.Sequential) -> list[nn.Linear]:
+    return [m for m in net if isinstance(m, nn.Linear)]
+
+
+def mlp_forward(net: nn.Sequential, x: torch.Tensor) -> torch.Tensor:
+    """Same result as ``net(x)`` for a tanh :func:`mlp`, with :func:`fast_tanh` activations.
+
+    Args:
+        net: an :func:`mlp` built with ``activation=nn.Tanh``.
+        x: (B, in_dim) float32.
+
+    Returns:
+        (B, out_dim) float32.
+    """
+    layers = _linears(net)
+    for layer in layers[:-1]:
+        x = fast_tanh(F.linear(x, layer.weight, layer.bias))
+    return F.linear(x, layers[-1].weight, layers[-1].bias)
 
 
 class GaussianActor(nn.Module):
@@ -127,10 +193,17 @@ class GaussianActor(nn.Module):
         Returns:
             ``(actions (B, A) float32 unclipped, log_probs (B,) float32)``.
         """
-        mean = self.mean(obs)
+        return self.sample_around(self.mean(obs), generator)
+
+    def sample_around(self, mean: torch.Tensor, generator: torch.Generator) -> tuple[torch.Tensor, torch.Tensor]:
+        """Draw actions around given policy means (B, A); same returns as :meth:`sample`.
+
+        The log density comes from the standard-normal noise in closed form, which skips
+        recomputing ``(a - mean) / std``.
+        """
         noise = torch.randn(mean.shape, device=mean.device, generator=generator)
-        actions = mean + noise * self.log_std.exp()
-        return actions, diag_gaussian_log_prob(actions, mean, self.log_std)
+        actions = torch.addcmul(mean, noise, self.log_std.exp())
+        return actions, diag_gaussian_log_prob_from_noise(noise, self.log_std)
 
     def evaluate(self, obs: torch.Tensor, actions: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """Log densities (B,) and entropies (B,) of given unclipped actions under the current policy."""
@@ -199,6 +272,41 @@ class ValueCritic(nn.Module):
 
     def forward(self, obs: torch.Tensor) -> torch.Tensor:
         return self.net(obs).squeeze(-1)
+
+
+def actor_critic_forward(
+    actor: GaussianActor, critic: ValueCritic, obs: torch.Tensor
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Policy means and state values of PPO's separate actor and critic in one pass.
+
+    Equal to ``(actor(obs), critic(obs))`` up to float rounding; the two MLPs keep separate
+    parameters (no shared trunk, as recommended by Andrychowicz et al. 2021, arXiv 2006.05990,
+    sec. 3.1). When both have the same hidden sizes their first layers run as one matrix
+    product over the concatenated weights, so the (B, obs_dim) observations are read once, and
+    every activation uses :func:`fast_tanh`. Gradients reach each module's own parameters.
+
+    Args:
+        actor: a :class:`GaussianActor`.
+        critic: a :class:`ValueCritic`.
+        obs: (B, obs_dim) float32 normalised observations.
+
+    Returns:
+        ``(means (B, A) float32, values (B,) float32)``.
+    """
+    a_layers, c_layers = _linears(actor.mean), _linears(critic.net)
+    if len(a_layers) < 2 or len(a_layers) != len(c_layers) or a_layers[0].out_features != c_layers[0].out_features:
+        return mlp_forward(actor.mean, obs), mlp_forward(critic.net, obs).squeeze(-1)
+    width = a_layers[0].out_features
+    weight = torch.cat([a_layers[0].weight, c_layers[0].weight])
+    bias = torch.cat([a_layers[0].bias, c_layers[0].bias])
+    hidden = fast_tanh(F.linear(obs, weight, bias))
+    ha, hc = hidden[:, :width], hidden[:, width:]
+    for a_layer, c_layer in zip(a_layers[1:-1], c_layers[1:-1], strict=True):
+        ha = fast_tanh(F.linear(ha, a_layer.weight, a_layer.bias))
+        hc = fast_tanh(F.linear(hc, c_layer.weight, c_layer.bias))
+    means = F.linear(ha, a_layers[-1].weight, a_layers[-1].bias)
+    values = F.linear(hc, c_layers[-1].weight, c_layers[-1].bias).squeeze(-1)
+    return means, values
 
 
 class TwinQ(nn.Module):

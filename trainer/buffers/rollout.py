@@ -67,13 +67,9 @@ class RolloutBuffer:
         done = self.terminated | self.truncated
         return self.episode_returns[done]
 
-    def minibatch(self, indices: torch.Tensor) -> RolloutBatch:
-        """Gather flattened samples.
-
-        Args:
-            indices: (B,) int64 positions in ``[0, T * E)`` of the flattened ``[t, env]`` grid.
-        """
-        flat = lambda x: x.reshape((self.size,) + x.shape[2:])[indices]  # noqa: E731
+    def flatten(self) -> RolloutBatch:
+        """Views of the learning fields over all T * E samples, flattened time-major (no copy)."""
+        flat = lambda x: x.reshape((self.size,) + x.shape[2:])  # noqa: E731
         return RolloutBatch(
             flat(self.obs),
             flat(self.actions),
@@ -82,3 +78,16 @@ class RolloutBuffer:
             flat(self.advantages),
             flat(self.returns),
         )
+
+    @staticmethod
+    def gather(flat: RolloutBatch, indices: torch.Tensor) -> RolloutBatch:
+        """Rows ``indices`` (B,) int64 of a :meth:`flatten` result, as a new (copied) batch."""
+        return RolloutBatch(*(x.index_select(0, indices) for x in flat))
+
+    def minibatch(self, indices: torch.Tensor) -> RolloutBatch:
+        """Gather flattened samples.
+
+        Args:
+            indices: (B,) int64 positions in ``[0, T * E)`` of the flattened ``[t, env]`` grid.
+        """
+        return self.gather(self.flatten(), indices)

@@ -15,6 +15,7 @@ __all__ = [
     "PolicyLoss",
     "diag_gaussian_entropy",
     "diag_gaussian_log_prob",
+    "diag_gaussian_log_prob_from_noise",
     "ppo_policy_loss",
     "ppo_value_loss",
     "sac_actor_loss",
@@ -42,6 +43,22 @@ def diag_gaussian_log_prob(x: torch.Tensor, mean: torch.Tensor, log_std: torch.T
     """
     z = (x - mean) * torch.exp(-log_std)
     return (-0.5 * z.pow(2) - log_std - 0.5 * _LOG_2PI).sum(dim=-1)
+
+
+def diag_gaussian_log_prob_from_noise(noise: torch.Tensor, log_std: torch.Tensor) -> torch.Tensor:
+    """Log density of ``x = mean + exp(log_std) * noise`` given the standard-normal ``noise``.
+
+    The same value as :func:`diag_gaussian_log_prob` (``z = noise``), without recomputing
+    ``z = (x - mean) / sigma``: ``sum_i [-noise_i^2 / 2 - log sigma_i - log(2 pi) / 2]``.
+
+    Args:
+        noise: (B, A) float32 standard-normal draws.
+        log_std: (A,) or (B, A) float32 natural-log standard deviations.
+
+    Returns:
+        (B,) float32 log densities (nats).
+    """
+    return (-0.5 * noise.pow(2) - log_std - 0.5 * _LOG_2PI).sum(dim=-1)
 
 
 def diag_gaussian_entropy(log_std: torch.Tensor) -> torch.Tensor:

@@ -10,6 +10,7 @@ import torch
 from trainer.ops import (
     diag_gaussian_entropy,
     diag_gaussian_log_prob,
+    diag_gaussian_log_prob_from_noise,
     ppo_policy_loss,
     ppo_value_loss,
     sac_actor_loss,
@@ -104,3 +105,13 @@ def test_temperature_falls_when_entropy_exceeds_its_target():
     assert loss.item() == pytest.approx(1.5, rel=1e-6)
     loss.backward()
     assert log_alpha.grad.item() == pytest.approx(1.5, rel=1e-6)
+
+
+def test_log_prob_from_noise_equals_the_density_of_the_sampled_action():
+    gen = torch.Generator().manual_seed(0)
+    mu, log_std = torch.randn(6, 3, generator=gen), torch.tensor([-1.0, 0.0, 0.5])
+    noise = torch.randn(6, 3, generator=gen)
+    x = mu + noise * log_std.exp()
+    torch.testing.assert_close(
+        diag_gaussian_log_prob_from_noise(noise, log_std), diag_gaussian_log_prob(x, mu, log_std)
+    )
