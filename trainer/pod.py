@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import copy
 import dataclasses
+import hashlib
 import math
 import time
 from collections.abc import Callable, Mapping
@@ -442,6 +443,28 @@ def _layout_key(layout: Mapping[str, Any]) -> tuple:
     return (layout.get("obs_dim"), tuple(layout.get("tickers", ())), tuple(layout.get("feature_names", ())))
 
 
+def branch_seed(parent_agent_state: dict[str, Any], seed: int) -> int:
+    """Seed of a child generation's random stream: a hash of the parent's RNG state and ``seed``.
+
+    Two children of one parent with different seeds draw different rollouts and minibatches;
+    the same parent and seed give the same child (reproducible tournaments).
+
+    Args:
+        parent_agent_state: the parent's ``agent.state_dict()`` (its ``"generator"`` entry is
+            the torch generator state, a uint8 tensor).
+        seed: this generation's seed.
+
+    Returns:
+        A non-negative 63-bit integer for ``torch.Generator.manual_seed``.
+    """
+    digest = hashlib.sha256()
+    generator_state = parent_agent_state.get("generator")
+    if isinstance(generator_state, torch.Tensor):
+        digest.update(generator_state.cpu().numpy().tobytes())
+    digest.update(int(seed).to_bytes(8, "little", signed=True))
+    return int.from_bytes(digest.digest()[:8], "little") >> 1
+
+
 def run_generation(
     task: TaskSpec | Mapping[str, Any],
     *,
@@ -551,6 +574,10 @@ def run_generation(
     if parent_state is not None:
         agent = make_agent(task.algorithm, env.obs_dim, env.action_dim, base_hp, device=torch_device, seed=seed)
         agent.load_state_dict(parent_state["agent"])
+        # Branch the parent's random stream with this generation's seed: pods that continue the
+        # same parent must explore differently, not replay the parent's stream bit for bit.
+        # Networks, optimizer moments, normalizer and counters still continue exactly.
+        agent.generator.manual_seed(branch_seed(parent_state["agent"], seed))
         real_changes = {k: v for k, v in merged.items() if base_hp.get(k) != v}
         if real_changes:
             try:

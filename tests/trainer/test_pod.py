@@ -13,7 +13,7 @@ from trainer.bundle import _build_agent, load_checkpoint, sha256_file
 from trainer.data.pipeline import DataSpec, load_market_data
 from trainer.envs.stock_trading import EnvConfig, StockTradingVecEnv
 from trainer.errors import BundleError, ConfigError
-from trainer.pod import TaskSpec, demo_task_dict, evaluate_policy, run_generation
+from trainer.pod import TaskSpec, branch_seed, demo_task_dict, evaluate_policy, run_generation
 
 TICKERS = ["AAPL", "MSFT", "JPM"]
 SMALL_PPO = {"num_envs": 32, "rollout_steps": 8, "num_minibatches": 2, "update_epochs": 2, "hidden_sizes": [32, 32]}
@@ -177,12 +177,14 @@ def test_resuming_continues_the_counters_and_matches_training_in_one_process(fir
     assert child.hyperparameters["learning_rate"] == 1e-4
     assert state["agent"]["optimizer"]["param_groups"][0]["lr"] == 1e-4
 
-    # The same agent trained on in one process, without a checkpoint in between, ends identical.
+    # The same agent trained on in one process, without a checkpoint in between (its random
+    # stream branched with the child's seed, as the pod does), ends identical.
     train = market.slice(*task.train)
     env = StockTradingVecEnv(train, task.env, num_envs=SMALL_PPO["num_envs"], device="cpu", seed=3)
     agent = make_agent("ppo", env.obs_dim, env.action_dim, task.hyperparameters, device="cpu", seed=3)
     agent.learn(env, 512)
     agent.set_hyperparameters(learning_rate=1e-4)
+    agent.generator.manual_seed(branch_seed(parent["agent"], 3))
     env = StockTradingVecEnv(train, task.env, num_envs=SMALL_PPO["num_envs"], device="cpu", seed=3)
     agent.learn(env, 256)
     straight = agent.state_dict()
@@ -301,3 +303,24 @@ def test_a_sac_task_trains_resumes_and_exports(market, tmp_path):
     agent = _build_agent(load_checkpoint(second.checkpoint_path))
     obs = torch.randn(16, loaded.obs_dim) * 3
     np.testing.assert_array_equal(loaded.act(obs.numpy()), agent.act(obs, deterministic=True).numpy())
+
+
+def test_children_of_one_parent_with_different_seeds_explore_differently(first_generation, task, market, tmp_path):
+    result, _ = first_generation
+
+    def child(seed: int, name: str):
+        out = run_generation(
+            task,
+            env_steps=256,
+            out_path=tmp_path / name,
+            parent=result.checkpoint_path,
+            seed=seed,
+            device="cpu",
+            market_data=market,
+        )
+        return load_checkpoint(out.checkpoint_path)["agent"]["actor"]
+
+    first, twin, sibling = child(5, "a.pt"), child(5, "b.pt"), child(6, "c.pt")
+
+    assert all(torch.equal(first[k], twin[k]) for k in first)  # same parent and seed: reproducible
+    assert any(not torch.equal(first[k], sibling[k]) for k in first)  # another seed: another branch
