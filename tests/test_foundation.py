@@ -19,7 +19,7 @@ import psutil
 import pytest
 import yaml
 
-from tests.e2e.conftest import free_port
+from tests.harness import free_port
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 SETTINGS_VARS = (

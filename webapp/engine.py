@@ -1,9 +1,12 @@
 """The one place where the web side calls ``trainer`` and converts types.
 
-Celery tasks and services import this module, never ``trainer`` directly. Trainer errors are
-turned into :class:`~webapp.core.errors.AppError` (HTTP 400 naming the dotted field) where a
-user's input caused them. Heavy trainer modules (torch) are imported inside the functions that
-need them, so web processes that only validate input do not pay for them at start-up.
+Everything under ``webapp/`` imports this module, never ``trainer`` directly
+(``tests/webapp/test_architecture.py`` enforces it). Trainer errors are turned into
+:class:`~webapp.core.errors.AppError` (HTTP 400 naming the dotted field) where a user's input
+caused them; functions documented as raising :class:`TrainerError` let it through, and callers
+catch it under that name from here. Heavy trainer modules (torch) are imported inside the
+functions that need them, so web processes that only validate input do not pay for them at
+start-up.
 """
 
 from __future__ import annotations
@@ -17,13 +20,14 @@ from typing import Any
 
 import numpy as np
 
-from trainer.device import set_cpu_threads
-from trainer.errors import TrainerError
+from trainer.errors import TrainerError  # also the name the rest of webapp catches it by
 from webapp.core.errors import AppError
 
 
 def configure_process(*, threads: int) -> None:
     """Per-worker-process setup: torch thread count (1 per process on a 2-core machine)."""
+    from trainer.device import set_cpu_threads
+
     set_cpu_threads(threads)
 
 
@@ -452,6 +456,31 @@ def series_metrics(values: Any, benchmark_values: Any = None, turnover: Any = No
         return _jsonable(
             compute_metrics(returns_from_values(values), bench, turnover=turnover, start_date=values.index[0])
         )
+    except TrainerError as exc:
+        raise AppError.from_trainer(exc) from exc
+
+
+# --- agent bundles -------------------------------------------------------------------------
+
+
+def export_bundle(checkpoint_path: str | Path, out_path: str | Path) -> str:
+    """Write the downloadable bundle zip of a local checkpoint (``trainer.bundle.export_bundle``).
+
+    Args:
+        checkpoint_path: a local checkpoint file written by :func:`train_generation` (copy a
+            stored one to a local file first; the storage may be remote).
+        out_path: destination zip, written atomically.
+
+    Returns:
+        Hex SHA-256 of the zip (exporting the same checkpoint twice gives the same bytes).
+
+    Raises:
+        AppError: the checkpoint is missing, corrupt or does not rebuild into an agent (400).
+    """
+    from trainer.bundle import export_bundle as export
+
+    try:
+        return str(export(str(checkpoint_path), str(out_path)))
     except TrainerError as exc:
         raise AppError.from_trainer(exc) from exc
 

@@ -15,20 +15,16 @@ Fixtures (use ``@pytest.mark.django_db(transaction=True)`` and ``@pytest.mark.br
 - ``login`` / ``screenshot``: the helpers :func:`login` and :func:`screenshot`.
 
 The test Redis database (``REDIS_URL``; ``./paddock test`` uses database 15) is flushed once at
-session start, so workers never pick up Celery messages left by an earlier run.
+session start, so workers never pick up Celery messages left by an earlier run. The process
+helpers live in ``tests/harness.py``, shared with the runs orchestration tests.
 """
 
 from __future__ import annotations
 
 import os
-import signal
 import socket
 import subprocess
 import sys
-import time
-import urllib.error
-import urllib.parse
-import urllib.request
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -36,11 +32,22 @@ import pytest
 import redis
 from django.conf import settings
 
+from tests.harness import (
+    REPO_ROOT,
+    celery_worker_argv,
+    database_url,
+    free_port,
+    http_status,
+    log_tail,  # noqa: F401 - re-exported: older test modules import the helpers from here
+    start_process,
+    stop_process,
+    wait_until,
+)
+
 # Playwright's sync API keeps an event loop in the test thread; Django would otherwise refuse
 # ORM calls made by the test itself (creating users, checking rows) next to it.
 os.environ.setdefault("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
 
-REPO_ROOT = Path(__file__).resolve().parents[2]
 CHROMIUM = os.environ.get("PADDOCK_CHROMIUM", "/usr/bin/chromium")
 CHROMIUM_ARGS = [
     "--headless",
@@ -53,100 +60,7 @@ CHROMIUM_ARGS = [
     "--disable-sync",
 ]
 SCREENSHOT_DIR = REPO_ROOT / "test-output" / "screenshots"
-LOG_DIR = REPO_ROOT / "test-output" / "logs"
 E2E_PASSWORD = "paddock-e2e-password"
-START_TIMEOUT_S = 90.0
-
-
-# --- process helpers (also used by tests of the launcher and of /healthz) -----------------------
-
-
-def free_port() -> int:
-    """A TCP port on 127.0.0.1 that nothing listens on right now."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
-def start_process(name: str, argv: list[str], env: dict[str, str]) -> subprocess.Popen:
-    """Start ``argv`` as the leader of a new process group, logging to ``test-output/logs``."""
-    LOG_DIR.mkdir(parents=True, exist_ok=True)
-    with open(LOG_DIR / f"{name}.log", "ab") as log:
-        proc = subprocess.Popen(
-            argv,
-            cwd=REPO_ROOT,
-            env=env,
-            stdin=subprocess.DEVNULL,
-            stdout=log,
-            stderr=subprocess.STDOUT,
-            start_new_session=True,
-        )
-    proc.log_path = LOG_DIR / f"{name}.log"  # type: ignore[attr-defined]
-    return proc
-
-
-def _signal_group(pgid: int, signum: int) -> None:
-    try:
-        os.killpg(pgid, signum)
-    except ProcessLookupError:
-        pass
-
-
-def stop_process(proc: subprocess.Popen, grace_s: float = 10.0) -> None:
-    """SIGTERM the process group, then SIGKILL whatever is left of it (e.g. a Celery pool)."""
-    _signal_group(proc.pid, signal.SIGTERM)
-    try:
-        proc.wait(timeout=grace_s)
-    except subprocess.TimeoutExpired:
-        pass
-    _signal_group(proc.pid, signal.SIGKILL)
-    proc.wait()
-
-
-def log_tail(proc: subprocess.Popen, lines: int = 30) -> str:
-    path = getattr(proc, "log_path", None)
-    if path is None or not Path(path).exists():
-        return ""
-    return "\n".join(Path(path).read_text(errors="replace").splitlines()[-lines:])
-
-
-def wait_until(ready: Callable[[], bool], proc: subprocess.Popen, what: str, timeout: float = START_TIMEOUT_S) -> None:
-    """Poll ``ready()`` until true; fail with the process log when it exits or time runs out."""
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if proc.poll() is not None:
-            pytest.fail(f"{what} exited with status {proc.returncode}:\n{log_tail(proc)}")
-        if ready():
-            return
-        time.sleep(0.25)
-    pytest.fail(f"{what} not ready after {timeout:.0f} s:\n{log_tail(proc)}")
-
-
-def http_status(url: str) -> int | None:
-    """HTTP status of a GET, or None when nothing answers."""
-    try:
-        with urllib.request.urlopen(url, timeout=5) as response:
-            return response.status
-    except urllib.error.HTTPError as exc:
-        return exc.code
-    except (OSError, ValueError):
-        return None
-
-
-def database_url(db: dict) -> str:
-    """A ``DATABASE_URL`` for a Django ``settings_dict`` (the test database after set-up)."""
-    if db["ENGINE"].endswith("sqlite3"):
-        name = str(db["NAME"])
-        if name in ("", ":memory:") or name.startswith("file:"):
-            raise RuntimeError("browser tests need a file SQLite test database (DATABASES TEST NAME)")
-        return f"sqlite:///{name}"
-    quote = urllib.parse.quote
-    auth = quote(db.get("USER") or "", safe="")
-    if db.get("PASSWORD"):
-        auth += ":" + quote(db["PASSWORD"], safe="")
-    host = db.get("HOST") or "127.0.0.1"
-    port = f":{db['PORT']}" if db.get("PORT") else ""
-    return f"postgres://{auth}{'@' if auth else ''}{host}{port}/{quote(db['NAME'], safe='')}"
 
 
 # --- servers ------------------------------------------------------------------------------------
@@ -226,9 +140,7 @@ def celery_worker(e2e_env) -> Iterator[str]:
 
     node = f"e2e-{os.getpid()}@{socket.gethostname()}"
     env = {**e2e_env, "PADDOCK_WORKER_DEVICE": "cpu", "CUDA_VISIBLE_DEVICES": ""}
-    argv = [sys.executable, "-m", "celery", "-A", "webapp.config.celery", "worker", "-Q", "gpu,cpu", "-c", "1"]
-    argv += ["-n", node, "--loglevel", "INFO", "--without-gossip", "--without-mingle", "--without-heartbeat"]
-    proc = start_process("celery-worker", argv, env)
+    proc = start_process("celery-worker", celery_worker_argv(node), env)
     try:
         wait_until(lambda: bool(app.control.ping(destination=[node], timeout=0.5)), proc, "celery worker")
         yield node

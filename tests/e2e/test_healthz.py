@@ -8,7 +8,8 @@ import urllib.request
 
 import pytest
 
-from tests.e2e.conftest import free_port, http_status, start_daphne, stop_process
+from tests.e2e.conftest import start_daphne
+from tests.harness import free_port, http_status, stop_process
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

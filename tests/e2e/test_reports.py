@@ -12,13 +12,12 @@ import time
 import pytest
 from playwright.sync_api import expect
 
+from tests.webapp.conftest import dataset, trained_checkpoint  # noqa: F401 - fixtures of the web tests
 from tests.webapp.reports.conftest import (  # noqa: F401 - fixtures shared with the reports tests
     agent,
-    dataset,
     make_agent,
     run_backtest_now,
     task,
-    trained_checkpoint,
 )
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]

@@ -1,4 +1,3 @@
-# ruff: noqa: F811 - pytest fixtures imported from tests.webapp.api.fixtures are parameters here
 """The run page's WebSocket on the real Redis channel layer: session auth, snapshot, deltas in
 sequence order, resync after a gap, refusal of other users' runs."""
 
@@ -9,13 +8,7 @@ from asgiref.sync import sync_to_async
 from channels.testing import WebsocketCommunicator
 from django.test import Client
 
-from tests.webapp.api.fixtures import (  # noqa: F401 - fixtures
-    checkpoint,
-    other_user,
-    submit_agent,
-    user,
-    world,
-)
+from tests.webapp.conftest import submit_agent
 
 pytestmark = [pytest.mark.django_db(transaction=True)]
 
@@ -62,10 +55,10 @@ async def test_the_owner_gets_a_snapshot_of_run_pods_and_leaderboard_first(world
     await communicator.disconnect()
 
 
-async def test_deltas_arrive_in_sequence_order_after_the_snapshot(world, user, checkpoint):
+async def test_deltas_arrive_in_sequence_order_after_the_snapshot(world, user, trained_checkpoint):
     communicator = await _connect(world.run.id, await sync_to_async(_session_cookie)(user))
     snapshot = await communicator.receive_json_from(timeout=TIMEOUT)
-    await sync_to_async(submit_agent)(world.run, checkpoint, 9.0)
+    await sync_to_async(submit_agent)(world.run, trained_checkpoint, 9.0)
     messages = await _receive_until(communicator, "leaderboard.update")
     messages += await _receive_until(communicator, "run.update")
     seqs = [m["seq"] for m in messages]
@@ -79,7 +72,7 @@ async def test_deltas_arrive_in_sequence_order_after_the_snapshot(world, user, c
     await communicator.disconnect()
 
 
-async def test_after_a_gap_the_client_gets_a_fresh_snapshot_on_request(world, user, checkpoint):
+async def test_after_a_gap_the_client_gets_a_fresh_snapshot_on_request(world, user, trained_checkpoint):
     from webapp.runs import events, services
 
     communicator = await _connect(world.run.id, await sync_to_async(_session_cookie)(user))

@@ -1,4 +1,3 @@
-# ruff: noqa: F811 - pytest fixtures imported from tests.webapp.api.fixtures are parameters here
 """Server-rendered pages: what each shows, forms with errors next to fields, clone, controls."""
 
 from __future__ import annotations
@@ -6,7 +5,7 @@ from __future__ import annotations
 import pytest
 from django.core.files.uploadedfile import SimpleUploadedFile
 
-from tests.webapp.api.fixtures import SPLITS, TINY_PPO, checkpoint, other_user, staff, user, world  # noqa: F401
+from tests.webapp.conftest import SPLITS, TINY_PPO
 
 pytestmark = pytest.mark.django_db
 
@@ -125,6 +124,35 @@ def test_agent_page_shows_score_lineage_and_download(world, ada):
     assert f'data-agent-id="{agent.id}"' in page
     if agent.parent_id:
         assert f'data-agent-id="{agent.parent_id}"' in page
+
+
+def test_agent_page_backtests_the_agent_on_dates_the_user_picks(world, ada):
+    from bs4 import BeautifulSoup
+    from django.urls import reverse
+
+    from webapp.reports.models import Backtest
+
+    agent = world.agents[0]
+    soup = BeautifulSoup(ada.get(f"/agents/{agent.id}/").content, "html.parser")
+    form = soup.select_one("#backtests form#backtest-form")
+    assert form["action"] == reverse("reports:backtest-new")
+    start, end = soup.select_one("#backtest-start"), soup.select_one("#backtest-end")
+    assert (start["value"], end["value"]) == tuple(SPLITS["test"]), "the held-out window is the default"
+    assert start["min"] == str(world.dataset.start_date) and end["max"] == str(world.dataset.end_date)
+
+    response = ada.post(form["action"], {"agent": agent.id, "start": "2021-01-04", "end": "2021-03-31"})
+    backtest = Backtest.objects.get(agent=agent)
+    assert response.status_code == 302
+    assert response["Location"] == reverse("reports:backtest-detail", args=[backtest.id])
+    assert (str(backtest.start), str(backtest.end)) == ("2021-01-04", "2021-03-31")
+
+
+@pytest.mark.parametrize("path", ["/runs/", "/reports/", "/datasets/"])
+def test_every_page_links_to_the_backtests_list(ada, path):
+    from bs4 import BeautifulSoup
+
+    nav = BeautifulSoup(ada.get(path).content, "html.parser").select_one("nav.nav")
+    assert [a["href"] for a in nav.select("a") if a.text == "Backtests"] == ["/reports/"]
 
 
 def test_dataset_upload_errors_name_the_row_and_ticker(ada):

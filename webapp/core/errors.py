@@ -1,20 +1,24 @@
 """One application error type, mapped once to ``{"error": ..., "fields": {...}}`` (HTTP 400).
 
-Services raise :class:`AppError` (or let ``trainer.errors.TrainerError`` through); DRF views
+Services raise :class:`AppError` (or let ``webapp.engine.TrainerError`` through); DRF views
 get the mapping from :func:`api_exception_handler`, plain views from :func:`error_response`.
+
+``webapp.engine`` imports this module at load time, so the trainer error type is looked up
+from the engine when an error is handled, not when this module loads.
 """
 
 from __future__ import annotations
 
 import logging
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from django.http import Http404, JsonResponse
 from rest_framework import exceptions, status
 from rest_framework.response import Response
 from rest_framework.views import exception_handler
 
-from trainer.errors import TrainerError
+if TYPE_CHECKING:
+    from webapp.engine import TrainerError
 
 logger = logging.getLogger(__name__)
 
@@ -65,10 +69,16 @@ def _flatten(detail: Any, prefix: str = "") -> dict[str, Any]:
     return {prefix.rstrip(".") or "non_field_errors": str(detail)}
 
 
+def _from_trainer_error(exc: Exception) -> Exception:
+    """``exc`` as an :class:`AppError` when the trainer raised it, else unchanged."""
+    from webapp.engine import TrainerError
+
+    return AppError.from_trainer(exc) if isinstance(exc, TrainerError) else exc
+
+
 def api_exception_handler(exc: Exception, context: dict) -> Response | None:
     """DRF exception handler producing the single error format."""
-    if isinstance(exc, TrainerError):
-        exc = AppError.from_trainer(exc)
+    exc = _from_trainer_error(exc)
     if isinstance(exc, AppError):
         return Response(exc.to_dict(), status=exc.status)
     if isinstance(exc, Http404):
@@ -90,6 +100,5 @@ def api_exception_handler(exc: Exception, context: dict) -> Response | None:
 
 def error_response(exc: AppError | TrainerError) -> JsonResponse:
     """JSON response for plain Django views."""
-    if isinstance(exc, TrainerError):
-        exc = AppError.from_trainer(exc)
+    exc = _from_trainer_error(exc)
     return JsonResponse(exc.to_dict(), status=exc.status)

@@ -13,7 +13,7 @@ import traceback
 from celery import shared_task
 from celery.exceptions import SoftTimeLimitExceeded
 
-from trainer.errors import TrainerError
+from webapp import engine
 from webapp.core.errors import AppError
 from webapp.reports import services
 
@@ -35,7 +35,7 @@ def run_backtest(backtest_id: int) -> str:
         return "skipped"
     try:
         backtest = services.backtest_execute(backtest_id=backtest_id)
-    except (TrainerError, AppError) as exc:
+    except (engine.TrainerError, AppError) as exc:
         logger.warning("backtest %s failed: %s", backtest_id, exc.message)
         services.backtest_fail(backtest_id=backtest_id, error=exc.message)
         return "failed"

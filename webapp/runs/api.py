@@ -59,7 +59,7 @@ class BudgetViewSet(
         serializer.instance = services.budget_create(actor=self.request.user, **data)
 
     def perform_update(self, serializer):
-        serializer.instance = queries.budget_update(
+        serializer.instance = services.budget_update(
             actor=self.request.user, budget=serializer.instance, **serializer.validated_data
         )
 

@@ -19,11 +19,6 @@ from webapp.runs import events, queries, selectors
 
 logger = logging.getLogger(__name__)
 
-#: client -> server: send me a fresh ``run.snapshot``.
-SNAPSHOT_REQUEST = getattr(events, "SNAPSHOT_REQUEST", "snapshot.request")
-#: server -> client: a message the server did not understand.
-ERROR = "error"
-
 CLOSE_UNAUTHENTICATED = 4401
 CLOSE_NOT_FOUND = 4404
 
@@ -57,10 +52,10 @@ class RunConsumer(AsyncJsonWebsocketConsumer):
 
     async def receive_json(self, content: Any, **kwargs) -> None:
         kind = content.get("type") if isinstance(content, dict) else None
-        if kind == SNAPSHOT_REQUEST and self.run_id is not None:
+        if kind == events.SNAPSHOT_REQUEST and self.run_id is not None:
             await self._send_snapshot()
         else:
-            await self.send_json({"type": ERROR, "error": f"unknown message type {kind!r}"})
+            await self.send_json({"type": events.ERROR, "error": f"unknown message type {kind!r}"})
 
     async def run_event(self, message: dict[str, Any]) -> None:
         """A group message ``{"type": "run.event", "event": {...}}``: forward the event."""

@@ -27,6 +27,13 @@ Message types (payload shapes are those of :mod:`webapp.runs.selectors`):
     Training progress of a running generation, at most ``PROGRESS_PER_S`` per pod:
     ``pod`` (index), ``generation`` (number), ``env_steps``, ``env_steps_total``,
     ``steps_per_s``, ``episode_return_mean`` (``None`` until an episode ends).
+
+Between a client and its consumer (``webapp.runs.consumers``), never sent to the group:
+
+``snapshot.request``
+    Client to server: send me a fresh ``run.snapshot`` (the client saw a gap in ``seq``).
+``error``
+    Server to client: a message the server did not understand, ``error`` says why.
 """
 
 from __future__ import annotations
@@ -52,6 +59,9 @@ LEADERBOARD_UPDATE = "leaderboard.update"
 PROGRESS = "progress"
 
 TYPES = (RUN_SNAPSHOT, RUN_UPDATE, POD_UPDATE, LEADERBOARD_UPDATE, PROGRESS)
+
+SNAPSHOT_REQUEST = "snapshot.request"
+ERROR = "error"
 CHANNEL_MESSAGE_TYPE = "run.event"
 PROGRESS_PER_S = 4.0
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from django.conf import settings
 from django.db import models
-from django.db.models import Q
+from django.db.models import F, Q
 
 
 class ClusterBudget(models.Model):
@@ -128,6 +128,12 @@ class Run(models.Model):
             models.CheckConstraint(condition=Q(num_pods__gte=0), name="run_pods_gte_0"),
             models.CheckConstraint(condition=Q(leaderboard_size__gte=1), name="run_k_gte_1"),
         ]
+        # The runs list (``queries.run_list``): a user's runs newest first, optionally of one
+        # status; both read in index order, no sort.
+        indexes = [
+            models.Index(fields=["owner", "-created_at", "-id"], name="runs_run_owner_created"),
+            models.Index(fields=["owner", "status", "-created_at", "-id"], name="runs_run_owner_status_created"),
+        ]
 
     def __str__(self) -> str:
         return self.name
@@ -207,7 +213,12 @@ class Generation(models.Model):
     class Meta:
         ordering = ["run", "pod", "number"]
         constraints = [models.UniqueConstraint(fields=["pod", "number"], name="runs_generation_pod_number_unique")]
-        indexes = [models.Index(fields=["status", "heartbeat_at"])]
+        indexes = [
+            models.Index(fields=["status", "heartbeat_at"]),
+            # per-run counts and sums by status: the runs list's "pods running" and env steps,
+            # the budgets page, dispatching
+            models.Index(fields=["run", "status"], name="runs_generation_run_status"),
+        ]
 
     def __str__(self) -> str:
         return f"run {self.run_id} pod {self.pod_id} gen {self.number}"
@@ -237,6 +248,17 @@ class Agent(models.Model):
     class Meta:
         ordering = ["run", models.F("score").desc(nulls_last=True), "created_seq"]
         constraints = [models.UniqueConstraint(fields=["run", "created_seq"], name="runs_agent_run_seq_unique")]
+        # The leaderboard (``queries.leaderboard_queryset``), best first, read in index order
+        # so the run page's top 100 of a large board stops early; partial: few agents rank.
+        indexes = [
+            models.Index(
+                F("run"),
+                F("score").desc(nulls_last=True),
+                F("created_seq"),
+                condition=Q(on_leaderboard=True),
+                name="runs_agent_leaderboard",
+            )
+        ]
 
     def __str__(self) -> str:
         return f"agent {self.id} (run {self.run_id}, score {self.score:.3f})"

@@ -18,9 +18,9 @@ from typing import Any
 
 from django.contrib.auth import get_user_model
 from django.core.files import File
+from django.core.files.base import ContentFile
 from django.core.files.storage import default_storage
-from django.db import transaction
-from django.db.models import Count, IntegerField, OuterRef, Q, QuerySet, Subquery, Sum, Value
+from django.db.models import Count, F, IntegerField, OuterRef, Q, QuerySet, Subquery, Sum, Value
 from django.db.models.functions import Coalesce
 from django.utils import timezone
 
@@ -131,8 +131,6 @@ def agent_get(*, user, agent_id: int) -> Agent | None:
 
 def leaderboard_queryset(run: Run) -> QuerySet[Agent]:
     """The run's leaderboard, best first (ties: older first), rows ready to render."""
-    from django.db.models import F
-
     return (
         Agent.objects.filter(run=run, on_leaderboard=True)
         .select_related("pod", "generation")
@@ -182,38 +180,6 @@ def budgets_with_usage(*, user) -> list[tuple[ClusterBudget, dict[str, Any]]]:
         }
         out.append((b, usage))
     return out
-
-
-@transaction.atomic
-def budget_update(*, actor, budget: ClusterBudget, **changes: Any) -> ClusterBudget:
-    """Change a budget's limits or owner (staff only).
-
-    Kept here until the runs services offer it; it applies the same checks as
-    ``services.budget_create``.
-
-    Raises:
-        AppError: not staff (403), or a bad limit (400, naming the field).
-    """
-    if not actor.is_staff:
-        raise AppError("only staff can change budgets", status=403)
-    fields: dict[str, str] = {}
-    for name in ("max_concurrent_pods", "max_wall_clock_s", "env_step_cap"):
-        if name in changes:
-            services._positive(fields, name, changes[name], integer=True)
-    if "gpu_hours_cap" in changes:
-        services._positive(fields, "gpu_hours_cap", changes["gpu_hours_cap"])
-    if "name" in changes and not str(changes["name"] or "").strip():
-        fields["name"] = "required"
-    if changes.get("max_concurrent_pods", 1) is None:
-        fields["max_concurrent_pods"] = "required"
-    if fields:
-        first = next(iter(fields.items()))
-        raise AppError(f"{first[0]}: {first[1]}", fields=fields)
-    budget = ClusterBudget.objects.select_for_update().get(pk=budget.pk)
-    for name, value in changes.items():
-        setattr(budget, name, value)
-    budget.save()
-    return budget
 
 
 def users_for_budgets() -> QuerySet:
@@ -326,25 +292,6 @@ def _read_sidecar(agent: Agent) -> Bundle | None:
     return bundle if default_storage.exists(bundle.name) else None
 
 
-def _export_bundle_file(checkpoint_path: Path, out_path: Path) -> str:
-    """Write the agent bundle zip of a local checkpoint; return its SHA-256.
-
-    Goes through ``webapp.engine.export_bundle`` when the engine offers it; until then it calls
-    ``trainer.bundle.export_bundle`` (the same contract: checkpoint path, output path -> sha256).
-    """
-    export = getattr(engine, "export_bundle", None)
-    if export is None:  # pragma: no cover - replaced by the engine function once it lands
-        from trainer.bundle import export_bundle as export
-    try:
-        return str(export(str(checkpoint_path), str(out_path)))
-    except Exception as exc:
-        from trainer.errors import TrainerError
-
-        if isinstance(exc, TrainerError):
-            raise AppError.from_trainer(exc) from exc
-        raise
-
-
 def agent_bundle(agent: Agent) -> Bundle:
     """The agent's downloadable bundle, exported from its checkpoint on first use.
 
@@ -364,7 +311,7 @@ def agent_bundle(agent: Agent) -> Bundle:
     with tempfile.TemporaryDirectory(prefix="paddock-bundle-") as tmp:
         local = services.local_copy_of_checkpoint(agent.checkpoint, Path(tmp) / "agent.pt")
         out = Path(tmp) / f"agent-{agent.id}.zip"
-        sha256 = _export_bundle_file(local, out)
+        sha256 = engine.export_bundle(local, out)
         size = out.stat().st_size
         with open(out, "rb") as fh:
             stored = default_storage.save(f"bundles/run-{agent.run_id}/agent-{agent.id}.zip", File(fh))
@@ -374,8 +321,6 @@ def agent_bundle(agent: Agent) -> Bundle:
         return again
     bundle = Bundle(name=stored, sha256=sha256, size=size)
     payload = json.dumps({"name": stored, "sha256": sha256, "size": size}).encode()
-    from django.core.files.base import ContentFile
-
     default_storage.save(_sidecar_name(agent), ContentFile(payload))
     logger.info("exported bundle of agent %s (%d bytes)", agent.id, size, extra={"run": agent.run_id})
     return bundle

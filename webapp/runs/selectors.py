@@ -117,13 +117,17 @@ def generation_payload(gen: Generation) -> dict[str, Any]:
 
 
 def agent_payload(agent: Agent) -> dict[str, Any]:
-    """One leaderboard row."""
+    """One leaderboard row (``pod`` and ``generation`` joined: ``leaderboard`` selects them).
+
+    ``env_steps`` is what the agent's generation trained, the run page's "env steps" column.
+    """
     return {
         "id": agent.id,
         "score": agent.score,
         "metrics": agent.metrics,
         "pod": agent.pod.index,
         "generation": agent.generation.number,
+        "env_steps": agent.generation.env_steps,
         "parent_id": agent.parent_id,
         "created_seq": agent.created_seq,
         "hyperparameters": agent.hyperparameters,

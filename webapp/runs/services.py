@@ -125,6 +125,62 @@ def budget_create(
     )
 
 
+#: What :func:`budget_update` may change; usage counters are written by the generation protocol.
+BUDGET_EDITABLE = (
+    "name",
+    "owner",
+    "max_concurrent_pods",
+    "gpu_hours_cap",
+    "max_wall_clock_s",
+    "deadline",
+    "env_step_cap",
+)
+
+
+@transaction.atomic
+def budget_update(*, actor, budget: ClusterBudget, **changes: Any) -> ClusterBudget:
+    """Change a budget's limits, name or owner (staff only), with ``budget_create``'s checks.
+
+    A raised ``max_concurrent_pods`` takes effect at once: queued generations waiting for a
+    slot are dispatched when the transaction commits.
+
+    Args:
+        actor: the staff member making the change.
+        budget: the budget to change.
+        changes: fields of :data:`BUDGET_EDITABLE`; ``None`` clears a limit (except
+            ``max_concurrent_pods``, which every budget has).
+
+    Raises:
+        AppError: not staff (403), an unknown field or a bad limit (400, naming the field).
+    """
+    if not actor.is_staff:
+        raise AppError("only staff can change budgets", status=403)
+    fields: dict[str, str] = {}
+    for name in changes:
+        if name not in BUDGET_EDITABLE:
+            fields[name] = "cannot be changed"
+    if "max_concurrent_pods" in changes and changes["max_concurrent_pods"] is None:
+        fields["max_concurrent_pods"] = "required"
+    for name in ("max_concurrent_pods", "max_wall_clock_s", "env_step_cap"):
+        if name in changes:
+            _positive(fields, name, changes[name], integer=True)
+    if "gpu_hours_cap" in changes:
+        _positive(fields, "gpu_hours_cap", changes["gpu_hours_cap"])
+    if "name" in changes and not str(changes["name"] or "").strip():
+        fields["name"] = "required"
+    if fields:
+        first = next(iter(fields.items()))
+        raise AppError(f"{first[0]}: {first[1]}", fields=fields)
+    if "name" in changes:
+        changes["name"] = str(changes["name"]).strip()
+    budget = _lock_budget(budget.pk)
+    for name, value in changes.items():
+        setattr(budget, name, value)
+    budget.save(update_fields=list(changes) or None)
+    _budget_dispatch(budget)
+    return budget
+
+
 def _budget_spent_reason(budget: ClusterBudget, run: Run, *, now=None, reserved_steps: int = 0) -> str | None:
     """Why ``run`` may not start another generation on ``budget``, or ``None``.
 

@@ -19,7 +19,6 @@ from typing import Any
 from celery.exceptions import SoftTimeLimitExceeded
 from django.conf import settings
 
-from trainer.errors import TrainerError
 from webapp import engine
 from webapp.config.celery import app
 from webapp.runs import events, services
@@ -108,7 +107,7 @@ def run_generation(self, generation_id: int) -> None:
                 claim=claim, result=result, local_checkpoint=str(out_path) if out_path.exists() else None
             )
         logger.info("generation %s done (score %s)", claim.number, result.get("score"), extra=log)
-    except TrainerError as exc:
+    except engine.TrainerError as exc:
         logger.warning("generation %s failed: %s", claim.number, exc.message, extra=log)
         services.generation_fail(claim=claim, error=exc.message, retry=False)
     except SoftTimeLimitExceeded:

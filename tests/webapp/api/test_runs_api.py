@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.webapp.api.fixtures import SPLITS, TICKERS, TINY_PPO
+from tests.webapp.conftest import SPLITS, TICKERS, TINY_PPO
 
 pytestmark = pytest.mark.django_db
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.e2e.conftest import free_port
+from tests.harness import free_port
 from webapp.core.workers import worker_device
 
 

@@ -1,6 +1,6 @@
-"""Fixtures of the reports tests: two users, a real Dow-30 dataset, a tiny task, and an agent
-whose checkpoint was really trained (a few hundred env steps of PPO) and stored like the
-runs app stores them.
+"""Fixtures of the reports tests: agents of a finished run holding the really trained
+checkpoint (``trained_checkpoint``, stored like the runs app stores them), and backtests run in
+this process. Users, the dataset and the checkpoint come from ``tests/webapp/conftest.py``.
 
 Who may see what: ``user`` owns the dataset, task, run, agent and every backtest;
 ``other_user`` owns nothing and must get 404 for all of it.
@@ -15,82 +15,13 @@ import pytest
 from django.core.files import File
 from django.core.files.storage import default_storage
 
-from tests.conftest import DOW30_FILE
-
-TICKERS = ["AAPL", "MSFT", "JPM"]
-SPLITS = {
-    "train": ["2018-06-01", "2019-12-31"],
-    "validation": ["2020-01-01", "2020-06-30"],
-    "test": ["2020-07-01", "2020-12-31"],
-}
-# A large hmax so that the barely trained policy's small actions still buy whole shares and
-# the backtests have trades, drawdowns and finite ratios to show.
-ENV = {"hmax": 2000}
-TINY_PPO = {"num_envs": 4, "rollout_steps": 32, "num_minibatches": 2, "hidden_sizes": [32, 32], "update_epochs": 2}
-
-
-@pytest.fixture
-def user(django_user_model):
-    return django_user_model.objects.create_user(username="ada", password="pw-ada-12345")
-
-
-@pytest.fixture
-def other_user(django_user_model):
-    return django_user_model.objects.create_user(username="bob", password="pw-bob-12345")
-
-
-@pytest.fixture
-def dataset(user, data_dir, settings):
-    from webapp.market import services as market_services
-
-    settings.PADDOCK_DATA_DIR = data_dir
-    return market_services.dataset_create_from_files(owner=user, name="dow30", paths=[DOW30_FILE], tickers=TICKERS)
+from tests.webapp.conftest import SPLITS, TRADING_ENV, create_task
 
 
 @pytest.fixture
 def task(user, dataset):
-    from webapp.runs import services
-
-    return services.task_create(
-        owner=user,
-        dataset=dataset,
-        name="tiny ppo",
-        tickers=TICKERS,
-        splits=SPLITS,
-        env=ENV,
-        algorithm="ppo",
-        hyperparameters=TINY_PPO,
-    )
-
-
-@pytest.fixture(scope="session")
-def trained_checkpoint(data_dir, tmp_path_factory) -> dict:
-    """One real PPO generation (256 env steps, seed 1: a policy that trades) on the tiny task;
-    its checkpoint file and result."""
-    from webapp import engine
-
-    spec = engine.validate_task(
-        {
-            "data": {"paths": [str(data_dir / DOW30_FILE)], "tickers": TICKERS},
-            **SPLITS,
-            "env": ENV,
-            "algorithm": "ppo",
-            "hyperparameters": TINY_PPO,
-        }
-    )
-    out = tmp_path_factory.mktemp("checkpoint") / "agent.pt"
-    result = engine.train_generation(
-        spec,
-        env_steps=256,
-        out_path=str(out),
-        parent_path=None,
-        hyperparameters=None,
-        seed=1,
-        device="cpu",
-        data_dir=str(data_dir),
-        cache_dir=str(tmp_path_factory.getbasetemp() / "market-cache"),
-    )
-    return {"path": out, **result}
+    """The tiny task with the trading env the checkpoint was trained in (trades to report)."""
+    return create_task(user, dataset, env=TRADING_ENV)
 
 
 @pytest.fixture

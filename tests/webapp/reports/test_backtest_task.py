@@ -7,7 +7,8 @@ import pandas as pd
 import pytest
 from django.core.files.storage import default_storage
 
-from tests.webapp.reports.conftest import SPLITS, TICKERS, qqq_close
+from tests.webapp.conftest import SPLITS, TICKERS
+from tests.webapp.reports.conftest import qqq_close
 from trainer.backtest.metrics import compute_metrics, returns_from_values
 from webapp.reports import services, tasks
 from webapp.reports.models import Backtest

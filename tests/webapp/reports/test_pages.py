@@ -15,7 +15,8 @@ from bs4 import BeautifulSoup
 from django.urls import reverse
 from rest_framework.test import APIClient
 
-from tests.webapp.reports.conftest import SPLITS, qqq_close
+from tests.webapp.conftest import SPLITS
+from tests.webapp.reports.conftest import qqq_close
 from trainer.backtest.metrics import compute_metrics, returns_from_values
 from webapp.reports.models import Backtest
 from webapp.reports.selectors import backtest_daily

@@ -6,7 +6,7 @@ import datetime as dt
 
 import pytest
 
-from tests.webapp.reports.conftest import SPLITS, TICKERS
+from tests.webapp.conftest import SPLITS, TICKERS
 from webapp.core.errors import AppError
 from webapp.reports import services
 from webapp.reports.models import Backtest

@@ -1,83 +1,19 @@
-"""Fixtures of the runs tests: users, a real Dow-30 dataset, tiny tasks, budgets, and real
-Celery worker processes on an isolated Redis database.
-
-Who may see what: ``user`` owns the dataset, task, budget and runs; ``other_user`` owns
-nothing and must not be able to use them; ``staff`` may assign budgets to others.
+"""Fixtures of the runs tests: ``make_run`` and real Celery worker processes on an isolated
+Redis database. Users, the dataset, the tiny task and ``make_budget`` come from
+``tests/webapp/conftest.py``; the worker processes from ``tests/harness.py``.
 """
 
 from __future__ import annotations
 
 import os
 import random
-import signal
-import subprocess
-import sys
-import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
 import redis
 
-from tests.conftest import DOW30_FILE, REPO_ROOT
-
-TICKERS = ["AAPL", "MSFT", "JPM"]
-SPLITS = {
-    "train": ["2018-06-01", "2019-12-31"],
-    "validation": ["2020-01-01", "2020-06-30"],
-    "test": ["2020-07-01", "2020-12-31"],
-}
-# Small enough that a generation of a few hundred env steps takes a fraction of a second.
-TINY_PPO = {"num_envs": 4, "rollout_steps": 32, "num_minibatches": 2, "hidden_sizes": [32, 32], "update_epochs": 2}
-
-
-@pytest.fixture
-def user(django_user_model):
-    return django_user_model.objects.create_user(username="ada", password="pw-ada-12345")
-
-
-@pytest.fixture
-def other_user(django_user_model):
-    return django_user_model.objects.create_user(username="bob", password="pw-bob-12345")
-
-
-@pytest.fixture
-def staff(django_user_model):
-    return django_user_model.objects.create_user(username="sam", password="pw-sam-12345", is_staff=True)
-
-
-@pytest.fixture
-def dataset(user, data_dir, settings):
-    from webapp.market import services as market_services
-
-    settings.PADDOCK_DATA_DIR = data_dir
-    return market_services.dataset_create_from_files(owner=user, name="dow30", paths=[DOW30_FILE], tickers=TICKERS)
-
-
-@pytest.fixture
-def task(user, dataset):
-    from webapp.runs import services
-
-    return services.task_create(
-        owner=user,
-        dataset=dataset,
-        name="tiny ppo",
-        tickers=TICKERS,
-        splits=SPLITS,
-        algorithm="ppo",
-        hyperparameters=TINY_PPO,
-    )
-
-
-@pytest.fixture
-def make_budget(user) -> Callable:
-    from webapp.runs import services
-
-    def make(**limits):
-        limits.setdefault("max_concurrent_pods", 2)
-        return services.budget_create(actor=user, name=f"budget-{random.randrange(10**6)}", **limits)
-
-    return make
+from tests.harness import REPO_ROOT, Workers, database_url
 
 
 @pytest.fixture
@@ -96,80 +32,6 @@ def make_run(user, task) -> Callable:
 
 
 # --- real Celery workers --------------------------------------------------------------------
-
-
-class Workers:
-    """Celery worker processes (``-Q gpu,cpu -c 1 --pool=prefork``) sharing the test database.
-
-    Each worker is its own process group so ``kill(-pgid, SIGKILL)`` kills the parent and its
-    pool child at once, like a machine that disappears.
-    """
-
-    def __init__(self, env: dict[str, str], log_dir: Path) -> None:
-        self.env = env
-        self.log_dir = log_dir
-        self.procs: dict[str, subprocess.Popen] = {}
-
-    def start(self, name: str) -> str:
-        hostname = f"{name}@paddock-test"
-        log = open(self.log_dir / f"{name}.log", "ab")  # noqa: SIM115 - closed with the process
-        proc = subprocess.Popen(
-            [
-                sys.executable,
-                "-m",
-                "celery",
-                "-A",
-                "webapp.config.celery",
-                "worker",
-                "-Q",
-                "gpu,cpu",
-                "-c",
-                "1",
-                "--pool=prefork",
-                "-n",
-                hostname,
-                "--without-gossip",
-                "--without-mingle",
-                "--without-heartbeat",
-                "-l",
-                "INFO",
-            ],
-            cwd=REPO_ROOT,
-            env=self.env,
-            stdout=log,
-            stderr=subprocess.STDOUT,
-            start_new_session=True,
-        )
-        self.procs[hostname] = proc
-        return hostname
-
-    def kill9(self, hostname: str) -> None:
-        proc = self.procs.pop(hostname)
-        os.killpg(proc.pid, signal.SIGKILL)
-        proc.wait(timeout=10)
-
-    def stop_all(self) -> None:
-        for proc in self.procs.values():
-            if proc.poll() is None:
-                os.killpg(proc.pid, signal.SIGTERM)
-        deadline = time.monotonic() + 10
-        for proc in self.procs.values():
-            try:
-                proc.wait(timeout=max(0.1, deadline - time.monotonic()))
-            except subprocess.TimeoutExpired:
-                os.killpg(proc.pid, signal.SIGKILL)
-                proc.wait(timeout=5)
-        self.procs.clear()
-
-
-def _database_url() -> str:
-    from django.db import connection
-
-    s = connection.settings_dict
-    if s["ENGINE"].endswith("sqlite3"):
-        return f"sqlite:///{s['NAME']}"
-    auth = s["USER"] + (f":{s['PASSWORD']}" if s.get("PASSWORD") else "")
-    return f"postgres://{auth}@{s['HOST'] or '127.0.0.1'}:{s['PORT'] or 5432}/{s['NAME']}"
 
 
 def _point_celery_at(app, url: str) -> None:
@@ -212,11 +74,12 @@ def workers(isolated_redis, data_dir) -> Iterator[Workers]:
     """Factory of real worker processes; all are stopped at the end of the module. Their logs
     are kept in ``<PADDOCK_VAR_DIR>/worker-logs``."""
     from django.conf import settings
+    from django.db import connection
 
     env = {
         **os.environ,
         "DEBUG": "1",
-        "DATABASE_URL": _database_url(),
+        "DATABASE_URL": database_url(connection.settings_dict),
         "REDIS_URL": isolated_redis,
         "PADDOCK_DATA_DIR": str(data_dir),
         "PADDOCK_TORCH_THREADS": "1",

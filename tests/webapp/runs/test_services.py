@@ -250,7 +250,7 @@ def test_another_users_task_cannot_be_used_for_a_run(other_user, task, make_budg
 
 
 def test_a_bad_hyperparameter_names_its_dotted_field(user, dataset):
-    from tests.webapp.runs.conftest import SPLITS
+    from tests.webapp.conftest import SPLITS
 
     with pytest.raises(AppError) as exc:
         services.task_create(
@@ -284,3 +284,26 @@ def test_events_carry_a_per_run_increasing_sequence_and_the_snapshot_has_the_lat
     assert [p["index"] for p in snap["pods"]] == [0, 1]
     assert snap["pods"][0]["generation"]["number"] == 2
     assert [a["score"] for a in snap["leaderboard"]] == [0.7]
+    assert snap["leaderboard"][0]["env_steps"] == 256, "fills the live page's env steps column"
+
+
+def test_staff_raising_a_budgets_pod_limit_starts_waiting_pods_at_once(make_budget, make_run, staff):
+    budget = make_budget(max_concurrent_pods=1)
+    run = services.run_start(run=make_run(budget, num_pods=3))
+    waiting = Generation.objects.filter(run=run, status=Generation.Status.QUEUED, dispatched_at__isnull=True)
+    assert waiting.count() == 2, "one slot: one generation sent, two wait"
+    services.budget_update(actor=staff, budget=budget, max_concurrent_pods=3, name="  wider  ")
+    assert waiting.count() == 0
+    budget.refresh_from_db()
+    assert (budget.max_concurrent_pods, budget.name) == (3, "wider")
+
+
+def test_budget_owner_cannot_change_limits_nor_anyone_the_usage_counters(make_budget, user, staff):
+    budget = make_budget()
+    with pytest.raises(AppError) as exc:
+        services.budget_update(actor=user, budget=budget, max_concurrent_pods=50)
+    assert exc.value.status == 403
+    with pytest.raises(AppError) as exc:
+        services.budget_update(actor=staff, budget=budget, env_steps_used=0, gpu_hours_cap=-2)
+    assert set(exc.value.fields) == {"env_steps_used", "gpu_hours_cap"}
+    assert ClusterBudget.objects.get(pk=budget.pk).max_concurrent_pods == 2
