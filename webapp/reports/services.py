@@ -37,6 +37,8 @@ logger = logging.getLogger(__name__)
 
 #: Agents of a finished run backtested automatically when the run has no own setting.
 DEFAULT_TOP_AGENTS = 3
+#: How long after a run finished the reaper still creates end-of-run backtests it lacks.
+END_OF_RUN_TRIGGER_WINDOW = dt.timedelta(days=1)
 
 
 def _parse_day(value: Any, field: str) -> dt.date:
@@ -235,7 +237,9 @@ def backtest_reap(*, stale_after_s: float | None = None, redispatch_after_s: flo
     A backtest still ``running`` ``stale_after_s`` after it started (its worker died: a
     backtest takes seconds) goes back to ``queued``; every backtest ``queued`` for longer than
     ``redispatch_after_s`` is sent again. Sending twice is harmless: the claim is a
-    conditional update, so the second delivery is a no-op.
+    conditional update, so the second delivery is a no-op. A run finished more than
+    ``redispatch_after_s`` ago (within :data:`END_OF_RUN_TRIGGER_WINDOW`) with leaderboard
+    agents but no end-of-run backtest lost its trigger message: they are created now.
 
     Returns:
         ``{"requeued": n, "resent": m}``.
@@ -258,8 +262,29 @@ def backtest_reap(*, stale_after_s: float | None = None, redispatch_after_s: flo
     )
     for backtest_id in sorted(waiting):
         _send(backtest_id)
-    if requeued or waiting:
-        logger.warning("backtest reaper: %d stale re-queued, %d sent again", requeued, len(waiting))
+    # A run that finished while Redis was down (or restarted) lost the message that starts its
+    # end-of-run backtests: create them here for runs finished recently without any.
+    # ``backtests_for_run`` is idempotent, so a trigger that was only late is harmless.
+    untriggered = list(
+        Run.objects.filter(
+            status=Run.Status.FINISHED,
+            finished_at__lt=now - dt.timedelta(seconds=redispatch_after_s),
+            finished_at__gte=now - END_OF_RUN_TRIGGER_WINDOW,
+            agents__on_leaderboard=True,
+        )
+        .exclude(backtests__source=Backtest.Source.END_OF_RUN)
+        .values_list("id", flat=True)
+        .distinct()[:100]
+    )
+    created = sum(len(backtests_for_run(run_id=run_id)) for run_id in untriggered)
+    if requeued or waiting or created:
+        logger.warning(
+            "backtest reaper: %d stale re-queued, %d sent again, %d end-of-run backtests of %d runs created",
+            requeued,
+            len(waiting),
+            created,
+            len(untriggered),
+        )
     return {"requeued": requeued, "resent": len(waiting)}
 
 
