@@ -248,12 +248,12 @@ class Agent(models.Model):
     class Meta:
         ordering = ["run", models.F("score").desc(nulls_last=True), "created_seq"]
         constraints = [models.UniqueConstraint(fields=["run", "created_seq"], name="runs_agent_run_seq_unique")]
-        # The leaderboard (``queries.leaderboard_queryset``), best first, read in index order
-        # so the run page's top 100 of a large board stops early; partial: few agents rank.
+        # The leaderboard (``queries.leaderboard_queryset``), best first; partial: few agents
+        # rank. No NULLS LAST in the index itself: SQLite rejects it in CREATE INDEX.
         indexes = [
             models.Index(
                 F("run"),
-                F("score").desc(nulls_last=True),
+                F("score").desc(),
                 F("created_seq"),
                 condition=Q(on_leaderboard=True),
                 name="runs_agent_leaderboard",

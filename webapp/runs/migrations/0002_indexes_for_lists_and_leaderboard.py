@@ -15,7 +15,7 @@ class Migration(migrations.Migration):
             model_name="agent",
             index=models.Index(
                 models.F("run"),
-                models.OrderBy(models.F("score"), descending=True, nulls_last=True),
+                models.OrderBy(models.F("score"), descending=True),
                 models.F("created_seq"),
                 condition=models.Q(("on_leaderboard", True)),
                 name="runs_agent_leaderboard",
