@@ -218,6 +218,9 @@ CELERY_TASK_SOFT_TIME_LIMIT = PADDOCK_GENERATION_TIME_LIMIT
 # claim turns such a second delivery into a no-op, and the reaper handles dead workers.
 CELERY_BROKER_TRANSPORT_OPTIONS = {"visibility_timeout": PADDOCK_GENERATION_TIME_LIMIT * 2}
 CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
+# A generation keeps running through a broker outage (its result is stored in the database;
+# the claim makes a redelivery a no-op). Celery 6 would change this default, so pin it.
+CELERY_WORKER_CANCEL_LONG_RUNNING_TASKS_ON_CONNECTION_LOSS = False
 CELERY_WORKER_HIJACK_ROOT_LOGGER = False
 CELERY_WORKER_SEND_TASK_EVENTS = False
 # Periodic tasks, run by one `celery beat` process. A beat entry whose task is not registered
