@@ -294,8 +294,7 @@ def _jsonable(value: Any) -> Any:
 
 # --- backtests -----------------------------------------------------------------------------
 
-#: Benchmark prices in ``PADDOCK_DATA_DIR`` (adjusted close of QQQ, DIA, IVV, SPY).
-BENCHMARK_FILE = "benchmark_etfs_daily_eodhd.csv.gz"
+#: The benchmark's ticker in the ``PADDOCK_BENCHMARK_FILE`` price file (adjusted close).
 BENCHMARK_TICKER = "QQQ"
 
 _benchmark_cache: dict[tuple[str, float, str], Any] = {}
@@ -378,7 +377,7 @@ def backtest_agent(
         agent_path: local checkpoint (``*.pt``) or bundle (``*.zip``).
         task: the run's ``TaskSpec`` dict (``webapp.runs.services.task_spec``).
         start, end: first and last day, ``YYYY-MM-DD``, inclusive.
-        benchmark_path: daily price file holding QQQ (``BENCHMARK_FILE``).
+        benchmark_path: daily price file holding QQQ (setting ``PADDOCK_BENCHMARK_FILE``).
         expected_sha256: checkpoint digest to verify (tampering/corruption).
 
     Returns:

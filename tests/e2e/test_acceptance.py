@@ -25,12 +25,12 @@ import pytest
 from django.contrib.auth import get_user_model
 from playwright.sync_api import expect
 
+from tests.conftest import BENCHMARK_FILE
 from tests.e2e.conftest import E2E_PASSWORD
 from trainer import load_agent
 from trainer.backtest.engine import load_benchmark_close, run_backtest
 from trainer.backtest.metrics import compute_metrics, returns_from_values
 from trainer.data import DataSpec, load_market_data
-from webapp.engine import BENCHMARK_FILE
 from webapp.reports.models import Backtest
 from webapp.runs import demo
 from webapp.runs.models import Agent, Run

@@ -2,8 +2,8 @@
 
 Variables (see README "Configuration"):
     DEBUG, SECRET_KEY, ALLOWED_HOSTS, CSRF_TRUSTED_ORIGINS, DATABASE_URL, REDIS_URL,
-    PADDOCK_VAR_DIR, PADDOCK_DATA_DIR, PADDOCK_ARTIFACTS_DIR, PADDOCK_TORCH_THREADS,
-    PADDOCK_GENERATION_TIME_LIMIT, PADDOCK_LOG_LEVEL.
+    PADDOCK_VAR_DIR, PADDOCK_DATA_DIR, PADDOCK_BENCHMARK_FILE, PADDOCK_ARTIFACTS_DIR,
+    PADDOCK_TORCH_THREADS, PADDOCK_GENERATION_TIME_LIMIT, PADDOCK_LOG_LEVEL.
 A bad value stops start-up with one line naming the variable (``SettingsError``).
 """
 
@@ -161,6 +161,18 @@ WHITENOISE_AUTOREFRESH = DEBUG
 
 PADDOCK_DATA_DIR = Path(env_str("PADDOCK_DATA_DIR", str(BASE_DIR.parent / "shared" / "data"))).resolve()
 PADDOCK_ARTIFACTS_DIR = Path(env_str("PADDOCK_ARTIFACTS_DIR", str(VAR_DIR / "artifacts"))).resolve()
+
+
+def _benchmark_file() -> Path:
+    """The daily price file holding QQQ, the backtests' benchmark (relative paths resolve
+    against ``PADDOCK_DATA_DIR``; absent is fine here: the demo downloads it)."""
+    name = env_str("PADDOCK_BENCHMARK_FILE", "benchmark_etfs_daily_eodhd.csv.gz")
+    if not name:
+        raise SettingsError("PADDOCK_BENCHMARK_FILE: expected a file name or path, got an empty value")
+    return (PADDOCK_DATA_DIR / Path(name).expanduser()).resolve()
+
+
+PADDOCK_BENCHMARK_FILE = _benchmark_file()
 PADDOCK_CACHE_DIR = VAR_DIR / "cache"
 PADDOCK_UPLOADS_DIR = VAR_DIR / "uploads"
 for _d in (PADDOCK_ARTIFACTS_DIR, PADDOCK_CACHE_DIR, PADDOCK_UPLOADS_DIR):

@@ -178,6 +178,7 @@ def budget_update(*, actor, budget: ClusterBudget, **changes: Any) -> ClusterBud
         setattr(budget, name, value)
     budget.save(update_fields=list(changes) or None)
     _budget_dispatch(budget)
+    _publish_budget_usage(budget.pk)
     return budget
 
 
@@ -357,6 +358,18 @@ def run_create(
 def _publish_run(run: Run) -> None:
     run.refresh_from_db()
     events.publish(run.id, events.RUN_UPDATE, {"run": selectors.run_payload(run)})
+
+
+def _publish_budget_usage(budget_id: int, run: Run | None = None) -> None:
+    """Send ``run.update`` to ``run`` and to every other active run on the budget: its usage
+    (pods running, env steps, GPU hours) is on each of their pages and has changed."""
+    if run is not None:
+        _publish_run(run)
+    others = Run.objects.filter(budget_id=budget_id).exclude(status__in=Run.TERMINAL)
+    if run is not None:
+        others = others.exclude(pk=run.pk)
+    for other in others.select_related("budget"):
+        events.publish(other.id, events.RUN_UPDATE, {"run": selectors.run_payload(other)})
 
 
 def _publish_pod(pod: Pod, gen: Generation | None = None) -> None:
@@ -720,6 +733,7 @@ def generation_claim(*, generation_id: int, worker: str = "", device: str = "") 
         Pod.objects.filter(pk=pod.pk).update(state=Pod.State.TRAINING, env_steps=0, steps_per_s=0.0)
         pod.state, pod.env_steps, pod.steps_per_s = Pod.State.TRAINING, 0, 0.0
         _publish_pod(pod, gen)
+        _publish_budget_usage(budget.id, run)  # one more pod running on the budget
         return Claim(
             generation_id=gen.pk,
             attempt=gen.attempt,
@@ -766,6 +780,13 @@ def generation_still_mine(*, generation_id: int, attempt: int) -> bool:
     if status != Generation.Status.RUNNING or current_attempt != attempt:
         return False
     return not stop_requested and run_status not in (Run.Status.CANCELLED, Run.Status.FAILED)
+
+
+def generation_superseded(*, generation_id: int, attempt: int) -> bool:
+    """Whether ``attempt`` lost the generation: reaped for a missing heartbeat (``stale``) or
+    claimed again by a later attempt. A result of such an attempt is discarded."""
+    row = Generation.objects.filter(pk=generation_id).values_list("status", "attempt").first()
+    return row is None or row[1] != attempt or row[0] == Generation.Status.STALE
 
 
 def generation_heartbeat(
@@ -917,7 +938,7 @@ def _generation_complete_locked(claim: Claim, result: dict[str, Any], stored: st
         _publish_pod(pod, gen)
     _run_maybe_finish(run)
     _budget_dispatch(budget)
-    _publish_run(run)
+    _publish_budget_usage(budget.id, run)
     return agent
 
 
@@ -963,6 +984,7 @@ def generation_fail(*, claim: Claim, error: str, retry: bool) -> None:
                 status=Generation.Status.QUEUED, dispatched_at=None, error=error[:2000]
             )
             _budget_dispatch(budget)
+            _publish_budget_usage(budget.id, run)
             return
         _generation_fail_locked(gen, run, budget, error)
 
@@ -980,8 +1002,8 @@ def _generation_fail_locked(gen: Generation, run: Run, budget: ClusterBudget, er
         run.refresh_from_db()
         _cancel_waiting(run)
         Pod.objects.filter(run=run).update(state=Pod.State.STOPPED)
-        _publish_run(run)
     _budget_dispatch(budget)
+    _publish_budget_usage(budget.id, run if n else None)
 
 
 # --- housekeeping --------------------------------------------------------------------------

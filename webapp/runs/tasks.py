@@ -103,10 +103,22 @@ def run_generation(self, generation_id: int) -> None:
                 data_dir=str(settings.PADDOCK_DATA_DIR),
                 cache_dir=str(settings.PADDOCK_CACHE_DIR),
             )
-            services.generation_complete(
+            agent = services.generation_complete(
                 claim=claim, result=result, local_checkpoint=str(out_path) if out_path.exists() else None
             )
-        logger.info("generation %s done (score %s)", claim.number, result.get("score"), extra=log)
+        if agent is not None:
+            logger.info(
+                "generation %s done (score %s, agent %s)", claim.number, result.get("score"), agent.pk, extra=log
+            )
+        elif services.generation_superseded(generation_id=claim.generation_id, attempt=claim.attempt):
+            logger.warning(
+                "generation %s attempt %s: result discarded (the generation was reaped and is another attempt's)",
+                claim.number,
+                claim.attempt,
+                extra=log,
+            )
+        else:
+            logger.info("generation %s cancelled after %s env steps", claim.number, result.get("env_steps"), extra=log)
     except engine.TrainerError as exc:
         logger.warning("generation %s failed: %s", claim.number, exc.message, extra=log)
         services.generation_fail(claim=claim, error=exc.message, retry=False)

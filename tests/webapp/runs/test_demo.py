@@ -11,7 +11,7 @@ import pytest
 
 from webapp.core.errors import AppError
 from webapp.runs import demo
-from webapp.runs.models import ClusterBudget, Generation, Run
+from webapp.runs.models import ClusterBudget, Generation, Run, Task
 
 pytestmark = pytest.mark.django_db
 
@@ -108,3 +108,40 @@ def test_a_benchmark_file_without_qqq_is_refused_and_left_alone(user, data_dir, 
 
     assert "does not hold QQQ" in caught.value.message
     assert benchmark.read_bytes() == before
+
+
+def test_the_cpu_and_gpu_demos_train_ppos_default_network_and_epochs(user, data_dir, settings):
+    settings.PADDOCK_DATA_DIR = data_dir
+    dataset, _ = demo.import_demo_dataset(user, root=data_dir, allow_download=False)
+    for profile in (demo.CPU_PROFILE, demo.GPU_PROFILE):
+        task = demo.ensure_task(user, dataset, profile)
+        assert task.hyperparameters["hidden_sizes"] == [64, 64]
+        assert task.hyperparameters["update_epochs"] == 2
+    assert demo.GPU_PROFILE.hyperparameters["num_envs"] > demo.CPU_PROFILE.hyperparameters["num_envs"]
+
+
+def test_a_demo_task_made_with_other_network_sizes_is_not_reused(user, data_dir, settings):
+    settings.PADDOCK_DATA_DIR = data_dir
+    dataset, _ = demo.import_demo_dataset(user, root=data_dir, allow_download=False)
+    current = demo.ensure_task(user, dataset, demo.CPU_PROFILE)
+    assert demo.ensure_task(user, dataset, demo.CPU_PROFILE).pk == current.pk, "same settings: reused"
+    Task.objects.filter(pk=current.pk).update(
+        hyperparameters={**current.hyperparameters, "hidden_sizes": [128, 128], "update_epochs": 10}
+    )
+
+    fresh = demo.ensure_task(user, dataset, demo.CPU_PROFILE)
+
+    assert fresh.pk != current.pk and fresh.hyperparameters["hidden_sizes"] == [64, 64]
+
+
+def test_a_benchmark_file_elsewhere_is_found_through_its_setting(user, data_dir, tmp_path, settings):
+    (tmp_path / demo.DOW30_FILE).symlink_to(data_dir / demo.DOW30_FILE)
+    elsewhere = tmp_path / "benchmarks" / "qqq.csv.gz"
+    elsewhere.parent.mkdir()
+    elsewhere.symlink_to(data_dir / "benchmark_etfs_daily_eodhd.csv.gz")
+    settings.PADDOCK_DATA_DIR = tmp_path / "data"
+    settings.PADDOCK_BENCHMARK_FILE = elsewhere
+
+    files = demo.ensure_demo_files(tmp_path, allow_download=False)
+
+    assert files.benchmark == str(elsewhere)

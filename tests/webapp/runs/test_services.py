@@ -10,7 +10,7 @@ import pytest
 from django.core.files.storage import default_storage
 
 from webapp.core.errors import AppError
-from webapp.runs import selectors, services
+from webapp.runs import events, selectors, services
 from webapp.runs.models import Agent, ClusterBudget, Generation, Pod, Run
 
 pytestmark = pytest.mark.django_db
@@ -152,8 +152,10 @@ def test_a_late_result_of_a_reaped_attempt_is_discarded(make_budget, make_run, t
     late = services.generation_complete(claim=first, result=_result(3.0), local_checkpoint=_checkpoint(tmp_path))
     assert late is None
     assert not services.generation_still_mine(generation_id=first.generation_id, attempt=1)
+    assert services.generation_superseded(generation_id=first.generation_id, attempt=1), "logged as discarded"
     agent = services.generation_complete(claim=second, result=_result(1.0), local_checkpoint=_checkpoint(tmp_path))
     assert agent is not None
+    assert not services.generation_superseded(generation_id=first.generation_id, attempt=2)
     assert Agent.objects.filter(generation_id=first.generation_id).count() == 1
 
 
@@ -285,6 +287,32 @@ def test_events_carry_a_per_run_increasing_sequence_and_the_snapshot_has_the_lat
     assert snap["pods"][0]["generation"]["number"] == 2
     assert [a["score"] for a in snap["leaderboard"]] == [0.7]
     assert snap["leaderboard"][0]["env_steps"] == 256, "fills the live page's env steps column"
+
+
+def test_every_active_run_on_a_budget_is_told_when_a_pod_starts_or_stops_training(
+    make_budget, make_run, tmp_path, monkeypatch
+):
+    budget = make_budget(max_concurrent_pods=2)
+    run_a = services.run_start(run=make_run(budget, num_pods=1))
+    run_b = services.run_start(run=make_run(budget, num_pods=1))
+    published = []
+    original = events.publish
+    monkeypatch.setattr(
+        events,
+        "publish",
+        lambda run_id, kind, payload: published.append((run_id, kind, payload)) or original(run_id, kind, payload),
+    )
+
+    def pods_running_seen_by(run):
+        updates = [p["run"] for rid, kind, p in published if rid == run.pk and kind == events.RUN_UPDATE]
+        return updates[-1]["budget"]["pods_running"] if updates else None
+
+    claim = _claim_next(run_a)
+    assert pods_running_seen_by(run_a) == 1, "the run page's 'pods running on this budget' follows"
+    assert pods_running_seen_by(run_b) == 1, "so does the page of another run on the same budget"
+    services.generation_complete(claim=claim, result=_result(0.5), local_checkpoint=_checkpoint(tmp_path))
+    assert pods_running_seen_by(run_a) == 0
+    assert pods_running_seen_by(run_b) == 0
 
 
 def test_staff_raising_a_budgets_pod_limit_starts_waiting_pods_at_once(make_budget, make_run, staff):
