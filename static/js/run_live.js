@@ -43,6 +43,11 @@
     return Number(value).toFixed(digits);
   }
 
+  function fmtCount(value) {
+    if (value === null || value === undefined || Number.isNaN(value)) return "–";
+    return Number(value).toLocaleString("en-US", { maximumFractionDigits: 0 });
+  }
+
   function fmtHyper(values) {
     const parts = [];
     for (const key of cfg.hp_keys) {
@@ -189,8 +194,9 @@
     const b = run.budget;
     if (!b) return;
     $("#budget-gpu").textContent = fmtNumber(b.gpu_hours_used, 3);
-    $("#budget-steps").textContent = b.env_steps_used;
+    $("#budget-steps").textContent = fmtCount(b.env_steps_used);
     $("#budget-pods").textContent = b.pods_running;
+    $("#budget-pods-max").textContent = b.max_concurrent_pods;
     const fractions = [];
     if (b.gpu_hours_cap) fractions.push(b.gpu_hours_used / b.gpu_hours_cap);
     if (b.env_step_cap) fractions.push(b.env_steps_used / b.env_step_cap);
@@ -238,7 +244,7 @@
     badge.textContent = pod.state;
     badge.className = "badge pod-state " + pod.state;
     $(".pod-done", card).textContent = pod.generations_done;
-    $(".pod-sps", card).textContent = fmtNumber(pod.steps_per_s, 0);
+    $(".pod-sps", card).textContent = fmtCount(pod.steps_per_s);
     const gen = pod.generation;
     $(".pod-gen-number", card).textContent = gen ? gen.number : "–";
     const total = gen && gen.env_steps ? gen.env_steps : cfg.generation_steps;
@@ -248,8 +254,10 @@
 
   function applyProgress(msg) {
     const card = podCard(msg.pod);
+    // Only a training pod moves its bar (a queued one shows its next generation at 0 %).
+    if (card.dataset.state !== "training") return;
     $(".pod-gen-number", card).textContent = msg.generation;
-    $(".pod-sps", card).textContent = fmtNumber(msg.steps_per_s, 0);
+    $(".pod-sps", card).textContent = fmtCount(msg.steps_per_s);
     const total = msg.env_steps_total || cfg.generation_steps;
     $(".pod-progress", card).style.width = Math.min(100, (100 * msg.env_steps) / total).toFixed(1) + "%";
   }
@@ -275,7 +283,7 @@
     const cell = (col) => tr.querySelector('[data-col="' + col + '"]');
     tr.dataset.score = agent.score === null ? "" : agent.score;
     cell("rank").textContent = rank;
-    cell("score").textContent = fmtNumber(agent.score, 4);
+    cell("score").textContent = fmtNumber(agent.score, 3);
     cell("generation").textContent = agent.generation;
     cell("parent").innerHTML = agent.parent_id
       ? '<a href="' + agentUrl(agent.parent_id) + '">#' + agent.parent_id + "</a>"
@@ -285,7 +293,7 @@
     code.textContent = fmtHyper(agent.hyperparameters);
     cell("hyperparameters").replaceChildren(code);
     const steps = agent.env_steps ?? (agent.metrics && agent.metrics.env_steps);
-    if (steps !== undefined && steps !== null) cell("env_steps").textContent = steps;
+    if (steps !== undefined && steps !== null) cell("env_steps").textContent = fmtCount(steps);
     cell("age").dataset.createdAt = agent.created_at;
   }
 
@@ -319,8 +327,17 @@
 
   let chartReady = false;
 
+  // Until the first agent scores, the chart is a message, not empty axes with made-up ranges.
   function initChart() {
-    if (typeof Plotly === "undefined") return;
+    if (chartReady || typeof Plotly === "undefined") return;
+    const chart = $("#score-chart");
+    if (!history.length) {
+      chart.classList.add("chart-empty");
+      chart.textContent = "Waiting for the first agent: the chart starts when a generation submits one.";
+      return;
+    }
+    chart.classList.remove("chart-empty");
+    chart.textContent = "";
     const t = history.map((p) => p.t);
     Plotly.newPlot(
       "score-chart",
@@ -329,11 +346,13 @@
         { x: t, y: history.map((p) => p.median), name: "median", mode: "lines", line: { color: "#8a94a8", dash: "dot" } },
       ],
       {
-        margin: { l: 50, r: 10, t: 10, b: 40 },
+        margin: { l: 64, r: 16, t: 28, b: 36 },
         height: 260,
-        xaxis: { type: "date" },
-        yaxis: { title: { text: "validation score" } },
-        legend: { orientation: "h" },
+        // One line of "HH:MM:SS" ticks: Plotly's default adds a second line with the date, which
+        // collided with the legend. Hover shows the full ISO time.
+        xaxis: { type: "date", tickformat: "%H:%M:%S", hoverformat: "%Y-%m-%d %H:%M:%S", automargin: true },
+        yaxis: { title: { text: "validation score", standoff: 8 }, tickformat: ".3f", automargin: true },
+        legend: { orientation: "h", x: 0, y: 1.02, yanchor: "bottom" },
       },
       { displaylogo: false, responsive: true }
     );
@@ -352,7 +371,8 @@
     if (last && last.best === best && last.median === med) return;
     const point = { t: new Date().toISOString(), best: best, median: med };
     history.push(point);
-    if (chartReady) Plotly.extendTraces("score-chart", { x: [[point.t], [point.t]], y: [[best], [med]] }, [0, 1]);
+    if (!chartReady) initChart();
+    else Plotly.extendTraces("score-chart", { x: [[point.t], [point.t]], y: [[best], [med]] }, [0, 1]);
   }
 
   function updateAges() {

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterator
+from typing import Any
 
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
@@ -285,12 +286,58 @@ def _agent_or_404(request: HttpRequest, agent_id: int):
     return agent
 
 
+#: Validation metrics shown as percentages (they are fractions: 0.01 = 1 %).
+_PERCENT_METRICS = {
+    "total_return",
+    "cumulative_return",
+    "annual_return",
+    "annual_volatility",
+    "max_drawdown",
+    "win_rate",
+    "risk_free",
+}
+_MONEY_METRICS = {"initial_value", "final_value"}
+_COUNT_METRICS = {"num_days", "max_drawdown_duration_days", "env_steps"}
+
+
+def _metric_text(key: str, value: Any) -> str:
+    """One validation metric as the agent page shows it: fractions as percentages, money in
+    USD, counts with thousands separators, ratios with 3 decimals, dates as stored (ISO)."""
+    if value is None or value == "":
+        return "–"
+    if isinstance(value, bool):
+        return "yes" if value else "no"
+    if not isinstance(value, int | float):
+        return str(value)
+    if key in _PERCENT_METRICS:
+        return f"{value * 100:.2f} %"
+    if key in _MONEY_METRICS:
+        return f"${value:,.0f}"
+    if key in _COUNT_METRICS:
+        return f"{value:,.0f}"
+    return f"{value:.3f}"
+
+
+def _hyperparameter_text(value: Any) -> str:
+    """A hyperparameter without float noise (``0.00023999999999999998`` is ``0.00024``)."""
+    if isinstance(value, float):
+        return f"{value:.6g}"
+    if isinstance(value, list | tuple):
+        return " x ".join(_hyperparameter_text(v) for v in value)
+    return str(value)
+
+
 @login_required
 @require_GET
 def agent_detail(request: HttpRequest, agent_id: int) -> HttpResponse:
     """Score, metrics, hyperparameters, lineage, bundle download and backtest buttons."""
     agent = _agent_or_404(request, agent_id)
-    metrics = sorted((k, v) for k, v in agent.metrics.items() if not isinstance(v, dict | list))
+    metrics = [
+        (key.replace("_", " ").capitalize(), _metric_text(key, value))
+        for key, value in sorted(agent.metrics.items())
+        if not isinstance(value, dict | list) and key != "score_defined"
+    ]
+    hyperparameters = [(key, _hyperparameter_text(value)) for key, value in sorted(agent.hyperparameters.items())]
     try:
         backtest_url = reverse("reports:backtest-new")
     except NoReverseMatch:  # the reports app is not installed
@@ -302,7 +349,16 @@ def agent_detail(request: HttpRequest, agent_id: int) -> HttpResponse:
             "agent": agent,
             "run": agent.run,
             "metrics": metrics,
-            "lineage": queries.agent_lineage(agent),
+            "hyperparameters": hyperparameters,
+            "lineage": [
+                {
+                    **step,
+                    "mutations": {
+                        k: [_hyperparameter_text(v) for v in change] for k, change in step["mutations"].items()
+                    },
+                }
+                for step in queries.agent_lineage(agent)
+            ],
             "backtest_url": backtest_url,
         },
     )
