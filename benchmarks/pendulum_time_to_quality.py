@@ -6,7 +6,7 @@ on the CPU with the same torch thread count, measured one after the other in the
 
 * Paddock: :class:`trainer.envs.pendulum.PendulumVecEnv` with
   :data:`trainer.agents.ppo.PENDULUM_PPO` (64 envs x 50 steps per rollout, 10 epochs of 4
-  minibatches, lr 1e-3, gamma 0.95, rewards x 0.1, 64x64 tanh MLPs) or, for SAC, the
+  minibatches, lr 3e-3, gamma 0.95, rewards x 0.1, 16x16 tanh MLPs) or, for SAC, the
   hyperparameters of ``tests/trainer/agents/test_learning.py`` (4 envs).
 * Stable-Baselines3: ``PPO("MlpPolicy")`` on Gymnasium's ``Pendulum-v1`` with the RL Zoo's
   tuned hyperparameters (``hyperparams/ppo.yml``: n_envs 4, n_steps 1024, gae_lambda 0.95,

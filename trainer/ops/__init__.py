@@ -3,9 +3,11 @@
 from trainer.ops.gae import compute_gae
 from trainer.ops.losses import (
     PolicyLoss,
+    PPOGradients,
     diag_gaussian_entropy,
     diag_gaussian_log_prob,
     diag_gaussian_log_prob_from_noise,
+    ppo_loss_gradients,
     ppo_policy_loss,
     ppo_value_loss,
     sac_actor_loss,
@@ -16,11 +18,13 @@ from trainer.ops.losses import (
 )
 
 __all__ = [
+    "PPOGradients",
     "PolicyLoss",
     "compute_gae",
     "diag_gaussian_entropy",
     "diag_gaussian_log_prob",
     "diag_gaussian_log_prob_from_noise",
+    "ppo_loss_gradients",
     "ppo_policy_loss",
     "ppo_value_loss",
     "sac_actor_loss",

@@ -12,10 +12,12 @@ import torch
 import torch.nn.functional as F
 
 __all__ = [
+    "PPOGradients",
     "PolicyLoss",
     "diag_gaussian_entropy",
     "diag_gaussian_log_prob",
     "diag_gaussian_log_prob_from_noise",
+    "ppo_loss_gradients",
     "ppo_policy_loss",
     "ppo_value_loss",
     "sac_actor_loss",
@@ -161,6 +163,100 @@ def ppo_value_loss(
     clipped_values = old_values + torch.clamp(new_values - old_values, -clip_coef, clip_coef)
     clipped = (clipped_values - returns).pow(2)
     return 0.5 * torch.max(unclipped, clipped).mean()
+
+
+class PPOGradients(NamedTuple):
+    """Result of :func:`ppo_loss_gradients`.
+
+    Attributes:
+        means: (B, A) float32 d loss / d policy means.
+        values: (B,) float32 d loss / d state values.
+        log_std: (A,) float32 d loss / d log std.
+        stats: (5,) float32 policy loss, value loss, entropy, approx KL and clip fraction, as
+            :func:`ppo_policy_loss`, :func:`ppo_value_loss` and :func:`diag_gaussian_entropy` give them.
+    """
+
+    means: torch.Tensor
+    values: torch.Tensor
+    log_std: torch.Tensor
+    stats: torch.Tensor
+
+
+def ppo_loss_gradients(
+    means: torch.Tensor,
+    values: torch.Tensor,
+    log_std: torch.Tensor,
+    actions: torch.Tensor,
+    old_log_prob: torch.Tensor,
+    advantages: torch.Tensor,
+    old_values: torch.Tensor,
+    returns: torch.Tensor,
+    *,
+    clip_coef: float,
+    value_clip_coef: float | None,
+    ent_coef: float,
+    vf_coef: float,
+) -> PPOGradients:
+    """Closed-form gradient of PPO's joint loss for a Gaussian policy with state-independent std.
+
+    The loss is ``ppo_policy_loss - ent_coef * entropy + vf_coef * ppo_value_loss`` with
+    ``log pi = diag_gaussian_log_prob(actions, means, log_std)``; the gradient equals what
+    autograd gives for it (``torch.min``/``torch.max`` ties split evenly, as in autograd), in
+    about half the tensor operations and without building a graph. With ``r`` the ratio,
+    ``z = (a - mu) / sigma`` and ``g = -r A / B`` where the unclipped surrogate is the minimum (0
+    elsewhere): ``d/d mu = g z / sigma``, ``d/d log sigma = sum_b g (z^2 - 1) - ent_coef``.
+
+    Args:
+        means: (B, A) float32 policy means under the current parameters.
+        values: (B,) float32 state values under the current parameters.
+        log_std: (A,) float32 current log standard deviations.
+        actions: (B, A) float32 unclipped actions of the rollout.
+        old_log_prob: (B,) float32 log pi_old(a|s).
+        advantages: (B,) float32 advantages.
+        old_values: (B,) float32 V_old(s) (used only when ``value_clip_coef`` is set).
+        returns: (B,) float32 value targets.
+        clip_coef: policy ratio clip epsilon > 0.
+        value_clip_coef: value clip > 0, or None for the plain squared error.
+        ent_coef: entropy weight >= 0.
+        vf_coef: value-loss weight >= 0.
+
+    Returns:
+        :class:`PPOGradients`.
+    """
+    batch = means.shape[0]
+    inv_std = torch.exp(-log_std)
+    z = (actions - means).mul_(inv_std)
+    z2 = z * z
+    log_prob = z2.sum(-1).mul_(-0.5).sub_(log_std.sum() + 0.5 * _LOG_2PI * log_std.shape[-1])
+    log_ratio = log_prob.sub_(old_log_prob)
+    ratio = torch.exp(log_ratio)
+    unclipped = ratio * advantages
+    clipped = torch.clamp(ratio, 1.0 - clip_coef, 1.0 + clip_coef).mul_(advantages)
+    # ties (ratio inside the clip range) send half the gradient to each branch in autograd,
+    # and both halves equal d(r A)/dr there, so the unclipped branch carries it all
+    take = unclipped <= clipped
+    surrogate = torch.where(take, unclipped, clipped)
+    grad_log_prob = (unclipped * take).mul_(-1.0 / batch)
+    grad_means = z.mul_(inv_std).mul_(grad_log_prob.unsqueeze(-1))
+    grad_log_std = torch.mm(grad_log_prob.unsqueeze(0), z2.sub_(1.0)).squeeze(0).sub_(ent_coef)
+    error = values - returns
+    if value_clip_coef is None:
+        value_loss = error.square().mean().mul_(0.5)
+        grad_values = error.mul_(vf_coef / batch)
+    else:
+        delta = values - old_values
+        clipped_error = torch.clamp(delta, -value_clip_coef, value_clip_coef).add_(old_values).sub_(returns)
+        sq, clipped_sq = error.square(), clipped_error.square()
+        value_loss = torch.maximum(sq, clipped_sq).mean().mul_(0.5)
+        inside = (delta.abs() <= value_clip_coef).float()
+        # max ties split evenly, as in autograd
+        weight_plain = (sq > clipped_sq).float().add_((sq == clipped_sq).float(), alpha=0.5)
+        grad_values = (error * weight_plain).add_(clipped_error * inside * (1.0 - weight_plain)).mul_(vf_coef / batch)
+    entropy = (log_std + 0.5 * (1.0 + _LOG_2PI)).sum(dim=-1)
+    approx_kl = (ratio - 1.0).sub_(log_ratio).mean()
+    clip_fraction = ((ratio - 1.0).abs_() > clip_coef).float().mean()
+    stats = torch.stack([surrogate.mean().neg_(), value_loss, entropy, approx_kl, clip_fraction])
+    return PPOGradients(grad_means, grad_values, grad_log_std, stats)
 
 
 def sac_critic_target(

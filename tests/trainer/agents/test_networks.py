@@ -6,7 +6,10 @@ import numpy as np
 import pytest
 import torch
 
+from trainer.agents import make_agent
 from trainer.agents.networks import (
+    FlatActorCritic,
+    FlatAdam,
     GaussianActor,
     RunningMeanStd,
     SquashedGaussianActor,
@@ -73,3 +76,64 @@ def test_actor_critic_forward_equals_the_modules_and_trains_each_ones_parameters
     for exp_grads, got_grads in zip(expected, got, strict=True):
         for e, g in zip(exp_grads, got_grads, strict=True):
             torch.testing.assert_close(g, e, atol=1e-5, rtol=1e-4)
+
+
+@pytest.mark.parametrize("hidden_sizes", [(16, 8), (12,), (8, 8, 8)])
+def test_flat_actor_critic_matches_the_modules_and_backpropagates_like_autograd(hidden_sizes):
+    torch.manual_seed(0)
+    actor, critic = GaussianActor(5, 2, hidden_sizes, -0.5), ValueCritic(5, hidden_sizes)
+    obs = torch.randn(33, 5)
+    with torch.no_grad():
+        want_mean, want_value = actor(obs), critic(obs)
+    net = FlatActorCritic(actor, critic)
+    # the modules now read the flat tensor: same outputs as before, and updates show through
+    torch.testing.assert_close(actor(obs), want_mean)
+    keep: list[torch.Tensor] = []
+    mean, value = net.forward(obs, keep)
+    torch.testing.assert_close(mean, want_mean, atol=1e-6, rtol=1e-5)
+    torch.testing.assert_close(value, want_value, atol=1e-6, rtol=1e-5)
+
+    grad_mean, grad_value, grad_log_std = torch.randn(33, 2), torch.randn(33), torch.randn(2)
+    net.backward(keep, grad_mean, grad_value, grad_log_std)
+    surrogate = (actor(obs) * grad_mean).sum() + (critic(obs) * grad_value).sum() + (actor.log_std * grad_log_std).sum()
+    params = [*actor.parameters(), *critic.parameters()]
+    expected = torch.autograd.grad(surrogate, params)
+    for p, want in zip(params, expected, strict=True):
+        # each parameter is a view of net.flat; its gradient sits at the same place in net.grad
+        offset = (p.data_ptr() - net.flat.data_ptr()) // p.element_size()
+        got = net.grad.as_strided(p.shape, p.stride(), offset)
+        torch.testing.assert_close(got, want, atol=1e-5, rtol=1e-4)
+
+
+def test_flat_adam_takes_the_same_steps_as_torch_adam():
+    gen = torch.Generator().manual_seed(0)
+    start = torch.randn(50, generator=gen)
+    reference = start.clone().requires_grad_()
+    torch_adam = torch.optim.Adam([reference], lr=1e-2, eps=1e-5)
+    param, grad = start.clone(), torch.zeros(50)
+    flat_adam = FlatAdam(param, grad, lr=1e-2, eps=1e-5)
+    for _ in range(5):
+        g = torch.randn(50, generator=gen)
+        reference.grad = g.clone()
+        torch_adam.step()
+        grad.copy_(g)
+        flat_adam.step()
+    torch.testing.assert_close(param, reference.detach(), atol=1e-6, rtol=1e-5)
+
+
+def test_ppo_checkpoint_with_a_torch_adam_state_resumes_with_the_same_moments():
+    # checkpoints written before FlatAdam hold torch.optim.Adam over the actor's then the critic's parameters
+    agent = make_agent("ppo", 3, 1, {"hidden_sizes": [8, 8], "num_envs": 4}, seed=0)
+    params = [*agent.actor.parameters(), *agent.critic.parameters()]
+    old = torch.optim.Adam([p.detach().clone().requires_grad_() for p in params], lr=3e-4, eps=1e-5)
+    for i, p in enumerate(old.param_groups[0]["params"]):
+        p.grad = torch.full_like(p, float(i + 1))
+    old.step()
+    state = agent.state_dict()
+    state["optimizer"] = old.state_dict()
+    agent.load_state_dict(state)
+    moments = agent.optimizer.state_dict()["state"][0]["exp_avg"]
+    for i, p in enumerate(params):
+        offset = (p.data_ptr() - agent.net.flat.data_ptr()) // p.element_size()
+        torch.testing.assert_close(moments.as_strided(p.shape, p.stride(), offset), torch.full_like(p, 0.1 * (i + 1)))
+    assert agent.optimizer.steps == 1

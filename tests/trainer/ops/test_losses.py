@@ -11,6 +11,7 @@ from trainer.ops import (
     diag_gaussian_entropy,
     diag_gaussian_log_prob,
     diag_gaussian_log_prob_from_noise,
+    ppo_loss_gradients,
     ppo_policy_loss,
     ppo_value_loss,
     sac_actor_loss,
@@ -115,3 +116,44 @@ def test_log_prob_from_noise_equals_the_density_of_the_sampled_action():
     torch.testing.assert_close(
         diag_gaussian_log_prob_from_noise(noise, log_std), diag_gaussian_log_prob(x, mu, log_std)
     )
+
+
+@pytest.mark.parametrize("value_clip_coef", [None, 0.3])
+def test_ppo_loss_gradients_equal_autograd_of_the_joint_loss(value_clip_coef):
+    # ratios spread over [0.4, 2.5] so that some samples are clipped on each side
+    gen = torch.Generator().manual_seed(0)
+    b, a = 64, 2
+    means = torch.randn(b, a, generator=gen, dtype=torch.float64).requires_grad_()
+    values = torch.randn(b, generator=gen, dtype=torch.float64).requires_grad_()
+    log_std = torch.tensor([-0.3, 0.2], dtype=torch.float64).requires_grad_()
+    actions = torch.randn(b, a, generator=gen, dtype=torch.float64)
+    with torch.no_grad():
+        old_log_prob = diag_gaussian_log_prob(actions, means, log_std) + torch.empty(b).uniform_(
+            -0.9, 0.9, generator=gen
+        )
+    advantages = torch.randn(b, generator=gen, dtype=torch.float64)
+    old_values = values.detach() + 0.5 * torch.randn(b, generator=gen, dtype=torch.float64)
+    returns = torch.randn(b, generator=gen, dtype=torch.float64)
+    coefs = {"clip_coef": 0.2, "value_clip_coef": value_clip_coef, "ent_coef": 0.01, "vf_coef": 0.5}
+
+    pg = ppo_policy_loss(diag_gaussian_log_prob(actions, means, log_std), old_log_prob, advantages, 0.2)
+    v_loss = ppo_value_loss(values, old_values, returns, value_clip_coef)
+    entropy = diag_gaussian_entropy(log_std)
+    loss = pg.loss - 0.01 * entropy + 0.5 * v_loss
+    expected = torch.autograd.grad(loss, [means, values, log_std])
+    got = ppo_loss_gradients(
+        means.detach(),
+        values.detach(),
+        log_std.detach(),
+        actions,
+        old_log_prob,
+        advantages,
+        old_values,
+        returns,
+        **coefs,
+    )
+    assert 0 < pg.clip_fraction < 1
+    for e, g in zip(expected, got[:3], strict=True):
+        torch.testing.assert_close(g, e, atol=1e-12, rtol=1e-10)
+    want_stats = torch.stack([pg.loss, v_loss, entropy, pg.approx_kl, pg.clip_fraction.double()]).detach()
+    torch.testing.assert_close(got.stats, want_stats, atol=1e-12, rtol=1e-10)
