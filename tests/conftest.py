@@ -39,3 +39,14 @@ def nasdaq100_path(data_dir: Path) -> Path:
 @pytest.fixture(scope="session")
 def benchmark_path(data_dir: Path) -> Path:
     return data_dir / BENCHMARK_FILE
+
+
+def pytest_collection_modifyitems(config, items):
+    """Run the browser tests last.
+
+    Their session fixtures (a Celery worker consuming the tests' Redis database, and
+    Playwright's event loop in the main thread) stay alive until the session ends; a worker
+    left running would claim generations other tests create, and the running loop would break
+    ``async_to_sync`` in later tests.
+    """
+    items.sort(key=lambda item: item.nodeid.startswith("tests/e2e/"))
