@@ -56,7 +56,13 @@ def isolated_redis(django_db_setup, django_db_blocker) -> Iterator[str]:
     old = (app.conf.broker_url, settings.CHANNEL_LAYERS)
     _point_celery_at(app, url)
     settings.CHANNEL_LAYERS = {
-        "default": {**old[1]["default"], "CONFIG": {**old[1]["default"]["CONFIG"], "hosts": [url]}}
+        "default": {
+            **old[1]["default"],
+            "CONFIG": {
+                **old[1]["default"]["CONFIG"],
+                "hosts": [{**old[1]["default"]["CONFIG"]["hosts"][0], "address": url}],
+            },
+        }
     }
     from channels.layers import channel_layers
 

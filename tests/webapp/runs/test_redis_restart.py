@@ -111,7 +111,12 @@ def private_redis(tmp_path, settings) -> Iterator[PrivateRedis]:
     old_broker = app.conf.broker_url
     layer = settings.CHANNEL_LAYERS["default"]
     settings.REDIS_URL = server.url
-    settings.CHANNEL_LAYERS = {"default": {**layer, "CONFIG": {**layer["CONFIG"], "hosts": [server.url]}}}
+    settings.CHANNEL_LAYERS = {
+        "default": {
+            **layer,
+            "CONFIG": {**layer["CONFIG"], "hosts": [{**layer["CONFIG"]["hosts"][0], "address": server.url}]},
+        }
+    }
     settings.PADDOCK_STALE_AFTER_S = STALE_AFTER_S
     settings.PADDOCK_REDISPATCH_AFTER_S = REDISPATCH_AFTER_S
     _point_celery_at(app, server.url)
