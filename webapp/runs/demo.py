@@ -16,17 +16,19 @@
   to train for about :attr:`DemoProfile.training_s` in all (about 8 minutes on a 2-core CPU, 5
   with a GPU, where the profile also trains 4x as many envs).
 * **Idempotence.** The dataset, the budget and the task are created once per user and reused.
-  A demo run that is still active (queued, running, paused or finishing, and within its
-  wall-clock limit) is reused: running the demo again while it trains just prints its page
-  again. Otherwise a new run starts, and the budget's env-step cap is raised by what the new
-  run may use (the cap counts the budget's whole life, so an unchanged cap would be spent by
-  the first demo run).
+  A demo run that is still active (running, paused or finishing, and within its wall-clock
+  limit) is reused: running the demo again while it trains just prints its page again. Only
+  runs the demo started count (the demo task, named ``"Dow 30 PPO demo #N"``): the user's own
+  runs on the demo budget are never taken for it, nor stopped by ``--new-run``. Otherwise a
+  new run starts, and the budget's env-step cap is raised by what the new run may use (the cap
+  counts the budget's whole life, so an unchanged cap would be spent by the first demo run).
 """
 
 from __future__ import annotations
 
 import logging
 import math
+import re
 import socket
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -74,6 +76,8 @@ DATASET_NAME = "Dow 30 daily 2010-2022"
 BUDGET_NAME = "Demo budget"
 TASK_NAME = "Dow 30 PPO demo"
 RUN_NAME = "Dow 30 PPO demo"
+#: Names of the runs the demo starts: ``RUN_NAME`` and a number.
+DEMO_RUN_NAME = re.compile(re.escape(RUN_NAME) + r" #\d+")
 LEADERBOARD_SIZE = 5
 FRESH_PROBABILITY = 0.1
 #: PBT: a copied agent's learning rate and entropy weight are multiplied by 0.8 or 1.25.
@@ -473,10 +477,29 @@ def ensure_task(owner, dataset: Dataset, profile: DemoProfile) -> Task:
     )
 
 
+def is_demo_run(run: Run) -> bool:
+    """Whether ``run`` is one the demo started: on the demo budget and task, named as
+    :func:`start_demo_run` names them (``"Dow 30 PPO demo #3"``)."""
+    return bool(run.budget.name == BUDGET_NAME and run.task.name == TASK_NAME and DEMO_RUN_NAME.fullmatch(run.name))
+
+
 def active_demo_run(owner) -> Run | None:
-    """The owner's demo run that is still going (and within its wall-clock limit), if any."""
+    """The owner's demo run that is still going (started, not ended, within its wall-clock
+    limit), if any.
+
+    Only runs the demo started count: a run of the owner's own on the demo budget (or on the
+    demo task), or a demo run that was created but never started, is left alone."""
     now = timezone.now()
-    for run in Run.objects.filter(owner=owner, budget__name=BUDGET_NAME, status__in=(Run.Status.QUEUED, *Run.ACTIVE)):
+    candidates = Run.objects.filter(
+        owner=owner,
+        budget__name=BUDGET_NAME,
+        task__name=TASK_NAME,
+        name__startswith=f"{RUN_NAME} #",
+        status__in=Run.ACTIVE,
+    ).select_related("budget", "task")
+    for run in candidates.order_by("-created_at", "-id"):
+        if not is_demo_run(run):
+            continue
         limit = run.budget.max_wall_clock_s
         started = run.started_at or run.created_at
         if limit is None or now - started < timedelta(seconds=limit + 60):

@@ -6,11 +6,14 @@ The full path (``./paddock demo`` and a shortened run in a browser) is covered b
 
 from __future__ import annotations
 
+import io
+
 import pandas as pd
 import pytest
+from django.core.management import call_command
 
 from webapp.core.errors import AppError
-from webapp.runs import demo
+from webapp.runs import demo, services
 from webapp.runs.models import ClusterBudget, Generation, Run, Task
 
 pytestmark = pytest.mark.django_db
@@ -145,3 +148,99 @@ def test_a_benchmark_file_elsewhere_is_found_through_its_setting(user, data_dir,
     files = demo.ensure_demo_files(tmp_path, allow_download=False)
 
     assert files.benchmark == str(elsewhere)
+
+
+def _users_own_run(user, dataset, *, name, task_name="My PPO", start=False):
+    """A run the user made by hand on the demo budget (not one the demo started)."""
+    budget, _ = demo.ensure_budget(
+        user, demo.size_run(demo.CI_PROFILE, steps_per_s=None, device="cpu", training_workers=1)
+    )
+    task = services.task_create(
+        owner=user,
+        dataset=dataset,
+        name=task_name,
+        tickers=list(demo.CI_PROFILE.tickers),
+        splits=demo.SPLITS,
+        algorithm="ppo",
+        hyperparameters=dict(demo.CI_PROFILE.hyperparameters),
+    )
+    run = services.run_create(owner=user, task=task, budget=budget, name=name, num_pods=1, generation_steps=2048)
+    return services.run_start(run=run) if start else run
+
+
+def test_the_users_own_runs_on_the_demo_budget_are_not_taken_for_the_demo_run(user, data_dir, settings):
+    settings.PADDOCK_DATA_DIR = data_dir
+    dataset, _ = demo.import_demo_dataset(user, root=data_dir, allow_download=False)
+    _users_own_run(user, dataset, name="mine, never started")
+    _users_own_run(user, dataset, name="mine, training", start=True)
+    _users_own_run(user, dataset, name="on a task named like the demo's", task_name=demo.TASK_NAME, start=True)
+    assert demo.active_demo_run(user) is None
+
+    # A demo run created but never started (its start failed) is not "going" either.
+    sizing = demo.size_run(demo.CI_PROFILE, steps_per_s=None, device="cpu", training_workers=1)
+    task = demo.ensure_task(user, dataset, demo.CI_PROFILE)
+    budget = ClusterBudget.objects.get(owner=user, name=demo.BUDGET_NAME)
+    services.run_create(
+        owner=user, task=task, budget=budget, name=f"{demo.RUN_NAME} #9", num_pods=1, generation_steps=2048
+    )
+    assert demo.active_demo_run(user) is None
+
+    run, _ = demo.start_demo_run(user, dataset, demo.CI_PROFILE, sizing)
+    assert demo.is_demo_run(run) and demo.active_demo_run(user) == run
+
+
+def _fake_measurement(monkeypatch):
+    """demo_setup without the 4 s PPO measurement or Celery workers to ask."""
+    from webapp.core.management.commands import demo_setup
+
+    monkeypatch.setattr(demo, "measure_rate", lambda *a, **k: {"steps_per_s": 4000.0, "device": "cpu"})
+    monkeypatch.setattr(demo_setup, "_training_workers", lambda: (1, "cpu"))
+
+
+def test_demo_setup_starts_a_demo_run_beside_the_users_own_run_on_the_demo_budget(
+    user, data_dir, settings, monkeypatch
+):
+    settings.PADDOCK_DATA_DIR = data_dir
+    monkeypatch.setenv("PADDOCK_BASE_URL", "http://127.0.0.1:8631/")
+    _fake_measurement(monkeypatch)
+    dataset, _ = demo.import_demo_dataset(user, root=data_dir, allow_download=False)
+    mine = _users_own_run(user, dataset, name="mine, never started")
+
+    out = io.StringIO()
+    call_command("demo_setup", username=user.username, no_download=True, stdout=out)
+
+    started = demo.active_demo_run(user)
+    assert started is not None and started.pk != mine.pk
+    assert "already going" not in out.getvalue()
+    assert f"demo: live run page: http://127.0.0.1:8631/runs/{started.pk}/\n" in out.getvalue()
+    mine.refresh_from_db()
+    assert mine.status == Run.Status.QUEUED, "the user's run is left alone"
+
+    # Again, and with --new-run: the demo run is reused, then replaced; the user's run untouched.
+    again = io.StringIO()
+    call_command("demo_setup", username=user.username, no_download=True, stdout=again)
+    assert f"runs/{started.pk}/  (the demo run already going)" in again.getvalue()
+    call_command("demo_setup", username=user.username, no_download=True, new_run=True, stdout=io.StringIO())
+    started.refresh_from_db()
+    mine.refresh_from_db()
+    assert started.status not in Run.ACTIVE and mine.status == Run.Status.QUEUED
+
+
+def test_demo_setup_by_hand_says_which_address_its_link_assumes(user, data_dir, settings, monkeypatch):
+    settings.PADDOCK_DATA_DIR = data_dir
+    monkeypatch.delenv("PADDOCK_BASE_URL", raising=False)
+    _fake_measurement(monkeypatch)
+
+    out = io.StringIO()
+    call_command("demo_setup", username=user.username, no_download=True, stdout=out)
+    lines = out.getvalue().splitlines()
+
+    page = next(line for line in lines if line.startswith("demo: live run page: "))
+    assert page.startswith("demo: live run page: http://127.0.0.1:8000/runs/")
+    assert any("--base-url" in line and "PADDOCK_BASE_URL" in line and "8000" in line for line in lines)
+    assert lines[-1].startswith("demo: login: username ada"), "the login comes last"
+
+    elsewhere = io.StringIO()
+    call_command("demo_setup", username=user.username, no_download=True, base_url="http://h:9/", stdout=elsewhere)
+    assert "demo: live run page: http://h:9/runs/" in elsewhere.getvalue()
+    assert "PADDOCK_BASE_URL" not in elsewhere.getvalue()

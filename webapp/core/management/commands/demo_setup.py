@@ -68,13 +68,19 @@ class Command(BaseCommand):
         user = get_user_model().objects.filter(username=options["username"]).first()
         if user is None:
             raise CommandError(f"no user {options['username']!r}; run `manage.py demo_account` first")
-        base = (options["base_url"] or os.environ.get("PADDOCK_BASE_URL") or DEFAULT_BASE_URL).rstrip("/")
+        base = options["base_url"] or os.environ.get("PADDOCK_BASE_URL")
         try:
             run, reused = self._setup(user, options)
         except AppError as exc:
             raise CommandError(exc.message) from None
-        url = base + reverse("runs:detail", args=[run.pk])
+        url = (base or DEFAULT_BASE_URL).rstrip("/") + reverse("runs:detail", args=[run.pk])
         self.say(f"live run page: {url}" + ("  (the demo run already going)" if reused else ""))
+        if not base:
+            # Run by hand, the command cannot know where the site listens.
+            self.say(
+                f"  (that assumes the site at {DEFAULT_BASE_URL}, `./paddock demo`'s default; on another "
+                "address pass --base-url or set PADDOCK_BASE_URL, e.g. http://127.0.0.1:8080/)"
+            )
         password = _demo_password() if user.username == demo.DEMO_USERNAME else None
         if password:
             self.say(f"login: username {user.username}  password {password}")
