@@ -14,6 +14,7 @@ import contextlib
 import datetime as _dt
 import json
 import math
+import os
 import signal
 import sys
 import zipfile
@@ -24,10 +25,22 @@ from typing import Any, NoReturn
 import yaml
 
 from trainer import __version__
-from trainer.errors import ConfigError, TrainerError
+from trainer.errors import ConfigError, DataError, TrainerError
 
 EXIT_USAGE = 2
 DEFAULT_ENV_STEPS = 2_000_000
+#: The shared data folder beside a checkout (``<repo>/../shared/data``), used when neither
+#: ``--data-dir`` nor ``PADDOCK_DATA_DIR`` is given and it exists.
+SHARED_DATA_DIR = Path(__file__).resolve().parents[1].parent / "shared" / "data"
+
+
+def default_data_dir() -> str | None:
+    """``--data-dir`` when not given: ``$PADDOCK_DATA_DIR``, else :data:`SHARED_DATA_DIR` if it
+    exists, else ``None`` (relative data paths then mean the current folder)."""
+    env = os.environ.get("PADDOCK_DATA_DIR", "").strip()
+    if env:
+        return env
+    return str(SHARED_DATA_DIR) if SHARED_DATA_DIR.is_dir() else None
 
 
 class _Parser(argparse.ArgumentParser):
@@ -63,6 +76,12 @@ def _hp_pair(text: str) -> tuple[str, Any]:
     return key.strip(), value
 
 
+DATA_DIR_HELP = (
+    "folder that relative data paths resolve against (default: $PADDOCK_DATA_DIR, else "
+    "../shared/data beside the checkout if it exists, else the current folder)"
+)
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The argument parser of ``python -m trainer`` (exposed for docs and tests)."""
     parser = _Parser(
@@ -85,7 +104,12 @@ def build_parser() -> argparse.ArgumentParser:
     )
     train.add_argument("task", nargs="?", help="task file (YAML or JSON) as TaskSpec.to_dict() writes it")
     train.add_argument("--data", nargs="+", metavar="PATH", help="data file(s) or folder(s), replacing the task's")
-    train.add_argument("--data-dir", metavar="DIR", help="folder that relative data paths resolve against")
+    train.add_argument(
+        "--data-dir",
+        metavar="DIR",
+        default=default_data_dir(),
+        help=DATA_DIR_HELP,
+    )
     train.add_argument("--cache-dir", metavar="DIR", help="Parquet cache of processed market data")
     train.add_argument("--tickers", metavar="A,B,...", help="comma-separated tickers to trade (default: all)")
     for split in ("train", "validation", "test"):
@@ -126,7 +150,7 @@ def build_parser() -> argparse.ArgumentParser:
     ev.add_argument("--start", metavar="YYYY-MM-DD", help="first day (overrides --split)")
     ev.add_argument("--end", metavar="YYYY-MM-DD", help="last day (overrides --split)")
     ev.add_argument("--data", nargs="+", metavar="PATH", help="data file(s), replacing the task's")
-    ev.add_argument("--data-dir", metavar="DIR", help="folder that relative data paths resolve against")
+    ev.add_argument("--data-dir", metavar="DIR", default=default_data_dir(), help=DATA_DIR_HELP)
     ev.add_argument("--cache-dir", metavar="DIR", help="Parquet cache of processed market data")
     ev.add_argument("--device", default="cpu", help="cpu (default), auto, cuda or cuda:N")
     ev.add_argument("--json", action="store_true", help="print metrics as JSON")
@@ -214,6 +238,25 @@ def task_from_args(args: argparse.Namespace) -> dict[str, Any]:
 
 
 # ---------------------------------------------------------------------------- commands
+def _load_market(spec: Any, args: argparse.Namespace) -> Any:
+    """``load_market_data`` with the CLI's folders; a missing file's error says where it looked
+    and how to point elsewhere."""
+    from trainer.data.pipeline import load_market_data
+
+    try:
+        return load_market_data(spec, data_dir=args.data_dir, cache_dir=args.cache_dir)
+    except DataError as exc:
+        missing = exc.details.get("file")
+        if not missing or Path(missing).exists():
+            raise
+        where = f"--data-dir {args.data_dir}" if args.data_dir else "the current folder (no --data-dir)"
+        raise DataError(
+            f"{exc.message}; relative data paths resolve against {where}: pass --data-dir DIR or set "
+            "PADDOCK_DATA_DIR to the folder holding the data",
+            **exc.details,
+        ) from None
+
+
 @contextlib.contextmanager
 def _graceful_interrupt() -> Iterator[dict[str, bool]]:
     """First Ctrl-C asks training to stop after the current update (a checkpoint is still
@@ -248,16 +291,18 @@ def cmd_train(args: argparse.Namespace) -> int:
     from tqdm import tqdm
 
     from trainer.bundle import export_bundle
-    from trainer.data.pipeline import load_market_data
+    from trainer.data.splits import check_split_days
     from trainer.device import set_cpu_threads
-    from trainer.pod import TaskSpec, run_generation
+    from trainer.pod import SPLITS, TaskSpec, check_env_steps, run_generation
 
     task = TaskSpec.from_dict(task_from_args(args))
-    out = Path(args.out) if args.out else Path("paddock-runs") / _dt.datetime.now(_dt.UTC).strftime("%Y%m%dT%H%M%SZ")
-    set_cpu_threads()
-    market = load_market_data(task.data, data_dir=args.data_dir, cache_dir=args.cache_dir)
     total = args.env_steps
     per_gen = [total // args.generations + (1 if i < total % args.generations else 0) for i in range(args.generations)]
+    check_env_steps(task.algorithm, task.hyperparameters, min(per_gen), field="env_steps")
+    out = Path(args.out) if args.out else Path("paddock-runs") / _dt.datetime.now(_dt.UTC).strftime("%Y%m%dT%H%M%SZ")
+    set_cpu_threads()
+    market = _load_market(task.data, args)
+    check_split_days({name: task.split(name) for name in SPLITS}, market.dates)
     bar = tqdm(
         total=total,
         unit="step",
@@ -397,7 +442,7 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
     import dataclasses
 
     from trainer.bundle import _build_agent, load_agent, load_checkpoint
-    from trainer.data.pipeline import DataSpec, load_market_data
+    from trainer.data.pipeline import DataSpec
     from trainer.device import pick_device, set_cpu_threads
     from trainer.envs.stock_trading import EnvConfig
     from trainer.pod import TaskSpec, evaluate_policy
@@ -432,7 +477,7 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
     if args.start or args.end:
         data_fields["end"] = None if args.end else data_fields["end"]
     spec = DataSpec.from_dict(data_fields, prefix="data")
-    market = load_market_data(spec, data_dir=args.data_dir, cache_dir=args.cache_dir)
+    market = _load_market(spec, args)
     window = market.slice(start, end, name=name)
     env_config = EnvConfig.from_dict(env_dict)
     metrics = evaluate_policy(policy, window, dataclasses.replace(env_config), device=device)

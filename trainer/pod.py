@@ -35,17 +35,23 @@ from trainer.backtest.metrics import compute_metrics
 from trainer.bundle import load_checkpoint, save_checkpoint, sha256_file, utc_now
 from trainer.data.market import MarketData
 from trainer.data.pipeline import DataSpec, load_market_data
+from trainer.data.splits import MIN_SPLIT_DAYS, check_split_days
 from trainer.device import pick_device
 from trainer.envs.stock_trading import EnvConfig, StockTradingVecEnv
 from trainer.errors import BundleError, ConfigError
 
 __all__ = [
     "DEMO_DATA_FILE",
+    "MAX_BUFFER_BYTES",
+    "MIN_SPLIT_DAYS",
     "SPLITS",
     "GenerationResult",
     "TaskSpec",
+    "buffer_bytes",
+    "check_env_steps",
     "demo_task_dict",
     "evaluate_policy",
+    "min_env_steps",
     "run_generation",
 ]
 
@@ -56,6 +62,10 @@ DEMO_DATA_FILE = "dow30_daily_eodhd_2010-01-04_2022-11-15.csv.gz"
 #: trading days (one quarter). They show whether the score depends on the start day.
 EVAL_RANDOM_WINDOWS = 4
 EVAL_WINDOW_DAYS = 63
+#: Largest rollout (PPO) or replay (SAC) buffer a task may ask for: 8 GiB, a third of a 24 GB GPU
+#: and well inside a worker's RAM. Checked with :func:`buffer_bytes` when the observation size is
+#: known (the task names its tickers, or the data is loaded).
+MAX_BUFFER_BYTES = 8 * 2**30
 
 Policy = Callable[[torch.Tensor], torch.Tensor]
 """obs (B, obs_dim) float32 -> action (B, action_dim) float32 in [-1, 1], same device."""
@@ -181,7 +191,10 @@ class TaskSpec:
             ConfigError: the first problem found, with ``details["field"]`` a dotted path such
                 as ``"data.paths"``, ``"validation.start"``, ``"env.hmax"``,
                 ``"hyperparameters.learning_rate"``; also when splits overlap or are out of
-                order (train < validation < test), or lie outside ``data.start``/``data.end``.
+                order (train < validation < test), or lie outside ``data.start``/``data.end``;
+                also when ``data.tickers`` is given and the agent's buffer would need more than
+                :data:`MAX_BUFFER_BYTES` (:func:`check_buffer_memory`). Whether the splits hold
+                enough trading days is checked when the data is loaded (:func:`run_generation`).
         """
         if not isinstance(data, Mapping):
             raise ConfigError("task must be an object", field="task")
@@ -225,6 +238,9 @@ class TaskSpec:
             )
         algorithm = algorithm.strip().lower()
         hyperparameters = validate_hyperparameters(algorithm, data.get("hyperparameters") or {})
+        if spec.tickers is not None:  # else the observation size is known once the data is loaded
+            n = len(spec.tickers)
+            check_buffer_memory(algorithm, hyperparameters, observation_size(n, len(spec.indicators)), n)
         return cls(
             data=spec,
             train=ranges["train"],
@@ -273,6 +289,79 @@ def validate_hyperparameters(algorithm: str, hyperparameters: Any) -> dict[str, 
         return config_cls.from_dict(dict(hyperparameters)).to_dict()
     except ConfigError as exc:
         raise _reprefix(exc, "hyperparameters", inner=algorithm) from None
+
+
+def observation_size(num_tickers: int, num_features: int) -> int:
+    """``obs_dim`` of :class:`StockTradingVecEnv`: cash, N prices, N holdings, N x F indicators."""
+    return 1 + 2 * num_tickers + num_tickers * num_features
+
+
+def buffer_bytes(algorithm: str, hyperparameters: Mapping[str, Any], obs_dim: int, action_dim: int) -> int:
+    """Bytes of the agent's largest allocation: PPO's rollout buffer or SAC's replay buffer.
+
+    PPO stores ``rollout_steps x num_envs`` transitions of obs, action and 8 float32 scalars
+    (log-prob, reward, value, final value, episode return, advantage, return, done flags);
+    SAC stores ``buffer_size`` transitions of obs, next obs, action, reward and done
+    (see :mod:`trainer.buffers`). Networks and activations come on top.
+
+    Args:
+        algorithm: ``"ppo"`` or ``"sac"``.
+        hyperparameters: the algorithm's validated hyperparameter dict.
+        obs_dim, action_dim: sizes of the env's observation and action vectors.
+    """
+    hp = hyperparameters
+    if algorithm == "sac":
+        return int(hp["buffer_size"]) * (2 * obs_dim + action_dim + 2) * 4
+    return int(hp["rollout_steps"]) * int(hp["num_envs"]) * (obs_dim + action_dim + 8) * 4
+
+
+def check_buffer_memory(algorithm: str, hyperparameters: Mapping[str, Any], obs_dim: int, action_dim: int) -> None:
+    """Refuse hyperparameters whose buffer (:func:`buffer_bytes`) exceeds :data:`MAX_BUFFER_BYTES`.
+
+    Raises:
+        ConfigError: naming ``hyperparameters.buffer_size`` (SAC) or ``hyperparameters.num_envs``
+            (PPO, whose buffer is ``rollout_steps x num_envs`` transitions).
+    """
+    size = buffer_bytes(algorithm, hyperparameters, obs_dim, action_dim)
+    if size <= MAX_BUFFER_BYTES:
+        return
+    gib, cap = size / 2**30, MAX_BUFFER_BYTES / 2**30
+    if algorithm == "sac":
+        raise ConfigError(
+            f"hyperparameters.buffer_size: a replay buffer of {hyperparameters['buffer_size']} transitions of "
+            f"{obs_dim}-dim observations needs {gib:.1f} GiB, more than the {cap:g} GiB allowed; make it smaller",
+            field="hyperparameters.buffer_size",
+        )
+    raise ConfigError(
+        f"hyperparameters.num_envs: a rollout of rollout_steps x num_envs = {hyperparameters['rollout_steps']} x "
+        f"{hyperparameters['num_envs']} transitions of {obs_dim}-dim observations needs {gib:.1f} GiB, more than "
+        f"the {cap:g} GiB allowed; lower num_envs or rollout_steps",
+        field="hyperparameters.num_envs",
+    )
+
+
+def min_env_steps(algorithm: str, hyperparameters: Mapping[str, Any]) -> int:
+    """Fewest env steps a generation can train: one PPO rollout (``num_envs x rollout_steps``)
+    or one SAC vector step (``num_envs`` transitions)."""
+    n = int(hyperparameters["num_envs"])
+    return n if algorithm == "sac" else n * int(hyperparameters["rollout_steps"])
+
+
+def check_env_steps(algorithm: str, hyperparameters: Mapping[str, Any], env_steps: int, *, field: str) -> None:
+    """Refuse a generation budget smaller than :func:`min_env_steps`.
+
+    Raises:
+        ConfigError: naming ``field`` (e.g. ``"generation_steps"``).
+    """
+    need = min_env_steps(algorithm, hyperparameters)
+    if env_steps < need:
+        what = (
+            f"one vector step of num_envs = {need}"
+            if algorithm == "sac"
+            else f"one rollout of num_envs x rollout_steps = {hyperparameters['num_envs']} x "
+            f"{hyperparameters['rollout_steps']} = {need}"
+        )
+        raise ConfigError(f"{field}: {env_steps} env steps are less than {what}", field=field)
 
 
 # ---------------------------------------------------------------------------- evaluation
@@ -521,8 +610,10 @@ def run_generation(
         :class:`GenerationResult`.
 
     Raises:
-        ConfigError: an invalid task, budget, device or hyperparameter change.
-        DataError: the data cannot be loaded or a split has no trading days.
+        ConfigError: an invalid task, budget, device or hyperparameter change; a split with
+            fewer trading days than :data:`MIN_SPLIT_DAYS` or outside the data (field
+            ``"<split>.start"``/``"<split>.end"``); a buffer over :data:`MAX_BUFFER_BYTES`.
+        DataError: the data cannot be loaded.
         BundleError: the parent checkpoint is unreadable or does not fit the task (other
             algorithm, tickers or indicators).
     """
@@ -537,6 +628,7 @@ def run_generation(
     market = (
         market_data if market_data is not None else load_market_data(task.data, data_dir=data_dir, cache_dir=cache_dir)
     )
+    check_split_days({name: task.split(name) for name in SPLITS}, market.dates)
     train_data = market.slice(*task.train, name="train")
     validation_data = market.slice(*task.validation, name="validation")
 
@@ -559,6 +651,9 @@ def run_generation(
     changes = dict(hyperparameters or {})
     merged = validate_hyperparameters(task.algorithm, {**base_hp, **changes})
 
+    check_buffer_memory(
+        task.algorithm, merged, observation_size(len(market.tickers), len(market.feature_names)), len(market.tickers)
+    )
     env = StockTradingVecEnv(train_data, task.env, num_envs=int(merged["num_envs"]), device=torch_device, seed=seed)
     layout = env.observation_layout()
     if parent_state is not None and _layout_key(parent_state["observation_layout"]) != _layout_key(layout):

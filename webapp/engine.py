@@ -93,6 +93,78 @@ def validate_task(spec: dict[str, Any]) -> dict[str, Any]:
         raise AppError.from_trainer(exc) from exc
 
 
+_calendar_cache: OrderedDict[tuple, Any] = OrderedDict()
+_CALENDAR_CACHE_SIZE = 16
+
+
+def check_task_splits(splits: dict[str, Any], *, paths: Sequence[str | Path], tickers: Sequence[str]) -> None:
+    """Check a task's date splits against the trading days of its data files.
+
+    Each split must hold data and at least ``trainer.data.splits.MIN_SPLIT_DAYS`` trading days
+    (train 126, validation 20, test 20). Only the date and ticker columns are read
+    (``trainer.data.loading.trading_dates``), once per process and file version: no prices,
+    indicators or torch. Training checks again on the fully processed data.
+
+    Args:
+        splits: ``{"train": {"start", "end"}, ...}`` as ``validate_task`` returns them.
+        paths: absolute data file paths of the dataset.
+        tickers: the task's tickers.
+
+    Raises:
+        AppError: naming ``<split>.start`` or ``<split>.end``; or an unreadable file.
+    """
+    from trainer.data.loading import trading_dates
+    from trainer.data.splits import check_split_days
+
+    key = (
+        tuple((str(p), Path(p).stat().st_mtime_ns if Path(p).exists() else 0) for p in paths),
+        tuple(sorted(tickers)),
+    )
+    try:
+        with _market_lock:
+            days = _calendar_cache.get(key)
+        if days is None:
+            days = trading_dates([str(p) for p in paths], tickers=tickers)
+            with _market_lock:
+                _calendar_cache[key] = days
+                while len(_calendar_cache) > _CALENDAR_CACHE_SIZE:
+                    _calendar_cache.popitem(last=False)
+        check_split_days({name: (r["start"], r["end"]) for name, r in splits.items()}, days)
+    except TrainerError as exc:
+        raise AppError.from_trainer(exc) from exc
+
+
+def check_generation_steps(algorithm: str, hyperparameters: dict[str, Any], generation_steps: int) -> None:
+    """Refuse generations shorter than one PPO rollout or one SAC vector step
+    (``trainer.pod.check_env_steps``).
+
+    Raises:
+        AppError: naming ``generation_steps``.
+    """
+    from trainer.pod import check_env_steps
+
+    try:
+        check_env_steps(algorithm, hyperparameters, int(generation_steps), field="generation_steps")
+    except TrainerError as exc:
+        raise AppError.from_trainer(exc) from exc
+
+
+def preload_trainer() -> threading.Thread:
+    """Import the trainer's task validation (and with it torch, about 3 s) in a background
+    thread, so that a web process's first task validation does not wait for it.
+
+    Returns:
+        The started daemon thread.
+    """
+
+    def load() -> None:
+        import trainer.pod  # noqa: F401
+
+    thread = threading.Thread(target=load, name="paddock-preload-trainer", daemon=True)
+    thread.start()
+    return thread
+
+
 # --- tournament ----------------------------------------------------------------------------
 
 

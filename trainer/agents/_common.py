@@ -17,6 +17,16 @@ from trainer.errors import ConfigError
 ProgressFn = Callable[[dict], None]
 StopFn = Callable[[], bool]
 
+# Upper bounds shared by the algorithm configs. They are far above anything that trains well on
+# daily data and exist so that a typo (num_envs 100000000, a 100 000-wide layer) is a
+# ConfigError naming the field instead of a 40 GB allocation that fails minutes later.
+#: Most parallel envs per pod (2**16); ElegantRL-Podracer's GPU pods use 2**10-2**12.
+MAX_NUM_ENVS = 65_536
+#: Widest hidden layer; the first layer holds obs_dim x width weights (300 x 4096 = 1.2 M).
+MAX_HIDDEN_SIZE = 4_096
+#: Deepest MLP (hidden layers); 2-3 is usual for continuous control.
+MAX_HIDDEN_LAYERS = 8
+
 
 def _coerce(value: Any, hint: Any, field: str) -> Any:
     """Check ``value`` against a field's type hint and return it in canonical form.
@@ -69,6 +79,16 @@ class AgentConfig:
 
     def validate(self) -> None:  # pragma: no cover - overridden
         raise NotImplementedError
+
+    def _require_hidden_sizes(self) -> None:
+        """``hidden_sizes``: 1 to :data:`MAX_HIDDEN_LAYERS` layers, each 1 to :data:`MAX_HIDDEN_SIZE` wide."""
+        sizes = self.hidden_sizes
+        self._require(
+            1 <= len(sizes) <= MAX_HIDDEN_LAYERS, "hidden_sizes", f"must list 1 to {MAX_HIDDEN_LAYERS} layer widths"
+        )
+        self._require(
+            all(1 <= h <= MAX_HIDDEN_SIZE for h in sizes), "hidden_sizes", f"must be in [1, {MAX_HIDDEN_SIZE}] each"
+        )
 
     def _require(self, ok: bool, name: str, message: str) -> None:
         """Raise ``ConfigError`` for field ``name`` unless ``ok``."""

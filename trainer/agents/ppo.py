@@ -26,6 +26,7 @@ import torch
 from torch import nn
 
 from trainer.agents._common import (
+    MAX_NUM_ENVS,
     AgentConfig,
     ProgressFn,
     StopFn,
@@ -50,6 +51,11 @@ from trainer.ops.losses import ppo_loss_gradients
 
 __all__ = ["PENDULUM_PPO", "PPOAgent", "PPOConfig"]
 
+#: Longest rollout per env (16 years of trading days; the default is 16).
+MAX_ROLLOUT_STEPS = 4_096
+#: Most passes over one rollout (the PPO paper uses 3-15).
+MAX_UPDATE_EPOCHS = 100
+
 
 @dataclass
 class PPOConfig(AgentConfig):
@@ -63,13 +69,16 @@ class PPOConfig(AgentConfig):
     see ``benchmarks/train_throughput.py``. ``PENDULUM_PPO`` holds a preset for Pendulum.
 
     Attributes:
-        num_envs: parallel envs E the pod creates, >= 1. One rollout is ``rollout_steps * num_envs``
+        num_envs: parallel envs E the pod creates, 1..65 536. One rollout is ``rollout_steps * num_envs``
             transitions (16 384 by default, a large batch in the spirit of ElegantRL-Podracer).
-        rollout_steps: steps T per env and rollout, >= 1.
-        hidden_sizes: widths of the actor and critic MLPs (tanh), each >= 1. (64, 64) is also
-            Stable-Baselines3's default; the first layer (obs_dim x 64) dominates the cost.
+        rollout_steps: steps T per env and rollout, 1..4 096. The rollout buffer holds about
+            ``T * E * (obs_dim + action_dim + 8) * 4`` bytes (22 MB at the defaults with 300-dim
+            observations); a task whose buffer would pass ``trainer.pod.MAX_BUFFER_BYTES`` is refused.
+        hidden_sizes: widths of the actor and critic MLPs (tanh), 1 to 8 layers of 1..4 096 each.
+            (64, 64) is also Stable-Baselines3's default; the first layer (obs_dim x 64) dominates
+            the cost.
         learning_rate: Adam step size for actor and critic, > 0 (mutable by PBT).
-        update_epochs: passes K over each rollout, >= 1 (the PPO paper uses 3-15 with small
+        update_epochs: passes K over each rollout, 1..100 (the PPO paper uses 3-15 with small
             rollouts; with 16k-sample rollouts 2 passes learned as well as 8 at 1/4 the cost).
         num_minibatches: gradient steps per epoch, 1..rollout_steps*num_envs; each rollout is
             split into this many near-equal minibatches (4 096 samples each by default). A count
@@ -117,11 +126,11 @@ class PPOConfig(AgentConfig):
     def validate(self) -> None:
         """Raise :class:`ConfigError` naming the first impossible field."""
         r = self._require
-        r(self.num_envs >= 1, "num_envs", "must be >= 1")
-        r(self.rollout_steps >= 1, "rollout_steps", "must be >= 1")
-        r(len(self.hidden_sizes) >= 1 and all(h >= 1 for h in self.hidden_sizes), "hidden_sizes", "must be >= 1 each")
+        r(1 <= self.num_envs <= MAX_NUM_ENVS, "num_envs", f"must be in [1, {MAX_NUM_ENVS}]")
+        r(1 <= self.rollout_steps <= MAX_ROLLOUT_STEPS, "rollout_steps", f"must be in [1, {MAX_ROLLOUT_STEPS}]")
+        self._require_hidden_sizes()
         r(math.isfinite(self.learning_rate) and self.learning_rate > 0, "learning_rate", "must be > 0")
-        r(self.update_epochs >= 1, "update_epochs", "must be >= 1")
+        r(1 <= self.update_epochs <= MAX_UPDATE_EPOCHS, "update_epochs", f"must be in [1, {MAX_UPDATE_EPOCHS}]")
         batch = self.rollout_steps * self.num_envs
         r(1 <= self.num_minibatches <= batch, "num_minibatches", f"must be in [1, rollout_steps * num_envs = {batch}]")
         r(0 < self.gamma <= 1, "gamma", "must be in (0, 1]")

@@ -24,7 +24,16 @@ from typing import Any, ClassVar
 import torch
 from torch import nn
 
-from trainer.agents._common import AgentConfig, ProgressFn, StopFn, Throttle, check_env, seeded_init, set_lr
+from trainer.agents._common import (
+    MAX_NUM_ENVS,
+    AgentConfig,
+    ProgressFn,
+    StopFn,
+    Throttle,
+    check_env,
+    seeded_init,
+    set_lr,
+)
 from trainer.agents.networks import DeterministicPolicy, RunningMeanStd, SquashedGaussianActor, TwinQ
 from trainer.buffers.replay import ReplayBuffer
 from trainer.errors import ConfigError
@@ -32,24 +41,33 @@ from trainer.ops.losses import sac_actor_loss, sac_critic_loss, sac_critic_targe
 
 __all__ = ["SACAgent", "SACConfig"]
 
+#: Largest replay buffer, in transitions (4.2 M; 10.6 GB with 300-dim observations).
+MAX_BUFFER_SIZE = 2**22
+#: Largest minibatch of one gradient update.
+MAX_BATCH_SIZE = 65_536
+#: Most gradient updates after one vector env step.
+MAX_UPDATES_PER_STEP = 64
+
 
 @dataclass
 class SACConfig(AgentConfig):
     """SAC hyperparameters. Defaults target the stock-trading env (1024 envs, ~300 obs, 29 actions).
 
     Attributes:
-        num_envs: parallel envs E the pod creates, >= 1; each env step adds E transitions.
-        hidden_sizes: widths of the actor and of each Q network (ReLU), each >= 1.
+        num_envs: parallel envs E the pod creates, 1..65 536; each env step adds E transitions.
+        hidden_sizes: widths of the actor and of each Q network (ReLU), 1 to 8 layers of
+            1..4 096 each.
         actor_learning_rate: Adam step size of the policy, > 0 (mutable by PBT).
         critic_learning_rate: Adam step size of the twin critics, > 0 (mutable by PBT).
         alpha_learning_rate: Adam step size of the log temperature, > 0.
-        batch_size: transitions per gradient update, >= 1.
-        buffer_size: replay capacity in transitions, >= num_envs. Memory is about
+        batch_size: transitions per gradient update, 1..65 536.
+        buffer_size: replay capacity in transitions, num_envs..2**22. Memory is about
             ``buffer_size * (2 obs_dim + action_dim + 2) * 4`` bytes (660 MB at the default with
-            300-dim observations).
+            300-dim observations); a task whose buffer would pass ``trainer.pod.MAX_BUFFER_BYTES``
+            is refused.
         learning_starts: transitions collected (uniform random actions) before the first update,
             >= 0; updates also wait until the buffer holds ``max(learning_starts, batch_size)``.
-        updates_per_step: gradient updates after each vector env step, >= 1. The replay ratio
+        updates_per_step: gradient updates after each vector env step, 1..64. The replay ratio
             (updates per transition) is ``updates_per_step / num_envs``; with many envs the
             large batch compensates (ElegantRL-Podracer, arXiv 2112.05923, sec. 4).
         gamma: discount in (0, 1].
@@ -87,15 +105,20 @@ class SACConfig(AgentConfig):
     def validate(self) -> None:
         """Raise :class:`ConfigError` naming the first impossible field."""
         r = self._require
-        r(self.num_envs >= 1, "num_envs", "must be >= 1")
-        r(len(self.hidden_sizes) >= 1 and all(h >= 1 for h in self.hidden_sizes), "hidden_sizes", "must be >= 1 each")
+        r(1 <= self.num_envs <= MAX_NUM_ENVS, "num_envs", f"must be in [1, {MAX_NUM_ENVS}]")
+        self._require_hidden_sizes()
         for name in ("actor_learning_rate", "critic_learning_rate", "alpha_learning_rate"):
             value = getattr(self, name)
             r(math.isfinite(value) and value > 0, name, "must be > 0")
-        r(self.batch_size >= 1, "batch_size", "must be >= 1")
+        r(1 <= self.batch_size <= MAX_BATCH_SIZE, "batch_size", f"must be in [1, {MAX_BATCH_SIZE}]")
         r(self.buffer_size >= self.num_envs, "buffer_size", f"must be >= num_envs ({self.num_envs})")
+        r(self.buffer_size <= MAX_BUFFER_SIZE, "buffer_size", f"must be <= {MAX_BUFFER_SIZE} (2**22)")
         r(self.learning_starts >= 0, "learning_starts", "must be >= 0")
-        r(self.updates_per_step >= 1, "updates_per_step", "must be >= 1")
+        r(
+            1 <= self.updates_per_step <= MAX_UPDATES_PER_STEP,
+            "updates_per_step",
+            f"must be in [1, {MAX_UPDATES_PER_STEP}]",
+        )
         r(0 < self.gamma <= 1, "gamma", "must be in (0, 1]")
         r(0 < self.tau <= 1, "tau", "must be in (0, 1]")
         r(math.isfinite(self.initial_alpha) and self.initial_alpha > 0, "initial_alpha", "must be > 0")

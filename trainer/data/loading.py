@@ -3,7 +3,9 @@
 Supported inputs (CSV, CSV.gz or Parquet, chosen by the file suffix):
 
 * **long layout**: one row per ``(date, ticker)``, columns ``date, tic, open, high, low, close,
-  [adj_close], volume`` in any order and letter case. Common aliases are accepted: ``Date``,
+  [adj_close], volume`` in any order and letter case. ``open/high/low/close`` may be left out
+  only when all four ``adj_open/adj_high/adj_low/adj_close`` are present; ``adj_close`` alone
+  does not replace ``close`` (the daily factor ``adj_close / close`` is needed to adjust the rest). Common aliases are accepted: ``Date``,
   ``datetime``, ``timestamp``; ``ticker``, ``symbol``; ``Adj Close``, ``adjclose``,
   ``Adjusted_close``; ``vol``.
 * **one file per ticker**: the same columns without ``tic``; the ticker is the ``ticker=``
@@ -105,7 +107,7 @@ def expand_paths(paths: str | Path | Iterable[str | Path]) -> list[Path]:
         elif p.is_file():
             out.append(p)
         else:
-            raise DataError(f"data file {p} does not exist", file=str(p))
+            raise DataError(f"data file {p.absolute()} does not exist", file=str(p))
     if not out:
         raise DataError("no data file given", field="paths")
     return out
@@ -169,14 +171,22 @@ def normalize_frame(
     notes: list[str] = []
 
     missing = [c for c in ("date", "volume") if c not in frame.columns]
-    for c in PRICE_COLUMNS:
-        if c not in frame.columns and f"adj_{c}" not in frame.columns:
-            missing.append(c)
+    all_adjusted = all(f"adj_{c}" in frame.columns for c in PRICE_COLUMNS)
+    if not all_adjusted:
+        # Raw open/high/low/close are required: with adj_close alone, open/high/low could not be
+        # put on the same (adjusted) basis as the close, and the indicators mix both.
+        missing.extend(c for c in PRICE_COLUMNS if c not in frame.columns)
     if "tic" not in frame.columns and not ticker:
         missing.append("tic")
     if missing:
+        hint = (
+            " (adj_close cannot stand in for close: open/high/low are adjusted by adj_close / close; give close, "
+            "or all of adj_open, adj_high, adj_low, adj_close)"
+            if "close" in missing and "adj_close" in frame.columns
+            else ""
+        )
         raise DataError(
-            f"{origin}: missing column(s) {', '.join(missing)}; found {', '.join(map(str, seen.values()))}",
+            f"{origin}: missing column(s) {', '.join(missing)}; found {', '.join(map(str, seen.values()))}{hint}",
             file=file,
             field=missing[0],
         )
@@ -208,9 +218,9 @@ def normalize_frame(
         out["close"] = numeric["adj_close"]
         out["raw_close"] = numeric["close"]
         notes.append(f"{origin}: open/high/low adjusted by the factor adj_close/close of each day")
-    else:
+    else:  # raw open/high/low/close, all present (checked above)
         for c in PRICE_COLUMNS:
-            out[c] = numeric[c] if c in numeric else numeric[f"adj_{c}"]
+            out[c] = numeric[c]
         if not have_adj:
             notes.append(f"{origin}: no adjusted prices in the file; raw prices used (splits show as jumps)")
     out["volume"] = numeric["volume"]
@@ -428,3 +438,47 @@ def load_panel(
     panel.attrs["files"] = dict(owner)
     panel.attrs["source"] = ", ".join(p.name for p in files)
     return panel
+
+
+def trading_dates(paths: str | Path | Sequence[str | Path], *, tickers: Sequence[str] | None = None) -> np.ndarray:
+    """The days on which any of ``tickers`` has a row, reading only the date and ticker columns.
+
+    Cheap (no price validation, no indicators): for checking a task's date splits against
+    files that :func:`load_panel` has already accepted. Unparseable dates are skipped.
+
+    Args:
+        paths: as for :func:`load_panel`.
+        tickers: only rows of these tickers (case-insensitive); ``None`` = every row.
+
+    Returns:
+        (T,) sorted unique ``datetime64[D]``.
+
+    Raises:
+        DataError: a path does not exist, a file cannot be read or has no date column.
+    """
+    wanted = None if tickers is None else {str(t).strip().upper() for t in tickers}
+    found: list[np.ndarray] = []
+    for path in expand_paths(paths):
+        try:
+            if _is_parquet(path):
+                import pyarrow.parquet as pq
+
+                names = pq.read_schema(path).names
+                frame = pd.read_parquet(path, columns=[c for c in names if _canonical(c) in ("date", "tic")])
+            else:
+                frame = pd.read_csv(path, usecols=lambda c: _canonical(c) in ("date", "tic"), dtype=str)
+        except (OSError, ValueError, pd.errors.ParserError) as exc:
+            raise DataError(f"{path.name}: cannot be read ({exc})", file=str(path)) from exc
+        frame = frame.set_axis([_canonical(c) for c in frame.columns], axis=1)
+        if "date" not in frame.columns:
+            raise DataError(f"{path.name}: missing column(s) date", file=str(path), field="date")
+        if wanted is not None:
+            if "tic" in frame.columns:
+                frame = frame[frame["tic"].astype(str).str.strip().str.upper().isin(wanted).to_numpy()]
+            elif ticker_from_filename(path) not in wanted:
+                continue
+        days = frame["date"]
+        if not pd.api.types.is_datetime64_any_dtype(days):
+            days = pd.to_datetime(days.astype(str).str.strip().str.slice(0, 10), format="%Y-%m-%d", errors="coerce")
+        found.append(days.dropna().to_numpy().astype("datetime64[D]"))
+    return np.unique(np.concatenate(found)) if found else np.array([], dtype="datetime64[D]")

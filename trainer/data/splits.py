@@ -4,8 +4,15 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
+import numpy as np
+
 from trainer.data.market import MarketData
-from trainer.errors import DataError
+from trainer.errors import ConfigError, DataError
+
+#: Fewest trading days each split of a task must hold. Train: two of the env's 63-day
+#: (one-quarter) random-start episodes, so starts can vary; validation and test: about one
+#: month, the least over which a Sharpe ratio of daily returns means anything.
+MIN_SPLIT_DAYS = {"train": 126, "validation": 20, "test": 20}
 
 
 def split_market_data(data: MarketData, ranges: Mapping[str, tuple]) -> dict[str, MarketData]:
@@ -39,3 +46,50 @@ def split_market_data(data: MarketData, ranges: Mapping[str, tuple]) -> dict[str
         out[name] = part
         previous = name
     return out
+
+
+def check_split_days(
+    ranges: Mapping[str, tuple[str, str]],
+    dates: np.ndarray,
+    *,
+    minimum: Mapping[str, int] = MIN_SPLIT_DAYS,
+) -> dict[str, int]:
+    """Check that every split holds data and at least ``minimum[name]`` trading days.
+
+    Args:
+        ranges: name -> inclusive ``(start, end)`` ``YYYY-MM-DD``, e.g. a task's train,
+            validation and test splits.
+        dates: (T,) sorted trading days of the data (``datetime64[D]`` or anything NumPy turns
+            into it), e.g. ``MarketData.dates``.
+        minimum: name -> fewest trading days (names not in it need 1).
+
+    Returns:
+        name -> number of trading days in the split.
+
+    Raises:
+        ConfigError: a split lies outside the data (``field`` is ``"<name>.start"`` when it
+            starts after the last day, ``"<name>.end"`` when it ends before the first) or is
+            shorter than its minimum (``"<name>.end"``); the message gives the data's range.
+    """
+    days = np.asarray(dates, dtype="datetime64[D]")
+    if days.size == 0:
+        raise ConfigError("the data holds no trading day", field="data")
+    first, last = days[0], days[-1]
+    covers = f"the data covers {first} to {last}"
+    counts: dict[str, int] = {}
+    for name, (start, end) in ranges.items():
+        lo, hi = np.datetime64(str(start)[:10], "D"), np.datetime64(str(end)[:10], "D")
+        if lo > last:
+            raise ConfigError(f"{name}.start: {lo} is after the last day of the data ({covers})", field=f"{name}.start")
+        if hi < first:
+            raise ConfigError(f"{name}.end: {hi} is before the first day of the data ({covers})", field=f"{name}.end")
+        count = int(np.searchsorted(days, hi, side="right") - np.searchsorted(days, lo, side="left"))
+        need = int(minimum.get(name, 1))
+        if count < need:
+            raise ConfigError(
+                f"{name}.end: the {name} split {lo} to {hi} holds {count} trading day(s); it needs at least "
+                f"{need} ({covers})",
+                field=f"{name}.end",
+            )
+        counts[name] = count
+    return counts

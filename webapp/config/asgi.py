@@ -23,7 +23,11 @@ from channels.auth import AuthMiddlewareStack  # noqa: E402
 from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402
 from channels.security.websocket import AllowedHostsOriginValidator  # noqa: E402
 
+from webapp import engine  # noqa: E402
 from webapp.config.routing import websocket_urlpatterns  # noqa: E402
+
+# The first task validation would otherwise import torch inside a request (about 3 s).
+engine.preload_trainer()
 
 application = ProtocolTypeRouter(
     {

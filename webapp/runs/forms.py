@@ -15,6 +15,7 @@ from webapp import engine
 from webapp.core.errors import AppError
 from webapp.runs import queries
 from webapp.runs.models import ClusterBudget, Run
+from webapp.runs.services import DEFAULT_GENERATION_STEPS
 
 DEFAULT_MUTATION = {"bounds": {"learning_rate": [1e-5, 1e-2]}, "factors": [0.8, 1.25], "probability": 1.0}
 
@@ -100,7 +101,11 @@ class RunForm(forms.Form):
 
     budget = forms.ModelChoiceField(queryset=None, help_text="The compute this run draws on.")
     num_pods = forms.IntegerField(initial=2, min_value=1, help_text="Generations trained at once (one GPU each).")
-    generation_steps = forms.IntegerField(initial=16384, min_value=1, help_text="Env steps per generation.")
+    generation_steps = forms.IntegerField(
+        initial=DEFAULT_GENERATION_STEPS,
+        min_value=1,
+        help_text="Env steps per generation; at least one PPO rollout (num_envs x rollout_steps).",
+    )
     leaderboard_size = forms.IntegerField(initial=5, min_value=1, help_text="K, the agents kept on the leaderboard.")
     fresh_probability = forms.FloatField(
         initial=0.1, help_text="Chance in [0, 1] that a generation starts from a new random agent."

@@ -7,7 +7,7 @@ from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
-from webapp.runs import queries
+from webapp.runs import queries, services
 from webapp.runs.models import Agent, ClusterBudget, Run, Task
 
 
@@ -74,7 +74,11 @@ class TaskCreateSerializer(serializers.Serializer):
     name = serializers.CharField(max_length=200)
     dataset = _UserScopedPK(queries.dataset_queryset)
     tickers = serializers.ListField(
-        child=serializers.CharField(max_length=20), required=False, default=list, help_text="empty = all"
+        child=serializers.CharField(max_length=20),
+        required=False,
+        default=None,
+        allow_null=True,
+        help_text="a non-empty subset of the dataset's tickers; leave it out (or null) for all of them",
     )
     splits = serializers.DictField(help_text='{"train": [start, end], "validation": [...], "test": [...]}')
     env = serializers.DictField(required=False, default=dict)
@@ -134,7 +138,10 @@ class RunCreateSerializer(serializers.Serializer):
     budget = _UserScopedPK(queries.budget_queryset)
     name = serializers.CharField(max_length=200, required=False, allow_blank=True, default="")
     num_pods = serializers.IntegerField(default=2, help_text="size of the training pool")
-    generation_steps = serializers.IntegerField(default=2048, help_text="env steps per generation")
+    generation_steps = serializers.IntegerField(
+        default=services.DEFAULT_GENERATION_STEPS,
+        help_text="env steps per generation, at least one PPO rollout (num_envs x rollout_steps)",
+    )
     leaderboard_size = serializers.IntegerField(default=5, help_text="K agents kept")
     fresh_probability = serializers.FloatField(default=0.1, help_text="chance of starting from scratch")
     mutation = serializers.DictField(required=False, default=dict)

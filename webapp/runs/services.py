@@ -49,6 +49,9 @@ logger = logging.getLogger(__name__)
 
 MAX_ATTEMPTS = 3
 MAX_PODS = 256
+#: Env steps per generation when a run does not say (the New run form and the API): one PPO
+#: rollout at the default hyperparameters (1 024 envs x 16 steps).
+DEFAULT_GENERATION_STEPS = 16_384
 
 
 def _setting(name: str, default: float) -> float:
@@ -230,7 +233,7 @@ def task_create(
 
     Args:
         dataset: one of ``owner``'s datasets.
-        tickers: a subset of the dataset's tickers (``None`` = all of them).
+        tickers: a non-empty subset of the dataset's tickers (``None`` = all of them).
         splits: ``{"train": [start, end] or {"start", "end"}, "validation": ..., "test": ...}``,
             inclusive ``YYYY-MM-DD`` bounds (stored as ``{"start", "end"}``).
         env: ``EnvConfig`` fields (costs, hmax, initial cash...), defaults for the rest.
@@ -243,7 +246,12 @@ def task_create(
     """
     if dataset.owner_id != owner.id:
         raise AppError("dataset not found", fields={"dataset": "not found"}, status=404)
-    tickers = list(dataset.tickers) if not tickers else [str(t).strip().upper() for t in tickers]
+    if tickers is not None and not [t for t in tickers if str(t).strip()]:
+        raise AppError(
+            "tickers: choose at least one ticker, or leave the field out for all of the dataset's tickers",
+            fields={"tickers": "empty; leave it out for all tickers"},
+        )
+    tickers = list(dataset.tickers) if tickers is None else [str(t).strip().upper() for t in tickers if str(t).strip()]
     unknown = [t for t in tickers if t not in dataset.tickers]
     if unknown:
         raise AppError(
@@ -262,6 +270,9 @@ def task_create(
         "hyperparameters": hyperparameters or {},
     }
     normalized = engine.validate_task(spec)
+    engine.check_task_splits(
+        {k: normalized[k] for k in ("train", "validation", "test")}, paths=dataset.source_paths(), tickers=tickers
+    )
     return Task.objects.create(
         owner=owner,
         name=name,
@@ -298,7 +309,7 @@ def run_create(
     budget: ClusterBudget,
     name: str = "",
     num_pods: int = 2,
-    generation_steps: int = 2048,
+    generation_steps: int = DEFAULT_GENERATION_STEPS,
     leaderboard_size: int = 5,
     fresh_probability: float = 0.1,
     mutation: dict[str, Any] | None = None,
@@ -310,7 +321,8 @@ def run_create(
 
     Args:
         num_pods: size of the training pool (generations wanted at once).
-        generation_steps: env steps each generation trains.
+        generation_steps: env steps each generation trains, at least one PPO rollout
+            (``num_envs x rollout_steps``) or one SAC vector step (``num_envs``).
         leaderboard_size: K, the agents kept on the leaderboard.
         fresh_probability: chance in [0, 1] a generation starts from a new random agent.
         mutation: ``{"bounds": {hyperparameter: [low, high]}, "factors": [0.8, 1.25],
@@ -337,6 +349,7 @@ def run_create(
     if fields:
         first = next(iter(fields.items()))
         raise AppError(f"{first[0]}: {first[1]}", fields=fields)
+    engine.check_generation_steps(task.algorithm, task.hyperparameters, generation_steps)
     mutation = dict(mutation or {})
     engine.check_mutation(mutation, task.hyperparameters)
     return Run.objects.create(

@@ -161,3 +161,37 @@ def test_raw_prices_are_used_with_a_note_when_the_file_has_no_adjusted_column(do
     panel = load_panel(tmp_path / "ibm.csv")
     assert np.array_equal(panel["close"].to_numpy(), raw["close"].to_numpy())
     assert any("raw prices used" in n for n in panel.attrs["notes"])
+
+
+def test_adj_close_without_close_is_refused_naming_close(dow30_path, tmp_path):
+    raw = pd.read_csv(dow30_path, nrows=60)
+    raw[["date", "tic", "open", "high", "low", "adj_close", "volume"]].to_csv(tmp_path / "p.csv", index=False)
+    with pytest.raises(DataError, match="adj_close cannot stand in for close") as err:
+        load_panel(tmp_path / "p.csv")
+    assert err.value.details["field"] == "close"
+
+
+def test_a_file_without_any_close_column_is_refused_naming_close(dow30_path, tmp_path):
+    raw = pd.read_csv(dow30_path, nrows=60)
+    raw[["date", "tic", "open", "high", "low", "volume"]].to_csv(tmp_path / "p.csv", index=False)
+    with pytest.raises(DataError, match="missing column") as err:
+        load_panel(tmp_path / "p.csv")
+    assert err.value.details["field"] == "close"
+
+
+def test_all_four_adjusted_columns_need_no_raw_prices(dow30_path, tmp_path):
+    raw = pd.read_csv(dow30_path, nrows=60)
+    adjusted = raw[["date", "tic", "adj_open", "adj_high", "adj_low", "adj_close", "volume"]]
+    adjusted.to_csv(tmp_path / "p.csv", index=False)
+    panel = load_panel(tmp_path / "p.csv")
+    assert np.allclose(panel["close"].to_numpy(), adjusted.sort_values(["date", "tic"])["adj_close"].to_numpy())
+
+
+def test_trading_dates_reads_the_calendar_of_the_chosen_tickers(dow30_path):
+    from trainer.data.loading import trading_dates
+
+    days = trading_dates(dow30_path, tickers=["aapl"])
+    assert str(days[0]) == "2010-01-04" and str(days[-1]) == "2022-11-15"
+    assert len(days) == len(np.unique(days)) and (np.diff(days.astype("int64")) > 0).all()
+    dow = trading_dates(dow30_path, tickers=["DOW"])
+    assert str(dow[0]) == "2019-03-20"
