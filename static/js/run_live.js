@@ -5,7 +5,9 @@
 // older than what a part of the page already shows are ignored (events of different
 // processes may arrive slightly out of order). A sequence number still missing after
 // GAP_GRACE_MS, or any reconnect, makes the page ask for a fresh snapshot. Reconnects back
-// off exponentially (with jitter) up to MAX_BACKOFF_MS.
+// off exponentially (with jitter) up to MAX_BACKOFF_MS. Once the run has ended (finished,
+// failed, cancelled) the page takes one last snapshot, closes the socket and stops
+// reconnecting: the indicator then shows how the run ended instead of "live".
 (function () {
   "use strict";
 
@@ -32,6 +34,7 @@
     missing: new Set(),
     gapTimer: null,
     run: null,
+    ended: false, // the run is terminal and the page holds its final state; no reconnects
     lastBoardKey: "",
   };
   window.paddockLive = state; // for tests and the latency benchmark
@@ -100,6 +103,7 @@
     ws.onclose = (event) => {
       if (ws !== state.ws) return;
       state.synced = false;
+      if (state.ended) return;
       if (event.code in FINAL_CLOSE_CODES) {
         setIndicator("closed", FINAL_CLOSE_CODES[event.code]);
         return;
@@ -161,7 +165,16 @@
       applyPod(pod);
     }
     applyLeaderboard(msg.leaderboard, []);
-    setIndicator("live");
+    if (TERMINAL.includes(msg.run.status)) endLive(msg.run.status);
+    else setIndicator("live");
+  }
+
+  // The run is over and the snapshot just applied is its final state: nothing more will
+  // change, so stop listening (and reconnecting).
+  function endLive(status) {
+    state.ended = true;
+    setIndicator("ended", status);
+    if (state.ws) state.ws.close(1000, "run ended");
   }
 
   // --- run, budget, controls ------------------------------------------------------------
@@ -188,6 +201,8 @@
       button.disabled = !allowed[form.dataset.action];
     }
     applyBudget(run);
+    // Pods stopped with the run are not all announced one by one: a final snapshot has them.
+    if (TERMINAL.includes(run.status) && !state.ended && state.synced) requestSnapshot();
   }
 
   function applyBudget(run) {
@@ -197,19 +212,20 @@
     $("#budget-steps").textContent = fmtCount(b.env_steps_used);
     $("#budget-pods").textContent = b.pods_running;
     $("#budget-pods-max").textContent = b.max_concurrent_pods;
-    const fractions = [];
-    if (b.gpu_hours_cap) fractions.push(b.gpu_hours_used / b.gpu_hours_cap);
-    if (b.env_step_cap) fractions.push(b.env_steps_used / b.env_step_cap);
-    const remaining = [];
+    // The spent fraction is the server's (selectors.budget_progress): the largest over the
+    // budget's limits, the same number the runs list and the API show.
+    const progress = b.progress || { fraction: null, limits: {} };
+    const used = progress.fraction;
     const elapsed = run.elapsed_s || 0;
-    if (b.max_wall_clock_s && elapsed) {
-      fractions.push(elapsed / b.max_wall_clock_s);
-      remaining.push(b.max_wall_clock_s - elapsed);
-    }
+    const remaining = [];
+    if (b.max_wall_clock_s && elapsed) remaining.push(b.max_wall_clock_s - elapsed);
     if (b.deadline) remaining.push((Date.parse(b.deadline) - Date.now()) / 1000);
-    const used = fractions.length ? Math.min(1, Math.max(...fractions)) : null;
+    const wall = $("#budget-wall");
+    // Whole percents, as the server renders the first paint.
+    if (wall && progress.limits.wall_clock !== undefined) wall.textContent = Math.round(progress.limits.wall_clock * 100) + " %";
     $("#budget-bar").style.width = used === null ? "0%" : (used * 100).toFixed(1) + "%";
-    $("#budget-left").textContent = used === null ? "no cap" : (used * 100).toFixed(1) + " % used";
+    $("#budget-left").textContent = used === null ? "no cap" : Math.round(used * 100) + " % used";
+    $("#budget-limit").textContent = progress.limit_label ? "(" + progress.limit_label + ")" : "";
     // Burn rate of the spent fraction over the run's elapsed time (constant-rate estimate).
     if (used !== null && used > 0 && elapsed > 0) remaining.push(((1 - used) * elapsed) / used);
     const active = ["running", "finishing"].includes(run.status);
@@ -229,7 +245,7 @@
     card.innerHTML =
       '<div class="pod-head"><strong>Pod ' + index + '</strong> <span class="badge pod-state"></span></div>' +
       '<div class="pod-gen">generation <span class="pod-gen-number">–</span> · <span class="pod-done">0</span> done</div>' +
-      '<div class="pod-speed"><span class="pod-sps">0</span> steps/s</div>' +
+      '<div class="pod-speed"><span class="pod-sps">–</span> steps/s</div>' +
       '<div class="progress"><span class="pod-progress" style="width:0%"></span></div>';
     const cards = [...document.querySelectorAll("#pods .pod-card")];
     const after = cards.find((c) => Number(c.dataset.podIndex) > index);
@@ -244,11 +260,14 @@
     badge.textContent = pod.state;
     badge.className = "badge pod-state " + pod.state;
     $(".pod-done", card).textContent = pod.generations_done;
-    $(".pod-sps", card).textContent = fmtCount(pod.steps_per_s);
     const gen = pod.generation;
     $(".pod-gen-number", card).textContent = gen ? gen.number : "–";
+    // Throughput and the bar describe the generation training now; a pod that is not
+    // training (queued, idle, stopped, retired) shows neither, not its last values.
+    const training = pod.state === "training";
+    $(".pod-sps", card).textContent = training ? fmtCount(pod.steps_per_s) : "–";
     const total = gen && gen.env_steps ? gen.env_steps : cfg.generation_steps;
-    const done = pod.state === "training" ? pod.env_steps : gen && gen.status === "done" ? total : 0;
+    const done = training ? pod.env_steps : 0;
     $(".pod-progress", card).style.width = Math.min(100, (100 * done) / total).toFixed(1) + "%";
   }
 

@@ -177,3 +177,12 @@ def test_users_see_their_budgets_and_staff_assign_new_ones(world, ada, client, s
     response = client.post("/budgets/", {"name": "for bob", "owner": other_user.id, "max_concurrent_pods": 2})
     assert response.status_code == 302
     assert other_user.budgets.get().name == "for bob"
+
+
+def test_every_page_links_a_favicon_and_favicon_ico_finds_it(ada):
+    from bs4 import BeautifulSoup
+
+    icon = BeautifulSoup(ada.get("/runs/").content, "html.parser").select_one('link[rel="icon"]')
+    assert icon is not None and icon["href"].endswith("favicon.svg")
+    response = ada.get("/favicon.ico")
+    assert response.status_code == 301 and response["Location"] == icon["href"]

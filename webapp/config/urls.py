@@ -25,8 +25,10 @@ from webapp.runs import api as runs_api
 API_DESCRIPTION = (
     settings.SPECTACULAR_SETTINGS.get("DESCRIPTION", "")
     + "\n\nAuthenticate with a session (browser) or `Authorization: Token <key>` "
-    + "(get one at `/account/token/` or `POST /api/auth/token/`). Errors are "
-    + '`{"error": "...", "fields": {"name": "message"}}`; objects of other users are 404.\n\n'
+    + "(get one at `/account/token/` or `POST /api/auth/token/`); without either the answer is "
+    + "401 with `WWW-Authenticate: Token`. Errors are "
+    + '`{"error": "...", "fields": {"name": "message"}}`, plus `"details": {"file", "row", "ticker", '
+    + '"date"}` when bad data has a place; objects of other users are 404.\n\n'
     + (settings.BASE_DIR / "docs" / "websocket.md").read_text(encoding="utf-8")
 )
 

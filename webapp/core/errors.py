@@ -32,25 +32,68 @@ class AppError(Exception):
         status: HTTP status (400 bad input, 404 not found, 409 conflict, 503 unavailable).
     """
 
-    def __init__(self, message: str, *, fields: dict[str, Any] | None = None, status: int = 400) -> None:
+    def __init__(
+        self,
+        message: str,
+        *,
+        fields: dict[str, Any] | None = None,
+        status: int = 400,
+        details: dict[str, Any] | None = None,
+    ) -> None:
         super().__init__(message)
         self.message = message
         self.fields = fields or {}
         self.status = status
+        self.details = details or {}
 
     def to_dict(self) -> dict[str, Any]:
-        return {"error": self.message, "fields": self.fields}
+        """The JSON body: ``error``, ``fields`` (field name -> message), and ``details`` (where
+        in the input: ``file``, ``row``, ``ticker``, ``date``) when there are any."""
+        out: dict[str, Any] = {"error": self.message, "fields": self.fields}
+        if self.details:
+            out["details"] = self.details
+        return out
 
     @classmethod
     def from_trainer(cls, exc: TrainerError, *, prefix: str = "") -> AppError:
-        """Convert a trainer error, keeping its field name (and row/ticker/date details)."""
+        """Convert a trainer error, keeping its field name (and row/ticker/date details).
+
+        The trainer's message names its field first (``"train.end: 2010-01-01 is before
+        ..."``, right for the CLI); ``error`` keeps it, while ``fields[name]`` says it once,
+        without the name that is already its key.
+        """
         details = dict(exc.details)
         field = details.pop("field", None)
         name = f"{prefix}{field}" if field else (prefix.rstrip(".") or "non_field_errors")
-        fields = {name: exc.message}
-        if details:
-            fields["details"] = details
-        return cls(exc.message, fields=fields)
+        return cls(exc.message, fields={name: without_field_name(field or name, exc.message)}, details=details)
+
+    def with_names(self, names: dict[str, str]) -> AppError:
+        """The same error with each server path of ``names`` replaced by what the user knows
+        the file as (``{"/srv/var/uploads/datasets/2026/11/dup_x1.csv": "dup.csv"}``), in the
+        message, the field messages and the details."""
+
+        def shown(value: Any) -> Any:
+            if not isinstance(value, str):
+                return value
+            for path, name in sorted(names.items(), key=lambda kv: -len(kv[0])):
+                value = value.replace(path, name)
+            return value
+
+        return AppError(
+            shown(self.message),
+            fields={k: shown(v) for k, v in self.fields.items()},
+            status=self.status,
+            details={k: shown(v) for k, v in self.details.items()},
+        )
+
+
+def without_field_name(name: str, message: str) -> str:
+    """``message`` without ``name`` in front of it (``"env.initial_cash: must be > 0"`` ->
+    ``"must be > 0"``), for showing it where the field is already named."""
+    text = message.strip()
+    if name and text.startswith(name) and text[len(name) : len(name) + 1] in (":", " "):
+        return text[len(name) :].lstrip(": ") or text
+    return text
 
 
 def _flatten(detail: Any, prefix: str = "") -> dict[str, Any]:

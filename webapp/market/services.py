@@ -57,7 +57,10 @@ def dataset_create_from_files(*, owner, name: str, paths: list[str], tickers: li
         raise AppError("paths: give at least one file", fields={"paths": "required"})
     rel = [_relative_data_path(p, i) for i, p in enumerate(paths)]
     root = Path(settings.PADDOCK_DATA_DIR)
-    info = engine.inspect_market_files([root / p for p in rel], tickers=tickers)
+    try:
+        info = engine.inspect_market_files([root / p for p in rel], tickers=tickers)
+    except AppError as exc:  # name files as the user gave them, not by their server path
+        raise exc.with_names({str(root / p): p for p in rel} | {f"{root}/": ""}) from exc
     with transaction.atomic():
         return Dataset.objects.create(
             owner=owner,
@@ -85,11 +88,14 @@ def dataset_create_from_upload(*, owner, name: str, upload: UploadedFile) -> Dat
         )
     dataset = Dataset(owner=owner, name=name, start_date="1970-01-01", end_date="1970-01-01")
     dataset.upload.save(Path(upload.name).name, upload, save=False)
+    stored = dataset.source_paths()
     try:
-        info = engine.inspect_market_files(dataset.source_paths())
-    except AppError:
+        info = engine.inspect_market_files(stored)
+    except AppError as exc:
         dataset.upload.delete(save=False)
-        raise
+        # The user knows the file by its own name; the stored one is a server path.
+        shown = Path(upload.name).name
+        raise exc.with_names({stored[0]: shown, Path(stored[0]).name: shown}) from exc
     dataset.tickers = info["tickers"]
     dataset.start_date = info["start"]
     dataset.end_date = info["end"]

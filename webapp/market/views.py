@@ -106,7 +106,8 @@ def dataset_list(request: HttpRequest) -> HttpResponse:
             if target and url_has_allowed_host_and_scheme(target, allowed_hosts={request.get_host()}):
                 return redirect(target)
             return redirect("market:detail", dataset_id=dataset.pk)
-    details = dict(error.fields.get("details") or {}) if error else {}
+    # The message is said once; field messages are listed only where they add to it.
+    error_fields = {k: v for k, v in error.fields.items() if k != "name" and v not in error.message} if error else {}
     return render(
         request,
         "market/list.html",
@@ -114,8 +115,8 @@ def dataset_list(request: HttpRequest) -> HttpResponse:
             "datasets": Dataset.objects.filter(owner=request.user),
             "form": form,
             "error": error,
-            "error_details": details,
-            "error_fields": {k: v for k, v in error.fields.items() if k != "details"} if error else {},
+            "error_details": error.details if error else {},
+            "error_fields": error_fields,
             "next": request.GET.get("next") or request.POST.get("next", ""),
         },
         status=400 if error else 200,

@@ -194,7 +194,7 @@ class AgentViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.Ge
             416: OpenApiResponse(description="range not satisfiable"),
         },
     )
-    @action(detail=True, methods=["get"])
+    @action(detail=True, methods=["get", "head"])
     def bundle(self, request: Request, pk=None):
         agent = self.get_object()
         bundle = queries.agent_bundle(agent)

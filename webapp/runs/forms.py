@@ -7,12 +7,13 @@ values, and their errors come back next to the field they name (:func:`map_app_e
 from __future__ import annotations
 
 import functools
+import re
 from typing import Any
 
 from django import forms
 
 from webapp import engine
-from webapp.core.errors import AppError
+from webapp.core.errors import AppError, without_field_name
 from webapp.runs import queries
 from webapp.runs.models import ClusterBudget, Run
 from webapp.runs.services import DEFAULT_GENERATION_STEPS
@@ -172,17 +173,39 @@ class RunForm(forms.Form):
         }
 
     def add_app_error(self, exc: AppError) -> None:
-        """Show a service error next to the field it names (dotted names are mapped)."""
+        """Show a service error once, next to the field it names (dotted names are mapped),
+        in the form's words: ``train.end: 2010-01-01 is before train.start 2019-12-31``
+        shows under "Train to" as ``2010-01-01 is before the training start 2019-12-31``."""
         placed = False
         for name, message in exc.fields.items():
-            if name == "details":
-                continue
             target = _field_for(name, self.fields)
-            text = message if target is None or name == target else f"{name}: {message}"
-            self.add_error(target, text)
+            self.add_error(target, field_error_text(name, target, str(message)))
             placed = True
         if not placed:
             self.add_error(None, exc.message)
+
+
+# Dotted names in service messages, as the form says them: the split bounds in words, and no
+# prefix on env fields and JSON keys (the form shows those under their own label / as typed).
+_DOTTED_NAME = re.compile(
+    r"\b(train|validation|test)\.(start|end)\b|\b(?:env|hyperparameters|mutation|ppo|sac)\.(?=\w)"
+)
+_SPLIT_WORDS = {"train": "training", "validation": "validation", "test": "test"}
+_JSON_FIELDS = ("hyperparameters", "mutation")
+
+
+def field_error_text(name: str, target: str | None, message: str) -> str:
+    """The message of service error field ``name`` as shown on form field ``target`` (``None``:
+    at the top of the form): said once, without internal dotted names."""
+    text = without_field_name(name, message)
+    text = _DOTTED_NAME.sub(lambda m: f"the {_SPLIT_WORDS[m[1]]} {m[2]}" if m[1] else "", text)
+    if target in _JSON_FIELDS and name != target:
+        key = name.partition(".")[2]  # the JSON key the user typed, e.g. learning_rate
+        if key and key not in text:
+            text = f"{key}: {text}"
+    elif target is None and name != "non_field_errors":
+        text = f"{_DOTTED_NAME.sub(lambda m: f'{m[1]} {m[2]}' if m[1] else '', name)}: {text}"
+    return text
 
 
 def _field_for(name: str, fields: dict) -> str | None:
@@ -255,6 +278,8 @@ class BudgetForm(forms.ModelForm):
             "deadline",
         ]
         widgets = {"deadline": forms.DateTimeInput(attrs={"type": "datetime-local"})}
+        labels = {"gpu_hours_cap": "Device hours cap", "max_wall_clock_s": "Wall clock per run (s)"}
+        help_texts = {"gpu_hours_cap": "GPU or CPU time the pods may train, in hours; empty = no cap."}
 
     def __init__(self, *args, **kwargs) -> None:
         super().__init__(*args, **kwargs)

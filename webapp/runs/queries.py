@@ -12,7 +12,6 @@ import json
 import logging
 import tempfile
 from dataclasses import dataclass
-from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -22,12 +21,11 @@ from django.core.files.base import ContentFile
 from django.core.files.storage import default_storage
 from django.db.models import Count, F, IntegerField, OuterRef, Q, QuerySet, Subquery, Sum, Value
 from django.db.models.functions import Coalesce
-from django.utils import timezone
 
 from webapp import engine
 from webapp.core.errors import AppError
 from webapp.market.models import Dataset
-from webapp.runs import services
+from webapp.runs import selectors, services
 from webapp.runs.models import Agent, ClusterBudget, Generation, Pod, Run, Task
 
 logger = logging.getLogger(__name__)
@@ -85,30 +83,8 @@ def run_list(*, user, status: str = "", algorithm: str = "", search: str = "") -
     ).order_by("-created_at", "-id")
 
 
-def budget_progress(budget: ClusterBudget, run: Run | None = None, *, now: datetime | None = None) -> dict[str, Any]:
-    """How much of a budget is spent, as fractions in [0, 1] per cap, and the largest one.
-
-    Computed from the budget row alone (no query), so a list can show it for every run.
-
-    Returns:
-        ``{"fraction": float | None, "limits": {name: fraction}}``; ``fraction`` is ``None``
-        when the budget has no cap at all.
-    """
-    now = now or timezone.now()
-    limits: dict[str, float] = {}
-    if budget.gpu_hours_cap:
-        limits["gpu_hours"] = budget.gpu_seconds_used / (budget.gpu_hours_cap * 3600.0)
-    if budget.env_step_cap:
-        limits["env_steps"] = budget.env_steps_used / budget.env_step_cap
-    if budget.max_wall_clock_s and run is not None and run.started_at:
-        end = run.finished_at or now
-        limits["wall_clock"] = (end - run.started_at).total_seconds() / budget.max_wall_clock_s
-    if budget.deadline and run is not None and run.started_at:
-        total = (budget.deadline - run.started_at).total_seconds()
-        if total > 0:
-            limits["deadline"] = ((run.finished_at or now) - run.started_at).total_seconds() / total
-    limits = {k: max(0.0, min(1.0, v)) for k, v in limits.items()}
-    return {"fraction": max(limits.values()) if limits else None, "limits": limits}
+#: The one definition of a budget's "% used" lives with the other reads.
+budget_progress = selectors.budget_progress
 
 
 # --- objects of one user -------------------------------------------------------------------
@@ -155,7 +131,8 @@ def budget_queryset(*, user) -> QuerySet[ClusterBudget]:
 def budgets_with_usage(*, user) -> list[tuple[ClusterBudget, dict[str, Any]]]:
     """Each visible budget with its live usage (``selectors.budget_usage``) and run count.
 
-    Two queries in all: budgets with run counts, and running generations grouped by budget.
+    Three queries in all: budgets with run counts, running generations grouped by budget, and
+    the active runs (whose wall clock counts in ``progress``).
     """
     budgets = list(
         budget_queryset(user=user).annotate(
@@ -171,12 +148,15 @@ def budgets_with_usage(*, user) -> list[tuple[ClusterBudget, dict[str, Any]]]:
         .values_list("run__budget_id")
         .annotate(n=Count("id"))
     )
+    active: dict[int, list[Run]] = {b.id: [] for b in budgets}
+    for r in Run.objects.filter(budget__in=budgets, status__in=Run.ACTIVE):
+        active[r.budget_id].append(r)
     out = []
     for b in budgets:
         usage = {
             "pods_running": running.get(b.id, 0),
             "gpu_hours_used": b.gpu_seconds_used / 3600.0,
-            "progress": budget_progress(b),
+            "progress": budget_progress(b, runs=active[b.id]),
         }
         out.append((b, usage))
     return out

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from datetime import datetime
 from typing import Any
 
 from django.db.models import F, QuerySet, Sum
@@ -43,6 +44,66 @@ def budget_usage(budget: ClusterBudget) -> dict[str, Any]:
     }
 
 
+#: Names of the limits in :func:`budget_progress`, as pages label them.
+BUDGET_LIMIT_LABELS = {
+    "env_steps": "env steps",
+    "gpu_hours": "device hours",
+    "wall_clock": "wall clock per run",
+    "deadline": "deadline",
+}
+
+
+def budget_progress(
+    budget: ClusterBudget, run: Run | None = None, *, now: datetime | None = None, runs: list[Run] | None = None
+) -> dict[str, Any]:
+    """How much of a budget is spent: the one definition behind every "% used" (runs list,
+    run page, ``budget_progress`` of ``/api/runs/<id>``, ``progress`` of ``/api/budgets/<id>``).
+
+    Each limit the budget sets gives a fraction in [0, 1]:
+
+    - ``env_steps``: env steps trained on the budget / ``env_step_cap``;
+    - ``gpu_hours``: device time (GPU or CPU) used on the budget / ``gpu_hours_cap``;
+    - ``wall_clock``: time since the run started (to its end, if it ended) / ``max_wall_clock_s``;
+    - ``deadline``: time since the run started / time from its start to ``deadline``.
+
+    The last two are per run: for ``run`` when given, else the largest over the budget's
+    active runs (``runs``, or loaded here). ``fraction`` is the largest of them all, the limit
+    that ends runs first; ``limit`` names it.
+
+    Returns:
+        ``{"fraction": float | None, "limit": str | None, "limit_label": str | None,
+        "limits": {name: fraction}}``; all ``None`` (``limits`` empty) when nothing limits the
+        budget. ``limit_label`` is the limit's name as pages show it.
+    """
+    now = now or timezone.now()
+    limits: dict[str, float] = {}
+    if budget.env_step_cap:
+        limits["env_steps"] = budget.env_steps_used / budget.env_step_cap
+    if budget.gpu_hours_cap:
+        limits["gpu_hours"] = budget.gpu_seconds_used / (budget.gpu_hours_cap * 3600.0)
+    if budget.max_wall_clock_s or budget.deadline:
+        if run is not None:
+            timed = [run]
+        elif runs is not None:
+            timed = runs
+        else:
+            timed = list(Run.objects.filter(budget_id=budget.id, status__in=Run.ACTIVE))
+        for r in timed:
+            if r.started_at is None:
+                continue
+            elapsed = ((r.finished_at or now) - r.started_at).total_seconds()
+            if budget.max_wall_clock_s:
+                limits["wall_clock"] = max(limits.get("wall_clock", 0.0), elapsed / budget.max_wall_clock_s)
+            total = (budget.deadline - r.started_at).total_seconds() if budget.deadline else 0.0
+            if total > 0:
+                limits["deadline"] = max(limits.get("deadline", 0.0), elapsed / total)
+    limits = {k: round(max(0.0, min(1.0, v)), 6) for k, v in limits.items()}
+    if not limits:
+        return {"fraction": None, "limit": None, "limit_label": None, "limits": {}}
+    limit = max(limits, key=limits.get)
+    return {"fraction": limits[limit], "limit": limit, "limit_label": BUDGET_LIMIT_LABELS[limit], "limits": limits}
+
+
 def budget_list(*, user) -> QuerySet[ClusterBudget]:
     """Budgets a user may run on (staff: all)."""
     qs = ClusterBudget.objects.all()
@@ -78,7 +139,7 @@ def run_payload(run: Run) -> dict[str, Any]:
         "finished_at": _iso(run.finished_at),
         "elapsed_s": elapsed,
         "agents": run.agents.count(),
-        "budget": budget_usage(run.budget),
+        "budget": {**budget_usage(run.budget), "progress": budget_progress(run.budget, run)},
     }
 
 

@@ -54,7 +54,8 @@ class BudgetSerializer(serializers.ModelSerializer):
         return obj.gpu_seconds_used / 3600.0
 
     def get_progress(self, obj: ClusterBudget) -> float | None:
-        """Largest fraction spent of any cap (``null`` when the budget has no cap)."""
+        """Largest fraction spent of any limit, the wall clock of the budget's active runs
+        included (``selectors.budget_progress``; ``null`` when the budget has no limit)."""
         return queries.budget_progress(obj)["fraction"]
 
 
@@ -128,6 +129,8 @@ class RunSerializer(serializers.ModelSerializer):
         read_only_fields = fields
 
     def get_budget_progress(self, obj: Run) -> float | None:
+        """Largest fraction spent of any limit of the run's budget, its own wall clock included
+        (``selectors.budget_progress``, as the run page shows it)."""
         return queries.budget_progress(obj.budget, obj)["fraction"]
 
 

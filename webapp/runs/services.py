@@ -696,7 +696,8 @@ def generation_claim(*, generation_id: int, worker: str = "", device: str = "") 
             _budget_dispatch(budget)
             return None
         if gen.attempt >= MAX_ATTEMPTS:
-            _generation_fail_locked(gen, run, budget, f"gave up after {gen.attempt} attempts")
+            last = f" (last: {gen.error})" if gen.error else ""
+            _generation_fail_locked(gen, run, budget, f"gave up after {gen.attempt} attempts{last}")
             return None
         others = selectors.budget_running_generations(budget.id).exclude(pk=gen.pk)
         reserved = others.aggregate(total=Sum("env_steps"))["total"] or 0
@@ -1005,7 +1006,9 @@ def generation_fail(*, claim: Claim, error: str, retry: bool) -> None:
 def _generation_fail_locked(gen: Generation, run: Run, budget: ClusterBudget, error: str) -> None:
     now = timezone.now()
     Generation.objects.filter(pk=gen.pk).update(status=Generation.Status.FAILED, finished_at=now, error=error[:2000])
-    reason = f"generation {gen.number} of pod {gen.pod.index} failed: {error.splitlines()[0][:200] if error else ''}"
+    # ``error`` is one line for users (tasks.failure_reason); keep the last line of anything longer.
+    lines = [line for line in (error or "").splitlines() if line.strip()]
+    reason = f"generation {gen.number} of pod {gen.pod.index} failed: {lines[-1].strip()[:300] if lines else 'no reason given'}"
     n = (
         Run.objects.filter(pk=run.pk)
         .exclude(status__in=Run.TERMINAL)

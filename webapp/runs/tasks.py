@@ -12,7 +12,6 @@ import logging
 import socket
 import tempfile
 import time
-import traceback
 from pathlib import Path
 from typing import Any
 
@@ -126,9 +125,19 @@ def run_generation(self, generation_id: int) -> None:
         services.generation_fail(
             claim=claim, error=f"time limit of {settings.PADDOCK_GENERATION_TIME_LIMIT} s exceeded", retry=False
         )
-    except Exception:
+    except Exception as exc:
+        # The traceback goes to the worker log only; users see the one-line reason.
         logger.exception("generation %s crashed", claim.number, extra=log)
-        services.generation_fail(claim=claim, error=traceback.format_exc(limit=5), retry=True)
+        services.generation_fail(claim=claim, error=failure_reason(exc), retry=True)
+
+
+def failure_reason(exc: BaseException, *, limit: int = 300) -> str:
+    """One line for users saying why a generation crashed: the exception type and the last
+    non-empty line of its message (where PyTorch puts the cause, e.g. "DefaultCPUAllocator:
+    can't allocate memory: you tried to allocate 40000000000 bytes"), at most ``limit`` chars."""
+    lines = [line.strip() for line in str(exc).splitlines() if line.strip()]
+    reason = f"{type(exc).__name__}: {lines[-1]}" if lines else type(exc).__name__
+    return reason if len(reason) <= limit else reason[: limit - 1] + "…"
 
 
 @app.task(name="webapp.runs.tasks.reap_stale_generations", ignore_result=True)

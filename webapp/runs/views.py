@@ -19,7 +19,7 @@ from django.db import transaction
 from django.http import Http404, HttpRequest, HttpResponse, HttpResponseBase, StreamingHttpResponse
 from django.shortcuts import redirect, render
 from django.urls import NoReverseMatch, reverse
-from django.views.decorators.http import require_GET, require_http_methods, require_POST
+from django.views.decorators.http import require_GET, require_http_methods, require_POST, require_safe
 
 from webapp.core.errors import AppError
 from webapp.runs import forms, queries, selectors, services
@@ -105,7 +105,10 @@ def serve_file(request, name: str, *, size: int, sha256: str, filename: str, con
             start, end = parsed
             status = 206
     length = max(0, end - start + 1)
-    response = StreamingHttpResponse(_chunks(name, start, length), status=status, content_type=content_type)
+    if request.method == "HEAD":  # the GET's headers, no body (and no file read)
+        response = HttpResponse(status=status, content_type=content_type)
+    else:
+        response = StreamingHttpResponse(_chunks(name, start, length), status=status, content_type=content_type)
     response["Content-Length"] = str(length)
     response["Accept-Ranges"] = "bytes"
     response["ETag"] = etag
@@ -223,10 +226,25 @@ def run_detail(request: HttpRequest, run_id: int) -> HttpResponse:
             "pods": pods,
             "history": queries.score_history(run),
             "usage": run_data["budget"],
-            "progress": queries.budget_progress(run.budget, run),
+            "progress": run_data["budget"]["progress"],
+            "wall_clock_limit": format_duration(run.budget.max_wall_clock_s),
             "scale_form": forms.ScaleForm(initial={"num_pods": run.num_pods}),
         },
     )
+
+
+def format_duration(seconds: float | None) -> str:
+    """``5400`` -> ``"1 h 30 min"``, as the run page's script writes durations."""
+    if seconds is None:
+        return "–"
+    seconds = round(seconds)
+    if seconds < 60:
+        return f"{seconds} s"
+    if seconds < 3600:
+        return f"{seconds // 60} min" + (f" {seconds % 60} s" if seconds % 60 else "")
+    if seconds < 86400:
+        return f"{seconds // 3600} h" + (f" {seconds % 3600 // 60} min" if seconds % 3600 // 60 else "")
+    return f"{seconds // 86400} d" + (f" {seconds % 86400 // 3600} h" if seconds % 86400 // 3600 else "")
 
 
 def hyperparameter_columns(run) -> list[str]:
@@ -298,6 +316,29 @@ _PERCENT_METRICS = {
 }
 _MONEY_METRICS = {"initial_value", "final_value"}
 _COUNT_METRICS = {"num_days", "max_drawdown_duration_days", "env_steps"}
+#: Names the agent page gives metrics whose key does not read well by itself.
+_METRIC_LABELS = {
+    "num_days": "Days",
+    "start": "First day",
+    "end": "Last day",
+    "score": "Score",
+    "score_defined": "Score defined",
+    "risk_free": "Risk-free rate",
+    "initial_value": "Initial value",
+    "final_value": "Final value",
+    "max_drawdown_peak": "Max drawdown peak (date)",
+    "max_drawdown_trough": "Max drawdown trough (date)",
+    "max_drawdown_recovery": "Max drawdown recovery (date)",
+    "max_drawdown_duration_days": "Max drawdown duration (days)",
+    "env_steps": "Env steps",
+}
+#: Metrics the page leaves out: the score is shown above the table.
+_HIDDEN_METRICS = {"score", "score_defined"}
+
+
+def metric_label(key: str) -> str:
+    """``"sharpe_ratio"`` -> ``"Sharpe ratio"``; see :data:`_METRIC_LABELS` for the rest."""
+    return _METRIC_LABELS.get(key) or key.replace("_", " ").capitalize()
 
 
 def _metric_text(key: str, value: Any) -> str:
@@ -308,7 +349,9 @@ def _metric_text(key: str, value: Any) -> str:
     if isinstance(value, bool):
         return "yes" if value else "no"
     if not isinstance(value, int | float):
-        return str(value)
+        text = str(value)
+        # A date stored as a timestamp at midnight reads as its ISO day.
+        return text[:10] if len(text) > 10 and text[10:] in (" 00:00:00", "T00:00:00") else text
     if key in _PERCENT_METRICS:
         return f"{value * 100:.2f} %"
     if key in _MONEY_METRICS:
@@ -333,10 +376,12 @@ def agent_detail(request: HttpRequest, agent_id: int) -> HttpResponse:
     """Score, metrics, hyperparameters, lineage, bundle download and backtest buttons."""
     agent = _agent_or_404(request, agent_id)
     metrics = [
-        (key.replace("_", " ").capitalize(), _metric_text(key, value))
+        (metric_label(key), _metric_text(key, value))
         for key, value in sorted(agent.metrics.items())
-        if not isinstance(value, dict | list) and key != "score_defined"
+        if not isinstance(value, dict | list) and key not in _HIDDEN_METRICS
     ]
+    if agent.metrics.get("score_defined") is False:
+        metrics.insert(0, ("Score defined", "no (the returns had no variance; the score is 0)"))
     hyperparameters = [(key, _hyperparameter_text(value)) for key, value in sorted(agent.hyperparameters.items())]
     try:
         backtest_url = reverse("reports:backtest-new")
@@ -365,9 +410,9 @@ def agent_detail(request: HttpRequest, agent_id: int) -> HttpResponse:
 
 
 @login_required
-@require_GET
+@require_safe
 def agent_bundle(request: HttpRequest, agent_id: int):
-    """Download the agent's bundle (exported on first use)."""
+    """Download the agent's bundle (exported on first use); ``HEAD`` gives its headers."""
     agent = _agent_or_404(request, agent_id)
     try:
         bundle = queries.agent_bundle(agent)

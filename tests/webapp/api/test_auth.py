@@ -13,8 +13,25 @@ pytestmark = pytest.mark.django_db
 )
 def test_anonymous_api_requests_are_refused_in_the_error_format(url):
     response = APIClient().get(url)
-    assert response.status_code in (401, 403)
+    # 401 with a challenge says "authenticate and retry"; a 403 would say "never".
+    assert response.status_code == 401
+    assert response["WWW-Authenticate"] == "Token"
     assert set(response.json()) == {"error", "fields"}
+
+
+def test_a_wrong_token_is_a_401_and_a_browser_session_still_works_with_csrf(user):
+    bad = APIClient()
+    bad.credentials(HTTP_AUTHORIZATION="Token not-a-token")
+    assert bad.get("/api/runs/").status_code == 401
+    browser = APIClient(enforce_csrf_checks=True)
+    browser.login(username="ada", password="pw-ada-12345")
+    assert browser.get("/api/runs/").status_code == 200
+    # A session-authenticated write without the CSRF token is refused, with the token it passes.
+    refused = browser.post("/api/tasks/", {}, format="json")
+    assert refused.status_code == 403 and "CSRF" in refused.json()["error"]
+    csrf = browser.get("/runs/new/").cookies["csrftoken"].value
+    checked = browser.post("/api/tasks/", {}, format="json", HTTP_X_CSRFTOKEN=csrf)
+    assert checked.status_code == 400, "past CSRF and sign-in, on to input validation"
 
 
 @pytest.mark.parametrize(

@@ -92,3 +92,15 @@ def test_the_page_download_link_serves_the_same_bundle(bundle, client, user):
     response = client.get(f"/agents/{agent.id}/bundle/")
     assert response.status_code == 200 and response["ETag"] == first["ETag"]
     assert b"".join(response.streaming_content) == body
+
+
+def test_head_on_a_bundle_gives_the_download_headers_without_a_body(bundle, api_client, client, user):
+    agent, first, body = bundle
+    client.force_login(user)
+    for c, url in ((api_client, f"/api/agents/{agent.id}/bundle/"), (client, f"/agents/{agent.id}/bundle/")):
+        head = c.head(url)
+        assert head.status_code == 200, url
+        assert head["ETag"] == first["ETag"] and int(head["Content-Length"]) == len(body)
+        assert head["Content-Type"] == "application/zip"
+        content = b"".join(head.streaming_content) if head.streaming else head.content
+        assert content == b""

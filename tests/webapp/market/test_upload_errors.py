@@ -1,0 +1,46 @@
+"""Errors of a rejected upload as the user sees them: the file's own name (never a path on the
+server), the row/ticker/date details next to the message, each said once."""
+
+from __future__ import annotations
+
+import pytest
+from django.core.files.uploadedfile import SimpleUploadedFile
+
+pytestmark = pytest.mark.django_db
+
+DUPLICATE_ROWS = (
+    "date,tic,open,high,low,close,volume\n"
+    "2021-01-04,AAA,10,11,9,10,100\n"
+    "2021-01-04,AAA,10,11,9,12,100\n"
+    "2021-01-05,AAA,10,11,9,10,100\n"
+)
+
+
+def _upload(name="dup.csv", body=DUPLICATE_ROWS):
+    return SimpleUploadedFile(name, body.encode(), content_type="text/csv")
+
+
+def test_the_api_names_the_uploaded_file_not_a_server_path(api_client, settings):
+    response = api_client.post("/api/datasets/", {"name": "dup", "file": _upload()}, format="multipart")
+    assert response.status_code == 400
+    body = response.json()
+    text = repr(body)
+    assert str(settings.MEDIA_ROOT) not in text and "uploads/" not in text
+    assert "dup.csv" in body["error"]
+    assert "details" not in body["fields"], "details are not a field"
+    assert body["details"]["file"] == "dup.csv"
+
+
+def test_the_upload_page_shows_the_error_once_with_the_file_name(client, user, settings):
+    client.force_login(user)
+    response = client.post("/datasets/", {"name": "dup", "file": _upload()})
+    assert response.status_code == 400
+    page = response.content.decode()
+    from bs4 import BeautifulSoup
+
+    box = BeautifulSoup(page, "html.parser").select_one("#upload-errors")
+    text = box.get_text(" ", strip=True)
+    assert str(settings.MEDIA_ROOT) not in page and "uploads/" not in page
+    message = box.select_one("p.error").get_text(strip=True)
+    assert "dup.csv" in message
+    assert text.count(message) == 1, "the message is shown once"

@@ -1,0 +1,61 @@
+"""Errors of the New run form and the API as a person reads them: each said once, next to its
+field, without internal dotted names in front."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from bs4 import BeautifulSoup
+
+from tests.webapp.conftest import SPLITS, TINY_PPO
+from tests.webapp.test_pages import _run_form
+
+pytestmark = pytest.mark.django_db
+
+
+def _errors(client, world, **changes) -> dict[str, list[str]]:
+    page = client.post("/runs/new/", _run_form(world, **changes)).content.decode()
+    soup = BeautifulSoup(page, "html.parser")
+    return {ul["data-error-for"]: [li.get_text() for li in ul.select("li")] for ul in soup.select("[data-error-for]")}
+
+
+@pytest.mark.parametrize(
+    ("changes", "field", "expected"),
+    [
+        (
+            {"train_start": "2019-12-31", "train_end": "2010-01-01"},
+            "train_end",
+            "2010-01-01 is before the training start 2019-12-31",
+        ),
+        ({"initial_cash": -5}, "initial_cash", "must be > 0 (got -5.0)"),
+        (
+            {"hyperparameters": json.dumps({**TINY_PPO, "learning_rate": -1})},
+            "hyperparameters",
+            "learning_rate: must be > 0, got -1.0",
+        ),
+    ],
+)
+def test_a_form_error_is_shown_once_next_to_its_field_in_plain_words(client, user, world, changes, field, expected):
+    client.force_login(user)
+    errors = _errors(client, world, **changes)
+    assert errors.get(field) == [expected], errors
+    shown = " ".join(" ".join(v) for v in errors.values())
+    for internal in ("train.", "env.", "hyperparameters."):
+        assert internal not in shown
+
+
+def test_api_field_messages_do_not_repeat_their_field_name(api_client, dataset):
+    response = api_client.post(
+        "/api/tasks/",
+        {
+            "name": "t",
+            "dataset": dataset.id,
+            "splits": {**SPLITS, "train": ["2019-12-31", "2010-01-01"]},
+        },
+        format="json",
+    )
+    assert response.status_code == 400
+    body = response.json()
+    assert body["fields"] == {"train.end": "2010-01-01 is before train.start 2019-12-31"}
+    assert body["error"] == "train.end: 2010-01-01 is before train.start 2019-12-31"
