@@ -240,6 +240,57 @@ def test_launcher_starts_redis_and_the_stack_and_ctrl_c_leaves_no_process_behind
     assert _health(f"http://127.0.0.1:{port}/healthz") is None
 
 
+@pytest.mark.slow
+@pytest.mark.timeout(300)
+def test_launcher_demo_prints_the_login_once_last_with_the_run_page(tmp_path, data_dir):
+    port, redis_port = free_port(), free_port()
+    env = clean_env(tmp_path, REDIS_URL=f"redis://127.0.0.1:{redis_port}/0", PADDOCK_DATA_DIR=str(data_dir))
+    env.pop("PADDOCK_LOG_LEVEL", None)
+    env.pop("PADDOCK_BASE_URL", None)
+    launcher = subprocess.Popen(
+        [str(REPO_ROOT / "paddock"), "demo", "--port", str(port)],
+        cwd=REPO_ROOT,
+        env=env,
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
+    output: list[str] = []
+    try:
+        for line in launcher.stdout:  # demo_setup's last line is the login
+            output.append(line)
+            if line.startswith("demo: login:"):
+                break
+        assert launcher.poll() is None, "".join(output)
+        children = _descendants(launcher.pid)
+        launcher.send_signal(signal.SIGINT)
+        output.append(launcher.communicate(timeout=60)[0])
+    finally:
+        if launcher.poll() is None:
+            launcher.kill()
+
+    text = "".join(output)
+    password = (tmp_path / "var" / "demo_password").read_text().strip()
+    assert text.count(password) == 1 and text.count("password") == 1, text
+    shown = [line for line in text.splitlines() if line.startswith(("demo: ", "paddock: "))]
+    before_ctrl_c = shown[: shown.index(f"demo: login: username demo  password {password}") + 1]
+    assert before_ctrl_c[-2].startswith(f"demo: live run page: http://127.0.0.1:{port}/runs/"), text
+    assert "level=INFO" not in text, "log lines do not interrupt the demo's progress lines"
+    assert launcher.returncode == 0, text
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline and not all(_gone(p) for p in children):
+        time.sleep(0.2)
+    assert [p.pid for p in children if not _gone(p)] == []
+
+
+def test_readme_try_it_says_a_clone_elsewhere_must_set_the_data_dir():
+    readme = (REPO_ROOT / "README.md").read_text()
+    try_it = readme[readme.index("## Try it") : readme.index("## The demo")]
+
+    assert "PADDOCK_DATA_DIR=/path/to/shared/data ./paddock demo" in try_it
+
+
 def test_launcher_says_how_to_start_redis_when_it_cannot_start_one_itself(tmp_path):
     # 127.0.0.2 is not a name the launcher starts a server for: it must explain instead.
     env = clean_env(tmp_path, REDIS_URL=f"redis://127.0.0.2:{free_port()}/0")
