@@ -7,7 +7,7 @@ import sys
 
 from celery import Celery
 from celery.signals import worker_process_init
-from kombu import Queue
+from kombu import Exchange, Queue
 
 import webapp.core.workers  # noqa: F401 - registers the worker-info remote-control command
 
@@ -32,7 +32,14 @@ _settings_or_exit()
 
 app = Celery("paddock")
 app.config_from_object("django.conf:settings", namespace="CELERY")
-app.conf.task_queues = (Queue("gpu"), Queue("cpu"))
+# Each queue has its own direct exchange and routing key. A bare Queue("gpu") inherits the
+# default exchange and key ("cpu"), which bound both queues to "cpu" messages.
+app.conf.task_queues = (
+    Queue("gpu", Exchange("gpu", type="direct"), routing_key="gpu"),
+    Queue("cpu", Exchange("cpu", type="direct"), routing_key="cpu"),
+)
+app.conf.task_default_exchange = "cpu"
+app.conf.task_default_routing_key = "cpu"
 app.autodiscover_tasks()
 
 

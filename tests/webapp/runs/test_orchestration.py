@@ -81,9 +81,12 @@ def test_a_three_pod_run_completes_within_its_budget_and_ranks_its_agents(worker
 
 
 def test_a_worker_killed_mid_generation_loses_no_agent_and_makes_no_duplicate(workers, make_budget, make_run):
-    # A generation takes several seconds here, so the kill lands in the middle of one.
-    budget = make_budget(max_concurrent_pods=2, env_step_cap=3 * 24576)
-    run = services.run_start(run=make_run(budget, num_pods=2, generation_steps=24576))
+    # A generation trains for several seconds here (PPO is fast: size it up), so the kill
+    # lands in the middle of one.
+    while len(workers.procs) < 2:  # also when this test runs alone
+        workers.start(f"spare{len(workers.procs)}")
+    budget = make_budget(max_concurrent_pods=2, env_step_cap=3 * 196608)
+    run = services.run_start(run=make_run(budget, num_pods=2, generation_steps=196608))
 
     def training() -> bool:
         return Generation.objects.filter(run=run, status=Generation.Status.RUNNING, pod__env_steps__gt=0).exists()
