@@ -6,6 +6,7 @@ import dataclasses
 import time
 import types
 import typing
+from collections import deque
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from typing import Any, ClassVar
@@ -171,3 +172,94 @@ def set_lr(optimizer: torch.optim.Optimizer, lr: float) -> None:
     """Set the learning rate of every param group (PBT mutation)."""
     for group in optimizer.param_groups:
         group["lr"] = lr
+
+
+class AgentBase:
+    """Bookkeeping shared by the agents: stats, hyperparameter changes, the common checkpoint part.
+
+    Subclasses set ``algorithm``, ``config_class`` and ``SHAPE_FIELDS`` (config fields a loaded
+    state must share with the agent, because they shape its networks or buffers) and own
+    ``config``, ``actor``, ``critic``, ``obs_rms`` (or None), ``generator``, ``env_steps``,
+    ``updates`` and ``recent_returns``.
+    """
+
+    algorithm: ClassVar[str]
+    config_class: ClassVar[type]
+    SHAPE_FIELDS: ClassVar[tuple[str, ...]]
+
+    def _base_stats(self, collected: int, episodes: int, start: float, cancelled: bool) -> dict[str, Any]:
+        """The stats every ``learn`` returns (losses are added by the caller)."""
+        elapsed = time.monotonic() - start
+        recent = list(self.recent_returns)
+        return {
+            "env_steps": collected,
+            "total_env_steps": self.env_steps,
+            "updates": self.updates,
+            "duration_s": elapsed,
+            "steps_per_s": collected / elapsed if elapsed > 0 else 0.0,
+            "episode_return_mean": sum(recent) / len(recent) if recent else None,
+            "episodes": episodes,
+            "cancelled": cancelled,
+        }
+
+    def hyperparameters(self) -> dict[str, Any]:
+        """The current config as a JSON-able dict."""
+        return self.config.to_dict()
+
+    def _changed_config(self, changes: dict[str, Any]):
+        """The config with ``changes`` applied and validated.
+
+        Raises:
+            ConfigError: unknown key, bad value, or a field in ``config_class.FIXED`` (set at
+                creation) given a different value.
+        """
+        config = self.config.replace(**changes)
+        for name in self.config_class.FIXED:
+            if getattr(config, name) != getattr(self.config, name):
+                field = f"{self.algorithm}.{name}"
+                raise ConfigError(f"{field} cannot change after the agent is created", field=field)
+        return config
+
+    def _common_state(self) -> dict[str, Any]:
+        """The checkpoint entries every agent has (tensors and plain containers only)."""
+        return {
+            "algorithm": self.algorithm,
+            "obs_dim": self.obs_dim,
+            "action_dim": self.action_dim,
+            "config": self.config.to_dict(),
+            "actor": self.actor.state_dict(),
+            "critic": self.critic.state_dict(),
+            "obs_rms": self.obs_rms.state_dict() if self.obs_rms is not None else None,
+            "generator": self.generator.get_state(),
+            "env_steps": self.env_steps,
+            "updates": self.updates,
+            "recent_returns": list(self.recent_returns),
+        }
+
+    def _load_common_state(self, state: dict[str, Any]) -> None:
+        """Check a state fits this agent, then restore the entries of :meth:`_common_state`.
+
+        Raises:
+            ConfigError: the state belongs to another algorithm, other dimensions or another
+                value of a ``SHAPE_FIELDS`` field.
+        """
+        if state.get("algorithm") != self.algorithm:
+            raise ConfigError(
+                f"state is for algorithm {state.get('algorithm')!r}, not {self.algorithm}", field="algorithm"
+            )
+        if (state["obs_dim"], state["action_dim"]) != (self.obs_dim, self.action_dim):
+            raise ConfigError("state has different obs_dim/action_dim", field="env")
+        config = self.config_class.from_dict(state["config"])
+        for name in self.SHAPE_FIELDS:
+            if getattr(config, name) != getattr(self.config, name):
+                field = f"{self.algorithm}.{name}"
+                raise ConfigError(f"state has a different {field}", field=field)
+        self.config = config
+        self.actor.load_state_dict(state["actor"])
+        self.critic.load_state_dict(state["critic"])
+        if self.obs_rms is not None and state["obs_rms"] is not None:
+            self.obs_rms.load_state_dict(state["obs_rms"])
+        self.generator.set_state(state["generator"])
+        self.env_steps = int(state["env_steps"])
+        self.updates = int(state["updates"])
+        self.recent_returns = deque((float(x) for x in state["recent_returns"]), maxlen=self.recent_returns.maxlen)

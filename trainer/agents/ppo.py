@@ -27,6 +27,7 @@ from torch import nn
 
 from trainer.agents._common import (
     MAX_NUM_ENVS,
+    AgentBase,
     AgentConfig,
     ProgressFn,
     StopFn,
@@ -167,7 +168,7 @@ PENDULUM_PPO: dict[str, Any] = {
 }
 
 
-class PPOAgent:
+class PPOAgent(AgentBase):
     """PPO agent: owns its networks, optimizer, observation statistics, RNG and counters.
 
     Args:
@@ -183,6 +184,8 @@ class PPOAgent:
     """
 
     algorithm = "ppo"
+    config_class = PPOConfig
+    SHAPE_FIELDS = ("hidden_sizes", "normalize_observations")
 
     def __init__(
         self,
@@ -415,25 +418,9 @@ class PPOAgent:
         return sums, count
 
     def _stats(self, collected: int, episodes: int, start: float, losses: dict, cancelled: bool) -> dict[str, Any]:
-        elapsed = time.monotonic() - start
-        recent = list(self.recent_returns)
-        return {
-            "env_steps": collected,
-            "total_env_steps": self.env_steps,
-            "updates": self.updates,
-            "duration_s": elapsed,
-            "steps_per_s": collected / elapsed if elapsed > 0 else 0.0,
-            "episode_return_mean": sum(recent) / len(recent) if recent else None,
-            "episodes": episodes,
-            "cancelled": cancelled,
-            **losses,
-        }
+        return {**self._base_stats(collected, episodes, start, cancelled), **losses}
 
     # ------------------------------------------------------- hyperparameters
-    def hyperparameters(self) -> dict[str, Any]:
-        """The current config as a JSON-able dict."""
-        return self.config.to_dict()
-
     def set_hyperparameters(self, **changes: Any) -> None:
         """Change hyperparameters between learn calls (PBT mutation); ``learning_rate`` reaches Adam.
 
@@ -441,52 +428,13 @@ class PPOAgent:
             ConfigError: unknown key, bad value, or a field fixed at creation (``hidden_sizes``,
                 ``normalize_observations``, ``init_log_std``) given a different value.
         """
-        config = self.config.replace(**changes)
-        for name in PPOConfig.FIXED:
-            if getattr(config, name) != getattr(self.config, name):
-                raise ConfigError(f"ppo.{name} cannot change after the agent is created", field=f"ppo.{name}")
-        self.config = config
+        self.config = self._changed_config(changes)
         set_lr(self.optimizer, self.config.learning_rate)
 
     # ------------------------------------------------------------ checkpoints
-    def _flat_adam_state(self, torch_state: dict[str, Any]) -> dict[str, Any]:
-        """Convert the per-tensor ``torch.optim.Adam`` state of checkpoints written before :class:`FlatAdam`.
-
-        Those optimizers held the actor's then the critic's parameters in module order; each
-        moment is written where that parameter now lives in the flat tensor, so resuming an old
-        checkpoint stays exact.
-        """
-        flat = self.net.flat.data
-        exp_avg, exp_avg_sq = torch.zeros_like(flat), torch.zeros_like(flat)
-        params = [*self.actor.parameters(), *self.critic.parameters()]
-        step = 0
-        for index, param in enumerate(params):
-            moments = torch_state["state"].get(index)
-            if moments is None:
-                continue
-            offset = (param.data_ptr() - flat.data_ptr()) // param.element_size()
-            exp_avg.as_strided(param.shape, param.stride(), offset).copy_(moments["exp_avg"])
-            exp_avg_sq.as_strided(param.shape, param.stride(), offset).copy_(moments["exp_avg_sq"])
-            step = int(moments["step"])
-        moments = {0: {"step": step, "exp_avg": exp_avg, "exp_avg_sq": exp_avg_sq}} if step else {}
-        return {"state": moments, "param_groups": torch_state["param_groups"]}
-
     def state_dict(self) -> dict[str, Any]:
         """Full training state as tensors and plain containers (``torch.load(weights_only=True)``-safe)."""
-        return {
-            "algorithm": self.algorithm,
-            "obs_dim": self.obs_dim,
-            "action_dim": self.action_dim,
-            "config": self.config.to_dict(),
-            "actor": self.actor.state_dict(),
-            "critic": self.critic.state_dict(),
-            "obs_rms": self.obs_rms.state_dict() if self.obs_rms is not None else None,
-            "optimizer": self.optimizer.state_dict(),
-            "generator": self.generator.get_state(),
-            "env_steps": self.env_steps,
-            "updates": self.updates,
-            "recent_returns": list(self.recent_returns),
-        }
+        return {**self._common_state(), "optimizer": self.optimizer.state_dict()}
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         """Restore a :meth:`state_dict` (config included; networks must have the same shapes).
@@ -494,24 +442,5 @@ class PPOAgent:
         Raises:
             ConfigError: the state belongs to another algorithm or other dimensions.
         """
-        if state.get("algorithm") != self.algorithm:
-            raise ConfigError(f"state is for algorithm {state.get('algorithm')!r}, not ppo", field="algorithm")
-        if (state["obs_dim"], state["action_dim"]) != (self.obs_dim, self.action_dim):
-            raise ConfigError("state has different obs_dim/action_dim", field="env")
-        config = PPOConfig.from_dict(state["config"])
-        for name in ("hidden_sizes", "normalize_observations"):
-            if getattr(config, name) != getattr(self.config, name):
-                raise ConfigError(f"state has a different ppo.{name}", field=f"ppo.{name}")
-        self.config = config
-        self.actor.load_state_dict(state["actor"])
-        self.critic.load_state_dict(state["critic"])
-        if self.obs_rms is not None and state["obs_rms"] is not None:
-            self.obs_rms.load_state_dict(state["obs_rms"])
-        if len(state["optimizer"]["param_groups"][0]["params"]) > 1:
-            self.optimizer.load_state_dict(self._flat_adam_state(state["optimizer"]))
-        else:
-            self.optimizer.load_state_dict(state["optimizer"])
-        self.generator.set_state(state["generator"])
-        self.env_steps = int(state["env_steps"])
-        self.updates = int(state["updates"])
-        self.recent_returns = deque((float(x) for x in state["recent_returns"]), maxlen=100)
+        self._load_common_state(state)
+        self.optimizer.load_state_dict(state["optimizer"])

@@ -26,6 +26,7 @@ from torch import nn
 
 from trainer.agents._common import (
     MAX_NUM_ENVS,
+    AgentBase,
     AgentConfig,
     ProgressFn,
     StopFn,
@@ -127,7 +128,7 @@ class SACConfig(AgentConfig):
         r(math.isfinite(self.reward_scale) and self.reward_scale > 0, "reward_scale", "must be > 0")
 
 
-class SACAgent:
+class SACAgent(AgentBase):
     """SAC agent: owns actor, twin critics and targets, optimizers, temperature, replay, RNG, counters.
 
     Args:
@@ -143,6 +144,8 @@ class SACAgent:
     """
 
     algorithm = "sac"
+    config_class = SACConfig
+    SHAPE_FIELDS = SACConfig.FIXED
 
     def __init__(
         self,
@@ -350,27 +353,12 @@ class SACAgent:
     def _stats(
         self, collected: int, episodes: int, start: float, losses: torch.Tensor | None, cancelled: bool
     ) -> dict[str, Any]:
-        elapsed = time.monotonic() - start
-        recent = list(self.recent_returns)
-        stats = {
-            "env_steps": collected,
-            "total_env_steps": self.env_steps,
-            "updates": self.updates,
-            "duration_s": elapsed,
-            "steps_per_s": collected / elapsed if elapsed > 0 else 0.0,
-            "episode_return_mean": sum(recent) / len(recent) if recent else None,
-            "episodes": episodes,
-            "cancelled": cancelled,
-        }
+        stats = self._base_stats(collected, episodes, start, cancelled)
         if losses is not None:
             stats.update(zip(("critic_loss", "actor_loss", "alpha_loss", "alpha"), losses.tolist()))
         return stats
 
     # ------------------------------------------------------- hyperparameters
-    def hyperparameters(self) -> dict[str, Any]:
-        """The current config as a JSON-able dict."""
-        return self.config.to_dict()
-
     def set_hyperparameters(self, **changes: Any) -> None:
         """Change hyperparameters between learn calls (PBT mutation); learning rates reach Adam.
 
@@ -378,10 +366,7 @@ class SACAgent:
             ConfigError: unknown key, bad value, or a field fixed at creation (``hidden_sizes``,
                 ``normalize_observations``, ``buffer_size``) given a different value.
         """
-        config = self.config.replace(**changes)
-        for name in SACConfig.FIXED:
-            if getattr(config, name) != getattr(self.config, name):
-                raise ConfigError(f"sac.{name} cannot change after the agent is created", field=f"sac.{name}")
+        config = self._changed_config(changes)
         self.config = config
         set_lr(self.actor_optimizer, config.actor_learning_rate)
         set_lr(self.critic_optimizer, config.critic_learning_rate)
@@ -396,23 +381,13 @@ class SACAgent:
                 :class:`SACConfig.buffer_size`); needed for a bit-exact resume.
         """
         return {
-            "algorithm": self.algorithm,
-            "obs_dim": self.obs_dim,
-            "action_dim": self.action_dim,
-            "config": self.config.to_dict(),
-            "actor": self.actor.state_dict(),
-            "critic": self.critic.state_dict(),
+            **self._common_state(),
             "critic_target": self.critic_target.state_dict(),
             "log_alpha": self.log_alpha.detach().clone(),
-            "obs_rms": self.obs_rms.state_dict() if self.obs_rms is not None else None,
             "actor_optimizer": self.actor_optimizer.state_dict(),
             "critic_optimizer": self.critic_optimizer.state_dict(),
             "alpha_optimizer": self.alpha_optimizer.state_dict(),
             "replay": self.replay.state_dict() if include_replay_buffer else None,
-            "generator": self.generator.get_state(),
-            "env_steps": self.env_steps,
-            "updates": self.updates,
-            "recent_returns": list(self.recent_returns),
         }
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
@@ -422,28 +397,12 @@ class SACAgent:
             ConfigError: the state belongs to another algorithm, other dimensions or a different
                 fixed field.
         """
-        if state.get("algorithm") != self.algorithm:
-            raise ConfigError(f"state is for algorithm {state.get('algorithm')!r}, not sac", field="algorithm")
-        if (state["obs_dim"], state["action_dim"]) != (self.obs_dim, self.action_dim):
-            raise ConfigError("state has different obs_dim/action_dim", field="env")
-        config = SACConfig.from_dict(state["config"])
-        for name in SACConfig.FIXED:
-            if getattr(config, name) != getattr(self.config, name):
-                raise ConfigError(f"state has a different sac.{name}", field=f"sac.{name}")
-        self.config = config
-        self.actor.load_state_dict(state["actor"])
-        self.critic.load_state_dict(state["critic"])
+        self._load_common_state(state)
         self.critic_target.load_state_dict(state["critic_target"])
         with torch.no_grad():
             self.log_alpha.copy_(state["log_alpha"])
-        if self.obs_rms is not None and state["obs_rms"] is not None:
-            self.obs_rms.load_state_dict(state["obs_rms"])
         self.actor_optimizer.load_state_dict(state["actor_optimizer"])
         self.critic_optimizer.load_state_dict(state["critic_optimizer"])
         self.alpha_optimizer.load_state_dict(state["alpha_optimizer"])
         if state["replay"] is not None:
             self.replay.load_state_dict(state["replay"])
-        self.generator.set_state(state["generator"])
-        self.env_steps = int(state["env_steps"])
-        self.updates = int(state["updates"])
-        self.recent_returns = deque((float(x) for x in state["recent_returns"]), maxlen=100)

@@ -6,7 +6,6 @@ import numpy as np
 import pytest
 import torch
 
-from trainer.agents import make_agent
 from trainer.agents.networks import (
     FlatActorCritic,
     FlatAdam,
@@ -119,21 +118,3 @@ def test_flat_adam_takes_the_same_steps_as_torch_adam():
         grad.copy_(g)
         flat_adam.step()
     torch.testing.assert_close(param, reference.detach(), atol=1e-6, rtol=1e-5)
-
-
-def test_ppo_checkpoint_with_a_torch_adam_state_resumes_with_the_same_moments():
-    # checkpoints written before FlatAdam hold torch.optim.Adam over the actor's then the critic's parameters
-    agent = make_agent("ppo", 3, 1, {"hidden_sizes": [8, 8], "num_envs": 4}, seed=0)
-    params = [*agent.actor.parameters(), *agent.critic.parameters()]
-    old = torch.optim.Adam([p.detach().clone().requires_grad_() for p in params], lr=3e-4, eps=1e-5)
-    for i, p in enumerate(old.param_groups[0]["params"]):
-        p.grad = torch.full_like(p, float(i + 1))
-    old.step()
-    state = agent.state_dict()
-    state["optimizer"] = old.state_dict()
-    agent.load_state_dict(state)
-    moments = agent.optimizer.state_dict()["state"][0]["exp_avg"]
-    for i, p in enumerate(params):
-        offset = (p.data_ptr() - agent.net.flat.data_ptr()) // p.element_size()
-        torch.testing.assert_close(moments.as_strided(p.shape, p.stride(), offset), torch.full_like(p, 0.1 * (i + 1)))
-    assert agent.optimizer.steps == 1
