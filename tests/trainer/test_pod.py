@@ -326,7 +326,9 @@ def test_children_of_one_parent_with_different_seeds_explore_differently(first_g
     assert any(not torch.equal(first[k], sibling[k]) for k in first)  # another seed: another branch
 
 
-def test_generation_telemetry_is_bounded_and_plotted_against_the_lineage_env_steps(first_generation, task, market, tmp_path):
+def test_generation_telemetry_is_bounded_and_plotted_against_the_lineage_env_steps(
+    first_generation, task, market, tmp_path
+):
     result, _ = first_generation
     assert 1 <= len(result.telemetry) <= 50
     assert result.telemetry[-1]["total_env_steps"] == result.total_env_steps
