@@ -342,3 +342,28 @@ def test_the_default_score_is_mean_minus_spread_of_quarterly_sharpes_next_to_equ
     rel = metrics["vs_equal_weight"]
     assert rel["baseline_total_return"] == pytest.approx(np.prod(1 + ew) - 1, rel=1e-9)
     assert rel["excess_return"] == pytest.approx(metrics["total_return"] - rel["baseline_total_return"], rel=1e-9)
+
+
+def test_generation_telemetry_is_bounded_and_plotted_against_the_lineage_env_steps(
+    first_generation, task, market, tmp_path
+):
+    result, _ = first_generation
+    assert 1 <= len(result.telemetry) <= 50
+    assert result.telemetry[-1]["total_env_steps"] == result.total_env_steps
+    streamed = []
+    child = run_generation(
+        task,
+        env_steps=256,
+        out_path=tmp_path / "g2.pt",
+        parent=result.checkpoint_path,
+        seed=4,
+        device="cpu",
+        market_data=market,
+        telemetry=streamed.append,
+    )
+    assert streamed == child.telemetry  # streamed as recorded, the same points as returned
+    xs = [p["total_env_steps"] for p in child.telemetry]
+    # the child's curve continues where the parent's ended
+    assert xs[0] > result.total_env_steps and xs[-1] == child.total_env_steps
+    assert all(p["generation"] == 2 for p in child.telemetry)
+    assert all(p["episode_return_mean"] is None or np.isfinite(p["episode_return_mean"]) for p in child.telemetry)
