@@ -11,8 +11,14 @@ pytestmark = [pytest.mark.browser, pytest.mark.slow, pytest.mark.django_db(trans
 
 
 def test_all_agents_lineage_tree_and_scatter(
-    page, live_url, e2e_user, login, screenshot, monkeypatch, trained_checkpoint
-):  # noqa: F811
+    page,
+    live_url,
+    e2e_user,
+    login,
+    screenshot,
+    monkeypatch,
+    trained_checkpoint,  # noqa: F811
+):
     from webapp.runs import services
     from webapp.runs.models import Agent
 
