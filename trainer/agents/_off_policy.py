@@ -15,7 +15,16 @@ from typing import Any, ClassVar
 
 import torch
 
-from trainer.agents._common import AgentBase, ProgressFn, StopFn, Throttle, check_env
+from trainer.agents._common import (
+    AgentBase,
+    ProgressFn,
+    StopFn,
+    TelemetryClock,
+    TelemetryFn,
+    Throttle,
+    check_env,
+    telemetry_due,
+)
 from trainer.errors import ConfigError
 
 __all__ = ["OffPolicyAgent"]
@@ -49,6 +58,7 @@ class OffPolicyAgent(AgentBase):
         *,
         progress: ProgressFn | None = None,
         should_stop: StopFn | None = None,
+        telemetry: TelemetryFn | None = None,
     ) -> dict[str, Any]:
         """Train for at least ``env_steps`` transitions (whole vector steps of E).
 
@@ -63,6 +73,11 @@ class OffPolicyAgent(AgentBase):
                 episodes, unscaled, None before any) and the latest losses.
             should_stop: polled after every env step and its updates; when it returns true the
                 call ends early with ``stats["cancelled"] = True``.
+            telemetry: called after at most ``TELEMETRY_MAX_POINTS`` vector steps, evenly
+                spread (:func:`~trainer.agents._common.telemetry_due`), and after the last one,
+                with a point of :meth:`AgentBase._telemetry_point` holding the latest value of
+                each of ``LOSS_NAMES`` (once updates have started) and ``learning_rate`` (the
+                actor's).
 
         Returns:
             Stats dict: ``env_steps``, ``total_env_steps``, ``updates``, ``duration_s``,
@@ -86,13 +101,14 @@ class OffPolicyAgent(AgentBase):
         vector_steps = math.ceil(env_steps / num_envs)
         throttle = Throttle(progress)
         start = time.monotonic()
+        clock = TelemetryClock(start)
         collected, episodes, cancelled = 0, 0, False
         last_losses: torch.Tensor | None = None
         pending_returns: list[torch.Tensor] = []  # finished-episode returns not yet moved to host
 
         env_seed = int(torch.randint(0, 2**31 - 1, (1,), device=self.device, generator=self.generator).item())
         obs, _ = env.reset(seed=env_seed)
-        for _ in range(vector_steps):
+        for step in range(vector_steps):
             if should_stop is not None and should_stop():
                 cancelled = True
                 break
@@ -119,6 +135,10 @@ class OffPolicyAgent(AgentBase):
             if self.replay.size >= max(cfg.learning_starts, cfg.batch_size):
                 for _ in range(cfg.updates_per_step):
                     last_losses = self._update()
+            if telemetry is not None and telemetry_due(step, vector_steps):
+                episodes += self._drain(pending_returns)
+                values = dict(zip(self.LOSS_NAMES, last_losses.tolist())) if last_losses is not None else {}
+                telemetry(self._telemetry_point(collected, clock, {**values, "learning_rate": cfg.actor_learning_rate}))
             if throttle.due():
                 episodes += self._drain(pending_returns)
                 throttle(self._stats(collected, episodes, start, last_losses, cancelled))

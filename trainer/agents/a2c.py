@@ -35,10 +35,13 @@ from trainer.agents._common import (
     AgentConfig,
     ProgressFn,
     StopFn,
+    TelemetryClock,
+    TelemetryFn,
     Throttle,
     check_env,
     seeded_init,
     set_lr,
+    telemetry_due,
 )
 from trainer.agents.networks import DeterministicPolicy, GaussianActor, RunningMeanStd, ValueCritic
 from trainer.buffers.rollout import RolloutBuffer
@@ -210,6 +213,7 @@ class A2CAgent(AgentBase):
         *,
         progress: ProgressFn | None = None,
         should_stop: StopFn | None = None,
+        telemetry: TelemetryFn | None = None,
     ) -> dict[str, Any]:
         """Train for at least ``env_steps`` transitions (whole rollouts of T * E, one update each).
 
@@ -219,11 +223,16 @@ class A2CAgent(AgentBase):
             progress: called at most ~4 times a second with the stats below so far.
             should_stop: polled between rollouts; when it returns true the call ends early with
                 ``stats["cancelled"] = True``.
+            telemetry: called after the update of at most ``TELEMETRY_MAX_POINTS`` rollouts,
+                evenly spread (:func:`~trainer.agents._common.telemetry_due`), and after the
+                last one, with a point of :meth:`AgentBase._telemetry_point` holding that
+                update's losses, ``explained_variance`` and ``learning_rate``.
 
         Returns:
             Stats dict: ``env_steps``, ``total_env_steps``, ``updates``, ``duration_s``,
             ``steps_per_s``, ``episode_return_mean``, ``episodes``, ``cancelled`` and the last
-            update's ``policy_loss``, ``value_loss``, ``entropy``.
+            update's ``policy_loss``, ``value_loss``, ``entropy``, ``explained_variance`` (of the
+            value targets by the rollout's values).
 
         Raises:
             ConfigError: the env's dimensions differ from the agent's, or ``env_steps`` < 0.
@@ -237,12 +246,13 @@ class A2CAgent(AgentBase):
         buf = RolloutBuffer(num_steps, num_envs, self.obs_dim, self.action_dim, self.device)
         throttle = Throttle(progress)
         start = time.monotonic()
+        clock = TelemetryClock(start)
         collected, episodes, cancelled = 0, 0, False
         losses: dict[str, float] = {}
 
         env_seed = int(torch.randint(0, 2**31 - 1, (1,), device=self.device, generator=self.generator).item())
         obs, _ = env.reset(seed=env_seed)
-        for _ in range(iterations):
+        for iteration in range(iterations):
             if should_stop is not None and should_stop():
                 cancelled = True
                 break
@@ -270,6 +280,7 @@ class A2CAgent(AgentBase):
                     gamma=cfg.gamma,
                     gae_lambda=cfg.gae_lambda,
                 )
+                explained = 1.0 - torch.var(buf.returns - buf.values) / torch.var(buf.returns)
                 if cfg.normalize_advantages:
                     std, mean_adv = torch.std_mean(buf.advantages)
                     buf.advantages.sub_(mean_adv).div_(std + 1e-8)
@@ -280,13 +291,16 @@ class A2CAgent(AgentBase):
             self.recent_returns.extend(finished)
 
             # ---- one gradient step on all T * E samples
-            losses = self._update(buf.flatten())
+            losses = self._update(buf.flatten(), explained)
+            if telemetry is not None and telemetry_due(iteration, iterations):
+                telemetry(self._telemetry_point(collected, clock, {**losses, "learning_rate": cfg.learning_rate}))
             if throttle.due():
                 throttle(self._stats(collected, episodes, start, losses, cancelled))
         return self._stats(collected, episodes, start, losses, cancelled)
 
-    def _update(self, batch: Any) -> dict[str, float]:
-        """One A2C gradient step on a flattened rollout (:class:`~trainer.buffers.rollout.RolloutBatch`, B = T * E)."""
+    def _update(self, batch: Any, explained: torch.Tensor) -> dict[str, float]:
+        """One A2C gradient step on a flattened rollout (:class:`~trainer.buffers.rollout.RolloutBatch`, B = T * E);
+        returns its losses and ``explained`` (() float32 explained variance) as floats."""
         cfg = self.config
         log_prob, entropy = self.actor.evaluate(batch.obs, batch.actions)  # (B,), (B,)
         values = self.critic(batch.obs)  # (B,)
@@ -299,8 +313,8 @@ class A2CAgent(AgentBase):
         nn.utils.clip_grad_norm_(params, cfg.max_grad_norm)
         self.optimizer.step()
         self.updates += 1
-        stats = torch.stack([out.policy_loss, out.value_loss, out.entropy]).tolist()
-        return dict(zip(("policy_loss", "value_loss", "entropy"), stats))
+        stats = torch.stack([out.policy_loss, out.value_loss, out.entropy, explained]).tolist()  # one host sync
+        return dict(zip(("policy_loss", "value_loss", "entropy", "explained_variance"), stats))
 
     def _stats(self, collected: int, episodes: int, start: float, losses: dict, cancelled: bool) -> dict[str, Any]:
         return {**self._base_stats(collected, episodes, start, cancelled), **losses}
