@@ -62,6 +62,7 @@ __all__ = [
     "buffer_bytes",
     "check_env_steps",
     "demo_task_dict",
+    "evaluate_checkpoint_state",
     "evaluate_policy",
     "min_env_steps",
     "run_generation",
@@ -532,6 +533,54 @@ def evaluate_policy(
         }
     metrics["random_windows"] = windows
     return metrics
+
+
+def evaluate_checkpoint_state(
+    agent: Any,
+    state: Mapping[str, Any],
+    *,
+    split: str = "validation",
+    market_data: MarketData | None = None,
+    data_dir: str | Path | None = None,
+    cache_dir: str | Path | None = None,
+    benchmark_returns: pd.Series | None = None,
+    device: str | torch.device = "cpu",
+) -> dict[str, Any]:
+    """Score an agent of a checkpoint (or an ensemble of them) on a split of its task, exactly as
+    :func:`run_generation` scores a generation: same env kind and rules, same train-split
+    feature statistics, same selection rule.
+
+    Args:
+        agent: anything with ``act(obs, deterministic=True)``.
+        state: the checkpoint dict (``task``, ``feature_stats``).
+        split: ``"validation"`` (default) or ``"test"``.
+        market_data: the task's loaded panel (else loaded from ``data_dir``).
+
+    Returns:
+        The dict of :func:`evaluate_policy`.
+
+    Raises:
+        ConfigError, DataError: an invalid task, split or data.
+    """
+    task = TaskSpec.from_dict(state["task"])
+    market = (
+        market_data if market_data is not None else load_market_data(task.data, data_dir=data_dir, cache_dir=cache_dir)
+    )
+    data = prepare_market(market, task.env).slice(*task.split(split), name=split)
+    stats = FeatureStats.from_dict(state["feature_stats"]) if state.get("feature_stats") else None
+
+    def policy(obs: torch.Tensor) -> torch.Tensor:
+        return agent.act(obs, deterministic=True)
+
+    return evaluate_policy(
+        policy,
+        data,
+        task.env,
+        device=device,
+        feature_stats=stats,
+        selection=task.selection,
+        benchmark_returns=benchmark_returns,
+    )
 
 
 # ---------------------------------------------------------------------------- generation
