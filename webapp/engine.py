@@ -257,11 +257,49 @@ def prune_leaderboard(entries: Sequence[tuple[int, float | None, int]], k: int) 
 # --- generations ---------------------------------------------------------------------------
 
 
-def resolve_device(requested: str) -> str:
-    """The device a generation will use in this process, e.g. ``"cuda:0"`` or ``"cpu"``."""
-    from trainer.device import pick_device
+def check_run_device(device: str) -> None:
+    """Refuse a run device other than ``auto``, ``cpu`` or ``cuda`` (``trainer.device.check_run_device``).
 
-    return str(pick_device(requested))
+    Raises:
+        AppError: naming ``device`` (e.g. for ``"cuda:1"``: the worker picks the GPU).
+    """
+    from trainer.device import check_run_device as check
+
+    try:
+        check(device)
+    except TrainerError as exc:
+        raise AppError.from_trainer(exc) from exc
+
+
+def resolve_device(requested: str, worker: str = "auto") -> str:
+    """The device a generation uses in this worker process, e.g. ``"cuda:0"`` or ``"cpu"``.
+
+    The run says which kind of device it wants; the worker says which one it has. A worker
+    pinned to a GPU with ``CUDA_VISIBLE_DEVICES=N`` sees it as ``cuda:0``.
+
+    Args:
+        requested: the run's device, ``"auto"``, ``"cpu"`` or ``"cuda"``. A ``"cuda:N"`` stored
+            before runs lost their ordinal counts as ``"cuda"``.
+        worker: this worker's device (``webapp.core.workers.worker_device``): ``"auto"``,
+            ``"cpu"``, ``"cuda"`` or ``"cuda:N"`` (an ordinal among the GPUs it sees).
+
+    Raises:
+        trainer.errors.ConfigError: a CUDA run on a CPU-only worker, or a worker ordinal this
+            process cannot see (``field="device"``).
+    """
+    from trainer.device import pick_device
+    from trainer.errors import ConfigError
+
+    kind = requested.split(":", 1)[0]
+    if kind == "cpu":
+        return "cpu"
+    if kind == "cuda" and worker == "cpu":
+        raise ConfigError(
+            "device: the run trains on cuda but this worker has no GPU (it trains on cpu)", field="device"
+        )
+    if kind == "cuda" and not worker.startswith("cuda"):
+        return str(pick_device("cuda"))
+    return str(pick_device(worker))
 
 
 _market_cache: OrderedDict[str, Any] = OrderedDict()
@@ -300,6 +338,7 @@ def train_generation(
     should_stop: Callable[[], bool] | None = None,
     data_dir: str | None = None,
     cache_dir: str | None = None,
+    telemetry: Callable[[dict[str, Any]], None] | None = None,
 ) -> dict[str, Any]:
     """Train one generation with ``trainer.pod.run_generation``.
 
@@ -313,10 +352,14 @@ def train_generation(
         device: ``"auto"``, ``"cpu"``, ``"cuda"``...
         progress: called with ``{"env_steps", "steps_per_s", ...}`` a few times a second.
         should_stop: polled between updates; ``True`` cancels (result ``cancelled=True``).
+        telemetry: called with each training-curve point (JSON-able) as the trainer records it.
 
     Returns:
         JSON-able ``{"sha256", "score", "metrics", "env_steps", "hyperparameters",
-        "cancelled", "duration_s"}``; ``score`` is ``None`` when the agent has none (NaN).
+        "cancelled", "duration_s", "generation", "total_env_steps", "telemetry"}``; ``score``
+        is ``None`` when the agent has none (NaN); ``generation`` is the depth in the lineage
+        (1 = fresh), ``total_env_steps`` the line's env steps including this generation's,
+        ``telemetry`` the training curve (``GenerationResult.telemetry``, at most 50 points).
 
     Raises:
         trainer.errors.TrainerError: bad data or config (a permanent failure).
@@ -338,6 +381,7 @@ def train_generation(
         data_dir=data_dir,
         cache_dir=cache_dir,
         market_data=market,
+        telemetry=None if telemetry is None else (lambda point: telemetry(_jsonable(point))),
     )
     score = None if result.score is None or not np.isfinite(result.score) else float(result.score)
     return {
@@ -348,6 +392,9 @@ def train_generation(
         "hyperparameters": _jsonable(result.hyperparameters),
         "cancelled": bool(result.cancelled),
         "duration_s": float(result.duration_s),
+        "generation": int(result.generation),
+        "total_env_steps": int(result.total_env_steps),
+        "telemetry": _jsonable(result.telemetry),
     }
 
 

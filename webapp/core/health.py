@@ -71,7 +71,12 @@ def check_workers() -> dict:
         from webapp.core.workers import read_heartbeats
 
         workers = [
-            {"name": b.get("name", "?"), "queues": b.get("queues", []), "device": b.get("device", "unknown")}
+            {
+                "name": b.get("name", "?"),
+                "queues": b.get("queues", []),
+                "device": b.get("device", "unknown"),
+                "gpu": b.get("gpu"),
+            }
             for b in read_heartbeats(app.conf.broker_url)
         ]
         if not workers:
@@ -93,7 +98,8 @@ def check_all() -> dict:
     Returns:
         ``{"ok": bool, "down": [names of failed checks], "checks": {name: {"ok": ..., ...}}}``
         with names ``database``, ``redis``, ``channel_layer`` and ``workers``; the workers
-        check lists each worker's ``name``, ``queues`` and ``device``.
+        check lists each worker's ``name``, ``queues``, ``device`` (the ordinal it trains on,
+        ``cuda:0`` in a pinned worker) and ``gpu`` (the physical GPU it is pinned to, or None).
     """
     checks = {
         "database": check_database(),

@@ -42,7 +42,7 @@ from django.utils import timezone
 from webapp import engine
 from webapp.core.errors import AppError
 from webapp.market.models import Dataset
-from webapp.runs import broker, events, selectors
+from webapp.runs import broker, events, selectors, telemetry
 from webapp.runs.models import Agent, ClusterBudget, Generation, Pod, Run, Task
 
 logger = logging.getLogger(__name__)
@@ -335,6 +335,8 @@ def run_create(
         mutation: ``{"bounds": {hyperparameter: [low, high]}, "factors": [0.8, 1.25],
             "probability": 1.0}``; the hyperparameters named in ``bounds`` are perturbed when
             an agent is copied from the leaderboard.
+        device: ``"auto"``, ``"cpu"`` or ``"cuda"``; the worker that trains a generation picks
+            the GPU (``cuda:1`` is refused).
 
     Raises:
         AppError: a bad setting (naming it), or a task/budget the user may not use (404).
@@ -357,6 +359,7 @@ def run_create(
         first = next(iter(fields.items()))
         raise AppError(f"{first[0]}: {first[1]}", fields=fields)
     engine.check_generation_steps(task.algorithm, task.hyperparameters, generation_steps)
+    engine.check_run_device(device)
     mutation = dict(mutation or {})
     engine.check_mutation(mutation, task.hyperparameters)
     return Run.objects.create(
@@ -922,11 +925,15 @@ def _generation_complete_locked(claim: Claim, result: dict[str, Any], stored: st
         hyperparameters=result.get("hyperparameters") or gen.hyperparameters,
         error="cancelled" if cancelled else "",
     )
+    telemetry.points_store(
+        run_id=run.pk, generation_id=gen.pk, attempt=claim.attempt, points=result.get("telemetry") or []
+    )
     gen.refresh_from_db()
     pod = gen.pod
     agent = None
     if not cancelled:
         seq = (Agent.objects.filter(run=run).aggregate(m=Max("created_seq"))["m"] or 0) + 1
+        parent = gen.parent
         agent = Agent.objects.create(
             run=run,
             generation=gen,
@@ -938,7 +945,14 @@ def _generation_complete_locked(claim: Claim, result: dict[str, Any], stored: st
             checkpoint=stored,
             sha256=result.get("sha256", ""),
             created_seq=seq,
+            # the lineage as the database knows it (the trainer's checkpoint counts the same)
+            depth=parent.depth + 1 if parent is not None else 1,
+            total_env_steps=(parent.total_env_steps if parent is not None else 0) + trained,
+            lineage_id=(parent.lineage_id or parent.pk) if parent is not None else None,
         )
+        if parent is None:
+            Agent.objects.filter(pk=agent.pk).update(lineage=agent)
+            agent.lineage_id = agent.pk
         _leaderboard_submit(run, agent)
         Pod.objects.filter(pk=pod.pk).update(current_agent=agent, generations_done=F("generations_done") + 1)
     pod.refresh_from_db()
