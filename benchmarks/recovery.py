@@ -186,7 +186,7 @@ def worker_kill(procs: Processes, owner, task) -> float:
     procs.start_worker(victim)
     from webapp.runs import services
 
-    services.run_stop(run=run, cancel=True)
+    services.run_stop(run=run)
     return back - killed
 
 
@@ -241,7 +241,7 @@ def database_blip(owner, task) -> float:
         120,
         "a heartbeat on a new connection",
     )
-    services.run_stop(run=run, cancel=True)
+    services.run_stop(run=run)
     return resumed - killed
 
 
@@ -335,9 +335,13 @@ def main() -> None:
         warm = _run(owner, task, pods=2, steps=2_048, generations=2)
         _finish(warm, timeout=300)
         health_ms, peer_ms = healthz_ms()
+        print(f"measured /healthz: {health_ms:.1f} ms (peer {peer_ms:.0f} ms)", flush=True)
         deliveries, created = busy_deliveries(procs, owner, task, args.generations)
+        print(f"measured deliveries: {deliveries}/{created}", flush=True)
         restart_s = broker_restart(procs, owner, task, args.outage)
+        print(f"measured broker restart: {restart_s:.1f} s", flush=True)
         blip_s = database_blip(owner, task)
+        print(f"measured database blip: {blip_s:.1f} s", flush=True)
         kill_s = worker_kill(procs, owner, task)
     finally:
         procs.stop_all()
