@@ -407,15 +407,18 @@ class StockTradingVecEnv(EpisodeStarts):
             ],
             "tickers": list(self.tickers),
             "feature_names": list(self.data.feature_names),
-            "action": {
-                "dim": n,
-                "low": -1.0,
-                "high": 1.0,
-                "order": "tickers",
-                "rule": "shares = trunc(clip(a, -1, 1) * hmax); negative sells, positive buys",
-                "hmax": self.config.hmax,
-            },
+            "action": self._action_layout(),
             "config": self.config.to_dict(),
+        }
+
+    def _action_layout(self) -> dict[str, Any]:
+        return {
+            "dim": self.num_stocks,
+            "low": -1.0,
+            "high": 1.0,
+            "order": "tickers",
+            "rule": "shares = trunc(clip(a, -1, 1) * hmax); negative sells, positive buys",
+            "hmax": self.config.hmax,
         }
 
     def _scale_free_layout(self) -> dict[str, Any]:
@@ -446,14 +449,7 @@ class StockTradingVecEnv(EpisodeStarts):
             ],
             "tickers": list(self.tickers),
             "feature_names": list(self.data.feature_names),
-            "action": {
-                "dim": n,
-                "low": -1.0,
-                "high": 1.0,
-                "order": "tickers",
-                "rule": "shares = trunc(clip(a, -1, 1) * hmax); negative sells, positive buys",
-                "hmax": self.config.hmax,
-            },
+            "action": self._action_layout(),
             "config": self.config.to_dict(),
         }
 
