@@ -471,7 +471,8 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
     from trainer.bundle import _build_agent, load_agent, load_checkpoint
     from trainer.data.pipeline import DataSpec
     from trainer.device import pick_device, set_cpu_threads
-    from trainer.envs.stock_trading import EnvConfig
+    from trainer.envs.kinds import prepare_market
+    from trainer.envs.observations import FeatureStats
     from trainer.pod import TaskSpec, evaluate_policy
 
     set_cpu_threads()
@@ -479,11 +480,13 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
     device = pick_device(args.device)
     if _is_bundle(path):
         agent = load_agent(path, device=device)
-        task_dict, env_dict, tickers = agent.config["task"], agent.config["env_config"], list(agent.tickers)
+        task_dict, tickers = agent.config["task"], list(agent.tickers)
+        stats = agent.config.get("feature_stats")
         policy = agent.policy_fn(device)
     else:
         state = load_checkpoint(path)
-        task_dict, env_dict, tickers = state["task"], state["env_config"], list(state["observation_layout"]["tickers"])
+        task_dict, tickers = state["task"], list(state["observation_layout"]["tickers"])
+        stats = state.get("feature_stats")
         trained = _build_agent(state, device=device)
 
         def policy(obs: Any) -> Any:
@@ -505,9 +508,16 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
         data_fields["end"] = None if args.end else data_fields["end"]
     spec = DataSpec.from_dict(data_fields, prefix="data")
     market = _load_market(spec, args)
-    window = market.slice(start, end, name=name)
-    env_config = EnvConfig.from_dict(env_dict)
-    metrics = evaluate_policy(policy, window, dataclasses.replace(env_config), device=device)
+    # scale-free features over the whole history first, so the range's lookbacks are complete
+    window = prepare_market(market, task.env).slice(start, end, name=name)
+    metrics = evaluate_policy(
+        policy,
+        window,
+        dataclasses.replace(task.env),
+        device=device,
+        feature_stats=FeatureStats.from_dict(stats) if stats else None,
+        selection=task.selection,
+    )
     if args.json:
         print(json.dumps({"path": str(path), "split": name, "start": start, "end": end, "metrics": metrics}, indent=2))
     else:

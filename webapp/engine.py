@@ -739,15 +739,15 @@ def measure_training_throughput(
 
     from trainer.agents import make_agent
     from trainer.device import pick_device
-    from trainer.envs.stock_trading import StockTradingVecEnv
+    from trainer.envs.kinds import make_env, prepare_market
     from trainer.pod import TaskSpec
 
     spec = TaskSpec.from_dict(task)
     torch_device = pick_device(device)
     market = _market_data(spec, data_dir=data_dir, cache_dir=cache_dir)
-    train = market.slice(*spec.train, name="train")
+    train = prepare_market(market, spec.env).slice(*spec.train, name="train")
     hp = dict(spec.hyperparameters)
-    env = StockTradingVecEnv(train, spec.env, num_envs=int(hp["num_envs"]), device=torch_device, seed=0)
+    env = make_env(train, spec.env, num_envs=int(hp["num_envs"]), device=torch_device, seed=0)
     agent = make_agent(spec.algorithm, env.obs_dim, env.action_dim, hp, device=torch_device, seed=0)
     chunk = int(hp["num_envs"]) * int(hp.get("rollout_steps", 1))
     agent.learn(env, chunk)
