@@ -38,7 +38,8 @@ from trainer.data.pipeline import DataSpec, load_market_data
 from trainer.data.splits import MIN_SPLIT_DAYS, check_split_days
 from trainer.device import pick_device
 from trainer.envs.stock_trading import EnvConfig, StockTradingVecEnv
-from trainer.errors import BundleError, ConfigError
+from trainer.errors import BundleError, ConfigError, PolicyError
+from trainer.nonfinite import check_policy_actions, labelled
 
 __all__ = [
     "DEMO_DATA_FILE",
@@ -372,7 +373,7 @@ def _eval_config(config: EnvConfig, **changes: Any) -> EnvConfig:
 
 @torch.no_grad()
 def _run_episodes(
-    policy: Policy, env: StockTradingVecEnv, *, start_day: int | None, seed: int
+    policy: Policy, env: StockTradingVecEnv, *, start_day: int | None, seed: int, policy_name: str
 ) -> tuple[np.ndarray, np.ndarray]:
     """Run every env of ``env`` for exactly one episode with ``policy``.
 
@@ -380,6 +381,9 @@ def _run_episodes(
         ``values`` (E, L+1) float64 portfolio values in USD, column 0 before the first trade,
         and ``days`` (E, L+1) int64 day indices into ``env.data``; ``L`` is the longest episode,
         shorter episodes are padded with NaN / -1 (not the case for fixed-length windows).
+
+    Raises:
+        PolicyError: the policy emits a NaN or infinite action (named ``policy_name``).
     """
     options = {"start_day": start_day} if start_day is not None else None
     obs, info = env.reset(seed=seed, options=options)
@@ -388,6 +392,7 @@ def _run_episodes(
     active = np.ones(env.num_envs, dtype=bool)
     while active.any():
         action = policy(obs)
+        check_policy_actions(action, policy=policy_name, date=env.data.dates[int(days[-1][active][0])])
         obs, _reward, terminated, truncated, info = env.step(action)
         v = info["portfolio_value"].double().cpu().numpy().copy()
         d = info["day"].cpu().numpy().copy()
@@ -409,6 +414,7 @@ def evaluate_policy(
     window_days: int = EVAL_WINDOW_DAYS,
     seed: int = 0,
     benchmark_returns: pd.Series | None = None,
+    policy_name: str = "the policy",
 ) -> dict[str, Any]:
     """Score a deterministic policy on a date range, as the pods and the CLI do.
 
@@ -426,6 +432,7 @@ def evaluate_policy(
         window_days: steps of each window; shortened to fit the data.
         seed: seed of the window start days.
         benchmark_returns: optional daily benchmark returns (e.g. QQQ) covering the range.
+        policy_name: who the policy is, for errors (e.g. ``"agent 12"``, a file name).
 
     Returns:
         JSON-able dict: every key of :func:`trainer.backtest.metrics.compute_metrics` for the
@@ -438,10 +445,12 @@ def evaluate_policy(
 
     Raises:
         DataError: ``data`` has fewer than 2 days or unusable prices.
+        PolicyError: the policy emits a NaN or infinite action; it is never scored (a NaN
+            action used to mean "hold", which gave a diverged policy a quiet score of 0).
     """
     device = torch.device(device)
     full_env = StockTradingVecEnv(data, _eval_config(env_config), num_envs=1, device=device, seed=seed)
-    values, days = _run_episodes(policy, full_env, start_day=0, seed=seed)
+    values, days = _run_episodes(policy, full_env, start_day=0, seed=seed, policy_name=policy_name)
     v = values[0]
     dates = pd.DatetimeIndex(data.dates[days[0]])
     returns = pd.Series(v[1:] / v[:-1] - 1.0, index=dates[1:], name="returns")
@@ -458,7 +467,7 @@ def evaluate_policy(
     if random_windows > 0 and length >= 2 and data.num_days - 1 > length:
         cfg = _eval_config(env_config, random_start=True, episode_length=length)
         win_env = StockTradingVecEnv(data, cfg, num_envs=random_windows, device=device, seed=seed + 1)
-        wv, wd = _run_episodes(policy, win_env, start_day=None, seed=seed + 1)
+        wv, wd = _run_episodes(policy, win_env, start_day=None, seed=seed + 1, policy_name=policy_name)
         totals, sharpes = [], []
         for i in range(random_windows):
             row = wv[i][~np.isnan(wv[i])]
@@ -514,18 +523,18 @@ class GenerationResult:
 
 
 def _plain(value: Any) -> Any:
-    """Make training stats JSON/weights_only friendly (tensors and numpy scalars to floats)."""
+    """Make training stats JSON/weights_only friendly (tensors and numpy scalars to floats; NaN
+    and infinities to the strings ``"NaN"``/``"inf"``/``"-inf"``, so they read as what they
+    are rather than as missing values)."""
     if isinstance(value, Mapping):
         return {str(k): _plain(v) for k, v in value.items()}
     if isinstance(value, list | tuple):
         return [_plain(v) for v in value]
     if isinstance(value, torch.Tensor):
-        return value.item() if value.numel() == 1 else value.detach().cpu().tolist()
+        return _plain(value.item() if value.numel() == 1 else value.detach().cpu().tolist())
     if isinstance(value, np.generic):
-        return value.item()
-    if isinstance(value, float) and not math.isfinite(value):
-        return None
-    return value
+        return _plain(value.item())
+    return labelled(value)
 
 
 def _layout_key(layout: Mapping[str, Any]) -> tuple:
@@ -609,7 +618,15 @@ def run_generation(
     Returns:
         :class:`GenerationResult`.
 
+    Divergence: the agent checks its losses, gradient norms and parameters once per update
+    and the evaluation checks every action; a NaN or infinity raises :class:`~trainer.errors.Diverged` and
+    no checkpoint is written (the same hyperparameters would diverge again, so callers treat
+    it as a permanent failure of this generation, not of the task).
+
     Raises:
+        trainer.errors.Diverged: training or the trained policy produced NaN or infinite numbers; the message
+            names the update, the quantity and the learning rate(s), e.g. ``"PPO diverged at
+            update 37: policy loss is NaN; learning_rate=1000"``.
         ConfigError: an invalid task, budget, device or hyperparameter change; a split with
             fewer trading days than :data:`MIN_SPLIT_DAYS` or outside the data (field
             ``"<split>.start"``/``"<split>.end"``); a buffer over :data:`MAX_BUFFER_BYTES`.
@@ -715,7 +732,16 @@ def run_generation(
     def policy(obs: torch.Tensor) -> torch.Tensor:
         return agent.act(obs, deterministic=True)
 
-    metrics = evaluate_policy(policy, validation_data, task.env, device=torch_device, seed=seed)
+    try:
+        metrics = evaluate_policy(
+            policy, validation_data, task.env, device=torch_device, seed=seed, policy_name=f"the {task.algorithm} agent"
+        )
+    except PolicyError as exc:
+        # finite losses and parameters, yet NaN actions: diverged all the same (no checkpoint)
+        value = str(exc.details.get("value", "NaN"))
+        error = agent.divergence(update=agent.updates, quantity="validation_action", value=value, stats=stats)
+        error.details["date"] = exc.details.get("date")
+        raise error from None
     score = float(metrics["score"])
     hp_now = _plain(dict(agent.hyperparameters()))
 

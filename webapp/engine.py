@@ -405,18 +405,10 @@ def _policy_from_file(path: str | Path, *, expected_sha256: str | None) -> tuple
         }
         return loaded.policy_fn("cpu"), info
 
-    from trainer.agents import make_agent
-    from trainer.bundle import load_checkpoint
+    from trainer.bundle import _build_agent, load_checkpoint
 
     state = load_checkpoint(path, expected_sha256=expected_sha256)
-    agent = make_agent(
-        state["algorithm"],
-        int(state["obs_dim"]),
-        int(state["action_dim"]),
-        dict(state["hyperparameters"]),
-        device="cpu",
-    )
-    agent.load_state_dict(state["agent"])
+    agent = _build_agent(state)  # refuses NaN or infinite parameters (a diverged agent)
     layout = state.get("observation_layout") or {}
     info = {
         "kind": "checkpoint",
@@ -437,6 +429,7 @@ def backtest_agent(
     expected_sha256: str | None = None,
     data_dir: str | None = None,
     cache_dir: str | None = None,
+    agent_name: str = "the agent",
 ) -> dict[str, Any]:
     """Backtest a stored agent over ``[start, end]`` with ``trainer.backtest.run_backtest``.
 
@@ -451,6 +444,7 @@ def backtest_agent(
         start, end: first and last day, ``YYYY-MM-DD``, inclusive.
         benchmark_path: daily price file holding QQQ (setting ``PADDOCK_BENCHMARK_FILE``).
         expected_sha256: checkpoint digest to verify (tampering/corruption).
+        agent_name: who the agent is in errors, e.g. ``"agent 12"``.
 
     Returns:
         ``{"daily": DataFrame, "metrics": {"agent", "equal_weight", "QQQ"}, "tickers",
@@ -462,15 +456,22 @@ def backtest_agent(
 
     Raises:
         trainer.errors.TrainerError: the agent file is unreadable or does not fit the data
-            (``BundleError``/``DataError`` naming the field), or the range is outside the data.
+            (``BundleError``/``DataError`` naming the field), or the range is outside the data;
+            the agent diverged: its parameters hold NaN or inf (``BundleError``) or its policy
+            emits such actions (``PolicyError``), each message naming ``agent_name``.
     """
     from trainer.backtest.engine import run_backtest
     from trainer.backtest.metrics import METRIC_CONTRACT
     from trainer.errors import DataError
     from trainer.pod import TaskSpec
 
+    from trainer.errors import BundleError
+
     spec = TaskSpec.from_dict(task)
-    policy, info = _policy_from_file(agent_path, expected_sha256=expected_sha256)
+    try:
+        policy, info = _policy_from_file(agent_path, expected_sha256=expected_sha256)
+    except BundleError as exc:
+        raise BundleError(f"{agent_name}: {exc.message}", **exc.details) from None
     market = _market_data(spec, data_dir=data_dir, cache_dir=cache_dir)
     if info["feature_names"] and list(market.feature_names) != info["feature_names"]:
         raise DataError(
@@ -486,6 +487,7 @@ def backtest_agent(
         end=end,
         tickers=info["tickers"] or None,
         device="cpu",
+        policy_name=agent_name,
     )
     daily = result.daily.copy()
     for column in result.benchmarks.columns:

@@ -26,6 +26,7 @@ import torch
 from torch import nn
 
 from trainer.agents._common import (
+    HISTORY_LENGTH,
     MAX_NUM_ENVS,
     AgentBase,
     AgentConfig,
@@ -47,6 +48,7 @@ from trainer.agents.networks import (
 )
 from trainer.buffers.rollout import RolloutBuffer
 from trainer.errors import ConfigError
+from trainer.nonfinite import first_nonfinite
 from trainer.ops.gae import compute_gae
 from trainer.ops.losses import ppo_loss_gradients
 
@@ -56,6 +58,10 @@ __all__ = ["PENDULUM_PPO", "PPOAgent", "PPOConfig"]
 MAX_ROLLOUT_STEPS = 4_096
 #: Most passes over one rollout (the PPO paper uses 3-15).
 MAX_UPDATE_EPOCHS = 100
+#: Statistics of one gradient step, in the order of :meth:`PPOAgent._update`'s rows: the
+#: ``PPOGradients.stats`` of :func:`trainer.ops.losses.ppo_loss_gradients`, then the global
+#: gradient norm before clipping.
+UPDATE_STATS = ("policy_loss", "value_loss", "entropy", "approx_kl", "clip_fraction", "grad_norm")
 
 
 @dataclass
@@ -186,6 +192,7 @@ class PPOAgent(AgentBase):
     algorithm = "ppo"
     config_class = PPOConfig
     SHAPE_FIELDS = ("hidden_sizes", "normalize_observations")
+    STEP_SIZE_FIELDS = ("learning_rate",)
 
     def __init__(
         self,
@@ -275,13 +282,19 @@ class PPOAgent(AgentBase):
 
         Returns:
             Stats dict: ``env_steps``, ``total_env_steps``, ``updates``, ``duration_s``,
-            ``steps_per_s``, ``episode_return_mean``, ``episodes``, ``cancelled`` and the last
+            ``steps_per_s``, ``episode_return_mean``, ``episodes``, ``cancelled``, the last
             rollout's mean ``policy_loss``, ``value_loss``, ``entropy``, ``approx_kl``,
-            ``clip_fraction``.
+            ``clip_fraction`` and ``grad_norm`` (before clipping), and ``history``: those means
+            for each rollout (the last :data:`~trainer.agents._common.HISTORY_LENGTH`), each
+            with the ``env_steps`` and ``updates`` reached.
 
         Raises:
             ConfigError: the env's dimensions differ from the agent's, or there are more minibatches
                 than samples in the env's rollout.
+            Diverged: after a rollout's updates, a gradient step's loss, entropy, KL or gradient
+                norm, or a parameter, is NaN or infinite (checked once per rollout, in the host
+                sync the statistics need anyway); the message names the first such step and
+                quantity and the learning rate.
         """
         cfg = self.config
         check_env(env, self.obs_dim, self.action_dim, self.algorithm)
@@ -299,6 +312,7 @@ class PPOAgent(AgentBase):
         start = time.monotonic()
         collected, episodes, cancelled = 0, 0, False
         losses: dict[str, float] = {}
+        history: deque[dict[str, Any]] = deque(maxlen=HISTORY_LENGTH)
 
         env_seed = int(torch.randint(0, 2**31 - 1, (1,), device=self.device, generator=self.generator).item())
         obs, _ = env.reset(seed=env_seed)
@@ -348,17 +362,37 @@ class PPOAgent(AgentBase):
             self.recent_returns.extend(finished)
 
             # ---- K epochs of minibatch updates on the clipped objective
-            sums, count = self._update(buf, should_stop)
+            rows, count = self._update(buf, should_stop)
             if count < cfg.update_epochs * cfg.num_minibatches:
                 cancelled = True
             if count:
-                means = (sums / count).tolist()  # the one host sync of the update
-                losses = dict(zip(("policy_loss", "value_loss", "entropy", "approx_kl", "clip_fraction"), means))
+                # The one host sync of the update: every gradient step's statistics and whether
+                # all parameters are still finite (the divergence check).
+                params_finite = torch.isfinite(self.net.flat).all().to(rows.dtype).reshape(1)
+                host = torch.cat((rows[:count].reshape(-1), params_finite)).tolist()
+                steps = [host[i * len(UPDATE_STATS) : (i + 1) * len(UPDATE_STATS)] for i in range(count)]
+                first_update = self.updates - count + 1
+                for i, step in enumerate(steps):
+                    bad = first_nonfinite(zip(UPDATE_STATS, step))
+                    if bad is not None:
+                        # this rollout's steps up to the bad one, one record each: the run-up
+                        for j, row in enumerate(steps[: i + 1]):
+                            record = dict(zip(UPDATE_STATS, row))
+                            history.append({"env_steps": collected, "updates": first_update + j, **record})
+                        losses = dict(zip(UPDATE_STATS, step))
+                        stats = self._stats(collected, episodes, start, losses, cancelled, history)
+                        raise self.divergence(update=first_update + i, quantity=bad[0], value=bad[1], stats=stats)
+                losses = {name: sum(column) / count for name, column in zip(UPDATE_STATS, zip(*steps))}
+                history.append({"env_steps": collected, "updates": self.updates, **losses})
+                if host[-1] != 1.0:
+                    value = "NaN" if bool(torch.isnan(self.net.flat).any()) else "inf"
+                    stats = self._stats(collected, episodes, start, losses, cancelled, history)
+                    raise self.divergence(update=self.updates, quantity="parameters", value=value, stats=stats)
             if throttle.due():
                 throttle(self._stats(collected, episodes, start, losses, cancelled))
             if cancelled:
                 break
-        return self._stats(collected, episodes, start, losses, cancelled)
+        return self._stats(collected, episodes, start, losses, cancelled, history)
 
     def _final_values(self, final_obs: torch.Tensor, truncated: torch.Tensor, sparse: bool) -> torch.Tensor:
         """(E,) float32 V(final observation) where ``truncated``, 0 elsewhere (under no_grad)."""
@@ -377,13 +411,13 @@ class PPOAgent(AgentBase):
         between epochs.
 
         Returns:
-            ``(sums, count)``: (5,) float32 sums over the ``count`` gradient steps taken of the
-            policy loss, value loss, entropy, approx KL and clip fraction.
+            ``(rows, count)``: rows (K * M, 6) float32 whose first ``count`` rows (the gradient
+            steps taken) hold each step's :data:`UPDATE_STATS`.
         """
         cfg = self.config
         net = self.net
         flat = buf.flatten()
-        sums = torch.zeros(5, device=self.device)
+        rows = torch.zeros((cfg.update_epochs * cfg.num_minibatches, len(UPDATE_STATS)), device=self.device)
         count = 0
         for _epoch in range(cfg.update_epochs):
             if should_stop is not None and should_stop():
@@ -409,16 +443,28 @@ class PPOAgent(AgentBase):
                 )
                 net.backward(keep, grads.means, grads.values, grads.log_std)
                 # global gradient-norm clip, as torch.nn.utils.clip_grad_norm_
-                scale = torch.clamp(cfg.max_grad_norm / (torch.linalg.vector_norm(net.grad) + 1e-6), max=1.0)
-                net.grad.mul_(scale)
+                grad_norm = torch.linalg.vector_norm(net.grad)
+                net.grad.mul_(torch.clamp(cfg.max_grad_norm / (grad_norm + 1e-6), max=1.0))
                 self.optimizer.step()
+                rows[count, :5] = grads.stats
+                rows[count, 5] = grad_norm
                 self.updates += 1
                 count += 1
-                sums += grads.stats
-        return sums, count
+        return rows, count
 
-    def _stats(self, collected: int, episodes: int, start: float, losses: dict, cancelled: bool) -> dict[str, Any]:
-        return {**self._base_stats(collected, episodes, start, cancelled), **losses}
+    def _stats(
+        self,
+        collected: int,
+        episodes: int,
+        start: float,
+        losses: dict,
+        cancelled: bool,
+        history: deque[dict[str, Any]] | None = None,
+    ) -> dict[str, Any]:
+        stats = {**self._base_stats(collected, episodes, start, cancelled), **losses}
+        if history is not None:
+            stats["history"] = list(history)
+        return stats
 
     # ------------------------------------------------------- hyperparameters
     def set_hyperparameters(self, **changes: Any) -> None:

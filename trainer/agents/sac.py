@@ -25,6 +25,7 @@ import torch
 from torch import nn
 
 from trainer.agents._common import (
+    HISTORY_LENGTH,
     MAX_NUM_ENVS,
     AgentBase,
     AgentConfig,
@@ -38,6 +39,7 @@ from trainer.agents._common import (
 from trainer.agents.networks import DeterministicPolicy, RunningMeanStd, SquashedGaussianActor, TwinQ
 from trainer.buffers.replay import ReplayBuffer
 from trainer.errors import ConfigError
+from trainer.nonfinite import first_nonfinite
 from trainer.ops.losses import sac_actor_loss, sac_critic_loss, sac_critic_target, sac_temperature_loss
 
 __all__ = ["SACAgent", "SACConfig"]
@@ -48,6 +50,18 @@ MAX_BUFFER_SIZE = 2**22
 MAX_BATCH_SIZE = 65_536
 #: Most gradient updates after one vector env step.
 MAX_UPDATES_PER_STEP = 64
+#: Statistics of one gradient update, in the order :meth:`SACAgent._update` returns them:
+#: losses, the temperature, the policy's entropy estimate ``-mean log pi(a|s)`` (nats) and the
+#: gradient norms of critics and actor.
+UPDATE_STATS = (
+    "critic_loss",
+    "actor_loss",
+    "alpha_loss",
+    "alpha",
+    "entropy",
+    "critic_grad_norm",
+    "actor_grad_norm",
+)
 
 
 @dataclass
@@ -146,6 +160,7 @@ class SACAgent(AgentBase):
     algorithm = "sac"
     config_class = SACConfig
     SHAPE_FIELDS = SACConfig.FIXED
+    STEP_SIZE_FIELDS = ("actor_learning_rate", "critic_learning_rate", "alpha_learning_rate")
 
     def __init__(
         self,
@@ -217,7 +232,11 @@ class SACAgent(AgentBase):
 
     # ---------------------------------------------------------------- learning
     def _update(self) -> torch.Tensor:
-        """One gradient step of critics, actor and temperature; returns detached losses (4,)."""
+        """One gradient step of critics, actor and temperature.
+
+        Returns:
+            (7,) float32 detached :data:`UPDATE_STATS` of this step, on the device.
+        """
         cfg = self.config
         batch = self.replay.sample(cfg.batch_size, self.generator)
         obs, next_obs = self._normalize(batch.obs), self._normalize(batch.next_obs)
@@ -233,6 +252,7 @@ class SACAgent(AgentBase):
         critic_loss = sac_critic_loss(q1, q2, target)
         self.critic_optimizer.zero_grad(set_to_none=True)
         critic_loss.backward()
+        critic_grad_norm = torch.nn.utils.get_total_norm([p.grad for p in self.critic.parameters()])
         self.critic_optimizer.step()
 
         action, log_prob = self.actor.sample(obs, self.generator)
@@ -242,6 +262,7 @@ class SACAgent(AgentBase):
         actor_loss = sac_actor_loss(q1_pi, q2_pi, log_prob, alpha)
         self.actor_optimizer.zero_grad(set_to_none=True)
         actor_loss.backward()
+        actor_grad_norm = torch.nn.utils.get_total_norm([p.grad for p in self.actor.parameters()])
         self.actor_optimizer.step()
 
         if cfg.autotune_alpha:
@@ -256,7 +277,18 @@ class SACAgent(AgentBase):
             for target_param, param in zip(self.critic_target.parameters(), self.critic.parameters()):
                 target_param.lerp_(param, cfg.tau)
         self.updates += 1
-        return torch.stack([critic_loss.detach(), actor_loss.detach(), alpha_loss.detach(), alpha])
+        entropy = log_prob.detach().mean().neg()
+        return torch.stack(
+            [
+                critic_loss.detach(),
+                actor_loss.detach(),
+                alpha_loss.detach(),
+                alpha,
+                entropy,
+                critic_grad_norm,
+                actor_grad_norm,
+            ]
+        )
 
     def learn(
         self,
@@ -282,12 +314,18 @@ class SACAgent(AgentBase):
 
         Returns:
             Stats dict: ``env_steps``, ``total_env_steps``, ``updates``, ``duration_s``,
-            ``steps_per_s``, ``episode_return_mean``, ``episodes``, ``cancelled``, and the latest
-            ``critic_loss``, ``actor_loss``, ``alpha_loss``, ``alpha`` once updates have started.
+            ``steps_per_s``, ``episode_return_mean``, ``episodes``, ``cancelled``, the latest
+            update's :data:`UPDATE_STATS` once updates have started, and ``history``: those
+            statistics at most :data:`~trainer.agents._common.HISTORY_LENGTH` times over the
+            call, evenly spaced, each with the ``env_steps`` and ``updates`` reached.
 
         Raises:
             ConfigError: the env's dimensions differ from the agent's, or it has more envs than the
                 replay capacity.
+            Diverged: an update's loss, temperature, entropy or gradient norm is NaN or infinite
+                (checked after each vector step's updates, in one host sync), or a parameter is
+                (checked when progress is reported and at the end); the message names the first
+                such update and quantity and the learning rates.
         """
         cfg = self.config
         check_env(env, self.obs_dim, self.action_dim, self.algorithm)
@@ -303,12 +341,14 @@ class SACAgent(AgentBase):
         throttle = Throttle(progress)
         start = time.monotonic()
         collected, episodes, cancelled = 0, 0, False
-        last_losses: torch.Tensor | None = None
+        last_losses: list[float] | None = None
+        history: deque[dict[str, Any]] = deque(maxlen=HISTORY_LENGTH)
+        history_every = max(1, vector_steps // HISTORY_LENGTH)
         pending_returns: list[torch.Tensor] = []  # finished-episode returns not yet moved to host
 
         env_seed = int(torch.randint(0, 2**31 - 1, (1,), device=self.device, generator=self.generator).item())
         obs, _ = env.reset(seed=env_seed)
-        for _ in range(vector_steps):
+        for step in range(vector_steps):
             if should_stop is not None and should_stop():
                 cancelled = True
                 break
@@ -333,13 +373,40 @@ class SACAgent(AgentBase):
             self.env_steps += num_envs
 
             if self.replay.size >= max(cfg.learning_starts, cfg.batch_size):
-                for _ in range(cfg.updates_per_step):
-                    last_losses = self._update()
+                rows = torch.stack([self._update() for _ in range(cfg.updates_per_step)])
+                # One host sync per vector step: the divergence check of each update.
+                updates = rows.tolist()
+                last_losses = updates[-1]
+                if step % history_every == 0 or step == vector_steps - 1:
+                    history.append(
+                        {"env_steps": collected, "updates": self.updates, **dict(zip(UPDATE_STATS, last_losses))}
+                    )
+                first_update = self.updates - len(updates) + 1
+                for i, row in enumerate(updates):
+                    bad = first_nonfinite(zip(UPDATE_STATS, row))
+                    if bad is not None:
+                        history.append(
+                            {"env_steps": collected, "updates": first_update + i, **dict(zip(UPDATE_STATS, row))}
+                        )
+                        stats = self._stats(collected, episodes, start, row, cancelled, history)
+                        raise self.divergence(update=first_update + i, quantity=bad[0], value=bad[1], stats=stats)
             if throttle.due():
+                self._check_parameters(collected, episodes, start, last_losses, cancelled, history)
                 episodes += self._drain(pending_returns)
                 throttle(self._stats(collected, episodes, start, last_losses, cancelled))
         episodes += self._drain(pending_returns)
-        return self._stats(collected, episodes, start, last_losses, cancelled)
+        self._check_parameters(collected, episodes, start, last_losses, cancelled, history)
+        return self._stats(collected, episodes, start, last_losses, cancelled, history)
+
+    def _check_parameters(self, *args: Any) -> None:
+        """Raise :class:`~trainer.errors.Diverged` when a network parameter or the temperature
+        is NaN or infinite (``args`` as for :meth:`_stats`). Per-update checks of the losses and
+        gradient norms catch divergence first; this is the backstop."""
+        tensors = [*self.actor.parameters(), *self.critic.parameters(), self.log_alpha]
+        if bool(torch.stack([torch.isfinite(t).all() for t in tensors]).all()):
+            return
+        value = "NaN" if any(bool(torch.isnan(t).any()) for t in tensors) else "inf"
+        raise self.divergence(update=self.updates, quantity="parameters", value=value, stats=self._stats(*args))
 
     def _drain(self, pending: list[torch.Tensor]) -> int:
         """Move finished-episode returns to ``recent_returns`` (one device sync); returns the count."""
@@ -351,11 +418,19 @@ class SACAgent(AgentBase):
         return len(finished)
 
     def _stats(
-        self, collected: int, episodes: int, start: float, losses: torch.Tensor | None, cancelled: bool
+        self,
+        collected: int,
+        episodes: int,
+        start: float,
+        losses: list[float] | None,
+        cancelled: bool,
+        history: deque[dict[str, Any]] | None = None,
     ) -> dict[str, Any]:
         stats = self._base_stats(collected, episodes, start, cancelled)
         if losses is not None:
-            stats.update(zip(("critic_loss", "actor_loss", "alpha_loss", "alpha"), losses.tolist()))
+            stats.update(zip(UPDATE_STATS, losses))
+        if history is not None:
+            stats["history"] = list(history)
         return stats
 
     # ------------------------------------------------------- hyperparameters

@@ -28,6 +28,7 @@ from trainer.backtest.metrics import METRIC_CONTRACT, compute_metrics, returns_f
 from trainer.data.market import MarketData
 from trainer.envs.stock_trading import EnvConfig, StockTradingVecEnv
 from trainer.errors import ConfigError, DataError
+from trainer.nonfinite import check_policy_actions
 
 AGENT = "agent"
 QQQ = "QQQ"
@@ -247,6 +248,7 @@ def run_backtest(
     end=None,
     tickers: Sequence[str] | None = None,
     device: str = "cpu",
+    policy_name: str = "the policy",
 ) -> BacktestResult:
     """Run a deterministic policy day by day from ``start`` to ``end`` and score it.
 
@@ -267,6 +269,7 @@ def run_backtest(
         tickers: the tickers the policy trades, in its action order (e.g. a bundle's
             ``tickers``); selects and orders the columns of ``data``. Default: all of them.
         device: torch device of the env.
+        policy_name: who the policy is, for errors (e.g. ``"agent 12"``, a bundle's file name).
 
     Returns:
         A :class:`BacktestResult`.
@@ -276,6 +279,8 @@ def run_backtest(
             not in ``data``, or ``benchmark_close`` lacks a trading day of the range (the
             message lists them) or has a non-positive price.
         ConfigError: invalid ``env_config``, or the policy returns an action of the wrong shape.
+        PolicyError: the policy returns a NaN or infinite action (a diverged agent; it is
+            refused, never run as "hold"); the message names ``policy_name`` and the day.
     """
     config = dataclasses.replace(
         env_config or EnvConfig(), random_start=False, episode_length=None, randomize_initial=False
@@ -298,6 +303,7 @@ def run_backtest(
     with torch.no_grad():
         for day in range(num_days - 1):
             action = _as_action(policy(obs), n)
+            check_policy_actions(action, policy=policy_name, date=window.dates[day])
             actions[day] = action[0].numpy()
             obs, _, _, _, info = env.step(action.to(env.device))
             value[day + 1] = float(info["portfolio_value"][0])
