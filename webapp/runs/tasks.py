@@ -20,6 +20,7 @@ from django.conf import settings
 
 from webapp import engine
 from webapp.config.celery import app
+from webapp.core import workers
 from webapp.runs import events, services
 
 logger = logging.getLogger(__name__)
@@ -82,8 +83,8 @@ def run_generation(self, generation_id: int) -> None:
     log = {"run": claim.run_id, "pod": claim.pod_index}
     attempt = _Attempt(claim)
     try:
-        device = engine.resolve_device(claim.device)
-        attempt.heartbeat(device=device)
+        device = engine.resolve_device(claim.device, workers.worker_device())
+        attempt.heartbeat(device=workers.device_label(device, workers.physical_gpus()))
         with tempfile.TemporaryDirectory(prefix="paddock-gen-") as tmp:
             parent_path = None
             if claim.parent_checkpoint:
