@@ -16,7 +16,14 @@ import torch
 
 from trainer.errors import PolicyError
 
-__all__ = ["check_policy_actions", "first_nonfinite", "label", "labelled", "nonfinite_tensors"]
+__all__ = [
+    "check_policy_actions",
+    "first_nonfinite",
+    "label",
+    "labelled",
+    "nonfinite_action_error",
+    "nonfinite_tensors",
+]
 
 
 def label(value: float) -> float | str:
@@ -74,6 +81,13 @@ def nonfinite_tensors(tree: Any, prefix: str = "") -> list[str]:
         for i, value in enumerate(tree):
             found += nonfinite_tensors(value, f"{prefix}.{i}" if prefix else str(i))
     return found
+
+
+def nonfinite_action_error(action: torch.Tensor) -> ValueError:
+    """The error an env raises for a step whose (E, A) ``action`` holds NaN or inf, naming the rows."""
+    rows = (~torch.isfinite(action)).any(1).nonzero().squeeze(1).tolist()
+    shown = ", ".join(str(r) for r in rows[:8]) + (f" and {len(rows) - 8} more" if len(rows) > 8 else "")
+    return ValueError(f"action holds NaN or infinite values in env row(s) {shown}; actions must be finite")
 
 
 def check_policy_actions(action: torch.Tensor, *, policy: str, date: Any) -> None:

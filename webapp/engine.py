@@ -500,10 +500,8 @@ def backtest_agent(
     """
     from trainer.backtest.engine import run_backtest
     from trainer.backtest.metrics import METRIC_CONTRACT
-    from trainer.errors import DataError
+    from trainer.errors import BundleError, DataError
     from trainer.pod import TaskSpec
-
-    from trainer.errors import BundleError
 
     spec = TaskSpec.from_dict(task)
     try:

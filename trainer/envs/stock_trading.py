@@ -40,6 +40,7 @@ import torch
 from trainer.data.market import MarketData
 from trainer.envs.episodes import EpisodeStarts, check_episode_setup
 from trainer.errors import ConfigError, DataError
+from trainer.nonfinite import nonfinite_action_error
 
 __all__ = [
     "CASH_SCALE",
@@ -518,9 +519,7 @@ class StockTradingVecEnv(EpisodeStarts):
         # Nothing of the env's state has been written yet, so refusing here leaves it as it was.
         all_finite, any_over = torch.stack((finite, over.any())).tolist()
         if not all_finite:
-            rows = (~torch.isfinite(act)).any(1).nonzero().squeeze(1).tolist()
-            shown = ", ".join(str(r) for r in rows[:8]) + (f" and {len(rows) - 8} more" if len(rows) > 8 else "")
-            raise ValueError(f"action holds NaN or infinite values in env row(s) {shown}; actions must be finite")
+            raise nonfinite_action_error(act)
         if any_over:
             factor = torch.where(over, cash / buy_cost * self._keep_buy, 1.0)
             buys = buys.mul_(factor[:, None]).floor_()
