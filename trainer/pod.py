@@ -507,6 +507,15 @@ class GenerationResult:
         total_env_steps: env steps since the first generation of this lineage.
         generation: 1 for a fresh agent, the parent's + 1 otherwise.
         stats: the last training statistics returned by ``agent.learn``.
+        telemetry: the training curve, at most ``TELEMETRY_MAX_POINTS`` points spread evenly
+            over the generation's env steps, oldest first. Each point has ``env_steps`` and
+            ``generation_env_steps`` (this generation so far), ``total_env_steps`` (the lineage
+            so far, the x axis of a training curve), ``generation``, ``elapsed_s``,
+            ``steps_per_s`` (since the previous point), ``episode_return_mean`` (training
+            episodes, unscaled; None before any) and ``learning_rate``, plus PPO's
+            ``policy_loss``, ``value_loss``, ``entropy``, ``approx_kl``, ``clip_fraction``,
+            ``explained_variance`` or SAC's ``critic_loss``, ``actor_loss``, ``alpha_loss``,
+            ``alpha``; a value that is NaN or infinite is None.
     """
 
     checkpoint_path: Path
@@ -520,6 +529,7 @@ class GenerationResult:
     total_env_steps: int = 0
     generation: int = 1
     stats: dict[str, Any] = field(default_factory=dict)
+    telemetry: list[dict[str, Any]] = field(default_factory=list)
 
 
 def _plain(value: Any) -> Any:
@@ -577,6 +587,7 @@ def run_generation(
     data_dir: str | Path | None = None,
     cache_dir: str | Path | None = None,
     market_data: MarketData | None = None,
+    telemetry: Callable[[dict], None] | None = None,
 ) -> GenerationResult:
     """Train one generation on the train split, score it on validation, write a checkpoint.
 
@@ -614,6 +625,9 @@ def run_generation(
         data_dir: folder that relative ``task.data.paths`` resolve against.
         cache_dir: Parquet cache folder of the processed data (``None``: no cache).
         market_data: an already loaded panel covering the splits (skips loading).
+        telemetry: called with each training-curve point as the agent records it (at most
+            ``TELEMETRY_MAX_POINTS`` per generation, see :attr:`GenerationResult.telemetry`),
+            e.g. to store or stream it while the generation runs.
 
     Returns:
         :class:`GenerationResult`.
@@ -722,7 +736,26 @@ def run_generation(
             }
         )
 
-    stats = agent.learn(env, env_steps, progress=report if progress is not None else None, should_stop=should_stop)
+    points: list[dict[str, Any]] = []
+
+    def record(point: dict[str, Any]) -> None:
+        point = {
+            **point,
+            "generation_env_steps": int(point["env_steps"]),
+            "total_env_steps": parent_total + int(point["env_steps"]),
+            "generation": generation,
+        }
+        points.append(point)
+        if telemetry is not None:
+            telemetry(point)
+
+    stats = agent.learn(
+        env,
+        env_steps,
+        progress=report if progress is not None else None,
+        should_stop=should_stop,
+        telemetry=record,
+    )
     stats = _plain(dict(stats or {}))
     cancelled = bool(stats.get("cancelled", False))
     trained = int(stats.get("env_steps", env_steps))
@@ -793,4 +826,5 @@ def run_generation(
         total_env_steps=parent_total + trained,
         generation=generation,
         stats=stats,
+        telemetry=points,
     )

@@ -324,3 +324,28 @@ def test_children_of_one_parent_with_different_seeds_explore_differently(first_g
 
     assert all(torch.equal(first[k], twin[k]) for k in first)  # same parent and seed: reproducible
     assert any(not torch.equal(first[k], sibling[k]) for k in first)  # another seed: another branch
+
+
+def test_generation_telemetry_is_bounded_and_plotted_against_the_lineage_env_steps(
+    first_generation, task, market, tmp_path
+):
+    result, _ = first_generation
+    assert 1 <= len(result.telemetry) <= 50
+    assert result.telemetry[-1]["total_env_steps"] == result.total_env_steps
+    streamed = []
+    child = run_generation(
+        task,
+        env_steps=256,
+        out_path=tmp_path / "g2.pt",
+        parent=result.checkpoint_path,
+        seed=4,
+        device="cpu",
+        market_data=market,
+        telemetry=streamed.append,
+    )
+    assert streamed == child.telemetry  # streamed as recorded, the same points as returned
+    xs = [p["total_env_steps"] for p in child.telemetry]
+    # the child's curve continues where the parent's ended
+    assert xs[0] > result.total_env_steps and xs[-1] == child.total_env_steps
+    assert all(p["generation"] == 2 for p in child.telemetry)
+    assert all(p["episode_return_mean"] is None or np.isfinite(p["episode_return_mean"]) for p in child.telemetry)

@@ -28,16 +28,18 @@ import torch
 from torch import nn
 
 from trainer.agents._common import (
-    HISTORY_LENGTH,
     MAX_NUM_ENVS,
     AgentBase,
     AgentConfig,
     ProgressFn,
     StopFn,
+    TelemetryClock,
+    TelemetryFn,
     Throttle,
     check_env,
     seeded_init,
     set_lr,
+    telemetry_due,
 )
 from trainer.agents.networks import (
     DeterministicPolicy,
@@ -56,14 +58,17 @@ from trainer.ops.losses import ppo_loss_gradients
 
 __all__ = ["PENDULUM_PPO", "PPOAgent", "PPOConfig"]
 
+#: Statistics of one gradient step, in the order of :meth:`PPOAgent._update`'s rows: the
+#: ``PPOGradients.stats`` of :func:`trainer.ops.losses.ppo_loss_gradients`, then the global
+#: gradient norm before clipping. Each is checked for NaN/inf after the rollout's updates.
+UPDATE_STATS = ("policy_loss", "value_loss", "entropy", "approx_kl", "clip_fraction", "grad_norm")
+#: Per-rollout statistics in stats and telemetry: the means of :data:`UPDATE_STATS` over the
+#: rollout's gradient steps, plus the explained variance of its value predictions.
+LOSS_NAMES = (*UPDATE_STATS, "explained_variance")
 #: Longest rollout per env (16 years of trading days; the default is 16).
 MAX_ROLLOUT_STEPS = 4_096
 #: Most passes over one rollout (the PPO paper uses 3-15).
 MAX_UPDATE_EPOCHS = 100
-#: Statistics of one gradient step, in the order of :meth:`PPOAgent._update`'s rows: the
-#: ``PPOGradients.stats`` of :func:`trainer.ops.losses.ppo_loss_gradients`, then the global
-#: gradient norm before clipping.
-UPDATE_STATS = ("policy_loss", "value_loss", "entropy", "approx_kl", "clip_fraction", "grad_norm")
 
 
 @dataclass
@@ -268,6 +273,7 @@ class PPOAgent(AgentBase):
         *,
         progress: ProgressFn | None = None,
         should_stop: StopFn | None = None,
+        telemetry: TelemetryFn | None = None,
     ) -> dict[str, Any]:
         """Train for at least ``env_steps`` transitions (whole rollouts of T * E).
 
@@ -281,22 +287,28 @@ class PPOAgent(AgentBase):
                 episodes, unscaled, None before any) and the latest losses.
             should_stop: polled between rollouts and between epochs; when it returns true the
                 call ends early with ``stats["cancelled"] = True``.
+            telemetry: called after the updates of at most ``TELEMETRY_MAX_POINTS`` rollouts,
+                evenly spread (:func:`~trainer.agents._common.telemetry_due`), and after the
+                last one (also the one that diverged), with a point of
+                :meth:`AgentBase._telemetry_point` holding that rollout's mean losses (as in
+                the returned stats) and ``learning_rate``.
 
         Returns:
             Stats dict: ``env_steps``, ``total_env_steps``, ``updates``, ``duration_s``,
-            ``steps_per_s``, ``episode_return_mean``, ``episodes``, ``cancelled``, the last
+            ``steps_per_s``, ``episode_return_mean``, ``episodes``, ``cancelled`` and the last
             rollout's mean ``policy_loss``, ``value_loss``, ``entropy``, ``approx_kl``,
-            ``clip_fraction`` and ``grad_norm`` (before clipping), and ``history``: those means
-            for each rollout (the last :data:`~trainer.agents._common.HISTORY_LENGTH`), each
-            with the ``env_steps`` and ``updates`` reached.
+            ``clip_fraction`` and ``explained_variance`` (``1 - Var(R - V) / Var(R)`` of the
+            rollout's GAE returns R and value predictions V, as cleanrl and SB3 log it; 1 is a
+            perfect critic, <= 0 one no better than a constant; NaN when Var(R) = 0), and
+            ``grad_norm``, the mean global gradient norm before clipping.
 
         Raises:
             ConfigError: the env's dimensions differ from the agent's, or there are more minibatches
                 than samples in the env's rollout.
-            Diverged: after a rollout's updates, a gradient step's loss, entropy, KL or gradient
-                norm, or a parameter, is NaN or infinite (checked once per rollout, in the host
-                sync the statistics need anyway); the message names the first such step and
-                quantity and the learning rate.
+            Diverged: after a rollout's updates, a gradient step's loss, entropy, KL, clip
+                fraction or gradient norm, or a parameter, is NaN or infinite (checked once per
+                rollout, in the host sync its statistics need anyway); the message names the
+                first such gradient step and quantity and the learning rate.
         """
         cfg = self.config
         check_env(env, self.obs_dim, self.action_dim, self.algorithm)
@@ -312,16 +324,16 @@ class PPOAgent(AgentBase):
         buf = RolloutBuffer(num_steps, num_envs, self.obs_dim, self.action_dim, self.device)
         throttle = Throttle(progress)
         start = time.monotonic()
+        clock = TelemetryClock(start)
         collected, episodes, cancelled = 0, 0, False
         losses: dict[str, float] = {}
-        history: deque[dict[str, Any]] = deque(maxlen=HISTORY_LENGTH)
 
         env_seed = int(torch.randint(0, 2**31 - 1, (1,), device=self.device, generator=self.generator).item())
         obs, _ = env.reset(seed=env_seed)
         # On the CPU a host sync is free, so V(final obs) is computed only for the (usually few)
         # truncated rows; on an accelerator it is computed for every row to avoid the sync.
         sparse_final = self.device.type == "cpu"
-        for _ in range(iterations):
+        for iteration in range(iterations):
             if should_stop is not None and should_stop():
                 cancelled = True
                 break
@@ -354,6 +366,7 @@ class PPOAgent(AgentBase):
                     gamma=cfg.gamma,
                     gae_lambda=cfg.gae_lambda,
                 )
+                explained = 1.0 - torch.var(buf.returns - buf.values) / torch.var(buf.returns)
                 if cfg.normalize_advantages:
                     std, mean_adv = torch.std_mean(buf.advantages)
                     buf.advantages.sub_(mean_adv).div_(std + 1e-8)
@@ -367,34 +380,30 @@ class PPOAgent(AgentBase):
             rows, count = self._update(buf, should_stop)
             if count < cfg.update_epochs * cfg.num_minibatches:
                 cancelled = True
+            diverged = None
             if count:
-                # The one host sync of the update: every gradient step's statistics and whether
-                # all parameters are still finite (the divergence check).
+                # The one host sync of the update: every gradient step's statistics, the
+                # explained variance and whether all parameters are still finite.
                 params_finite = torch.isfinite(self.net.flat).all().to(rows.dtype).reshape(1)
-                host = torch.cat((rows[:count].reshape(-1), params_finite)).tolist()
-                steps = [host[i * len(UPDATE_STATS) : (i + 1) * len(UPDATE_STATS)] for i in range(count)]
-                first_update = self.updates - count + 1
-                for i, step in enumerate(steps):
-                    bad = first_nonfinite(zip(UPDATE_STATS, step))
-                    if bad is not None:
-                        # this rollout's steps up to the bad one, one record each: the run-up
-                        for j, row in enumerate(steps[: i + 1]):
-                            record = dict(zip(UPDATE_STATS, row))
-                            history.append({"env_steps": collected, "updates": first_update + j, **record})
-                        losses = dict(zip(UPDATE_STATS, step))
-                        stats = self._stats(collected, episodes, start, losses, cancelled, history)
-                        raise self.divergence(update=first_update + i, quantity=bad[0], value=bad[1], stats=stats)
-                losses = {name: sum(column) / count for name, column in zip(UPDATE_STATS, zip(*steps))}
-                history.append({"env_steps": collected, "updates": self.updates, **losses})
-                if host[-1] != 1.0:
-                    value = "NaN" if bool(torch.isnan(self.net.flat).any()) else "inf"
-                    stats = self._stats(collected, episodes, start, losses, cancelled, history)
-                    raise self.divergence(update=self.updates, quantity="parameters", value=value, stats=stats)
+                host = torch.cat((rows[:count].reshape(-1), explained.reshape(1), params_finite)).tolist()
+                width = len(UPDATE_STATS)
+                steps = [host[i * width : (i + 1) * width] for i in range(count)]
+                means = [sum(column) / count for column in zip(*steps)]
+                losses = dict(zip(LOSS_NAMES, [*means, host[-2]]))
+                diverged = self._divergence_of(steps, params_finite=host[-1] == 1.0)
+                if diverged is not None:
+                    update, quantity, value = diverged
+                    losses = {**losses, **dict(zip(UPDATE_STATS, steps[update - (self.updates - count + 1)]))}
+            if telemetry is not None and (cancelled or diverged or telemetry_due(iteration, iterations)):
+                telemetry(self._telemetry_point(collected, clock, {**losses, "learning_rate": cfg.learning_rate}))
+            if diverged is not None:
+                stats = self._stats(collected, episodes, start, losses, cancelled)
+                raise self.divergence(update=update, quantity=quantity, value=value, stats=stats)
             if throttle.due():
                 throttle(self._stats(collected, episodes, start, losses, cancelled))
             if cancelled:
                 break
-        return self._stats(collected, episodes, start, losses, cancelled, history)
+        return self._stats(collected, episodes, start, losses, cancelled)
 
     def _final_values(self, final_obs: torch.Tensor, truncated: torch.Tensor, sparse: bool) -> torch.Tensor:
         """(E,) float32 V(final observation) where ``truncated``, 0 elsewhere (under no_grad)."""
@@ -405,6 +414,19 @@ class PPOAgent(AgentBase):
         if rows.numel():
             out[rows] = mlp_forward(self.critic.net, self._normalize(final_obs[rows])).squeeze(-1)
         return out
+
+    def _divergence_of(self, steps: list[list[float]], *, params_finite: bool) -> tuple[int, str, str] | None:
+        """``(update, quantity, value)`` of the first non-finite statistic among the last
+        ``len(steps)`` gradient steps (rows of :data:`UPDATE_STATS`), else of the parameters
+        when they are not finite; ``None`` when all is finite."""
+        first_update = self.updates - len(steps) + 1
+        for i, step in enumerate(steps):
+            bad = first_nonfinite(zip(UPDATE_STATS, step))
+            if bad is not None:
+                return first_update + i, bad[0], bad[1]
+        if not params_finite:
+            return self.updates, "parameters", "NaN" if bool(torch.isnan(self.net.flat).any()) else "inf"
+        return None
 
     def _update(self, buf: RolloutBuffer, should_stop: StopFn | None) -> tuple[torch.Tensor, int]:
         """K epochs of minibatch gradient steps on one rollout.
@@ -454,19 +476,8 @@ class PPOAgent(AgentBase):
                 count += 1
         return rows, count
 
-    def _stats(
-        self,
-        collected: int,
-        episodes: int,
-        start: float,
-        losses: dict,
-        cancelled: bool,
-        history: deque[dict[str, Any]] | None = None,
-    ) -> dict[str, Any]:
-        stats = {**self._base_stats(collected, episodes, start, cancelled), **losses}
-        if history is not None:
-            stats["history"] = list(history)
-        return stats
+    def _stats(self, collected: int, episodes: int, start: float, losses: dict, cancelled: bool) -> dict[str, Any]:
+        return {**self._base_stats(collected, episodes, start, cancelled), **losses}
 
     # ------------------------------------------------------- hyperparameters
     def set_hyperparameters(self, **changes: Any) -> None:

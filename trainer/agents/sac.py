@@ -28,22 +28,29 @@ import torch
 from torch import nn
 
 from trainer.agents._common import (
-    HISTORY_LENGTH,
     MAX_NUM_ENVS,
     AgentBase,
     AgentConfig,
     ProgressFn,
     StopFn,
+    TelemetryClock,
+    TelemetryFn,
     Throttle,
     check_env,
     seeded_init,
     set_lr,
+    telemetry_due,
 )
 from trainer.agents.networks import DeterministicPolicy, RunningMeanStd, SquashedGaussianActor, TwinQ
 from trainer.buffers.replay import ReplayBuffer
 from trainer.errors import ConfigError
 from trainer.nonfinite import first_nonfinite
 from trainer.ops.losses import sac_actor_loss, sac_critic_loss, sac_critic_target, sac_temperature_loss
+
+#: The statistics ``_update`` returns, in order: losses, the temperature, the policy's entropy
+#: estimate ``-mean log pi(a|s)`` (nats) and the gradient norms of critics and actor. Each is
+#: checked for NaN/inf after every vector step's updates.
+LOSS_NAMES = ("critic_loss", "actor_loss", "alpha_loss", "alpha", "entropy", "critic_grad_norm", "actor_grad_norm")
 
 __all__ = ["SACAgent", "SACConfig"]
 
@@ -53,18 +60,6 @@ MAX_BUFFER_SIZE = 2**22
 MAX_BATCH_SIZE = 65_536
 #: Most gradient updates after one vector env step.
 MAX_UPDATES_PER_STEP = 64
-#: Statistics of one gradient update, in the order :meth:`SACAgent._update` returns them:
-#: losses, the temperature, the policy's entropy estimate ``-mean log pi(a|s)`` (nats) and the
-#: gradient norms of critics and actor.
-UPDATE_STATS = (
-    "critic_loss",
-    "actor_loss",
-    "alpha_loss",
-    "alpha",
-    "entropy",
-    "critic_grad_norm",
-    "actor_grad_norm",
-)
 
 
 @dataclass
@@ -238,7 +233,7 @@ class SACAgent(AgentBase):
         """One gradient step of critics, actor and temperature.
 
         Returns:
-            (7,) float32 detached :data:`UPDATE_STATS` of this step, on the device.
+            (7,) float32 detached :data:`LOSS_NAMES` of this step, on the device.
         """
         cfg = self.config
         batch = self.replay.sample(cfg.batch_size, self.generator)
@@ -281,17 +276,8 @@ class SACAgent(AgentBase):
                 target_param.lerp_(param, cfg.tau)
         self.updates += 1
         entropy = log_prob.detach().mean().neg()
-        return torch.stack(
-            [
-                critic_loss.detach(),
-                actor_loss.detach(),
-                alpha_loss.detach(),
-                alpha,
-                entropy,
-                critic_grad_norm,
-                actor_grad_norm,
-            ]
-        )
+        losses = (critic_loss.detach(), actor_loss.detach(), alpha_loss.detach(), alpha, entropy)
+        return torch.stack([*losses, critic_grad_norm, actor_grad_norm])
 
     def learn(
         self,
@@ -300,6 +286,7 @@ class SACAgent(AgentBase):
         *,
         progress: ProgressFn | None = None,
         should_stop: StopFn | None = None,
+        telemetry: TelemetryFn | None = None,
     ) -> dict[str, Any]:
         """Train for at least ``env_steps`` transitions (whole vector steps of E).
 
@@ -314,13 +301,16 @@ class SACAgent(AgentBase):
                 episodes, unscaled, None before any) and the latest losses.
             should_stop: polled after every env step and its updates; when it returns true the
                 call ends early with ``stats["cancelled"] = True``.
+            telemetry: called after at most ``TELEMETRY_MAX_POINTS`` vector steps, evenly
+                spread (:func:`~trainer.agents._common.telemetry_due`), and after the last one,
+                with a point of :meth:`AgentBase._telemetry_point` holding the latest
+                ``critic_loss`` (Q1 + Q2 losses), ``actor_loss``, ``alpha_loss``, ``alpha`` (once
+                updates have started) and ``learning_rate`` (the actor's).
 
         Returns:
             Stats dict: ``env_steps``, ``total_env_steps``, ``updates``, ``duration_s``,
-            ``steps_per_s``, ``episode_return_mean``, ``episodes``, ``cancelled``, the latest
-            update's :data:`UPDATE_STATS` once updates have started, and ``history``: those
-            statistics at most :data:`~trainer.agents._common.HISTORY_LENGTH` times over the
-            call, evenly spaced, each with the ``env_steps`` and ``updates`` reached.
+            ``steps_per_s``, ``episode_return_mean``, ``episodes``, ``cancelled``, and the latest
+            update's :data:`LOSS_NAMES` once updates have started.
 
         Raises:
             ConfigError: the env's dimensions differ from the agent's, or it has more envs than the
@@ -343,10 +333,9 @@ class SACAgent(AgentBase):
         vector_steps = math.ceil(env_steps / num_envs)
         throttle = Throttle(progress)
         start = time.monotonic()
+        clock = TelemetryClock(start)
         collected, episodes, cancelled = 0, 0, False
         last_losses: list[float] | None = None
-        history: deque[dict[str, Any]] = deque(maxlen=HISTORY_LENGTH)
-        history_every = max(1, vector_steps // HISTORY_LENGTH)
         pending_returns: list[torch.Tensor] = []  # finished-episode returns not yet moved to host
 
         env_seed = int(torch.randint(0, 2**31 - 1, (1,), device=self.device, generator=self.generator).item())
@@ -375,31 +364,32 @@ class SACAgent(AgentBase):
             collected += num_envs
             self.env_steps += num_envs
 
+            diverged = None
             if self.replay.size >= max(cfg.learning_starts, cfg.batch_size):
                 rows = torch.stack([self._update() for _ in range(cfg.updates_per_step)])
-                # One host sync per vector step: the divergence check of each update.
-                updates = rows.tolist()
+                updates = rows.tolist()  # one host sync per vector step: the divergence check
                 last_losses = updates[-1]
-                if step % history_every == 0 or step == vector_steps - 1:
-                    history.append(
-                        {"env_steps": collected, "updates": self.updates, **dict(zip(UPDATE_STATS, last_losses))}
-                    )
                 first_update = self.updates - len(updates) + 1
                 for i, row in enumerate(updates):
-                    bad = first_nonfinite(zip(UPDATE_STATS, row))
+                    bad = first_nonfinite(zip(LOSS_NAMES, row))
                     if bad is not None:
-                        history.append(
-                            {"env_steps": collected, "updates": first_update + i, **dict(zip(UPDATE_STATS, row))}
-                        )
-                        stats = self._stats(collected, episodes, start, row, cancelled, history)
-                        raise self.divergence(update=first_update + i, quantity=bad[0], value=bad[1], stats=stats)
+                        diverged, last_losses = (first_update + i, *bad), row
+                        break
+            if telemetry is not None and (diverged or telemetry_due(step, vector_steps)):
+                episodes += self._drain(pending_returns)
+                values = dict(zip(LOSS_NAMES, last_losses)) if last_losses is not None else {}
+                telemetry(self._telemetry_point(collected, clock, {**values, "learning_rate": cfg.actor_learning_rate}))
+            if diverged is not None:
+                update, quantity, value = diverged
+                stats = self._stats(collected, episodes, start, last_losses, cancelled)
+                raise self.divergence(update=update, quantity=quantity, value=value, stats=stats)
             if throttle.due():
-                self._check_parameters(collected, episodes, start, last_losses, cancelled, history)
+                self._check_parameters(collected, episodes, start, last_losses, cancelled)
                 episodes += self._drain(pending_returns)
                 throttle(self._stats(collected, episodes, start, last_losses, cancelled))
         episodes += self._drain(pending_returns)
-        self._check_parameters(collected, episodes, start, last_losses, cancelled, history)
-        return self._stats(collected, episodes, start, last_losses, cancelled, history)
+        self._check_parameters(collected, episodes, start, last_losses, cancelled)
+        return self._stats(collected, episodes, start, last_losses, cancelled)
 
     def _check_parameters(self, *args: Any) -> None:
         """Raise :class:`~trainer.errors.Diverged` when a network parameter or the temperature
@@ -421,19 +411,11 @@ class SACAgent(AgentBase):
         return len(finished)
 
     def _stats(
-        self,
-        collected: int,
-        episodes: int,
-        start: float,
-        losses: list[float] | None,
-        cancelled: bool,
-        history: deque[dict[str, Any]] | None = None,
+        self, collected: int, episodes: int, start: float, losses: list[float] | None, cancelled: bool
     ) -> dict[str, Any]:
         stats = self._base_stats(collected, episodes, start, cancelled)
         if losses is not None:
-            stats.update(zip(UPDATE_STATS, losses))
-        if history is not None:
-            stats["history"] = list(history)
+            stats.update(zip(LOSS_NAMES, losses))
         return stats
 
     # ------------------------------------------------------- hyperparameters

@@ -22,7 +22,7 @@ from django.urls import NoReverseMatch, reverse
 from django.views.decorators.http import require_GET, require_http_methods, require_POST, require_safe
 
 from webapp.core.errors import AppError
-from webapp.runs import forms, queries, selectors, services
+from webapp.runs import forms, queries, selectors, services, telemetry
 
 PAGE_SIZE = 50
 #: leaderboard rows the run page shows (the API pages through all of them)
@@ -229,8 +229,27 @@ def run_detail(request: HttpRequest, run_id: int) -> HttpResponse:
             "progress": run_data["budget"]["progress"],
             "wall_clock_limit": format_duration(run.budget.max_wall_clock_s),
             "scale_form": forms.ScaleForm(initial={"num_pods": run.num_pods}),
+            "metrics_config": metrics_config(
+                api=reverse("api:run-metrics", args=[run.pk]),
+                algorithm=run.task.algorithm,
+                group="lineage",
+                title="against each line's cumulative env steps",
+            ),
         },
     )
+
+
+def metrics_config(*, api: str, algorithm: str, group: str, title: str = "") -> dict[str, Any]:
+    """What ``templates/runs/_metrics.html`` and ``run_metrics.js`` need: the curves' API, the
+    algorithm's metrics (name -> label), the first one shown and how lines are grouped."""
+    names = telemetry.ALGORITHM_METRICS.get(algorithm, tuple(telemetry.METRICS))
+    return {
+        "api": api,
+        "metrics": {n: telemetry.METRICS[n] for n in names},
+        "default_metric": "episode_return_mean",
+        "group": group,
+        "title": title,
+    }
 
 
 def format_duration(seconds: float | None) -> str:
@@ -405,6 +424,12 @@ def agent_detail(request: HttpRequest, agent_id: int) -> HttpResponse:
                 for step in queries.agent_lineage(agent)
             ],
             "backtest_url": backtest_url,
+            "metrics_config": metrics_config(
+                api=reverse("api:agent-metrics", args=[agent.pk]),
+                algorithm=agent.run.task.algorithm,
+                group="agent",
+                title="this agent and its ancestors, against the line's cumulative env steps",
+            ),
         },
     )
 
