@@ -55,7 +55,7 @@ class Diverged(TrainerError):
     without retrying it. ``message`` is one line such as ``"PPO diverged at update 37: policy
     loss is NaN; learning_rate=1000"``; ``details`` hold ``algorithm``, ``update``,
     ``quantity``, ``value``, ``hyperparameters`` (the step sizes named in the message) and
-    ``stats`` (the training statistics up to the divergence, with their history).
+    ``stats`` (the training statistics at the divergence, non-finite ones as ``"NaN"``/``"inf"``).
     """
 
 
