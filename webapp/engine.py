@@ -20,7 +20,9 @@ from typing import Any
 
 import numpy as np
 
-from trainer.errors import TrainerError  # also the name the rest of webapp catches it by
+# also the names the rest of webapp catches them by (Diverged is a TrainerError: catch it first)
+from trainer.errors import Diverged as Diverged  # re-exported
+from trainer.errors import TrainerError
 from webapp.core.errors import AppError
 
 
@@ -362,6 +364,9 @@ def train_generation(
         ``telemetry`` the training curve (``GenerationResult.telemetry``, at most 50 points).
 
     Raises:
+        trainer.errors.Diverged: training produced NaN or infinite numbers (no checkpoint is
+            written); ``message`` is the one line for users, ``details["stats"]["env_steps"]``
+            the env steps trained. A permanent failure of this generation, not of the task.
         trainer.errors.TrainerError: bad data or config (a permanent failure).
     """
     from trainer.pod import TaskSpec, run_generation
