@@ -22,6 +22,7 @@ __all__ = [
     "label",
     "labelled",
     "nonfinite_action_error",
+    "nonfinite_kind",
     "nonfinite_tensors",
 ]
 
@@ -56,6 +57,11 @@ def first_nonfinite(values: Iterable[tuple[str, float]]) -> tuple[str, str] | No
         if not math.isfinite(value):
             return name, str(label(value))
     return None
+
+
+def nonfinite_kind(tensors: Iterable[torch.Tensor]) -> str:
+    """``"NaN"`` when a tensor holds NaN, else ``"inf"`` (call when something is not finite)."""
+    return "NaN" if any(bool(torch.isnan(t).any()) for t in tensors) else "inf"
 
 
 def nonfinite_tensors(tree: Any, prefix: str = "") -> list[str]:

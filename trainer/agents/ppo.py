@@ -52,7 +52,7 @@ from trainer.agents.networks import (
 )
 from trainer.buffers.rollout import RolloutBuffer
 from trainer.errors import ConfigError
-from trainer.nonfinite import first_nonfinite
+from trainer.nonfinite import first_nonfinite, nonfinite_kind
 from trainer.ops.gae import compute_gae
 from trainer.ops.losses import ppo_loss_gradients
 
@@ -425,7 +425,7 @@ class PPOAgent(AgentBase):
             if bad is not None:
                 return first_update + i, bad[0], bad[1]
         if not params_finite:
-            return self.updates, "parameters", "NaN" if bool(torch.isnan(self.net.flat).any()) else "inf"
+            return self.updates, "parameters", nonfinite_kind([self.net.flat])
         return None
 
     def _update(self, buf: RolloutBuffer, should_stop: StopFn | None) -> tuple[torch.Tensor, int]:

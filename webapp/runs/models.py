@@ -78,8 +78,10 @@ class Run(models.Model):
     """One tournament: a pool of pods training on a task within a budget.
 
     Status flow: ``queued`` -> ``running`` <-> ``paused``; ``running``/``paused`` ->
-    ``finishing`` (budget spent or stop asked; running generations end) -> ``finished``;
-    ``cancelled`` (stopped without end-of-run backtests) and ``failed`` are terminal too.
+    ``finishing`` (the budget or a limit is spent; running generations end) -> ``finished``
+    (then the end-of-run backtests); ``cancelled`` (stopped by its user: at once, running
+    generations never enter the leaderboard, backtests only when the user asked) and
+    ``failed`` are terminal too.
 
     ``event_seq`` numbers the events sent to the run's Channels group (see ``events.py``).
     """

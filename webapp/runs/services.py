@@ -536,13 +536,16 @@ def run_resume(*, run: Run) -> Run:
     return run
 
 
-def run_stop(*, run: Run, cancel: bool = False) -> Run:
-    """Stop a run. Running generations are cancelled through the trainer's ``should_stop``
-    signal (within about a second) and queued ones at once.
+def run_stop(*, run: Run, backtest: bool = False) -> Run:
+    """Stop a run at once: it ends ``cancelled`` (a user's stop is never ``finished``, which
+    means the budget or its limits ended the run). Queued generations are cancelled now and
+    running ones through the trainer's ``should_stop`` signal (within about a second); a
+    generation still running at stop time never enters the leaderboard, even if it completes
+    (see ``_generation_complete_locked``).
 
     Args:
-        cancel: ``False``: the run ends ``finished`` and its end-of-run backtests run on the
-            agents it has; ``True``: it ends ``cancelled``, without backtests.
+        backtest: also queue the end-of-run backtests of the best agents the run has (the
+            user's choice on the Stop form; default no).
 
     Raises:
         AppError: the run has already ended (409).
@@ -552,19 +555,18 @@ def run_stop(*, run: Run, cancel: bool = False) -> Run:
         run = Run.objects.select_for_update().get(pk=run.pk)
         if run.status in Run.TERMINAL:
             raise AppError(f"run is already {run.status}", status=409)
-        never_started = run.status == Run.Status.QUEUED
         run.stop_requested = True
-        run.status_reason = "cancelled by user" if cancel else "stopped by user"
-        run.status = Run.Status.CANCELLED if cancel or never_started else Run.Status.FINISHING
-        if run.status == Run.Status.CANCELLED:
-            run.finished_at = timezone.now()
+        run.status_reason = "cancelled by user" + (" (best agents backtested)" if backtest else "")
+        run.status = Run.Status.CANCELLED
+        run.finished_at = timezone.now()
         run.save(update_fields=["stop_requested", "status_reason", "status", "finished_at"])
         _cancel_waiting(run)
-        if run.status == Run.Status.CANCELLED:
-            Pod.objects.filter(run=run).exclude(state=Pod.State.RETIRED).update(state=Pod.State.STOPPED)
-        _run_maybe_finish(run)
+        Pod.objects.filter(run=run).exclude(state=Pod.State.RETIRED).update(state=Pod.State.STOPPED)
         _budget_dispatch(budget)
         _publish_run(run)
+        if backtest:
+            run_id = run.pk
+            transaction.on_commit(lambda: _trigger_backtests(run_id))
     return run
 
 
@@ -919,7 +921,9 @@ def _generation_complete_locked(claim: Claim, result: dict[str, Any], stored: st
         gpu_seconds_used=F("gpu_seconds_used") + duration, env_steps_used=F("env_steps_used") + trained
     )
     budget.refresh_from_db()
-    cancelled = bool(result.get("cancelled")) or stored is None
+    # A generation of a run stopped by its user (or failed) while it trained is cancelled,
+    # even when its training ended before it saw the signal: it does not enter the leaderboard.
+    cancelled = bool(result.get("cancelled")) or stored is None or run.stop_requested
     Generation.objects.filter(pk=gen.pk).update(
         status=Generation.Status.CANCELLED if cancelled else Generation.Status.DONE,
         env_steps=trained,
