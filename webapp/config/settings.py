@@ -240,6 +240,10 @@ CELERY_TASK_SOFT_TIME_LIMIT = PADDOCK_GENERATION_TIME_LIMIT
 # claim turns such a second delivery into a no-op, and the reaper handles dead workers.
 CELERY_BROKER_TRANSPORT_OPTIONS = {"visibility_timeout": PADDOCK_GENERATION_TIME_LIMIT * 2}
 CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
+# Workers try to reach a lost broker every second (webapp.core.workers.Consumer), for ever.
+CELERY_BROKER_CONNECTION_MAX_RETRIES = None
+# A beat tick that falls into a broker outage is sent as soon as the broker is back.
+CELERY_BEAT_SCHEDULER = "webapp.core.beat:RetryingScheduler"
 # A generation keeps running through a broker outage (its result is stored in the database;
 # the claim makes a redelivery a no-op). Celery 6 would change this default, so pin it.
 CELERY_WORKER_CANCEL_LONG_RUNNING_TASKS_ON_CONNECTION_LOSS = False
@@ -262,7 +266,8 @@ CELERY_BEAT_SCHEDULE = {
 
 PADDOCK_TORCH_THREADS = env_int("PADDOCK_TORCH_THREADS", 1, minimum=1)
 # A running generation without a heartbeat for this long is re-queued by the reaper; a queued
-# generation whose message looks lost is sent again after PADDOCK_REDISPATCH_AFTER_S.
+# backtest is sent again after PADDOCK_REDISPATCH_AFTER_S (a generation's message is sent again
+# as soon as it is missing from the broker: webapp.runs.broker).
 PADDOCK_STALE_AFTER_S = env_int("PADDOCK_STALE_AFTER_S", 120, minimum=5)
 PADDOCK_REDISPATCH_AFTER_S = env_int("PADDOCK_REDISPATCH_AFTER_S", 60, minimum=5)
 # A backtest takes seconds; one still running after this lost its worker.

@@ -42,7 +42,7 @@ from django.utils import timezone
 from webapp import engine
 from webapp.core.errors import AppError
 from webapp.market.models import Dataset
-from webapp.runs import events, selectors, telemetry
+from webapp.runs import broker, events, selectors, telemetry
 from webapp.runs.models import Agent, ClusterBudget, Generation, Pod, Run, Task
 
 logger = logging.getLogger(__name__)
@@ -66,9 +66,16 @@ def stale_after_s() -> float:
     return _setting("PADDOCK_STALE_AFTER_S", 120.0)
 
 
+#: Seconds after its dispatch from which a queued generation whose message is not in the
+#: broker (neither waiting nor delivered to a worker) counts as lost and is sent again. The
+#: message goes out milliseconds after the dispatching transaction commits, so a few seconds
+#: are plenty; a message that only waits for a worker is never sent twice, however long it waits.
+LOST_MESSAGE_AFTER_S = 3.0
+
+
 def redispatch_after_s() -> float:
-    """Seconds after which a queued generation's message is presumed lost and sent again."""
-    return _setting("PADDOCK_REDISPATCH_AFTER_S", 60.0)
+    """See :data:`LOST_MESSAGE_AFTER_S`."""
+    return LOST_MESSAGE_AFTER_S
 
 
 # --- budgets -------------------------------------------------------------------------------
@@ -451,13 +458,17 @@ def _budget_dispatch(budget: ClusterBudget) -> int:
 
 
 def _send_generation_tasks(ids: list[int]) -> None:
+    """Send one ``run_generation`` message per id (after the dispatching transaction
+    committed). A message that cannot be sent (broker down) leaves its generation undispatched,
+    so the next sweep (at the latest when the broker is back) sends it."""
     from webapp.runs.tasks import run_generation
 
     for gen_id in ids:
         try:
-            run_generation.delay(gen_id)
-        except Exception:  # broker down: runs_ensure_work sends it again later
-            logger.warning("could not send generation %s; the sweep will retry", gen_id, exc_info=True)
+            run_generation.apply_async((gen_id,), task_id=broker.generation_task_id(gen_id))
+        except Exception as exc:
+            logger.warning("could not send generation %s (%s); the sweep will send it", gen_id, exc)
+            Generation.objects.filter(pk=gen_id, status__in=Generation.CLAIMABLE).update(dispatched_at=None)
 
 
 def run_start(*, run: Run) -> Run:
@@ -1087,10 +1098,12 @@ def _run_pause_if_failing(run: Run, gen: Generation) -> None:
         logger.warning("run paused itself: %s", reason, extra={"run": run.pk})
 
 
-def generation_fail(*, claim: Claim, error: str, retry: bool) -> None:
+def generation_fail(*, claim: Claim, error: str, retry: bool, count_attempt: bool = True) -> None:
     """Record a failed attempt. A transient failure (``retry``) queues the generation again
     while attempts remain; a permanent one (bad data or config) fails the generation and the
-    run, whose other generations would fail the same way."""
+    run, whose other generations would fail the same way. With ``count_attempt=False`` (the
+    worker lost its database connection: nothing is wrong with the generation) the attempt is
+    given back, so the next claim has the same number and the generation keeps all its tries."""
     with transaction.atomic():
         run = Run.objects.get(pk=claim.run_id)
         budget = _lock_budget(run.budget_id)
@@ -1100,9 +1113,12 @@ def generation_fail(*, claim: Claim, error: str, retry: bool) -> None:
         now = timezone.now()
         duration = max(0.0, (now - gen.started_at).total_seconds())
         ClusterBudget.objects.filter(pk=budget.pk).update(gpu_seconds_used=F("gpu_seconds_used") + duration)
-        if retry and gen.attempt < MAX_ATTEMPTS:
+        if retry and (gen.attempt < MAX_ATTEMPTS or not count_attempt):
             Generation.objects.filter(pk=gen.pk).update(
-                status=Generation.Status.QUEUED, dispatched_at=None, error=error[:2000]
+                status=Generation.Status.QUEUED,
+                dispatched_at=None,
+                error=error[:2000],
+                attempt=F("attempt") - (0 if count_attempt else 1),
             )
             _budget_dispatch(budget)
             _publish_budget_usage(budget.id, run)
@@ -1177,6 +1193,9 @@ def runs_ensure_work(*, redispatch_after: float | None = None) -> int:
         The number of generation messages sent.
     """
     redispatch_after = redispatch_after_s() if redispatch_after is None else redispatch_after
+    # Read the broker before the database: a generation dispatched before ``cutoff`` and still
+    # claimable now had its message in the broker when it was read, unless it was lost.
+    in_broker = broker.generations_in_broker()
     cutoff = timezone.now() - timedelta(seconds=redispatch_after)
     sent = 0
     budget_ids = set(Run.objects.filter(status__in=Run.ACTIVE).values_list("budget_id", flat=True))
@@ -1193,12 +1212,18 @@ def runs_ensure_work(*, redispatch_after: float | None = None) -> int:
                         _ensure_pods(run)
                 elif run.status == Run.Status.FINISHING:
                     _run_maybe_finish(run)
-            Generation.objects.filter(
+            dispatched = Generation.objects.filter(
                 run__budget=budget,
                 run__status=Run.Status.RUNNING,
                 status__in=Generation.CLAIMABLE,
                 dispatched_at__lt=cutoff,
-            ).update(dispatched_at=None)
+            ).values_list("id", flat=True)
+            lost = [] if in_broker is None else [gen_id for gen_id in dispatched if gen_id not in in_broker]
+            if lost:
+                logger.warning("generations %s lost their task message; sending them again", lost)
+                Generation.objects.filter(id__in=lost).update(dispatched_at=timezone.now())
+                transaction.on_commit(lambda ids=lost: _send_generation_tasks(ids))
+                sent += len(lost)
             lost_stale = list(
                 Generation.objects.filter(
                     run__budget=budget,

@@ -2,9 +2,9 @@
 trains now and when it last reported; recent failed generations with their one-line reason;
 and the worker log lines of one run and pod.
 
-Workers are listed from a ping (``webapp.core.health.check_workers``) joined with the
-``Generation`` rows they claimed (``worker`` is the Celery node name); a worker that claimed
-work in the last day but does not answer is listed as not answering.
+Workers are listed from their Redis heartbeats (``webapp.core.health.check_workers``) joined
+with the ``Generation`` rows they claimed (``worker`` is the Celery node name); a worker that
+claimed work in the last day but sent no heartbeat in the last 10 s is listed as not answering.
 """
 
 from __future__ import annotations
