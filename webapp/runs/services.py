@@ -1066,7 +1066,6 @@ def generation_diverged(*, claim: Claim, error: str, env_steps: int) -> None:
             error=error[:2000],
         )
         gen.refresh_from_db()
-        logger.warning("generation %s of pod %s diverged: %s", gen.number, gen.pod.index, error, extra={"run": run.pk})
         _pod_continue(run, budget, gen.pod, gen)
         _run_pause_if_failing(run, gen)
         _run_maybe_finish(run)

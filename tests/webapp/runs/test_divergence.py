@@ -153,7 +153,10 @@ def test_exploding_learning_rate_through_a_celery_worker_fails_generations_and_p
         assert gen.attempt == 1  # a permanent failure: never retried
     assert not Generation.objects.filter(run=run, status=Generation.Status.DONE).exists()
     assert not Agent.objects.filter(run=run).exists() and selectors.leaderboard(run) == []
-    assert not default_storage.exists(f"runs/{run.pk}")  # no checkpoint was stored
+    for gen in failed:  # no checkpoint was stored (names as services.checkpoint_name makes them)
+        folder = f"runs/{run.pk}/pod{gen.pod.index}"
+        stored = default_storage.listdir(folder)[1] if default_storage.exists(folder) else []
+        assert not [name for name in stored if name.startswith(f"gen{gen.number}-") and f"-{gen.pk}" in name]
     assert run.status_reason.startswith("paused: the last 3 generations of every pod diverged (latest: PPO diverged")
     budget.refresh_from_db()
     assert budget.env_steps_used > 0  # what the diverged generations trained counts
