@@ -556,6 +556,7 @@ def evaluate_checkpoint_state(
     cache_dir: str | Path | None = None,
     benchmark_returns: pd.Series | None = None,
     device: str | torch.device = "cpu",
+    seed: int | None = None,
 ) -> dict[str, Any]:
     """Score an agent of a checkpoint (or an ensemble of them) on a split of its task, exactly as
     :func:`run_generation` scores a generation: same env kind and rules, same train-split
@@ -566,6 +567,7 @@ def evaluate_checkpoint_state(
         state: the checkpoint dict (``task``, ``feature_stats``).
         split: ``"validation"`` (default) or ``"test"``.
         market_data: the task's loaded panel (else loaded from ``data_dir``).
+        seed: seed of the random windows; default the checkpoint's (as the pod used).
 
     Returns:
         The dict of :func:`evaluate_policy`.
@@ -591,6 +593,7 @@ def evaluate_checkpoint_state(
         feature_stats=stats,
         selection=task.selection,
         benchmark_returns=benchmark_returns,
+        seed=int(state.get("seed", 0) or 0) if seed is None else seed,
     )
 
 

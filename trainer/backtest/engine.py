@@ -27,12 +27,14 @@ import torch
 from trainer.backtest.metrics import METRIC_CONTRACT, compute_metrics, returns_from_values, turnover_series
 from trainer.data.market import MarketData
 from trainer.envs.kinds import make_env, prepare_market
-from trainer.envs.observations import FeatureStats
+from trainer.envs.observations import FeatureStats, fit_feature_stats
 from trainer.envs.portfolio import PortfolioConfig
 from trainer.envs.stock_trading import EnvConfig
 from trainer.errors import ConfigError, DataError
 from trainer.nonfinite import check_policy_actions
 
+#: Fewest days before a backtest window to fit observation statistics on when none are given.
+MIN_STATS_DAYS = 126
 AGENT = "agent"
 QQQ = "QQQ"
 EQUAL_WEIGHT = "equal_weight"
@@ -278,7 +280,9 @@ def run_backtest(
         device: torch device of the env.
         feature_stats: the agent's train-split statistics for a scale-free observation (from
             its checkpoint or bundle); the features are computed over all of ``data`` first,
-            so the first backtest day has its full lookback.
+            so the first backtest day has its full lookback. Without them they are fitted on
+            the days of ``data`` before ``start`` (at least :data:`MIN_STATS_DAYS`), else on the
+            window itself (a note says so).
         policy_name: who the policy is, for errors (e.g. ``"agent 12"``, a bundle's file name).
 
     Returns:
@@ -297,8 +301,19 @@ def run_backtest(
     fixed = {"random_start": False, "episode_length": None, "randomize_initial": False}
     config = dataclasses.replace(config, **{k: v for k, v in fixed.items() if k in names})
     config.validate()
-    window = _select_dates(prepare_market(_select_tickers(data, tickers), config), start, end)
+    prepared = prepare_market(_select_tickers(data, tickers), config)
+    window = _select_dates(prepared, start, end)
     qqq = _aligned_close(benchmark_close, window.dates) if benchmark_close is not None else None
+    notes: list[str] = []
+    if feature_stats is None and getattr(config, "observation", "finrl") == "scale_free":
+        # No agent statistics: use the days before the window (no look-ahead) when there are
+        # enough, else the window itself, and say so.
+        before = prepared.dates < window.dates[0]
+        if before.sum() >= MIN_STATS_DAYS:
+            feature_stats = fit_feature_stats(prepared.slice(None, prepared.dates[before][-1]))
+        else:
+            feature_stats = fit_feature_stats(window)
+            notes.append("observation statistics fitted on the backtest window itself (no agent statistics given)")
 
     env = make_env(window, config, num_envs=1, device=device, seed=0, feature_stats=feature_stats)
     num_days, n = window.num_days, window.num_stocks
@@ -354,7 +369,7 @@ def run_backtest(
     }
     for name in benchmarks.columns:
         metrics[name] = compute_metrics(returns_from_values(benchmarks[name]), bench_returns, start_date=first_day)
-    notes = [f"{window.num_days} trading days, {n} tickers, {window.dates[0]} to {window.dates[-1]}"]
+    notes = [f"{window.num_days} trading days, {n} tickers, {window.dates[0]} to {window.dates[-1]}", *notes]
     return BacktestResult(
         daily=daily,
         benchmarks=benchmarks,

@@ -39,6 +39,7 @@ import torch
 
 from trainer.data.market import MarketData
 from trainer.envs.episodes import EpisodeStarts, check_episode_setup
+from trainer.envs.observations import FeatureStats, check_observation, fit_feature_stats, scale_free_market
 from trainer.errors import ConfigError, DataError
 from trainer.nonfinite import nonfinite_action_error
 
@@ -130,6 +131,10 @@ class EnvConfig:
         randomize_initial: training aid: start each episode with a random total wealth in
             ``[0.5, 1.5] * initial_cash``, a random part of it (up to half) already invested
             in random whole-share holdings.
+        observation: ``"scale_free"`` (default): cash and holdings as fractions of the
+            portfolio value and the z-scored scale-free features of
+            :mod:`trainer.envs.observations`; ``"finrl"``: FinRL's layout of cash, prices,
+            holdings and indicators times constant scales (to compare with FinRL).
     """
 
     initial_cash: float = 1e6
@@ -141,6 +146,7 @@ class EnvConfig:
     episode_length: int | None = None
     random_start: bool = True
     randomize_initial: bool = False
+    observation: str = "scale_free"
 
     def validate(self, *, prefix: str = "env") -> EnvConfig:
         """Check every field and return ``self``.
@@ -185,6 +191,7 @@ class EnvConfig:
         for name in ("random_start", "randomize_initial"):
             if not isinstance(getattr(self, name), bool):
                 raise bad(name, "must be true or false")
+        check_observation(self.observation, field=f"{prefix}.observation")
         return self
 
     def to_dict(self) -> dict[str, Any]:
@@ -244,8 +251,16 @@ def _check_market(data: MarketData) -> None:
 class StockTradingVecEnv(EpisodeStarts):
     """``num_envs`` independent stock portfolios stepped together as batched torch tensors.
 
-    Observation of env ``e`` on day ``t`` (``obs_dim = 1 + 2N + N*F``), float32, layout in
-    :meth:`observation_layout`::
+    Observation of env ``e`` on day ``t``, float32, layout in :meth:`observation_layout`. With
+    ``observation="scale_free"`` (default; ``obs_dim = 1 + N + N*K``, ``K = 5 + F``)::
+
+        [cash / V,
+         holdings[0..N-1] * close[t] / V,                       # fractions of the value V
+         z(features)[t, :, k]  for k in 0..K-1]                 # feature-major, train statistics
+
+    where the features are the log returns, volatility and scale-free indicators of
+    :mod:`trainer.envs.observations`, z-scored with ``feature_stats``. With
+    ``observation="finrl"`` (``obs_dim = 1 + 2N + N*F``)::
 
         [cash * CASH_SCALE,
          close[t, 0..N-1] * PRICE_SCALE,
@@ -274,6 +289,11 @@ class StockTradingVecEnv(EpisodeStarts):
         device: torch device of all state tensors (``"cpu"``, ``"cuda"``...).
         seed: seed of the env's own random generator (start days, random initial wealth).
             CPU results are bit-for-bit reproducible for a given seed and action sequence.
+        feature_stats: z-score statistics of the scale-free features fitted on the train split
+            (:func:`~trainer.envs.observations.fit_feature_stats`); ``None`` fits them on
+            ``data``. For scale-free observations pass a panel made by
+            :func:`~trainer.envs.observations.scale_free_market` over the whole history and
+            then sliced, so lookbacks reach before the first day.
 
     Raises:
         ConfigError: invalid config, ``num_envs`` < 1, or ``episode_length`` not shorter than
@@ -289,11 +309,17 @@ class StockTradingVecEnv(EpisodeStarts):
         num_envs: int = 1,
         device: str | torch.device = "cpu",
         seed: int = 0,
+        feature_stats: FeatureStats | None = None,
     ) -> None:
         config = (config or EnvConfig()).validate()
         _check_market(data)
         num_days = data.num_days
         check_episode_setup(num_days, data.dates[0], data.dates[-1], config.episode_length, num_envs)
+        self.feature_stats: FeatureStats | None = None
+        self._scale_free = config.observation == "scale_free"
+        if self._scale_free:
+            data = scale_free_market(data)
+            self.feature_stats = feature_stats if feature_stats is not None else fit_feature_stats(data)
         self.data = data
         self.config = config
         self.num_envs = num_envs
@@ -302,19 +328,26 @@ class StockTradingVecEnv(EpisodeStarts):
         self.num_features = len(data.feature_names)
         self.num_days = num_days
         self.action_dim = self.num_stocks
-        self.obs_dim = 1 + 2 * self.num_stocks + self.num_stocks * self.num_features
+        n_market = 1 if self._scale_free else 2  # holdings only, or prices and holdings
+        self.obs_dim = 1 + n_market * self.num_stocks + self.num_stocks * self.num_features
         self.tickers = tuple(data.tickers)
 
         n, dev = self.num_stocks, self.device
-        self._hold_slice = slice(1 + n, 1 + 2 * n)
         self._close = torch.tensor(data.close, dtype=torch.float64, device=dev)
         self._turbulence = torch.tensor(data.turbulence, dtype=torch.float64, device=dev)
         # The market part of every day's observation, precomputed once: one row gather per step.
         table = np.zeros((num_days, self.obs_dim), dtype=np.float32)
-        table[:, 1 : 1 + n] = data.close * PRICE_SCALE
-        fscales = np.array([feature_scale(f) for f in data.feature_names], dtype=np.float64)
-        feats = np.transpose(data.features.astype(np.float64) * fscales, (0, 2, 1))  # (T, F, N)
-        table[:, 1 + 2 * n :] = feats.reshape(num_days, -1)
+        if self._scale_free:
+            self._hold_slice = slice(1, 1 + n)
+            fscales = np.ones(self.num_features)
+            z = self.feature_stats.apply(data.features, data.feature_names)
+            table[:, 1 + n :] = np.transpose(z, (0, 2, 1)).reshape(num_days, -1)
+        else:
+            self._hold_slice = slice(1 + n, 1 + 2 * n)
+            table[:, 1 : 1 + n] = data.close * PRICE_SCALE
+            fscales = np.array([feature_scale(f) for f in data.feature_names], dtype=np.float64)
+            feats = np.transpose(data.features.astype(np.float64) * fscales, (0, 2, 1))  # (T, F, N)
+            table[:, 1 + 2 * n :] = feats.reshape(num_days, -1)
         self._market_obs = torch.as_tensor(table, device=dev)
         self._feature_scales = fscales
 
@@ -339,6 +372,8 @@ class StockTradingVecEnv(EpisodeStarts):
             rule) and the trading ``config``. ``obs[offset:offset+size] = raw * scale``.
         """
         n, f = self.num_stocks, self.num_features
+        if self._scale_free:
+            return self._scale_free_layout()
         return {
             "version": 1,
             "obs_dim": self.obs_dim,
@@ -374,19 +409,60 @@ class StockTradingVecEnv(EpisodeStarts):
             ],
             "tickers": list(self.tickers),
             "feature_names": list(self.data.feature_names),
-            "action": {
-                "dim": n,
-                "low": -1.0,
-                "high": 1.0,
-                "order": "tickers",
-                "rule": "shares = trunc(clip(a, -1, 1) * hmax); negative sells, positive buys",
-                "hmax": self.config.hmax,
-            },
+            "action": self._action_layout(),
+            "config": self.config.to_dict(),
+        }
+
+    def _action_layout(self) -> dict[str, Any]:
+        return {
+            "dim": self.num_stocks,
+            "low": -1.0,
+            "high": 1.0,
+            "order": "tickers",
+            "rule": "shares = trunc(clip(a, -1, 1) * hmax); negative sells, positive buys",
+            "hmax": self.config.hmax,
+        }
+
+    def _scale_free_layout(self) -> dict[str, Any]:
+        n, k = self.num_stocks, self.num_features
+        return {
+            "version": 1,
+            "observation": "scale_free",
+            "obs_dim": self.obs_dim,
+            "blocks": [
+                {"name": "cash", "offset": 0, "size": 1, "shape": [1], "unit": "fraction of portfolio value"},
+                {
+                    "name": "holdings",
+                    "offset": 1,
+                    "size": n,
+                    "shape": [n],
+                    "unit": "value held as a fraction of portfolio value",
+                    "order": "tickers",
+                },
+                {
+                    "name": "features",
+                    "offset": 1 + n,
+                    "size": n * k,
+                    "shape": [k, n],
+                    "unit": "z-scores with the train split's statistics (feature_stats), clipped to +-5",
+                    "feature_stats": self.feature_stats.to_dict(),
+                    "order": "feature-major: all tickers of feature_names[0], then feature_names[1], ...",
+                },
+            ],
+            "tickers": list(self.tickers),
+            "feature_names": list(self.data.feature_names),
+            "action": self._action_layout(),
             "config": self.config.to_dict(),
         }
 
     def _observe(self, day: torch.Tensor, cash: torch.Tensor, holdings: torch.Tensor) -> torch.Tensor:
         obs = torch.index_select(self._market_obs, 0, day)
+        if self._scale_free:
+            held = holdings * self._close.index_select(0, day)
+            value = cash + held.sum(1)
+            torch.div(cash, value, out=obs[:, 0])
+            torch.div(held, value[:, None], out=obs[:, self._hold_slice])
+            return obs
         torch.mul(cash, CASH_SCALE, out=obs[:, 0])
         torch.mul(holdings, HOLDINGS_SCALE, out=obs[:, self._hold_slice])
         return obs
@@ -589,7 +665,10 @@ def build_observation(
         cash: (B,) or scalar, cash in USD.
         holdings: (B, N) or (N,) shares, in ``layout["tickers"]`` order.
         close: (B, N) or (N,) close prices in USD.
-        features: (B, N, F) or (N, F) raw indicators in ``layout["feature_names"]`` order.
+        features: (B, N, F) or (N, F) raw indicators in ``layout["feature_names"]`` order; for a
+            scale-free layout the raw scale-free features of that day
+            (:func:`~trainer.envs.observations.scale_free_features` over the price history),
+            z-scored here with the layout's train statistics.
 
     Returns:
         (B, obs_dim) float32 observations (or (obs_dim,) for unbatched input).
@@ -616,6 +695,15 @@ def build_observation(
         if arr.shape != shape:
             raise DataError(f"{name} has shape {arr.shape}, the layout needs {shape}", field=name)
     obs = np.empty((batch, layout["obs_dim"]), dtype=np.float32)
+    if layout.get("observation") == "scale_free":
+        stats = FeatureStats.from_dict(blocks["features"]["feature_stats"])
+        held = holdings * close
+        value = cash + held.sum(1)
+        obs[:, 0] = cash / value
+        obs[:, 1 : 1 + n] = held / value[:, None]
+        z = stats.apply(features, layout["feature_names"])
+        obs[:, 1 + n :] = np.transpose(z, (0, 2, 1)).reshape(batch, -1)
+        return obs[0] if single else obs
     for name, raw in (("cash", cash[:, None]), ("close", close), ("holdings", holdings)):
         b = blocks[name]
         obs[:, b["offset"] : b["offset"] + b["size"]] = raw * b["scale"]
