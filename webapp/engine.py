@@ -95,6 +95,20 @@ def validate_task(spec: dict[str, Any]) -> dict[str, Any]:
         raise AppError.from_trainer(exc) from exc
 
 
+def validate_hyperparameters(algorithm: str, hyperparameters: dict[str, Any]) -> dict[str, Any]:
+    """The algorithm's full hyperparameters with ``hyperparameters`` applied and validated.
+
+    Raises:
+        AppError: unknown key or bad value (field ``hyperparameters.<key>``), unknown algorithm.
+    """
+    from trainer.pod import validate_hyperparameters as validate
+
+    try:
+        return validate(algorithm, hyperparameters)
+    except TrainerError as exc:
+        raise AppError.from_trainer(exc) from exc
+
+
 _calendar_cache: OrderedDict[tuple, Any] = OrderedDict()
 _CALENDAR_CACHE_SIZE = 16
 
