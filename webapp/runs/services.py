@@ -48,6 +48,9 @@ from webapp.runs.models import Agent, ClusterBudget, Generation, Pod, Run, Task
 logger = logging.getLogger(__name__)
 
 MAX_ATTEMPTS = 3
+#: A run pauses itself when the last this-many finished generations of every pod failed the
+#: same way (e.g. all diverged): more of the same would only spend the budget.
+PAUSE_AFTER_FAILURES = 3
 #: Env steps per generation when a run does not say (the New run form and the API): one PPO
 #: rollout at the default hyperparameters (1 024 envs x 16 steps).
 DEFAULT_GENERATION_STEPS = 16_384
@@ -541,13 +544,24 @@ def run_pause(*, run: Run) -> Run:
     """
     with transaction.atomic():
         _lock_budget(run.budget_id)
-        updated = Run.objects.filter(pk=run.pk, status=Run.Status.RUNNING).update(status=Run.Status.PAUSED)
-        if not updated:
+        if not _run_set_paused(run, reason=""):
             run.refresh_from_db()
             raise AppError(f"run is {run.status}; only a running run can be paused", status=409)
-        Generation.objects.filter(run_id=run.pk, status=Generation.Status.QUEUED).update(dispatched_at=None)
-        _publish_run(run)
     return run
+
+
+def _run_set_paused(run: Run, *, reason: str) -> bool:
+    """Pause ``run`` if it is running (call with its budget row locked): queued generations
+    wait, running ones finish. Returns whether it was paused."""
+    updated = Run.objects.filter(pk=run.pk, status=Run.Status.RUNNING).update(
+        status=Run.Status.PAUSED, status_reason=reason[:300]
+    )
+    if not updated:
+        return False
+    run.status, run.status_reason = Run.Status.PAUSED, reason[:300]
+    Generation.objects.filter(run_id=run.pk, status=Generation.Status.QUEUED).update(dispatched_at=None)
+    _publish_run(run)
+    return True
 
 
 def run_resume(*, run: Run) -> Run:
@@ -564,8 +578,8 @@ def run_resume(*, run: Run) -> Run:
         reason = _budget_spent_reason(budget, run)
         if reason:
             raise AppError(f"cannot resume: {reason}", fields={"budget": reason}, status=409)
-        run.status = Run.Status.RUNNING
-        run.save(update_fields=["status"])
+        run.status, run.status_reason = Run.Status.RUNNING, ""
+        run.save(update_fields=["status", "status_reason"])
         _ensure_pods(run)
         _budget_dispatch(budget)
         _publish_run(run)
@@ -993,9 +1007,18 @@ def _generation_complete_locked(claim: Claim, result: dict[str, Any], stored: st
             agent.lineage_id = agent.pk
         _leaderboard_submit(run, agent)
         Pod.objects.filter(pk=pod.pk).update(current_agent=agent, generations_done=F("generations_done") + 1)
+        _run_stop_if_all_zero(run)
     pod.refresh_from_db()
+    _pod_continue(run, budget, pod, gen)
+    _run_maybe_finish(run)
+    _budget_dispatch(budget)
+    _publish_budget_usage(budget.id, run)
+    return agent
 
-    # The pod's next generation, if run, pod count and budget allow.
+
+def _pod_continue(run: Run, budget: ClusterBudget, pod: Pod, gen: Generation) -> None:
+    """Queue the pod's next generation after ``gen`` ended, if run, pod count and budget allow;
+    else idle, retire or stop the pod (the run begins to finish when the budget is spent)."""
     next_gen = None
     if run.status == Run.Status.RUNNING and pod.index < run.num_pods:
         reserved = selectors.budget_running_generations(budget.id).aggregate(t=Sum("env_steps"))["t"] or 0
@@ -1013,10 +1036,32 @@ def _generation_complete_locked(claim: Claim, result: dict[str, Any], stored: st
         Pod.objects.filter(pk=pod.pk).update(state=state)
         pod.state = state
         _publish_pod(pod, gen)
-    _run_maybe_finish(run)
-    _budget_dispatch(budget)
-    _publish_budget_usage(budget.id, run)
-    return agent
+
+
+def _run_stop_if_all_zero(run: Run) -> None:
+    """Fail ``run`` when its last ``PADDOCK_ZERO_SCORE_GENERATIONS`` agents all scored exactly
+    0: such agents never trade (or their score is undefined), and a run that only makes them
+    would spend its whole budget on them (e.g. an initial cash so large that no trade of hmax
+    shares moves the value). Running generations are cancelled; the reason says what to check."""
+    n = int(_setting("PADDOCK_ZERO_SCORE_GENERATIONS", 8))
+    last = list(Agent.objects.filter(run=run).order_by("-created_seq").values_list("score", flat=True)[:n])
+    if len(last) < n or any(score != 0.0 for score in last):
+        return
+    reason = (
+        f"stopped: the last {n} agents all scored exactly 0 (they never traded, or their score was undefined); "
+        "check initial cash, max shares per trade, costs and the reward scaling"
+    )
+    stopped = (
+        Run.objects.filter(pk=run.pk)
+        .exclude(status__in=Run.TERMINAL)
+        .update(status=Run.Status.FAILED, status_reason=reason, finished_at=timezone.now(), stop_requested=True)
+    )
+    if stopped:
+        logger.warning("run stopped: %d zero-score agents in a row", n, extra={"run": run.pk})
+        run.refresh_from_db()
+        _cancel_waiting(run)
+        Pod.objects.filter(run=run).exclude(state=Pod.State.RETIRED).update(state=Pod.State.STOPPED)
+        _publish_run(run)
 
 
 def _leaderboard_submit(run: Run, agent: Agent) -> None:
@@ -1041,6 +1086,76 @@ def _leaderboard_submit(run: Run, agent: Agent) -> None:
                 "dropped": [a for a in drop if a != agent.id],
             },
         )
+
+
+def generation_diverged(*, claim: Claim, error: str, env_steps: int) -> None:
+    """Record a generation whose training diverged (``engine.Diverged``: a NaN or infinite
+    loss, gradient norm, parameter or action).
+
+    A permanent failure of this generation alone (the same hyperparameters would diverge
+    again): it is not retried and leaves no agent, checkpoint or leaderboard entry; its time
+    and ``env_steps`` count against the budget. The run goes on: the pod gets its next
+    generation (a child of a healthy leaderboard agent, with mutated hyperparameters, may try
+    again), unless the last :data:`PAUSE_AFTER_FAILURES` finished generations of every pod
+    failed so, which pauses the run with the reason (:func:`_run_pause_if_failing`).
+
+    Args:
+        claim: the claim this worker holds (a late attempt's report is ignored).
+        error: the trainer's one line, e.g. "PPO diverged at update 37: policy loss is NaN;
+            learning_rate=1000".
+        env_steps: env steps trained before the divergence.
+    """
+    with transaction.atomic():
+        run = Run.objects.get(pk=claim.run_id)
+        budget = _lock_budget(run.budget_id)
+        gen = Generation.objects.select_related("pod").get(pk=claim.generation_id)
+        if gen.status != Generation.Status.RUNNING or gen.attempt != claim.attempt:
+            return
+        run.refresh_from_db()
+        now = timezone.now()
+        duration = max(0.0, (now - gen.started_at).total_seconds())
+        ClusterBudget.objects.filter(pk=budget.pk).update(
+            gpu_seconds_used=F("gpu_seconds_used") + duration, env_steps_used=F("env_steps_used") + int(env_steps)
+        )
+        budget.refresh_from_db()
+        Generation.objects.filter(pk=gen.pk).update(
+            status=Generation.Status.FAILED,
+            failure=Generation.Failure.DIVERGED,
+            env_steps=int(env_steps),
+            finished_at=now,
+            heartbeat_at=now,
+            error=error[:2000],
+        )
+        gen.refresh_from_db()
+        _pod_continue(run, budget, gen.pod, gen)
+        _run_pause_if_failing(run, gen)
+        _run_maybe_finish(run)
+        _budget_dispatch(budget)
+        _publish_budget_usage(budget.id, run)
+
+
+def _run_pause_if_failing(run: Run, gen: Generation) -> None:
+    """Pause a running run when the last :data:`PAUSE_AFTER_FAILURES` finished (done or
+    failed) generations of every one of its pods failed with ``gen``'s ``failure``; the
+    reason, with ``gen``'s error, goes to ``status_reason`` (run page and API)."""
+    if run.status != Run.Status.RUNNING or not gen.failure:
+        return
+    for index in range(run.num_pods):
+        last = list(
+            Generation.objects.filter(
+                run_id=run.pk, pod__index=index, status__in=(Generation.Status.DONE, Generation.Status.FAILED)
+            )
+            .order_by("-number")
+            .values_list("status", "failure")[:PAUSE_AFTER_FAILURES]
+        )
+        if len(last) < PAUSE_AFTER_FAILURES or any(row != (Generation.Status.FAILED, gen.failure) for row in last):
+            return
+    reason = (
+        f"paused: the last {PAUSE_AFTER_FAILURES} generations of every pod {gen.get_failure_display()} "
+        f"(latest: {gen.error.strip().splitlines()[-1] if gen.error.strip() else 'no reason given'})"
+    )
+    if _run_set_paused(run, reason=reason):
+        logger.warning("run paused itself: %s", reason, extra={"run": run.pk})
 
 
 def generation_fail(*, claim: Claim, error: str, retry: bool, count_attempt: bool = True) -> None:
