@@ -1255,7 +1255,7 @@ def runs_ensure_work(*, redispatch_after: float | None = None) -> int:
     redispatch_after = redispatch_after_s() if redispatch_after is None else redispatch_after
     # Read the broker before the database: a generation dispatched before ``cutoff`` and still
     # claimable now had its message in the broker when it was read, unless it was lost.
-    in_broker = broker.generations_in_broker()
+    in_broker = broker.generations_in_broker(delivered_within_s=stale_after_s())
     cutoff = timezone.now() - timedelta(seconds=redispatch_after)
     sent = 0
     budget_ids = set(Run.objects.filter(status__in=Run.ACTIVE).values_list("budget_id", flat=True))
