@@ -47,6 +47,9 @@ __all__ = ["SACAgent", "SACConfig"]
 
 #: Largest replay buffer, in transitions (4.2 M; 10.6 GB with 300-dim observations).
 MAX_BUFFER_SIZE = 2**22
+#: Env steps whose finished-episode returns wait on the device before one host sync fetches
+#: them (progress reports fetch them sooner).
+DRAIN_EVERY = 64
 #: Largest minibatch of one gradient update.
 MAX_BATCH_SIZE = 65_536
 #: Most gradient updates after one vector env step.
@@ -176,9 +179,12 @@ class SACAgent(AgentBase):
             RunningMeanStd(obs_dim, clip=cfg.obs_clip).to(self.device) if cfg.normalize_observations else None
         )
         self.log_alpha = torch.tensor(math.log(cfg.initial_alpha), device=self.device, requires_grad=True)
-        self.actor_optimizer = torch.optim.Adam(self.actor.parameters(), lr=cfg.actor_learning_rate)
-        self.critic_optimizer = torch.optim.Adam(self.critic.parameters(), lr=cfg.critic_learning_rate)
-        self.alpha_optimizer = torch.optim.Adam([self.log_alpha], lr=cfg.alpha_learning_rate)
+        # On CUDA one fused kernel per optimizer step instead of a few per parameter tensor; the
+        # CPU keeps PyTorch's default (for-loop) implementation.
+        fused = True if self.device.type == "cuda" else None
+        self.actor_optimizer = torch.optim.Adam(self.actor.parameters(), lr=cfg.actor_learning_rate, fused=fused)
+        self.critic_optimizer = torch.optim.Adam(self.critic.parameters(), lr=cfg.critic_learning_rate, fused=fused)
+        self.alpha_optimizer = torch.optim.Adam([self.log_alpha], lr=cfg.alpha_learning_rate, fused=fused)
         self.replay = ReplayBuffer(cfg.buffer_size, obs_dim, action_dim, self.device)
         self.generator = torch.Generator(device=self.device)
         self.generator.manual_seed(seed)
@@ -307,7 +313,9 @@ class SACAgent(AgentBase):
         start = time.monotonic()
         collected, episodes, cancelled = 0, 0, False
         last_losses: torch.Tensor | None = None
-        pending_returns: list[torch.Tensor] = []  # finished-episode returns not yet moved to host
+        # (episode_return, done) of recent steps, kept on the device and moved to the host
+        # together (one sync per DRAIN_EVERY steps or progress report, none per env step)
+        pending_returns: list[tuple[torch.Tensor, torch.Tensor]] = []
 
         env_seed = int(torch.randint(0, 2**31 - 1, (1,), device=self.device, generator=self.generator).item())
         obs, _ = env.reset(seed=env_seed)
@@ -330,7 +338,7 @@ class SACAgent(AgentBase):
             done = terminated | truncated
             real_next = torch.where(done[:, None], info["final_observation"], next_obs)
             self.replay.add(obs, action, reward * cfg.reward_scale, real_next, terminated)
-            pending_returns.append(info["episode_return"][done])
+            pending_returns.append((info["episode_return"], done))
             obs = next_obs
             collected += num_envs
             self.env_steps += num_envs
@@ -338,17 +346,21 @@ class SACAgent(AgentBase):
             if self.replay.size >= max(cfg.learning_starts, cfg.batch_size):
                 for _ in range(cfg.updates_per_step):
                     last_losses = self._update()
-            if throttle.due():
+            if throttle.due() or len(pending_returns) >= DRAIN_EVERY:
                 episodes += self._drain(pending_returns)
+            if throttle.due():
                 throttle(self._stats(collected, episodes, start, last_losses, cancelled))
         episodes += self._drain(pending_returns)
         return self._stats(collected, episodes, start, last_losses, cancelled)
 
-    def _drain(self, pending: list[torch.Tensor]) -> int:
-        """Move finished-episode returns to ``recent_returns`` (one device sync); returns the count."""
+    def _drain(self, pending: list[tuple[torch.Tensor, torch.Tensor]]) -> int:
+        """Move the finished episodes' returns of ``pending`` steps to ``recent_returns`` (one host
+        sync), in step then env order; returns the count."""
         if not pending:
             return 0
-        finished = torch.cat(pending).tolist()
+        returns = torch.stack([r for r, _ in pending])
+        done = torch.stack([d for _, d in pending])
+        finished = returns[done].tolist()
         pending.clear()
         self.recent_returns.extend(finished)
         return len(finished)
