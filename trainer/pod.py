@@ -37,8 +37,20 @@ from trainer.data.market import MarketData
 from trainer.data.pipeline import DataSpec, load_market_data
 from trainer.data.splits import MIN_SPLIT_DAYS, check_split_days
 from trainer.device import pick_device
-from trainer.envs.stock_trading import EnvConfig, StockTradingVecEnv
+from trainer.envs.kinds import (
+    DEFAULT_KIND,
+    check_kind,
+    env_config_from_dict,
+    fit_stats,
+    kind_of,
+    make_env,
+    observation_dim,
+    prepare_market,
+)
+from trainer.envs.observations import FeatureStats
+from trainer.envs.stock_trading import EnvConfig
 from trainer.errors import BundleError, ConfigError
+from trainer.selection import SelectionRule, baseline_relative, equal_weight_returns, robust_score, window_bounds
 
 __all__ = [
     "DEMO_DATA_FILE",
@@ -163,10 +175,13 @@ class TaskSpec:
         train: ``(start, end)`` ``YYYY-MM-DD`` inclusive; the agent learns on these days only.
         validation: ``(start, end)`` after ``train``; generations are scored on it.
         test: ``(start, end)`` after ``validation``; kept for backtests.
-        env: trading rules of the env (costs, hmax, reward scaling...).
+        env: rules of the env: an :class:`EnvConfig` (``kind="stock_trading"``) or a
+            :class:`~trainer.envs.portfolio.PortfolioConfig` (``kind="portfolio"``).
         algorithm: a key of :data:`trainer.agents.ALGORITHMS` (``"ppo"``, ``"sac"``).
         hyperparameters: the algorithm config's full dict (every field, defaults filled in),
             including ``num_envs`` and ``hidden_sizes``.
+        kind: ``"stock_trading"`` or ``"portfolio"`` (:mod:`trainer.envs.kinds`).
+        selection: how validation episodes are scored (:class:`trainer.selection.SelectionRule`).
     """
 
     data: DataSpec
@@ -176,6 +191,8 @@ class TaskSpec:
     env: EnvConfig = field(default_factory=EnvConfig)
     algorithm: str = "ppo"
     hyperparameters: dict[str, Any] = field(default_factory=dict)
+    kind: str = DEFAULT_KIND
+    selection: SelectionRule = field(default_factory=SelectionRule)
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> TaskSpec:
@@ -185,7 +202,9 @@ class TaskSpec:
             data: keys ``data`` (DataSpec dict, required), ``train``, ``validation``, ``test``
                 (each ``{start, end}`` or ``[start, end]``, required), ``env`` (EnvConfig dict,
                 default ``{}``), ``algorithm`` (default ``"ppo"``), ``hyperparameters``
-                (default ``{}``).
+                (default ``{}``), ``kind`` (default ``"stock_trading"``; ``env`` is read with the
+                kind's config class), ``selection`` (a :class:`SelectionRule` dict, default
+                mean - 1 x std of 4 sub-window Sharpe ratios).
 
         Raises:
             ConfigError: the first problem found, with ``details["field"]`` a dotted path such
@@ -198,7 +217,7 @@ class TaskSpec:
         """
         if not isinstance(data, Mapping):
             raise ConfigError("task must be an object", field="task")
-        known = ("data", "train", "validation", "test", "env", "algorithm", "hyperparameters")
+        known = ("data", "train", "validation", "test", "env", "algorithm", "hyperparameters", "kind", "selection")
         for key in data:
             if key not in known:
                 raise ConfigError(f"{key}: unknown task field (expected one of {', '.join(known)})", field=str(key))
@@ -225,8 +244,10 @@ class TaskSpec:
             )
         if spec.end and ranges["test"][1] > spec.end:
             raise ConfigError(f"test.end: {ranges['test'][1]} is after data.end {spec.end}", field="test.end")
+        kind = check_kind(data.get("kind") or DEFAULT_KIND)
+        selection = SelectionRule.from_dict(data.get("selection"))
         try:
-            env = EnvConfig.from_dict(data.get("env"), prefix="env")
+            env = env_config_from_dict(kind, data.get("env"), prefix="env")
         except ConfigError as exc:
             raise _reprefix(exc, "env") from None
         except TypeError as exc:  # e.g. a non-string key
@@ -240,7 +261,8 @@ class TaskSpec:
         hyperparameters = validate_hyperparameters(algorithm, data.get("hyperparameters") or {})
         if spec.tickers is not None:  # else the observation size is known once the data is loaded
             n = len(spec.tickers)
-            check_buffer_memory(algorithm, hyperparameters, observation_size(n, len(spec.indicators)), n)
+            obs_dim, action_dim = observation_dim(env, n, len(spec.indicators))
+            check_buffer_memory(algorithm, hyperparameters, obs_dim, action_dim)
         return cls(
             data=spec,
             train=ranges["train"],
@@ -249,6 +271,8 @@ class TaskSpec:
             env=env,
             algorithm=algorithm,
             hyperparameters=hyperparameters,
+            kind=kind,
+            selection=selection,
         )
 
     def to_dict(self) -> dict[str, Any]:
@@ -260,6 +284,8 @@ class TaskSpec:
         out["env"] = self.env.to_dict()
         out["algorithm"] = self.algorithm
         out["hyperparameters"] = copy.deepcopy(self.hyperparameters)
+        out["kind"] = self.kind
+        out["selection"] = self.selection.to_dict()
         return out
 
     def split(self, name: str) -> tuple[str, str]:
@@ -365,15 +391,14 @@ def check_env_steps(algorithm: str, hyperparameters: Mapping[str, Any], env_step
 
 
 # ---------------------------------------------------------------------------- evaluation
-def _eval_config(config: EnvConfig, **changes: Any) -> EnvConfig:
+def _eval_config(config: Any, **changes: Any) -> Any:
+    names = {f.name for f in dataclasses.fields(config)}
     base = {"random_start": False, "randomize_initial": False, "episode_length": None}
-    return dataclasses.replace(config, **{**base, **changes})
+    return dataclasses.replace(config, **{k: v for k, v in {**base, **changes}.items() if k in names})
 
 
 @torch.no_grad()
-def _run_episodes(
-    policy: Policy, env: StockTradingVecEnv, *, start_day: int | None, seed: int
-) -> tuple[np.ndarray, np.ndarray]:
+def _run_episodes(policy: Policy, env: Any, *, start_day: int | None, seed: int) -> tuple[np.ndarray, np.ndarray]:
     """Run every env of ``env`` for exactly one episode with ``policy``.
 
     Returns:
@@ -402,13 +427,15 @@ def _run_episodes(
 def evaluate_policy(
     policy: Policy,
     data: MarketData,
-    env_config: EnvConfig,
+    env_config: Any,
     *,
     device: str | torch.device = "cpu",
     random_windows: int = EVAL_RANDOM_WINDOWS,
     window_days: int = EVAL_WINDOW_DAYS,
     seed: int = 0,
     benchmark_returns: pd.Series | None = None,
+    feature_stats: FeatureStats | None = None,
+    selection: SelectionRule | None = None,
 ) -> dict[str, Any]:
     """Score a deterministic policy on a date range, as the pods and the CLI do.
 
@@ -426,13 +453,21 @@ def evaluate_policy(
         window_days: steps of each window; shortened to fit the data.
         seed: seed of the window start days.
         benchmark_returns: optional daily benchmark returns (e.g. QQQ) covering the range.
+        feature_stats: the train split's z-score statistics for scale-free observations
+            (``data`` must then come from :func:`trainer.envs.kinds.prepare_market`).
+        selection: the scoring rule; default :class:`SelectionRule` (mean - 1 x std of the
+            Sharpe ratios of 4 sub-windows).
 
     Returns:
         JSON-able dict: every key of :func:`trainer.backtest.metrics.compute_metrics` for the
         full-range episode (``sharpe_ratio``, ``cumulative_return``, ``max_drawdown``...),
         plus ``total_return`` (= ``cumulative_return``, a fraction), ``final_value`` (USD),
-        ``initial_value`` (USD), ``score`` (the Sharpe ratio; 0.0 when it is undefined, e.g. a
-        policy that never trades has zero volatility), ``score_defined`` (bool), and
+        ``initial_value`` (USD), ``score`` (the robust score of ``selection``; undefined Sharpe
+        ratios, e.g. of a policy that never trades, count as 0), ``score_defined`` (bool: the
+        full-window Sharpe ratio exists), ``selection`` (the rule, with ``description``),
+        ``sub_windows`` (list of ``{start, end, sharpe}``), ``vs_equal_weight`` and, with
+        ``benchmark_returns``, ``vs_QQQ`` (:func:`trainer.selection.baseline_relative` on the
+        same days; equal weight is the cost-free daily-rebalanced 1/N portfolio), and
         ``random_windows`` (``count``, ``days``, ``total_return_mean``, ``total_return_min``,
         ``total_return_max``, ``sharpe_mean``, ``start_dates``).
 
@@ -440,7 +475,10 @@ def evaluate_policy(
         DataError: ``data`` has fewer than 2 days or unusable prices.
     """
     device = torch.device(device)
-    full_env = StockTradingVecEnv(data, _eval_config(env_config), num_envs=1, device=device, seed=seed)
+    selection = selection or SelectionRule()
+    full_env = make_env(
+        data, _eval_config(env_config), num_envs=1, device=device, seed=seed, feature_stats=feature_stats
+    )
     values, days = _run_episodes(policy, full_env, start_day=0, seed=seed)
     v = values[0]
     dates = pd.DatetimeIndex(data.dates[days[0]])
@@ -451,13 +489,27 @@ def evaluate_policy(
     metrics["initial_value"] = float(v[0])
     metrics["final_value"] = float(v[-1])
     metrics["score_defined"] = sharpe is not None
-    metrics["score"] = float(sharpe) if sharpe is not None else 0.0
+    daily = returns.to_numpy()
+    score, subs = robust_score(daily, selection)
+    metrics["score"] = score
+    metrics["selection"] = {**selection.to_dict(), "description": selection.describe()}
+    metrics["sub_windows"] = [
+        {"start": str(dates[lo].date()), "end": str(dates[hi].date()), "sharpe": sub}
+        for (lo, hi), sub in zip(window_bounds(len(daily), selection.windows), subs)
+    ]
+    metrics["vs_equal_weight"] = baseline_relative(daily, equal_weight_returns(data.close[days[0]]))
+    if benchmark_returns is not None:
+        bench = benchmark_returns.reindex(returns.index)
+        if bench.notna().all():
+            metrics["vs_QQQ"] = baseline_relative(daily, bench.to_numpy())
 
     windows: dict[str, Any] = {"count": 0}
     length = min(window_days, data.num_days - 1)
     if random_windows > 0 and length >= 2 and data.num_days - 1 > length:
         cfg = _eval_config(env_config, random_start=True, episode_length=length)
-        win_env = StockTradingVecEnv(data, cfg, num_envs=random_windows, device=device, seed=seed + 1)
+        win_env = make_env(
+            data, cfg, num_envs=random_windows, device=device, seed=seed + 1, feature_stats=feature_stats
+        )
         wv, wd = _run_episodes(policy, win_env, start_day=None, seed=seed + 1)
         totals, sharpes = [], []
         for i in range(random_windows):
@@ -498,6 +550,15 @@ class GenerationResult:
         total_env_steps: env steps since the first generation of this lineage.
         generation: 1 for a fresh agent, the parent's + 1 otherwise.
         stats: the last training statistics returned by ``agent.learn``.
+        telemetry: the training curve, at most ``TELEMETRY_MAX_POINTS`` points spread evenly
+            over the generation's env steps, oldest first. Each point has ``env_steps`` and
+            ``generation_env_steps`` (this generation so far), ``total_env_steps`` (the lineage
+            so far, the x axis of a training curve), ``generation``, ``elapsed_s``,
+            ``steps_per_s`` (since the previous point), ``episode_return_mean`` (training
+            episodes, unscaled; None before any) and ``learning_rate``, plus PPO's
+            ``policy_loss``, ``value_loss``, ``entropy``, ``approx_kl``, ``clip_fraction``,
+            ``explained_variance`` or SAC's ``critic_loss``, ``actor_loss``, ``alpha_loss``,
+            ``alpha``; a value that is NaN or infinite is None.
     """
 
     checkpoint_path: Path
@@ -511,6 +572,7 @@ class GenerationResult:
     total_env_steps: int = 0
     generation: int = 1
     stats: dict[str, Any] = field(default_factory=dict)
+    telemetry: list[dict[str, Any]] = field(default_factory=list)
 
 
 def _plain(value: Any) -> Any:
@@ -568,6 +630,8 @@ def run_generation(
     data_dir: str | Path | None = None,
     cache_dir: str | Path | None = None,
     market_data: MarketData | None = None,
+    benchmark_returns: pd.Series | None = None,
+    telemetry: Callable[[dict], None] | None = None,
 ) -> GenerationResult:
     """Train one generation on the train split, score it on validation, write a checkpoint.
 
@@ -605,6 +669,11 @@ def run_generation(
         data_dir: folder that relative ``task.data.paths`` resolve against.
         cache_dir: Parquet cache folder of the processed data (``None``: no cache).
         market_data: an already loaded panel covering the splits (skips loading).
+        benchmark_returns: daily QQQ returns covering the validation split, for the
+            baseline-relative validation results (``metrics["vs_QQQ"]``); optional.
+        telemetry: called with each training-curve point as the agent records it (at most
+            ``TELEMETRY_MAX_POINTS`` per generation, see :attr:`GenerationResult.telemetry`),
+            e.g. to store or stream it while the generation runs.
 
     Returns:
         :class:`GenerationResult`.
@@ -629,8 +698,12 @@ def run_generation(
         market_data if market_data is not None else load_market_data(task.data, data_dir=data_dir, cache_dir=cache_dir)
     )
     check_split_days({name: task.split(name) for name in SPLITS}, market.dates)
+    raw_market = market
+    market = prepare_market(market, task.env)  # scale-free features over the whole panel (causal)
     train_data = market.slice(*task.train, name="train")
     validation_data = market.slice(*task.validation, name="validation")
+    # Z-score statistics of the train split only; a continued agent keeps its lineage's.
+    feature_stats = fit_stats(train_data, task.env)
 
     parent_state: Mapping[str, Any] | None = None
     parent_file: str | None = None
@@ -651,10 +724,18 @@ def run_generation(
     changes = dict(hyperparameters or {})
     merged = validate_hyperparameters(task.algorithm, {**base_hp, **changes})
 
-    check_buffer_memory(
-        task.algorithm, merged, observation_size(len(market.tickers), len(market.feature_names)), len(market.tickers)
+    if parent_state is not None and feature_stats is not None and parent_state.get("feature_stats"):
+        feature_stats = FeatureStats.from_dict(parent_state["feature_stats"])
+    obs_dim, action_dim = observation_dim(task.env, len(raw_market.tickers), len(raw_market.feature_names))
+    check_buffer_memory(task.algorithm, merged, obs_dim, action_dim)
+    env = make_env(
+        train_data,
+        task.env,
+        num_envs=int(merged["num_envs"]),
+        device=torch_device,
+        seed=seed,
+        feature_stats=feature_stats,
     )
-    env = StockTradingVecEnv(train_data, task.env, num_envs=int(merged["num_envs"]), device=torch_device, seed=seed)
     layout = env.observation_layout()
     if parent_state is not None and _layout_key(parent_state["observation_layout"]) != _layout_key(layout):
         old = parent_state["observation_layout"]
@@ -705,7 +786,26 @@ def run_generation(
             }
         )
 
-    stats = agent.learn(env, env_steps, progress=report if progress is not None else None, should_stop=should_stop)
+    points: list[dict[str, Any]] = []
+
+    def record(point: dict[str, Any]) -> None:
+        point = {
+            **point,
+            "generation_env_steps": int(point["env_steps"]),
+            "total_env_steps": parent_total + int(point["env_steps"]),
+            "generation": generation,
+        }
+        points.append(point)
+        if telemetry is not None:
+            telemetry(point)
+
+    stats = agent.learn(
+        env,
+        env_steps,
+        progress=report if progress is not None else None,
+        should_stop=should_stop,
+        telemetry=record,
+    )
     stats = _plain(dict(stats or {}))
     cancelled = bool(stats.get("cancelled", False))
     trained = int(stats.get("env_steps", env_steps))
@@ -715,7 +815,16 @@ def run_generation(
     def policy(obs: torch.Tensor) -> torch.Tensor:
         return agent.act(obs, deterministic=True)
 
-    metrics = evaluate_policy(policy, validation_data, task.env, device=torch_device, seed=seed)
+    metrics = evaluate_policy(
+        policy,
+        validation_data,
+        task.env,
+        device=torch_device,
+        seed=seed,
+        feature_stats=feature_stats,
+        selection=task.selection,
+        benchmark_returns=benchmark_returns,
+    )
     score = float(metrics["score"])
     hp_now = _plain(dict(agent.hyperparameters()))
 
@@ -729,14 +838,16 @@ def run_generation(
         "action_dim": env.action_dim,
         "observation_layout": layout,
         "env_config": task.env.to_dict(),
+        "kind": kind_of(task.env),
+        "feature_stats": feature_stats.to_dict() if feature_stats is not None else None,
         "task": task.to_dict(),
         "data_window": {
             "tickers": list(market.tickers),
-            "feature_names": list(market.feature_names),
+            "feature_names": list(raw_market.feature_names),
             "train": [str(train_data.dates[0]), str(train_data.dates[-1])],
             "validation": [str(validation_data.dates[0]), str(validation_data.dates[-1])],
             "test": list(task.test),
-            "content_sha256": market.content_hash(),
+            "content_sha256": raw_market.content_hash(),
             "source": market.source,
             "notes": list(market.notes),
         },
@@ -767,4 +878,5 @@ def run_generation(
         total_env_steps=parent_total + trained,
         generation=generation,
         stats=stats,
+        telemetry=points,
     )

@@ -338,6 +338,7 @@ def train_generation(
     should_stop: Callable[[], bool] | None = None,
     data_dir: str | None = None,
     cache_dir: str | None = None,
+    telemetry: Callable[[dict[str, Any]], None] | None = None,
 ) -> dict[str, Any]:
     """Train one generation with ``trainer.pod.run_generation``.
 
@@ -351,10 +352,14 @@ def train_generation(
         device: ``"auto"``, ``"cpu"``, ``"cuda"``...
         progress: called with ``{"env_steps", "steps_per_s", ...}`` a few times a second.
         should_stop: polled between updates; ``True`` cancels (result ``cancelled=True``).
+        telemetry: called with each training-curve point (JSON-able) as the trainer records it.
 
     Returns:
         JSON-able ``{"sha256", "score", "metrics", "env_steps", "hyperparameters",
-        "cancelled", "duration_s"}``; ``score`` is ``None`` when the agent has none (NaN).
+        "cancelled", "duration_s", "generation", "total_env_steps", "telemetry"}``; ``score``
+        is ``None`` when the agent has none (NaN); ``generation`` is the depth in the lineage
+        (1 = fresh), ``total_env_steps`` the line's env steps including this generation's,
+        ``telemetry`` the training curve (``GenerationResult.telemetry``, at most 50 points).
 
     Raises:
         trainer.errors.TrainerError: bad data or config (a permanent failure).
@@ -376,6 +381,7 @@ def train_generation(
         data_dir=data_dir,
         cache_dir=cache_dir,
         market_data=market,
+        telemetry=None if telemetry is None else (lambda point: telemetry(_jsonable(point))),
     )
     score = None if result.score is None or not np.isfinite(result.score) else float(result.score)
     return {
@@ -386,6 +392,9 @@ def train_generation(
         "hyperparameters": _jsonable(result.hyperparameters),
         "cancelled": bool(result.cancelled),
         "duration_s": float(result.duration_s),
+        "generation": int(result.generation),
+        "total_env_steps": int(result.total_env_steps),
+        "telemetry": _jsonable(result.telemetry),
     }
 
 

@@ -21,7 +21,7 @@ from django.conf import settings
 from webapp import engine
 from webapp.config.celery import app
 from webapp.core import workers
-from webapp.runs import events, services
+from webapp.runs import events, services, telemetry
 
 logger = logging.getLogger(__name__)
 
@@ -58,6 +58,18 @@ class _Attempt:
                 services.generation_progress_event(claim=self.claim, info=info)
             except Exception:  # a progress event is never worth failing a generation
                 logger.warning("progress event failed", exc_info=True, extra={"run": self.claim.run_id})
+
+    def telemetry(self, point: dict[str, Any]) -> None:
+        try:
+            telemetry.point_record(
+                run_id=self.claim.run_id,
+                generation_id=self.claim.generation_id,
+                attempt=self.claim.attempt,
+                pod_index=self.claim.pod_index,
+                point=point,
+            )
+        except Exception:  # the full curve is stored with the result; a lost live point is not worth a failure
+            logger.warning("telemetry point failed", exc_info=True, extra={"run": self.claim.run_id})
 
     def should_stop(self) -> bool:
         now = time.monotonic()
@@ -100,6 +112,7 @@ def run_generation(self, generation_id: int) -> None:
                 device=device,
                 progress=attempt.progress,
                 should_stop=attempt.should_stop,
+                telemetry=attempt.telemetry,
                 data_dir=str(settings.PADDOCK_DATA_DIR),
                 cache_dir=str(settings.PADDOCK_CACHE_DIR),
             )
