@@ -114,7 +114,7 @@ def build_parser() -> argparse.ArgumentParser:
     train.add_argument("--tickers", metavar="A,B,...", help="comma-separated tickers to trade (default: all)")
     for split in ("train", "validation", "test"):
         train.add_argument(f"--{split}", nargs=2, metavar=("START", "END"), help=f"{split} dates, YYYY-MM-DD inclusive")
-    train.add_argument("--algo", choices=None, metavar="NAME", help="algorithm: ppo or sac")
+    train.add_argument("--algo", choices=None, metavar="NAME", help="algorithm: ppo, a2c, sac, td3 or ddpg")
     train.add_argument(
         "--env-steps",
         type=_positive_int,

@@ -30,7 +30,7 @@ import pandas as pd
 import torch
 
 from trainer import __version__
-from trainer.agents import ALGORITHMS, make_agent
+from trainer.agents import ALGORITHMS, OFF_POLICY, make_agent
 from trainer.backtest.metrics import compute_metrics
 from trainer.bundle import load_checkpoint, save_checkpoint, sha256_file, utc_now
 from trainer.data.market import MarketData
@@ -62,6 +62,7 @@ __all__ = [
     "buffer_bytes",
     "check_env_steps",
     "demo_task_dict",
+    "evaluate_checkpoint_state",
     "evaluate_policy",
     "min_env_steps",
     "run_generation",
@@ -179,7 +180,8 @@ class TaskSpec:
         test: ``(start, end)`` after ``validation``; kept for backtests.
         env: rules of the env: an :class:`EnvConfig` (``kind="stock_trading"``) or a
             :class:`~trainer.envs.portfolio.PortfolioConfig` (``kind="portfolio"``).
-        algorithm: a key of :data:`trainer.agents.ALGORITHMS` (``"ppo"``, ``"sac"``).
+        algorithm: a key of :data:`trainer.agents.ALGORITHMS` (``"ppo"``, ``"a2c"``, ``"sac"``,
+            ``"td3"``, ``"ddpg"``).
         hyperparameters: the algorithm config's full dict (every field, defaults filled in),
             including ``num_envs`` and ``hidden_sizes``.
         kind: ``"stock_trading"`` or ``"portfolio"`` (:mod:`trainer.envs.kinds`).
@@ -325,20 +327,21 @@ def observation_size(num_tickers: int, num_features: int) -> int:
 
 
 def buffer_bytes(algorithm: str, hyperparameters: Mapping[str, Any], obs_dim: int, action_dim: int) -> int:
-    """Bytes of the agent's largest allocation: PPO's rollout buffer or SAC's replay buffer.
+    """Bytes of the agent's largest allocation: an on-policy rollout buffer or a replay buffer.
 
-    PPO stores ``rollout_steps x num_envs`` transitions of obs, action and 8 float32 scalars
-    (log-prob, reward, value, final value, episode return, advantage, return, done flags);
-    SAC stores ``buffer_size`` transitions of obs, next obs, action, reward and done
-    (see :mod:`trainer.buffers`). Networks and activations come on top.
+    PPO and A2C store ``rollout_steps x num_envs`` transitions of obs, action and 8 float32
+    scalars (log-prob, reward, value, final value, episode return, advantage, return, done
+    flags); SAC, TD3 and DDPG (:data:`trainer.agents.OFF_POLICY`) store ``buffer_size``
+    transitions of obs, next obs, action, reward and done (see :mod:`trainer.buffers`).
+    Networks and activations come on top.
 
     Args:
-        algorithm: ``"ppo"`` or ``"sac"``.
+        algorithm: a key of :data:`trainer.agents.ALGORITHMS`.
         hyperparameters: the algorithm's validated hyperparameter dict.
         obs_dim, action_dim: sizes of the env's observation and action vectors.
     """
     hp = hyperparameters
-    if algorithm == "sac":
+    if algorithm in OFF_POLICY:
         return int(hp["buffer_size"]) * (2 * obs_dim + action_dim + 2) * 4
     return int(hp["rollout_steps"]) * int(hp["num_envs"]) * (obs_dim + action_dim + 8) * 4
 
@@ -358,15 +361,15 @@ def check_buffer_memory(
             device's :func:`trainer.device.buffer_memory_limit`.
 
     Raises:
-        ConfigError: naming ``hyperparameters.buffer_size`` (SAC) or ``hyperparameters.num_envs``
-            (PPO, whose buffer is ``rollout_steps x num_envs`` transitions).
+        ConfigError: naming ``hyperparameters.buffer_size`` (off-policy) or ``hyperparameters.num_envs``
+            (PPO, A2C: the buffer is ``rollout_steps x num_envs`` transitions).
     """
     size = buffer_bytes(algorithm, hyperparameters, obs_dim, action_dim)
     cap_bytes = min(MAX_BUFFER_BYTES, limit) if limit is not None else MAX_BUFFER_BYTES
     if size <= cap_bytes:
         return
     gib, cap = size / 2**30, round(cap_bytes / 2**30, 1)
-    if algorithm == "sac":
+    if algorithm in OFF_POLICY:
         raise ConfigError(
             f"hyperparameters.buffer_size: a replay buffer of {hyperparameters['buffer_size']} transitions of "
             f"{obs_dim}-dim observations needs {gib:.1f} GiB, more than the {cap:g} GiB allowed; make it smaller",
@@ -384,7 +387,7 @@ def min_env_steps(algorithm: str, hyperparameters: Mapping[str, Any]) -> int:
     """Fewest env steps a generation can train: one PPO rollout (``num_envs x rollout_steps``)
     or one SAC vector step (``num_envs`` transitions)."""
     n = int(hyperparameters["num_envs"])
-    return n if algorithm == "sac" else n * int(hyperparameters["rollout_steps"])
+    return n if algorithm in OFF_POLICY else n * int(hyperparameters["rollout_steps"])
 
 
 def check_env_steps(algorithm: str, hyperparameters: Mapping[str, Any], env_steps: int, *, field: str) -> None:
@@ -397,7 +400,7 @@ def check_env_steps(algorithm: str, hyperparameters: Mapping[str, Any], env_step
     if env_steps < need:
         what = (
             f"one vector step of num_envs = {need}"
-            if algorithm == "sac"
+            if algorithm in OFF_POLICY
             else f"one rollout of num_envs x rollout_steps = {hyperparameters['num_envs']} x "
             f"{hyperparameters['rollout_steps']} = {need}"
         )
@@ -544,6 +547,54 @@ def evaluate_policy(
         }
     metrics["random_windows"] = windows
     return metrics
+
+
+def evaluate_checkpoint_state(
+    agent: Any,
+    state: Mapping[str, Any],
+    *,
+    split: str = "validation",
+    market_data: MarketData | None = None,
+    data_dir: str | Path | None = None,
+    cache_dir: str | Path | None = None,
+    benchmark_returns: pd.Series | None = None,
+    device: str | torch.device = "cpu",
+) -> dict[str, Any]:
+    """Score an agent of a checkpoint (or an ensemble of them) on a split of its task, exactly as
+    :func:`run_generation` scores a generation: same env kind and rules, same train-split
+    feature statistics, same selection rule.
+
+    Args:
+        agent: anything with ``act(obs, deterministic=True)``.
+        state: the checkpoint dict (``task``, ``feature_stats``).
+        split: ``"validation"`` (default) or ``"test"``.
+        market_data: the task's loaded panel (else loaded from ``data_dir``).
+
+    Returns:
+        The dict of :func:`evaluate_policy`.
+
+    Raises:
+        ConfigError, DataError: an invalid task, split or data.
+    """
+    task = TaskSpec.from_dict(state["task"])
+    market = (
+        market_data if market_data is not None else load_market_data(task.data, data_dir=data_dir, cache_dir=cache_dir)
+    )
+    data = prepare_market(market, task.env).slice(*task.split(split), name=split)
+    stats = FeatureStats.from_dict(state["feature_stats"]) if state.get("feature_stats") else None
+
+    def policy(obs: torch.Tensor) -> torch.Tensor:
+        return agent.act(obs, deterministic=True)
+
+    return evaluate_policy(
+        policy,
+        data,
+        task.env,
+        device=device,
+        feature_stats=stats,
+        selection=task.selection,
+        benchmark_returns=benchmark_returns,
+    )
 
 
 # ---------------------------------------------------------------------------- generation

@@ -449,27 +449,21 @@ def _policy_from_file(path: str | Path, *, expected_sha256: str | None) -> tuple
             "algorithm": loaded.algorithm,
             "tickers": list(loaded.tickers),
             "feature_names": list(loaded.feature_names),
+            "feature_stats": loaded.config.get("feature_stats"),
         }
         return loaded.policy_fn("cpu"), info
 
-    from trainer.agents import make_agent
-    from trainer.bundle import load_checkpoint
+    from trainer.bundle import build_agent, load_checkpoint
 
     state = load_checkpoint(path, expected_sha256=expected_sha256)
-    agent = make_agent(
-        state["algorithm"],
-        int(state["obs_dim"]),
-        int(state["action_dim"]),
-        dict(state["hyperparameters"]),
-        device="cpu",
-    )
-    agent.load_state_dict(state["agent"])
+    agent = build_agent(state)
     layout = state.get("observation_layout") or {}
     info = {
         "kind": "checkpoint",
         "algorithm": state["algorithm"],
         "tickers": list(layout.get("tickers") or []),
         "feature_names": list(layout.get("feature_names") or []),
+        "feature_stats": state.get("feature_stats"),
     }
     return agent.policy_module(), info
 
@@ -513,17 +507,21 @@ def backtest_agent(
     """
     from trainer.backtest.engine import run_backtest
     from trainer.backtest.metrics import METRIC_CONTRACT
+    from trainer.envs.kinds import prepare_market
+    from trainer.envs.observations import FeatureStats
     from trainer.errors import DataError
     from trainer.pod import TaskSpec
 
     spec = TaskSpec.from_dict(task)
     policy, info = _policy_from_file(agent_path, expected_sha256=expected_sha256)
     market = _market_data(spec, data_dir=data_dir, cache_dir=cache_dir)
-    if info["feature_names"] and list(market.feature_names) != info["feature_names"]:
+    read = prepare_market(market, spec.env).feature_names  # what the agent's observation holds
+    if info["feature_names"] and list(read) != info["feature_names"]:
         raise DataError(
-            f"the agent reads indicators {info['feature_names']}, the data has {list(market.feature_names)}",
+            f"the agent reads indicators {info['feature_names']}, the data has {list(read)}",
             field="indicators",
         )
+    stats = FeatureStats.from_dict(info["feature_stats"]) if info.get("feature_stats") else None
     result = run_backtest(
         policy,
         market,
@@ -533,6 +531,7 @@ def backtest_agent(
         end=end,
         tickers=info["tickers"] or None,
         device="cpu",
+        feature_stats=stats,
     )
     daily = result.daily.copy()
     for column in result.benchmarks.columns:
