@@ -25,6 +25,7 @@ from trainer.agents._common import (
     check_env,
     telemetry_due,
 )
+from trainer.buffers.rollout import finished_returns
 from trainer.errors import ConfigError
 
 #: Env steps whose finished-episode returns wait on the device before one host sync fetches
@@ -157,9 +158,7 @@ class OffPolicyAgent(AgentBase):
         sync), in step then env order; returns the count."""
         if not pending:
             return 0
-        returns = torch.stack([r for r, _ in pending])
-        done = torch.stack([d for _, d in pending])
-        finished = returns[done].tolist()
+        finished = finished_returns(torch.stack([r for r, _ in pending]), torch.stack([d for _, d in pending]))
         pending.clear()
         self.recent_returns.extend(finished)
         return len(finished)
