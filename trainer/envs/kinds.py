@@ -105,9 +105,8 @@ def make_env(
     Raises:
         ConfigError, DataError: as the env's constructor.
     """
-    if isinstance(config, PortfolioConfig):
-        return PortfolioVecEnv(data, config, num_envs=num_envs, device=device, seed=seed, feature_stats=feature_stats)
-    return StockTradingVecEnv(data, config, num_envs=num_envs, device=device, seed=seed)
+    cls = PortfolioVecEnv if isinstance(config, PortfolioConfig) else StockTradingVecEnv
+    return cls(data, config, num_envs=num_envs, device=device, seed=seed, feature_stats=feature_stats)
 
 
 def observation_dim(config: Any, num_tickers: int, num_indicators: int) -> tuple[int, int]:
@@ -116,4 +115,6 @@ def observation_dim(config: Any, num_tickers: int, num_indicators: int) -> tuple
     if isinstance(config, PortfolioConfig):
         per_ticker = (len(LOOKBACKS) + 1 + f) if uses_scale_free(config) else (1 + f)
         return n * per_ticker + n + 1, n + 1
+    if uses_scale_free(config):
+        return 1 + n + n * (len(LOOKBACKS) + 1 + f), n
     return 1 + 2 * n + n * f, n

@@ -19,14 +19,9 @@ STEPS = 120
 
 
 def _actions(num_envs: int, num_stocks: int, steps: int) -> list[torch.Tensor]:
-    """Buy-heavy random actions (envs run out of cash, so the cash cap binds), some NaN."""
+    """Buy-heavy random actions (envs run out of cash, so the cash cap binds)."""
     g = torch.Generator().manual_seed(11)
-    out = []
-    for _ in range(steps):
-        a = torch.rand((num_envs, num_stocks), generator=g) * 2.4 - 0.9
-        a[torch.rand((num_envs, num_stocks), generator=g) < 0.02] = float("nan")
-        out.append(a)
-    return out
+    return [torch.rand((num_envs, num_stocks), generator=g) * 2.4 - 0.9 for _ in range(steps)]
 
 
 def _rollout(env: StockTradingVecEnv, actions: list[torch.Tensor], start_day: int | None = None) -> list[tuple]:
@@ -117,6 +112,19 @@ def test_float32_shares_track_the_float64_reference(dow30_market):
     assert worst_reward < 5e-5, worst_reward  # reward = USD change x 1e-4: under a dollar
     assert int(diverged.sum()) <= 8, int(diverged.sum())  # 3 of 128 when written
     assert worst_diverged < 1e-3, worst_diverged  # a share or two apart
+
+
+def test_the_sync_free_path_holds_a_nan_action_and_counts_it(two_stocks):
+    # The CPU path refuses it (a host sync per step); the sync-free path cannot without one.
+    env = StockTradingVecEnv(two_stocks, EnvConfig(random_start=False), num_envs=2, sync_free=True)
+    action = torch.tensor([[float("nan"), 0.5], [0.5, float("inf")]])
+    obs, reward, terminated, truncated, info = env.step(action)
+    assert info["holdings"].tolist() == [[0.0, 50.0], [50.0, 0.0]]
+    assert int(env.nonfinite_steps) == 1
+    env.step(torch.zeros(2, 2))
+    assert int(env.nonfinite_steps) == 1
+    with pytest.raises(ValueError):
+        StockTradingVecEnv(two_stocks, EnvConfig(random_start=False), num_envs=2).step(action)
 
 
 def test_accelerator_defaults_follow_the_device(dow30_market):
