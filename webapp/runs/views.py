@@ -414,6 +414,11 @@ def agent_detail(request: HttpRequest, agent_id: int) -> HttpResponse:
         backtest_url = reverse("reports:backtest-new")
     except NoReverseMatch:  # the reports app is not installed
         backtest_url = None
+    try:
+        # the zip a user downloads (exported once, on the first view or download)
+        bundle = queries.agent_bundle(agent)
+    except AppError:
+        bundle = None
     return render(
         request,
         "runs/agent.html",
@@ -432,6 +437,7 @@ def agent_detail(request: HttpRequest, agent_id: int) -> HttpResponse:
                 for step in queries.agent_lineage(agent)
             ],
             "backtest_url": backtest_url,
+            "bundle": bundle,
             "metrics_config": metrics_config(
                 api=reverse("api:agent-metrics", args=[agent.pk]),
                 algorithm=agent.run.task.algorithm,
