@@ -3,8 +3,11 @@
 ``python -m trainer train --data-dir ../shared/data`` trains the built-in Dow-30 demo task
 (train 2010-2019, validate 2020, test 2021-01-01..2022-11-15) with PPO's defaults, writes a
 checkpoint per generation plus an agent bundle of the best one, and prints their paths and the
-validation score. Bad arguments and user errors (bad task, data or checkpoint) print one line
-``error: ...`` on stderr and exit with status 2, never a traceback.
+validation score. Exit statuses: 0 success; 1 training failed (it diverged: a loss, gradient
+norm or parameter became NaN or infinite; one line ``error: PPO diverged at update 37: ...`` on
+stderr, no bundle); 2 bad arguments or user errors (bad task, data, checkpoint or bundle, also
+one whose policy emits NaN actions), one line ``error: ...``; 130 interrupted twice with
+Ctrl-C. Never a traceback.
 """
 
 from __future__ import annotations
@@ -25,8 +28,9 @@ from typing import Any, NoReturn
 import yaml
 
 from trainer import __version__
-from trainer.errors import ConfigError, DataError, TrainerError
+from trainer.errors import BundleError, ConfigError, DataError, Diverged, TrainerError
 
+EXIT_TRAINING_FAILED = 1
 EXIT_USAGE = 2
 DEFAULT_ENV_STEPS = 2_000_000
 #: The shared data folder beside a checkout (``<repo>/../shared/data``), used when neither
@@ -361,17 +365,21 @@ def cmd_train(args: argparse.Namespace) -> int:
                 )
                 bar.refresh()
 
-            result = run_generation(
-                task,
-                env_steps=steps,
-                out_path=out / f"generation-{gen:03d}.pt",
-                parent=best.checkpoint_path if best is not None else None,
-                seed=args.seed + gen - 1,
-                device=args.device,
-                progress=on_progress,
-                should_stop=lambda: interrupt["stop"],
-                market_data=market,
-            )
+            try:
+                result = run_generation(
+                    task,
+                    env_steps=steps,
+                    out_path=out / f"generation-{gen:03d}.pt",
+                    parent=best.checkpoint_path if best is not None else None,
+                    seed=args.seed + gen - 1,
+                    device=args.device,
+                    progress=on_progress,
+                    should_stop=lambda: interrupt["stop"],
+                    market_data=market,
+                )
+            except Diverged as exc:
+                bar.close()
+                return _training_failed(exc, args, generation=gen)
             results.append(result)
             done_before += result.env_steps
             if best is None or result.score > best.score:
@@ -382,6 +390,7 @@ def cmd_train(args: argparse.Namespace) -> int:
     bundle_path = out / "agent.zip"
     bundle_sha = export_bundle(best.checkpoint_path, bundle_path)
     summary = {
+        "status": "done",
         "checkpoint": str(best.checkpoint_path),
         "checkpoint_sha256": best.sha256,
         "bundle": str(bundle_path),
@@ -408,6 +417,24 @@ def cmd_train(args: argparse.Namespace) -> int:
             f"{summary['duration_s']:.1f} s" + (" (stopped early)" if summary["cancelled"] else "")
         )
     return 0
+
+
+def _training_failed(exc: Diverged, args: argparse.Namespace, *, generation: int) -> int:
+    """Report a diverged generation: ``error: <the one line>`` on stderr (and, with ``--json``,
+    ``{"status": "failed", "reason", "generation", "diverged", "stats"}`` on stdout); no bundle
+    is written. Returns :data:`EXIT_TRAINING_FAILED`."""
+    sys.stderr.write(f"error: {exc.message}\n")
+    if args.json:
+        details = {k: v for k, v in exc.details.items() if k != "stats"}
+        report = {
+            "status": "failed",
+            "reason": exc.message,
+            "generation": generation,
+            "diverged": details,
+            "stats": exc.details.get("stats"),
+        }
+        print(json.dumps(report, indent=2))
+    return EXIT_TRAINING_FAILED
 
 
 def _is_bundle(path: Path) -> bool:
@@ -487,7 +514,10 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
         state = load_checkpoint(path)
         task_dict, tickers = state["task"], list(state["observation_layout"]["tickers"])
         stats = state.get("feature_stats")
-        trained = _build_agent(state, device=device)
+        try:
+            trained = _build_agent(state, device=device)
+        except BundleError as exc:
+            raise BundleError(f"checkpoint {path}: {exc.message}", file=str(path)) from exc
 
         def policy(obs: Any) -> Any:
             return trained.act(obs, deterministic=True)
@@ -517,6 +547,7 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
         device=device,
         feature_stats=FeatureStats.from_dict(stats) if stats else None,
         selection=task.selection,
+        policy_name=path.name,
     )
     if args.json:
         print(json.dumps({"path": str(path), "split": name, "start": start, "end": end, "metrics": metrics}, indent=2))
@@ -558,12 +589,16 @@ def cmd_serve(args: argparse.Namespace) -> int:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Entry point of ``python -m trainer``; returns the exit status (0 ok, 2 user error)."""
+    """Entry point of ``python -m trainer``; returns the exit status (0 ok, 1 training diverged,
+    2 user error, 130 interrupted)."""
     parser = build_parser()
     args = parser.parse_args(argv)
     commands = {"train": cmd_train, "evaluate": cmd_evaluate, "export": cmd_export, "serve": cmd_serve}
     try:
         return commands[args.command](args)
+    except Diverged as exc:  # cmd_train reports its own; a safety net for any other path
+        sys.stderr.write(f"error: {exc.message}\n")
+        return EXIT_TRAINING_FAILED
     except TrainerError as exc:
         sys.stderr.write(f"error: {exc.message}\n")
         return EXIT_USAGE

@@ -20,7 +20,9 @@ from typing import Any
 
 import numpy as np
 
-from trainer.errors import TrainerError  # also the name the rest of webapp catches it by
+# also the names the rest of webapp catches them by (Diverged is a TrainerError: catch it first)
+from trainer.errors import Diverged as Diverged  # re-exported
+from trainer.errors import TrainerError
 from webapp.core.errors import AppError
 
 
@@ -89,6 +91,20 @@ def validate_task(spec: dict[str, Any]) -> dict[str, Any]:
 
     try:
         return TaskSpec.from_dict(spec).to_dict()
+    except TrainerError as exc:
+        raise AppError.from_trainer(exc) from exc
+
+
+def validate_hyperparameters(algorithm: str, hyperparameters: dict[str, Any]) -> dict[str, Any]:
+    """The algorithm's full hyperparameters with ``hyperparameters`` applied and validated.
+
+    Raises:
+        AppError: unknown key or bad value (field ``hyperparameters.<key>``), unknown algorithm.
+    """
+    from trainer.pod import validate_hyperparameters as validate
+
+    try:
+        return validate(algorithm, hyperparameters)
     except TrainerError as exc:
         raise AppError.from_trainer(exc) from exc
 
@@ -415,6 +431,9 @@ def train_generation(
         ``telemetry`` the training curve (``GenerationResult.telemetry``, at most 50 points).
 
     Raises:
+        trainer.errors.Diverged: training produced NaN or infinite numbers (no checkpoint is
+            written); ``message`` is the one line for users, ``details["stats"]["env_steps"]``
+            the env steps trained. A permanent failure of this generation, not of the task.
         trainer.errors.TrainerError: bad data or config (a permanent failure).
     """
     from trainer.pod import TaskSpec, run_generation
@@ -509,7 +528,7 @@ def _policy_from_file(path: str | Path, *, expected_sha256: str | None) -> tuple
     from trainer.bundle import build_agent, load_checkpoint
 
     state = load_checkpoint(path, expected_sha256=expected_sha256)
-    agent = build_agent(state)
+    agent = build_agent(state)  # refuses NaN or infinite parameters (a diverged agent)
     layout = state.get("observation_layout") or {}
     info = {
         "kind": "checkpoint",
@@ -531,6 +550,7 @@ def backtest_agent(
     expected_sha256: str | None = None,
     data_dir: str | None = None,
     cache_dir: str | None = None,
+    agent_name: str = "the agent",
 ) -> dict[str, Any]:
     """Backtest a stored agent over ``[start, end]`` with ``trainer.backtest.run_backtest``.
 
@@ -545,6 +565,7 @@ def backtest_agent(
         start, end: first and last day, ``YYYY-MM-DD``, inclusive.
         benchmark_path: daily price file holding QQQ (setting ``PADDOCK_BENCHMARK_FILE``).
         expected_sha256: checkpoint digest to verify (tampering/corruption).
+        agent_name: who the agent is in errors, e.g. ``"agent 12"``.
 
     Returns:
         ``{"daily": DataFrame, "metrics": {"agent", "equal_weight", "QQQ"}, "tickers",
@@ -556,17 +577,22 @@ def backtest_agent(
 
     Raises:
         trainer.errors.TrainerError: the agent file is unreadable or does not fit the data
-            (``BundleError``/``DataError`` naming the field), or the range is outside the data.
+            (``BundleError``/``DataError`` naming the field), or the range is outside the data;
+            the agent diverged: its parameters hold NaN or inf (``BundleError``) or its policy
+            emits such actions (``PolicyError``), each message naming ``agent_name``.
     """
     from trainer.backtest.engine import run_backtest
     from trainer.backtest.metrics import METRIC_CONTRACT
     from trainer.envs.kinds import prepare_market
     from trainer.envs.observations import FeatureStats
-    from trainer.errors import DataError
+    from trainer.errors import BundleError, DataError
     from trainer.pod import TaskSpec
 
     spec = TaskSpec.from_dict(task)
-    policy, info = _policy_from_file(agent_path, expected_sha256=expected_sha256)
+    try:
+        policy, info = _policy_from_file(agent_path, expected_sha256=expected_sha256)
+    except BundleError as exc:
+        raise BundleError(f"{agent_name}: {exc.message}", **exc.details) from None
     market = _market_data(spec, data_dir=data_dir, cache_dir=cache_dir)
     read = prepare_market(market, spec.env).feature_names  # what the agent's observation holds
     if info["feature_names"] and list(read) != info["feature_names"]:
@@ -584,6 +610,7 @@ def backtest_agent(
         end=end,
         tickers=info["tickers"] or None,
         device="cpu",
+        policy_name=agent_name,
         feature_stats=stats,
     )
     daily = result.daily.copy()

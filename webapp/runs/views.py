@@ -161,7 +161,15 @@ def run_new(request: HttpRequest) -> HttpResponse:
         if form.is_valid():
             try:
                 with transaction.atomic():
-                    task = services.task_create(owner=request.user, **form.task_kwargs())
+                    try:
+                        task = services.task_create(owner=request.user, **form.task_kwargs())
+                    except AppError as exc:
+                        # the run's own settings are checked too: every error in one answer
+                        run_kwargs = {
+                            k: v for k, v in form.run_kwargs().items() if k not in ("budget", "name", "mutation")
+                        }
+                        extra = services.run_settings_errors(**run_kwargs)
+                        raise AppError(exc.message, fields={**exc.fields, **extra}) from exc
                     run = services.run_create(owner=request.user, task=task, **form.run_kwargs())
             except AppError as exc:
                 form.add_app_error(exc)
@@ -406,6 +414,11 @@ def agent_detail(request: HttpRequest, agent_id: int) -> HttpResponse:
         backtest_url = reverse("reports:backtest-new")
     except NoReverseMatch:  # the reports app is not installed
         backtest_url = None
+    try:
+        # the zip a user downloads (exported once, on the first view or download)
+        bundle = queries.agent_bundle(agent)
+    except AppError:
+        bundle = None
     return render(
         request,
         "runs/agent.html",
@@ -424,6 +437,7 @@ def agent_detail(request: HttpRequest, agent_id: int) -> HttpResponse:
                 for step in queries.agent_lineage(agent)
             ],
             "backtest_url": backtest_url,
+            "bundle": bundle,
             "metrics_config": metrics_config(
                 api=reverse("api:agent-metrics", args=[agent.pk]),
                 algorithm=agent.run.task.algorithm,
