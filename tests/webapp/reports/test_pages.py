@@ -272,3 +272,17 @@ def test_backtest_button_without_dates_backtests_the_test_window(client_of, user
     backtest = Backtest.objects.get()
     assert response.status_code == 302
     assert (str(backtest.start), str(backtest.end)) == tuple(SPLITS["test"])
+
+
+def test_backtest_list_stands_qqq_and_equal_weight_next_to_the_agent_and_links_run_and_agent(
+    client_of, user, done_backtest
+):
+    page = BeautifulSoup(client_of(user).get(reverse("reports:backtest-list")).content, "html.parser")
+    row = page.select_one(f'tr[data-backtest="{done_backtest.id}"]')
+    qqq = done_backtest.metrics["QQQ"]["cumulative_return"]
+    equal = done_backtest.metrics["equal_weight"]["cumulative_return"]
+    assert row.select_one('[data-col="qqq"]').get_text().strip() == f"{round(qqq * 100)} %"
+    assert row.select_one('[data-col="equal_weight"]').get_text().strip() == f"{round(equal * 100)} %"
+    links = [a["href"] for a in row.select("a")]
+    assert reverse("runs:detail", args=[done_backtest.run_id]) in links
+    assert reverse("runs:agent", args=[done_backtest.agent_id]) in links
