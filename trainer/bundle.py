@@ -54,6 +54,7 @@ import torch
 
 from trainer import __version__
 from trainer.errors import BundleError, ConfigError, TrainerError
+from trainer.nonfinite import nonfinite_tensors
 
 __all__ = [
     "BUNDLE_MEMBERS",
@@ -236,16 +237,34 @@ def _one_line(exc: BaseException) -> str:
 
 
 # ---------------------------------------------------------------------------- bundles
+def _refuse_nonfinite(tensors: Any, what: str) -> None:
+    """Raise BundleError when a tensor of ``tensors`` (nested) holds NaN or inf.
+
+    Training refuses to save a diverged agent, but a checkpoint or bundle may come from
+    elsewhere (an older Paddock, a hand-edited file); its policy would emit NaN actions.
+    """
+    bad = nonfinite_tensors(tensors)
+    if bad:
+        more = f" and {len(bad) - 1} more" if len(bad) > 1 else ""
+        raise BundleError(
+            f"{what} holds NaN or infinite parameters ({bad[0]}{more}): the agent diverged in training and "
+            "cannot be exported, evaluated or backtested",
+            field="parameters",
+        )
+
+
 def build_agent(state: dict[str, Any], *, device: str | torch.device = "cpu") -> Any:
     """Rebuild the agent of a checkpoint with its full training state (CPU by default); an
     ensemble checkpoint gives a :class:`trainer.ensemble.EnsembleAgent`.
 
     Raises:
-        BundleError: the state does not rebuild into an agent.
+        BundleError: the state does not rebuild into an agent, or holds NaN or infinite
+            numbers (a diverged agent).
     """
     from trainer.agents import make_agent
     from trainer.ensemble import ENSEMBLE, build_members
 
+    _refuse_nonfinite(state.get("agent"), "the agent state")  # an ensemble's members too
     if state.get("algorithm") == ENSEMBLE:
         try:
             return build_members(state, make_agent, device=device)
@@ -399,8 +418,8 @@ def export_bundle(checkpoint_path: str | Path, out_path: str | Path) -> str:
         Hex SHA-256 of the zip file.
 
     Raises:
-        BundleError: the checkpoint is missing, corrupt or does not rebuild into an agent, or
-            the bundle cannot be written.
+        BundleError: the checkpoint is missing, corrupt, does not rebuild into an agent or
+            holds NaN or infinite numbers (a diverged agent), or the bundle cannot be written.
     """
     from safetensors.torch import save as safetensors_save
 
@@ -722,8 +741,9 @@ def load_agent(path: str | Path, *, device: str | torch.device = "cpu") -> Loade
         :class:`LoadedAgent`.
 
     Raises:
-        BundleError: a missing, truncated, tampered or incompatible bundle; the message names
-            the bundle file and the bad member (``details["member"]``).
+        BundleError: a missing, truncated, tampered or incompatible bundle, or one whose policy
+            holds NaN or infinite parameters (a diverged agent); the message names the bundle
+            file and the bad member (``details["member"]``).
     """
     from safetensors import SafetensorError
     from safetensors.torch import load as safetensors_load
@@ -754,6 +774,10 @@ def load_agent(path: str | Path, *, device: str | torch.device = "cpu") -> Loade
             file=str(path),
             member="policy.safetensors",
         ) from exc
+    try:
+        _refuse_nonfinite(tensors, f"bundle {path}: policy.safetensors")
+    except BundleError as exc:
+        raise BundleError(exc.message, file=str(path), member="policy.safetensors") from None
     from trainer.agents import make_agent
     from trainer.ensemble import ENSEMBLE, ensemble_policy_from_config
 

@@ -49,7 +49,8 @@ from trainer.envs.kinds import (
 )
 from trainer.envs.observations import FeatureStats
 from trainer.envs.stock_trading import EnvConfig
-from trainer.errors import BundleError, ConfigError
+from trainer.errors import BundleError, ConfigError, PolicyError
+from trainer.nonfinite import check_policy_actions, labelled
 from trainer.selection import SelectionRule, baseline_relative, equal_weight_returns, robust_score, window_bounds
 
 __all__ = [
@@ -401,13 +402,18 @@ def _eval_config(config: Any, **changes: Any) -> Any:
 
 
 @torch.no_grad()
-def _run_episodes(policy: Policy, env: Any, *, start_day: int | None, seed: int) -> tuple[np.ndarray, np.ndarray]:
+def _run_episodes(
+    policy: Policy, env: Any, *, start_day: int | None, seed: int, policy_name: str
+) -> tuple[np.ndarray, np.ndarray]:
     """Run every env of ``env`` for exactly one episode with ``policy``.
 
     Returns:
         ``values`` (E, L+1) float64 portfolio values in USD, column 0 before the first trade,
         and ``days`` (E, L+1) int64 day indices into ``env.data``; ``L`` is the longest episode,
         shorter episodes are padded with NaN / -1 (not the case for fixed-length windows).
+
+    Raises:
+        PolicyError: the policy emits a NaN or infinite action (named ``policy_name``).
     """
     options = {"start_day": start_day} if start_day is not None else None
     obs, info = env.reset(seed=seed, options=options)
@@ -416,6 +422,7 @@ def _run_episodes(policy: Policy, env: Any, *, start_day: int | None, seed: int)
     active = np.ones(env.num_envs, dtype=bool)
     while active.any():
         action = policy(obs)
+        check_policy_actions(action, policy=policy_name, date=env.data.dates[int(days[-1][active][0])])
         obs, _reward, terminated, truncated, info = env.step(action)
         v = info["portfolio_value"].double().cpu().numpy().copy()
         d = info["day"].cpu().numpy().copy()
@@ -439,6 +446,7 @@ def evaluate_policy(
     benchmark_returns: pd.Series | None = None,
     feature_stats: FeatureStats | None = None,
     selection: SelectionRule | None = None,
+    policy_name: str = "the policy",
 ) -> dict[str, Any]:
     """Score a deterministic policy on a date range, as the pods and the CLI do.
 
@@ -460,6 +468,7 @@ def evaluate_policy(
             (``data`` must then come from :func:`trainer.envs.kinds.prepare_market`).
         selection: the scoring rule; default :class:`SelectionRule` (mean - 1 x std of the
             Sharpe ratios of 4 sub-windows).
+        policy_name: who the policy is, for errors (e.g. ``"agent 12"``, a file name).
 
     Returns:
         JSON-able dict: every key of :func:`trainer.backtest.metrics.compute_metrics` for the
@@ -476,13 +485,15 @@ def evaluate_policy(
 
     Raises:
         DataError: ``data`` has fewer than 2 days or unusable prices.
+        PolicyError: the policy emits a NaN or infinite action; it is never scored (a NaN
+            action used to mean "hold", which gave a diverged policy a quiet score of 0).
     """
     device = torch.device(device)
     selection = selection or SelectionRule()
     full_env = make_env(
         data, _eval_config(env_config), num_envs=1, device=device, seed=seed, feature_stats=feature_stats
     )
-    values, days = _run_episodes(policy, full_env, start_day=0, seed=seed)
+    values, days = _run_episodes(policy, full_env, start_day=0, seed=seed, policy_name=policy_name)
     v = values[0]
     dates = pd.DatetimeIndex(data.dates[days[0]])
     returns = pd.Series(v[1:] / v[:-1] - 1.0, index=dates[1:], name="returns")
@@ -513,7 +524,7 @@ def evaluate_policy(
         win_env = make_env(
             data, cfg, num_envs=random_windows, device=device, seed=seed + 1, feature_stats=feature_stats
         )
-        wv, wd = _run_episodes(policy, win_env, start_day=None, seed=seed + 1)
+        wv, wd = _run_episodes(policy, win_env, start_day=None, seed=seed + 1, policy_name=policy_name)
         totals, sharpes = [], []
         for i in range(random_windows):
             row = wv[i][~np.isnan(wv[i])]
@@ -630,18 +641,18 @@ class GenerationResult:
 
 
 def _plain(value: Any) -> Any:
-    """Make training stats JSON/weights_only friendly (tensors and numpy scalars to floats)."""
+    """Make training stats JSON/weights_only friendly (tensors and numpy scalars to floats; NaN
+    and infinities to the strings ``"NaN"``/``"inf"``/``"-inf"``, so they read as what they
+    are rather than as missing values)."""
     if isinstance(value, Mapping):
         return {str(k): _plain(v) for k, v in value.items()}
     if isinstance(value, list | tuple):
         return [_plain(v) for v in value]
     if isinstance(value, torch.Tensor):
-        return value.item() if value.numel() == 1 else value.detach().cpu().tolist()
+        return _plain(value.item() if value.numel() == 1 else value.detach().cpu().tolist())
     if isinstance(value, np.generic):
-        return value.item()
-    if isinstance(value, float) and not math.isfinite(value):
-        return None
-    return value
+        return _plain(value.item())
+    return labelled(value)
 
 
 def _layout_key(layout: Mapping[str, Any]) -> tuple:
@@ -732,7 +743,15 @@ def run_generation(
     Returns:
         :class:`GenerationResult`.
 
+    Divergence: the agent checks its losses, gradient norms and parameters once per update
+    and the evaluation checks every action; a NaN or infinity raises :class:`~trainer.errors.Diverged` and
+    no checkpoint is written (the same hyperparameters would diverge again, so callers treat
+    it as a permanent failure of this generation, not of the task).
+
     Raises:
+        trainer.errors.Diverged: training or the trained policy produced NaN or infinite numbers; the message
+            names the update, the quantity and the learning rate(s), e.g. ``"PPO diverged at
+            update 37: policy loss is NaN; learning_rate=1000"``.
         ConfigError: an invalid task, budget, device or hyperparameter change; a split with
             fewer trading days than :data:`MIN_SPLIT_DAYS` or outside the data (field
             ``"<split>.start"``/``"<split>.end"``); a buffer over :data:`MAX_BUFFER_BYTES`.
@@ -869,16 +888,24 @@ def run_generation(
     def policy(obs: torch.Tensor) -> torch.Tensor:
         return agent.act(obs, deterministic=True)
 
-    metrics = evaluate_policy(
-        policy,
-        validation_data,
-        task.env,
-        device=torch_device,
-        seed=seed,
-        feature_stats=feature_stats,
-        selection=task.selection,
-        benchmark_returns=benchmark_returns,
-    )
+    try:
+        metrics = evaluate_policy(
+            policy,
+            validation_data,
+            task.env,
+            device=torch_device,
+            seed=seed,
+            feature_stats=feature_stats,
+            selection=task.selection,
+            benchmark_returns=benchmark_returns,
+            policy_name=f"the {task.algorithm} agent",
+        )
+    except PolicyError as exc:
+        # finite losses and parameters, yet NaN actions: diverged all the same (no checkpoint)
+        value = str(exc.details.get("value", "NaN"))
+        error = agent.divergence(update=agent.updates, quantity="validation_action", value=value, stats=stats)
+        error.details["date"] = exc.details.get("date")
+        raise error from None
     score = float(metrics["score"])
     hp_now = _plain(dict(agent.hyperparameters()))
 

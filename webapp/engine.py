@@ -20,7 +20,9 @@ from typing import Any
 
 import numpy as np
 
-from trainer.errors import TrainerError  # also the name the rest of webapp catches it by
+# also the names the rest of webapp catches them by (Diverged is a TrainerError: catch it first)
+from trainer.errors import Diverged as Diverged  # re-exported
+from trainer.errors import TrainerError
 from webapp.core.errors import AppError
 
 
@@ -89,6 +91,20 @@ def validate_task(spec: dict[str, Any]) -> dict[str, Any]:
 
     try:
         return TaskSpec.from_dict(spec).to_dict()
+    except TrainerError as exc:
+        raise AppError.from_trainer(exc) from exc
+
+
+def validate_hyperparameters(algorithm: str, hyperparameters: dict[str, Any]) -> dict[str, Any]:
+    """The algorithm's full hyperparameters with ``hyperparameters`` applied and validated.
+
+    Raises:
+        AppError: unknown key or bad value (field ``hyperparameters.<key>``), unknown algorithm.
+    """
+    from trainer.pod import validate_hyperparameters as validate
+
+    try:
+        return validate(algorithm, hyperparameters)
     except TrainerError as exc:
         raise AppError.from_trainer(exc) from exc
 
@@ -310,19 +326,72 @@ _MARKET_CACHE_SIZE = 4
 def _market_data(task_spec: Any, *, data_dir: str | None, cache_dir: str | None) -> Any:
     """The task's processed market data, kept in memory between generations of one worker
     process (a generation then starts without re-reading the files)."""
+    return _market_data_of(task_spec.data, data_dir=data_dir, cache_dir=cache_dir)
+
+
+def _market_data_of(data_spec: Any, *, data_dir: str | None, cache_dir: str | None) -> Any:
+    """:func:`_market_data` for a ``trainer.data.DataSpec`` (the LRU of this process)."""
     from trainer.data import load_market_data
 
-    key = repr(task_spec.data.to_dict())
+    key = repr(data_spec.to_dict())
     with _market_lock:
         if key in _market_cache:
             _market_cache.move_to_end(key)
             return _market_cache[key]
-    data = load_market_data(task_spec.data, data_dir=data_dir, cache_dir=cache_dir)
+    data = load_market_data(data_spec, data_dir=data_dir, cache_dir=cache_dir)
     with _market_lock:
         _market_cache[key] = data
         while len(_market_cache) > _MARKET_CACHE_SIZE:
             _market_cache.popitem(last=False)
     return data
+
+
+_serving_cache: Any = None
+_serving_lock = threading.Lock()
+
+
+def serve_act(
+    key: Any,
+    bundle_path: str | Path,
+    body: Any,
+    *,
+    cache_size: int,
+    data_dir: str | None = None,
+    cache_dir: str | None = None,
+) -> dict[str, Any]:
+    """Answer one act request with the agent's ONNX policy (``trainer.serving.answer``).
+
+    One onnxruntime session per agent is kept in a process-wide LRU of ``cache_size``
+    (``trainer.serving.PolicyCache``), reloaded when the bundle file changes; no torch code
+    runs. ``{"date": ...}`` requests read the task's data files through the same in-memory
+    cache as training.
+
+    Args:
+        key: the agent's id (cache key).
+        bundle_path: local path of the agent's bundle zip.
+        body: the decoded JSON body.
+        cache_size: sessions kept (the first call's value sizes the cache).
+
+    Returns:
+        The JSON answer (see ``trainer/serving.py``).
+
+    Raises:
+        TrainerError: bad body (``DataError`` naming the field) or an unreadable bundle.
+    """
+    global _serving_cache
+    from trainer.data import DataSpec
+    from trainer.serving import PolicyCache, answer
+
+    with _serving_lock:
+        if _serving_cache is None:
+            _serving_cache = PolicyCache(cache_size)
+    policy = _serving_cache.get(key, bundle_path)
+
+    def load_market() -> Any:
+        spec = DataSpec.from_dict(policy.config["task"]["data"], prefix="data.")
+        return _market_data_of(spec, data_dir=data_dir, cache_dir=cache_dir)
+
+    return answer(policy, body, load_market=load_market)
 
 
 def train_generation(
@@ -362,6 +431,9 @@ def train_generation(
         ``telemetry`` the training curve (``GenerationResult.telemetry``, at most 50 points).
 
     Raises:
+        trainer.errors.Diverged: training produced NaN or infinite numbers (no checkpoint is
+            written); ``message`` is the one line for users, ``details["stats"]["env_steps"]``
+            the env steps trained. A permanent failure of this generation, not of the task.
         trainer.errors.TrainerError: bad data or config (a permanent failure).
     """
     from trainer.pod import TaskSpec, run_generation
@@ -456,7 +528,7 @@ def _policy_from_file(path: str | Path, *, expected_sha256: str | None) -> tuple
     from trainer.bundle import build_agent, load_checkpoint
 
     state = load_checkpoint(path, expected_sha256=expected_sha256)
-    agent = build_agent(state)
+    agent = build_agent(state)  # refuses NaN or infinite parameters (a diverged agent)
     layout = state.get("observation_layout") or {}
     info = {
         "kind": "checkpoint",
@@ -478,6 +550,7 @@ def backtest_agent(
     expected_sha256: str | None = None,
     data_dir: str | None = None,
     cache_dir: str | None = None,
+    agent_name: str = "the agent",
 ) -> dict[str, Any]:
     """Backtest a stored agent over ``[start, end]`` with ``trainer.backtest.run_backtest``.
 
@@ -492,6 +565,7 @@ def backtest_agent(
         start, end: first and last day, ``YYYY-MM-DD``, inclusive.
         benchmark_path: daily price file holding QQQ (setting ``PADDOCK_BENCHMARK_FILE``).
         expected_sha256: checkpoint digest to verify (tampering/corruption).
+        agent_name: who the agent is in errors, e.g. ``"agent 12"``.
 
     Returns:
         ``{"daily": DataFrame, "metrics": {"agent", "equal_weight", "QQQ"}, "tickers",
@@ -503,17 +577,22 @@ def backtest_agent(
 
     Raises:
         trainer.errors.TrainerError: the agent file is unreadable or does not fit the data
-            (``BundleError``/``DataError`` naming the field), or the range is outside the data.
+            (``BundleError``/``DataError`` naming the field), or the range is outside the data;
+            the agent diverged: its parameters hold NaN or inf (``BundleError``) or its policy
+            emits such actions (``PolicyError``), each message naming ``agent_name``.
     """
     from trainer.backtest.engine import run_backtest
     from trainer.backtest.metrics import METRIC_CONTRACT
     from trainer.envs.kinds import prepare_market
     from trainer.envs.observations import FeatureStats
-    from trainer.errors import DataError
+    from trainer.errors import BundleError, DataError
     from trainer.pod import TaskSpec
 
     spec = TaskSpec.from_dict(task)
-    policy, info = _policy_from_file(agent_path, expected_sha256=expected_sha256)
+    try:
+        policy, info = _policy_from_file(agent_path, expected_sha256=expected_sha256)
+    except BundleError as exc:
+        raise BundleError(f"{agent_name}: {exc.message}", **exc.details) from None
     market = _market_data(spec, data_dir=data_dir, cache_dir=cache_dir)
     read = prepare_market(market, spec.env).feature_names  # what the agent's observation holds
     if info["feature_names"] and list(read) != info["feature_names"]:
@@ -531,6 +610,7 @@ def backtest_agent(
         end=end,
         tickers=info["tickers"] or None,
         device="cpu",
+        policy_name=agent_name,
         feature_stats=stats,
     )
     daily = result.daily.copy()

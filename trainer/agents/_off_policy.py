@@ -26,6 +26,7 @@ from trainer.agents._common import (
     telemetry_due,
 )
 from trainer.errors import ConfigError
+from trainer.nonfinite import first_nonfinite, nonfinite_kind
 
 __all__ = ["OffPolicyAgent"]
 
@@ -87,6 +88,10 @@ class OffPolicyAgent(AgentBase):
         Raises:
             ConfigError: the env's dimensions differ from the agent's, it has more envs than the
                 replay capacity, or ``env_steps`` is negative.
+            Diverged: an update's ``LOSS_NAMES`` entry is NaN or infinite (checked after each
+                vector step's updates, in one host sync), or a parameter is (checked when
+                progress is reported and at the end); the message names the first such update
+                and quantity and the learning rates.
         """
         cfg = self.config
         check_env(env, self.obs_dim, self.action_dim, self.algorithm)
@@ -103,7 +108,7 @@ class OffPolicyAgent(AgentBase):
         start = time.monotonic()
         clock = TelemetryClock(start)
         collected, episodes, cancelled = 0, 0, False
-        last_losses: torch.Tensor | None = None
+        last_losses: list[float] | None = None
         pending_returns: list[torch.Tensor] = []  # finished-episode returns not yet moved to host
 
         env_seed = int(torch.randint(0, 2**31 - 1, (1,), device=self.device, generator=self.generator).item())
@@ -132,18 +137,46 @@ class OffPolicyAgent(AgentBase):
             collected += num_envs
             self.env_steps += num_envs
 
+            diverged = None
             if self.replay.size >= max(cfg.learning_starts, cfg.batch_size):
-                for _ in range(cfg.updates_per_step):
-                    last_losses = self._update()
-            if telemetry is not None and telemetry_due(step, vector_steps):
+                rows = torch.stack([self._update() for _ in range(cfg.updates_per_step)])
+                updates = rows.tolist()  # one host sync per vector step: the divergence check
+                last_losses = updates[-1]
+                first_update = self.updates - len(updates) + 1
+                for i, row in enumerate(updates):
+                    bad = first_nonfinite(zip(self.LOSS_NAMES, row))
+                    if bad is not None:
+                        diverged, last_losses = (first_update + i, *bad), row
+                        break
+            if telemetry is not None and (diverged or telemetry_due(step, vector_steps)):
                 episodes += self._drain(pending_returns)
-                values = dict(zip(self.LOSS_NAMES, last_losses.tolist())) if last_losses is not None else {}
+                values = dict(zip(self.LOSS_NAMES, last_losses)) if last_losses is not None else {}
                 telemetry(self._telemetry_point(collected, clock, {**values, "learning_rate": cfg.actor_learning_rate}))
+            if diverged is not None:
+                update, quantity, value = diverged
+                stats = self._stats(collected, episodes, start, last_losses, cancelled)
+                raise self.divergence(update=update, quantity=quantity, value=value, stats=stats)
             if throttle.due():
+                self._check_parameters(collected, episodes, start, last_losses, cancelled)
                 episodes += self._drain(pending_returns)
                 throttle(self._stats(collected, episodes, start, last_losses, cancelled))
         episodes += self._drain(pending_returns)
+        self._check_parameters(collected, episodes, start, last_losses, cancelled)
         return self._stats(collected, episodes, start, last_losses, cancelled)
+
+    def _learned_tensors(self) -> list[torch.Tensor]:
+        """The tensors :meth:`_check_parameters` watches: actor and critic parameters."""
+        return [*self.actor.parameters(), *self.critic.parameters()]
+
+    def _check_parameters(self, *args: Any) -> None:
+        """Raise :class:`~trainer.errors.Diverged` when a tensor of :meth:`_learned_tensors` is
+        NaN or infinite (``args`` as for :meth:`_stats`). Per-update checks of the losses catch
+        divergence first; this is the backstop."""
+        tensors = self._learned_tensors()
+        if bool(torch.stack([torch.isfinite(t).all() for t in tensors]).all()):
+            return
+        value = nonfinite_kind(tensors)
+        raise self.divergence(update=self.updates, quantity="parameters", value=value, stats=self._stats(*args))
 
     def _drain(self, pending: list[torch.Tensor]) -> int:
         """Move finished-episode returns to ``recent_returns`` (one device sync); returns the count."""
@@ -155,9 +188,9 @@ class OffPolicyAgent(AgentBase):
         return len(finished)
 
     def _stats(
-        self, collected: int, episodes: int, start: float, losses: torch.Tensor | None, cancelled: bool
+        self, collected: int, episodes: int, start: float, losses: list[float] | None, cancelled: bool
     ) -> dict[str, Any]:
         stats = self._base_stats(collected, episodes, start, cancelled)
         if losses is not None:
-            stats.update(zip(self.LOSS_NAMES, losses.tolist()))
+            stats.update(zip(self.LOSS_NAMES, losses))
         return stats

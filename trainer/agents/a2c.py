@@ -46,11 +46,15 @@ from trainer.agents._common import (
 from trainer.agents.networks import DeterministicPolicy, GaussianActor, RunningMeanStd, ValueCritic
 from trainer.buffers.rollout import RolloutBuffer
 from trainer.errors import ConfigError
+from trainer.nonfinite import first_nonfinite, nonfinite_kind
 from trainer.ops.gae import compute_gae
 from trainer.ops.losses import a2c_loss
 
 __all__ = ["A2CAgent", "A2CConfig", "PENDULUM_A2C"]
 
+#: Statistics of an update checked for NaN/inf (the explained variance is NaN, legitimately,
+#: when the returns do not vary).
+A2C_CHECKED = ("policy_loss", "value_loss", "entropy", "grad_norm")
 #: Longest rollout per env (the paper's t_max is 5; 16 years of trading days at most).
 MAX_ROLLOUT_STEPS = 4_096
 
@@ -116,16 +120,22 @@ class A2CConfig(AgentConfig):
 
 
 #: Hyperparameters for :class:`~trainer.envs.pendulum.PendulumVecEnv` (used by the learning test
-#: and ``benchmarks/pendulum_time_to_quality.py``); see the README's Pendulum table for results.
+#: and ``benchmarks/pendulum_time_to_quality.py``): 32 envs x 8 steps per update, gamma and GAE
+#: lambda 0.9 (the RL Zoo's A2C Pendulum values), lr 1e-3, rewards x 0.1, raw observations.
+#: A2C needs far more samples than PPO here (one gradient step per 256 transitions): on seed 0
+#: the last 20 training episodes averaged -838 after 512k transitions and -157 after 1.02M, and
+#: stay noisy afterwards. With running observation normalisation it had not passed -900 by 1.4M.
 PENDULUM_A2C: dict[str, Any] = {
-    "num_envs": 64,
-    "rollout_steps": 10,
+    "num_envs": 32,
+    "rollout_steps": 8,
     "hidden_sizes": [64, 64],
-    "gamma": 0.95,
-    "gae_lambda": 0.95,
+    "gamma": 0.9,
+    "gae_lambda": 0.9,
     "learning_rate": 1e-3,
     "ent_coef": 0.0,
+    "init_log_std": -1.0,
     "reward_scale": 0.1,
+    "normalize_observations": False,
 }
 
 
@@ -146,6 +156,7 @@ class A2CAgent(AgentBase):
     algorithm = "a2c"
     config_class = A2CConfig
     SHAPE_FIELDS = ("hidden_sizes", "normalize_observations")
+    STEP_SIZE_FIELDS = ("learning_rate",)
 
     def __init__(
         self,
@@ -291,16 +302,23 @@ class A2CAgent(AgentBase):
             self.recent_returns.extend(finished)
 
             # ---- one gradient step on all T * E samples
-            losses = self._update(buf.flatten(), explained)
-            if telemetry is not None and telemetry_due(iteration, iterations):
+            losses, params_finite = self._update(buf.flatten(), explained)
+            bad = first_nonfinite((k, losses[k]) for k in A2C_CHECKED)
+            if bad is None and not params_finite:
+                bad = ("parameters", nonfinite_kind(p for g in self.optimizer.param_groups for p in g["params"]))
+            if telemetry is not None and (bad or telemetry_due(iteration, iterations)):
                 telemetry(self._telemetry_point(collected, clock, {**losses, "learning_rate": cfg.learning_rate}))
+            if bad is not None:
+                stats = self._stats(collected, episodes, start, losses, cancelled)
+                raise self.divergence(update=self.updates, quantity=bad[0], value=bad[1], stats=stats)
             if throttle.due():
                 throttle(self._stats(collected, episodes, start, losses, cancelled))
         return self._stats(collected, episodes, start, losses, cancelled)
 
-    def _update(self, batch: Any, explained: torch.Tensor) -> dict[str, float]:
+    def _update(self, batch: Any, explained: torch.Tensor) -> tuple[dict[str, float], bool]:
         """One A2C gradient step on a flattened rollout (:class:`~trainer.buffers.rollout.RolloutBatch`, B = T * E);
-        returns its losses and ``explained`` (() float32 explained variance) as floats."""
+        returns its losses, ``grad_norm`` (before clipping) and ``explained`` (() float32
+        explained variance) as floats, and whether every parameter is still finite."""
         cfg = self.config
         log_prob, entropy = self.actor.evaluate(batch.obs, batch.actions)  # (B,), (B,)
         values = self.critic(batch.obs)  # (B,)
@@ -310,11 +328,13 @@ class A2CAgent(AgentBase):
         self.optimizer.zero_grad(set_to_none=True)
         out.loss.backward()
         params = [p for group in self.optimizer.param_groups for p in group["params"]]
-        nn.utils.clip_grad_norm_(params, cfg.max_grad_norm)
+        grad_norm = nn.utils.clip_grad_norm_(params, cfg.max_grad_norm)
         self.optimizer.step()
         self.updates += 1
-        stats = torch.stack([out.policy_loss, out.value_loss, out.entropy, explained]).tolist()  # one host sync
-        return dict(zip(("policy_loss", "value_loss", "entropy", "explained_variance"), stats))
+        finite = torch.stack([torch.isfinite(p).all() for p in params]).all()
+        names = ("policy_loss", "value_loss", "entropy", "grad_norm", "explained_variance")
+        stats = torch.stack([out.policy_loss, out.value_loss, out.entropy, grad_norm, explained, finite]).tolist()
+        return dict(zip(names, stats[:-1])), stats[-1] == 1.0  # one host sync
 
     def _stats(self, collected: int, episodes: int, start: float, losses: dict, cancelled: bool) -> dict[str, Any]:
         return {**self._base_stats(collected, episodes, start, cancelled), **losses}

@@ -154,7 +154,10 @@ class SACAgent(OffPolicyAgent):
     algorithm = "sac"
     config_class = SACConfig
     SHAPE_FIELDS = SACConfig.FIXED
-    LOSS_NAMES = ("critic_loss", "actor_loss", "alpha_loss", "alpha")
+    STEP_SIZE_FIELDS = ("actor_learning_rate", "critic_learning_rate", "alpha_learning_rate")
+    #: losses, the temperature, the policy's entropy estimate ``-mean log pi(a|s)`` (nats) and
+    #: the gradient norms of critics and actor
+    LOSS_NAMES = ("critic_loss", "actor_loss", "alpha_loss", "alpha", "entropy", "critic_grad_norm", "actor_grad_norm")
 
     def __init__(
         self,
@@ -227,8 +230,12 @@ class SACAgent(OffPolicyAgent):
         action, _ = self.actor.sample(obs, self.generator)
         return action
 
+    def _learned_tensors(self) -> list[torch.Tensor]:
+        """Actor and critic parameters and the log temperature."""
+        return [*super()._learned_tensors(), self.log_alpha]
+
     def _update(self) -> torch.Tensor:
-        """One gradient step of critics, actor and temperature; returns detached losses (4,)."""
+        """One gradient step of critics, actor and temperature; returns its detached :attr:`LOSS_NAMES` (7,)."""
         cfg = self.config
         batch = self.replay.sample(cfg.batch_size, self.generator)
         obs, next_obs = self._normalize(batch.obs), self._normalize(batch.next_obs)
@@ -244,6 +251,7 @@ class SACAgent(OffPolicyAgent):
         critic_loss = sac_critic_loss(q1, q2, target)
         self.critic_optimizer.zero_grad(set_to_none=True)
         critic_loss.backward()
+        critic_grad_norm = torch.nn.utils.get_total_norm([p.grad for p in self.critic.parameters()])
         self.critic_optimizer.step()
 
         action, log_prob = self.actor.sample(obs, self.generator)
@@ -253,6 +261,7 @@ class SACAgent(OffPolicyAgent):
         actor_loss = sac_actor_loss(q1_pi, q2_pi, log_prob, alpha)
         self.actor_optimizer.zero_grad(set_to_none=True)
         actor_loss.backward()
+        actor_grad_norm = torch.nn.utils.get_total_norm([p.grad for p in self.actor.parameters()])
         self.actor_optimizer.step()
 
         if cfg.autotune_alpha:
@@ -267,7 +276,9 @@ class SACAgent(OffPolicyAgent):
             for target_param, param in zip(self.critic_target.parameters(), self.critic.parameters()):
                 target_param.lerp_(param, cfg.tau)
         self.updates += 1
-        return torch.stack([critic_loss.detach(), actor_loss.detach(), alpha_loss.detach(), alpha])
+        entropy = log_prob.detach().mean().neg()
+        losses = (critic_loss.detach(), actor_loss.detach(), alpha_loss.detach(), alpha, entropy)
+        return torch.stack([*losses, critic_grad_norm, actor_grad_norm])
 
     # ------------------------------------------------------- hyperparameters
     def set_hyperparameters(self, **changes: Any) -> None:

@@ -194,6 +194,7 @@ class TD3Agent(OffPolicyAgent):
     algorithm = "td3"
     config_class = TD3Config
     SHAPE_FIELDS = TD3Config.FIXED
+    STEP_SIZE_FIELDS = ("actor_learning_rate", "critic_learning_rate")
     LOSS_NAMES = ("critic_loss", "actor_loss")
 
     def __init__(

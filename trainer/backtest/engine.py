@@ -31,6 +31,7 @@ from trainer.envs.observations import FeatureStats, fit_feature_stats
 from trainer.envs.portfolio import PortfolioConfig
 from trainer.envs.stock_trading import EnvConfig
 from trainer.errors import ConfigError, DataError
+from trainer.nonfinite import check_policy_actions
 
 #: Fewest days before a backtest window to fit observation statistics on when none are given.
 MIN_STATS_DAYS = 126
@@ -254,6 +255,7 @@ def run_backtest(
     tickers: Sequence[str] | None = None,
     device: str = "cpu",
     feature_stats: FeatureStats | None = None,
+    policy_name: str = "the policy",
 ) -> BacktestResult:
     """Run a deterministic policy day by day from ``start`` to ``end`` and score it.
 
@@ -281,6 +283,7 @@ def run_backtest(
             so the first backtest day has its full lookback. Without them they are fitted on
             the days of ``data`` before ``start`` (at least :data:`MIN_STATS_DAYS`), else on the
             window itself (a note says so).
+        policy_name: who the policy is, for errors (e.g. ``"agent 12"``, a bundle's file name).
 
     Returns:
         A :class:`BacktestResult`.
@@ -290,6 +293,8 @@ def run_backtest(
             not in ``data``, or ``benchmark_close`` lacks a trading day of the range (the
             message lists them) or has a non-positive price.
         ConfigError: invalid ``env_config``, or the policy returns an action of the wrong shape.
+        PolicyError: the policy returns a NaN or infinite action (a diverged agent; it is
+            refused, never run as "hold"); the message names ``policy_name`` and the day.
     """
     config = env_config or EnvConfig()
     names = {f.name for f in dataclasses.fields(config)}
@@ -324,6 +329,7 @@ def run_backtest(
     with torch.no_grad():
         for day in range(num_days - 1):
             action = _as_action(policy(obs), env.action_dim)
+            check_policy_actions(action, policy=policy_name, date=window.dates[day])
             actions[day] = action[0].numpy()
             obs, _, _, _, info = env.step(action.to(env.device))
             value[day + 1] = float(info["portfolio_value"][0])

@@ -81,6 +81,7 @@ from trainer.envs.observations import (
 )
 from trainer.envs.stock_trading import MIN_EPISODE_STEPS, PRICE_SCALE, _check_market, feature_scale
 from trainer.errors import ConfigError
+from trainer.nonfinite import nonfinite_action_error
 
 __all__ = ["DSR_PRIOR_VARIANCE", "REWARDS", "PortfolioConfig", "PortfolioVecEnv", "target_weights"]
 
@@ -393,7 +394,9 @@ class PortfolioVecEnv(EpisodeStarts):
         """Rebalance every env at today's close, drift to the next close, auto-reset finished envs.
 
         Args:
-            action: (E, N+1) float in [-1, 1] (clipped; NaN counts as 0), stocks then cash.
+            action: (E, N+1) float in [-1, 1] (clipped), stocks then cash. NaN and infinite
+                values are refused, as by :meth:`StockTradingVecEnv.step` (a diverged policy
+                must not pass for one that holds; issue 20).
 
         Returns:
             ``(obs, reward, terminated, truncated, info)`` as in
@@ -406,7 +409,8 @@ class PortfolioVecEnv(EpisodeStarts):
             fraction, ``log_return`` (E,) float64 and ``day`` (E,) int64.
 
         Raises:
-            ValueError: ``action`` does not have shape (num_envs, N+1).
+            ValueError: ``action`` does not have shape (num_envs, N+1), or holds NaN or
+                infinite values (the message names the env rows); the env's state is unchanged.
         """
         if tuple(action.shape) != (self.num_envs, self.action_dim):
             raise ValueError(f"action must have shape {(self.num_envs, self.action_dim)}, got {tuple(action.shape)}")
@@ -416,6 +420,7 @@ class PortfolioVecEnv(EpisodeStarts):
     def _step(self, action: torch.Tensor):
         cfg, n = self.config, self.num_stocks
         day, weights, value = self._day, self._weights, self._value
+        finite = torch.isfinite(action).all()
         target = target_weights(action.to(self.device), logit_scale=cfg.logit_scale, cash_bias=cfg.cash_bias)
         turnover = (target[:, :n] - weights[:, :n]).abs_().sum(1)
         kept = 1.0 - cfg.cost_pct * turnover  # fraction of value left after costs
@@ -435,8 +440,7 @@ class PortfolioVecEnv(EpisodeStarts):
             r = factor - 1.0
             a, b = self._dsr_a, self._dsr_b
             raw = (b * (r - a) - 0.5 * a * (r * r - b)) / (b - a * a).clamp(min=1e-12).pow(1.5)
-            self._dsr_a = a + cfg.dsr_eta * (r - a)
-            self._dsr_b = b + cfg.dsr_eta * (r * r - b)
+            dsr_a, dsr_b = a + cfg.dsr_eta * (r - a), b + cfg.dsr_eta * (r * r - b)
         reward = (raw * cfg.reward_scaling).to(torch.float32)
         episode_return = self._episode_return + reward
         day = day + 1
@@ -452,7 +456,13 @@ class PortfolioVecEnv(EpisodeStarts):
             turnover=turnover,
             log_return=log_ret,
         )
-        if bool(truncated.any()):
+        # One host sync answers both; no state has been written yet, so a refused step changes nothing.
+        all_finite, any_truncated = torch.stack((finite, truncated.any())).tolist()
+        if not all_finite:
+            raise nonfinite_action_error(action)
+        if cfg.reward == "differential_sharpe":
+            self._dsr_a, self._dsr_b = dsr_a, dsr_b
+        if any_truncated:
             done = truncated.nonzero().squeeze(1)
             starts = self._draw_starts(done.shape[0])
             day = day.index_put((done,), starts)

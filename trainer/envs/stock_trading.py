@@ -41,6 +41,7 @@ from trainer.data.market import MarketData
 from trainer.envs.episodes import EpisodeStarts, check_episode_setup
 from trainer.envs.observations import FeatureStats, check_observation, fit_feature_stats, scale_free_market
 from trainer.errors import ConfigError, DataError
+from trainer.nonfinite import nonfinite_action_error
 
 __all__ = [
     "CASH_SCALE",
@@ -268,7 +269,8 @@ class StockTradingVecEnv(EpisodeStarts):
 
     Trade rule of one step, per env (all envs at once), at the close prices ``p`` of day ``t``:
 
-    1. ``q = trunc(clip(action, -1, 1) * hmax)`` whole shares per stock (NaN counts as 0);
+    1. ``q = trunc(clip(action, -1, 1) * hmax)`` whole shares per stock (a NaN or infinite
+       action is refused, see :meth:`step`);
     2. sells ``s = min(max(-q, 0), holdings)`` execute first: ``cash += sum(s*p) * (1 - sell_cost)``;
     3. buys ``b = max(q, 0)`` cost ``B = sum(b*p) * (1 + buy_cost)``. When ``B`` exceeds the cash,
        every buy of that env is scaled by the same factor ``cash / B`` and floored to whole
@@ -526,7 +528,12 @@ class StockTradingVecEnv(EpisodeStarts):
         """Trade every env at today's close, move to the next day and auto-reset finished envs.
 
         Args:
-            action: (E, N) float, one value per stock in [-1, 1] (clipped; NaN means hold).
+            action: (E, N) float, one value per stock in [-1, 1] (clipped). NaN and infinite
+                values are refused: they only come from a diverged policy, and holding in
+                their place (as this env once did) let such a policy score a quiet 0 and rank
+                above every losing agent (issue 20). Agents check their own numbers after each
+                update and evaluation names the agent before stepping; this check is the
+                env's own guard, merged into the host sync a step already makes.
 
         Returns:
             ``(obs, reward, terminated, truncated, info)``:
@@ -548,7 +555,8 @@ class StockTradingVecEnv(EpisodeStarts):
             All returned tensors are fresh each step; the env never writes into them later.
 
         Raises:
-            ValueError: ``action`` does not have shape (num_envs, num_stocks).
+            ValueError: ``action`` does not have shape (num_envs, num_stocks), or holds NaN or
+                infinite values (the message names the env rows); the env's state is unchanged.
         """
         if tuple(action.shape) != (self.num_envs, self.num_stocks):
             raise ValueError(f"action must have shape {(self.num_envs, self.num_stocks)}, got {tuple(action.shape)}")
@@ -563,8 +571,9 @@ class StockTradingVecEnv(EpisodeStarts):
         day, holdings, prices = self._day, self._holdings, self._prices
         # Scaling in float32 (the action's dtype) keeps e.g. 0.7 * 100 at exactly 70 shares; the
         # integer cast truncates toward zero and is ~7x faster than torch.trunc on CPU.
-        act = torch.nan_to_num(action.to(device=self.device, dtype=torch.float32), nan=0.0)
-        shares = act.clamp_(-1.0, 1.0).mul_(cfg.hmax).to(torch.int32).to(torch.float64)
+        act = action.to(device=self.device, dtype=torch.float32)
+        finite = torch.isfinite(act).all()
+        shares = act.clamp(-1.0, 1.0).mul_(cfg.hmax).to(torch.int32).to(torch.float64)
 
         sells = torch.minimum(shares.neg(), holdings).clamp_(min=0.0)  # = min(max(-q, 0), holdings)
         buys = shares.clamp_(min=0.0)
@@ -582,7 +591,12 @@ class StockTradingVecEnv(EpisodeStarts):
         buy_cost = buy_value * (1.0 + cfg.buy_cost_pct)
         # Cash cap: scale all of an env's buys by one factor, then floor to whole shares.
         over = buy_cost > cash
-        if bool(over.any()):  # a host sync; free on CPU, one small wait on CUDA
+        # The step's one host sync (free on CPU, one small wait on CUDA) answers both questions.
+        # Nothing of the env's state has been written yet, so refusing here leaves it as it was.
+        all_finite, any_over = torch.stack((finite, over.any())).tolist()
+        if not all_finite:
+            raise nonfinite_action_error(act)
+        if any_over:
             factor = torch.where(over, cash / buy_cost * self._keep_buy, 1.0)
             buys = buys.mul_(factor[:, None]).floor_()
             buy_value = torch.linalg.vecdot(buys, prices)

@@ -3,7 +3,8 @@
 Variables (see README "Configuration"):
     DEBUG, SECRET_KEY, ALLOWED_HOSTS, CSRF_TRUSTED_ORIGINS, DATABASE_URL, REDIS_URL,
     PADDOCK_VAR_DIR, PADDOCK_DATA_DIR, PADDOCK_BENCHMARK_FILE, PADDOCK_ARTIFACTS_DIR,
-    PADDOCK_TORCH_THREADS, PADDOCK_GENERATION_TIME_LIMIT, PADDOCK_LOG_LEVEL.
+    PADDOCK_TORCH_THREADS, PADDOCK_GENERATION_TIME_LIMIT, PADDOCK_LOG_LEVEL, PADDOCK_SERVE_RATE_LIMIT,
+    PADDOCK_SERVE_CACHE_SIZE.
 A bad value stops start-up with one line naming the variable (``SettingsError``).
 """
 
@@ -68,6 +69,7 @@ INSTALLED_APPS = [
     "webapp.market",
     "webapp.runs",
     "webapp.reports",
+    "webapp.serving",
 ]
 
 MIDDLEWARE = [
@@ -234,6 +236,12 @@ CELERY_TASK_REJECT_ON_WORKER_LOST = True
 CELERY_TASK_DEFAULT_QUEUE = "cpu"
 CELERY_TASK_ROUTES = {"webapp.runs.tasks.run_generation": {"queue": "gpu"}}
 PADDOCK_GENERATION_TIME_LIMIT = env_int("PADDOCK_GENERATION_TIME_LIMIT", 3600, minimum=10)
+
+# --- Policy serving (POST /api/agents/{id}/act) ------------------------------------------------
+#: Act requests per token (or per user for session and account-token calls) and minute.
+PADDOCK_SERVE_RATE_LIMIT = env_int("PADDOCK_SERVE_RATE_LIMIT", 600, minimum=1)
+#: onnxruntime sessions kept per web process (least recently used evicted).
+PADDOCK_SERVE_CACHE_SIZE = env_int("PADDOCK_SERVE_CACHE_SIZE", 32, minimum=1)
 CELERY_TASK_TIME_LIMIT = PADDOCK_GENERATION_TIME_LIMIT + 60
 CELERY_TASK_SOFT_TIME_LIMIT = PADDOCK_GENERATION_TIME_LIMIT
 # A task still unacknowledged after this is delivered again (Redis transport); the generation

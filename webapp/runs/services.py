@@ -42,13 +42,15 @@ from django.utils import timezone
 from webapp import engine
 from webapp.core.errors import AppError
 from webapp.market.models import Dataset
-from webapp.runs import broker, events, selectors, telemetry
+from webapp.runs import bounds, broker, events, selectors, telemetry
 from webapp.runs.models import Agent, ClusterBudget, Generation, Pod, Run, Task
 
 logger = logging.getLogger(__name__)
 
 MAX_ATTEMPTS = 3
-MAX_PODS = 256
+#: A run pauses itself when the last this-many finished generations of every pod failed the
+#: same way (e.g. all diverged): more of the same would only spend the budget.
+PAUSE_AFTER_FAILURES = 3
 #: Env steps per generation when a run does not say (the New run form and the API): one PPO
 #: rollout at the default hyperparameters (1 024 envs x 16 steps).
 DEFAULT_GENERATION_STEPS = 16_384
@@ -78,16 +80,6 @@ def redispatch_after_s() -> float:
 # --- budgets -------------------------------------------------------------------------------
 
 
-def _positive(fields: dict[str, str], name: str, value: Any, *, integer: bool = False) -> None:
-    if value is None:
-        return
-    ok = isinstance(value, int | float) and not isinstance(value, bool) and value > 0
-    if integer:
-        ok = ok and float(value).is_integer()
-    if not ok:
-        fields[name] = f"must be a positive {'integer' if integer else 'number'}, got {value!r}"
-
-
 @transaction.atomic
 def budget_create(
     *,
@@ -114,16 +106,17 @@ def budget_create(
     owner = owner or actor
     if owner != actor and not actor.is_staff:
         raise AppError("only staff can assign a budget to another user", fields={"owner": "not allowed"}, status=403)
-    fields: dict[str, str] = {}
-    if not name or not str(name).strip():
-        fields["name"] = "required"
-    _positive(fields, "max_concurrent_pods", max_concurrent_pods, integer=True)
-    _positive(fields, "gpu_hours_cap", gpu_hours_cap)
-    _positive(fields, "max_wall_clock_s", max_wall_clock_s, integer=True)
-    _positive(fields, "env_step_cap", env_step_cap, integer=True)
-    if fields:
-        first = next(iter(fields.items()))
-        raise AppError(f"{first[0]}: {first[1]}", fields=fields)
+    bounds.raise_all(
+        budget_errors(
+            owner=owner,
+            name=name,
+            max_concurrent_pods=max_concurrent_pods,
+            gpu_hours_cap=gpu_hours_cap,
+            max_wall_clock_s=max_wall_clock_s,
+            deadline=deadline,
+            env_step_cap=env_step_cap,
+        )
+    )
     return ClusterBudget.objects.create(
         name=str(name).strip(),
         owner=owner,
@@ -133,6 +126,20 @@ def budget_create(
         deadline=deadline,
         env_step_cap=env_step_cap,
     )
+
+
+def budget_errors(*, owner, name, deadline=None, exclude_id: int | None = None, **limits: Any) -> dict[str, str]:
+    """Every error of a budget's settings at once: a name that is empty or another of the
+    owner's budgets has, limits outside ``bounds.BUDGET``, a deadline in the past."""
+    fields: dict[str, str] = {}
+    if not name or not str(name).strip():
+        fields["name"] = "required"
+    elif ClusterBudget.objects.filter(owner=owner, name=str(name).strip()).exclude(pk=exclude_id).exists():
+        fields["name"] = f"{owner.username} already has a budget named {str(name).strip()!r}"
+    fields.update(bounds.errors(limits, bounds.BUDGET))
+    if deadline is not None and deadline <= timezone.now():
+        fields["deadline"] = f"is in the past ({deadline:%Y-%m-%d %H:%M} UTC)"
+    return fields
 
 
 #: What :func:`budget_update` may change; usage counters are written by the generation protocol.
@@ -171,16 +178,16 @@ def budget_update(*, actor, budget: ClusterBudget, **changes: Any) -> ClusterBud
             fields[name] = "cannot be changed"
     if "max_concurrent_pods" in changes and changes["max_concurrent_pods"] is None:
         fields["max_concurrent_pods"] = "required"
-    for name in ("max_concurrent_pods", "max_wall_clock_s", "env_step_cap"):
-        if name in changes:
-            _positive(fields, name, changes[name], integer=True)
-    if "gpu_hours_cap" in changes:
-        _positive(fields, "gpu_hours_cap", changes["gpu_hours_cap"])
-    if "name" in changes and not str(changes["name"] or "").strip():
-        fields["name"] = "required"
-    if fields:
-        first = next(iter(fields.items()))
-        raise AppError(f"{first[0]}: {first[1]}", fields=fields)
+    owner = changes.get("owner") or budget.owner
+    checked = budget_errors(
+        owner=owner,
+        name=changes.get("name", budget.name),
+        deadline=changes.get("deadline") if "deadline" in changes else None,
+        exclude_id=budget.pk,
+        **{k: v for k, v in changes.items() if k in bounds.BUDGET},
+    )
+    fields.update({k: v for k, v in checked.items() if k not in fields})
+    bounds.raise_all(fields)
     if "name" in changes:
         changes["name"] = str(changes["name"]).strip()
     budget = _lock_budget(budget.pk)
@@ -253,33 +260,43 @@ def task_create(
     """
     if dataset.owner_id != owner.id:
         raise AppError("dataset not found", fields={"dataset": "not found"}, status=404)
+    fields: dict[str, str] = {}
     if tickers is not None and not [t for t in tickers if str(t).strip()]:
-        raise AppError(
-            "tickers: choose at least one ticker, or leave the field out for all of the dataset's tickers",
-            fields={"tickers": "empty; leave it out for all tickers"},
-        )
+        fields["tickers"] = "choose at least one ticker, or leave the field out for all of the dataset's tickers"
+        tickers = None
     tickers = list(dataset.tickers) if tickers is None else [str(t).strip().upper() for t in tickers if str(t).strip()]
     unknown = [t for t in tickers if t not in dataset.tickers]
     if unknown:
-        raise AppError(
-            f"tickers: {', '.join(unknown)} not in dataset {dataset.name!r}",
-            fields={"tickers": f"unknown: {', '.join(unknown)}"},
-        )
+        fields["tickers"] = f"{', '.join(unknown)} not in dataset {dataset.name!r}"
     if not isinstance(splits, dict) or any(k not in splits for k in ("train", "validation", "test")):
         raise AppError("splits: train, validation and test ranges are required", fields={"splits": "required"})
+    env = env or {}
+    hyperparameters = hyperparameters or {}
     spec = {
         "data": {"paths": dataset.source_paths(), "tickers": tickers},
         "train": splits["train"],
         "validation": splits["validation"],
         "test": splits["test"],
-        "env": env or {},
+        "env": env,
         "algorithm": algorithm,
-        "hyperparameters": hyperparameters or {},
+        "hyperparameters": hyperparameters,
     }
-    normalized = engine.validate_task(spec)
-    engine.check_task_splits(
-        {k: normalized[k] for k in ("train", "validation", "test")}, paths=dataset.source_paths(), tickers=tickers
-    )
+    # Every error at once: env bounds, each hyperparameter alone, then data and splits alone.
+    if isinstance(env, dict):
+        fields.update(bounds.errors(env, bounds.ENV, prefix="env."))
+    if isinstance(hyperparameters, dict):
+        fields.update(bounds.hyperparameter_errors(algorithm, hyperparameters, engine.validate_hyperparameters))
+    base = bounds.collect(fields, engine.validate_task, {**spec, "env": {}, "hyperparameters": {}})
+    if base is not None and not unknown:
+        bounds.collect(
+            fields,
+            engine.check_task_splits,
+            {k: base[k] for k in ("train", "validation", "test")},
+            paths=dataset.source_paths(),
+            tickers=tickers,
+        )
+    bounds.raise_all(fields)
+    normalized = engine.validate_task(spec)  # what depends on several fields at once
     return Task.objects.create(
         owner=owner,
         name=name,
@@ -345,23 +362,20 @@ def run_create(
         raise AppError("task not found", fields={"task": "not found"}, status=404)
     if budget.owner_id != owner.id and not owner.is_staff:
         raise AppError("budget not found", fields={"budget": "not found"}, status=404)
-    fields: dict[str, str] = {}
-    _positive(fields, "num_pods", num_pods, integer=True)
-    if not fields and num_pods > MAX_PODS:
-        fields["num_pods"] = f"at most {MAX_PODS}"
-    _positive(fields, "generation_steps", generation_steps, integer=True)
-    _positive(fields, "leaderboard_size", leaderboard_size, integer=True)
-    if not isinstance(fresh_probability, int | float) or not 0.0 <= fresh_probability <= 1.0:
-        fields["fresh_probability"] = f"must be in [0, 1], got {fresh_probability!r}"
-    if score_metric != "sharpe":
-        fields["score_metric"] = "only 'sharpe' (validation Sharpe ratio) is supported"
-    if fields:
-        first = next(iter(fields.items()))
-        raise AppError(f"{first[0]}: {first[1]}", fields=fields)
-    engine.check_generation_steps(task.algorithm, task.hyperparameters, generation_steps)
-    engine.check_run_device(device)
     mutation = dict(mutation or {})
-    engine.check_mutation(mutation, task.hyperparameters)
+    fields = run_settings_errors(
+        num_pods=num_pods,
+        generation_steps=generation_steps,
+        leaderboard_size=leaderboard_size,
+        fresh_probability=fresh_probability,
+        score_metric=score_metric,
+        seed=seed,
+        device=device,
+    )
+    if "generation_steps" not in fields:
+        bounds.collect(fields, engine.check_generation_steps, task.algorithm, task.hyperparameters, generation_steps)
+    bounds.collect(fields, engine.check_mutation, mutation, task.hyperparameters)
+    bounds.raise_all(fields)
     return Run.objects.create(
         owner=owner,
         name=name or f"{task.name} run",
@@ -376,6 +390,34 @@ def run_create(
         seed=int(seed),
         device=device,
     )
+
+
+def run_settings_errors(
+    *,
+    num_pods: Any,
+    generation_steps: Any,
+    leaderboard_size: Any,
+    fresh_probability: Any,
+    seed: Any = 0,
+    score_metric: str = "sharpe",
+    device: str = "auto",
+) -> dict[str, str]:
+    """Every error of a run's own settings at once (``bounds.RUN``, score metric, device),
+    without its task: the new-run page shows them with the task's errors in one answer."""
+    fields = bounds.errors(
+        {
+            "num_pods": num_pods,
+            "generation_steps": generation_steps,
+            "leaderboard_size": leaderboard_size,
+            "fresh_probability": fresh_probability,
+            "seed": seed,
+        },
+        bounds.RUN,
+    )
+    if score_metric != "sharpe":
+        fields["score_metric"] = "only 'sharpe' (validation Sharpe ratio) is supported"
+    bounds.collect(fields, engine.check_run_device, device)
+    return fields
 
 
 def _publish_run(run: Run) -> None:
@@ -502,13 +544,24 @@ def run_pause(*, run: Run) -> Run:
     """
     with transaction.atomic():
         _lock_budget(run.budget_id)
-        updated = Run.objects.filter(pk=run.pk, status=Run.Status.RUNNING).update(status=Run.Status.PAUSED)
-        if not updated:
+        if not _run_set_paused(run, reason=""):
             run.refresh_from_db()
             raise AppError(f"run is {run.status}; only a running run can be paused", status=409)
-        Generation.objects.filter(run_id=run.pk, status=Generation.Status.QUEUED).update(dispatched_at=None)
-        _publish_run(run)
     return run
+
+
+def _run_set_paused(run: Run, *, reason: str) -> bool:
+    """Pause ``run`` if it is running (call with its budget row locked): queued generations
+    wait, running ones finish. Returns whether it was paused."""
+    updated = Run.objects.filter(pk=run.pk, status=Run.Status.RUNNING).update(
+        status=Run.Status.PAUSED, status_reason=reason[:300]
+    )
+    if not updated:
+        return False
+    run.status, run.status_reason = Run.Status.PAUSED, reason[:300]
+    Generation.objects.filter(run_id=run.pk, status=Generation.Status.QUEUED).update(dispatched_at=None)
+    _publish_run(run)
+    return True
 
 
 def run_resume(*, run: Run) -> Run:
@@ -525,8 +578,8 @@ def run_resume(*, run: Run) -> Run:
         reason = _budget_spent_reason(budget, run)
         if reason:
             raise AppError(f"cannot resume: {reason}", fields={"budget": reason}, status=409)
-        run.status = Run.Status.RUNNING
-        run.save(update_fields=["status"])
+        run.status, run.status_reason = Run.Status.RUNNING, ""
+        run.save(update_fields=["status", "status_reason"])
         _ensure_pods(run)
         _budget_dispatch(budget)
         _publish_run(run)
@@ -576,12 +629,7 @@ def run_scale(*, run: Run, num_pods: int) -> Run:
     Raises:
         AppError: a bad count (400) or an ended run (409).
     """
-    fields: dict[str, str] = {}
-    _positive(fields, "num_pods", num_pods, integer=True)
-    if not fields and num_pods > MAX_PODS:
-        fields["num_pods"] = f"at most {MAX_PODS}"
-    if fields:
-        raise AppError(f"num_pods: {fields['num_pods']}", fields=fields)
+    bounds.raise_all(bounds.errors({"num_pods": num_pods}, {"num_pods": bounds.RUN["num_pods"]}))
     with transaction.atomic():
         budget = _lock_budget(run.budget_id)
         run = Run.objects.select_for_update().get(pk=run.pk)
@@ -960,8 +1008,16 @@ def _generation_complete_locked(claim: Claim, result: dict[str, Any], stored: st
         _leaderboard_submit(run, agent)
         Pod.objects.filter(pk=pod.pk).update(current_agent=agent, generations_done=F("generations_done") + 1)
     pod.refresh_from_db()
+    _pod_continue(run, budget, pod, gen)
+    _run_maybe_finish(run)
+    _budget_dispatch(budget)
+    _publish_budget_usage(budget.id, run)
+    return agent
 
-    # The pod's next generation, if run, pod count and budget allow.
+
+def _pod_continue(run: Run, budget: ClusterBudget, pod: Pod, gen: Generation) -> None:
+    """Queue the pod's next generation after ``gen`` ended, if run, pod count and budget allow;
+    else idle, retire or stop the pod (the run begins to finish when the budget is spent)."""
     next_gen = None
     if run.status == Run.Status.RUNNING and pod.index < run.num_pods:
         reserved = selectors.budget_running_generations(budget.id).aggregate(t=Sum("env_steps"))["t"] or 0
@@ -979,10 +1035,6 @@ def _generation_complete_locked(claim: Claim, result: dict[str, Any], stored: st
         Pod.objects.filter(pk=pod.pk).update(state=state)
         pod.state = state
         _publish_pod(pod, gen)
-    _run_maybe_finish(run)
-    _budget_dispatch(budget)
-    _publish_budget_usage(budget.id, run)
-    return agent
 
 
 def _leaderboard_submit(run: Run, agent: Agent) -> None:
@@ -1007,6 +1059,76 @@ def _leaderboard_submit(run: Run, agent: Agent) -> None:
                 "dropped": [a for a in drop if a != agent.id],
             },
         )
+
+
+def generation_diverged(*, claim: Claim, error: str, env_steps: int) -> None:
+    """Record a generation whose training diverged (``engine.Diverged``: a NaN or infinite
+    loss, gradient norm, parameter or action).
+
+    A permanent failure of this generation alone (the same hyperparameters would diverge
+    again): it is not retried and leaves no agent, checkpoint or leaderboard entry; its time
+    and ``env_steps`` count against the budget. The run goes on: the pod gets its next
+    generation (a child of a healthy leaderboard agent, with mutated hyperparameters, may try
+    again), unless the last :data:`PAUSE_AFTER_FAILURES` finished generations of every pod
+    failed so, which pauses the run with the reason (:func:`_run_pause_if_failing`).
+
+    Args:
+        claim: the claim this worker holds (a late attempt's report is ignored).
+        error: the trainer's one line, e.g. "PPO diverged at update 37: policy loss is NaN;
+            learning_rate=1000".
+        env_steps: env steps trained before the divergence.
+    """
+    with transaction.atomic():
+        run = Run.objects.get(pk=claim.run_id)
+        budget = _lock_budget(run.budget_id)
+        gen = Generation.objects.select_related("pod").get(pk=claim.generation_id)
+        if gen.status != Generation.Status.RUNNING or gen.attempt != claim.attempt:
+            return
+        run.refresh_from_db()
+        now = timezone.now()
+        duration = max(0.0, (now - gen.started_at).total_seconds())
+        ClusterBudget.objects.filter(pk=budget.pk).update(
+            gpu_seconds_used=F("gpu_seconds_used") + duration, env_steps_used=F("env_steps_used") + int(env_steps)
+        )
+        budget.refresh_from_db()
+        Generation.objects.filter(pk=gen.pk).update(
+            status=Generation.Status.FAILED,
+            failure=Generation.Failure.DIVERGED,
+            env_steps=int(env_steps),
+            finished_at=now,
+            heartbeat_at=now,
+            error=error[:2000],
+        )
+        gen.refresh_from_db()
+        _pod_continue(run, budget, gen.pod, gen)
+        _run_pause_if_failing(run, gen)
+        _run_maybe_finish(run)
+        _budget_dispatch(budget)
+        _publish_budget_usage(budget.id, run)
+
+
+def _run_pause_if_failing(run: Run, gen: Generation) -> None:
+    """Pause a running run when the last :data:`PAUSE_AFTER_FAILURES` finished (done or
+    failed) generations of every one of its pods failed with ``gen``'s ``failure``; the
+    reason, with ``gen``'s error, goes to ``status_reason`` (run page and API)."""
+    if run.status != Run.Status.RUNNING or not gen.failure:
+        return
+    for index in range(run.num_pods):
+        last = list(
+            Generation.objects.filter(
+                run_id=run.pk, pod__index=index, status__in=(Generation.Status.DONE, Generation.Status.FAILED)
+            )
+            .order_by("-number")
+            .values_list("status", "failure")[:PAUSE_AFTER_FAILURES]
+        )
+        if len(last) < PAUSE_AFTER_FAILURES or any(row != (Generation.Status.FAILED, gen.failure) for row in last):
+            return
+    reason = (
+        f"paused: the last {PAUSE_AFTER_FAILURES} generations of every pod {gen.get_failure_display()} "
+        f"(latest: {gen.error.strip().splitlines()[-1] if gen.error.strip() else 'no reason given'})"
+    )
+    if _run_set_paused(run, reason=reason):
+        logger.warning("run paused itself: %s", reason, extra={"run": run.pk})
 
 
 def generation_fail(*, claim: Claim, error: str, retry: bool, count_attempt: bool = True) -> None:

@@ -145,6 +145,11 @@ def run_generation(self, generation_id: int) -> None:
             )
         else:
             logger.info("generation %s cancelled after %s env steps", claim.number, result.get("env_steps"), extra=log)
+    except engine.Diverged as exc:
+        # permanent, but for this generation only: not retried, the run goes on
+        env_steps = int((exc.details.get("stats") or {}).get("env_steps") or 0)
+        logger.warning("generation %s diverged: %s", claim.number, exc.message, extra=log)
+        db.on_fresh_connection(services.generation_diverged, claim=claim, error=exc.message, env_steps=env_steps)
     except engine.TrainerError as exc:
         logger.warning("generation %s failed: %s", claim.number, exc.message, extra=log)
         db.on_fresh_connection(services.generation_fail, claim=claim, error=exc.message, retry=False)

@@ -161,7 +161,15 @@ def run_new(request: HttpRequest) -> HttpResponse:
         if form.is_valid():
             try:
                 with transaction.atomic():
-                    task = services.task_create(owner=request.user, **form.task_kwargs())
+                    try:
+                        task = services.task_create(owner=request.user, **form.task_kwargs())
+                    except AppError as exc:
+                        # the run's own settings are checked too: every error in one answer
+                        run_kwargs = {
+                            k: v for k, v in form.run_kwargs().items() if k not in ("budget", "name", "mutation")
+                        }
+                        extra = services.run_settings_errors(**run_kwargs)
+                        raise AppError(exc.message, fields={**exc.fields, **extra}) from exc
                     run = services.run_create(owner=request.user, task=task, **form.run_kwargs())
             except AppError as exc:
                 form.add_app_error(exc)

@@ -101,10 +101,23 @@ def test_sells_execute_before_buys_so_sale_proceeds_fund_the_same_days_buys(two_
     assert info["cash"][0].item() == pytest.approx(available - shares * p[1, 0] * (1 + COST), rel=1e-12)
 
 
-def test_nan_actions_hold_and_out_of_range_actions_are_clipped(two_stocks):
+def test_out_of_range_actions_are_clipped(two_stocks):
     env = fixed(two_stocks)
-    _, _, _, _, info = env.step(act([float("nan"), 7.0]))
+    _, _, _, _, info = env.step(act([-3.0, 7.0]))
     assert info["holdings"][0].tolist() == [0.0, 100.0]
+
+
+@pytest.mark.parametrize("bad", [float("nan"), float("inf"), float("-inf")])
+def test_non_finite_actions_are_refused_and_leave_the_env_as_it_was(two_stocks, bad):
+    # A diverged policy emits NaN; the env used to hold in its place, so such a policy scored a
+    # quiet 0 (issue 20). Now the step is refused and the env's state is unchanged.
+    env = fixed(two_stocks)
+    _, _, _, _, before = env.step(act([0.5, 0.5]))
+    with pytest.raises(ValueError, match=r"NaN or infinite values in env row\(s\) 0"):
+        env.step(act([bad, 0.2]))
+    _, _, _, _, after = env.step(act([0.0, 0.0]))
+    assert after["holdings"][0].tolist() == before["holdings"][0].tolist()
+    assert after["cash"][0].item() == before["cash"][0].item()
 
 
 # ---------------------------------------------------------------- defects of the reference env
