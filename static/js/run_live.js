@@ -306,7 +306,7 @@
 
   // --- leaderboard and chart ------------------------------------------------------------
 
-  const COLUMNS = ["rank", "agent", "score", "generation", "parent", "pod", "hyperparameters", "env_steps", "age"];
+  const COLUMNS = ["rank", "agent", "score", "baselines", "generation", "parent", "pod", "hyperparameters", "env_steps", "age"];
 
   function newRow(agent) {
     const tr = document.createElement("tr");
@@ -326,6 +326,16 @@
     tr.dataset.score = agent.score === null ? "" : agent.score;
     cell("rank").textContent = rank;
     cell("score").textContent = fmtNumber(agent.score, 3);
+    // the server's one line of baselines on the same validation days, and the noise marker
+    const base = agent.baselines || {};
+    cell("baselines").textContent = base.text || "–";
+    if (base.within_noise) {
+      const mark = document.createElement("span");
+      mark.className = "badge within-noise";
+      mark.title = "the score is within one standard deviation of its sub-window Sharpe ratios of the untrained policy's";
+      mark.textContent = "within noise";
+      cell("baselines").append(" ", mark);
+    }
     cell("generation").textContent = agent.generation;
     cell("parent").innerHTML = agent.parent_id
       ? '<a href="' + agentUrl(agent.parent_id) + '">#' + agent.parent_id + "</a>"

@@ -276,6 +276,9 @@ PADDOCK_TORCH_THREADS = env_int("PADDOCK_TORCH_THREADS", 1, minimum=1)
 # A running generation without a heartbeat for this long is re-queued by the reaper; a queued
 # backtest is sent again after PADDOCK_REDISPATCH_AFTER_S (a generation's message is sent again
 # as soon as it is missing from the broker: webapp.runs.broker).
+# A run whose last N agents all scored exactly 0 (they never trade, or the score is undefined)
+# stops itself: more generations would spend the budget on the same nothing.
+PADDOCK_ZERO_SCORE_GENERATIONS = env_int("PADDOCK_ZERO_SCORE_GENERATIONS", 8, minimum=1)
 PADDOCK_STALE_AFTER_S = env_int("PADDOCK_STALE_AFTER_S", 120, minimum=5)
 PADDOCK_REDISPATCH_AFTER_S = env_int("PADDOCK_REDISPATCH_AFTER_S", 60, minimum=5)
 # A backtest takes seconds; one still running after this lost its worker.

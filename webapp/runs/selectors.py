@@ -8,6 +8,7 @@ from typing import Any
 from django.db.models import F, QuerySet, Sum
 from django.utils import timezone
 
+from webapp.runs import baselines
 from webapp.runs.models import Agent, ClusterBudget, Generation, Pod, Run
 
 
@@ -207,6 +208,7 @@ def agent_payload(agent: Agent) -> dict[str, Any]:
         "score": agent.score,
         "metrics": agent.metrics,
         "pod": agent.pod.index,
+        "baselines": {**(b := baselines.agent_baselines(agent)), "text": baselines.baselines_text(b)},
         "generation": agent.depth,
         "pod_generation": agent.generation.number,
         "env_steps": agent.generation.env_steps,

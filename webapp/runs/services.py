@@ -1018,6 +1018,7 @@ def _generation_complete_locked(claim: Claim, result: dict[str, Any], stored: st
             agent.lineage_id = agent.pk
         _leaderboard_submit(run, agent)
         Pod.objects.filter(pk=pod.pk).update(current_agent=agent, generations_done=F("generations_done") + 1)
+        _run_stop_if_all_zero(run)
     pod.refresh_from_db()
     _pod_continue(run, budget, pod, gen)
     _run_maybe_finish(run)
@@ -1046,6 +1047,32 @@ def _pod_continue(run: Run, budget: ClusterBudget, pod: Pod, gen: Generation) ->
         Pod.objects.filter(pk=pod.pk).update(state=state)
         pod.state = state
         _publish_pod(pod, gen)
+
+
+def _run_stop_if_all_zero(run: Run) -> None:
+    """Fail ``run`` when its last ``PADDOCK_ZERO_SCORE_GENERATIONS`` agents all scored exactly
+    0: such agents never trade (or their score is undefined), and a run that only makes them
+    would spend its whole budget on them (e.g. an initial cash so large that no trade of hmax
+    shares moves the value). Running generations are cancelled; the reason says what to check."""
+    n = int(_setting("PADDOCK_ZERO_SCORE_GENERATIONS", 8))
+    last = list(Agent.objects.filter(run=run).order_by("-created_seq").values_list("score", flat=True)[:n])
+    if len(last) < n or any(score != 0.0 for score in last):
+        return
+    reason = (
+        f"stopped: the last {n} agents all scored exactly 0 (they never traded, or their score was undefined); "
+        "check initial cash, max shares per trade, costs and the reward scaling"
+    )
+    stopped = (
+        Run.objects.filter(pk=run.pk)
+        .exclude(status__in=Run.TERMINAL)
+        .update(status=Run.Status.FAILED, status_reason=reason, finished_at=timezone.now(), stop_requested=True)
+    )
+    if stopped:
+        logger.warning("run stopped: %d zero-score agents in a row", n, extra={"run": run.pk})
+        run.refresh_from_db()
+        _cancel_waiting(run)
+        Pod.objects.filter(run=run).exclude(state=Pod.State.RETIRED).update(state=Pod.State.STOPPED)
+        _publish_run(run)
 
 
 def _leaderboard_submit(run: Run, agent: Agent) -> None:
@@ -1239,7 +1266,7 @@ def runs_ensure_work(*, redispatch_after: float | None = None) -> int:
     redispatch_after = redispatch_after_s() if redispatch_after is None else redispatch_after
     # Read the broker before the database: a generation dispatched before ``cutoff`` and still
     # claimable now had its message in the broker when it was read, unless it was lost.
-    in_broker = broker.generations_in_broker()
+    in_broker = broker.generations_in_broker(delivered_within_s=stale_after_s())
     cutoff = timezone.now() - timedelta(seconds=redispatch_after)
     sent = 0
     budget_ids = set(Run.objects.filter(status__in=Run.ACTIVE).values_list("budget_id", flat=True))

@@ -22,7 +22,7 @@ from django.urls import NoReverseMatch, reverse
 from django.views.decorators.http import require_GET, require_http_methods, require_POST, require_safe
 
 from webapp.core.errors import AppError
-from webapp.runs import forms, lineage, queries, selectors, services, telemetry, workers
+from webapp.runs import baselines, forms, lineage, queries, selectors, services, telemetry, workers
 
 PAGE_SIZE = 50
 #: leaderboard rows the run page shows (the API pages through all of them)
@@ -228,7 +228,12 @@ def run_detail(request: HttpRequest, run_id: int) -> HttpResponse:
             "snapshot": {"run": run_data},
             "live": live,
             "leaderboard": [
-                {"agent": a, "hp": format_hyperparameters(a.hyperparameters, hp_keys)} for a in board[:LEADERBOARD_ROWS]
+                {
+                    "agent": a,
+                    "hp": format_hyperparameters(a.hyperparameters, hp_keys),
+                    "baselines": {**(b := baselines.agent_baselines(a)), "text": baselines.baselines_text(b)},
+                }
+                for a in board[:LEADERBOARD_ROWS]
             ],
             "max_rows": LEADERBOARD_ROWS,
             "pods": pods,
@@ -414,6 +419,11 @@ def agent_detail(request: HttpRequest, agent_id: int) -> HttpResponse:
         backtest_url = reverse("reports:backtest-new")
     except NoReverseMatch:  # the reports app is not installed
         backtest_url = None
+    try:
+        # the zip a user downloads (exported once, on the first view or download)
+        bundle = queries.agent_bundle(agent)
+    except AppError:
+        bundle = None
     return render(
         request,
         "runs/agent.html",
@@ -432,6 +442,8 @@ def agent_detail(request: HttpRequest, agent_id: int) -> HttpResponse:
                 for step in queries.agent_lineage(agent)
             ],
             "backtest_url": backtest_url,
+            "bundle": bundle,
+            "baselines": baselines.agent_baselines(agent),
             "metrics_config": metrics_config(
                 api=reverse("api:agent-metrics", args=[agent.pk]),
                 algorithm=agent.run.task.algorithm,

@@ -9,6 +9,7 @@ of fault is recovered from without waiting for the stale reaper or the next beat
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
 import threading
 import time
@@ -239,6 +240,29 @@ def test_the_sweep_sends_again_only_messages_that_are_really_lost(private_redis,
     ids = {int(g) for g in Generation.objects.filter(run=run).values_list("id", flat=True)}
     assert {services.broker._TASK_ID.search(m).group(1).decode() for m in waiting} == {str(i) for i in ids}
     assert lost not in waiting, "the lost generation got a new message"
+
+
+def test_a_message_delivered_to_a_worker_that_died_before_claiming_it_is_sent_again(
+    private_redis,  # noqa: F811
+    make_budget,
+    make_run,
+):
+    run = make_run(make_budget(max_concurrent_pods=1), num_pods=1)
+    services.run_start(run=run)
+    client = redis.Redis.from_url(private_redis.url)
+    # What the Redis transport does when a worker takes a message: out of the queue, into the
+    # hash of unacknowledged messages, indexed by delivery time.
+    raw = client.rpop("gpu")
+    client.hset("unacked", "tag-1", json.dumps([json.loads(raw), "gpu", "gpu"]))
+    client.zadd("unacked_index", {"tag-1": time.time()})
+
+    assert services.runs_ensure_work(redispatch_after=0) == 0, "a worker has it: it is not lost"
+
+    client.zadd("unacked_index", {"tag-1": time.time() - services.stale_after_s() - 1})  # delivered long ago
+    client.close()
+
+    assert services.runs_ensure_work(redispatch_after=0) == 1, "its worker died before claiming it"
+    assert len(_messages(private_redis)) == 1
 
 
 def test_a_message_that_could_not_be_sent_is_sent_by_the_next_sweep(private_redis, make_budget, make_run):  # noqa: F811

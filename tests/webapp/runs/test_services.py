@@ -349,3 +349,19 @@ def test_budget_owner_cannot_change_limits_nor_anyone_the_usage_counters(make_bu
         services.budget_update(actor=staff, budget=budget, env_steps_used=0, gpu_hours_cap=-2)
     assert set(exc.value.fields) == {"env_steps_used", "gpu_hours_cap"}
     assert ClusterBudget.objects.get(pk=budget.pk).max_concurrent_pods == 2
+
+
+def test_a_run_whose_last_agents_all_score_zero_stops_itself_with_the_reason(make_budget, make_run, tmp_path, settings):
+    settings.PADDOCK_ZERO_SCORE_GENERATIONS = 3
+    run = services.run_start(run=make_run(make_budget(), num_pods=1))
+    for score in (0.0, 0.4, 0.0, 0.0):  # a non-zero agent resets the count
+        claim = _claim_next(run)
+        services.generation_complete(claim=claim, result=_result(score), local_checkpoint=_checkpoint(tmp_path))
+    run.refresh_from_db()
+    assert run.status == Run.Status.RUNNING
+    claim = _claim_next(run)
+    services.generation_complete(claim=claim, result=_result(0.0), local_checkpoint=_checkpoint(tmp_path))
+    run.refresh_from_db()
+    assert run.status == Run.Status.FAILED
+    assert "last 3 agents all scored exactly 0" in run.status_reason and "initial cash" in run.status_reason
+    assert not Generation.objects.filter(run=run, status__in=Generation.OPEN).exists()

@@ -64,3 +64,12 @@ def test_the_log_page_shows_the_lines_of_one_run_and_pod(client, staff, settings
     client.force_login(staff)
     html = client.get("/workers/log/7/?pod=1").content.decode()
     assert "generation 3 done" in html and "generation 2 done" not in html and "other run" not in html
+
+
+def test_healthz_tells_an_anonymous_remote_caller_only_up_or_down(client, user):
+    remote = client.get("/healthz", REMOTE_ADDR="203.0.113.5")
+    assert set(remote.json()) == {"ok", "status"} and remote.json()["status"] in ("up", "down")
+    proxied = client.get("/healthz", HTTP_X_FORWARDED_FOR="203.0.113.5")  # via a proxy on this host
+    assert set(proxied.json()) == {"ok", "status"}
+    client.force_login(user)
+    assert "checks" in client.get("/healthz", REMOTE_ADDR="203.0.113.5").json()
