@@ -66,6 +66,10 @@ def test_a_diverged_generation_fails_without_retry_or_agent_and_its_pod_goes_on(
     assert Generation.objects.filter(run=run, pod__index=0, number=2, status="queued").exists()
     run.budget.refresh_from_db()
     assert run.budget.env_steps_used == 128
+    # the pod says why on the run page (and in its live updates)
+    pod = gen.pod
+    assert selectors.pod_payload(pod)["last_failure"] == f"generation 1 diverged: {LINE}"
+    assert selectors.pod_payload(Generation.objects.get(run=run, pod__index=1).pod)["last_failure"] == ""
 
 
 @pytest.mark.django_db
@@ -94,6 +98,7 @@ def test_a_run_pauses_itself_when_every_pod_diverged_three_times_in_a_row(run, a
     client.force_login(user)
     page = client.get(f"/runs/{run.pk}/").content.decode()
     assert "the last 3 generations of every pod diverged" in page
+    assert f"generation 3 diverged: {LINE}" in page  # pod 0's card
 
     services.run_resume(run=run)
     run.refresh_from_db()
