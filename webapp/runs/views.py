@@ -22,7 +22,7 @@ from django.urls import NoReverseMatch, reverse
 from django.views.decorators.http import require_GET, require_http_methods, require_POST, require_safe
 
 from webapp.core.errors import AppError
-from webapp.runs import baselines, forms, lineage, queries, selectors, services, telemetry, workers
+from webapp.runs import baselines, estimate, forms, lineage, queries, selectors, services, telemetry, workers
 
 PAGE_SIZE = 50
 #: leaderboard rows the run page shows (the API pages through all of them)
@@ -192,10 +192,11 @@ def run_new(request: HttpRequest) -> HttpResponse:
             initial = {"dataset": int(request.GET["dataset"])}
         form = forms.RunForm(initial=initial, user=request.user)
     defaults = {algo: forms.default_hyperparameters(algo) for algo in queries.ALGORITHMS}
+    inputs = estimate.estimate_inputs(budgets=form.fields["budget"].queryset, algorithms=queries.ALGORITHMS)
     return render(
         request,
         "runs/new.html",
-        {"form": form, "defaults": defaults, "help": forms.HYPERPARAMETER_HELP},
+        {"form": form, "defaults": defaults, "help": forms.HYPERPARAMETER_HELP, "estimate": inputs},
     )
 
 
