@@ -345,6 +345,8 @@ class RunFilterForm(forms.Form):
     status = forms.ChoiceField(choices=[("", "Any status"), *Run.Status.choices], required=False)
     algorithm = forms.ChoiceField(choices=[("", "Any algorithm"), ("ppo", "PPO"), ("sac", "SAC")], required=False)
     q = forms.CharField(required=False, label="Search", widget=forms.TextInput(attrs={"placeholder": "name or id"}))
+    tag = forms.CharField(required=False, label="Tag", widget=forms.TextInput(attrs={"placeholder": "tag"}))
+    archived = forms.BooleanField(required=False, label="archived runs")
 
 
 class ScaleForm(forms.Form):
