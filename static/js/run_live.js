@@ -268,7 +268,8 @@
       '<div class="pod-gen">generation <span class="pod-gen-number">–</span> · <span class="pod-done">0</span> done</div>' +
       '<div class="pod-speed"><span class="pod-sps">–</span> steps/s</div>' +
       '<div class="progress"><span class="pod-progress" style="width:0%"></span></div>' +
-      '<div class="pod-why muted"></div>';
+      '<div class="pod-why muted"></div>' +
+      '<div class="pod-failure error"></div>';
     const cards = [...document.querySelectorAll("#pods .pod-card")];
     const after = cards.find((c) => Number(c.dataset.podIndex) > index);
     $("#pods").insertBefore(card, after || null);
@@ -292,6 +293,7 @@
     const done = training ? pod.env_steps : 0;
     $(".pod-progress", card).style.width = Math.min(100, (100 * done) / total).toFixed(1) + "%";
     $(".pod-why", card).textContent = pod.state === "queued" ? pod.queued_reason || "" : "";
+    $(".pod-failure", card).textContent = pod.last_failure || "";
   }
 
   function applyProgress(msg) {

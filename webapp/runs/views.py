@@ -22,7 +22,7 @@ from django.urls import NoReverseMatch, reverse
 from django.views.decorators.http import require_GET, require_http_methods, require_POST, require_safe
 
 from webapp.core.errors import AppError
-from webapp.runs import baselines, forms, lineage, queries, selectors, services, telemetry, workers
+from webapp.runs import baselines, estimate, forms, lineage, queries, selectors, services, telemetry, workers
 
 PAGE_SIZE = 50
 #: leaderboard rows the run page shows (the API pages through all of them)
@@ -193,10 +193,17 @@ def run_new(request: HttpRequest) -> HttpResponse:
         form = forms.RunForm(initial=initial, user=request.user)
     defaults = {algo: forms.default_hyperparameters(algo) for algo in queries.ALGORITHMS}
     mutations = {algo: forms.default_mutation(algo) for algo in queries.ALGORITHMS}
+    inputs = estimate.estimate_inputs(budgets=form.fields["budget"].queryset, algorithms=queries.ALGORITHMS)
     return render(
         request,
         "runs/new.html",
-        {"form": form, "defaults": defaults, "mutation_defaults": mutations, "help": forms.HYPERPARAMETER_HELP},
+        {
+            "form": form,
+            "defaults": defaults,
+            "mutation_defaults": mutations,
+            "help": forms.HYPERPARAMETER_HELP,
+            "estimate": inputs,
+        },
     )
 
 
