@@ -42,6 +42,8 @@ def test_deleting_an_ended_run_removes_its_rows_and_files_but_not_a_running_one(
     assert not Run.objects.filter(pk=world.run.pk).exists()
     assert not Agent.objects.filter(run_id=world.run.pk).exists()
     assert not any(default_storage.exists(c) for c in checkpoints)
-    assert default_storage.listdir("bundles")[0].count(f"run-{world.run.pk}") == 0 or not default_storage.listdir(
-        f"bundles/run-{world.run.pk}"
-    )[1]
+    try:
+        bundles = default_storage.listdir(f"bundles/run-{world.run.pk}")[1]
+    except FileNotFoundError:
+        bundles = []
+    assert bundles == [], "the exported bundle went with the run"
