@@ -621,7 +621,10 @@ class GenerationResult:
         sha256: hex SHA-256 of that file.
         score: validation Sharpe ratio of the full-window deterministic episode (0.0 when
             undefined, see :func:`evaluate_policy`); higher is better.
-        metrics: the evaluation dict of :func:`evaluate_policy`.
+        metrics: the evaluation dict of :func:`evaluate_policy`, plus ``untrained``: the
+            ``score``, ``sharpe_ratio`` and ``total_return`` of the line's untrained policy on
+            the same validation days (evaluated before a fresh agent trains; a child carries
+            its parent's).
         env_steps: env steps (transitions over all envs) trained in this generation.
         hyperparameters: the agent's full hyperparameters after any changes.
         cancelled: ``should_stop`` ended training early (the checkpoint is still written).
@@ -876,6 +879,36 @@ def run_generation(
             }
         )
 
+    def evaluate(name: str) -> dict[str, Any]:
+        # Evaluation steps 1 + EVAL_RANDOM_WINDOWS envs day by day: on the CPU, where the env is
+        # exact (float64) and a tiny step costs less than an accelerator's kernel launches and syncs.
+        if torch_device.type == "cpu":
+
+            def policy(obs: torch.Tensor) -> torch.Tensor:
+                return agent.act(obs, deterministic=True)
+
+        else:
+            policy = agent.policy_module().to("cpu")
+        return evaluate_policy(
+            policy,
+            validation_data,
+            task.env,
+            device="cpu",
+            seed=seed,
+            feature_stats=feature_stats,
+            selection=task.selection,
+            benchmark_returns=benchmark_returns,
+            policy_name=name,
+        )
+
+    # The untrained policy of the line, scored on the same validation days: the baseline a
+    # trained agent's score is read against (a child inherits its line's).
+    if parent_state is None:
+        before = evaluate(f"the untrained {task.algorithm} agent")
+        untrained = {k: before.get(k) for k in ("score", "sharpe_ratio", "total_return")}
+    else:
+        untrained = dict((parent_state.get("metrics") or {}).get("untrained") or {}) or None
+
     points: list[dict[str, Any]] = []
 
     def record(point: dict[str, Any]) -> None:
@@ -902,34 +935,16 @@ def run_generation(
     if progress is not None:
         report({"phase": "evaluate", "env_steps": trained})
 
-    # Evaluation steps 1 + EVAL_RANDOM_WINDOWS envs day by day: on the CPU, where the env is
-    # exact (float64) and a tiny step costs less than an accelerator's kernel launches and syncs.
-    if torch_device.type == "cpu":
-
-        def policy(obs: torch.Tensor) -> torch.Tensor:
-            return agent.act(obs, deterministic=True)
-
-    else:
-        policy = agent.policy_module().to("cpu")
-
     try:
-        metrics = evaluate_policy(
-            policy,
-            validation_data,
-            task.env,
-            device="cpu",
-            seed=seed,
-            feature_stats=feature_stats,
-            selection=task.selection,
-            benchmark_returns=benchmark_returns,
-            policy_name=f"the {task.algorithm} agent",
-        )
+        metrics = evaluate(f"the {task.algorithm} agent")
     except PolicyError as exc:
         # finite losses and parameters, yet NaN actions: diverged all the same (no checkpoint)
         value = str(exc.details.get("value", "NaN"))
         error = agent.divergence(update=agent.updates, quantity="validation_action", value=value, stats=stats)
         error.details["date"] = exc.details.get("date")
         raise error from None
+    if untrained is not None:
+        metrics["untrained"] = untrained
     score = float(metrics["score"])
     hp_now = _plain(dict(agent.hyperparameters()))
 

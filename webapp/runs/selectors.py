@@ -8,6 +8,7 @@ from typing import Any
 from django.db.models import F, QuerySet, Sum
 from django.utils import timezone
 
+from webapp.runs import baselines
 from webapp.runs.models import Agent, ClusterBudget, Generation, Pod, Run
 
 
@@ -156,7 +157,23 @@ def pod_payload(pod: Pod, generation: Generation | None = None) -> dict[str, Any
         "steps_per_s": pod.steps_per_s,
         "generation": None if generation is None else generation_payload(generation),
         "queued_reason": pod_queued_reason(pod) if pod.state == Pod.State.QUEUED else "",
+        "last_failure": pod_last_failure(pod),
     }
+
+
+def pod_last_failure(pod: Pod) -> str:
+    """Why the pod's last finished generation failed alone (e.g. "generation 3 diverged: PPO
+    diverged at update 2: ..."), or "" when it succeeded or none finished yet."""
+    last = (
+        pod.generations.filter(status__in=(Generation.Status.DONE, Generation.Status.FAILED))
+        .order_by("-number")
+        .values_list("number", "status", "failure", "error")
+        .first()
+    )
+    if last is None or last[1] != Generation.Status.FAILED or not last[2]:
+        return ""
+    number, _, failure, error = last
+    return f"generation {number} {Generation.Failure(failure).label}: {error}"
 
 
 def pod_queued_reason(pod: Pod) -> str:
@@ -207,6 +224,7 @@ def agent_payload(agent: Agent) -> dict[str, Any]:
         "score": agent.score,
         "metrics": agent.metrics,
         "pod": agent.pod.index,
+        "baselines": {**(b := baselines.agent_baselines(agent)), "text": baselines.baselines_text(b)},
         "generation": agent.depth,
         "pod_generation": agent.generation.number,
         "env_steps": agent.generation.env_steps,

@@ -22,7 +22,7 @@ from django.urls import NoReverseMatch, reverse
 from django.views.decorators.http import require_GET, require_http_methods, require_POST, require_safe
 
 from webapp.core.errors import AppError
-from webapp.runs import forms, lineage, queries, selectors, services, telemetry, workers
+from webapp.runs import baselines, estimate, forms, lineage, queries, selectors, services, telemetry, workers
 
 PAGE_SIZE = 50
 #: leaderboard rows the run page shows (the API pages through all of them)
@@ -192,10 +192,11 @@ def run_new(request: HttpRequest) -> HttpResponse:
             initial = {"dataset": int(request.GET["dataset"])}
         form = forms.RunForm(initial=initial, user=request.user)
     defaults = {algo: forms.default_hyperparameters(algo) for algo in queries.ALGORITHMS}
+    inputs = estimate.estimate_inputs(budgets=form.fields["budget"].queryset, algorithms=queries.ALGORITHMS)
     return render(
         request,
         "runs/new.html",
-        {"form": form, "defaults": defaults, "help": forms.HYPERPARAMETER_HELP},
+        {"form": form, "defaults": defaults, "help": forms.HYPERPARAMETER_HELP, "estimate": inputs},
     )
 
 
@@ -228,7 +229,12 @@ def run_detail(request: HttpRequest, run_id: int) -> HttpResponse:
             "snapshot": {"run": run_data},
             "live": live,
             "leaderboard": [
-                {"agent": a, "hp": format_hyperparameters(a.hyperparameters, hp_keys)} for a in board[:LEADERBOARD_ROWS]
+                {
+                    "agent": a,
+                    "hp": format_hyperparameters(a.hyperparameters, hp_keys),
+                    "baselines": {**(b := baselines.agent_baselines(a)), "text": baselines.baselines_text(b)},
+                }
+                for a in board[:LEADERBOARD_ROWS]
             ],
             "max_rows": LEADERBOARD_ROWS,
             "pods": pods,
@@ -438,6 +444,7 @@ def agent_detail(request: HttpRequest, agent_id: int) -> HttpResponse:
             ],
             "backtest_url": backtest_url,
             "bundle": bundle,
+            "baselines": baselines.agent_baselines(agent),
             "metrics_config": metrics_config(
                 api=reverse("api:agent-metrics", args=[agent.pk]),
                 algorithm=agent.run.task.algorithm,
