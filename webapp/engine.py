@@ -72,6 +72,13 @@ def inspect_market_files(paths: Sequence[str | Path], *, tickers: Sequence[str] 
 # --- tasks ---------------------------------------------------------------------------------
 
 
+def algorithms() -> tuple[str, ...]:
+    """Names of the trainer's algorithms, in the order forms list them (``trainer.agents.ALGORITHMS``)."""
+    from trainer.agents import ALGORITHMS
+
+    return tuple(ALGORITHMS)
+
+
 def validate_task(spec: dict[str, Any]) -> dict[str, Any]:
     """Validate a task spec with the trainer's own config classes and normalize it.
 

@@ -192,11 +192,18 @@ def run_new(request: HttpRequest) -> HttpResponse:
             initial = {"dataset": int(request.GET["dataset"])}
         form = forms.RunForm(initial=initial, user=request.user)
     defaults = {algo: forms.default_hyperparameters(algo) for algo in queries.ALGORITHMS}
+    mutations = {algo: forms.default_mutation(algo) for algo in queries.ALGORITHMS}
     inputs = estimate.estimate_inputs(budgets=form.fields["budget"].queryset, algorithms=queries.ALGORITHMS)
     return render(
         request,
         "runs/new.html",
-        {"form": form, "defaults": defaults, "help": forms.HYPERPARAMETER_HELP, "estimate": inputs},
+        {
+            "form": form,
+            "defaults": defaults,
+            "mutation_defaults": mutations,
+            "help": forms.HYPERPARAMETER_HELP,
+            "estimate": inputs,
+        },
     )
 
 
