@@ -143,6 +143,9 @@ class RunSerializer(serializers.ModelSerializer):
             "seed",
             "device",
             "best_score",
+            "tags",
+            "note",
+            "archived",
             "pods_running",
             "agents_count",
             "env_steps_done",
@@ -177,6 +180,15 @@ class RunCreateSerializer(serializers.Serializer):
     seed = serializers.IntegerField(default=0, min_value=0)
     device = serializers.CharField(max_length=20, default="auto")
     start = serializers.BooleanField(default=False, help_text="start the run at once")
+
+
+class AnnotateSerializer(serializers.Serializer):
+    tags = serializers.ListField(child=serializers.CharField(), required=False, help_text="lower-cased, at most 20")
+    note = serializers.CharField(required=False, allow_blank=True)
+
+
+class ArchiveSerializer(serializers.Serializer):
+    archived = serializers.BooleanField(default=True)
 
 
 class ScaleSerializer(serializers.Serializer):

@@ -22,7 +22,19 @@ from django.urls import NoReverseMatch, reverse
 from django.views.decorators.http import require_GET, require_http_methods, require_POST, require_safe
 
 from webapp.core.errors import AppError
-from webapp.runs import baselines, deflated, estimate, forms, lineage, queries, selectors, services, telemetry, workers
+from webapp.runs import (
+    archive,
+    baselines,
+    deflated,
+    estimate,
+    forms,
+    lineage,
+    queries,
+    selectors,
+    services,
+    telemetry,
+    workers,
+)
 
 PAGE_SIZE = 50
 #: leaderboard rows the run page shows (the API pages through all of them)
@@ -141,6 +153,9 @@ def run_list(request: HttpRequest) -> HttpResponse:
         algorithm=values.get("algorithm", ""),
         search=values.get("q", ""),
     )
+    qs = qs.filter(archived=bool(values.get("archived")))
+    if values.get("tag"):
+        qs = qs.filter(tags__contains=[values["tag"].strip().lower()])
     page = Paginator(qs, PAGE_SIZE).get_page(request.GET.get("page"))
     rows = [(run, queries.budget_progress(run.budget, run)) for run in page.object_list]
     query = request.GET.copy()
@@ -327,6 +342,14 @@ def run_control(request: HttpRequest, run_id: int, action: str) -> HttpResponse:
             if not form.is_valid():
                 raise AppError("num_pods: enter a whole number >= 1", fields={"num_pods": "invalid"})
             services.run_scale(run=run, num_pods=form.cleaned_data["num_pods"])
+        elif action == "annotate":
+            archive.run_annotate(run=run, tags=request.POST.get("tags", ""), note=request.POST.get("note", ""))
+        elif action in ("archive", "unarchive"):
+            archive.run_archive(run=run, archived=action == "archive")
+        elif action == "delete":
+            files = archive.run_delete(run=run)
+            messages.success(request, f"Run {run.name!r} deleted with its agents, backtests and {files} files.")
+            return redirect("runs:list")
         elif action in CONTROLS:
             CONTROLS[action](run, request.POST)
         else:
