@@ -22,7 +22,19 @@ from django.urls import NoReverseMatch, reverse
 from django.views.decorators.http import require_GET, require_http_methods, require_POST, require_safe
 
 from webapp.core.errors import AppError
-from webapp.runs import archive, baselines, estimate, forms, lineage, queries, selectors, services, telemetry, workers
+from webapp.runs import (
+    archive,
+    baselines,
+    deflated,
+    estimate,
+    forms,
+    lineage,
+    queries,
+    selectors,
+    services,
+    telemetry,
+    workers,
+)
 
 PAGE_SIZE = 50
 #: leaderboard rows the run page shows (the API pages through all of them)
@@ -220,6 +232,7 @@ def run_detail(request: HttpRequest, run_id: int) -> HttpResponse:
     run_data = selectors.run_payload(run)
     pods = [selectors.pod_payload(p) for p in queries.run_pods(run)]
     board = queries.leaderboard_queryset(run)
+    run_sharpes = deflated.run_sharpes(run.pk)
     hp_keys = hyperparameter_columns(run)
     live = {
         "run_id": run.pk,
@@ -243,6 +256,7 @@ def run_detail(request: HttpRequest, run_id: int) -> HttpResponse:
                     "agent": a,
                     "hp": format_hyperparameters(a.hyperparameters, hp_keys),
                     "baselines": {**(b := baselines.agent_baselines(a)), "text": baselines.baselines_text(b)},
+                    "deflated_sharpe": deflated.agent_dsr(a, run_sharpes),
                 }
                 for a in board[:LEADERBOARD_ROWS]
             ],
@@ -463,6 +477,9 @@ def agent_detail(request: HttpRequest, agent_id: int) -> HttpResponse:
             "backtest_url": backtest_url,
             "bundle": bundle,
             "baselines": baselines.agent_baselines(agent),
+            "deflated_sharpe": deflated.agent_dsr(agent, run_sharpes := deflated.run_sharpes(agent.run_id)),
+            "trials": run_sharpes.trials,
+            "selection": (agent.metrics or {}).get("selection") or {},
             "metrics_config": metrics_config(
                 api=reverse("api:agent-metrics", args=[agent.pk]),
                 algorithm=agent.run.task.algorithm,
