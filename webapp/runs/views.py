@@ -26,6 +26,7 @@ from webapp.runs import (
     archive,
     baselines,
     compare,
+    deflated,
     estimate,
     forms,
     lineage,
@@ -232,6 +233,7 @@ def run_detail(request: HttpRequest, run_id: int) -> HttpResponse:
     run_data = selectors.run_payload(run)
     pods = [selectors.pod_payload(p) for p in queries.run_pods(run)]
     board = queries.leaderboard_queryset(run)
+    run_sharpes = deflated.run_sharpes(run.pk)
     hp_keys = hyperparameter_columns(run)
     live = {
         "run_id": run.pk,
@@ -255,6 +257,7 @@ def run_detail(request: HttpRequest, run_id: int) -> HttpResponse:
                     "agent": a,
                     "hp": format_hyperparameters(a.hyperparameters, hp_keys),
                     "baselines": {**(b := baselines.agent_baselines(a)), "text": baselines.baselines_text(b)},
+                    "deflated_sharpe": deflated.agent_dsr(a, run_sharpes),
                 }
                 for a in board[:LEADERBOARD_ROWS]
             ],
@@ -475,6 +478,9 @@ def agent_detail(request: HttpRequest, agent_id: int) -> HttpResponse:
             "backtest_url": backtest_url,
             "bundle": bundle,
             "baselines": baselines.agent_baselines(agent),
+            "deflated_sharpe": deflated.agent_dsr(agent, run_sharpes := deflated.run_sharpes(agent.run_id)),
+            "trials": run_sharpes.trials,
+            "selection": (agent.metrics or {}).get("selection") or {},
             "metrics_config": metrics_config(
                 api=reverse("api:agent-metrics", args=[agent.pk]),
                 algorithm=agent.run.task.algorithm,
