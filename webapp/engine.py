@@ -415,6 +415,7 @@ def train_generation(
     data_dir: str | None = None,
     cache_dir: str | None = None,
     telemetry: Callable[[dict[str, Any]], None] | None = None,
+    benchmark_path: str | Path | None = None,
 ) -> dict[str, Any]:
     """Train one generation with ``trainer.pod.run_generation``.
 
@@ -429,6 +430,9 @@ def train_generation(
         progress: called with ``{"env_steps", "steps_per_s", ...}`` a few times a second.
         should_stop: polled between updates; ``True`` cancels (result ``cancelled=True``).
         telemetry: called with each training-curve point (JSON-able) as the trainer records it.
+        benchmark_path: the QQQ price file (``PADDOCK_BENCHMARK_FILE``); when readable, the
+            validation metrics also hold the agent's excess return and Sharpe difference over
+            QQQ on the same days (``metrics["vs_QQQ"]``).
 
     Returns:
         JSON-able ``{"sha256", "score", "metrics", "env_steps", "hyperparameters",
@@ -447,6 +451,12 @@ def train_generation(
 
     spec = TaskSpec.from_dict(task)
     market = _market_data(spec, data_dir=data_dir, cache_dir=cache_dir)
+    benchmark_returns = None
+    if benchmark_path is not None and Path(benchmark_path).exists():
+        try:
+            benchmark_returns = _benchmark_close(benchmark_path, BENCHMARK_TICKER).pct_change().dropna()
+        except TrainerError:
+            benchmark_returns = None  # the baseline is optional here; backtests report the file's problem
     result = run_generation(
         spec,
         env_steps=int(env_steps),
@@ -461,6 +471,7 @@ def train_generation(
         cache_dir=cache_dir,
         market_data=market,
         telemetry=None if telemetry is None else (lambda point: telemetry(_jsonable(point))),
+        benchmark_returns=benchmark_returns,
     )
     score = None if result.score is None or not np.isfinite(result.score) else float(result.score)
     return {
@@ -509,6 +520,35 @@ def _benchmark_close(path: str | Path, ticker: str) -> Any:
         _benchmark_cache.clear()
         _benchmark_cache[key] = load_benchmark_close(p, ticker=ticker)
     return _benchmark_cache[key]
+
+
+def benchmark_values(path: str | Path, tickers: Sequence[str], dates: Any, initial_value: float) -> dict[str, Any]:
+    """Buy-and-hold account values of extra benchmarks (SPY, DIA...) on a backtest's dates.
+
+    Args:
+        path: the benchmark price file (``PADDOCK_BENCHMARK_FILE``).
+        tickers: benchmarks to value; one the file lacks, or that misses a date, is left out.
+        dates: the backtest's ``DatetimeIndex``.
+        initial_value: USD invested on the first date (the agent's initial capital).
+
+    Returns:
+        ``{ticker: pandas.Series}`` of USD values indexed by ``dates``.
+    """
+    import pandas as pd
+
+    from trainer.backtest.engine import load_benchmark_close
+
+    out = {}
+    for ticker in tickers:
+        try:
+            close = load_benchmark_close(Path(path), ticker=ticker)
+        except TrainerError:
+            continue
+        aligned = close.reindex(pd.DatetimeIndex(dates).normalize())
+        if aligned.isna().any() or float(aligned.iloc[0]) <= 0:
+            continue
+        out[ticker] = pd.Series(aligned.to_numpy() / float(aligned.iloc[0]) * initial_value, index=dates, name=ticker)
+    return out
 
 
 def _policy_from_file(path: str | Path, *, expected_sha256: str | None) -> tuple[Any, dict[str, Any]]:
@@ -801,3 +841,28 @@ def measure_training_throughput(
         if elapsed >= seconds:
             break
     return {"steps_per_s": done / elapsed, "env_steps": done, "seconds": elapsed, "device": str(torch_device)}
+
+
+def deflated_sharpe_ratio(
+    annual_sharpe: float, *, num_trials: int, annual_sharpe_variance: float, num_observations: int
+) -> float | None:
+    """Deflated Sharpe Ratio of an agent (``trainer.selection.deflated_sharpe_ratio``, Bailey &
+    López de Prado 2014) from annualised figures: its validation Sharpe ratio, the number of
+    agents the run evaluated and the variance of their Sharpe ratios, converted to daily ones
+    (divided by sqrt(252) and 252); returns are taken as normal (skewness 0, kurtosis 3).
+
+    Returns:
+        The probability in [0, 1] that the agent's true Sharpe ratio is above the best one
+        expected from ``num_trials`` agents of no skill; ``None`` when undefined.
+    """
+    import math
+
+    from trainer.selection import TRADING_DAYS
+    from trainer.selection import deflated_sharpe_ratio as dsr
+
+    return dsr(
+        annual_sharpe / math.sqrt(TRADING_DAYS),
+        num_trials=int(num_trials),
+        sharpe_variance=float(annual_sharpe_variance) / TRADING_DAYS,
+        num_observations=int(num_observations),
+    )

@@ -383,6 +383,8 @@ class RunFilterForm(forms.Form):
         choices=[("", "Any algorithm"), *((a, a.upper()) for a in queries.ALGORITHMS)], required=False
     )
     q = forms.CharField(required=False, label="Search", widget=forms.TextInput(attrs={"placeholder": "name or id"}))
+    tag = forms.CharField(required=False, label="Tag", widget=forms.TextInput(attrs={"placeholder": "tag"}))
+    archived = forms.BooleanField(required=False, label="archived runs")
 
 
 class ScaleForm(forms.Form):

@@ -22,7 +22,20 @@ from django.urls import NoReverseMatch, reverse
 from django.views.decorators.http import require_GET, require_http_methods, require_POST, require_safe
 
 from webapp.core.errors import AppError
-from webapp.runs import baselines, estimate, forms, lineage, queries, selectors, services, telemetry, workers
+from webapp.runs import (
+    archive,
+    baselines,
+    compare,
+    deflated,
+    estimate,
+    forms,
+    lineage,
+    queries,
+    selectors,
+    services,
+    telemetry,
+    workers,
+)
 
 PAGE_SIZE = 50
 #: leaderboard rows the run page shows (the API pages through all of them)
@@ -141,6 +154,9 @@ def run_list(request: HttpRequest) -> HttpResponse:
         algorithm=values.get("algorithm", ""),
         search=values.get("q", ""),
     )
+    qs = qs.filter(archived=bool(values.get("archived")))
+    if values.get("tag"):
+        qs = qs.filter(tags__contains=[values["tag"].strip().lower()])
     page = Paginator(qs, PAGE_SIZE).get_page(request.GET.get("page"))
     rows = [(run, queries.budget_progress(run.budget, run)) for run in page.object_list]
     query = request.GET.copy()
@@ -217,6 +233,7 @@ def run_detail(request: HttpRequest, run_id: int) -> HttpResponse:
     run_data = selectors.run_payload(run)
     pods = [selectors.pod_payload(p) for p in queries.run_pods(run)]
     board = queries.leaderboard_queryset(run)
+    run_sharpes = deflated.run_sharpes(run.pk)
     hp_keys = hyperparameter_columns(run)
     live = {
         "run_id": run.pk,
@@ -240,6 +257,7 @@ def run_detail(request: HttpRequest, run_id: int) -> HttpResponse:
                     "agent": a,
                     "hp": format_hyperparameters(a.hyperparameters, hp_keys),
                     "baselines": {**(b := baselines.agent_baselines(a)), "text": baselines.baselines_text(b)},
+                    "deflated_sharpe": deflated.agent_dsr(a, run_sharpes),
                 }
                 for a in board[:LEADERBOARD_ROWS]
             ],
@@ -325,6 +343,14 @@ def run_control(request: HttpRequest, run_id: int, action: str) -> HttpResponse:
             if not form.is_valid():
                 raise AppError("num_pods: enter a whole number >= 1", fields={"num_pods": "invalid"})
             services.run_scale(run=run, num_pods=form.cleaned_data["num_pods"])
+        elif action == "annotate":
+            archive.run_annotate(run=run, tags=request.POST.get("tags", ""), note=request.POST.get("note", ""))
+        elif action in ("archive", "unarchive"):
+            archive.run_archive(run=run, archived=action == "archive")
+        elif action == "delete":
+            files = archive.run_delete(run=run)
+            messages.success(request, f"Run {run.name!r} deleted with its agents, backtests and {files} files.")
+            return redirect("runs:list")
         elif action in CONTROLS:
             CONTROLS[action](run, request.POST)
         else:
@@ -452,6 +478,9 @@ def agent_detail(request: HttpRequest, agent_id: int) -> HttpResponse:
             "backtest_url": backtest_url,
             "bundle": bundle,
             "baselines": baselines.agent_baselines(agent),
+            "deflated_sharpe": deflated.agent_dsr(agent, run_sharpes := deflated.run_sharpes(agent.run_id)),
+            "trials": run_sharpes.trials,
+            "selection": (agent.metrics or {}).get("selection") or {},
             "metrics_config": metrics_config(
                 api=reverse("api:agent-metrics", args=[agent.pk]),
                 algorithm=agent.run.task.algorithm,
@@ -603,3 +632,26 @@ def worker_log(request: HttpRequest, run_id: int) -> HttpResponse:
     pod_index = int(pod) if pod and pod.isdigit() else None
     lines = workers.log_lines(run_id=run_id, pod_index=pod_index)
     return render(request, "runs/worker_log.html", {"run_id": run_id, "pod": pod_index, "lines": lines})
+
+
+@login_required
+@require_GET
+def run_compare(request: HttpRequest) -> HttpResponse:
+    """Two to eight of the user's runs side by side: best score against env steps, the
+    agents' hyperparameters and scores as parallel coordinates, the settings (differences only
+    by default)."""
+    ids = [int(i) for i in request.GET.getlist("ids") if i.isdigit()]
+    runs = [r for r in (queries.run_get(user=request.user, run_id=i) for i in dict.fromkeys(ids)) if r is not None]
+    error = None
+    if not 2 <= len(runs) <= compare.MAX_RUNS:
+        error = f"Tick 2 to {compare.MAX_RUNS} of your runs to compare them (got {len(runs)})."
+    context: dict[str, Any] = {"runs": runs, "error": error}
+    if error is None:
+        context.update(
+            {
+                "curves": compare.score_curves(runs),
+                "parallel": compare.agent_dimensions(runs),
+                "rows": compare.settings_rows(runs),
+            }
+        )
+    return render(request, "runs/compare.html", context, status=400 if error else 200)
