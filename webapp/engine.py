@@ -522,6 +522,35 @@ def _benchmark_close(path: str | Path, ticker: str) -> Any:
     return _benchmark_cache[key]
 
 
+def benchmark_values(path: str | Path, tickers: Sequence[str], dates: Any, initial_value: float) -> dict[str, Any]:
+    """Buy-and-hold account values of extra benchmarks (SPY, DIA...) on a backtest's dates.
+
+    Args:
+        path: the benchmark price file (``PADDOCK_BENCHMARK_FILE``).
+        tickers: benchmarks to value; one the file lacks, or that misses a date, is left out.
+        dates: the backtest's ``DatetimeIndex``.
+        initial_value: USD invested on the first date (the agent's initial capital).
+
+    Returns:
+        ``{ticker: pandas.Series}`` of USD values indexed by ``dates``.
+    """
+    import pandas as pd
+
+    from trainer.backtest.engine import load_benchmark_close
+
+    out = {}
+    for ticker in tickers:
+        try:
+            close = load_benchmark_close(Path(path), ticker=ticker)
+        except TrainerError:
+            continue
+        aligned = close.reindex(pd.DatetimeIndex(dates).normalize())
+        if aligned.isna().any() or float(aligned.iloc[0]) <= 0:
+            continue
+        out[ticker] = pd.Series(aligned.to_numpy() / float(aligned.iloc[0]) * initial_value, index=dates, name=ticker)
+    return out
+
+
 def _policy_from_file(path: str | Path, *, expected_sha256: str | None) -> tuple[Any, dict[str, Any]]:
     """The deterministic policy of a checkpoint (``*.pt``) or bundle (``*.zip``) on the CPU.
 
