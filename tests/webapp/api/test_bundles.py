@@ -104,3 +104,16 @@ def test_head_on_a_bundle_gives_the_download_headers_without_a_body(bundle, api_
         assert head["Content-Type"] == "application/zip"
         content = b"".join(head.streaming_content) if head.streaming else head.content
         assert content == b""
+
+
+def test_a_sidecar_of_another_checkpoint_is_not_served(bundle, api_client):
+    """Agent ids restart in a new database while the storage folder stays: a bundle exported for
+    an older agent #N must not be served for the new agent #N."""
+    from webapp.runs import queries
+
+    agent, first, _ = bundle
+    old = queries.agent_bundle(agent)
+    agent.sha256 = "f" * 64  # another checkpoint under the same agent id
+    fresh = queries.agent_bundle(agent)
+    assert fresh.name != old.name
+    assert queries.agent_bundle(agent) == fresh  # exported once, then served from storage again
