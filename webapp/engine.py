@@ -866,3 +866,41 @@ def deflated_sharpe_ratio(
         sharpe_variance=float(annual_sharpe_variance) / TRADING_DAYS,
         num_observations=int(num_observations),
     )
+
+
+def build_ensemble(
+    checkpoint_paths: Sequence[str | Path],
+    out_path: str | Path,
+    *,
+    data_dir: str | None = None,
+    cache_dir: str | None = None,
+    benchmark_path: str | Path | None = None,
+) -> dict[str, Any]:
+    """Write the ensemble checkpoint of a run's agents (``trainer.ensemble.build_ensemble``),
+    scored on the task's validation split by the task's rule like any generation.
+
+    Returns:
+        JSON-able ``{"sha256", "score", "metrics"}``.
+
+    Raises:
+        trainer.errors.TrainerError: fewer than 2 agents, agents of different observations, or
+            an unreadable checkpoint (naming the field ``agents``).
+    """
+    from trainer.ensemble import build_ensemble as build
+    from trainer.pod import TaskSpec, evaluate_checkpoint_state
+
+    def evaluate(agent: Any, state: dict[str, Any]) -> dict[str, Any]:
+        spec = TaskSpec.from_dict(state["task"])
+        market = _market_data(spec, data_dir=data_dir, cache_dir=cache_dir)
+        bench = None
+        if benchmark_path is not None and Path(benchmark_path).exists():
+            bench = _benchmark_close(benchmark_path, BENCHMARK_TICKER).pct_change().dropna()
+        return evaluate_checkpoint_state(agent, state, market_data=market, benchmark_returns=bench)
+
+    digest, state = build([str(p) for p in checkpoint_paths], out_path, evaluate=evaluate)
+    score = state.get("score")
+    return {
+        "sha256": digest,
+        "score": None if score is None or not np.isfinite(score) else float(score),
+        "metrics": _jsonable(state.get("metrics") or {}),
+    }
