@@ -64,7 +64,18 @@ class TaskSerializer(serializers.ModelSerializer):
 
     class Meta:
         model = Task
-        fields = ["id", "name", "dataset", "tickers", "splits", "env", "algorithm", "hyperparameters", "created_at"]
+        fields = [
+            "id",
+            "name",
+            "dataset",
+            "tickers",
+            "data_notes",
+            "splits",
+            "env",
+            "algorithm",
+            "hyperparameters",
+            "created_at",
+        ]
         read_only_fields = fields
 
 
@@ -96,6 +107,15 @@ class RunSerializer(serializers.ModelSerializer):
     agents_count = serializers.IntegerField(read_only=True, default=None)
     env_steps_done = serializers.IntegerField(read_only=True, default=None)
     budget_progress = serializers.SerializerMethodField()
+    tickers = serializers.ListField(
+        source="task.tickers", child=serializers.CharField(), read_only=True, help_text="the tickers traded"
+    )
+    data_notes = serializers.ListField(
+        source="task.data_notes",
+        child=serializers.CharField(),
+        read_only=True,
+        help_text="what the data pipeline decided for the task's range",
+    )
 
     class Meta:
         model = Run
@@ -105,6 +125,9 @@ class RunSerializer(serializers.ModelSerializer):
             "owner",
             "task",
             "algorithm",
+            "tickers",
+            "data_notes",
+            "backtest_error",
             "budget",
             "status",
             "status_reason",
@@ -181,6 +204,7 @@ class AgentSerializer(serializers.ModelSerializer):
             "metrics",
             "hyperparameters",
             "mutations",
+            "tickers",
             "sha256",
             "created_seq",
             "on_leaderboard",

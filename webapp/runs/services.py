@@ -251,7 +251,10 @@ def task_create(
             "tickers: choose at least one ticker, or leave the field out for all of the dataset's tickers",
             fields={"tickers": "empty; leave it out for all tickers"},
         )
-    tickers = list(dataset.tickers) if tickers is None else [str(t).strip().upper() for t in tickers if str(t).strip()]
+    named = tickers is not None
+    tickers = (
+        list(dataset.tickers) if tickers is None else engine.clean_tickers([t for t in tickers if str(t).strip()])
+    )
     unknown = [t for t in tickers if t not in dataset.tickers]
     if unknown:
         raise AppError(
@@ -270,14 +273,20 @@ def task_create(
         "hyperparameters": hyperparameters or {},
     }
     normalized = engine.validate_task(spec)
-    engine.check_task_splits(
-        {k: normalized[k] for k in ("train", "validation", "test")}, paths=dataset.source_paths(), tickers=tickers
+    decided = engine.check_task_data(
+        {k: normalized[k] for k in ("train", "validation", "test")},
+        paths=dataset.source_paths(),
+        tickers=tickers,
+        named=named,
+        file_names=dataset.file_names(),
+        benchmark_path=settings.PADDOCK_BENCHMARK_FILE,
     )
     return Task.objects.create(
         owner=owner,
         name=name,
         dataset=dataset,
-        tickers=normalized["data"].get("tickers") or tickers,
+        tickers=decided["tickers"],  # the tickers actually traded
+        data_notes=[*dataset.notes, *decided["notes"]],
         splits={k: dict(normalized[k]) for k in ("train", "validation", "test")},
         env=normalized["env"],
         algorithm=normalized["algorithm"],
@@ -924,6 +933,7 @@ def _generation_complete_locked(claim: Claim, result: dict[str, Any], stored: st
             score=result.get("score"),
             metrics=result.get("metrics") or {},
             hyperparameters=gen.hyperparameters,
+            tickers=list(result.get("tickers") or []),
             checkpoint=stored,
             sha256=result.get("sha256", ""),
             created_seq=seq,
