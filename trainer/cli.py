@@ -428,17 +428,26 @@ _TABLE = (
     ("max_drawdown_peak", "  peak", "date"),
     ("max_drawdown_trough", "  trough", "date"),
     ("win_rate", "daily win rate", "pct"),
+    ("daily_mean_return", "mean daily return", "pct"),
+    ("daily_sharpe_ratio", "daily Sharpe ratio", "num"),
     ("initial_value", "initial value (USD)", "usd"),
     ("final_value", "final value (USD)", "usd"),
 )
 
 
 def format_metrics(metrics: dict[str, Any]) -> str:
-    """A two-column text table of the main metrics (rates in percent on screen)."""
+    """A two-column text table of the main metrics (rates in percent on screen); annualised
+    figures of a window shorter than ``MIN_ANNUALISED_DAYS`` read "n/a (window shorter than 63
+    days)" (``--json`` keeps their values, flagged ``short_window``)."""
+    from trainer.backtest.metrics import ANNUALISED_KEYS, short_window_text
+
+    short = bool(metrics.get("short_window"))
     rows = []
     for key, label, kind in _TABLE:
         value = metrics.get(key)
-        if value is None:
+        if short and key in ANNUALISED_KEYS:
+            text = short_window_text(int(metrics.get("min_annualised_days") or 63))
+        elif value is None:
             text = "n/a"
         elif kind == "pct":
             text = f"{100 * value:.2f} %"

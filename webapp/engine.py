@@ -552,7 +552,9 @@ def backtest_agent(
 
     Returns:
         ``{"daily": DataFrame, "metrics": {"agent", "equal_weight", "QQQ"}, "tickers",
-        "env_config", "start", "end", "num_days", "metric_contract", "notes", "policy"}``.
+        "env_config", "start", "end", "num_days", "metric_contract", "notes", "policy",
+        "price_basis"}`` (``price_basis``: ``{"agent", "benchmark"}``, the close each side used,
+        read from the files: ``"adjusted close"`` or ``"raw close"``).
         ``daily`` is indexed by date (``DatetimeIndex``) with the engine's columns
         (``account_value``, ``cash``, ``holdings_<T>``, ``trades_<T>``, ``traded_value``,
         ``costs``, ``turnover``; USD, shares, fractions) plus ``benchmark_equal_weight`` and
@@ -590,6 +592,9 @@ def backtest_agent(
         tickers=info["tickers"] or None,
         device="cpu",
     )
+    from trainer.data.loading import price_basis
+
+    basis = {"agent": price_basis(list(spec.data.paths)), "benchmark": price_basis(benchmark_path)}
     daily = result.daily.copy()
     for column in result.benchmarks.columns:
         daily[f"benchmark_{column}"] = result.benchmarks[column].to_numpy()
@@ -604,7 +609,23 @@ def backtest_agent(
         "metric_contract": METRIC_CONTRACT,
         "notes": [str(n) for n in result.notes],
         "policy": {"kind": info["kind"], "algorithm": info["algorithm"]},
+        "price_basis": basis,
     }
+
+
+def withheld_metrics(metrics: dict[str, Any]) -> dict[str, str]:
+    """The annualised figures a page or export must not show for a short window, and the text
+    it shows instead (``trainer.backtest.metrics``: fewer than 63 trading days).
+
+    Returns:
+        ``{key: "n/a (window shorter than 63 days)"}``; empty for a long enough window.
+    """
+    from trainer.backtest.metrics import ANNUALISED_KEYS, short_window_text
+
+    if not (metrics or {}).get("short_window"):
+        return {}
+    text = short_window_text(int(metrics.get("min_annualised_days") or 63))
+    return {key: text for key in ANNUALISED_KEYS}
 
 
 def series_metrics(values: Any, benchmark_values: Any = None, turnover: Any = None) -> dict[str, Any]:

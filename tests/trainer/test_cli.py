@@ -167,6 +167,20 @@ def test_evaluate_prints_a_table_for_the_test_split(tiny_run, data_dir, cache_di
     assert "Sharpe ratio" in out and "max drawdown" in out
 
 
+def test_evaluate_on_a_short_range_shows_annualised_figures_as_na_and_keeps_them_in_json(
+    tiny_run, data_dir, cache_dir, capsys
+):
+    common = ["--data-dir", str(data_dir), "--cache-dir", str(cache_dir), "--start", "2021-01-04", "--end", "2021-01-11"]
+    assert main(["evaluate", tiny_run["bundle"], *common]) == 0
+    lines = {line.split("  ")[0]: line for line in capsys.readouterr().out.splitlines()}
+    for label in ("annual return", "Sharpe ratio", "Sortino ratio", "Calmar ratio"):
+        assert lines[label].endswith("n/a (window shorter than 63 days)"), lines[label]
+    assert lines["total return"].endswith("%") and lines["mean daily return"].endswith("%")
+    assert main(["evaluate", tiny_run["bundle"], *common, "--json"]) == 0
+    metrics = json.loads(capsys.readouterr().out)["metrics"]
+    assert metrics["short_window"] is True and metrics["sharpe_ratio"] is not None
+
+
 def test_export_rebuilds_the_same_bundle(tiny_run, tmp_path, capsys):
     out = tmp_path / "again.zip"
     assert main(["export", tiny_run["checkpoint"], "--out", str(out)]) == 0

@@ -95,7 +95,9 @@ def test_the_run_form_refuses_a_named_late_ticker_next_to_the_tickers_field(clie
     owner_objects = types.SimpleNamespace(dataset=dow_dataset, budget=make_budget())
     dates = {f"{split}_{end}": FROM_2018[split][i] for split in FROM_2018 for i, end in enumerate(("start", "end"))}
     form = _run_form(owner_objects, tickers="AAPL, DOW", **dates)
-    page = BeautifulSoup(client.post("/runs/new/", form).content, "html.parser")
+    response = client.post("/runs/new/", form)
+    assert response.status_code == 400  # as the README says for every page form
+    page = BeautifulSoup(response.content, "html.parser")
     error = page.select_one('[data-error-for="tickers"]')
     assert error is not None and "DOW does not cover the range" in error.get_text()
     assert not Run.objects.exists()

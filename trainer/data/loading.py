@@ -600,6 +600,32 @@ def load_panel(
     return panel
 
 
+def price_basis(paths: str | Path | Sequence[str | Path]) -> str:
+    """Which close the loader uses for these files, read from their headers only.
+
+    Returns:
+        ``"adjusted close"`` when every file has an adjusted close (``adj_close`` or all four
+        ``adj_*`` columns), ``"raw close"`` when none has, ``"mixed (adjusted and raw close)"``
+        otherwise.
+
+    Raises:
+        DataError: a path does not exist or a file cannot be read.
+    """
+    kinds = set()
+    for path in expand_paths(paths):
+        try:
+            if _is_parquet(path):
+                import pyarrow.parquet as pq
+
+                names = pq.read_schema(path).names
+            else:
+                names = list(pd.read_csv(path, nrows=0, encoding="utf-8-sig").columns)
+        except (OSError, ValueError, pd.errors.ParserError) as exc:
+            raise DataError(f"{path.name}: cannot be read ({exc})", file=str(path)) from exc
+        kinds.add("adjusted close" if "adj_close" in {_canonical(c) for c in names} else "raw close")
+    return kinds.pop() if len(kinds) == 1 else "mixed (adjusted and raw close)"
+
+
 def ticker_days(paths: str | Path | Sequence[str | Path], *, tickers: Sequence[str] | None = None) -> pd.DataFrame:
     """The ``(date, tic)`` pairs of the files, reading only the date and ticker columns.
 

@@ -314,6 +314,7 @@ def daily_csv_name(backtest: Backtest) -> str:
 def _config(backtest: Backtest, output: dict[str, Any]) -> dict[str, Any]:
     agent, run, task = backtest.agent, backtest.run, backtest.run.task
     env = output["env_config"]
+    basis = output.get("price_basis") or {}
     return {
         "agent": {
             "id": agent.id,
@@ -343,7 +344,10 @@ def _config(backtest: Backtest, output: dict[str, Any]) -> dict[str, Any]:
         "benchmark": {
             "ticker": engine.BENCHMARK_TICKER,
             "file": Path(settings.PADDOCK_BENCHMARK_FILE).name,
-            "price": "adjusted close",
+            # read from the file actually used, not assumed
+            "price": basis.get("benchmark", "unknown"),
+            "agent_price": basis.get("agent", "unknown"),
+            "same_basis": basis.get("benchmark") == basis.get("agent"),
         },
         "policy": output["policy"],
         "notes": output["notes"],

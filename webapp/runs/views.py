@@ -188,6 +188,7 @@ def run_new(request: HttpRequest) -> HttpResponse:
         request,
         "runs/new.html",
         {"form": form, "defaults": defaults, "help": forms.HYPERPARAMETER_HELP},
+        status=400 if request.method == "POST" else 200,  # a POST only gets here with errors
     )
 
 
