@@ -5,7 +5,9 @@ so it loads with ``torch.load(weights_only=True)``. Keys (``CHECKPOINT_FORMAT`` 
 
 * ``format``, ``format_version``, ``paddock_version``, ``created_at`` (UTC ISO 8601);
 * ``algorithm``, ``hyperparameters`` (the agent's full dict), ``agent`` (``agent.state_dict()``:
-  networks, optimizers, observation normalizer, RNG states and step counters);
+  networks, optimizers, observation normalizer, RNG state (``generator``, with its device type
+  in ``generator_device``; a state from another device type reseeds, see
+  :func:`trainer.agents._common.restore_generator`) and step counters);
 * ``obs_dim``, ``action_dim``, ``observation_layout`` (the env's JSON layout), ``env_config``;
 * ``task`` (:meth:`trainer.pod.TaskSpec.to_dict`), ``data_window`` (tickers, feature names,
   first/last day of each split actually used, content hash of the panel);
@@ -52,6 +54,7 @@ import torch
 
 from trainer import __version__
 from trainer.errors import BundleError, ConfigError, TrainerError
+from trainer.nonfinite import nonfinite_tensors
 
 __all__ = [
     "BUNDLE_MEMBERS",
@@ -234,10 +237,39 @@ def _one_line(exc: BaseException) -> str:
 
 
 # ---------------------------------------------------------------------------- bundles
-def _build_agent(state: dict[str, Any], *, device: str | torch.device = "cpu") -> Any:
-    """Rebuild the agent of a checkpoint with its full training state (CPU by default)."""
-    from trainer.agents import make_agent
+def _refuse_nonfinite(tensors: Any, what: str) -> None:
+    """Raise BundleError when a tensor of ``tensors`` (nested) holds NaN or inf.
 
+    Training refuses to save a diverged agent, but a checkpoint or bundle may come from
+    elsewhere (an older Paddock, a hand-edited file); its policy would emit NaN actions.
+    """
+    bad = nonfinite_tensors(tensors)
+    if bad:
+        more = f" and {len(bad) - 1} more" if len(bad) > 1 else ""
+        raise BundleError(
+            f"{what} holds NaN or infinite parameters ({bad[0]}{more}): the agent diverged in training and "
+            "cannot be exported, evaluated or backtested",
+            field="parameters",
+        )
+
+
+def build_agent(state: dict[str, Any], *, device: str | torch.device = "cpu") -> Any:
+    """Rebuild the agent of a checkpoint with its full training state (CPU by default); an
+    ensemble checkpoint gives a :class:`trainer.ensemble.EnsembleAgent`.
+
+    Raises:
+        BundleError: the state does not rebuild into an agent, or holds NaN or infinite
+            numbers (a diverged agent).
+    """
+    from trainer.agents import make_agent
+    from trainer.ensemble import ENSEMBLE, build_members
+
+    _refuse_nonfinite(state.get("agent"), "the agent state")  # an ensemble's members too
+    if state.get("algorithm") == ENSEMBLE:
+        try:
+            return build_members(state, make_agent, device=device)
+        except (ConfigError, KeyError, RuntimeError, TypeError, ValueError) as exc:
+            raise BundleError(f"ensemble checkpoint does not rebuild: {_one_line(exc)}") from exc
     try:
         agent = make_agent(
             state["algorithm"],
@@ -253,6 +285,9 @@ def _build_agent(state: dict[str, Any], *, device: str | torch.device = "cpu") -
             f"checkpoint does not rebuild into a {state.get('algorithm')!r} agent: {_one_line(exc)}"
         ) from exc
     return agent
+
+
+_build_agent = build_agent
 
 
 def _export_onnx(policy: torch.nn.Module, obs_dim: int) -> bytes:
@@ -300,9 +335,12 @@ def _model_card(config: dict[str, Any]) -> str:
         f"- Trades {len(config['tickers'])} tickers: {' '.join(config['tickers'])}.",
         f"- Indicators: {', '.join(config['indicators'])}.",
         f"- Observation: {config['architecture']['obs_dim']} float32 values (layout in `config.json`,",
-        "  `observation_layout`); action: one value in [-1, 1] per ticker, times `hmax` shares",
-        f"  (hmax = {config['env_config'].get('hmax')}); negative sells, positive buys.",
-        f"- Network: actor MLP {hp.get('hidden_sizes')}, observation normalizer included.",
+        *_action_lines(config),
+        (
+            f"- Ensemble of {len(config['ensemble']['members'])} agents: the mean of their actions."
+            if config.get("ensemble")
+            else f"- Network: actor MLP {hp.get('hidden_sizes')}, observation normalizer included."
+        ),
         "",
         "## Data and evaluation",
         "",
@@ -332,6 +370,19 @@ def _model_card(config: dict[str, Any]) -> str:
         "",
     ]
     return "\n".join(lines)
+
+
+def _action_lines(config: dict[str, Any]) -> list[str]:
+    if config.get("kind") == "portfolio":
+        return [
+            "  `observation_layout`); action: one value in [-1, 1] per ticker and one for cash, mapped to",
+            "  target weights by a softmax (zero action = equal weight); the portfolio is rebalanced",
+            "  to them at each close.",
+        ]
+    return [
+        "  `observation_layout`); action: one value in [-1, 1] per ticker, times `hmax` shares",
+        f"  (hmax = {config['env_config'].get('hmax')}); negative sells, positive buys.",
+    ]
 
 
 def _zip_bytes(members: dict[str, bytes], created_at: str | None) -> bytes:
@@ -367,8 +418,8 @@ def export_bundle(checkpoint_path: str | Path, out_path: str | Path) -> str:
         Hex SHA-256 of the zip file.
 
     Raises:
-        BundleError: the checkpoint is missing, corrupt or does not rebuild into an agent, or
-            the bundle cannot be written.
+        BundleError: the checkpoint is missing, corrupt, does not rebuild into an agent or
+            holds NaN or infinite numbers (a diverged agent), or the bundle cannot be written.
     """
     from safetensors.torch import save as safetensors_save
 
@@ -402,7 +453,11 @@ def export_bundle(checkpoint_path: str | Path, out_path: str | Path) -> str:
             "obs_dim": int(state["obs_dim"]),
             "action_dim": int(state["action_dim"]),
             "hidden_sizes": list(hp.get("hidden_sizes") or []),
-            "policy": "raw obs -> observation normalizer -> actor MLP -> clip to [-1, 1]",
+            "policy": (
+                "mean over members of (raw obs -> observation normalizer -> actor MLP -> clip to [-1, 1])"
+                if state["algorithm"] == "ensemble"
+                else "raw obs -> observation normalizer -> actor MLP -> clip to [-1, 1]"
+            ),
             "policy_class": type(policy).__name__,
             "tensors": {k: list(v.shape) for k, v in tensors.items()},
             "onnx": {"input": "obs", "output": "action", "opset": 17, "dynamic_axes": ["batch"]},
@@ -416,6 +471,8 @@ def export_bundle(checkpoint_path: str | Path, out_path: str | Path) -> str:
             "statistics": normalization,
         },
         "env_config": state["env_config"],
+        "kind": state.get("kind", "stock_trading"),
+        "feature_stats": state.get("feature_stats"),
         "data_window": state.get("data_window"),
         "task": state["task"],
         "score": state.get("score"),
@@ -424,6 +481,13 @@ def export_bundle(checkpoint_path: str | Path, out_path: str | Path) -> str:
         "generation": state.get("generation"),
         "checkpoint_sha256": checkpoint_sha,
     }
+    if state["algorithm"] == "ensemble":
+        config["ensemble"] = {
+            "members": [
+                {k: m.get(k) for k in ("algorithm", "hyperparameters", "checkpoint_sha256", "score", "generation")}
+                for m in state["agent"]["members"]
+            ]
+        }
     config_bytes = json.dumps(config, indent=2, sort_keys=False, allow_nan=False).encode()
     members = {
         "policy.safetensors": weights,
@@ -569,14 +633,38 @@ class LoadedAgent:
         Raises:
             ConfigError: a change is invalid (field ``env.<name>``).
         """
-        from trainer.envs.stock_trading import EnvConfig
+        from trainer.envs.kinds import config_class
 
-        return EnvConfig.from_dict({**self.config["env_config"], **changes})
+        cls = config_class(self.config.get("kind", "stock_trading"))
+        known = {f for f in cls.__dataclass_fields__}
+        return cls.from_dict({**self.config["env_config"], **{k: v for k, v in changes.items() if k in known}})
+
+    @property
+    def kind(self) -> str:
+        """``"stock_trading"`` or ``"portfolio"``."""
+        return self.config.get("kind", "stock_trading")
+
+    @property
+    def feature_stats(self) -> Any:
+        """The train split's z-score statistics (``FeatureStats``) or ``None`` (FinRL layout)."""
+        from trainer.envs.observations import FeatureStats
+
+        stats = self.config.get("feature_stats")
+        return FeatureStats.from_dict(stats) if stats else None
+
+    def prepare_market(self, market_data: Any) -> Any:
+        """The panel this agent's env reads (scale-free features when it was trained on them);
+        pass the whole history, then slice, so lookbacks reach before the first day."""
+        from trainer.envs.kinds import prepare_market
+
+        return prepare_market(market_data, self.env_config())
 
     def check_market(self, market_data: Any) -> None:
-        """Raise DataError unless ``market_data`` has this agent's tickers and indicators, in order."""
+        """Raise DataError unless ``market_data`` has this agent's tickers and indicators, in order
+        (for a scale-free agent: after :meth:`prepare_market`)."""
         from trainer.errors import DataError
 
+        market_data = self.prepare_market(market_data)
         if tuple(market_data.tickers) != self.tickers:
             missing = [t for t in self.tickers if t not in market_data.tickers]
             raise DataError(
@@ -600,11 +688,12 @@ class LoadedAgent:
         device: str | torch.device = "cpu",
         seed: int = 0,
     ) -> Any:
-        """A ``StockTradingVecEnv`` over ``market_data`` whose observations this agent reads.
+        """The env (stock trading or portfolio) over ``market_data`` whose observations this agent reads.
 
         Args:
             market_data: a ``MarketData`` with the agent's tickers and indicators (e.g. the
-                test split from :func:`trainer.data.load_market_data` with ``tickers`` set).
+                test split from :func:`trainer.data.load_market_data` with ``tickers`` set),
+                passed through :meth:`prepare_market` first for a scale-free agent.
             env_config: trading rules; default the training rules with a fixed start (no
                 random start, no random wealth) for backtests.
             num_envs, device, seed: as for the env.
@@ -612,12 +701,15 @@ class LoadedAgent:
         Raises:
             DataError: other tickers or indicators than the agent's.
         """
-        from trainer.envs.stock_trading import StockTradingVecEnv
+        from trainer.envs.kinds import make_env
 
+        market_data = self.prepare_market(market_data)
         self.check_market(market_data)
         if env_config is None:
             env_config = self.env_config(random_start=False, randomize_initial=False, episode_length=None)
-        return StockTradingVecEnv(market_data, env_config, num_envs=num_envs, device=device, seed=seed)
+        return make_env(
+            market_data, env_config, num_envs=num_envs, device=device, seed=seed, feature_stats=self.feature_stats
+        )
 
     def evaluate(
         self, market_data: Any, env_config: Any = None, *, device: str | torch.device = "cpu", **kwargs: Any
@@ -625,9 +717,12 @@ class LoadedAgent:
         """Metrics of the deterministic policy over ``market_data`` (see :func:`trainer.pod.evaluate_policy`)."""
         from trainer.pod import evaluate_policy
 
+        market_data = self.prepare_market(market_data)
         self.check_market(market_data)
         env_config = env_config if env_config is not None else self.env_config()
-        return evaluate_policy(self.policy_fn(device), market_data, env_config, device=device, **kwargs)
+        return evaluate_policy(
+            self.policy_fn(device), market_data, env_config, device=device, feature_stats=self.feature_stats, **kwargs
+        )
 
 
 def load_agent(path: str | Path, *, device: str | torch.device = "cpu") -> LoadedAgent:
@@ -646,8 +741,9 @@ def load_agent(path: str | Path, *, device: str | torch.device = "cpu") -> Loade
         :class:`LoadedAgent`.
 
     Raises:
-        BundleError: a missing, truncated, tampered or incompatible bundle; the message names
-            the bundle file and the bad member (``details["member"]``).
+        BundleError: a missing, truncated, tampered or incompatible bundle, or one whose policy
+            holds NaN or infinite parameters (a diverged agent); the message names the bundle
+            file and the bad member (``details["member"]``).
     """
     from safetensors import SafetensorError
     from safetensors.torch import load as safetensors_load
@@ -678,19 +774,28 @@ def load_agent(path: str | Path, *, device: str | torch.device = "cpu") -> Loade
             file=str(path),
             member="policy.safetensors",
         ) from exc
+    try:
+        _refuse_nonfinite(tensors, f"bundle {path}: policy.safetensors")
+    except BundleError as exc:
+        raise BundleError(exc.message, file=str(path), member="policy.safetensors") from None
     from trainer.agents import make_agent
+    from trainer.ensemble import ENSEMBLE, ensemble_policy_from_config
 
     try:
         arch = config["architecture"]
-        agent = make_agent(
-            config["algorithm"],
-            int(arch["obs_dim"]),
-            int(arch["action_dim"]),
-            dict(config["hyperparameters"]),
-            device="cpu",
-            seed=0,
-        )
-        policy = agent.policy_module().to("cpu")
+        if config["algorithm"] == ENSEMBLE:
+            policy = ensemble_policy_from_config(config, make_agent)
+        else:
+            agent = make_agent(
+                config["algorithm"],
+                int(arch["obs_dim"]),
+                int(arch["action_dim"]),
+                dict(config["hyperparameters"]),
+                device="cpu",
+                seed=0,
+            )
+            policy = agent.policy_module()
+        policy = policy.to("cpu")
         policy.load_state_dict(tensors, strict=True)
     except (TrainerError, KeyError, RuntimeError, TypeError, ValueError) as exc:
         raise BundleError(

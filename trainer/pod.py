@@ -30,15 +30,28 @@ import pandas as pd
 import torch
 
 from trainer import __version__
-from trainer.agents import ALGORITHMS, make_agent
+from trainer.agents import ALGORITHMS, OFF_POLICY, make_agent
 from trainer.backtest.metrics import compute_metrics
 from trainer.bundle import load_checkpoint, save_checkpoint, sha256_file, utc_now
 from trainer.data.market import MarketData
 from trainer.data.pipeline import DataSpec, load_market_data
 from trainer.data.splits import MIN_SPLIT_DAYS, check_split_days
 from trainer.device import pick_device
-from trainer.envs.stock_trading import EnvConfig, StockTradingVecEnv
-from trainer.errors import BundleError, ConfigError
+from trainer.envs.kinds import (
+    DEFAULT_KIND,
+    check_kind,
+    env_config_from_dict,
+    fit_stats,
+    kind_of,
+    make_env,
+    observation_dim,
+    prepare_market,
+)
+from trainer.envs.observations import FeatureStats
+from trainer.envs.stock_trading import EnvConfig
+from trainer.errors import BundleError, ConfigError, PolicyError
+from trainer.nonfinite import check_policy_actions, labelled
+from trainer.selection import SelectionRule, baseline_relative, equal_weight_returns, robust_score, window_bounds
 
 __all__ = [
     "DEMO_DATA_FILE",
@@ -50,6 +63,7 @@ __all__ = [
     "buffer_bytes",
     "check_env_steps",
     "demo_task_dict",
+    "evaluate_checkpoint_state",
     "evaluate_policy",
     "min_env_steps",
     "run_generation",
@@ -163,10 +177,14 @@ class TaskSpec:
         train: ``(start, end)`` ``YYYY-MM-DD`` inclusive; the agent learns on these days only.
         validation: ``(start, end)`` after ``train``; generations are scored on it.
         test: ``(start, end)`` after ``validation``; kept for backtests.
-        env: trading rules of the env (costs, hmax, reward scaling...).
-        algorithm: a key of :data:`trainer.agents.ALGORITHMS` (``"ppo"``, ``"sac"``).
+        env: rules of the env: an :class:`EnvConfig` (``kind="stock_trading"``) or a
+            :class:`~trainer.envs.portfolio.PortfolioConfig` (``kind="portfolio"``).
+        algorithm: a key of :data:`trainer.agents.ALGORITHMS` (``"ppo"``, ``"a2c"``, ``"sac"``,
+            ``"td3"``, ``"ddpg"``).
         hyperparameters: the algorithm config's full dict (every field, defaults filled in),
             including ``num_envs`` and ``hidden_sizes``.
+        kind: ``"stock_trading"`` or ``"portfolio"`` (:mod:`trainer.envs.kinds`).
+        selection: how validation episodes are scored (:class:`trainer.selection.SelectionRule`).
     """
 
     data: DataSpec
@@ -176,6 +194,8 @@ class TaskSpec:
     env: EnvConfig = field(default_factory=EnvConfig)
     algorithm: str = "ppo"
     hyperparameters: dict[str, Any] = field(default_factory=dict)
+    kind: str = DEFAULT_KIND
+    selection: SelectionRule = field(default_factory=SelectionRule)
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> TaskSpec:
@@ -185,7 +205,9 @@ class TaskSpec:
             data: keys ``data`` (DataSpec dict, required), ``train``, ``validation``, ``test``
                 (each ``{start, end}`` or ``[start, end]``, required), ``env`` (EnvConfig dict,
                 default ``{}``), ``algorithm`` (default ``"ppo"``), ``hyperparameters``
-                (default ``{}``).
+                (default ``{}``), ``kind`` (default ``"stock_trading"``; ``env`` is read with the
+                kind's config class), ``selection`` (a :class:`SelectionRule` dict, default
+                mean - 1 x std of 4 sub-window Sharpe ratios).
 
         Raises:
             ConfigError: the first problem found, with ``details["field"]`` a dotted path such
@@ -198,7 +220,7 @@ class TaskSpec:
         """
         if not isinstance(data, Mapping):
             raise ConfigError("task must be an object", field="task")
-        known = ("data", "train", "validation", "test", "env", "algorithm", "hyperparameters")
+        known = ("data", "train", "validation", "test", "env", "algorithm", "hyperparameters", "kind", "selection")
         for key in data:
             if key not in known:
                 raise ConfigError(f"{key}: unknown task field (expected one of {', '.join(known)})", field=str(key))
@@ -229,8 +251,10 @@ class TaskSpec:
         # task's own range, train.start to test.end, never against the files' first row.
         spec.start = spec.start or ranges["train"][0]
         spec.end = spec.end or ranges["test"][1]
+        kind = check_kind(data.get("kind") or DEFAULT_KIND)
+        selection = SelectionRule.from_dict(data.get("selection"))
         try:
-            env = EnvConfig.from_dict(data.get("env"), prefix="env")
+            env = env_config_from_dict(kind, data.get("env"), prefix="env")
         except ConfigError as exc:
             raise _reprefix(exc, "env") from None
         except TypeError as exc:  # e.g. a non-string key
@@ -244,7 +268,8 @@ class TaskSpec:
         hyperparameters = validate_hyperparameters(algorithm, data.get("hyperparameters") or {})
         if spec.tickers is not None:  # else the observation size is known once the data is loaded
             n = len(spec.tickers)
-            check_buffer_memory(algorithm, hyperparameters, observation_size(n, len(spec.indicators)), n)
+            obs_dim, action_dim = observation_dim(env, n, len(spec.indicators))
+            check_buffer_memory(algorithm, hyperparameters, obs_dim, action_dim)
         return cls(
             data=spec,
             train=ranges["train"],
@@ -253,6 +278,8 @@ class TaskSpec:
             env=env,
             algorithm=algorithm,
             hyperparameters=hyperparameters,
+            kind=kind,
+            selection=selection,
         )
 
     def to_dict(self) -> dict[str, Any]:
@@ -264,6 +291,8 @@ class TaskSpec:
         out["env"] = self.env.to_dict()
         out["algorithm"] = self.algorithm
         out["hyperparameters"] = copy.deepcopy(self.hyperparameters)
+        out["kind"] = self.kind
+        out["selection"] = self.selection.to_dict()
         return out
 
     def split(self, name: str) -> tuple[str, str]:
@@ -301,20 +330,21 @@ def observation_size(num_tickers: int, num_features: int) -> int:
 
 
 def buffer_bytes(algorithm: str, hyperparameters: Mapping[str, Any], obs_dim: int, action_dim: int) -> int:
-    """Bytes of the agent's largest allocation: PPO's rollout buffer or SAC's replay buffer.
+    """Bytes of the agent's largest allocation: an on-policy rollout buffer or a replay buffer.
 
-    PPO stores ``rollout_steps x num_envs`` transitions of obs, action and 8 float32 scalars
-    (log-prob, reward, value, final value, episode return, advantage, return, done flags);
-    SAC stores ``buffer_size`` transitions of obs, next obs, action, reward and done
-    (see :mod:`trainer.buffers`). Networks and activations come on top.
+    PPO and A2C store ``rollout_steps x num_envs`` transitions of obs, action and 8 float32
+    scalars (log-prob, reward, value, final value, episode return, advantage, return, done
+    flags); SAC, TD3 and DDPG (:data:`trainer.agents.OFF_POLICY`) store ``buffer_size``
+    transitions of obs, next obs, action, reward and done (see :mod:`trainer.buffers`).
+    Networks and activations come on top.
 
     Args:
-        algorithm: ``"ppo"`` or ``"sac"``.
+        algorithm: a key of :data:`trainer.agents.ALGORITHMS`.
         hyperparameters: the algorithm's validated hyperparameter dict.
         obs_dim, action_dim: sizes of the env's observation and action vectors.
     """
     hp = hyperparameters
-    if algorithm == "sac":
+    if algorithm in OFF_POLICY:
         return int(hp["buffer_size"]) * (2 * obs_dim + action_dim + 2) * 4
     return int(hp["rollout_steps"]) * int(hp["num_envs"]) * (obs_dim + action_dim + 8) * 4
 
@@ -323,14 +353,14 @@ def check_buffer_memory(algorithm: str, hyperparameters: Mapping[str, Any], obs_
     """Refuse hyperparameters whose buffer (:func:`buffer_bytes`) exceeds :data:`MAX_BUFFER_BYTES`.
 
     Raises:
-        ConfigError: naming ``hyperparameters.buffer_size`` (SAC) or ``hyperparameters.num_envs``
-            (PPO, whose buffer is ``rollout_steps x num_envs`` transitions).
+        ConfigError: naming ``hyperparameters.buffer_size`` (off-policy) or ``hyperparameters.num_envs``
+            (PPO, A2C: the buffer is ``rollout_steps x num_envs`` transitions).
     """
     size = buffer_bytes(algorithm, hyperparameters, obs_dim, action_dim)
     if size <= MAX_BUFFER_BYTES:
         return
     gib, cap = size / 2**30, MAX_BUFFER_BYTES / 2**30
-    if algorithm == "sac":
+    if algorithm in OFF_POLICY:
         raise ConfigError(
             f"hyperparameters.buffer_size: a replay buffer of {hyperparameters['buffer_size']} transitions of "
             f"{obs_dim}-dim observations needs {gib:.1f} GiB, more than the {cap:g} GiB allowed; make it smaller",
@@ -348,7 +378,7 @@ def min_env_steps(algorithm: str, hyperparameters: Mapping[str, Any]) -> int:
     """Fewest env steps a generation can train: one PPO rollout (``num_envs x rollout_steps``)
     or one SAC vector step (``num_envs`` transitions)."""
     n = int(hyperparameters["num_envs"])
-    return n if algorithm == "sac" else n * int(hyperparameters["rollout_steps"])
+    return n if algorithm in OFF_POLICY else n * int(hyperparameters["rollout_steps"])
 
 
 def check_env_steps(algorithm: str, hyperparameters: Mapping[str, Any], env_steps: int, *, field: str) -> None:
@@ -361,7 +391,7 @@ def check_env_steps(algorithm: str, hyperparameters: Mapping[str, Any], env_step
     if env_steps < need:
         what = (
             f"one vector step of num_envs = {need}"
-            if algorithm == "sac"
+            if algorithm in OFF_POLICY
             else f"one rollout of num_envs x rollout_steps = {hyperparameters['num_envs']} x "
             f"{hyperparameters['rollout_steps']} = {need}"
         )
@@ -369,14 +399,15 @@ def check_env_steps(algorithm: str, hyperparameters: Mapping[str, Any], env_step
 
 
 # ---------------------------------------------------------------------------- evaluation
-def _eval_config(config: EnvConfig, **changes: Any) -> EnvConfig:
+def _eval_config(config: Any, **changes: Any) -> Any:
+    names = {f.name for f in dataclasses.fields(config)}
     base = {"random_start": False, "randomize_initial": False, "episode_length": None}
-    return dataclasses.replace(config, **{**base, **changes})
+    return dataclasses.replace(config, **{k: v for k, v in {**base, **changes}.items() if k in names})
 
 
 @torch.no_grad()
 def _run_episodes(
-    policy: Policy, env: StockTradingVecEnv, *, start_day: int | None, seed: int
+    policy: Policy, env: Any, *, start_day: int | None, seed: int, policy_name: str
 ) -> tuple[np.ndarray, np.ndarray]:
     """Run every env of ``env`` for exactly one episode with ``policy``.
 
@@ -384,6 +415,9 @@ def _run_episodes(
         ``values`` (E, L+1) float64 portfolio values in USD, column 0 before the first trade,
         and ``days`` (E, L+1) int64 day indices into ``env.data``; ``L`` is the longest episode,
         shorter episodes are padded with NaN / -1 (not the case for fixed-length windows).
+
+    Raises:
+        PolicyError: the policy emits a NaN or infinite action (named ``policy_name``).
     """
     options = {"start_day": start_day} if start_day is not None else None
     obs, info = env.reset(seed=seed, options=options)
@@ -392,6 +426,7 @@ def _run_episodes(
     active = np.ones(env.num_envs, dtype=bool)
     while active.any():
         action = policy(obs)
+        check_policy_actions(action, policy=policy_name, date=env.data.dates[int(days[-1][active][0])])
         obs, _reward, terminated, truncated, info = env.step(action)
         v = info["portfolio_value"].double().cpu().numpy().copy()
         d = info["day"].cpu().numpy().copy()
@@ -406,13 +441,16 @@ def _run_episodes(
 def evaluate_policy(
     policy: Policy,
     data: MarketData,
-    env_config: EnvConfig,
+    env_config: Any,
     *,
     device: str | torch.device = "cpu",
     random_windows: int = EVAL_RANDOM_WINDOWS,
     window_days: int = EVAL_WINDOW_DAYS,
     seed: int = 0,
     benchmark_returns: pd.Series | None = None,
+    feature_stats: FeatureStats | None = None,
+    selection: SelectionRule | None = None,
+    policy_name: str = "the policy",
 ) -> dict[str, Any]:
     """Score a deterministic policy on a date range, as the pods and the CLI do.
 
@@ -430,22 +468,36 @@ def evaluate_policy(
         window_days: steps of each window; shortened to fit the data.
         seed: seed of the window start days.
         benchmark_returns: optional daily benchmark returns (e.g. QQQ) covering the range.
+        feature_stats: the train split's z-score statistics for scale-free observations
+            (``data`` must then come from :func:`trainer.envs.kinds.prepare_market`).
+        selection: the scoring rule; default :class:`SelectionRule` (mean - 1 x std of the
+            Sharpe ratios of 4 sub-windows).
+        policy_name: who the policy is, for errors (e.g. ``"agent 12"``, a file name).
 
     Returns:
         JSON-able dict: every key of :func:`trainer.backtest.metrics.compute_metrics` for the
         full-range episode (``sharpe_ratio``, ``cumulative_return``, ``max_drawdown``...),
         plus ``total_return`` (= ``cumulative_return``, a fraction), ``final_value`` (USD),
-        ``initial_value`` (USD), ``score`` (the Sharpe ratio; 0.0 when it is undefined, e.g. a
-        policy that never trades has zero volatility), ``score_defined`` (bool), and
+        ``initial_value`` (USD), ``score`` (the robust score of ``selection``; undefined Sharpe
+        ratios, e.g. of a policy that never trades, count as 0), ``score_defined`` (bool: the
+        full-window Sharpe ratio exists), ``selection`` (the rule, with ``description``),
+        ``sub_windows`` (list of ``{start, end, sharpe}``), ``vs_equal_weight`` and, with
+        ``benchmark_returns``, ``vs_QQQ`` (:func:`trainer.selection.baseline_relative` on the
+        same days; equal weight is the cost-free daily-rebalanced 1/N portfolio), and
         ``random_windows`` (``count``, ``days``, ``total_return_mean``, ``total_return_min``,
         ``total_return_max``, ``sharpe_mean``, ``start_dates``).
 
     Raises:
         DataError: ``data`` has fewer than 2 days or unusable prices.
+        PolicyError: the policy emits a NaN or infinite action; it is never scored (a NaN
+            action used to mean "hold", which gave a diverged policy a quiet score of 0).
     """
     device = torch.device(device)
-    full_env = StockTradingVecEnv(data, _eval_config(env_config), num_envs=1, device=device, seed=seed)
-    values, days = _run_episodes(policy, full_env, start_day=0, seed=seed)
+    selection = selection or SelectionRule()
+    full_env = make_env(
+        data, _eval_config(env_config), num_envs=1, device=device, seed=seed, feature_stats=feature_stats
+    )
+    values, days = _run_episodes(policy, full_env, start_day=0, seed=seed, policy_name=policy_name)
     v = values[0]
     dates = pd.DatetimeIndex(data.dates[days[0]])
     returns = pd.Series(v[1:] / v[:-1] - 1.0, index=dates[1:], name="returns")
@@ -455,14 +507,28 @@ def evaluate_policy(
     metrics["initial_value"] = float(v[0])
     metrics["final_value"] = float(v[-1])
     metrics["score_defined"] = sharpe is not None
-    metrics["score"] = float(sharpe) if sharpe is not None else 0.0
+    daily = returns.to_numpy()
+    score, subs = robust_score(daily, selection)
+    metrics["score"] = score
+    metrics["selection"] = {**selection.to_dict(), "description": selection.describe()}
+    metrics["sub_windows"] = [
+        {"start": str(dates[lo].date()), "end": str(dates[hi].date()), "sharpe": sub}
+        for (lo, hi), sub in zip(window_bounds(len(daily), selection.windows), subs)
+    ]
+    metrics["vs_equal_weight"] = baseline_relative(daily, equal_weight_returns(data.close[days[0]]))
+    if benchmark_returns is not None:
+        bench = benchmark_returns.reindex(returns.index)
+        if bench.notna().all():
+            metrics["vs_QQQ"] = baseline_relative(daily, bench.to_numpy())
 
     windows: dict[str, Any] = {"count": 0}
     length = min(window_days, data.num_days - 1)
     if random_windows > 0 and length >= 2 and data.num_days - 1 > length:
         cfg = _eval_config(env_config, random_start=True, episode_length=length)
-        win_env = StockTradingVecEnv(data, cfg, num_envs=random_windows, device=device, seed=seed + 1)
-        wv, wd = _run_episodes(policy, win_env, start_day=None, seed=seed + 1)
+        win_env = make_env(
+            data, cfg, num_envs=random_windows, device=device, seed=seed + 1, feature_stats=feature_stats
+        )
+        wv, wd = _run_episodes(policy, win_env, start_day=None, seed=seed + 1, policy_name=policy_name)
         totals, sharpes = [], []
         for i in range(random_windows):
             row = wv[i][~np.isnan(wv[i])]
@@ -484,6 +550,57 @@ def evaluate_policy(
     return metrics
 
 
+def evaluate_checkpoint_state(
+    agent: Any,
+    state: Mapping[str, Any],
+    *,
+    split: str = "validation",
+    market_data: MarketData | None = None,
+    data_dir: str | Path | None = None,
+    cache_dir: str | Path | None = None,
+    benchmark_returns: pd.Series | None = None,
+    device: str | torch.device = "cpu",
+    seed: int | None = None,
+) -> dict[str, Any]:
+    """Score an agent of a checkpoint (or an ensemble of them) on a split of its task, exactly as
+    :func:`run_generation` scores a generation: same env kind and rules, same train-split
+    feature statistics, same selection rule.
+
+    Args:
+        agent: anything with ``act(obs, deterministic=True)``.
+        state: the checkpoint dict (``task``, ``feature_stats``).
+        split: ``"validation"`` (default) or ``"test"``.
+        market_data: the task's loaded panel (else loaded from ``data_dir``).
+        seed: seed of the random windows; default the checkpoint's (as the pod used).
+
+    Returns:
+        The dict of :func:`evaluate_policy`.
+
+    Raises:
+        ConfigError, DataError: an invalid task, split or data.
+    """
+    task = TaskSpec.from_dict(state["task"])
+    market = (
+        market_data if market_data is not None else load_market_data(task.data, data_dir=data_dir, cache_dir=cache_dir)
+    )
+    data = prepare_market(market, task.env).slice(*task.split(split), name=split)
+    stats = FeatureStats.from_dict(state["feature_stats"]) if state.get("feature_stats") else None
+
+    def policy(obs: torch.Tensor) -> torch.Tensor:
+        return agent.act(obs, deterministic=True)
+
+    return evaluate_policy(
+        policy,
+        data,
+        task.env,
+        device=device,
+        feature_stats=stats,
+        selection=task.selection,
+        benchmark_returns=benchmark_returns,
+        seed=int(state.get("seed", 0) or 0) if seed is None else seed,
+    )
+
+
 # ---------------------------------------------------------------------------- generation
 @dataclass
 class GenerationResult:
@@ -502,6 +619,15 @@ class GenerationResult:
         total_env_steps: env steps since the first generation of this lineage.
         generation: 1 for a fresh agent, the parent's + 1 otherwise.
         stats: the last training statistics returned by ``agent.learn``.
+        telemetry: the training curve, at most ``TELEMETRY_MAX_POINTS`` points spread evenly
+            over the generation's env steps, oldest first. Each point has ``env_steps`` and
+            ``generation_env_steps`` (this generation so far), ``total_env_steps`` (the lineage
+            so far, the x axis of a training curve), ``generation``, ``elapsed_s``,
+            ``steps_per_s`` (since the previous point), ``episode_return_mean`` (training
+            episodes, unscaled; None before any) and ``learning_rate``, plus PPO's
+            ``policy_loss``, ``value_loss``, ``entropy``, ``approx_kl``, ``clip_fraction``,
+            ``explained_variance`` or SAC's ``critic_loss``, ``actor_loss``, ``alpha_loss``,
+            ``alpha``; a value that is NaN or infinite is None.
     """
 
     checkpoint_path: Path
@@ -515,21 +641,22 @@ class GenerationResult:
     total_env_steps: int = 0
     generation: int = 1
     stats: dict[str, Any] = field(default_factory=dict)
+    telemetry: list[dict[str, Any]] = field(default_factory=list)
 
 
 def _plain(value: Any) -> Any:
-    """Make training stats JSON/weights_only friendly (tensors and numpy scalars to floats)."""
+    """Make training stats JSON/weights_only friendly (tensors and numpy scalars to floats; NaN
+    and infinities to the strings ``"NaN"``/``"inf"``/``"-inf"``, so they read as what they
+    are rather than as missing values)."""
     if isinstance(value, Mapping):
         return {str(k): _plain(v) for k, v in value.items()}
     if isinstance(value, list | tuple):
         return [_plain(v) for v in value]
     if isinstance(value, torch.Tensor):
-        return value.item() if value.numel() == 1 else value.detach().cpu().tolist()
+        return _plain(value.item() if value.numel() == 1 else value.detach().cpu().tolist())
     if isinstance(value, np.generic):
-        return value.item()
-    if isinstance(value, float) and not math.isfinite(value):
-        return None
-    return value
+        return _plain(value.item())
+    return labelled(value)
 
 
 def _layout_key(layout: Mapping[str, Any]) -> tuple:
@@ -572,6 +699,8 @@ def run_generation(
     data_dir: str | Path | None = None,
     cache_dir: str | Path | None = None,
     market_data: MarketData | None = None,
+    benchmark_returns: pd.Series | None = None,
+    telemetry: Callable[[dict], None] | None = None,
 ) -> GenerationResult:
     """Train one generation on the train split, score it on validation, write a checkpoint.
 
@@ -609,11 +738,24 @@ def run_generation(
         data_dir: folder that relative ``task.data.paths`` resolve against.
         cache_dir: Parquet cache folder of the processed data (``None``: no cache).
         market_data: an already loaded panel covering the splits (skips loading).
+        benchmark_returns: daily QQQ returns covering the validation split, for the
+            baseline-relative validation results (``metrics["vs_QQQ"]``); optional.
+        telemetry: called with each training-curve point as the agent records it (at most
+            ``TELEMETRY_MAX_POINTS`` per generation, see :attr:`GenerationResult.telemetry`),
+            e.g. to store or stream it while the generation runs.
 
     Returns:
         :class:`GenerationResult`.
 
+    Divergence: the agent checks its losses, gradient norms and parameters once per update
+    and the evaluation checks every action; a NaN or infinity raises :class:`~trainer.errors.Diverged` and
+    no checkpoint is written (the same hyperparameters would diverge again, so callers treat
+    it as a permanent failure of this generation, not of the task).
+
     Raises:
+        trainer.errors.Diverged: training or the trained policy produced NaN or infinite numbers; the message
+            names the update, the quantity and the learning rate(s), e.g. ``"PPO diverged at
+            update 37: policy loss is NaN; learning_rate=1000"``.
         ConfigError: an invalid task, budget, device or hyperparameter change; a split with
             fewer trading days than :data:`MIN_SPLIT_DAYS` or outside the data (field
             ``"<split>.start"``/``"<split>.end"``); a buffer over :data:`MAX_BUFFER_BYTES`.
@@ -633,8 +775,12 @@ def run_generation(
         market_data if market_data is not None else load_market_data(task.data, data_dir=data_dir, cache_dir=cache_dir)
     )
     check_split_days({name: task.split(name) for name in SPLITS}, market.dates)
+    raw_market = market
+    market = prepare_market(market, task.env)  # scale-free features over the whole panel (causal)
     train_data = market.slice(*task.train, name="train")
     validation_data = market.slice(*task.validation, name="validation")
+    # Z-score statistics of the train split only; a continued agent keeps its lineage's.
+    feature_stats = fit_stats(train_data, task.env)
 
     parent_state: Mapping[str, Any] | None = None
     parent_file: str | None = None
@@ -655,10 +801,18 @@ def run_generation(
     changes = dict(hyperparameters or {})
     merged = validate_hyperparameters(task.algorithm, {**base_hp, **changes})
 
-    check_buffer_memory(
-        task.algorithm, merged, observation_size(len(market.tickers), len(market.feature_names)), len(market.tickers)
+    if parent_state is not None and feature_stats is not None and parent_state.get("feature_stats"):
+        feature_stats = FeatureStats.from_dict(parent_state["feature_stats"])
+    obs_dim, action_dim = observation_dim(task.env, len(raw_market.tickers), len(raw_market.feature_names))
+    check_buffer_memory(task.algorithm, merged, obs_dim, action_dim)
+    env = make_env(
+        train_data,
+        task.env,
+        num_envs=int(merged["num_envs"]),
+        device=torch_device,
+        seed=seed,
+        feature_stats=feature_stats,
     )
-    env = StockTradingVecEnv(train_data, task.env, num_envs=int(merged["num_envs"]), device=torch_device, seed=seed)
     layout = env.observation_layout()
     if parent_state is not None and _layout_key(parent_state["observation_layout"]) != _layout_key(layout):
         old = parent_state["observation_layout"]
@@ -709,7 +863,26 @@ def run_generation(
             }
         )
 
-    stats = agent.learn(env, env_steps, progress=report if progress is not None else None, should_stop=should_stop)
+    points: list[dict[str, Any]] = []
+
+    def record(point: dict[str, Any]) -> None:
+        point = {
+            **point,
+            "generation_env_steps": int(point["env_steps"]),
+            "total_env_steps": parent_total + int(point["env_steps"]),
+            "generation": generation,
+        }
+        points.append(point)
+        if telemetry is not None:
+            telemetry(point)
+
+    stats = agent.learn(
+        env,
+        env_steps,
+        progress=report if progress is not None else None,
+        should_stop=should_stop,
+        telemetry=record,
+    )
     stats = _plain(dict(stats or {}))
     cancelled = bool(stats.get("cancelled", False))
     trained = int(stats.get("env_steps", env_steps))
@@ -719,7 +892,24 @@ def run_generation(
     def policy(obs: torch.Tensor) -> torch.Tensor:
         return agent.act(obs, deterministic=True)
 
-    metrics = evaluate_policy(policy, validation_data, task.env, device=torch_device, seed=seed)
+    try:
+        metrics = evaluate_policy(
+            policy,
+            validation_data,
+            task.env,
+            device=torch_device,
+            seed=seed,
+            feature_stats=feature_stats,
+            selection=task.selection,
+            benchmark_returns=benchmark_returns,
+            policy_name=f"the {task.algorithm} agent",
+        )
+    except PolicyError as exc:
+        # finite losses and parameters, yet NaN actions: diverged all the same (no checkpoint)
+        value = str(exc.details.get("value", "NaN"))
+        error = agent.divergence(update=agent.updates, quantity="validation_action", value=value, stats=stats)
+        error.details["date"] = exc.details.get("date")
+        raise error from None
     score = float(metrics["score"])
     hp_now = _plain(dict(agent.hyperparameters()))
 
@@ -733,14 +923,16 @@ def run_generation(
         "action_dim": env.action_dim,
         "observation_layout": layout,
         "env_config": task.env.to_dict(),
+        "kind": kind_of(task.env),
+        "feature_stats": feature_stats.to_dict() if feature_stats is not None else None,
         "task": task.to_dict(),
         "data_window": {
             "tickers": list(market.tickers),
-            "feature_names": list(market.feature_names),
+            "feature_names": list(raw_market.feature_names),
             "train": [str(train_data.dates[0]), str(train_data.dates[-1])],
             "validation": [str(validation_data.dates[0]), str(validation_data.dates[-1])],
             "test": list(task.test),
-            "content_sha256": market.content_hash(),
+            "content_sha256": raw_market.content_hash(),
             "source": market.source,
             "notes": list(market.notes),
         },
@@ -771,4 +963,5 @@ def run_generation(
         total_env_steps=parent_total + trained,
         generation=generation,
         stats=stats,
+        telemetry=points,
     )

@@ -20,7 +20,9 @@ from typing import Any
 
 import numpy as np
 
-from trainer.errors import TrainerError  # also the name the rest of webapp catches it by
+# also the names the rest of webapp catches them by (Diverged is a TrainerError: catch it first)
+from trainer.errors import Diverged as Diverged  # re-exported
+from trainer.errors import TrainerError
 from webapp.core.errors import AppError
 
 
@@ -110,6 +112,20 @@ def validate_task(spec: dict[str, Any]) -> dict[str, Any]:
 
     try:
         return TaskSpec.from_dict(spec).to_dict()
+    except TrainerError as exc:
+        raise AppError.from_trainer(exc) from exc
+
+
+def validate_hyperparameters(algorithm: str, hyperparameters: dict[str, Any]) -> dict[str, Any]:
+    """The algorithm's full hyperparameters with ``hyperparameters`` applied and validated.
+
+    Raises:
+        AppError: unknown key or bad value (field ``hyperparameters.<key>``), unknown algorithm.
+    """
+    from trainer.pod import validate_hyperparameters as validate
+
+    try:
+        return validate(algorithm, hyperparameters)
     except TrainerError as exc:
         raise AppError.from_trainer(exc) from exc
 
@@ -354,11 +370,49 @@ def prune_leaderboard(entries: Sequence[tuple[int, float | None, int]], k: int) 
 # --- generations ---------------------------------------------------------------------------
 
 
-def resolve_device(requested: str) -> str:
-    """The device a generation will use in this process, e.g. ``"cuda:0"`` or ``"cpu"``."""
-    from trainer.device import pick_device
+def check_run_device(device: str) -> None:
+    """Refuse a run device other than ``auto``, ``cpu`` or ``cuda`` (``trainer.device.check_run_device``).
 
-    return str(pick_device(requested))
+    Raises:
+        AppError: naming ``device`` (e.g. for ``"cuda:1"``: the worker picks the GPU).
+    """
+    from trainer.device import check_run_device as check
+
+    try:
+        check(device)
+    except TrainerError as exc:
+        raise AppError.from_trainer(exc) from exc
+
+
+def resolve_device(requested: str, worker: str = "auto") -> str:
+    """The device a generation uses in this worker process, e.g. ``"cuda:0"`` or ``"cpu"``.
+
+    The run says which kind of device it wants; the worker says which one it has. A worker
+    pinned to a GPU with ``CUDA_VISIBLE_DEVICES=N`` sees it as ``cuda:0``.
+
+    Args:
+        requested: the run's device, ``"auto"``, ``"cpu"`` or ``"cuda"``. A ``"cuda:N"`` stored
+            before runs lost their ordinal counts as ``"cuda"``.
+        worker: this worker's device (``webapp.core.workers.worker_device``): ``"auto"``,
+            ``"cpu"``, ``"cuda"`` or ``"cuda:N"`` (an ordinal among the GPUs it sees).
+
+    Raises:
+        trainer.errors.ConfigError: a CUDA run on a CPU-only worker, or a worker ordinal this
+            process cannot see (``field="device"``).
+    """
+    from trainer.device import pick_device
+    from trainer.errors import ConfigError
+
+    kind = requested.split(":", 1)[0]
+    if kind == "cpu":
+        return "cpu"
+    if kind == "cuda" and worker == "cpu":
+        raise ConfigError(
+            "device: the run trains on cuda but this worker has no GPU (it trains on cpu)", field="device"
+        )
+    if kind == "cuda" and not worker.startswith("cuda"):
+        return str(pick_device("cuda"))
+    return str(pick_device(worker))
 
 
 _market_cache: OrderedDict[str, Any] = OrderedDict()
@@ -369,19 +423,72 @@ _MARKET_CACHE_SIZE = 4
 def _market_data(task_spec: Any, *, data_dir: str | None, cache_dir: str | None) -> Any:
     """The task's processed market data, kept in memory between generations of one worker
     process (a generation then starts without re-reading the files)."""
+    return _market_data_of(task_spec.data, data_dir=data_dir, cache_dir=cache_dir)
+
+
+def _market_data_of(data_spec: Any, *, data_dir: str | None, cache_dir: str | None) -> Any:
+    """:func:`_market_data` for a ``trainer.data.DataSpec`` (the LRU of this process)."""
     from trainer.data import load_market_data
 
-    key = repr(task_spec.data.to_dict())
+    key = repr(data_spec.to_dict())
     with _market_lock:
         if key in _market_cache:
             _market_cache.move_to_end(key)
             return _market_cache[key]
-    data = load_market_data(task_spec.data, data_dir=data_dir, cache_dir=cache_dir)
+    data = load_market_data(data_spec, data_dir=data_dir, cache_dir=cache_dir)
     with _market_lock:
         _market_cache[key] = data
         while len(_market_cache) > _MARKET_CACHE_SIZE:
             _market_cache.popitem(last=False)
     return data
+
+
+_serving_cache: Any = None
+_serving_lock = threading.Lock()
+
+
+def serve_act(
+    key: Any,
+    bundle_path: str | Path,
+    body: Any,
+    *,
+    cache_size: int,
+    data_dir: str | None = None,
+    cache_dir: str | None = None,
+) -> dict[str, Any]:
+    """Answer one act request with the agent's ONNX policy (``trainer.serving.answer``).
+
+    One onnxruntime session per agent is kept in a process-wide LRU of ``cache_size``
+    (``trainer.serving.PolicyCache``), reloaded when the bundle file changes; no torch code
+    runs. ``{"date": ...}`` requests read the task's data files through the same in-memory
+    cache as training.
+
+    Args:
+        key: the agent's id (cache key).
+        bundle_path: local path of the agent's bundle zip.
+        body: the decoded JSON body.
+        cache_size: sessions kept (the first call's value sizes the cache).
+
+    Returns:
+        The JSON answer (see ``trainer/serving.py``).
+
+    Raises:
+        TrainerError: bad body (``DataError`` naming the field) or an unreadable bundle.
+    """
+    global _serving_cache
+    from trainer.data import DataSpec
+    from trainer.serving import PolicyCache, answer
+
+    with _serving_lock:
+        if _serving_cache is None:
+            _serving_cache = PolicyCache(cache_size)
+    policy = _serving_cache.get(key, bundle_path)
+
+    def load_market() -> Any:
+        spec = DataSpec.from_dict(policy.config["task"]["data"], prefix="data.")
+        return _market_data_of(spec, data_dir=data_dir, cache_dir=cache_dir)
+
+    return answer(policy, body, load_market=load_market)
 
 
 def train_generation(
@@ -397,6 +504,7 @@ def train_generation(
     should_stop: Callable[[], bool] | None = None,
     data_dir: str | None = None,
     cache_dir: str | None = None,
+    telemetry: Callable[[dict[str, Any]], None] | None = None,
 ) -> dict[str, Any]:
     """Train one generation with ``trainer.pod.run_generation``.
 
@@ -410,12 +518,20 @@ def train_generation(
         device: ``"auto"``, ``"cpu"``, ``"cuda"``...
         progress: called with ``{"env_steps", "steps_per_s", ...}`` a few times a second.
         should_stop: polled between updates; ``True`` cancels (result ``cancelled=True``).
+        telemetry: called with each training-curve point (JSON-able) as the trainer records it.
 
     Returns:
         JSON-able ``{"sha256", "score", "metrics", "env_steps", "hyperparameters",
-        "cancelled", "duration_s", "tickers"}`` (``tickers``: the ones the agent trades); ``score`` is ``None`` when the agent has none (NaN).
+        "cancelled", "duration_s", "generation", "total_env_steps", "telemetry", "tickers"}``;
+        ``score`` is ``None`` when the agent has none (NaN); ``generation`` is the depth in the
+        lineage (1 = fresh), ``total_env_steps`` the line's env steps including this
+        generation's, ``telemetry`` the training curve (``GenerationResult.telemetry``, at most
+        50 points), ``tickers`` the ones the agent trades.
 
     Raises:
+        trainer.errors.Diverged: training produced NaN or infinite numbers (no checkpoint is
+            written); ``message`` is the one line for users, ``details["stats"]["env_steps"]``
+            the env steps trained. A permanent failure of this generation, not of the task.
         trainer.errors.TrainerError: bad data or config (a permanent failure).
     """
     from trainer.pod import TaskSpec, run_generation
@@ -435,6 +551,7 @@ def train_generation(
         data_dir=data_dir,
         cache_dir=cache_dir,
         market_data=market,
+        telemetry=None if telemetry is None else (lambda point: telemetry(_jsonable(point))),
     )
     score = None if result.score is None or not np.isfinite(result.score) else float(result.score)
     return {
@@ -445,6 +562,9 @@ def train_generation(
         "hyperparameters": _jsonable(result.hyperparameters),
         "cancelled": bool(result.cancelled),
         "duration_s": float(result.duration_s),
+        "generation": int(result.generation),
+        "total_env_steps": int(result.total_env_steps),
+        "telemetry": _jsonable(result.telemetry),
         "tickers": [str(t) for t in market.tickers],
     }
 
@@ -500,27 +620,21 @@ def _policy_from_file(path: str | Path, *, expected_sha256: str | None) -> tuple
             "algorithm": loaded.algorithm,
             "tickers": list(loaded.tickers),
             "feature_names": list(loaded.feature_names),
+            "feature_stats": loaded.config.get("feature_stats"),
         }
         return loaded.policy_fn("cpu"), info
 
-    from trainer.agents import make_agent
-    from trainer.bundle import load_checkpoint
+    from trainer.bundle import build_agent, load_checkpoint
 
     state = load_checkpoint(path, expected_sha256=expected_sha256)
-    agent = make_agent(
-        state["algorithm"],
-        int(state["obs_dim"]),
-        int(state["action_dim"]),
-        dict(state["hyperparameters"]),
-        device="cpu",
-    )
-    agent.load_state_dict(state["agent"])
+    agent = build_agent(state)  # refuses NaN or infinite parameters (a diverged agent)
     layout = state.get("observation_layout") or {}
     info = {
         "kind": "checkpoint",
         "algorithm": state["algorithm"],
         "tickers": list(layout.get("tickers") or []),
         "feature_names": list(layout.get("feature_names") or []),
+        "feature_stats": state.get("feature_stats"),
     }
     return agent.policy_module(), info
 
@@ -535,6 +649,7 @@ def backtest_agent(
     expected_sha256: str | None = None,
     data_dir: str | None = None,
     cache_dir: str | None = None,
+    agent_name: str = "the agent",
 ) -> dict[str, Any]:
     """Backtest a stored agent over ``[start, end]`` with ``trainer.backtest.run_backtest``.
 
@@ -549,6 +664,7 @@ def backtest_agent(
         start, end: first and last day, ``YYYY-MM-DD``, inclusive.
         benchmark_path: daily price file holding QQQ (setting ``PADDOCK_BENCHMARK_FILE``).
         expected_sha256: checkpoint digest to verify (tampering/corruption).
+        agent_name: who the agent is in errors, e.g. ``"agent 12"``.
 
     Returns:
         ``{"daily": DataFrame, "metrics": {"agent", "equal_weight", "QQQ"}, "tickers",
@@ -562,26 +678,35 @@ def backtest_agent(
 
     Raises:
         trainer.errors.TrainerError: the agent file is unreadable or does not fit the data
-            (``BundleError``/``DataError`` naming the field), or the range is outside the data.
+            (``BundleError``/``DataError`` naming the field), or the range is outside the data;
+            the agent diverged: its parameters hold NaN or inf (``BundleError``) or its policy
+            emits such actions (``PolicyError``), each message naming ``agent_name``.
     """
     from trainer.backtest.engine import run_backtest
     from trainer.backtest.metrics import METRIC_CONTRACT
-    from trainer.errors import DataError
+    from trainer.envs.kinds import prepare_market
+    from trainer.envs.observations import FeatureStats
+    from trainer.errors import BundleError, DataError
     from trainer.pod import TaskSpec
 
     spec = TaskSpec.from_dict(task)
-    policy, info = _policy_from_file(agent_path, expected_sha256=expected_sha256)
+    try:
+        policy, info = _policy_from_file(agent_path, expected_sha256=expected_sha256)
+    except BundleError as exc:
+        raise BundleError(f"{agent_name}: {exc.message}", **exc.details) from None
     # The agent's own universe over the backtest's own window: a ticker it trades that the
     # window lacks is an error naming it, never a silent change of universe.
     if info["tickers"]:
         spec.data.tickers = list(info["tickers"])
     spec.data.start, spec.data.end = str(start)[:10], str(end)[:10]
     market = _market_data(spec, data_dir=data_dir, cache_dir=cache_dir)
-    if info["feature_names"] and list(market.feature_names) != info["feature_names"]:
+    read = prepare_market(market, spec.env).feature_names  # what the agent's observation holds
+    if info["feature_names"] and list(read) != info["feature_names"]:
         raise DataError(
-            f"the agent reads indicators {info['feature_names']}, the data has {list(market.feature_names)}",
+            f"the agent reads indicators {info['feature_names']}, the data has {list(read)}",
             field="indicators",
         )
+    stats = FeatureStats.from_dict(info["feature_stats"]) if info.get("feature_stats") else None
     result = run_backtest(
         policy,
         market,
@@ -591,6 +716,8 @@ def backtest_agent(
         end=end,
         tickers=info["tickers"] or None,
         device="cpu",
+        policy_name=agent_name,
+        feature_stats=stats,
     )
     from trainer.data.loading import price_basis
 
@@ -764,15 +891,15 @@ def measure_training_throughput(
 
     from trainer.agents import make_agent
     from trainer.device import pick_device
-    from trainer.envs.stock_trading import StockTradingVecEnv
+    from trainer.envs.kinds import make_env, prepare_market
     from trainer.pod import TaskSpec
 
     spec = TaskSpec.from_dict(task)
     torch_device = pick_device(device)
     market = _market_data(spec, data_dir=data_dir, cache_dir=cache_dir)
-    train = market.slice(*spec.train, name="train")
+    train = prepare_market(market, spec.env).slice(*spec.train, name="train")
     hp = dict(spec.hyperparameters)
-    env = StockTradingVecEnv(train, spec.env, num_envs=int(hp["num_envs"]), device=torch_device, seed=0)
+    env = make_env(train, spec.env, num_envs=int(hp["num_envs"]), device=torch_device, seed=0)
     agent = make_agent(spec.algorithm, env.obs_dim, env.action_dim, hp, device=torch_device, seed=0)
     chunk = int(hp["num_envs"]) * int(hp.get("rollout_steps", 1))
     agent.learn(env, chunk)

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import dataclasses
+import hashlib
+import math
 import time
 import types
 import typing
@@ -13,10 +15,16 @@ from typing import Any, ClassVar
 
 import torch
 
-from trainer.errors import ConfigError
+from trainer.errors import ConfigError, Diverged
+from trainer.nonfinite import labelled
 
 ProgressFn = Callable[[dict], None]
 StopFn = Callable[[], bool]
+TelemetryFn = Callable[[dict], None]
+
+#: Most telemetry points one ``learn`` call records (see :func:`telemetry_due`): enough for a
+#: training curve per generation, few enough to store every generation of a long run.
+TELEMETRY_MAX_POINTS = 50
 
 # Upper bounds shared by the algorithm configs. They are far above anything that trains well on
 # daily data and exist so that a typo (num_envs 100000000, a 100 000-wide layer) is a
@@ -63,6 +71,56 @@ def _coerce(value: Any, hint: Any, field: str) -> Any:
             raise ConfigError(f"{field} must be a list of integers, got {value!r}", field=field)
         return tuple(_coerce(v, int, field) for v in value)
     raise TypeError(f"unsupported config type {hint!r} for {field}")  # a bug in the config class
+
+
+def restore_generator(generator: torch.Generator, state: torch.Tensor, saved_device_type: str | None = None) -> bool:
+    """Restore a saved generator state, or reseed deterministically when it is from another device type.
+
+    A ``torch.Generator``'s state depends on its device type: a CPU generator (Mersenne Twister)
+    holds 5,056 bytes, a CUDA generator (Philox) 16 bytes (seed and offset), and neither accepts
+    the other's (``set_state`` raises). A checkpoint trained on a GPU must still load on a CPU
+    (export, evaluation, backtests, a CPU child of a GPU parent) and the reverse, so a state that
+    does not fit ``generator`` seeds it with a hash of the saved bytes instead:
+    :func:`reseed_from_state`.
+
+    What "bit-exact resume" means: on the same device type the generator continues its stream
+    exactly (``learn(N); learn(M)`` equals ``learn(N)``, save, load, ``learn(M)``). Across device
+    types the networks, optimizer moments, normaliser and counters still load exactly, but the
+    random stream is a new one, fixed by the saved state (the same checkpoint always gives the
+    same stream on a given device type). Results across device types also differ by kernels
+    (CUDA vs CPU floating point), so they are never bit-identical.
+
+    Args:
+        generator: the generator to restore (any device).
+        state: the saved ``get_state()`` value, a uint8 CPU tensor.
+        saved_device_type: the device type the state came from (``"cpu"``, ``"cuda"``...);
+            ``None`` for checkpoints that did not record it (the state's size decides).
+
+    Returns:
+        True when the state was restored as saved, False when the generator was reseeded.
+
+    Raises:
+        TypeError: ``state`` is not a uint8 tensor.
+    """
+    if not isinstance(state, torch.Tensor) or state.dtype != torch.uint8:
+        raise TypeError(f"generator state must be a uint8 tensor, got {type(state).__name__}")
+    same_type = saved_device_type in (None, generator.device.type)
+    if same_type and state.numel() == generator.get_state().numel():
+        generator.set_state(state.cpu())
+        return True
+    generator.manual_seed(reseed_from_state(state, saved_device_type))
+    return False
+
+
+def reseed_from_state(state: torch.Tensor, saved_device_type: str | None = None) -> int:
+    """The seed :func:`restore_generator` uses for a state from another device type.
+
+    SHA-256 of ``"paddock-generator/<device type>/"`` and the state's bytes; the first 8 bytes
+    of the digest, little-endian, shifted right by one (a non-negative 63-bit integer).
+    """
+    digest = hashlib.sha256(f"paddock-generator/{saved_device_type or 'unknown'}/".encode())
+    digest.update(state.detach().cpu().contiguous().numpy().tobytes())
+    return int.from_bytes(digest.digest()[:8], "little") >> 1
 
 
 class AgentConfig:
@@ -168,24 +226,100 @@ class Throttle:
             self.progress(payload)
 
 
+def telemetry_due(index: int, total: int, max_points: int = TELEMETRY_MAX_POINTS) -> bool:
+    """Whether iteration ``index`` (0-based) of ``total`` records a telemetry point.
+
+    Every ``ceil(total / (max_points - 1))``-th iteration and the last one do, so one ``learn``
+    call records at most ``max_points`` points, evenly spread over its env steps, whatever its
+    length (a 3-rollout generation records 3, a 1,000-rollout one 50).
+
+    Raises:
+        ValueError: ``max_points`` < 2.
+    """
+    if max_points < 2:
+        raise ValueError(f"max_points must be >= 2, got {max_points}")
+    stride = max(1, -(-total // (max_points - 1)))
+    return (index + 1) % stride == 0 or index == total - 1
+
+
+class TelemetryClock:
+    """Env steps per second between consecutive telemetry points (wall clock, ``time.monotonic``)."""
+
+    def __init__(self, start: float) -> None:
+        self.start = start
+        self._last_time = start
+        self._last_steps = 0
+
+    def point(self, collected: int) -> dict[str, float]:
+        """``elapsed_s`` since ``learn`` started and ``steps_per_s`` since the previous point."""
+        now = time.monotonic()
+        dt = now - self._last_time
+        rate = (collected - self._last_steps) / dt if dt > 0 else 0.0
+        self._last_time, self._last_steps = now, collected
+        return {"elapsed_s": now - self.start, "steps_per_s": rate}
+
+
+def finite_or_none(value: float) -> float | None:
+    """``value`` as a float, or ``None`` when it is NaN or infinite (JSON has neither)."""
+    value = float(value)
+    return value if math.isfinite(value) else None
+
+
 def set_lr(optimizer: torch.optim.Optimizer, lr: float) -> None:
     """Set the learning rate of every param group (PBT mutation)."""
     for group in optimizer.param_groups:
         group["lr"] = lr
 
 
-class AgentBase:
-    """Bookkeeping shared by the agents: stats, hyperparameter changes, the common checkpoint part.
+#: How a divergence report names a statistic (others: underscores become spaces).
+_QUANTITY_NAMES = {
+    "grad_norm": "gradient norm",
+    "actor_grad_norm": "actor gradient norm",
+    "critic_grad_norm": "critic gradient norm",
+    "approx_kl": "approximate KL",
+    "parameters": "a parameter",
+}
 
-    Subclasses set ``algorithm``, ``config_class`` and ``SHAPE_FIELDS`` (config fields a loaded
-    state must share with the agent, because they shape its networks or buffers) and own
-    ``config``, ``actor``, ``critic``, ``obs_rms`` (or None), ``generator``, ``env_steps``,
-    ``updates`` and ``recent_returns``.
+
+class AgentBase:
+    """Bookkeeping shared by the agents: stats, hyperparameter changes, the common checkpoint part,
+    divergence reports.
+
+    Subclasses set ``algorithm``, ``config_class``, ``SHAPE_FIELDS`` (config fields a loaded
+    state must share with the agent, because they shape its networks or buffers) and
+    ``STEP_SIZE_FIELDS`` (the hyperparameters a divergence report names) and own ``config``,
+    ``actor``, ``critic``, ``obs_rms`` (or None), ``generator``, ``env_steps``, ``updates`` and
+    ``recent_returns``.
     """
 
     algorithm: ClassVar[str]
     config_class: ClassVar[type]
     SHAPE_FIELDS: ClassVar[tuple[str, ...]]
+    STEP_SIZE_FIELDS: ClassVar[tuple[str, ...]]
+
+    def divergence(self, *, update: int, quantity: str, value: str, stats: dict[str, Any]) -> Diverged:
+        """The error of a divergence found after gradient step ``update`` (1-based, over the
+        agent's life): ``"PPO diverged at update 37: policy loss is NaN; learning_rate=1000"``.
+
+        Args:
+            update: the agent's gradient step whose numbers first went non-finite.
+            quantity: what went non-finite, e.g. ``"policy_loss"``, ``"grad_norm"``, ``"parameters"``.
+            value: ``"NaN"``, ``"inf"`` or ``"-inf"``.
+            stats: training statistics up to that point (see ``learn``), recorded in the error.
+        """
+        hp = {name: getattr(self.config, name) for name in self.STEP_SIZE_FIELDS}
+        what = _QUANTITY_NAMES.get(quantity, quantity.replace("_", " "))
+        settings = ", ".join(f"{k}={v:g}" for k, v in hp.items())
+        message = f"{self.algorithm.upper()} diverged at update {update}: {what} is {value}; {settings}"
+        return Diverged(
+            message,
+            algorithm=self.algorithm,
+            update=update,
+            quantity=quantity,
+            value=value,
+            hyperparameters=hp,
+            stats=labelled(stats),
+        )
 
     def _base_stats(self, collected: int, episodes: int, start: float, cancelled: bool) -> dict[str, Any]:
         """The stats every ``learn`` returns (losses are added by the caller)."""
@@ -201,6 +335,21 @@ class AgentBase:
             "episodes": episodes,
             "cancelled": cancelled,
         }
+
+    def _telemetry_point(self, collected: int, clock: TelemetryClock, values: Mapping[str, float]) -> dict[str, Any]:
+        """One telemetry point: ``env_steps`` (this call), ``total_env_steps`` (the agent's life),
+        ``elapsed_s``, ``steps_per_s`` (since the previous point), ``episode_return_mean`` (last
+        100 finished episodes, unscaled; None before any) and ``values`` (losses, learning
+        rate...), NaN/inf as None."""
+        recent = self.recent_returns
+        point: dict[str, Any] = {
+            "env_steps": collected,
+            "total_env_steps": self.env_steps,
+            **clock.point(collected),
+            "episode_return_mean": sum(recent) / len(recent) if recent else None,
+        }
+        point.update({name: finite_or_none(v) for name, v in values.items()})
+        return point
 
     def hyperparameters(self) -> dict[str, Any]:
         """The current config as a JSON-able dict."""
@@ -231,6 +380,7 @@ class AgentBase:
             "critic": self.critic.state_dict(),
             "obs_rms": self.obs_rms.state_dict() if self.obs_rms is not None else None,
             "generator": self.generator.get_state(),
+            "generator_device": self.generator.device.type,
             "env_steps": self.env_steps,
             "updates": self.updates,
             "recent_returns": list(self.recent_returns),
@@ -238,6 +388,9 @@ class AgentBase:
 
     def _load_common_state(self, state: dict[str, Any]) -> None:
         """Check a state fits this agent, then restore the entries of :meth:`_common_state`.
+
+        A generator state saved on another device type (a GPU checkpoint loaded on a CPU, or
+        the reverse) reseeds the generator deterministically: see :func:`restore_generator`.
 
         Raises:
             ConfigError: the state belongs to another algorithm, other dimensions or another
@@ -259,7 +412,7 @@ class AgentBase:
         self.critic.load_state_dict(state["critic"])
         if self.obs_rms is not None and state["obs_rms"] is not None:
             self.obs_rms.load_state_dict(state["obs_rms"])
-        self.generator.set_state(state["generator"])
+        restore_generator(self.generator, state["generator"], state.get("generator_device"))
         self.env_steps = int(state["env_steps"])
         self.updates = int(state["updates"])
         self.recent_returns = deque((float(x) for x in state["recent_returns"]), maxlen=self.recent_returns.maxlen)

@@ -10,7 +10,9 @@ normalisation, global gradient-norm clipping. The loop reads top to bottom in
 Resuming is exact: every :meth:`PPOAgent.learn` call starts by resetting the env with a seed
 drawn from the agent's own generator, so ``learn(N); learn(M)`` on one agent and ``learn(N)``,
 save, load into a fresh agent, ``learn(M)`` (with an identically constructed env) give
-bit-identical parameters on CPU.
+bit-identical parameters on CPU. Loading a checkpoint saved on another device type (a GPU
+checkpoint on a CPU, or the reverse) restores everything but the random stream, which is
+reseeded deterministically from the saved one (:func:`trainer.agents._common.restore_generator`).
 """
 
 from __future__ import annotations
@@ -31,10 +33,13 @@ from trainer.agents._common import (
     AgentConfig,
     ProgressFn,
     StopFn,
+    TelemetryClock,
+    TelemetryFn,
     Throttle,
     check_env,
     seeded_init,
     set_lr,
+    telemetry_due,
 )
 from trainer.agents.networks import (
     DeterministicPolicy,
@@ -47,11 +52,19 @@ from trainer.agents.networks import (
 )
 from trainer.buffers.rollout import RolloutBuffer
 from trainer.errors import ConfigError
+from trainer.nonfinite import first_nonfinite, nonfinite_kind
 from trainer.ops.gae import compute_gae
 from trainer.ops.losses import ppo_loss_gradients
 
 __all__ = ["PENDULUM_PPO", "PPOAgent", "PPOConfig"]
 
+#: Statistics of one gradient step, in the order of :meth:`PPOAgent._update`'s rows: the
+#: ``PPOGradients.stats`` of :func:`trainer.ops.losses.ppo_loss_gradients`, then the global
+#: gradient norm before clipping. Each is checked for NaN/inf after the rollout's updates.
+UPDATE_STATS = ("policy_loss", "value_loss", "entropy", "approx_kl", "clip_fraction", "grad_norm")
+#: Per-rollout statistics in stats and telemetry: the means of :data:`UPDATE_STATS` over the
+#: rollout's gradient steps, plus the explained variance of its value predictions.
+LOSS_NAMES = (*UPDATE_STATS, "explained_variance")
 #: Longest rollout per env (16 years of trading days; the default is 16).
 MAX_ROLLOUT_STEPS = 4_096
 #: Most passes over one rollout (the PPO paper uses 3-15).
@@ -186,6 +199,7 @@ class PPOAgent(AgentBase):
     algorithm = "ppo"
     config_class = PPOConfig
     SHAPE_FIELDS = ("hidden_sizes", "normalize_observations")
+    STEP_SIZE_FIELDS = ("learning_rate",)
 
     def __init__(
         self,
@@ -259,6 +273,7 @@ class PPOAgent(AgentBase):
         *,
         progress: ProgressFn | None = None,
         should_stop: StopFn | None = None,
+        telemetry: TelemetryFn | None = None,
     ) -> dict[str, Any]:
         """Train for at least ``env_steps`` transitions (whole rollouts of T * E).
 
@@ -272,16 +287,28 @@ class PPOAgent(AgentBase):
                 episodes, unscaled, None before any) and the latest losses.
             should_stop: polled between rollouts and between epochs; when it returns true the
                 call ends early with ``stats["cancelled"] = True``.
+            telemetry: called after the updates of at most ``TELEMETRY_MAX_POINTS`` rollouts,
+                evenly spread (:func:`~trainer.agents._common.telemetry_due`), and after the
+                last one (also the one that diverged), with a point of
+                :meth:`AgentBase._telemetry_point` holding that rollout's mean losses (as in
+                the returned stats) and ``learning_rate``.
 
         Returns:
             Stats dict: ``env_steps``, ``total_env_steps``, ``updates``, ``duration_s``,
             ``steps_per_s``, ``episode_return_mean``, ``episodes``, ``cancelled`` and the last
             rollout's mean ``policy_loss``, ``value_loss``, ``entropy``, ``approx_kl``,
-            ``clip_fraction``.
+            ``clip_fraction`` and ``explained_variance`` (``1 - Var(R - V) / Var(R)`` of the
+            rollout's GAE returns R and value predictions V, as cleanrl and SB3 log it; 1 is a
+            perfect critic, <= 0 one no better than a constant; NaN when Var(R) = 0), and
+            ``grad_norm``, the mean global gradient norm before clipping.
 
         Raises:
             ConfigError: the env's dimensions differ from the agent's, or there are more minibatches
                 than samples in the env's rollout.
+            Diverged: after a rollout's updates, a gradient step's loss, entropy, KL, clip
+                fraction or gradient norm, or a parameter, is NaN or infinite (checked once per
+                rollout, in the host sync its statistics need anyway); the message names the
+                first such gradient step and quantity and the learning rate.
         """
         cfg = self.config
         check_env(env, self.obs_dim, self.action_dim, self.algorithm)
@@ -297,6 +324,7 @@ class PPOAgent(AgentBase):
         buf = RolloutBuffer(num_steps, num_envs, self.obs_dim, self.action_dim, self.device)
         throttle = Throttle(progress)
         start = time.monotonic()
+        clock = TelemetryClock(start)
         collected, episodes, cancelled = 0, 0, False
         losses: dict[str, float] = {}
 
@@ -305,7 +333,7 @@ class PPOAgent(AgentBase):
         # On the CPU a host sync is free, so V(final obs) is computed only for the (usually few)
         # truncated rows; on an accelerator it is computed for every row to avoid the sync.
         sparse_final = self.device.type == "cpu"
-        for _ in range(iterations):
+        for iteration in range(iterations):
             if should_stop is not None and should_stop():
                 cancelled = True
                 break
@@ -338,6 +366,7 @@ class PPOAgent(AgentBase):
                     gamma=cfg.gamma,
                     gae_lambda=cfg.gae_lambda,
                 )
+                explained = 1.0 - torch.var(buf.returns - buf.values) / torch.var(buf.returns)
                 if cfg.normalize_advantages:
                     std, mean_adv = torch.std_mean(buf.advantages)
                     buf.advantages.sub_(mean_adv).div_(std + 1e-8)
@@ -348,12 +377,28 @@ class PPOAgent(AgentBase):
             self.recent_returns.extend(finished)
 
             # ---- K epochs of minibatch updates on the clipped objective
-            sums, count = self._update(buf, should_stop)
+            rows, count = self._update(buf, should_stop)
             if count < cfg.update_epochs * cfg.num_minibatches:
                 cancelled = True
+            diverged = None
             if count:
-                means = (sums / count).tolist()  # the one host sync of the update
-                losses = dict(zip(("policy_loss", "value_loss", "entropy", "approx_kl", "clip_fraction"), means))
+                # The one host sync of the update: every gradient step's statistics, the
+                # explained variance and whether all parameters are still finite.
+                params_finite = torch.isfinite(self.net.flat).all().to(rows.dtype).reshape(1)
+                host = torch.cat((rows[:count].reshape(-1), explained.reshape(1), params_finite)).tolist()
+                width = len(UPDATE_STATS)
+                steps = [host[i * width : (i + 1) * width] for i in range(count)]
+                means = [sum(column) / count for column in zip(*steps)]
+                losses = dict(zip(LOSS_NAMES, [*means, host[-2]]))
+                diverged = self._divergence_of(steps, params_finite=host[-1] == 1.0)
+                if diverged is not None:
+                    update, quantity, value = diverged
+                    losses = {**losses, **dict(zip(UPDATE_STATS, steps[update - (self.updates - count + 1)]))}
+            if telemetry is not None and (cancelled or diverged or telemetry_due(iteration, iterations)):
+                telemetry(self._telemetry_point(collected, clock, {**losses, "learning_rate": cfg.learning_rate}))
+            if diverged is not None:
+                stats = self._stats(collected, episodes, start, losses, cancelled)
+                raise self.divergence(update=update, quantity=quantity, value=value, stats=stats)
             if throttle.due():
                 throttle(self._stats(collected, episodes, start, losses, cancelled))
             if cancelled:
@@ -370,6 +415,19 @@ class PPOAgent(AgentBase):
             out[rows] = mlp_forward(self.critic.net, self._normalize(final_obs[rows])).squeeze(-1)
         return out
 
+    def _divergence_of(self, steps: list[list[float]], *, params_finite: bool) -> tuple[int, str, str] | None:
+        """``(update, quantity, value)`` of the first non-finite statistic among the last
+        ``len(steps)`` gradient steps (rows of :data:`UPDATE_STATS`), else of the parameters
+        when they are not finite; ``None`` when all is finite."""
+        first_update = self.updates - len(steps) + 1
+        for i, step in enumerate(steps):
+            bad = first_nonfinite(zip(UPDATE_STATS, step))
+            if bad is not None:
+                return first_update + i, bad[0], bad[1]
+        if not params_finite:
+            return self.updates, "parameters", nonfinite_kind([self.net.flat])
+        return None
+
     def _update(self, buf: RolloutBuffer, should_stop: StopFn | None) -> tuple[torch.Tensor, int]:
         """K epochs of minibatch gradient steps on one rollout.
 
@@ -377,13 +435,13 @@ class PPOAgent(AgentBase):
         between epochs.
 
         Returns:
-            ``(sums, count)``: (5,) float32 sums over the ``count`` gradient steps taken of the
-            policy loss, value loss, entropy, approx KL and clip fraction.
+            ``(rows, count)``: rows (K * M, 6) float32 whose first ``count`` rows (the gradient
+            steps taken) hold each step's :data:`UPDATE_STATS`.
         """
         cfg = self.config
         net = self.net
         flat = buf.flatten()
-        sums = torch.zeros(5, device=self.device)
+        rows = torch.zeros((cfg.update_epochs * cfg.num_minibatches, len(UPDATE_STATS)), device=self.device)
         count = 0
         for _epoch in range(cfg.update_epochs):
             if should_stop is not None and should_stop():
@@ -409,13 +467,14 @@ class PPOAgent(AgentBase):
                 )
                 net.backward(keep, grads.means, grads.values, grads.log_std)
                 # global gradient-norm clip, as torch.nn.utils.clip_grad_norm_
-                scale = torch.clamp(cfg.max_grad_norm / (torch.linalg.vector_norm(net.grad) + 1e-6), max=1.0)
-                net.grad.mul_(scale)
+                grad_norm = torch.linalg.vector_norm(net.grad)
+                net.grad.mul_(torch.clamp(cfg.max_grad_norm / (grad_norm + 1e-6), max=1.0))
                 self.optimizer.step()
+                rows[count, :5] = grads.stats
+                rows[count, 5] = grad_norm
                 self.updates += 1
                 count += 1
-                sums += grads.stats
-        return sums, count
+        return rows, count
 
     def _stats(self, collected: int, episodes: int, start: float, losses: dict, cancelled: bool) -> dict[str, Any]:
         return {**self._base_stats(collected, episodes, start, cancelled), **losses}

@@ -1,7 +1,7 @@
 """Run a deterministic policy over a date range and compare it with buy-and-hold benchmarks.
 
-The backtest is the trading env itself (:class:`~trainer.envs.stock_trading.StockTradingVecEnv`
-with one env, starting on the first day, no random start, no episode length), so a policy is
+The backtest is the trading env itself (:class:`~trainer.envs.stock_trading.StockTradingVecEnv`, or
+:class:`~trainer.envs.portfolio.PortfolioVecEnv` for a portfolio agent) with one env, starting on the first day, no random start, no episode length), so a policy is
 evaluated under exactly the trading rules, costs and observation it was trained with. The
 policy on day ``t`` sees only the observation of day ``t`` (prices and indicators up to ``t``,
 its own cash and holdings) and trades at day ``t``'s close.
@@ -26,9 +26,15 @@ import torch
 
 from trainer.backtest.metrics import METRIC_CONTRACT, compute_metrics, returns_from_values, turnover_series
 from trainer.data.market import MarketData
-from trainer.envs.stock_trading import EnvConfig, StockTradingVecEnv
+from trainer.envs.kinds import make_env, prepare_market
+from trainer.envs.observations import FeatureStats, fit_feature_stats
+from trainer.envs.portfolio import PortfolioConfig
+from trainer.envs.stock_trading import EnvConfig
 from trainer.errors import ConfigError, DataError
+from trainer.nonfinite import check_policy_actions
 
+#: Fewest days before a backtest window to fit observation statistics on when none are given.
+MIN_STATS_DAYS = 126
 AGENT = "agent"
 QQQ = "QQQ"
 EQUAL_WEIGHT = "equal_weight"
@@ -225,13 +231,14 @@ def _aligned_close(benchmark_close: pd.Series, dates: np.ndarray) -> np.ndarray:
     return values
 
 
-def _as_action(raw: Any, num_stocks: int) -> torch.Tensor:
+def _as_action(raw: Any, action_dim: int) -> torch.Tensor:
     action = torch.as_tensor(raw).detach().to(device="cpu", dtype=torch.float32)
-    if action.shape == (num_stocks,):
+    if action.shape == (action_dim,):
         action = action[None]
-    if tuple(action.shape) != (1, num_stocks):
+    if tuple(action.shape) != (1, action_dim):
         raise ConfigError(
-            f"policy returned an action of shape {tuple(action.shape)}; expected (1, {num_stocks}), one per ticker",
+            f"policy returned an action of shape {tuple(action.shape)}; expected (1, {action_dim}), "
+            "one per ticker (and one for cash in a portfolio task)",
             field="policy",
         )
     return action
@@ -240,13 +247,15 @@ def _as_action(raw: Any, num_stocks: int) -> torch.Tensor:
 def run_backtest(
     policy: Policy,
     data: MarketData,
-    env_config: EnvConfig | None = None,
+    env_config: EnvConfig | PortfolioConfig | None = None,
     *,
     benchmark_close: pd.Series | None = None,
     start=None,
     end=None,
     tickers: Sequence[str] | None = None,
     device: str = "cpu",
+    feature_stats: FeatureStats | None = None,
+    policy_name: str = "the policy",
 ) -> BacktestResult:
     """Run a deterministic policy day by day from ``start`` to ``end`` and score it.
 
@@ -257,9 +266,11 @@ def run_backtest(
             ``agent.policy_module()``. Called under ``torch.no_grad()``, once per day except
             the last.
         data: market panel; its close is the execution price.
-        env_config: trading rules (costs, hmax, initial cash, turbulence threshold); its
-            ``random_start``, ``episode_length`` and ``randomize_initial`` are ignored (the
-            backtest starts on the first day with ``initial_cash`` in cash and runs to the end).
+        env_config: trading rules (costs, hmax, initial cash, turbulence threshold) of the
+            stock-trading env, or a ``PortfolioConfig`` for a portfolio agent (action: one
+            value per ticker, then cash); its ``random_start``, ``episode_length`` and
+            ``randomize_initial`` are ignored (the backtest starts on the first day with
+            ``initial_cash`` in cash and runs to the end).
         benchmark_close: adjusted close of QQQ (see :func:`load_benchmark_close`) with every
             trading day of the range; extra days are ignored.
         start: first day (``YYYY-MM-DD`` or date), default the first day of ``data``.
@@ -267,6 +278,12 @@ def run_backtest(
         tickers: the tickers the policy trades, in its action order (e.g. a bundle's
             ``tickers``); selects and orders the columns of ``data``. Default: all of them.
         device: torch device of the env.
+        feature_stats: the agent's train-split statistics for a scale-free observation (from
+            its checkpoint or bundle); the features are computed over all of ``data`` first,
+            so the first backtest day has its full lookback. Without them they are fitted on
+            the days of ``data`` before ``start`` (at least :data:`MIN_STATS_DAYS`), else on the
+            window itself (a note says so).
+        policy_name: who the policy is, for errors (e.g. ``"agent 12"``, a bundle's file name).
 
     Returns:
         A :class:`BacktestResult`.
@@ -276,28 +293,43 @@ def run_backtest(
             not in ``data``, or ``benchmark_close`` lacks a trading day of the range (the
             message lists them) or has a non-positive price.
         ConfigError: invalid ``env_config``, or the policy returns an action of the wrong shape.
+        PolicyError: the policy returns a NaN or infinite action (a diverged agent; it is
+            refused, never run as "hold"); the message names ``policy_name`` and the day.
     """
-    config = dataclasses.replace(
-        env_config or EnvConfig(), random_start=False, episode_length=None, randomize_initial=False
-    )
+    config = env_config or EnvConfig()
+    names = {f.name for f in dataclasses.fields(config)}
+    fixed = {"random_start": False, "episode_length": None, "randomize_initial": False}
+    config = dataclasses.replace(config, **{k: v for k, v in fixed.items() if k in names})
     config.validate()
-    window = _select_dates(_select_tickers(data, tickers), start, end)
+    prepared = prepare_market(_select_tickers(data, tickers), config)
+    window = _select_dates(prepared, start, end)
     qqq = _aligned_close(benchmark_close, window.dates) if benchmark_close is not None else None
+    notes: list[str] = []
+    if feature_stats is None and getattr(config, "observation", "finrl") == "scale_free":
+        # No agent statistics: use the days before the window (no look-ahead) when there are
+        # enough, else the window itself, and say so.
+        before = prepared.dates < window.dates[0]
+        if before.sum() >= MIN_STATS_DAYS:
+            feature_stats = fit_feature_stats(prepared.slice(None, prepared.dates[before][-1]))
+        else:
+            feature_stats = fit_feature_stats(window)
+            notes.append("observation statistics fitted on the backtest window itself (no agent statistics given)")
 
-    env = StockTradingVecEnv(window, config, num_envs=1, device=device, seed=0)
+    env = make_env(window, config, num_envs=1, device=device, seed=0, feature_stats=feature_stats)
     num_days, n = window.num_days, window.num_stocks
     value = np.zeros(num_days)
     cash = np.zeros(num_days)
     holdings = np.zeros((num_days, n))
     costs = np.zeros(num_days)
-    actions = np.full((num_days - 1, n), np.nan, dtype=np.float32)
+    actions = np.full((num_days - 1, env.action_dim), np.nan, dtype=np.float32)
 
     obs, info = env.reset(options={"start_day": 0})
     value[0], cash[0] = float(info["portfolio_value"][0]), float(info["cash"][0])
     holdings[0] = info["holdings"][0].cpu().numpy()
     with torch.no_grad():
         for day in range(num_days - 1):
-            action = _as_action(policy(obs), n)
+            action = _as_action(policy(obs), env.action_dim)
+            check_policy_actions(action, policy=policy_name, date=window.dates[day])
             actions[day] = action[0].numpy()
             obs, _, _, _, info = env.step(action.to(env.device))
             value[day + 1] = float(info["portfolio_value"][0])
@@ -337,12 +369,16 @@ def run_backtest(
     }
     for name in benchmarks.columns:
         metrics[name] = compute_metrics(returns_from_values(benchmarks[name]), bench_returns, start_date=first_day)
-    notes = [f"{window.num_days} trading days, {n} tickers, {window.dates[0]} to {window.dates[-1]}"]
+    notes = [f"{window.num_days} trading days, {n} tickers, {window.dates[0]} to {window.dates[-1]}", *notes]
     return BacktestResult(
         daily=daily,
         benchmarks=benchmarks,
         metrics=metrics,
-        actions=pd.DataFrame(actions, index=dates[:-1], columns=list(window.tickers)),
+        actions=pd.DataFrame(
+            actions,
+            index=dates[:-1],
+            columns=list(window.tickers) + (["cash"] if env.action_dim > n else []),
+        ),
         tickers=tuple(window.tickers),
         env_config=config,
         notes=notes,

@@ -38,7 +38,10 @@ import numpy as np
 import torch
 
 from trainer.data.market import MarketData
+from trainer.envs.episodes import EpisodeStarts, check_episode_setup
+from trainer.envs.observations import FeatureStats, check_observation, fit_feature_stats, scale_free_market
 from trainer.errors import ConfigError, DataError
+from trainer.nonfinite import nonfinite_action_error
 
 __all__ = [
     "CASH_SCALE",
@@ -128,6 +131,10 @@ class EnvConfig:
         randomize_initial: training aid: start each episode with a random total wealth in
             ``[0.5, 1.5] * initial_cash``, a random part of it (up to half) already invested
             in random whole-share holdings.
+        observation: ``"scale_free"`` (default): cash and holdings as fractions of the
+            portfolio value and the z-scored scale-free features of
+            :mod:`trainer.envs.observations`; ``"finrl"``: FinRL's layout of cash, prices,
+            holdings and indicators times constant scales (to compare with FinRL).
     """
 
     initial_cash: float = 1e6
@@ -139,6 +146,7 @@ class EnvConfig:
     episode_length: int | None = None
     random_start: bool = True
     randomize_initial: bool = False
+    observation: str = "scale_free"
 
     def validate(self, *, prefix: str = "env") -> EnvConfig:
         """Check every field and return ``self``.
@@ -183,6 +191,7 @@ class EnvConfig:
         for name in ("random_start", "randomize_initial"):
             if not isinstance(getattr(self, name), bool):
                 raise bad(name, "must be true or false")
+        check_observation(self.observation, field=f"{prefix}.observation")
         return self
 
     def to_dict(self) -> dict[str, Any]:
@@ -239,11 +248,19 @@ def _check_market(data: MarketData) -> None:
         )
 
 
-class StockTradingVecEnv:
+class StockTradingVecEnv(EpisodeStarts):
     """``num_envs`` independent stock portfolios stepped together as batched torch tensors.
 
-    Observation of env ``e`` on day ``t`` (``obs_dim = 1 + 2N + N*F``), float32, layout in
-    :meth:`observation_layout`::
+    Observation of env ``e`` on day ``t``, float32, layout in :meth:`observation_layout`. With
+    ``observation="scale_free"`` (default; ``obs_dim = 1 + N + N*K``, ``K = 5 + F``)::
+
+        [cash / V,
+         holdings[0..N-1] * close[t] / V,                       # fractions of the value V
+         z(features)[t, :, k]  for k in 0..K-1]                 # feature-major, train statistics
+
+    where the features are the log returns, volatility and scale-free indicators of
+    :mod:`trainer.envs.observations`, z-scored with ``feature_stats``. With
+    ``observation="finrl"`` (``obs_dim = 1 + 2N + N*F``)::
 
         [cash * CASH_SCALE,
          close[t, 0..N-1] * PRICE_SCALE,
@@ -252,7 +269,8 @@ class StockTradingVecEnv:
 
     Trade rule of one step, per env (all envs at once), at the close prices ``p`` of day ``t``:
 
-    1. ``q = trunc(clip(action, -1, 1) * hmax)`` whole shares per stock (NaN counts as 0);
+    1. ``q = trunc(clip(action, -1, 1) * hmax)`` whole shares per stock (a NaN or infinite
+       action is refused, see :meth:`step`);
     2. sells ``s = min(max(-q, 0), holdings)`` execute first: ``cash += sum(s*p) * (1 - sell_cost)``;
     3. buys ``b = max(q, 0)`` cost ``B = sum(b*p) * (1 + buy_cost)``. When ``B`` exceeds the cash,
        every buy of that env is scaled by the same factor ``cash / B`` and floored to whole
@@ -271,6 +289,11 @@ class StockTradingVecEnv:
         device: torch device of all state tensors (``"cpu"``, ``"cuda"``...).
         seed: seed of the env's own random generator (start days, random initial wealth).
             CPU results are bit-for-bit reproducible for a given seed and action sequence.
+        feature_stats: z-score statistics of the scale-free features fitted on the train split
+            (:func:`~trainer.envs.observations.fit_feature_stats`); ``None`` fits them on
+            ``data``. For scale-free observations pass a panel made by
+            :func:`~trainer.envs.observations.scale_free_market` over the whole history and
+            then sliced, so lookbacks reach before the first day.
 
     Raises:
         ConfigError: invalid config, ``num_envs`` < 1, or ``episode_length`` not shorter than
@@ -286,18 +309,17 @@ class StockTradingVecEnv:
         num_envs: int = 1,
         device: str | torch.device = "cpu",
         seed: int = 0,
+        feature_stats: FeatureStats | None = None,
     ) -> None:
         config = (config or EnvConfig()).validate()
-        if isinstance(num_envs, bool) or not isinstance(num_envs, int) or num_envs < 1:
-            raise ConfigError(f"num_envs: must be an integer >= 1 (got {num_envs!r})", field="num_envs")
         _check_market(data)
         num_days = data.num_days
-        if config.episode_length is not None and config.episode_length > num_days - 1:
-            raise ConfigError(
-                f"env.episode_length: {config.episode_length} steps do not fit in {num_days} days of data "
-                f"({data.dates[0]} to {data.dates[-1]}); use at most {num_days - 1}",
-                field="env.episode_length",
-            )
+        check_episode_setup(num_days, data.dates[0], data.dates[-1], config.episode_length, num_envs)
+        self.feature_stats: FeatureStats | None = None
+        self._scale_free = config.observation == "scale_free"
+        if self._scale_free:
+            data = scale_free_market(data)
+            self.feature_stats = feature_stats if feature_stats is not None else fit_feature_stats(data)
         self.data = data
         self.config = config
         self.num_envs = num_envs
@@ -306,19 +328,26 @@ class StockTradingVecEnv:
         self.num_features = len(data.feature_names)
         self.num_days = num_days
         self.action_dim = self.num_stocks
-        self.obs_dim = 1 + 2 * self.num_stocks + self.num_stocks * self.num_features
+        n_market = 1 if self._scale_free else 2  # holdings only, or prices and holdings
+        self.obs_dim = 1 + n_market * self.num_stocks + self.num_stocks * self.num_features
         self.tickers = tuple(data.tickers)
 
         n, dev = self.num_stocks, self.device
-        self._hold_slice = slice(1 + n, 1 + 2 * n)
         self._close = torch.tensor(data.close, dtype=torch.float64, device=dev)
         self._turbulence = torch.tensor(data.turbulence, dtype=torch.float64, device=dev)
         # The market part of every day's observation, precomputed once: one row gather per step.
         table = np.zeros((num_days, self.obs_dim), dtype=np.float32)
-        table[:, 1 : 1 + n] = data.close * PRICE_SCALE
-        fscales = np.array([feature_scale(f) for f in data.feature_names], dtype=np.float64)
-        feats = np.transpose(data.features.astype(np.float64) * fscales, (0, 2, 1))  # (T, F, N)
-        table[:, 1 + 2 * n :] = feats.reshape(num_days, -1)
+        if self._scale_free:
+            self._hold_slice = slice(1, 1 + n)
+            fscales = np.ones(self.num_features)
+            z = self.feature_stats.apply(data.features, data.feature_names)
+            table[:, 1 + n :] = np.transpose(z, (0, 2, 1)).reshape(num_days, -1)
+        else:
+            self._hold_slice = slice(1 + n, 1 + 2 * n)
+            table[:, 1 : 1 + n] = data.close * PRICE_SCALE
+            fscales = np.array([feature_scale(f) for f in data.feature_names], dtype=np.float64)
+            feats = np.transpose(data.features.astype(np.float64) * fscales, (0, 2, 1))  # (T, F, N)
+            table[:, 1 + 2 * n :] = feats.reshape(num_days, -1)
         self._market_obs = torch.as_tensor(table, device=dev)
         self._feature_scales = fscales
 
@@ -343,6 +372,8 @@ class StockTradingVecEnv:
             rule) and the trading ``config``. ``obs[offset:offset+size] = raw * scale``.
         """
         n, f = self.num_stocks, self.num_features
+        if self._scale_free:
+            return self._scale_free_layout()
         return {
             "version": 1,
             "obs_dim": self.obs_dim,
@@ -378,38 +409,65 @@ class StockTradingVecEnv:
             ],
             "tickers": list(self.tickers),
             "feature_names": list(self.data.feature_names),
-            "action": {
-                "dim": n,
-                "low": -1.0,
-                "high": 1.0,
-                "order": "tickers",
-                "rule": "shares = trunc(clip(a, -1, 1) * hmax); negative sells, positive buys",
-                "hmax": self.config.hmax,
-            },
+            "action": self._action_layout(),
+            "config": self.config.to_dict(),
+        }
+
+    def _action_layout(self) -> dict[str, Any]:
+        return {
+            "dim": self.num_stocks,
+            "low": -1.0,
+            "high": 1.0,
+            "order": "tickers",
+            "rule": "shares = trunc(clip(a, -1, 1) * hmax); negative sells, positive buys",
+            "hmax": self.config.hmax,
+        }
+
+    def _scale_free_layout(self) -> dict[str, Any]:
+        n, k = self.num_stocks, self.num_features
+        return {
+            "version": 1,
+            "observation": "scale_free",
+            "obs_dim": self.obs_dim,
+            "blocks": [
+                {"name": "cash", "offset": 0, "size": 1, "shape": [1], "unit": "fraction of portfolio value"},
+                {
+                    "name": "holdings",
+                    "offset": 1,
+                    "size": n,
+                    "shape": [n],
+                    "unit": "value held as a fraction of portfolio value",
+                    "order": "tickers",
+                },
+                {
+                    "name": "features",
+                    "offset": 1 + n,
+                    "size": n * k,
+                    "shape": [k, n],
+                    "unit": "z-scores with the train split's statistics (feature_stats), clipped to +-5",
+                    "feature_stats": self.feature_stats.to_dict(),
+                    "order": "feature-major: all tickers of feature_names[0], then feature_names[1], ...",
+                },
+            ],
+            "tickers": list(self.tickers),
+            "feature_names": list(self.data.feature_names),
+            "action": self._action_layout(),
             "config": self.config.to_dict(),
         }
 
     def _observe(self, day: torch.Tensor, cash: torch.Tensor, holdings: torch.Tensor) -> torch.Tensor:
         obs = torch.index_select(self._market_obs, 0, day)
+        if self._scale_free:
+            held = holdings * self._close.index_select(0, day)
+            value = cash + held.sum(1)
+            torch.div(cash, value, out=obs[:, 0])
+            torch.div(held, value[:, None], out=obs[:, self._hold_slice])
+            return obs
         torch.mul(cash, CASH_SCALE, out=obs[:, 0])
         torch.mul(holdings, HOLDINGS_SCALE, out=obs[:, self._hold_slice])
         return obs
 
     # ------------------------------------------------------------------ episode starts
-    def _draw_starts(self, count: int) -> torch.Tensor:
-        if self._fixed_start is not None:
-            return torch.full((count,), self._fixed_start, dtype=torch.long, device=self.device)
-        if not self.config.random_start or self._latest_start <= 0:
-            return torch.zeros(count, dtype=torch.long, device=self.device)
-        return torch.randint(
-            0, self._latest_start + 1, (count,), generator=self._generator, device=self.device, dtype=torch.long
-        )
-
-    def _end_days(self, starts: torch.Tensor) -> torch.Tensor:
-        if self.config.episode_length is None:
-            return torch.full_like(starts, self.num_days - 1)
-        return torch.clamp(starts + self.config.episode_length, max=self.num_days - 1)
-
     def _initial_wealth(self, starts: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         count, n, dev = starts.shape[0], self.num_stocks, self.device
         cfg = self.config
@@ -446,20 +504,7 @@ class StockTradingVecEnv:
         Raises:
             ConfigError: ``start_day`` is not a day index that leaves at least one step.
         """
-        if seed is not None:
-            self._generator.manual_seed(int(seed))
-        options = options or {}
-        unknown = set(options) - {"start_day"}
-        if unknown:
-            raise ConfigError(f"reset options: unknown key(s) {sorted(unknown)}; only start_day", field="options")
-        self._fixed_start = None
-        if options.get("start_day") is not None:
-            start = options["start_day"]
-            if isinstance(start, bool) or not isinstance(start, int | np.integer) or not 0 <= start < self.num_days - 1:
-                raise ConfigError(
-                    f"start_day: must be a day index in [0, {self.num_days - 2}] (got {start!r})", field="start_day"
-                )
-            self._fixed_start = int(start)
+        self._read_reset_options(seed, options)
         with torch.no_grad():
             self._day = self._draw_starts(self.num_envs)
             self._end_day = self._end_days(self._day)
@@ -483,7 +528,12 @@ class StockTradingVecEnv:
         """Trade every env at today's close, move to the next day and auto-reset finished envs.
 
         Args:
-            action: (E, N) float, one value per stock in [-1, 1] (clipped; NaN means hold).
+            action: (E, N) float, one value per stock in [-1, 1] (clipped). NaN and infinite
+                values are refused: they only come from a diverged policy, and holding in
+                their place (as this env once did) let such a policy score a quiet 0 and rank
+                above every losing agent (issue 20). Agents check their own numbers after each
+                update and evaluation names the agent before stepping; this check is the
+                env's own guard, merged into the host sync a step already makes.
 
         Returns:
             ``(obs, reward, terminated, truncated, info)``:
@@ -505,7 +555,8 @@ class StockTradingVecEnv:
             All returned tensors are fresh each step; the env never writes into them later.
 
         Raises:
-            ValueError: ``action`` does not have shape (num_envs, num_stocks).
+            ValueError: ``action`` does not have shape (num_envs, num_stocks), or holds NaN or
+                infinite values (the message names the env rows); the env's state is unchanged.
         """
         if tuple(action.shape) != (self.num_envs, self.num_stocks):
             raise ValueError(f"action must have shape {(self.num_envs, self.num_stocks)}, got {tuple(action.shape)}")
@@ -520,8 +571,9 @@ class StockTradingVecEnv:
         day, holdings, prices = self._day, self._holdings, self._prices
         # Scaling in float32 (the action's dtype) keeps e.g. 0.7 * 100 at exactly 70 shares; the
         # integer cast truncates toward zero and is ~7x faster than torch.trunc on CPU.
-        act = torch.nan_to_num(action.to(device=self.device, dtype=torch.float32), nan=0.0)
-        shares = act.clamp_(-1.0, 1.0).mul_(cfg.hmax).to(torch.int32).to(torch.float64)
+        act = action.to(device=self.device, dtype=torch.float32)
+        finite = torch.isfinite(act).all()
+        shares = act.clamp(-1.0, 1.0).mul_(cfg.hmax).to(torch.int32).to(torch.float64)
 
         sells = torch.minimum(shares.neg(), holdings).clamp_(min=0.0)  # = min(max(-q, 0), holdings)
         buys = shares.clamp_(min=0.0)
@@ -539,7 +591,12 @@ class StockTradingVecEnv:
         buy_cost = buy_value * (1.0 + cfg.buy_cost_pct)
         # Cash cap: scale all of an env's buys by one factor, then floor to whole shares.
         over = buy_cost > cash
-        if bool(over.any()):  # a host sync; free on CPU, one small wait on CUDA
+        # The step's one host sync (free on CPU, one small wait on CUDA) answers both questions.
+        # Nothing of the env's state has been written yet, so refusing here leaves it as it was.
+        all_finite, any_over = torch.stack((finite, over.any())).tolist()
+        if not all_finite:
+            raise nonfinite_action_error(act)
+        if any_over:
             factor = torch.where(over, cash / buy_cost * self._keep_buy, 1.0)
             buys = buys.mul_(factor[:, None]).floor_()
             buy_value = torch.linalg.vecdot(buys, prices)
@@ -608,7 +665,10 @@ def build_observation(
         cash: (B,) or scalar, cash in USD.
         holdings: (B, N) or (N,) shares, in ``layout["tickers"]`` order.
         close: (B, N) or (N,) close prices in USD.
-        features: (B, N, F) or (N, F) raw indicators in ``layout["feature_names"]`` order.
+        features: (B, N, F) or (N, F) raw indicators in ``layout["feature_names"]`` order; for a
+            scale-free layout the raw scale-free features of that day
+            (:func:`~trainer.envs.observations.scale_free_features` over the price history),
+            z-scored here with the layout's train statistics.
 
     Returns:
         (B, obs_dim) float32 observations (or (obs_dim,) for unbatched input).
@@ -635,6 +695,15 @@ def build_observation(
         if arr.shape != shape:
             raise DataError(f"{name} has shape {arr.shape}, the layout needs {shape}", field=name)
     obs = np.empty((batch, layout["obs_dim"]), dtype=np.float32)
+    if layout.get("observation") == "scale_free":
+        stats = FeatureStats.from_dict(blocks["features"]["feature_stats"])
+        held = holdings * close
+        value = cash + held.sum(1)
+        obs[:, 0] = cash / value
+        obs[:, 1 : 1 + n] = held / value[:, None]
+        z = stats.apply(features, layout["feature_names"])
+        obs[:, 1 + n :] = np.transpose(z, (0, 2, 1)).reshape(batch, -1)
+        return obs[0] if single else obs
     for name, raw in (("cash", cash[:, None]), ("close", close), ("holdings", holdings)):
         b = blocks[name]
         obs[:, b["offset"] : b["offset"] + b["size"]] = raw * b["scale"]

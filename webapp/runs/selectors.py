@@ -155,7 +155,25 @@ def pod_payload(pod: Pod, generation: Generation | None = None) -> dict[str, Any
         "env_steps": pod.env_steps,
         "steps_per_s": pod.steps_per_s,
         "generation": None if generation is None else generation_payload(generation),
+        "queued_reason": pod_queued_reason(pod) if pod.state == Pod.State.QUEUED else "",
     }
+
+
+def pod_queued_reason(pod: Pod) -> str:
+    """Why a queued pod is not training yet, in words: its run is paused, the budget's
+    concurrent-pod limit is reached (by every run on it), or no worker of the ``gpu`` queue has
+    taken its generation yet (all busy, or none running: see the workers page)."""
+    run = pod.run
+    if run.status == Run.Status.PAUSED:
+        return "run paused: resume it to train"
+    budget = run.budget
+    running = budget_running_generations(budget.pk).count()
+    if running >= budget.max_concurrent_pods:
+        return (
+            f"waiting for a budget slot: {running} of {budget.max_concurrent_pods} pods allowed by "
+            f"budget {budget.name} are training"
+        )
+    return "waiting for a free worker on the gpu queue"
 
 
 def generation_payload(gen: Generation) -> dict[str, Any]:
@@ -180,15 +198,20 @@ def generation_payload(gen: Generation) -> dict[str, Any]:
 def agent_payload(agent: Agent) -> dict[str, Any]:
     """One leaderboard row (``pod`` and ``generation`` joined: ``leaderboard`` selects them).
 
-    ``env_steps`` is what the agent's generation trained, the run page's "env steps" column.
+    ``generation`` is the depth in the lineage (1 = fresh), ``pod_generation`` the pod's
+    counter; ``env_steps`` is what the agent's own generation trained and ``total_env_steps``
+    its line's (ancestors' + own).
     """
     return {
         "id": agent.id,
         "score": agent.score,
         "metrics": agent.metrics,
         "pod": agent.pod.index,
-        "generation": agent.generation.number,
+        "generation": agent.depth,
+        "pod_generation": agent.generation.number,
         "env_steps": agent.generation.env_steps,
+        "total_env_steps": agent.total_env_steps,
+        "lineage": agent.lineage_id,
         "parent_id": agent.parent_id,
         "created_seq": agent.created_seq,
         "hyperparameters": agent.hyperparameters,

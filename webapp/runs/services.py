@@ -42,13 +42,15 @@ from django.utils import timezone
 from webapp import engine
 from webapp.core.errors import AppError
 from webapp.market.models import Dataset
-from webapp.runs import events, selectors
+from webapp.runs import bounds, broker, events, selectors, telemetry
 from webapp.runs.models import Agent, ClusterBudget, Generation, Pod, Run, Task
 
 logger = logging.getLogger(__name__)
 
 MAX_ATTEMPTS = 3
-MAX_PODS = 256
+#: A run pauses itself when the last this-many finished generations of every pod failed the
+#: same way (e.g. all diverged): more of the same would only spend the budget.
+PAUSE_AFTER_FAILURES = 3
 #: Env steps per generation when a run does not say (the New run form and the API): one PPO
 #: rollout at the default hyperparameters (1 024 envs x 16 steps).
 DEFAULT_GENERATION_STEPS = 16_384
@@ -63,22 +65,19 @@ def stale_after_s() -> float:
     return _setting("PADDOCK_STALE_AFTER_S", 120.0)
 
 
+#: Seconds after its dispatch from which a queued generation whose message is not in the
+#: broker (neither waiting nor delivered to a worker) counts as lost and is sent again. The
+#: message goes out milliseconds after the dispatching transaction commits, so a few seconds
+#: are plenty; a message that only waits for a worker is never sent twice, however long it waits.
+LOST_MESSAGE_AFTER_S = 3.0
+
+
 def redispatch_after_s() -> float:
-    """Seconds after which a queued generation's message is presumed lost and sent again."""
-    return _setting("PADDOCK_REDISPATCH_AFTER_S", 60.0)
+    """See :data:`LOST_MESSAGE_AFTER_S`."""
+    return LOST_MESSAGE_AFTER_S
 
 
 # --- budgets -------------------------------------------------------------------------------
-
-
-def _positive(fields: dict[str, str], name: str, value: Any, *, integer: bool = False) -> None:
-    if value is None:
-        return
-    ok = isinstance(value, int | float) and not isinstance(value, bool) and value > 0
-    if integer:
-        ok = ok and float(value).is_integer()
-    if not ok:
-        fields[name] = f"must be a positive {'integer' if integer else 'number'}, got {value!r}"
 
 
 @transaction.atomic
@@ -107,16 +106,17 @@ def budget_create(
     owner = owner or actor
     if owner != actor and not actor.is_staff:
         raise AppError("only staff can assign a budget to another user", fields={"owner": "not allowed"}, status=403)
-    fields: dict[str, str] = {}
-    if not name or not str(name).strip():
-        fields["name"] = "required"
-    _positive(fields, "max_concurrent_pods", max_concurrent_pods, integer=True)
-    _positive(fields, "gpu_hours_cap", gpu_hours_cap)
-    _positive(fields, "max_wall_clock_s", max_wall_clock_s, integer=True)
-    _positive(fields, "env_step_cap", env_step_cap, integer=True)
-    if fields:
-        first = next(iter(fields.items()))
-        raise AppError(f"{first[0]}: {first[1]}", fields=fields)
+    bounds.raise_all(
+        budget_errors(
+            owner=owner,
+            name=name,
+            max_concurrent_pods=max_concurrent_pods,
+            gpu_hours_cap=gpu_hours_cap,
+            max_wall_clock_s=max_wall_clock_s,
+            deadline=deadline,
+            env_step_cap=env_step_cap,
+        )
+    )
     return ClusterBudget.objects.create(
         name=str(name).strip(),
         owner=owner,
@@ -126,6 +126,20 @@ def budget_create(
         deadline=deadline,
         env_step_cap=env_step_cap,
     )
+
+
+def budget_errors(*, owner, name, deadline=None, exclude_id: int | None = None, **limits: Any) -> dict[str, str]:
+    """Every error of a budget's settings at once: a name that is empty or another of the
+    owner's budgets has, limits outside ``bounds.BUDGET``, a deadline in the past."""
+    fields: dict[str, str] = {}
+    if not name or not str(name).strip():
+        fields["name"] = "required"
+    elif ClusterBudget.objects.filter(owner=owner, name=str(name).strip()).exclude(pk=exclude_id).exists():
+        fields["name"] = f"{owner.username} already has a budget named {str(name).strip()!r}"
+    fields.update(bounds.errors(limits, bounds.BUDGET))
+    if deadline is not None and deadline <= timezone.now():
+        fields["deadline"] = f"is in the past ({deadline:%Y-%m-%d %H:%M} UTC)"
+    return fields
 
 
 #: What :func:`budget_update` may change; usage counters are written by the generation protocol.
@@ -164,16 +178,16 @@ def budget_update(*, actor, budget: ClusterBudget, **changes: Any) -> ClusterBud
             fields[name] = "cannot be changed"
     if "max_concurrent_pods" in changes and changes["max_concurrent_pods"] is None:
         fields["max_concurrent_pods"] = "required"
-    for name in ("max_concurrent_pods", "max_wall_clock_s", "env_step_cap"):
-        if name in changes:
-            _positive(fields, name, changes[name], integer=True)
-    if "gpu_hours_cap" in changes:
-        _positive(fields, "gpu_hours_cap", changes["gpu_hours_cap"])
-    if "name" in changes and not str(changes["name"] or "").strip():
-        fields["name"] = "required"
-    if fields:
-        first = next(iter(fields.items()))
-        raise AppError(f"{first[0]}: {first[1]}", fields=fields)
+    owner = changes.get("owner") or budget.owner
+    checked = budget_errors(
+        owner=owner,
+        name=changes.get("name", budget.name),
+        deadline=changes.get("deadline") if "deadline" in changes else None,
+        exclude_id=budget.pk,
+        **{k: v for k, v in changes.items() if k in bounds.BUDGET},
+    )
+    fields.update({k: v for k, v in checked.items() if k not in fields})
+    bounds.raise_all(fields)
     if "name" in changes:
         changes["name"] = str(changes["name"]).strip()
     budget = _lock_budget(budget.pk)
@@ -246,41 +260,53 @@ def task_create(
     """
     if dataset.owner_id != owner.id:
         raise AppError("dataset not found", fields={"dataset": "not found"}, status=404)
+    fields: dict[str, str] = {}
     if tickers is not None and not [t for t in tickers if str(t).strip()]:
-        raise AppError(
-            "tickers: choose at least one ticker, or leave the field out for all of the dataset's tickers",
-            fields={"tickers": "empty; leave it out for all tickers"},
-        )
+        fields["tickers"] = "choose at least one ticker, or leave the field out for all of the dataset's tickers"
+        tickers = None
     named = tickers is not None
-    tickers = (
-        list(dataset.tickers) if tickers is None else engine.clean_tickers([t for t in tickers if str(t).strip()])
-    )
+    if named:
+        cleaned = bounds.collect(fields, engine.clean_tickers, [t for t in tickers if str(t).strip()])
+        tickers = cleaned if cleaned is not None else []
+    else:
+        tickers = list(dataset.tickers)
     unknown = [t for t in tickers if t not in dataset.tickers]
     if unknown:
-        raise AppError(
-            f"tickers: {', '.join(unknown)} not in dataset {dataset.name!r}",
-            fields={"tickers": f"unknown: {', '.join(unknown)}"},
-        )
+        fields["tickers"] = f"{', '.join(unknown)} not in dataset {dataset.name!r}"
     if not isinstance(splits, dict) or any(k not in splits for k in ("train", "validation", "test")):
         raise AppError("splits: train, validation and test ranges are required", fields={"splits": "required"})
+    env = env or {}
+    hyperparameters = hyperparameters or {}
     spec = {
         "data": {"paths": dataset.source_paths(), "tickers": tickers},
         "train": splits["train"],
         "validation": splits["validation"],
         "test": splits["test"],
-        "env": env or {},
+        "env": env,
         "algorithm": algorithm,
-        "hyperparameters": hyperparameters or {},
+        "hyperparameters": hyperparameters,
     }
-    normalized = engine.validate_task(spec)
-    decided = engine.check_task_data(
-        {k: normalized[k] for k in ("train", "validation", "test")},
-        paths=dataset.source_paths(),
-        tickers=tickers,
-        named=named,
-        file_names=dataset.file_names(),
-        benchmark_path=settings.PADDOCK_BENCHMARK_FILE,
-    )
+    # Every error at once: env bounds, each hyperparameter alone, then data and splits alone.
+    if isinstance(env, dict):
+        fields.update(bounds.errors(env, bounds.ENV, prefix="env."))
+    if isinstance(hyperparameters, dict):
+        fields.update(bounds.hyperparameter_errors(algorithm, hyperparameters, engine.validate_hyperparameters))
+    base = bounds.collect(fields, engine.validate_task, {**spec, "env": {}, "hyperparameters": {}})
+    decided = None
+    if base is not None and not unknown and not any(k.startswith("tickers") for k in fields):
+        # the tickers actually traded over the task's range, and every data decision
+        decided = bounds.collect(
+            fields,
+            engine.check_task_data,
+            {k: base[k] for k in ("train", "validation", "test")},
+            paths=dataset.source_paths(),
+            tickers=tickers,
+            named=named,
+            file_names=dataset.file_names(),
+            benchmark_path=settings.PADDOCK_BENCHMARK_FILE,
+        )
+    bounds.raise_all(fields)
+    normalized = engine.validate_task(spec)  # what depends on several fields at once
     return Task.objects.create(
         owner=owner,
         name=name,
@@ -337,6 +363,8 @@ def run_create(
         mutation: ``{"bounds": {hyperparameter: [low, high]}, "factors": [0.8, 1.25],
             "probability": 1.0}``; the hyperparameters named in ``bounds`` are perturbed when
             an agent is copied from the leaderboard.
+        device: ``"auto"``, ``"cpu"`` or ``"cuda"``; the worker that trains a generation picks
+            the GPU (``cuda:1`` is refused).
 
     Raises:
         AppError: a bad setting (naming it), or a task/budget the user may not use (404).
@@ -345,22 +373,20 @@ def run_create(
         raise AppError("task not found", fields={"task": "not found"}, status=404)
     if budget.owner_id != owner.id and not owner.is_staff:
         raise AppError("budget not found", fields={"budget": "not found"}, status=404)
-    fields: dict[str, str] = {}
-    _positive(fields, "num_pods", num_pods, integer=True)
-    if not fields and num_pods > MAX_PODS:
-        fields["num_pods"] = f"at most {MAX_PODS}"
-    _positive(fields, "generation_steps", generation_steps, integer=True)
-    _positive(fields, "leaderboard_size", leaderboard_size, integer=True)
-    if not isinstance(fresh_probability, int | float) or not 0.0 <= fresh_probability <= 1.0:
-        fields["fresh_probability"] = f"must be in [0, 1], got {fresh_probability!r}"
-    if score_metric != "sharpe":
-        fields["score_metric"] = "only 'sharpe' (validation Sharpe ratio) is supported"
-    if fields:
-        first = next(iter(fields.items()))
-        raise AppError(f"{first[0]}: {first[1]}", fields=fields)
-    engine.check_generation_steps(task.algorithm, task.hyperparameters, generation_steps)
     mutation = dict(mutation or {})
-    engine.check_mutation(mutation, task.hyperparameters)
+    fields = run_settings_errors(
+        num_pods=num_pods,
+        generation_steps=generation_steps,
+        leaderboard_size=leaderboard_size,
+        fresh_probability=fresh_probability,
+        score_metric=score_metric,
+        seed=seed,
+        device=device,
+    )
+    if "generation_steps" not in fields:
+        bounds.collect(fields, engine.check_generation_steps, task.algorithm, task.hyperparameters, generation_steps)
+    bounds.collect(fields, engine.check_mutation, mutation, task.hyperparameters)
+    bounds.raise_all(fields)
     return Run.objects.create(
         owner=owner,
         name=name or f"{task.name} run",
@@ -375,6 +401,34 @@ def run_create(
         seed=int(seed),
         device=device,
     )
+
+
+def run_settings_errors(
+    *,
+    num_pods: Any,
+    generation_steps: Any,
+    leaderboard_size: Any,
+    fresh_probability: Any,
+    seed: Any = 0,
+    score_metric: str = "sharpe",
+    device: str = "auto",
+) -> dict[str, str]:
+    """Every error of a run's own settings at once (``bounds.RUN``, score metric, device),
+    without its task: the new-run page shows them with the task's errors in one answer."""
+    fields = bounds.errors(
+        {
+            "num_pods": num_pods,
+            "generation_steps": generation_steps,
+            "leaderboard_size": leaderboard_size,
+            "fresh_probability": fresh_probability,
+            "seed": seed,
+        },
+        bounds.RUN,
+    )
+    if score_metric != "sharpe":
+        fields["score_metric"] = "only 'sharpe' (validation Sharpe ratio) is supported"
+    bounds.collect(fields, engine.check_run_device, device)
+    return fields
 
 
 def _publish_run(run: Run) -> None:
@@ -454,13 +508,17 @@ def _budget_dispatch(budget: ClusterBudget) -> int:
 
 
 def _send_generation_tasks(ids: list[int]) -> None:
+    """Send one ``run_generation`` message per id (after the dispatching transaction
+    committed). A message that cannot be sent (broker down) leaves its generation undispatched,
+    so the next sweep (at the latest when the broker is back) sends it."""
     from webapp.runs.tasks import run_generation
 
     for gen_id in ids:
         try:
-            run_generation.delay(gen_id)
-        except Exception:  # broker down: runs_ensure_work sends it again later
-            logger.warning("could not send generation %s; the sweep will retry", gen_id, exc_info=True)
+            run_generation.apply_async((gen_id,), task_id=broker.generation_task_id(gen_id))
+        except Exception as exc:
+            logger.warning("could not send generation %s (%s); the sweep will send it", gen_id, exc)
+            Generation.objects.filter(pk=gen_id, status__in=Generation.CLAIMABLE).update(dispatched_at=None)
 
 
 def run_start(*, run: Run) -> Run:
@@ -497,13 +555,24 @@ def run_pause(*, run: Run) -> Run:
     """
     with transaction.atomic():
         _lock_budget(run.budget_id)
-        updated = Run.objects.filter(pk=run.pk, status=Run.Status.RUNNING).update(status=Run.Status.PAUSED)
-        if not updated:
+        if not _run_set_paused(run, reason=""):
             run.refresh_from_db()
             raise AppError(f"run is {run.status}; only a running run can be paused", status=409)
-        Generation.objects.filter(run_id=run.pk, status=Generation.Status.QUEUED).update(dispatched_at=None)
-        _publish_run(run)
     return run
+
+
+def _run_set_paused(run: Run, *, reason: str) -> bool:
+    """Pause ``run`` if it is running (call with its budget row locked): queued generations
+    wait, running ones finish. Returns whether it was paused."""
+    updated = Run.objects.filter(pk=run.pk, status=Run.Status.RUNNING).update(
+        status=Run.Status.PAUSED, status_reason=reason[:300]
+    )
+    if not updated:
+        return False
+    run.status, run.status_reason = Run.Status.PAUSED, reason[:300]
+    Generation.objects.filter(run_id=run.pk, status=Generation.Status.QUEUED).update(dispatched_at=None)
+    _publish_run(run)
+    return True
 
 
 def run_resume(*, run: Run) -> Run:
@@ -520,21 +589,24 @@ def run_resume(*, run: Run) -> Run:
         reason = _budget_spent_reason(budget, run)
         if reason:
             raise AppError(f"cannot resume: {reason}", fields={"budget": reason}, status=409)
-        run.status = Run.Status.RUNNING
-        run.save(update_fields=["status"])
+        run.status, run.status_reason = Run.Status.RUNNING, ""
+        run.save(update_fields=["status", "status_reason"])
         _ensure_pods(run)
         _budget_dispatch(budget)
         _publish_run(run)
     return run
 
 
-def run_stop(*, run: Run, cancel: bool = False) -> Run:
-    """Stop a run. Running generations are cancelled through the trainer's ``should_stop``
-    signal (within about a second) and queued ones at once.
+def run_stop(*, run: Run, backtest: bool = False) -> Run:
+    """Stop a run at once: it ends ``cancelled`` (a user's stop is never ``finished``, which
+    means the budget or its limits ended the run). Queued generations are cancelled now and
+    running ones through the trainer's ``should_stop`` signal (within about a second); a
+    generation still running at stop time never enters the leaderboard, even if it completes
+    (see ``_generation_complete_locked``).
 
     Args:
-        cancel: ``False``: the run ends ``finished`` and its end-of-run backtests run on the
-            agents it has; ``True``: it ends ``cancelled``, without backtests.
+        backtest: also queue the end-of-run backtests of the best agents the run has (the
+            user's choice on the Stop form; default no).
 
     Raises:
         AppError: the run has already ended (409).
@@ -544,19 +616,18 @@ def run_stop(*, run: Run, cancel: bool = False) -> Run:
         run = Run.objects.select_for_update().get(pk=run.pk)
         if run.status in Run.TERMINAL:
             raise AppError(f"run is already {run.status}", status=409)
-        never_started = run.status == Run.Status.QUEUED
         run.stop_requested = True
-        run.status_reason = "cancelled by user" if cancel else "stopped by user"
-        run.status = Run.Status.CANCELLED if cancel or never_started else Run.Status.FINISHING
-        if run.status == Run.Status.CANCELLED:
-            run.finished_at = timezone.now()
+        run.status_reason = "cancelled by user" + (" (best agents backtested)" if backtest else "")
+        run.status = Run.Status.CANCELLED
+        run.finished_at = timezone.now()
         run.save(update_fields=["stop_requested", "status_reason", "status", "finished_at"])
         _cancel_waiting(run)
-        if run.status == Run.Status.CANCELLED:
-            Pod.objects.filter(run=run).exclude(state=Pod.State.RETIRED).update(state=Pod.State.STOPPED)
-        _run_maybe_finish(run)
+        Pod.objects.filter(run=run).exclude(state=Pod.State.RETIRED).update(state=Pod.State.STOPPED)
         _budget_dispatch(budget)
         _publish_run(run)
+        if backtest:
+            run_id = run.pk
+            transaction.on_commit(lambda: _trigger_backtests(run_id))
     return run
 
 
@@ -569,12 +640,7 @@ def run_scale(*, run: Run, num_pods: int) -> Run:
     Raises:
         AppError: a bad count (400) or an ended run (409).
     """
-    fields: dict[str, str] = {}
-    _positive(fields, "num_pods", num_pods, integer=True)
-    if not fields and num_pods > MAX_PODS:
-        fields["num_pods"] = f"at most {MAX_PODS}"
-    if fields:
-        raise AppError(f"num_pods: {fields['num_pods']}", fields=fields)
+    bounds.raise_all(bounds.errors({"num_pods": num_pods}, {"num_pods": bounds.RUN["num_pods"]}))
     with transaction.atomic():
         budget = _lock_budget(run.budget_id)
         run = Run.objects.select_for_update().get(pk=run.pk)
@@ -911,7 +977,9 @@ def _generation_complete_locked(claim: Claim, result: dict[str, Any], stored: st
         gpu_seconds_used=F("gpu_seconds_used") + duration, env_steps_used=F("env_steps_used") + trained
     )
     budget.refresh_from_db()
-    cancelled = bool(result.get("cancelled")) or stored is None
+    # A generation of a run stopped by its user (or failed) while it trained is cancelled,
+    # even when its training ended before it saw the signal: it does not enter the leaderboard.
+    cancelled = bool(result.get("cancelled")) or stored is None or run.stop_requested
     Generation.objects.filter(pk=gen.pk).update(
         status=Generation.Status.CANCELLED if cancelled else Generation.Status.DONE,
         env_steps=trained,
@@ -920,11 +988,15 @@ def _generation_complete_locked(claim: Claim, result: dict[str, Any], stored: st
         hyperparameters=result.get("hyperparameters") or gen.hyperparameters,
         error="cancelled" if cancelled else "",
     )
+    telemetry.points_store(
+        run_id=run.pk, generation_id=gen.pk, attempt=claim.attempt, points=result.get("telemetry") or []
+    )
     gen.refresh_from_db()
     pod = gen.pod
     agent = None
     if not cancelled:
         seq = (Agent.objects.filter(run=run).aggregate(m=Max("created_seq"))["m"] or 0) + 1
+        parent = gen.parent
         agent = Agent.objects.create(
             run=run,
             generation=gen,
@@ -937,12 +1009,28 @@ def _generation_complete_locked(claim: Claim, result: dict[str, Any], stored: st
             checkpoint=stored,
             sha256=result.get("sha256", ""),
             created_seq=seq,
+            # the lineage as the database knows it (the trainer's checkpoint counts the same)
+            depth=parent.depth + 1 if parent is not None else 1,
+            total_env_steps=(parent.total_env_steps if parent is not None else 0) + trained,
+            lineage_id=(parent.lineage_id or parent.pk) if parent is not None else None,
         )
+        if parent is None:
+            Agent.objects.filter(pk=agent.pk).update(lineage=agent)
+            agent.lineage_id = agent.pk
         _leaderboard_submit(run, agent)
         Pod.objects.filter(pk=pod.pk).update(current_agent=agent, generations_done=F("generations_done") + 1)
+        _run_stop_if_all_zero(run)
     pod.refresh_from_db()
+    _pod_continue(run, budget, pod, gen)
+    _run_maybe_finish(run)
+    _budget_dispatch(budget)
+    _publish_budget_usage(budget.id, run)
+    return agent
 
-    # The pod's next generation, if run, pod count and budget allow.
+
+def _pod_continue(run: Run, budget: ClusterBudget, pod: Pod, gen: Generation) -> None:
+    """Queue the pod's next generation after ``gen`` ended, if run, pod count and budget allow;
+    else idle, retire or stop the pod (the run begins to finish when the budget is spent)."""
     next_gen = None
     if run.status == Run.Status.RUNNING and pod.index < run.num_pods:
         reserved = selectors.budget_running_generations(budget.id).aggregate(t=Sum("env_steps"))["t"] or 0
@@ -960,10 +1048,32 @@ def _generation_complete_locked(claim: Claim, result: dict[str, Any], stored: st
         Pod.objects.filter(pk=pod.pk).update(state=state)
         pod.state = state
         _publish_pod(pod, gen)
-    _run_maybe_finish(run)
-    _budget_dispatch(budget)
-    _publish_budget_usage(budget.id, run)
-    return agent
+
+
+def _run_stop_if_all_zero(run: Run) -> None:
+    """Fail ``run`` when its last ``PADDOCK_ZERO_SCORE_GENERATIONS`` agents all scored exactly
+    0: such agents never trade (or their score is undefined), and a run that only makes them
+    would spend its whole budget on them (e.g. an initial cash so large that no trade of hmax
+    shares moves the value). Running generations are cancelled; the reason says what to check."""
+    n = int(_setting("PADDOCK_ZERO_SCORE_GENERATIONS", 8))
+    last = list(Agent.objects.filter(run=run).order_by("-created_seq").values_list("score", flat=True)[:n])
+    if len(last) < n or any(score != 0.0 for score in last):
+        return
+    reason = (
+        f"stopped: the last {n} agents all scored exactly 0 (they never traded, or their score was undefined); "
+        "check initial cash, max shares per trade, costs and the reward scaling"
+    )
+    stopped = (
+        Run.objects.filter(pk=run.pk)
+        .exclude(status__in=Run.TERMINAL)
+        .update(status=Run.Status.FAILED, status_reason=reason, finished_at=timezone.now(), stop_requested=True)
+    )
+    if stopped:
+        logger.warning("run stopped: %d zero-score agents in a row", n, extra={"run": run.pk})
+        run.refresh_from_db()
+        _cancel_waiting(run)
+        Pod.objects.filter(run=run).exclude(state=Pod.State.RETIRED).update(state=Pod.State.STOPPED)
+        _publish_run(run)
 
 
 def _leaderboard_submit(run: Run, agent: Agent) -> None:
@@ -990,10 +1100,82 @@ def _leaderboard_submit(run: Run, agent: Agent) -> None:
         )
 
 
-def generation_fail(*, claim: Claim, error: str, retry: bool) -> None:
+def generation_diverged(*, claim: Claim, error: str, env_steps: int) -> None:
+    """Record a generation whose training diverged (``engine.Diverged``: a NaN or infinite
+    loss, gradient norm, parameter or action).
+
+    A permanent failure of this generation alone (the same hyperparameters would diverge
+    again): it is not retried and leaves no agent, checkpoint or leaderboard entry; its time
+    and ``env_steps`` count against the budget. The run goes on: the pod gets its next
+    generation (a child of a healthy leaderboard agent, with mutated hyperparameters, may try
+    again), unless the last :data:`PAUSE_AFTER_FAILURES` finished generations of every pod
+    failed so, which pauses the run with the reason (:func:`_run_pause_if_failing`).
+
+    Args:
+        claim: the claim this worker holds (a late attempt's report is ignored).
+        error: the trainer's one line, e.g. "PPO diverged at update 37: policy loss is NaN;
+            learning_rate=1000".
+        env_steps: env steps trained before the divergence.
+    """
+    with transaction.atomic():
+        run = Run.objects.get(pk=claim.run_id)
+        budget = _lock_budget(run.budget_id)
+        gen = Generation.objects.select_related("pod").get(pk=claim.generation_id)
+        if gen.status != Generation.Status.RUNNING or gen.attempt != claim.attempt:
+            return
+        run.refresh_from_db()
+        now = timezone.now()
+        duration = max(0.0, (now - gen.started_at).total_seconds())
+        ClusterBudget.objects.filter(pk=budget.pk).update(
+            gpu_seconds_used=F("gpu_seconds_used") + duration, env_steps_used=F("env_steps_used") + int(env_steps)
+        )
+        budget.refresh_from_db()
+        Generation.objects.filter(pk=gen.pk).update(
+            status=Generation.Status.FAILED,
+            failure=Generation.Failure.DIVERGED,
+            env_steps=int(env_steps),
+            finished_at=now,
+            heartbeat_at=now,
+            error=error[:2000],
+        )
+        gen.refresh_from_db()
+        _pod_continue(run, budget, gen.pod, gen)
+        _run_pause_if_failing(run, gen)
+        _run_maybe_finish(run)
+        _budget_dispatch(budget)
+        _publish_budget_usage(budget.id, run)
+
+
+def _run_pause_if_failing(run: Run, gen: Generation) -> None:
+    """Pause a running run when the last :data:`PAUSE_AFTER_FAILURES` finished (done or
+    failed) generations of every one of its pods failed with ``gen``'s ``failure``; the
+    reason, with ``gen``'s error, goes to ``status_reason`` (run page and API)."""
+    if run.status != Run.Status.RUNNING or not gen.failure:
+        return
+    for index in range(run.num_pods):
+        last = list(
+            Generation.objects.filter(
+                run_id=run.pk, pod__index=index, status__in=(Generation.Status.DONE, Generation.Status.FAILED)
+            )
+            .order_by("-number")
+            .values_list("status", "failure")[:PAUSE_AFTER_FAILURES]
+        )
+        if len(last) < PAUSE_AFTER_FAILURES or any(row != (Generation.Status.FAILED, gen.failure) for row in last):
+            return
+    reason = (
+        f"paused: the last {PAUSE_AFTER_FAILURES} generations of every pod {gen.get_failure_display()} "
+        f"(latest: {gen.error.strip().splitlines()[-1] if gen.error.strip() else 'no reason given'})"
+    )
+    if _run_set_paused(run, reason=reason):
+        logger.warning("run paused itself: %s", reason, extra={"run": run.pk})
+
+
+def generation_fail(*, claim: Claim, error: str, retry: bool, count_attempt: bool = True) -> None:
     """Record a failed attempt. A transient failure (``retry``) queues the generation again
     while attempts remain; a permanent one (bad data or config) fails the generation and the
-    run, whose other generations would fail the same way."""
+    run, whose other generations would fail the same way. With ``count_attempt=False`` (the
+    worker lost its database connection: nothing is wrong with the generation) the attempt is
+    given back, so the next claim has the same number and the generation keeps all its tries."""
     with transaction.atomic():
         run = Run.objects.get(pk=claim.run_id)
         budget = _lock_budget(run.budget_id)
@@ -1003,9 +1185,12 @@ def generation_fail(*, claim: Claim, error: str, retry: bool) -> None:
         now = timezone.now()
         duration = max(0.0, (now - gen.started_at).total_seconds())
         ClusterBudget.objects.filter(pk=budget.pk).update(gpu_seconds_used=F("gpu_seconds_used") + duration)
-        if retry and gen.attempt < MAX_ATTEMPTS:
+        if retry and (gen.attempt < MAX_ATTEMPTS or not count_attempt):
             Generation.objects.filter(pk=gen.pk).update(
-                status=Generation.Status.QUEUED, dispatched_at=None, error=error[:2000]
+                status=Generation.Status.QUEUED,
+                dispatched_at=None,
+                error=error[:2000],
+                attempt=F("attempt") - (0 if count_attempt else 1),
             )
             _budget_dispatch(budget)
             _publish_budget_usage(budget.id, run)
@@ -1080,6 +1265,9 @@ def runs_ensure_work(*, redispatch_after: float | None = None) -> int:
         The number of generation messages sent.
     """
     redispatch_after = redispatch_after_s() if redispatch_after is None else redispatch_after
+    # Read the broker before the database: a generation dispatched before ``cutoff`` and still
+    # claimable now had its message in the broker when it was read, unless it was lost.
+    in_broker = broker.generations_in_broker(delivered_within_s=stale_after_s())
     cutoff = timezone.now() - timedelta(seconds=redispatch_after)
     sent = 0
     budget_ids = set(Run.objects.filter(status__in=Run.ACTIVE).values_list("budget_id", flat=True))
@@ -1096,12 +1284,18 @@ def runs_ensure_work(*, redispatch_after: float | None = None) -> int:
                         _ensure_pods(run)
                 elif run.status == Run.Status.FINISHING:
                     _run_maybe_finish(run)
-            Generation.objects.filter(
+            dispatched = Generation.objects.filter(
                 run__budget=budget,
                 run__status=Run.Status.RUNNING,
                 status__in=Generation.CLAIMABLE,
                 dispatched_at__lt=cutoff,
-            ).update(dispatched_at=None)
+            ).values_list("id", flat=True)
+            lost = [] if in_broker is None else [gen_id for gen_id in dispatched if gen_id not in in_broker]
+            if lost:
+                logger.warning("generations %s lost their task message; sending them again", lost)
+                Generation.objects.filter(id__in=lost).update(dispatched_at=timezone.now())
+                transaction.on_commit(lambda ids=lost: _send_generation_tasks(ids))
+                sent += len(lost)
             lost_stale = list(
                 Generation.objects.filter(
                     run__budget=budget,

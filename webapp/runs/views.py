@@ -22,7 +22,7 @@ from django.urls import NoReverseMatch, reverse
 from django.views.decorators.http import require_GET, require_http_methods, require_POST, require_safe
 
 from webapp.core.errors import AppError
-from webapp.runs import forms, queries, selectors, services
+from webapp.runs import forms, lineage, queries, selectors, services, telemetry, workers
 
 PAGE_SIZE = 50
 #: leaderboard rows the run page shows (the API pages through all of them)
@@ -161,7 +161,15 @@ def run_new(request: HttpRequest) -> HttpResponse:
         if form.is_valid():
             try:
                 with transaction.atomic():
-                    task = services.task_create(owner=request.user, **form.task_kwargs())
+                    try:
+                        task = services.task_create(owner=request.user, **form.task_kwargs())
+                    except AppError as exc:
+                        # the run's own settings are checked too: every error in one answer
+                        run_kwargs = {
+                            k: v for k, v in form.run_kwargs().items() if k not in ("budget", "name", "mutation")
+                        }
+                        extra = services.run_settings_errors(**run_kwargs)
+                        raise AppError(exc.message, fields={**exc.fields, **extra}) from exc
                     run = services.run_create(owner=request.user, task=task, **form.run_kwargs())
             except AppError as exc:
                 form.add_app_error(exc)
@@ -230,8 +238,27 @@ def run_detail(request: HttpRequest, run_id: int) -> HttpResponse:
             "progress": run_data["budget"]["progress"],
             "wall_clock_limit": format_duration(run.budget.max_wall_clock_s),
             "scale_form": forms.ScaleForm(initial={"num_pods": run.num_pods}),
+            "metrics_config": metrics_config(
+                api=reverse("api:run-metrics", args=[run.pk]),
+                algorithm=run.task.algorithm,
+                group="lineage",
+                title="against each line's cumulative env steps",
+            ),
         },
     )
+
+
+def metrics_config(*, api: str, algorithm: str, group: str, title: str = "") -> dict[str, Any]:
+    """What ``templates/runs/_metrics.html`` and ``run_metrics.js`` need: the curves' API, the
+    algorithm's metrics (name -> label), the first one shown and how lines are grouped."""
+    names = telemetry.ALGORITHM_METRICS.get(algorithm, tuple(telemetry.METRICS))
+    return {
+        "api": api,
+        "metrics": {n: telemetry.METRICS[n] for n in names},
+        "default_metric": "episode_return_mean",
+        "group": group,
+        "title": title,
+    }
 
 
 def format_duration(seconds: float | None) -> str:
@@ -271,7 +298,7 @@ CONTROLS = {
     "start": lambda run, form: services.run_start(run=run),
     "pause": lambda run, form: services.run_pause(run=run),
     "resume": lambda run, form: services.run_resume(run=run),
-    "stop": lambda run, form: services.run_stop(run=run, cancel=form.get("cancel") == "1"),
+    "stop": lambda run, form: services.run_stop(run=run, backtest=form.get("backtest") in ("1", "on", "true")),
 }
 
 
@@ -388,6 +415,11 @@ def agent_detail(request: HttpRequest, agent_id: int) -> HttpResponse:
         backtest_url = reverse("reports:backtest-new")
     except NoReverseMatch:  # the reports app is not installed
         backtest_url = None
+    try:
+        # the zip a user downloads (exported once, on the first view or download)
+        bundle = queries.agent_bundle(agent)
+    except AppError:
+        bundle = None
     return render(
         request,
         "runs/agent.html",
@@ -406,6 +438,13 @@ def agent_detail(request: HttpRequest, agent_id: int) -> HttpResponse:
                 for step in queries.agent_lineage(agent)
             ],
             "backtest_url": backtest_url,
+            "bundle": bundle,
+            "metrics_config": metrics_config(
+                api=reverse("api:agent-metrics", args=[agent.pk]),
+                algorithm=agent.run.task.algorithm,
+                group="agent",
+                title="this agent and its ancestors, against the line's cumulative env steps",
+            ),
         },
     )
 
@@ -450,3 +489,104 @@ def budget_list(request: HttpRequest) -> HttpResponse:
     return render(
         request, "runs/budgets.html", {"budgets": queries.budgets_with_usage(user=request.user), "form": form}
     )
+
+
+# --- every agent of a run ------------------------------------------------------------------
+
+AGENT_PAGE_SIZE = 50
+#: Columns of the all-agents table: (sort key, header, title).
+AGENT_COLUMNS = [
+    ("id", "Agent", "in the order they were submitted"),
+    ("score", "Score", "validation score"),
+    ("generation", "Generation", "depth in the lineage: a fresh agent is generation 1"),
+    (None, "Parent", ""),
+    (None, "Mutation", "hyperparameter changes applied when it was copied from its parent"),
+    ("pod", "Pod", ""),
+    ("env_steps", "Env steps own", "env steps its own generation trained"),
+    ("total_env_steps", "Env steps line", "env steps of its whole line: ancestors' + own"),
+]
+
+
+@login_required
+@require_GET
+def run_agents(request: HttpRequest, run_id: int) -> HttpResponse:
+    """Every agent of a run: sortable, filterable, paginated table (``?format=csv`` for all
+    rows), the lineage tree and the score-vs-env-steps scatter."""
+    run = _run_or_404(request, run_id)
+    filters = forms.AgentFilterForm(request.GET or None)
+    values = filters.cleaned_data if filters.is_valid() else {}
+    sort = values.get("sort") or lineage.DEFAULT_SORT
+    qs = lineage.agent_table(
+        run,
+        sort=sort,
+        pod=values.get("pod"),
+        lineage=values.get("lineage"),
+        generation=values.get("generation"),
+        min_score=values.get("min_score"),
+        leaderboard_only=bool(values.get("leaderboard")),
+    )
+    if request.GET.get("format") == "csv":
+        response = HttpResponse(lineage.agents_csv(qs), content_type="text/csv; charset=utf-8")
+        response["Content-Disposition"] = f'attachment; filename="run-{run.pk}-agents.csv"'
+        return response
+    page = Paginator(qs, AGENT_PAGE_SIZE).get_page(request.GET.get("page"))
+    query = request.GET.copy()
+    query.pop("page", None)
+    without_sort = query.copy()
+    without_sort.pop("sort", None)
+    columns = []
+    for key, header, title in AGENT_COLUMNS:
+        next_sort = None
+        if key is not None:
+            next_sort = f"-{key}" if sort != f"-{key}" else key
+        arrow = " ↓" if key and sort == f"-{key}" else (" ↑" if key and sort == key else "")
+        columns.append({"key": key, "header": header + arrow, "title": title, "next_sort": next_sort})
+    return render(
+        request,
+        "runs/agents.html",
+        {
+            "run": run,
+            "filters": filters,
+            "page": page,
+            "rows": [{"agent": a, "mutation": lineage.mutation_text(a.generation.mutations)} for a in page.object_list],
+            "columns": columns,
+            "query": query.urlencode(),
+            "sort_query": without_sort.urlencode(),
+            "tree": lineage.lineage_tree(run),
+            "scatter": lineage.scatter_points(run),
+            "agent_url": reverse("runs:agent", args=[0]),
+        },
+    )
+
+
+# --- workers (staff) -----------------------------------------------------------------------
+
+
+def _staff_or_404(request: HttpRequest) -> None:
+    if not request.user.is_staff:
+        raise Http404("staff only")
+
+
+@login_required
+@require_GET
+def worker_list(request: HttpRequest) -> HttpResponse:
+    """Staff: each Celery worker (queues, device, what it trains, last heartbeat) and the
+    latest failed generations with their one-line reason and a link to their log lines."""
+    _staff_or_404(request)
+    rows, error = workers.worker_rows()
+    return render(
+        request,
+        "runs/workers.html",
+        {"workers": rows, "error": error, "failed": workers.failed_generations()},
+    )
+
+
+@login_required
+@require_GET
+def worker_log(request: HttpRequest, run_id: int) -> HttpResponse:
+    """Staff: the process-log lines of one run (``?pod=N`` for one pod)."""
+    _staff_or_404(request)
+    pod = request.GET.get("pod")
+    pod_index = int(pod) if pod and pod.isdigit() else None
+    lines = workers.log_lines(run_id=run_id, pod_index=pod_index)
+    return render(request, "runs/worker_log.html", {"run_id": run_id, "pod": pod_index, "lines": lines})

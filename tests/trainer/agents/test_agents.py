@@ -1,4 +1,4 @@
-"""Agent API shared by PPO and SAC: exact resume, acting, export, hyperparameters, cancel, progress."""
+"""Agent API shared by PPO, A2C, SAC, TD3 and DDPG: exact resume, acting, export, hyperparameters, cancel, progress."""
 
 from __future__ import annotations
 
@@ -25,8 +25,12 @@ TINY = {
         "learning_starts": 16,
         "updates_per_step": 2,
     },
+    "a2c": {"num_envs": 4, "rollout_steps": 8, "hidden_sizes": [16, 16]},
 }
-ALGOS = ["ppo", "sac"]
+_TINY_TD3 = dict(TINY["sac"])
+TINY["td3"] = TINY["ddpg"] = _TINY_TD3
+ALGOS = ["ppo", "a2c", "sac", "td3", "ddpg"]
+OFF_POLICY = ("sac", "td3", "ddpg")
 
 
 def _agent(algo: str, seed: int = 0):
@@ -38,7 +42,7 @@ def _env(algo: str) -> PendulumVecEnv:
 
 
 def _state_dict(agent):
-    if agent.algorithm == "sac":
+    if agent.algorithm in OFF_POLICY:
         return agent.state_dict(include_replay_buffer=True)
     return agent.state_dict()
 
@@ -126,8 +130,9 @@ def test_ppo_set_hyperparameters_updates_optimizer_learning_rate_and_entropy_wei
     assert agent.hyperparameters()["ent_coef"] == 0.05
 
 
-def test_sac_set_hyperparameters_updates_actor_and_critic_optimizers():
-    agent = _agent("sac")
+@pytest.mark.parametrize("algo", OFF_POLICY)
+def test_off_policy_set_hyperparameters_updates_actor_and_critic_optimizers(algo):
+    agent = _agent(algo)
     agent.set_hyperparameters(actor_learning_rate=1e-2, critic_learning_rate=2e-2)
     assert agent.actor_optimizer.param_groups[0]["lr"] == 1e-2
     assert agent.critic_optimizer.param_groups[0]["lr"] == 2e-2
@@ -136,7 +141,7 @@ def test_sac_set_hyperparameters_updates_actor_and_critic_optimizers():
 @pytest.mark.parametrize("algo", ALGOS)
 def test_set_hyperparameters_rejects_bad_values_and_architecture_changes(algo):
     agent = _agent(algo)
-    lr_key = "learning_rate" if algo == "ppo" else "actor_learning_rate"
+    lr_key = "actor_learning_rate" if algo in OFF_POLICY else "learning_rate"
     with pytest.raises(ConfigError) as err:
         agent.set_hyperparameters(**{lr_key: -1.0})
     assert err.value.details["field"] == f"{algo}.{lr_key}"
@@ -179,3 +184,60 @@ def test_learning_on_an_env_of_other_dimensions_is_a_config_error(algo):
     with pytest.raises(ConfigError) as err:
         agent.learn(_env(algo), 10)
     assert err.value.details["field"] == "env"
+
+
+# ----------------------------------------------------------------------------- telemetry
+@pytest.mark.parametrize(("total", "max_points"), [(1, 50), (3, 50), (49, 50), (50, 50), (51, 50), (1000, 50), (7, 2)])
+def test_telemetry_records_at_most_max_points_including_the_last(total, max_points):
+    from trainer.agents._common import telemetry_due
+
+    due = [i for i in range(total) if telemetry_due(i, total, max_points)]
+    assert 1 <= len(due) <= max_points
+    assert due[-1] == total - 1
+    if total <= max_points - 1:
+        assert len(due) == total  # short calls record every iteration
+
+
+PPO_CURVES = {"policy_loss", "value_loss", "entropy", "approx_kl", "clip_fraction", "explained_variance"}
+CURVES = {
+    "ppo": PPO_CURVES,
+    "a2c": {"policy_loss", "value_loss", "entropy", "explained_variance"},
+    "sac": {"critic_loss", "actor_loss", "alpha_loss", "alpha"},
+    "td3": {"critic_loss", "actor_loss"},
+    "ddpg": {"critic_loss", "actor_loss"},
+}
+
+
+@pytest.mark.parametrize("algo", ALGOS)
+def test_telemetry_points_follow_env_steps_with_losses_and_learning_rate(algo):
+    agent = _agent(algo)
+    points = []
+    stats = agent.learn(_env(algo), 256, telemetry=points.append)
+    steps = [p["env_steps"] for p in points]
+    assert steps == sorted(steps) and len(set(steps)) == len(steps)
+    assert steps[-1] == stats["env_steps"] == 256
+    assert [p["total_env_steps"] for p in points] == steps  # a fresh agent: its life is this call
+    assert all(p["steps_per_s"] > 0 and p["elapsed_s"] > 0 for p in points)
+    last = points[-1]
+    curves = CURVES[algo]
+    assert curves <= set(last), f"missing {curves - set(last)}"
+    lr_name = "actor_learning_rate" if algo in OFF_POLICY else "learning_rate"
+    assert last["learning_rate"] == pytest.approx(getattr(agent.config, lr_name))
+    if algo in ("ppo", "a2c"):
+        # the last point's losses are the returned stats' (the same rollout)
+        for name in curves:
+            assert last[name] == pytest.approx(stats[name], nan_ok=True)
+        assert last["explained_variance"] is None or last["explained_variance"] <= 1.0
+    if algo == "ppo":
+        assert 0.0 <= last["clip_fraction"] <= 1.0 and last["approx_kl"] is not None
+    elif algo == "sac":
+        assert last["alpha"] > 0
+
+
+def test_telemetry_of_a_long_call_is_bounded_and_spread():
+    agent = make_agent("ppo", 3, 1, {**TINY["ppo"], "num_envs": 2, "rollout_steps": 2, "update_epochs": 1}, seed=0)
+    points = []
+    agent.learn(PendulumVecEnv(2, seed=5), 4 * 120, telemetry=points.append)  # 120 rollouts
+    assert len(points) <= 50
+    gaps = np.diff([p["env_steps"] for p in points])
+    assert gaps.max() <= 2 * gaps.min() + 4  # evenly spread, not bunched at one end

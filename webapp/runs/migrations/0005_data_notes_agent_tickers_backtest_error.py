@@ -5,7 +5,7 @@ from django.db import migrations, models
 
 class Migration(migrations.Migration):
     dependencies = [
-        ("runs", "0002_indexes_for_lists_and_leaderboard"),
+        ("runs", "0004_generation_failure"),
     ]
 
     operations = [
