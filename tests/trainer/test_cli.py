@@ -172,7 +172,7 @@ def test_evaluate_prints_a_table_for_the_test_split(tiny_run, data_dir, cache_di
 def test_evaluate_on_a_short_range_shows_annualised_figures_as_na_and_keeps_them_in_json(
     tiny_run, data_dir, cache_dir, capsys
 ):
-    common = ["--data-dir", str(data_dir), "--cache-dir", str(cache_dir), "--start", "2021-01-04", "--end", "2021-01-11"]
+    common = ["--data-dir", str(data_dir), "--cache-dir", str(cache_dir), "--start", "2021-01-04", "--end", "2021-02-12"]
     assert main(["evaluate", tiny_run["bundle"], *common]) == 0
     lines = {line.split("  ")[0]: line for line in capsys.readouterr().out.splitlines()}
     for label in ("annual return", "Sharpe ratio", "Sortino ratio", "Calmar ratio"):

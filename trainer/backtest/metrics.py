@@ -399,6 +399,13 @@ def turnover_series(traded_notional: pd.Series, account_value: pd.Series) -> pd.
     return pd.Series(notional / value, index=traded_notional.index, name="turnover")
 
 
+def _daily_sharpe(r: pd.Series, risk_free: float) -> float | None:
+    """mean(r - rf) / std(r - rf, ddof 1), per day (not annualised); None when undefined."""
+    excess = (r - risk_free).dropna()
+    sd = float(excess.std(ddof=1)) if len(excess) > 1 else float("nan")
+    return _clean(float(excess.mean()) / sd) if sd > 0 else None
+
+
 def compute_metrics(
     returns: pd.Series,
     benchmark_returns: pd.Series | None = None,
@@ -462,7 +469,7 @@ def compute_metrics(
         # per-day figures, never annualised: what a short window can honestly say
         "daily_mean_return": _clean(r.mean()) if len(r) else None,
         "daily_volatility": _clean(r.std(ddof=1)) if len(r) > 1 else None,
-        "daily_sharpe_ratio": _clean((r - risk_free).mean() / (r - risk_free).std(ddof=1)) if len(r) > 1 else None,
+        "daily_sharpe_ratio": _daily_sharpe(r, risk_free),
         "short_window": bool(len(r) < MIN_ANNUALISED_DAYS),
         "min_annualised_days": MIN_ANNUALISED_DAYS,
     }
