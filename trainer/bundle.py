@@ -153,8 +153,22 @@ def utc_now() -> str:
 
 
 # ---------------------------------------------------------------------------- checkpoints
+def _on_cpu(value: Any) -> Any:
+    """``value`` with every tensor of its dicts, lists and tuples detached and on the CPU."""
+    if isinstance(value, torch.Tensor):
+        return value.detach().cpu()
+    if isinstance(value, dict):
+        return {k: _on_cpu(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return type(value)(_on_cpu(v) for v in value)
+    return value
+
+
 def save_checkpoint(state: dict[str, Any], path: str | Path) -> str:
     """Serialize a checkpoint dict with ``torch.save`` and write it atomically.
+
+    Tensors are stored on the CPU (a checkpoint written by a GPU worker loads anywhere, and
+    its bytes do not depend on which GPU wrote it).
 
     Args:
         state: plain containers (dict/list/tuple), str/int/float/bool/None and tensors only
@@ -170,12 +184,14 @@ def save_checkpoint(state: dict[str, Any], path: str | Path) -> str:
             checked by loading it back from memory before anything is written), or the file
             cannot be written.
     """
-    state = {
-        "format": CHECKPOINT_FORMAT,
-        "format_version": CHECKPOINT_VERSION,
-        "paddock_version": __version__,
-        **state,
-    }
+    state = _on_cpu(
+        {
+            "format": CHECKPOINT_FORMAT,
+            "format_version": CHECKPOINT_VERSION,
+            "paddock_version": __version__,
+            **state,
+        }
+    )
     buf = io.BytesIO()
     torch.save(state, buf)
     data = buf.getvalue()

@@ -36,7 +36,7 @@ from trainer.bundle import load_checkpoint, save_checkpoint, sha256_file, utc_no
 from trainer.data.market import MarketData
 from trainer.data.pipeline import DataSpec, load_market_data
 from trainer.data.splits import MIN_SPLIT_DAYS, check_split_days
-from trainer.device import pick_device
+from trainer.device import buffer_memory_limit, configure_device, pick_device
 from trainer.envs.kinds import (
     DEFAULT_KIND,
     check_kind,
@@ -76,10 +76,12 @@ DEMO_DATA_FILE = "dow30_daily_eodhd_2010-01-04_2022-11-15.csv.gz"
 #: trading days (one quarter). They show whether the score depends on the start day.
 EVAL_RANDOM_WINDOWS = 4
 EVAL_WINDOW_DAYS = 63
-#: Largest rollout (PPO) or replay (SAC) buffer a task may ask for: 8 GiB, a third of a 24 GB GPU
-#: and well inside a worker's RAM. Checked with :func:`buffer_bytes` when the observation size is
-#: known (the task names its tickers, or the data is loaded).
-MAX_BUFFER_BYTES = 8 * 2**30
+#: Largest rollout (PPO) or replay (SAC) buffer any task may ask for: 48 GiB, a third of the
+#: largest GPUs (141 GB). Checked with :func:`buffer_bytes` when the task is created and the
+#: observation size is known (the task names its tickers); the pod then checks the buffer
+#: against the memory of the device it trains on (``trainer.device.buffer_memory_limit``: a
+#: third of a GPU, a quarter of the CPU machine's RAM).
+MAX_BUFFER_BYTES = 48 * 2**30
 
 Policy = Callable[[torch.Tensor], torch.Tensor]
 """obs (B, obs_dim) float32 -> action (B, action_dim) float32 in [-1, 1], same device."""
@@ -349,17 +351,29 @@ def buffer_bytes(algorithm: str, hyperparameters: Mapping[str, Any], obs_dim: in
     return int(hp["rollout_steps"]) * int(hp["num_envs"]) * (obs_dim + action_dim + 8) * 4
 
 
-def check_buffer_memory(algorithm: str, hyperparameters: Mapping[str, Any], obs_dim: int, action_dim: int) -> None:
-    """Refuse hyperparameters whose buffer (:func:`buffer_bytes`) exceeds :data:`MAX_BUFFER_BYTES`.
+def check_buffer_memory(
+    algorithm: str,
+    hyperparameters: Mapping[str, Any],
+    obs_dim: int,
+    action_dim: int,
+    *,
+    limit: int | None = None,
+) -> None:
+    """Refuse hyperparameters whose buffer (:func:`buffer_bytes`) exceeds the limit.
+
+    Args:
+        limit: bytes allowed; default :data:`MAX_BUFFER_BYTES` (any device). A pod passes its
+            device's :func:`trainer.device.buffer_memory_limit`.
 
     Raises:
         ConfigError: naming ``hyperparameters.buffer_size`` (off-policy) or ``hyperparameters.num_envs``
             (PPO, A2C: the buffer is ``rollout_steps x num_envs`` transitions).
     """
     size = buffer_bytes(algorithm, hyperparameters, obs_dim, action_dim)
-    if size <= MAX_BUFFER_BYTES:
+    cap_bytes = min(MAX_BUFFER_BYTES, limit) if limit is not None else MAX_BUFFER_BYTES
+    if size <= cap_bytes:
         return
-    gib, cap = size / 2**30, MAX_BUFFER_BYTES / 2**30
+    gib, cap = size / 2**30, round(cap_bytes / 2**30, 1)
     if algorithm in OFF_POLICY:
         raise ConfigError(
             f"hyperparameters.buffer_size: a replay buffer of {hyperparameters['buffer_size']} transitions of "
@@ -611,7 +625,10 @@ class GenerationResult:
         sha256: hex SHA-256 of that file.
         score: validation Sharpe ratio of the full-window deterministic episode (0.0 when
             undefined, see :func:`evaluate_policy`); higher is better.
-        metrics: the evaluation dict of :func:`evaluate_policy`.
+        metrics: the evaluation dict of :func:`evaluate_policy`, plus ``untrained``: the
+            ``score``, ``sharpe_ratio`` and ``total_return`` of the line's untrained policy on
+            the same validation days (evaluated before a fresh agent trains; a child carries
+            its parent's).
         env_steps: env steps (transitions over all envs) trained in this generation.
         hyperparameters: the agent's full hyperparameters after any changes.
         cancelled: ``should_stop`` ended training early (the checkpoint is still written).
@@ -728,7 +745,9 @@ def run_generation(
         hyperparameters: changes to the hyperparameters (PBT mutation), e.g.
             ``{"learning_rate": 1e-4}``; validated like the task's.
         seed: seed of the fresh agent and of the envs.
-        device: ``"auto"`` (CUDA when available), ``"cpu"``, ``"cuda"``, ``"cuda:N"``.
+        device: ``"auto"`` (CUDA when available), ``"cpu"``, ``"cuda"``, ``"cuda:N"``
+            (checked by :func:`trainer.device.pick_device`); a ``torch.device`` is used as
+            given (the device-discipline test trains on a stand-in accelerator).
         progress: called at most about 4 times a second with the agent's progress dict
             (``env_steps``, ``steps_per_s``, ``episode_return_mean``, losses...) plus
             ``phase`` (``"train"``/``"evaluate"``/``"done"``), ``generation_env_steps``,
@@ -769,7 +788,8 @@ def run_generation(
     if isinstance(env_steps, bool) or not isinstance(env_steps, int | np.integer) or env_steps < 1:
         raise ConfigError(f"env_steps: must be a positive integer (got {env_steps!r})", field="env_steps")
     env_steps = int(env_steps)
-    torch_device = pick_device(str(device) if isinstance(device, torch.device) else device)
+    torch_device = device if isinstance(device, torch.device) else pick_device(device)
+    configure_device(torch_device)
 
     market = (
         market_data if market_data is not None else load_market_data(task.data, data_dir=data_dir, cache_dir=cache_dir)
@@ -804,7 +824,7 @@ def run_generation(
     if parent_state is not None and feature_stats is not None and parent_state.get("feature_stats"):
         feature_stats = FeatureStats.from_dict(parent_state["feature_stats"])
     obs_dim, action_dim = observation_dim(task.env, len(raw_market.tickers), len(raw_market.feature_names))
-    check_buffer_memory(task.algorithm, merged, obs_dim, action_dim)
+    check_buffer_memory(task.algorithm, merged, obs_dim, action_dim, limit=buffer_memory_limit(torch_device))
     env = make_env(
         train_data,
         task.env,
@@ -863,6 +883,36 @@ def run_generation(
             }
         )
 
+    def evaluate(name: str) -> dict[str, Any]:
+        # Evaluation steps 1 + EVAL_RANDOM_WINDOWS envs day by day: on the CPU, where the env is
+        # exact (float64) and a tiny step costs less than an accelerator's kernel launches and syncs.
+        if torch_device.type == "cpu":
+
+            def policy(obs: torch.Tensor) -> torch.Tensor:
+                return agent.act(obs, deterministic=True)
+
+        else:
+            policy = agent.policy_module().to("cpu")
+        return evaluate_policy(
+            policy,
+            validation_data,
+            task.env,
+            device="cpu",
+            seed=seed,
+            feature_stats=feature_stats,
+            selection=task.selection,
+            benchmark_returns=benchmark_returns,
+            policy_name=name,
+        )
+
+    # The untrained policy of the line, scored on the same validation days: the baseline a
+    # trained agent's score is read against (a child inherits its line's).
+    if parent_state is None:
+        before = evaluate(f"the untrained {task.algorithm} agent")
+        untrained = {k: before.get(k) for k in ("score", "sharpe_ratio", "total_return")}
+    else:
+        untrained = dict((parent_state.get("metrics") or {}).get("untrained") or {}) or None
+
     points: list[dict[str, Any]] = []
 
     def record(point: dict[str, Any]) -> None:
@@ -889,27 +939,16 @@ def run_generation(
     if progress is not None:
         report({"phase": "evaluate", "env_steps": trained})
 
-    def policy(obs: torch.Tensor) -> torch.Tensor:
-        return agent.act(obs, deterministic=True)
-
     try:
-        metrics = evaluate_policy(
-            policy,
-            validation_data,
-            task.env,
-            device=torch_device,
-            seed=seed,
-            feature_stats=feature_stats,
-            selection=task.selection,
-            benchmark_returns=benchmark_returns,
-            policy_name=f"the {task.algorithm} agent",
-        )
+        metrics = evaluate(f"the {task.algorithm} agent")
     except PolicyError as exc:
         # finite losses and parameters, yet NaN actions: diverged all the same (no checkpoint)
         value = str(exc.details.get("value", "NaN"))
         error = agent.divergence(update=agent.updates, quantity="validation_action", value=value, stats=stats)
         error.details["date"] = exc.details.get("date")
         raise error from None
+    if untrained is not None:
+        metrics["untrained"] = untrained
     score = float(metrics["score"])
     hp_now = _plain(dict(agent.hyperparameters()))
 

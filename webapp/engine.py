@@ -93,6 +93,13 @@ def clean_tickers(values: Sequence[Any], *, field: str = "tickers") -> list[str]
 # --- tasks ---------------------------------------------------------------------------------
 
 
+def algorithms() -> tuple[str, ...]:
+    """Names of the trainer's algorithms, in the order forms list them (``trainer.agents.ALGORITHMS``)."""
+    from trainer.agents import ALGORITHMS
+
+    return tuple(ALGORITHMS)
+
+
 def validate_task(spec: dict[str, Any]) -> dict[str, Any]:
     """Validate a task spec with the trainer's own config classes and normalize it.
 
@@ -505,6 +512,7 @@ def train_generation(
     data_dir: str | None = None,
     cache_dir: str | None = None,
     telemetry: Callable[[dict[str, Any]], None] | None = None,
+    benchmark_path: str | Path | None = None,
 ) -> dict[str, Any]:
     """Train one generation with ``trainer.pod.run_generation``.
 
@@ -519,6 +527,9 @@ def train_generation(
         progress: called with ``{"env_steps", "steps_per_s", ...}`` a few times a second.
         should_stop: polled between updates; ``True`` cancels (result ``cancelled=True``).
         telemetry: called with each training-curve point (JSON-able) as the trainer records it.
+        benchmark_path: the QQQ price file (``PADDOCK_BENCHMARK_FILE``); when readable, the
+            validation metrics also hold the agent's excess return and Sharpe difference over
+            QQQ on the same days (``metrics["vs_QQQ"]``).
 
     Returns:
         JSON-able ``{"sha256", "score", "metrics", "env_steps", "hyperparameters",
@@ -538,6 +549,12 @@ def train_generation(
 
     spec = TaskSpec.from_dict(task)
     market = _market_data(spec, data_dir=data_dir, cache_dir=cache_dir)
+    benchmark_returns = None
+    if benchmark_path is not None and Path(benchmark_path).exists():
+        try:
+            benchmark_returns = _benchmark_close(benchmark_path, BENCHMARK_TICKER).pct_change().dropna()
+        except TrainerError:
+            benchmark_returns = None  # the baseline is optional here; backtests report the file's problem
     result = run_generation(
         spec,
         env_steps=int(env_steps),
@@ -552,6 +569,7 @@ def train_generation(
         cache_dir=cache_dir,
         market_data=market,
         telemetry=None if telemetry is None else (lambda point: telemetry(_jsonable(point))),
+        benchmark_returns=benchmark_returns,
     )
     score = None if result.score is None or not np.isfinite(result.score) else float(result.score)
     return {
@@ -919,3 +937,28 @@ def measure_training_throughput(
         if elapsed >= seconds:
             break
     return {"steps_per_s": done / elapsed, "env_steps": done, "seconds": elapsed, "device": str(torch_device)}
+
+
+def deflated_sharpe_ratio(
+    annual_sharpe: float, *, num_trials: int, annual_sharpe_variance: float, num_observations: int
+) -> float | None:
+    """Deflated Sharpe Ratio of an agent (``trainer.selection.deflated_sharpe_ratio``, Bailey &
+    López de Prado 2014) from annualised figures: its validation Sharpe ratio, the number of
+    agents the run evaluated and the variance of their Sharpe ratios, converted to daily ones
+    (divided by sqrt(252) and 252); returns are taken as normal (skewness 0, kurtosis 3).
+
+    Returns:
+        The probability in [0, 1] that the agent's true Sharpe ratio is above the best one
+        expected from ``num_trials`` agents of no skill; ``None`` when undefined.
+    """
+    import math
+
+    from trainer.selection import TRADING_DAYS
+    from trainer.selection import deflated_sharpe_ratio as dsr
+
+    return dsr(
+        annual_sharpe / math.sqrt(TRADING_DAYS),
+        num_trials=int(num_trials),
+        sharpe_variance=float(annual_sharpe_variance) / TRADING_DAYS,
+        num_observations=int(num_observations),
+    )

@@ -284,7 +284,8 @@
       '<div class="pod-gen">generation <span class="pod-gen-number">–</span> · <span class="pod-done">0</span> done</div>' +
       '<div class="pod-speed"><span class="pod-sps">–</span> steps/s</div>' +
       '<div class="progress"><span class="pod-progress" style="width:0%"></span></div>' +
-      '<div class="pod-why muted"></div>';
+      '<div class="pod-why muted"></div>' +
+      '<div class="pod-failure error"></div>';
     const cards = [...document.querySelectorAll("#pods .pod-card")];
     const after = cards.find((c) => Number(c.dataset.podIndex) > index);
     $("#pods").insertBefore(card, after || null);
@@ -308,6 +309,7 @@
     const done = training ? pod.env_steps : 0;
     $(".pod-progress", card).style.width = Math.min(100, (100 * done) / total).toFixed(1) + "%";
     $(".pod-why", card).textContent = pod.state === "queued" ? pod.queued_reason || "" : "";
+    $(".pod-failure", card).textContent = pod.last_failure || "";
   }
 
   function applyProgress(msg) {
@@ -322,7 +324,7 @@
 
   // --- leaderboard and chart ------------------------------------------------------------
 
-  const COLUMNS = ["rank", "agent", "score", "generation", "parent", "pod", "hyperparameters", "env_steps", "age"];
+  const COLUMNS = ["rank", "agent", "score", "baselines", "dsr", "generation", "parent", "pod", "hyperparameters", "env_steps", "age"];
 
   function newRow(agent) {
     const tr = document.createElement("tr");
@@ -330,7 +332,7 @@
     for (const col of COLUMNS) {
       const td = document.createElement("td");
       td.dataset.col = col;
-      if (["rank", "score", "generation", "pod", "env_steps"].includes(col)) td.className = "num";
+      if (["rank", "score", "dsr", "generation", "pod", "env_steps"].includes(col)) td.className = "num";
       tr.appendChild(td);
     }
     tr.querySelector('[data-col="agent"]').innerHTML = '<a href="' + agentUrl(agent.id) + '">#' + agent.id + "</a>";
@@ -342,6 +344,18 @@
     tr.dataset.score = agent.score === null ? "" : agent.score;
     cell("rank").textContent = rank;
     cell("score").textContent = fmtNumber(agent.score, 3);
+    // the server's one line of baselines on the same validation days, and the noise marker
+    const base = agent.baselines || {};
+    cell("baselines").textContent = base.text || "–";
+    if (base.within_noise) {
+      const mark = document.createElement("span");
+      mark.className = "badge within-noise";
+      mark.title = "the score is within one standard deviation of its sub-window Sharpe ratios of the untrained policy's";
+      mark.textContent = "within noise";
+      cell("baselines").append(" ", mark);
+    }
+    // Deflated Sharpe Ratio against every agent the run has evaluated (server-computed)
+    cell("dsr").textContent = fmtNumber(agent.deflated_sharpe ?? null, 3);
     cell("generation").textContent = agent.generation;
     cell("parent").innerHTML = agent.parent_id
       ? '<a href="' + agentUrl(agent.parent_id) + '">#' + agent.parent_id + "</a>"

@@ -25,8 +25,13 @@ from trainer.agents._common import (
     check_env,
     telemetry_due,
 )
+from trainer.buffers.rollout import finished_returns
 from trainer.errors import ConfigError
 from trainer.nonfinite import first_nonfinite, nonfinite_kind
+
+#: Env steps whose finished-episode returns wait on the device before one host sync fetches
+#: them (progress reports fetch them sooner).
+DRAIN_EVERY = 64
 
 __all__ = ["OffPolicyAgent"]
 
@@ -109,7 +114,9 @@ class OffPolicyAgent(AgentBase):
         clock = TelemetryClock(start)
         collected, episodes, cancelled = 0, 0, False
         last_losses: list[float] | None = None
-        pending_returns: list[torch.Tensor] = []  # finished-episode returns not yet moved to host
+        # (episode_return, done) of recent steps, kept on the device and moved to the host
+        # together (one sync per DRAIN_EVERY steps or progress report, none per env step)
+        pending_returns: list[tuple[torch.Tensor, torch.Tensor]] = []
 
         env_seed = int(torch.randint(0, 2**31 - 1, (1,), device=self.device, generator=self.generator).item())
         obs, _ = env.reset(seed=env_seed)
@@ -132,7 +139,7 @@ class OffPolicyAgent(AgentBase):
             done = terminated | truncated
             real_next = torch.where(done[:, None], info["final_observation"], next_obs)
             self.replay.add(obs, action, reward * cfg.reward_scale, real_next, terminated)
-            pending_returns.append(info["episode_return"][done])
+            pending_returns.append((info["episode_return"], done))
             obs = next_obs
             collected += num_envs
             self.env_steps += num_envs
@@ -158,7 +165,9 @@ class OffPolicyAgent(AgentBase):
                 raise self.divergence(update=update, quantity=quantity, value=value, stats=stats)
             if throttle.due():
                 self._check_parameters(collected, episodes, start, last_losses, cancelled)
+            if throttle.due() or len(pending_returns) >= DRAIN_EVERY:
                 episodes += self._drain(pending_returns)
+            if throttle.due():
                 throttle(self._stats(collected, episodes, start, last_losses, cancelled))
         episodes += self._drain(pending_returns)
         self._check_parameters(collected, episodes, start, last_losses, cancelled)
@@ -178,11 +187,12 @@ class OffPolicyAgent(AgentBase):
         value = nonfinite_kind(tensors)
         raise self.divergence(update=self.updates, quantity="parameters", value=value, stats=self._stats(*args))
 
-    def _drain(self, pending: list[torch.Tensor]) -> int:
-        """Move finished-episode returns to ``recent_returns`` (one device sync); returns the count."""
+    def _drain(self, pending: list[tuple[torch.Tensor, torch.Tensor]]) -> int:
+        """Move the finished episodes' returns of ``pending`` steps to ``recent_returns`` (one host
+        sync), in step then env order; returns the count."""
         if not pending:
             return 0
-        finished = torch.cat(pending).tolist()
+        finished = finished_returns(torch.stack([r for r, _ in pending]), torch.stack([d for _, d in pending]))
         pending.clear()
         self.recent_returns.extend(finished)
         return len(finished)

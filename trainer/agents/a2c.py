@@ -297,7 +297,7 @@ class A2CAgent(AgentBase):
                     buf.advantages.sub_(mean_adv).div_(std + 1e-8)
             collected += buf.size
             self.env_steps += buf.size
-            finished = buf.finished_episode_returns().tolist()
+            finished = buf.finished_episode_returns()
             episodes += len(finished)
             self.recent_returns.extend(finished)
 

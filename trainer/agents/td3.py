@@ -33,7 +33,7 @@ from typing import Any, ClassVar
 import torch
 from torch import nn
 
-from trainer.agents._common import MAX_NUM_ENVS, AgentConfig, seeded_init, set_lr
+from trainer.agents._common import MAX_NUM_ENVS, AgentConfig, make_adam, seeded_init, set_lr
 from trainer.agents._off_policy import OffPolicyAgent
 from trainer.agents.networks import DeterministicPolicy, RunningMeanStd, mlp
 from trainer.agents.sac import PENDULUM_SAC
@@ -225,8 +225,8 @@ class TD3Agent(OffPolicyAgent):
         self.obs_rms = (
             RunningMeanStd(obs_dim, clip=cfg.obs_clip).to(self.device) if cfg.normalize_observations else None
         )
-        self.actor_optimizer = torch.optim.Adam(self.actor.parameters(), lr=cfg.actor_learning_rate)
-        self.critic_optimizer = torch.optim.Adam(self.critic.parameters(), lr=cfg.critic_learning_rate)
+        self.actor_optimizer = make_adam(self.actor.parameters(), cfg.actor_learning_rate, self.device)
+        self.critic_optimizer = make_adam(self.critic.parameters(), cfg.critic_learning_rate, self.device)
         self.replay = ReplayBuffer(cfg.buffer_size, obs_dim, action_dim, self.device)
         self.generator = torch.Generator(device=self.device)
         self.generator.manual_seed(seed)

@@ -23,9 +23,23 @@ The episode API is Gymnasium's vector API with automatic reset ("same step" mode
 Speed (``benchmarks/env_throughput.py``): one step is ~25 fused tensor ops over (E, N) plus
 one row gather of a precomputed per-day observation table; no Python loop over envs or
 stocks. Steps run under ``torch.no_grad`` rather than ``inference_mode`` because agents feed
-the returned observations into autograd graphs, which inference tensors cannot join. Three
-data-dependent branches (any env over its cash, any turbulent day, any finished episode)
-each cost one host sync on CUDA and skip work on CPU when nothing happens.
+the returned observations into autograd graphs, which inference tensors cannot join.
+
+Two paths, one rule (``sync_free``): on the CPU three data-dependent branches (any env over its
+cash, any turbulent day, any finished episode) skip work when nothing happens, which costs
+nothing there. On an accelerator each such branch would be a host sync (the CPU waits for the
+device to say whether any element is true), so the step instead computes every case for
+every env and selects with ``torch.where``: no host sync, no data-dependent shapes, which lets
+the step be captured in a CUDA graph or compiled. Both paths give identical results (tested
+bit for bit on CPU with the same random draws), except for a NaN or infinite action: the CPU
+path refuses it (``ValueError``, state unchanged), the sync-free path holds that row and counts
+the step in ``nonfinite_steps`` (refusing would need a host sync every step).
+
+State dtypes (``share_dtype``): cash and portfolio value are float64 (USD sums over many days
+must not drift); holdings, prices and traded shares are float64 on the CPU (exact reference,
+used by evaluation and backtests) and float32 on accelerators (half the memory traffic; whole
+share counts are exact in float32 up to 2**24). Values from float32 holdings and prices are
+summed in float64 and differ from the float64 ones by about 1e-7 relatively (tested).
 """
 
 from __future__ import annotations
@@ -289,6 +303,12 @@ class StockTradingVecEnv(EpisodeStarts):
         device: torch device of all state tensors (``"cpu"``, ``"cuda"``...).
         seed: seed of the env's own random generator (start days, random initial wealth).
             CPU results are bit-for-bit reproducible for a given seed and action sequence.
+        sync_free: step without host syncs (``torch.where`` over all envs instead of skipping
+            work when no env needs it). Default: on every device but the CPU. The auto-reset
+            then draws a start day for every env each step (only finished envs use it), so
+            with random starts the random stream differs from the CPU shortcut's.
+        share_dtype: dtype of holdings, prices and traded shares, ``torch.float64`` or
+            ``torch.float32``. Default: float64 on the CPU, float32 elsewhere.
         feature_stats: z-score statistics of the scale-free features fitted on the train split
             (:func:`~trainer.envs.observations.fit_feature_stats`); ``None`` fits them on
             ``data``. For scale-free observations pass a panel made by
@@ -309,6 +329,8 @@ class StockTradingVecEnv(EpisodeStarts):
         num_envs: int = 1,
         device: str | torch.device = "cpu",
         seed: int = 0,
+        sync_free: bool | None = None,
+        share_dtype: torch.dtype | None = None,
         feature_stats: FeatureStats | None = None,
     ) -> None:
         config = (config or EnvConfig()).validate()
@@ -333,7 +355,14 @@ class StockTradingVecEnv(EpisodeStarts):
         self.tickers = tuple(data.tickers)
 
         n, dev = self.num_stocks, self.device
-        self._close = torch.tensor(data.close, dtype=torch.float64, device=dev)
+        on_cpu = dev.type == "cpu"
+        self.sync_free = (not on_cpu) if sync_free is None else bool(sync_free)
+        self.share_dtype = share_dtype or (torch.float64 if on_cpu else torch.float32)
+        if self.share_dtype not in (torch.float64, torch.float32):
+            raise ConfigError(
+                f"share_dtype: must be torch.float64 or torch.float32, got {share_dtype}", field="share_dtype"
+            )
+        self._close = torch.tensor(data.close, dtype=self.share_dtype, device=dev)
         self._turbulence = torch.tensor(data.turbulence, dtype=torch.float64, device=dev)
         # The market part of every day's observation, precomputed once: one row gather per step.
         table = np.zeros((num_days, self.obs_dim), dtype=np.float32)
@@ -357,8 +386,13 @@ class StockTradingVecEnv(EpisodeStarts):
         self._fixed_start: int | None = None
         self._generator = torch.Generator(device=dev)
         self._generator.manual_seed(int(seed))
-        self._keep_buy = 1.0 - 1e-12  # keeps floored buys strictly within cash despite rounding
+        # Keeps floored buys strictly within cash despite rounding: values from float64 shares
+        # are within ~1e-14 of exact, from float32 ones within 6e-8 (see _dot).
+        self._keep_buy = 1.0 - (1e-12 if self.share_dtype == torch.float64 else 1e-6)
         self._needs_reset = True
+        #: Steps (so far) that held a NaN or infinite action on the sync-free path, a 0-dim int64
+        #: tensor on the device (the CPU path raises instead; see :meth:`step`).
+        self.nonfinite_steps = torch.zeros((), dtype=torch.int64, device=dev)
         self.reset(seed=seed)
 
     # ------------------------------------------------------------------ layout / observations
@@ -455,6 +489,16 @@ class StockTradingVecEnv(EpisodeStarts):
             "config": self.config.to_dict(),
         }
 
+    def _dot(self, shares: torch.Tensor, prices: torch.Tensor) -> torch.Tensor:
+        """(E,) float64 USD value of (E, N) shares at (E, N) prices.
+
+        In float32 each product is rounded once (relative error <= 2**-24) and the sum is
+        accumulated in float64, so the value is within 6e-8 of exact, relatively.
+        """
+        if shares.dtype == torch.float64:
+            return torch.linalg.vecdot(shares, prices)
+        return torch.mul(shares, prices).sum(1, dtype=torch.float64)
+
     def _observe(self, day: torch.Tensor, cash: torch.Tensor, holdings: torch.Tensor) -> torch.Tensor:
         obs = torch.index_select(self._market_obs, 0, day)
         if self._scale_free:
@@ -473,16 +517,16 @@ class StockTradingVecEnv(EpisodeStarts):
         cfg = self.config
         if not cfg.randomize_initial:
             cash = torch.full((count,), float(cfg.initial_cash), dtype=torch.float64, device=dev)
-            return cash, torch.zeros((count, n), dtype=torch.float64, device=dev)
+            return cash, torch.zeros((count, n), dtype=self.share_dtype, device=dev)
         g = self._generator
         wealth = cfg.initial_cash * (0.5 + torch.rand(count, generator=g, device=dev, dtype=torch.float64))
         invested = 0.5 * torch.rand(count, generator=g, device=dev, dtype=torch.float64)
         weights = torch.rand((count, n), generator=g, device=dev, dtype=torch.float64)
         weights = weights / weights.sum(1, keepdim=True)
-        prices = self._close.index_select(0, starts)
+        prices = self._close.index_select(0, starts).to(torch.float64)
         holdings = torch.floor((wealth * invested)[:, None] * weights / prices)
         cash = wealth - (holdings * prices).sum(1)
-        return cash, holdings
+        return cash, holdings.to(self.share_dtype)
 
     # ------------------------------------------------------------------ API
     def reset(
@@ -498,8 +542,8 @@ class StockTradingVecEnv(EpisodeStarts):
 
         Returns:
             ``obs`` (E, obs_dim) float32 and ``info`` with ``portfolio_value`` (E,) float64 USD,
-            ``cash`` (E,) float64 USD, ``holdings`` (E, N) float64 shares, ``costs`` (E,)
-            float64 USD (zeros) and ``day`` (E,) int64 day index into the data.
+            ``cash`` (E,) float64 USD, ``holdings`` (E, N) ``share_dtype`` shares, ``costs``
+            (E,) float64 USD (zeros) and ``day`` (E,) int64 day index into the data.
 
         Raises:
             ConfigError: ``start_day`` is not a day index that leaves at least one step.
@@ -510,7 +554,7 @@ class StockTradingVecEnv(EpisodeStarts):
             self._end_day = self._end_days(self._day)
             self._cash, self._holdings = self._initial_wealth(self._day)
             self._prices = self._close.index_select(0, self._day)  # (E, N) close of each env's day
-            self._value = self._cash + torch.linalg.vecdot(self._holdings, self._prices)
+            self._value = self._cash + self._dot(self._holdings, self._prices)
             self._episode_return = torch.zeros(self.num_envs, dtype=torch.float32, device=self.device)
             obs = self._observe(self._day, self._cash, self._holdings)
         info = {
@@ -533,7 +577,9 @@ class StockTradingVecEnv(EpisodeStarts):
                 their place (as this env once did) let such a policy score a quiet 0 and rank
                 above every losing agent (issue 20). Agents check their own numbers after each
                 update and evaluation names the agent before stepping; this check is the
-                env's own guard, merged into the host sync a step already makes.
+                env's own guard, merged into the host sync a step already makes. On the
+                sync-free path (accelerators) such rows hold instead and the step is counted
+                in ``nonfinite_steps`` (see the module docstring).
 
         Returns:
             ``(obs, reward, terminated, truncated, info)``:
@@ -549,14 +595,15 @@ class StockTradingVecEnv(EpisodeStarts):
               the episode so far including this step (the episode's return where truncated);
               and the state after this step's trade on the new day, before any reset:
               ``portfolio_value`` = ``final_portfolio_value`` (E,) float64 USD, ``cash`` (E,)
-              float64 USD, ``holdings`` (E, N) float64 shares, ``costs`` (E,) float64 USD paid
-              in this step, ``day`` (E,) int64 day index.
+              float64 USD, ``holdings`` (E, N) ``share_dtype`` shares, ``costs`` (E,) float64
+              USD paid in this step, ``day`` (E,) int64 day index.
 
             All returned tensors are fresh each step; the env never writes into them later.
 
         Raises:
             ValueError: ``action`` does not have shape (num_envs, num_stocks), or holds NaN or
-                infinite values (the message names the env rows); the env's state is unchanged.
+                infinite values on the CPU path (the message names the env rows); the env's
+                state is unchanged.
         """
         if tuple(action.shape) != (self.num_envs, self.num_stocks):
             raise ValueError(f"action must have shape {(self.num_envs, self.num_stocks)}, got {tuple(action.shape)}")
@@ -573,40 +620,53 @@ class StockTradingVecEnv(EpisodeStarts):
         # integer cast truncates toward zero and is ~7x faster than torch.trunc on CPU.
         act = action.to(device=self.device, dtype=torch.float32)
         finite = torch.isfinite(act).all()
-        shares = act.clamp(-1.0, 1.0).mul_(cfg.hmax).to(torch.int32).to(torch.float64)
+        if self.sync_free:
+            # Refusing a NaN or infinite action would need a host sync every step: such a row
+            # holds (0 shares) and the step is counted in ``nonfinite_steps`` on the device.
+            self.nonfinite_steps = self.nonfinite_steps + (~finite).to(torch.int64)
+            act = torch.nan_to_num(act, nan=0.0, posinf=0.0, neginf=0.0)
+        shares = act.clamp(-1.0, 1.0).mul_(cfg.hmax).to(torch.int32).to(self.share_dtype)
 
         sells = torch.minimum(shares.neg(), holdings).clamp_(min=0.0)  # = min(max(-q, 0), holdings)
         buys = shares.clamp_(min=0.0)
         if cfg.turbulence_threshold is not None:
-            # Liquidate everything and refuse buys on turbulent days. Such days are rare, so
-            # only the affected rows are rewritten (cheaper than masking all of (E, N)).
-            panic = (self._turbulence.index_select(0, day) >= cfg.turbulence_threshold).nonzero().squeeze(1)
-            if panic.numel():
-                sells.index_copy_(0, panic, holdings.index_select(0, panic))
-                buys.index_fill_(0, panic, 0.0)
+            # Liquidate everything and refuse buys on turbulent days.
+            panic = self._turbulence.index_select(0, day) >= cfg.turbulence_threshold
+            if self.sync_free:
+                sells = torch.where(panic[:, None], holdings, sells)
+                buys.masked_fill_(panic[:, None], 0.0)
+            else:  # such days are rare: only the affected rows are rewritten
+                rows = panic.nonzero().squeeze(1)
+                if rows.numel():
+                    sells.index_copy_(0, rows, holdings.index_select(0, rows))
+                    buys.index_fill_(0, rows, 0.0)
 
-        sell_value = torch.linalg.vecdot(sells, prices)
+        sell_value = self._dot(sells, prices)
         cash = self._cash + sell_value * (1.0 - cfg.sell_cost_pct)
-        buy_value = torch.linalg.vecdot(buys, prices)
+        buy_value = self._dot(buys, prices)
         buy_cost = buy_value * (1.0 + cfg.buy_cost_pct)
-        # Cash cap: scale all of an env's buys by one factor, then floor to whole shares.
+        # Cash cap: scale all of an env's buys by one factor, then floor to whole shares. Rows
+        # within their cash get factor 1 (their whole-share buys are unchanged by the floor).
         over = buy_cost > cash
-        # The step's one host sync (free on CPU, one small wait on CUDA) answers both questions.
-        # Nothing of the env's state has been written yet, so refusing here leaves it as it was.
-        all_finite, any_over = torch.stack((finite, over.any())).tolist()
-        if not all_finite:
-            raise nonfinite_action_error(act)
+        if self.sync_free:
+            any_over = True  # every row goes through the cap; rows within their cash keep their buys
+        else:
+            # The step's one host sync (free on CPU) answers both questions. Nothing of the env's
+            # state has been written yet, so refusing here leaves it as it was.
+            all_finite, any_over = torch.stack((finite, over.any())).tolist()
+            if not all_finite:
+                raise nonfinite_action_error(act)
         if any_over:
             factor = torch.where(over, cash / buy_cost * self._keep_buy, 1.0)
-            buys = buys.mul_(factor[:, None]).floor_()
-            buy_value = torch.linalg.vecdot(buys, prices)
+            buys = buys.mul_(factor.to(self.share_dtype)[:, None]).floor_()
+            buy_value = self._dot(buys, prices)
         cash = cash - buy_value * (1.0 + cfg.buy_cost_pct)
         costs = sell_value * cfg.sell_cost_pct + buy_value * cfg.buy_cost_pct
         holdings = torch.add(holdings, buys).sub_(sells)
 
         day = day + 1
         prices = self._close.index_select(0, day)
-        value = cash + torch.linalg.vecdot(holdings, prices)
+        value = cash + self._dot(holdings, prices)
         reward = ((value - self._value) * cfg.reward_scaling).to(torch.float32)
         episode_return = self._episode_return + reward
         truncated = day >= self._end_day
@@ -621,7 +681,21 @@ class StockTradingVecEnv(EpisodeStarts):
             "costs": costs,
             "day": day,
         }
-        if bool(truncated.any()):
+        if self.sync_free:
+            # Every env gets a next start; finished ones take it (no host sync, fixed shapes).
+            starts = self._draw_starts(self.num_envs)
+            new_cash, new_holdings = self._initial_wealth(starts)
+            new_prices = self._close.index_select(0, starts)
+            rows = truncated[:, None]
+            day = torch.where(truncated, starts, day)
+            cash = torch.where(truncated, new_cash, cash)
+            holdings = torch.where(rows, new_holdings, holdings)
+            prices = torch.where(rows, new_prices, prices)
+            value = torch.where(truncated, new_cash + self._dot(new_holdings, new_prices), value)
+            episode_return = episode_return.masked_fill(truncated, 0.0)
+            self._end_day = torch.where(truncated, self._end_days(starts), self._end_day)
+            obs = torch.where(rows, self._observe(starts, new_cash, new_holdings), obs)
+        elif bool(truncated.any()):
             done = truncated.nonzero().squeeze(1)
             starts = self._draw_starts(done.shape[0])
             new_cash, new_holdings = self._initial_wealth(starts)
@@ -630,7 +704,7 @@ class StockTradingVecEnv(EpisodeStarts):
             cash = cash.index_put((done,), new_cash)
             holdings = holdings.index_put((done,), new_holdings)
             prices.index_copy_(0, done, new_prices)  # private to the env: updated in place
-            start_value = new_cash + torch.linalg.vecdot(new_holdings, new_prices)
+            start_value = new_cash + self._dot(new_holdings, new_prices)
             value = value.index_put((done,), start_value)
             episode_return = episode_return.index_put((done,), torch.zeros_like(start_value, dtype=torch.float32))
             self._end_day = self._end_day.index_put((done,), self._end_days(starts))

@@ -21,6 +21,19 @@ from webapp.runs.services import DEFAULT_GENERATION_STEPS
 
 DEFAULT_MUTATION = {"bounds": {"learning_rate": [1e-5, 1e-2]}, "factors": [0.8, 1.25], "probability": 1.0}
 
+
+def default_mutation(algorithm: str) -> dict[str, Any]:
+    """The form's default PBT mutation for ``algorithm``: its learning rates (``learning_rate``
+    for PPO and A2C; ``actor_learning_rate`` and ``critic_learning_rate`` for SAC, TD3, DDPG)
+    between 1e-5 and 1e-2, moved by x0.8 or x1.25."""
+    names = [
+        k
+        for k in default_hyperparameters(algorithm)
+        if k in ("learning_rate", "actor_learning_rate", "critic_learning_rate")
+    ]
+    return {**DEFAULT_MUTATION, "bounds": {name: [1e-5, 1e-2] for name in names}}
+
+
 HYPERPARAMETER_HELP = {
     "ppo": {
         "num_envs": "parallel envs per pod; one rollout is rollout_steps x num_envs transitions",
@@ -45,7 +58,30 @@ HYPERPARAMETER_HELP = {
         "tau": "target network soft-update rate",
         "initial_alpha": "initial entropy temperature",
     },
+    "a2c": {
+        "num_envs": "parallel envs per pod; one rollout is rollout_steps x num_envs transitions",
+        "rollout_steps": "steps per env before each (single) gradient step",
+        "hidden_sizes": "widths of the actor and critic MLPs",
+        "learning_rate": "Adam step size (> 0); mutated by the tournament when named in mutation bounds",
+        "gamma": "discount in (0, 1]",
+        "gae_lambda": "GAE lambda in [0, 1] (1 = n-step returns)",
+        "ent_coef": "entropy bonus weight (>= 0)",
+        "vf_coef": "value-loss weight (>= 0)",
+    },
+    "td3": {
+        "num_envs": "parallel envs per pod",
+        "actor_learning_rate": "Adam step size of the actor (> 0)",
+        "critic_learning_rate": "Adam step size of the critics (> 0)",
+        "batch_size": "samples per gradient step",
+        "buffer_size": "replay buffer capacity (transitions)",
+        "learning_starts": "random-action steps before learning starts",
+        "exploration_noise": "std of the Gaussian action noise while collecting",
+        "target_policy_noise": "std of the target smoothing noise (0 = DDPG)",
+        "policy_delay": "critic updates per actor update (1 = DDPG)",
+        "twin_critics": "two critics and their minimum (false = DDPG's one critic)",
+    },
 }
+HYPERPARAMETER_HELP["ddpg"] = HYPERPARAMETER_HELP["td3"]
 
 # Where an error naming a task/run field (dotted, from the services) is shown on the form.
 _SPLIT_FIELDS = {
@@ -103,6 +139,39 @@ class RunForm(forms.Form):
     test_start = _date("Test from")
     test_end = _date("Test to")
 
+    kind = forms.ChoiceField(
+        label="Task",
+        choices=[
+            ("stock_trading", "Stock trading (whole-share trades, FinRL's MDP)"),
+            ("portfolio", "Portfolio allocation (target weights; a zero action holds equal weights)"),
+        ],
+        initial="stock_trading",
+        required=False,
+        help_text="Portfolio tasks use the initial cash and the buy cost as the cost of turnover; "
+        "shares per trade, sell cost, reward scaling and turbulence apply to stock trading only.",
+    )
+    reward = forms.ChoiceField(
+        label="Portfolio reward",
+        choices=[
+            ("log_return", "Log return"),
+            ("excess_log_return", "Log return over equal weight"),
+            ("differential_sharpe", "Differential Sharpe ratio (Moody & Saffell 2001)"),
+        ],
+        initial="log_return",
+        required=False,
+        help_text="Portfolio tasks only.",
+    )
+    selection_rule = forms.ChoiceField(
+        label="Validation score",
+        choices=[
+            ("mean_minus_std", "Mean - std of the Sharpe ratios of 4 validation quarters"),
+            ("worst_window", "Worst Sharpe ratio of 4 validation quarters"),
+            ("full_sharpe", "Sharpe ratio of the whole validation window"),
+        ],
+        initial="mean_minus_std",
+        required=False,
+        help_text="How generations are ranked; scoring sub-windows keeps one lucky stretch from deciding.",
+    )
     initial_cash = _bounded(forms.FloatField, bounds.ENV["initial_cash"], initial=1e6, help_text="Starting cash, USD.")
     hmax = _bounded(
         forms.IntegerField, bounds.ENV["hmax"], initial=100, help_text="Shares bought or sold per unit of action."
@@ -122,7 +191,7 @@ class RunForm(forms.Form):
         help_text="Sell everything on days at or above this turbulence; empty = never.",
     )
 
-    algorithm = forms.ChoiceField(choices=[("ppo", "PPO"), ("sac", "SAC")], initial="ppo")
+    algorithm = forms.ChoiceField(choices=[(a, a.upper()) for a in queries.ALGORITHMS], initial="ppo")
     hyperparameters = forms.JSONField(
         widget=forms.Textarea(attrs={"rows": 10, "spellcheck": "false"}),
         help_text="JSON object of the algorithm's settings; keys left out keep their defaults.",
@@ -161,7 +230,7 @@ class RunForm(forms.Form):
         self.fields["budget"].queryset = queries.budget_queryset(user=user).filter(owner=user)
         if not self.is_bound:
             self.initial.setdefault("hyperparameters", default_hyperparameters(self.initial.get("algorithm", "ppo")))
-            self.initial.setdefault("mutation", DEFAULT_MUTATION)
+            self.initial.setdefault("mutation", default_mutation(self.initial.get("algorithm", "ppo")))
 
     def clean_hyperparameters(self) -> dict:
         value = self.cleaned_data["hyperparameters"]
@@ -189,10 +258,23 @@ class RunForm(forms.Form):
             "splits": {
                 s: [d[f"{s}_start"].isoformat(), d[f"{s}_end"].isoformat()] for s in ("train", "validation", "test")
             },
-            "env": {k: d[k] for k in _ENV_FIELDS if d.get(k) is not None},
+            "env": self._env(),
             "algorithm": d["algorithm"],
             "hyperparameters": d["hyperparameters"],
+            "kind": d.get("kind") or "stock_trading",
+            "selection": {"rule": d.get("selection_rule") or "mean_minus_std"},
         }
+
+    def _env(self) -> dict[str, Any]:
+        d = self.cleaned_data
+        if d.get("kind") == "portfolio":
+            env = {"reward": d.get("reward") or "log_return"}
+            if d.get("initial_cash") is not None:
+                env["initial_cash"] = d["initial_cash"]
+            if d.get("buy_cost_pct") is not None:
+                env["cost_pct"] = d["buy_cost_pct"]
+            return env
+        return {k: d[k] for k in _ENV_FIELDS if d.get(k) is not None}
 
     def run_kwargs(self) -> dict[str, Any]:
         """Arguments of ``services.run_create`` (besides owner and task)."""
@@ -224,7 +306,7 @@ class RunForm(forms.Form):
 # Dotted names in service messages, as the form says them: the split bounds in words, and no
 # prefix on env fields and JSON keys (the form shows those under their own label / as typed).
 _DOTTED_NAME = re.compile(
-    r"\b(train|validation|test)\.(start|end)\b|\b(?:env|hyperparameters|mutation|ppo|sac)\.(?=\w)"
+    r"\b(train|validation|test)\.(start|end)\b|\b(?:env|hyperparameters|mutation|ppo|a2c|sac|td3|ddpg)\.(?=\w)"
 )
 _SPLIT_WORDS = {"train": "training", "validation": "validation", "test": "test"}
 _JSON_FIELDS = ("hyperparameters", "mutation")
@@ -270,6 +352,8 @@ def initial_from_run(run: Run) -> dict[str, Any]:
         "tickers": ", ".join(task.tickers),
         "algorithm": task.algorithm,
         "hyperparameters": task.hyperparameters,
+        "kind": task.kind,
+        "selection_rule": (task.selection or {}).get("rule", "mean_minus_std"),
         "budget": run.budget_id,
         "num_pods": run.num_pods,
         "generation_steps": run.generation_steps,
@@ -284,6 +368,10 @@ def initial_from_run(run: Run) -> dict[str, Any]:
     for key in _ENV_FIELDS:
         if key in task.env:
             initial[key] = task.env[key]
+    if task.kind == "portfolio":
+        initial["reward"] = task.env.get("reward", "log_return")
+        if "cost_pct" in task.env:
+            initial["buy_cost_pct"] = task.env["cost_pct"]
     return initial
 
 
@@ -291,8 +379,12 @@ class RunFilterForm(forms.Form):
     """Filters of the runs list (GET)."""
 
     status = forms.ChoiceField(choices=[("", "Any status"), *Run.Status.choices], required=False)
-    algorithm = forms.ChoiceField(choices=[("", "Any algorithm"), ("ppo", "PPO"), ("sac", "SAC")], required=False)
+    algorithm = forms.ChoiceField(
+        choices=[("", "Any algorithm"), *((a, a.upper()) for a in queries.ALGORITHMS)], required=False
+    )
     q = forms.CharField(required=False, label="Search", widget=forms.TextInput(attrs={"placeholder": "name or id"}))
+    tag = forms.CharField(required=False, label="Tag", widget=forms.TextInput(attrs={"placeholder": "tag"}))
+    archived = forms.BooleanField(required=False, label="archived runs")
 
 
 class ScaleForm(forms.Form):

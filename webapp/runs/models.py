@@ -63,6 +63,12 @@ class Task(models.Model):
     tickers = models.JSONField(default=list)
     splits = models.JSONField(default=dict)
     env = models.JSONField(default=dict)
+    kind = models.CharField(
+        max_length=20,
+        choices=[("stock_trading", "Stock trading"), ("portfolio", "Portfolio allocation")],
+        default="stock_trading",
+    )
+    selection = models.JSONField(default=dict, blank=True, help_text="validation scoring rule; {} = the default")
     algorithm = models.CharField(max_length=20)
     hyperparameters = models.JSONField(default=dict)
     data_notes = models.JSONField(
@@ -129,6 +135,9 @@ class Run(models.Model):
     stop_requested = models.BooleanField(default=False, help_text="cancel running generations (user stop)")
     event_seq = models.BigIntegerField(default=0)
     best_score = models.FloatField(null=True, blank=True)
+    tags = models.JSONField(default=list, blank=True, help_text="the owner's labels, lower case")
+    note = models.TextField(blank=True, help_text="the owner's note")
+    archived = models.BooleanField(default=False, help_text="hidden from the runs list unless asked for")
     created_at = models.DateTimeField(auto_now_add=True)
     started_at = models.DateTimeField(null=True, blank=True)
     finished_at = models.DateTimeField(null=True, blank=True)

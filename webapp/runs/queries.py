@@ -30,7 +30,7 @@ from webapp.runs.models import Agent, ClusterBudget, Generation, Pod, Run, Task
 
 logger = logging.getLogger(__name__)
 
-ALGORITHMS = ("ppo", "sac")
+ALGORITHMS = engine.algorithms()
 HISTORY_MAX_POINTS = 2000
 
 

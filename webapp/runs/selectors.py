@@ -8,6 +8,7 @@ from typing import Any
 from django.db.models import F, QuerySet, Sum
 from django.utils import timezone
 
+from webapp.runs import baselines, deflated
 from webapp.runs.models import Agent, ClusterBudget, Generation, Pod, Run
 
 
@@ -156,7 +157,23 @@ def pod_payload(pod: Pod, generation: Generation | None = None) -> dict[str, Any
         "steps_per_s": pod.steps_per_s,
         "generation": None if generation is None else generation_payload(generation),
         "queued_reason": pod_queued_reason(pod) if pod.state == Pod.State.QUEUED else "",
+        "last_failure": pod_last_failure(pod),
     }
+
+
+def pod_last_failure(pod: Pod) -> str:
+    """Why the pod's last finished generation failed alone (e.g. "generation 3 diverged: PPO
+    diverged at update 2: ..."), or "" when it succeeded or none finished yet."""
+    last = (
+        pod.generations.filter(status__in=(Generation.Status.DONE, Generation.Status.FAILED))
+        .order_by("-number")
+        .values_list("number", "status", "failure", "error")
+        .first()
+    )
+    if last is None or last[1] != Generation.Status.FAILED or not last[2]:
+        return ""
+    number, _, failure, error = last
+    return f"generation {number} {Generation.Failure(failure).label}: {error}"
 
 
 def pod_queued_reason(pod: Pod) -> str:
@@ -195,18 +212,23 @@ def generation_payload(gen: Generation) -> dict[str, Any]:
     }
 
 
-def agent_payload(agent: Agent) -> dict[str, Any]:
+def agent_payload(agent: Agent, run_sharpes: deflated.RunSharpes | None = None) -> dict[str, Any]:
     """One leaderboard row (``pod`` and ``generation`` joined: ``leaderboard`` selects them).
 
     ``generation`` is the depth in the lineage (1 = fresh), ``pod_generation`` the pod's
     counter; ``env_steps`` is what the agent's own generation trained and ``total_env_steps``
-    its line's (ancestors' + own).
+    its line's (ancestors' + own). ``deflated_sharpe`` is the Deflated Sharpe Ratio against every
+    agent the run has evaluated (``run_sharpes``, computed here when not given).
     """
+    stats = run_sharpes if run_sharpes is not None else deflated.run_sharpes(agent.run_id)
     return {
         "id": agent.id,
+        "deflated_sharpe": deflated.agent_dsr(agent, stats),
+        "trials": stats.trials,
         "score": agent.score,
         "metrics": agent.metrics,
         "pod": agent.pod.index,
+        "baselines": {**(b := baselines.agent_baselines(agent)), "text": baselines.baselines_text(b)},
         "generation": agent.depth,
         "pod_generation": agent.generation.number,
         "env_steps": agent.generation.env_steps,
@@ -230,7 +252,8 @@ def leaderboard(run: Run) -> list[Agent]:
 
 
 def leaderboard_payload(run: Run) -> list[dict[str, Any]]:
-    return [agent_payload(a) for a in leaderboard(run)]
+    stats = deflated.run_sharpes(run.id)
+    return [agent_payload(a, stats) for a in leaderboard(run)]
 
 
 def run_snapshot(run: Run) -> dict[str, Any]:

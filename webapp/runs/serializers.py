@@ -7,7 +7,7 @@ from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
-from webapp.runs import queries, services
+from webapp.runs import deflated, queries, services
 from webapp.runs.models import Agent, ClusterBudget, Run, Task
 
 
@@ -68,12 +68,14 @@ class TaskSerializer(serializers.ModelSerializer):
             "id",
             "name",
             "dataset",
+            "kind",
             "tickers",
             "data_notes",
             "splits",
             "env",
             "algorithm",
             "hyperparameters",
+            "selection",
             "created_at",
         ]
         read_only_fields = fields
@@ -93,9 +95,23 @@ class TaskCreateSerializer(serializers.Serializer):
         help_text="a non-empty subset of the dataset's tickers; leave it out (or null) for all of them",
     )
     splits = serializers.DictField(help_text='{"train": [start, end], "validation": [...], "test": [...]}')
-    env = serializers.DictField(required=False, default=dict)
+    kind = serializers.ChoiceField(
+        choices=["stock_trading", "portfolio"],
+        default="stock_trading",
+        help_text="stock_trading (whole-share trades) or portfolio (target weights over stocks and cash; "
+        "a zero action holds equal weights)",
+    )
+    env = serializers.DictField(
+        required=False, default=dict, help_text="settings of the kind's env; keys left out keep their defaults"
+    )
     algorithm = serializers.ChoiceField(choices=queries.ALGORITHMS, default="ppo")
     hyperparameters = serializers.DictField(required=False, default=dict)
+    selection = serializers.DictField(
+        required=False,
+        default=dict,
+        help_text='validation scoring: {"rule": "mean_minus_std" | "worst_window" | "full_sharpe", '
+        '"windows": 4, "k": 1.0}; {} = mean - 1 x std of 4 sub-window Sharpe ratios',
+    )
 
 
 class RunSerializer(serializers.ModelSerializer):
@@ -140,6 +156,9 @@ class RunSerializer(serializers.ModelSerializer):
             "seed",
             "device",
             "best_score",
+            "tags",
+            "note",
+            "archived",
             "pods_running",
             "agents_count",
             "env_steps_done",
@@ -176,6 +195,15 @@ class RunCreateSerializer(serializers.Serializer):
     start = serializers.BooleanField(default=False, help_text="start the run at once")
 
 
+class AnnotateSerializer(serializers.Serializer):
+    tags = serializers.ListField(child=serializers.CharField(), required=False, help_text="lower-cased, at most 20")
+    note = serializers.CharField(required=False, allow_blank=True)
+
+
+class ArchiveSerializer(serializers.Serializer):
+    archived = serializers.BooleanField(default=True)
+
+
 class ScaleSerializer(serializers.Serializer):
     num_pods = serializers.IntegerField(help_text="new size of the training pool")
 
@@ -206,6 +234,10 @@ class AgentSerializer(serializers.ModelSerializer):
     )
     mutations = serializers.JSONField(source="generation.mutations", read_only=True)
     bundle_url = serializers.SerializerMethodField()
+    deflated_sharpe = serializers.SerializerMethodField(
+        help_text="Deflated Sharpe Ratio (Bailey & López de Prado 2014) of the validation Sharpe ratio, "
+        "against every agent the run has evaluated; null without a Sharpe ratio"
+    )
 
     class Meta:
         model = Agent
@@ -229,8 +261,17 @@ class AgentSerializer(serializers.ModelSerializer):
             "on_leaderboard",
             "created_at",
             "bundle_url",
+            "deflated_sharpe",
         ]
         read_only_fields = fields
+
+    @extend_schema_field(OpenApiTypes.FLOAT)
+    def get_deflated_sharpe(self, obj: Agent) -> float | None:
+        """Deflated Sharpe Ratio against every agent the run has evaluated (one query per run)."""
+        cache = self.context.setdefault("run_sharpes", {})
+        if obj.run_id not in cache:
+            cache[obj.run_id] = deflated.run_sharpes(obj.run_id)
+        return deflated.agent_dsr(obj, cache[obj.run_id])
 
     def get_bundle_url(self, obj: Agent) -> str:
         from django.urls import reverse

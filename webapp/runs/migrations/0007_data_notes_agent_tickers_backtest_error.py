@@ -5,7 +5,7 @@ from django.db import migrations, models
 
 class Migration(migrations.Migration):
     dependencies = [
-        ("runs", "0004_generation_failure"),
+        ("runs", "0006_run_tags_note_archived"),
     ]
 
     operations = [
