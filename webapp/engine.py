@@ -621,6 +621,35 @@ def _benchmark_close(path: str | Path, ticker: str) -> Any:
     return _benchmark_cache[key]
 
 
+def benchmark_values(path: str | Path, tickers: Sequence[str], dates: Any, initial_value: float) -> dict[str, Any]:
+    """Buy-and-hold account values of extra benchmarks (SPY, DIA...) on a backtest's dates.
+
+    Args:
+        path: the benchmark price file (``PADDOCK_BENCHMARK_FILE``).
+        tickers: benchmarks to value; one the file lacks, or that misses a date, is left out.
+        dates: the backtest's ``DatetimeIndex``.
+        initial_value: USD invested on the first date (the agent's initial capital).
+
+    Returns:
+        ``{ticker: pandas.Series}`` of USD values indexed by ``dates``.
+    """
+    import pandas as pd
+
+    from trainer.backtest.engine import load_benchmark_close
+
+    out = {}
+    for ticker in tickers:
+        try:
+            close = load_benchmark_close(Path(path), ticker=ticker)
+        except TrainerError:
+            continue
+        aligned = close.reindex(pd.DatetimeIndex(dates).normalize())
+        if aligned.isna().any() or float(aligned.iloc[0]) <= 0:
+            continue
+        out[ticker] = pd.Series(aligned.to_numpy() / float(aligned.iloc[0]) * initial_value, index=dates, name=ticker)
+    return out
+
+
 def _policy_from_file(path: str | Path, *, expected_sha256: str | None) -> tuple[Any, dict[str, Any]]:
     """The deterministic policy of a checkpoint (``*.pt``) or bundle (``*.zip``) on the CPU.
 
@@ -962,3 +991,41 @@ def deflated_sharpe_ratio(
         sharpe_variance=float(annual_sharpe_variance) / TRADING_DAYS,
         num_observations=int(num_observations),
     )
+
+
+def build_ensemble(
+    checkpoint_paths: Sequence[str | Path],
+    out_path: str | Path,
+    *,
+    data_dir: str | None = None,
+    cache_dir: str | None = None,
+    benchmark_path: str | Path | None = None,
+) -> dict[str, Any]:
+    """Write the ensemble checkpoint of a run's agents (``trainer.ensemble.build_ensemble``),
+    scored on the task's validation split by the task's rule like any generation.
+
+    Returns:
+        JSON-able ``{"sha256", "score", "metrics"}``.
+
+    Raises:
+        trainer.errors.TrainerError: fewer than 2 agents, agents of different observations, or
+            an unreadable checkpoint (naming the field ``agents``).
+    """
+    from trainer.ensemble import build_ensemble as build
+    from trainer.pod import TaskSpec, evaluate_checkpoint_state
+
+    def evaluate(agent: Any, state: dict[str, Any]) -> dict[str, Any]:
+        spec = TaskSpec.from_dict(state["task"])
+        market = _market_data(spec, data_dir=data_dir, cache_dir=cache_dir)
+        bench = None
+        if benchmark_path is not None and Path(benchmark_path).exists():
+            bench = _benchmark_close(benchmark_path, BENCHMARK_TICKER).pct_change().dropna()
+        return evaluate_checkpoint_state(agent, state, market_data=market, benchmark_returns=bench)
+
+    digest, state = build([str(p) for p in checkpoint_paths], out_path, evaluate=evaluate)
+    score = state.get("score")
+    return {
+        "sha256": digest,
+        "score": None if score is None or not np.isfinite(score) else float(score),
+        "metrics": _jsonable(state.get("metrics") or {}),
+    }

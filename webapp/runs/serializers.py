@@ -114,6 +114,12 @@ class TaskCreateSerializer(serializers.Serializer):
     )
 
 
+class EnsembleSerializer(serializers.Serializer):
+    """Input of ``POST /api/runs/{id}/ensemble/``."""
+
+    k = serializers.IntegerField(default=3, min_value=2, max_value=16, help_text="leaderboard agents to average")
+
+
 class RunSerializer(serializers.ModelSerializer):
     """A run as listed: status, best score, budget progress, pods running, owner."""
 
