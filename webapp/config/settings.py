@@ -116,20 +116,14 @@ if DATABASES["default"]["ENGINE"].endswith("sqlite3"):
     # processes started by the browser tests see the same test database (they are given its
     # path). One file per test run: two runs in one checkout must not share it.
     DATABASES["default"]["TEST"] = {"NAME": str(VAR_DIR / f"test-paddock-{os.getpid()}.sqlite3")}
-elif env_bool("PADDOCK_DB_POOL", False):
-    # The web server (``webapp/config/asgi.py`` sets PADDOCK_DB_POOL=1): Django's ASGI handler
-    # runs every request in a thread of its own, so without a pool each request opened a new
-    # PostgreSQL connection (persistent connections cannot be reused across threads). The pool
-    # (psycopg_pool, Django 5.1+) keeps a few open per process and Django has it check each one
-    # on checkout, so a restarted database costs one failed check, not a failed request. Celery
-    # workers and manage.py keep one connection per use (they fork; a pool must not cross a fork).
-    DATABASES["default"].setdefault("OPTIONS", {})["pool"] = {
-        "min_size": 1,
-        "max_size": env_int("PADDOCK_DB_POOL_SIZE", 8, minimum=1),
-        "timeout": 10,
-    }
-    DATABASES["default"]["CONN_HEALTH_CHECKS"] = True
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
+# PostgreSQL connection pool of the web server (``webapp/config/asgi.py`` applies it; Celery
+# workers and manage.py keep one connection per use: they fork, and a pool must not cross a
+# fork). Django's ASGI handler runs every request in a thread of its own, so without a pool each
+# request opened a new connection (persistent connections cannot be reused across threads).
+# Django checks each pooled connection on checkout, so a restarted database costs one failed
+# check, not a failed request. ``PADDOCK_DB_POOL_SIZE=0`` turns the pool off.
+PADDOCK_WEB_DB_POOL_SIZE = env_int("PADDOCK_DB_POOL_SIZE", 8, minimum=0)
 
 REDIS_URL = env_url("REDIS_URL", "redis://127.0.0.1:6379/0", schemes=("redis", "rediss", "unix"))
 
