@@ -1,16 +1,4 @@
-"""Checkpoints (resumable training state) and downloadable agent bundles (inference only).
-
-**Checkpoint**: one ``torch.save`` file of plain containers and tensors (no pickled classes),
-so it loads with ``torch.load(weights_only=True)``. Keys (``CHECKPOINT_FORMAT`` version 1):
-
-* ``format``, ``format_version``, ``paddock_version``, ``created_at`` (UTC ISO 8601);
-* ``algorithm``, ``hyperparameters`` (the agent's full dict), ``agent`` (``agent.state_dict()``:
-  networks, optimizers, observation normalizer, RNG states and step counters);
-* ``obs_dim``, ``action_dim``, ``observation_layout`` (the env's JSON layout), ``env_config``;
-* ``task`` (:meth:`trainer.pod.TaskSpec.to_dict`), ``data_window`` (tickers, feature names,
-  first/last day of each split actually used, content hash of the panel);
-* ``score``, ``metrics`` (validation), ``env_steps`` (this generation), ``total_env_steps``,
-  ``generation``, ``parent_sha256``, ``seed``, ``cancelled``.
+"""Downloadable agent bundles (inference only); checkpoints live in :mod:`trainer.checkpoints`.
 
 **Bundle**: a zip for users, holding
 
@@ -24,10 +12,8 @@ so it loads with ``torch.load(weights_only=True)``. Keys (``CHECKPOINT_FORMAT`` 
 * ``README.md``: a short model card;
 * ``SHA256SUMS``: ``<sha256>  <name>`` of every other member, checked on load.
 
-Every file is written atomically: a temporary file in the destination folder, ``fsync``, then
-``os.replace``, so a crash never leaves a half-written checkpoint under the final name.
-Loading never unpickles arbitrary objects: checkpoints go through ``weights_only=True``,
-bundles through safetensors and JSON only.
+Every file is written atomically (:func:`trainer.checkpoints.atomic_write_bytes`). Loading
+never unpickles arbitrary objects: bundles go through safetensors and JSON only.
 """
 
 from __future__ import annotations
@@ -35,11 +21,8 @@ from __future__ import annotations
 import contextlib
 import copy
 import datetime as _dt
-import hashlib
 import io
 import json
-import os
-import tempfile
 import warnings
 import zipfile
 import zlib
@@ -50,8 +33,18 @@ from typing import Any
 import numpy as np
 import torch
 
-from trainer import __version__
-from trainer.errors import BundleError, ConfigError, TrainerError
+from trainer.checkpoints import (
+    CHECKPOINT_FORMAT,
+    atomic_write_bytes,
+    build_agent,
+    error_summary,
+    load_checkpoint,
+    save_checkpoint,
+    sha256_bytes,
+    sha256_file,
+)
+from trainer.errors import BundleError, TrainerError
+from trainer.version import __version__
 
 __all__ = [
     "BUNDLE_MEMBERS",
@@ -66,193 +59,10 @@ __all__ = [
     "sha256_file",
 ]
 
-CHECKPOINT_FORMAT = "paddock.checkpoint"
-CHECKPOINT_VERSION = 1
 BUNDLE_FORMAT = "paddock.bundle"
 BUNDLE_VERSION = 1
 #: Members of a bundle zip; every one but ``SHA256SUMS`` is listed in ``SHA256SUMS``.
 BUNDLE_MEMBERS = ("policy.safetensors", "config.json", "policy.onnx", "README.md", "SHA256SUMS")
-_REQUIRED_CHECKPOINT_KEYS = (
-    "algorithm",
-    "hyperparameters",
-    "agent",
-    "obs_dim",
-    "action_dim",
-    "observation_layout",
-    "env_config",
-    "task",
-)
-
-
-# ---------------------------------------------------------------------------- file helpers
-def sha256_bytes(data: bytes) -> str:
-    """Hex SHA-256 digest of ``data``."""
-    return hashlib.sha256(data).hexdigest()
-
-
-def sha256_file(path: str | Path) -> str:
-    """Hex SHA-256 digest of a file's bytes, read in 1 MiB chunks.
-
-    Raises:
-        BundleError: the file cannot be read (``file`` names it).
-    """
-    h = hashlib.sha256()
-    try:
-        with open(path, "rb") as f:
-            for chunk in iter(lambda: f.read(1 << 20), b""):
-                h.update(chunk)
-    except OSError as exc:
-        raise BundleError(f"{path}: cannot be read ({exc.strerror or exc})", file=str(path)) from exc
-    return h.hexdigest()
-
-
-def atomic_write_bytes(path: str | Path, data: bytes) -> str:
-    """Write ``data`` to ``path`` atomically and durably; return its hex SHA-256.
-
-    The bytes go to a temporary file in the same folder (same file system, so the rename is
-    atomic), are flushed and fsynced, and the file is renamed over ``path`` with
-    ``os.replace``; the folder is fsynced too where the OS allows it. Readers see either the
-    old file or the complete new one. Missing parent folders are created.
-
-    Raises:
-        BundleError: the folder cannot be created or written (``file`` names ``path``).
-    """
-    path = Path(path)
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    except OSError as exc:
-        raise BundleError(f"{path}: cannot write here ({exc.strerror or exc})", file=str(path)) from exc
-    try:
-        with os.fdopen(fd, "wb") as f:
-            f.write(data)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException as exc:
-        with contextlib.suppress(OSError):
-            os.unlink(tmp)
-        if isinstance(exc, OSError):
-            raise BundleError(f"{path}: cannot write ({exc.strerror or exc})", file=str(path)) from exc
-        raise
-    with contextlib.suppress(OSError):  # not possible on every platform (e.g. Windows)
-        dir_fd = os.open(path.parent, os.O_RDONLY)
-        try:
-            os.fsync(dir_fd)
-        finally:
-            os.close(dir_fd)
-    return sha256_bytes(data)
-
-
-def utc_now() -> str:
-    """Current UTC time as ISO 8601 with a ``Z`` suffix, to the second."""
-    return _dt.datetime.now(_dt.UTC).replace(microsecond=0).isoformat().replace("+00:00", "Z")
-
-
-# ---------------------------------------------------------------------------- checkpoints
-def save_checkpoint(state: dict[str, Any], path: str | Path) -> str:
-    """Serialize a checkpoint dict with ``torch.save`` and write it atomically.
-
-    Args:
-        state: plain containers (dict/list/tuple), str/int/float/bool/None and tensors only
-            (what ``torch.load(weights_only=True)`` accepts). ``format``/``format_version``/
-            ``paddock_version`` are filled in when missing.
-        path: destination file (conventionally ``*.pt``).
-
-    Returns:
-        Hex SHA-256 of the written file.
-
-    Raises:
-        BundleError: the state holds an object that would need unpickling to load (it is
-            checked by loading it back from memory before anything is written), or the file
-            cannot be written.
-    """
-    state = {
-        "format": CHECKPOINT_FORMAT,
-        "format_version": CHECKPOINT_VERSION,
-        "paddock_version": __version__,
-        **state,
-    }
-    buf = io.BytesIO()
-    torch.save(state, buf)
-    data = buf.getvalue()
-    try:
-        torch.load(io.BytesIO(data), map_location="cpu", weights_only=True)
-    except Exception as exc:  # an unsafe type would make the file unloadable later
-        raise BundleError(
-            f"{path}: checkpoint state holds an object that weights_only loading refuses ({exc})", file=str(path)
-        ) from exc
-    return atomic_write_bytes(path, data)
-
-
-def load_checkpoint(path: str | Path, *, expected_sha256: str | None = None) -> dict[str, Any]:
-    """Load a checkpoint written by :func:`save_checkpoint` onto the CPU.
-
-    Uses ``torch.load(weights_only=True)`` only: no arbitrary object is ever unpickled.
-
-    Args:
-        path: the checkpoint file.
-        expected_sha256: when given, the file's SHA-256 must equal it (tamper/corruption check).
-
-    Returns:
-        The checkpoint dict (tensors on the CPU); see the module doc for its keys.
-
-    Raises:
-        BundleError: the file is missing, unreadable, truncated, not a Paddock checkpoint, of a
-            newer format, or its SHA-256 differs from ``expected_sha256`` (``file`` names it).
-    """
-    path = Path(path)
-    if not path.is_file():
-        raise BundleError(f"checkpoint {path} does not exist", file=str(path))
-    if expected_sha256 is not None:
-        actual = sha256_file(path)
-        if actual != expected_sha256.lower():
-            raise BundleError(
-                f"checkpoint {path}: SHA-256 {actual} does not match the expected {expected_sha256}", file=str(path)
-            )
-    try:
-        state = torch.load(path, map_location="cpu", weights_only=True)
-    except Exception as exc:  # truncated zip, foreign pickle, unsafe globals...
-        raise BundleError(f"checkpoint {path} cannot be loaded: {_one_line(exc)}", file=str(path)) from exc
-    if not isinstance(state, dict) or state.get("format") != CHECKPOINT_FORMAT:
-        raise BundleError(f"{path} is not a Paddock checkpoint", file=str(path))
-    if int(state.get("format_version", 0)) > CHECKPOINT_VERSION:
-        raise BundleError(
-            f"checkpoint {path} has format version {state['format_version']}; this Paddock reads up to "
-            f"{CHECKPOINT_VERSION}",
-            file=str(path),
-        )
-    missing = [k for k in _REQUIRED_CHECKPOINT_KEYS if k not in state]
-    if missing:
-        raise BundleError(f"checkpoint {path} lacks {', '.join(missing)}", file=str(path))
-    return state
-
-
-def _one_line(exc: BaseException) -> str:
-    text = str(exc).strip().splitlines()
-    return text[0][:300] if text else type(exc).__name__
-
-
-# ---------------------------------------------------------------------------- bundles
-def _build_agent(state: dict[str, Any], *, device: str | torch.device = "cpu") -> Any:
-    """Rebuild the agent of a checkpoint with its full training state (CPU by default)."""
-    from trainer.agents import make_agent
-
-    try:
-        agent = make_agent(
-            state["algorithm"],
-            int(state["obs_dim"]),
-            int(state["action_dim"]),
-            dict(state["hyperparameters"]),
-            device=device,
-            seed=int(state.get("seed", 0) or 0),
-        )
-        agent.load_state_dict(state["agent"])
-    except (ConfigError, KeyError, RuntimeError, TypeError, ValueError) as exc:
-        raise BundleError(
-            f"checkpoint does not rebuild into a {state.get('algorithm')!r} agent: {_one_line(exc)}"
-        ) from exc
-    return agent
 
 
 def _export_onnx(policy: torch.nn.Module, obs_dim: int) -> bytes:
@@ -375,7 +185,7 @@ def export_bundle(checkpoint_path: str | Path, out_path: str | Path) -> str:
     checkpoint_sha = sha256_file(checkpoint_path)
     state = load_checkpoint(checkpoint_path)
     try:
-        agent = _build_agent(state)
+        agent = build_agent(state)
     except BundleError as exc:
         raise BundleError(f"checkpoint {checkpoint_path}: {exc.message}", file=str(checkpoint_path)) from exc
     policy = agent.policy_module().to("cpu").eval()
@@ -449,7 +259,7 @@ def _read_bundle(path: Path) -> dict[str, bytes]:
         zf = zipfile.ZipFile(path)
     except (zipfile.BadZipFile, OSError, EOFError) as exc:
         raise BundleError(
-            f"bundle {path} is not a readable zip file (truncated or corrupt): {_one_line(exc)}", file=str(path)
+            f"bundle {path} is not a readable zip file (truncated or corrupt): {error_summary(exc)}", file=str(path)
         ) from exc
     members: dict[str, bytes] = {}
     with zf:
@@ -463,7 +273,7 @@ def _read_bundle(path: Path) -> dict[str, bytes]:
                 members[name] = zf.read(name)
             except (zipfile.BadZipFile, OSError, EOFError, zlib.error) as exc:
                 raise BundleError(
-                    f"bundle {path}: {name} is corrupt ({_one_line(exc)})", file=str(path), member=name
+                    f"bundle {path}: {name} is corrupt ({error_summary(exc)})", file=str(path), member=name
                 ) from exc
     listed: dict[str, str] = {}
     for line in members["SHA256SUMS"].decode("utf-8", errors="replace").splitlines():
@@ -549,7 +359,7 @@ class LoadedAgent:
     def policy_fn(self, device: str | torch.device | None = None) -> Callable[[torch.Tensor], torch.Tensor]:
         """A callable obs (B, obs_dim) float32 tensor -> action (B, action_dim) tensor on ``device``.
 
-        This is the policy signature of :func:`trainer.pod.evaluate_policy` and of the
+        This is the policy signature of :func:`trainer.evaluation.evaluate_policy` and of the
         backtest engine.
         """
         target = torch.device(device) if device is not None else self.device
@@ -622,8 +432,8 @@ class LoadedAgent:
     def evaluate(
         self, market_data: Any, env_config: Any = None, *, device: str | torch.device = "cpu", **kwargs: Any
     ) -> dict[str, Any]:
-        """Metrics of the deterministic policy over ``market_data`` (see :func:`trainer.pod.evaluate_policy`)."""
-        from trainer.pod import evaluate_policy
+        """Metrics of the deterministic policy over ``market_data`` (see :func:`trainer.evaluation.evaluate_policy`)."""
+        from trainer.evaluation import evaluate_policy
 
         self.check_market(market_data)
         env_config = env_config if env_config is not None else self.env_config()
@@ -674,7 +484,7 @@ def load_agent(path: str | Path, *, device: str | torch.device = "cpu") -> Loade
         tensors = safetensors_load(members["policy.safetensors"])
     except (SafetensorError, ValueError, RuntimeError) as exc:
         raise BundleError(
-            f"bundle {path}: policy.safetensors cannot be read ({_one_line(exc)})",
+            f"bundle {path}: policy.safetensors cannot be read ({error_summary(exc)})",
             file=str(path),
             member="policy.safetensors",
         ) from exc
@@ -694,7 +504,7 @@ def load_agent(path: str | Path, *, device: str | torch.device = "cpu") -> Loade
         policy.load_state_dict(tensors, strict=True)
     except (TrainerError, KeyError, RuntimeError, TypeError, ValueError) as exc:
         raise BundleError(
-            f"bundle {path}: policy.safetensors does not fit the architecture in config.json ({_one_line(exc)})",
+            f"bundle {path}: policy.safetensors does not fit the architecture in config.json ({error_summary(exc)})",
             file=str(path),
             member="policy.safetensors",
         ) from exc

@@ -24,8 +24,8 @@ from typing import Any, NoReturn
 
 import yaml
 
-from trainer import __version__
 from trainer.errors import ConfigError, DataError, TrainerError
+from trainer.version import __version__
 
 EXIT_USAGE = 2
 DEFAULT_ENV_STEPS = 2_000_000
@@ -203,7 +203,7 @@ def task_from_args(args: argparse.Namespace) -> dict[str, Any]:
     Raises:
         ConfigError: an unreadable task file.
     """
-    from trainer.pod import demo_task_dict
+    from trainer.task import demo_task_dict
 
     task = _read_task_file(args.task) if args.task else demo_task_dict()
     if not isinstance(task.get("data"), dict):
@@ -293,7 +293,8 @@ def cmd_train(args: argparse.Namespace) -> int:
     from trainer.bundle import export_bundle
     from trainer.data.splits import check_split_days
     from trainer.device import set_cpu_threads
-    from trainer.pod import SPLITS, TaskSpec, check_env_steps, run_generation
+    from trainer.pod import run_generation
+    from trainer.task import SPLITS, TaskSpec, check_env_steps
 
     task = TaskSpec.from_dict(task_from_args(args))
     total = args.env_steps
@@ -441,11 +442,13 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
     """Metrics of a checkpoint's or bundle's deterministic policy over a split or range."""
     import dataclasses
 
-    from trainer.bundle import _build_agent, load_agent, load_checkpoint
+    from trainer.bundle import load_agent
+    from trainer.checkpoints import build_agent, load_checkpoint
     from trainer.data.pipeline import DataSpec
     from trainer.device import pick_device, set_cpu_threads
     from trainer.envs.stock_trading import EnvConfig
-    from trainer.pod import TaskSpec, evaluate_policy
+    from trainer.evaluation import evaluate_policy
+    from trainer.task import TaskSpec
 
     set_cpu_threads()
     path = Path(args.path)
@@ -457,7 +460,7 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
     else:
         state = load_checkpoint(path)
         task_dict, env_dict, tickers = state["task"], state["env_config"], list(state["observation_layout"]["tickers"])
-        trained = _build_agent(state, device=device)
+        trained = build_agent(state, device=device)
 
         def policy(obs: Any) -> Any:
             return trained.act(obs, deterministic=True)

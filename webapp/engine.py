@@ -11,6 +11,8 @@ start-up.
 
 from __future__ import annotations
 
+import copy
+import functools
 import threading
 from collections import OrderedDict
 from collections.abc import Callable, Sequence
@@ -21,7 +23,9 @@ from typing import Any
 import numpy as np
 
 from trainer.errors import TrainerError  # also the name the rest of webapp catches it by
-from webapp.core.errors import AppError
+from webapp.core.errors import AppError, register_trainer_error
+
+register_trainer_error(TrainerError)
 
 
 def configure_process(*, threads: int) -> None:
@@ -74,7 +78,7 @@ def validate_task(spec: dict[str, Any]) -> dict[str, Any]:
     """Validate a task spec with the trainer's own config classes and normalize it.
 
     Args:
-        spec: ``trainer.pod.TaskSpec`` dict: ``data`` (DataSpec dict), ``train``,
+        spec: ``trainer.task.TaskSpec`` dict: ``data`` (DataSpec dict), ``train``,
             ``validation``, ``test`` (``[start, end]``), ``env`` (EnvConfig dict),
             ``algorithm``, ``hyperparameters``.
 
@@ -85,7 +89,7 @@ def validate_task(spec: dict[str, Any]) -> dict[str, Any]:
         AppError: a bad value; ``fields`` names it with a dotted path (``env.hmax``,
             ``hyperparameters.learning_rate``).
     """
-    from trainer.pod import TaskSpec
+    from trainer.task import TaskSpec
 
     try:
         return TaskSpec.from_dict(spec).to_dict()
@@ -94,6 +98,36 @@ def validate_task(spec: dict[str, Any]) -> dict[str, Any]:
 
 
 _calendar_cache: OrderedDict[tuple, Any] = OrderedDict()
+
+
+def algorithms() -> tuple[str, ...]:
+    """Names of the algorithms a task may use (``"ppo"``, ``"sac"``); loads no torch."""
+    from trainer.algorithms import ALGORITHM_NAMES
+
+    return ALGORITHM_NAMES
+
+
+def default_hyperparameters(algorithm: str) -> dict[str, Any]:
+    """The algorithm's full hyperparameter dict with the trainer's defaults (a fresh copy the
+    caller may change).
+
+    Raises:
+        AppError: an unknown algorithm (field ``algorithm``).
+    """
+    return copy.deepcopy(_default_hyperparameters(algorithm))
+
+
+@functools.cache
+def _default_hyperparameters(algorithm: str) -> dict[str, Any]:
+    from trainer.errors import ConfigError
+    from trainer.task import validate_hyperparameters
+
+    try:
+        return validate_hyperparameters(algorithm, {})
+    except ConfigError as exc:
+        raise AppError.from_trainer(exc, prefix="") from exc
+
+
 _CALENDAR_CACHE_SIZE = 16
 
 
@@ -136,12 +170,12 @@ def check_task_splits(splits: dict[str, Any], *, paths: Sequence[str | Path], ti
 
 def check_generation_steps(algorithm: str, hyperparameters: dict[str, Any], generation_steps: int) -> None:
     """Refuse generations shorter than one PPO rollout or one SAC vector step
-    (``trainer.pod.check_env_steps``).
+    (``trainer.task.check_env_steps``).
 
     Raises:
         AppError: naming ``generation_steps``.
     """
-    from trainer.pod import check_env_steps
+    from trainer.task import check_env_steps
 
     try:
         check_env_steps(algorithm, hyperparameters, int(generation_steps), field="generation_steps")
@@ -406,7 +440,7 @@ def _policy_from_file(path: str | Path, *, expected_sha256: str | None) -> tuple
         return loaded.policy_fn("cpu"), info
 
     from trainer.agents import make_agent
-    from trainer.bundle import load_checkpoint
+    from trainer.checkpoints import load_checkpoint
 
     state = load_checkpoint(path, expected_sha256=expected_sha256)
     agent = make_agent(
@@ -467,7 +501,7 @@ def backtest_agent(
     from trainer.backtest.engine import run_backtest
     from trainer.backtest.metrics import METRIC_CONTRACT
     from trainer.errors import DataError
-    from trainer.pod import TaskSpec
+    from trainer.task import TaskSpec
 
     spec = TaskSpec.from_dict(task)
     policy, info = _policy_from_file(agent_path, expected_sha256=expected_sha256)
@@ -641,7 +675,7 @@ def measure_training_throughput(
     from trainer.agents import make_agent
     from trainer.device import pick_device
     from trainer.envs.stock_trading import StockTradingVecEnv
-    from trainer.pod import TaskSpec
+    from trainer.task import TaskSpec
 
     spec = TaskSpec.from_dict(task)
     torch_device = pick_device(device)

@@ -12,7 +12,8 @@ import numpy as np
 import pytest
 import torch
 
-from trainer.bundle import _build_agent, load_agent, load_checkpoint, sha256_file
+from trainer.bundle import load_agent, load_checkpoint, sha256_file
+from trainer.checkpoints import build_agent
 from trainer.cli import main
 
 REPO = Path(__file__).resolve().parents[2]
@@ -124,7 +125,7 @@ def test_tiny_train_run_writes_a_bundle_with_the_checkpoints_actions(tiny_run, d
     state = load_checkpoint(checkpoint)
     assert state["observation_layout"]["tickers"] == ["AAPL", "MSFT"]
     assert state["score"] == tiny_run["score"]
-    trained = _build_agent(state)
+    trained = build_agent(state)
     loaded = load_agent(bundle)
     obs = torch.randn(64, loaded.obs_dim) * 4  # normalised-space noise still exercises every weight
     np.testing.assert_array_equal(loaded.act(obs.numpy()), trained.act(obs, deterministic=True).numpy())

@@ -9,7 +9,8 @@ import pytest
 import torch
 
 from trainer.agents import make_agent
-from trainer.bundle import _build_agent, load_checkpoint, sha256_file
+from trainer.bundle import load_checkpoint, sha256_file
+from trainer.checkpoints import build_agent
 from trainer.data.pipeline import DataSpec, load_market_data
 from trainer.envs.stock_trading import EnvConfig, StockTradingVecEnv
 from trainer.errors import BundleError, ConfigError
@@ -137,7 +138,7 @@ def test_score_is_the_validation_sharpe_of_the_checkpointed_policy(first_generat
     assert m["total_return"] == pytest.approx(m["final_value"] / m["initial_value"] - 1)
     assert m["random_windows"]["count"] == 4 and m["random_windows"]["days"] == 63
     # the policy saved in the checkpoint scores exactly the reported score
-    agent = _build_agent(load_checkpoint(result.checkpoint_path))
+    agent = build_agent(load_checkpoint(result.checkpoint_path))
     again = evaluate_policy(
         lambda obs: agent.act(obs, deterministic=True), market.slice(*task.validation), task.env, seed=3
     )
@@ -196,7 +197,7 @@ def test_resuming_continues_the_counters_and_matches_training_in_one_process(fir
 def test_checkpoint_state_round_trips_into_a_fresh_agent(first_generation):
     result, _ = first_generation
     state = load_checkpoint(result.checkpoint_path)
-    agent = _build_agent(state)
+    agent = build_agent(state)
     again = agent.state_dict()
     assert again["env_steps"] == state["agent"]["env_steps"]
     assert torch.equal(again["generator"], state["agent"]["generator"])
@@ -300,7 +301,7 @@ def test_a_sac_task_trains_resumes_and_exports(market, tmp_path):
     assert second.hyperparameters["actor_learning_rate"] == 1e-4
     export_bundle(second.checkpoint_path, tmp_path / "s.zip")
     loaded = load_agent(tmp_path / "s.zip")
-    agent = _build_agent(load_checkpoint(second.checkpoint_path))
+    agent = build_agent(load_checkpoint(second.checkpoint_path))
     obs = torch.randn(16, loaded.obs_dim) * 3
     np.testing.assert_array_equal(loaded.act(obs.numpy()), agent.act(obs, deterministic=True).numpy())
 

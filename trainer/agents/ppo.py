@@ -74,7 +74,7 @@ class PPOConfig(AgentConfig):
             transitions (16 384 by default, a large batch in the spirit of ElegantRL-Podracer).
         rollout_steps: steps T per env and rollout, 1..4 096. The rollout buffer holds about
             ``T * E * (obs_dim + action_dim + 8) * 4`` bytes (22 MB at the defaults with 300-dim
-            observations); a task whose buffer would pass ``trainer.pod.MAX_BUFFER_BYTES`` is refused.
+            observations); a task whose buffer would pass ``trainer.task.MAX_BUFFER_BYTES`` is refused.
         hidden_sizes: widths of the actor and critic MLPs (tanh), 1 to 8 layers of 1..4 096 each.
             (64, 64) is also Stable-Baselines3's default; the first layer (obs_dim x 64) dominates
             the cost.

@@ -64,7 +64,7 @@ class SACConfig(AgentConfig):
         batch_size: transitions per gradient update, 1..65 536.
         buffer_size: replay capacity in transitions, num_envs..2**22. Memory is about
             ``buffer_size * (2 obs_dim + action_dim + 2) * 4`` bytes (660 MB at the default with
-            300-dim observations); a task whose buffer would pass ``trainer.pod.MAX_BUFFER_BYTES``
+            300-dim observations); a task whose buffer would pass ``trainer.task.MAX_BUFFER_BYTES``
             is refused.
         learning_starts: transitions collected (uniform random actions) before the first update,
             >= 0; updates also wait until the buffer holds ``max(learning_starts, batch_size)``.

@@ -28,12 +28,17 @@ from django.db import IntegrityError, transaction
 from django.utils import timezone
 
 from webapp import engine
+from webapp.config.celery import app as celery_app
 from webapp.core.errors import AppError
 from webapp.market.models import Dataset
 from webapp.reports.models import Backtest
 from webapp.runs.models import Agent, Run
+from webapp.runs.selectors import task_spec
 
 logger = logging.getLogger(__name__)
+
+#: The Celery task that runs one backtest (``webapp.reports.tasks.run_backtest``).
+RUN_BACKTEST_TASK = "webapp.reports.tasks.run_backtest"
 
 #: Agents of a finished run backtested automatically when the run has no own setting.
 DEFAULT_TOP_AGENTS = 3
@@ -171,10 +176,9 @@ def backtest_create(
 
 
 def _send(backtest_id: int) -> None:
-    from webapp.reports.tasks import run_backtest
-
+    # By task name: ``webapp.reports.tasks`` imports this module, so this one does not import it.
     try:
-        run_backtest.delay(backtest_id)
+        celery_app.send_task(RUN_BACKTEST_TASK, args=[backtest_id])
     except Exception:  # broker down: the row stays queued and can be sent again
         logger.warning("could not send backtest %s", backtest_id, exc_info=True)
 
@@ -344,8 +348,6 @@ def backtest_execute(*, backtest_id: int) -> Backtest:
     agent = backtest.agent
     if not default_storage.exists(agent.checkpoint):
         raise AppError(f"the agent's checkpoint {agent.checkpoint} is missing from the storage")
-    from webapp.runs.services import task_spec
-
     spec = task_spec(backtest.run.task)
     spec["data"]["tickers"] = list(backtest.tickers)
     with tempfile.TemporaryDirectory(prefix="paddock-backtest-") as tmp:

@@ -15,7 +15,7 @@ from typing import Any
 from channels.db import database_sync_to_async
 from channels.generic.websocket import AsyncJsonWebsocketConsumer
 
-from webapp.runs import events, queries, selectors
+from webapp.runs import events, selectors
 
 logger = logging.getLogger(__name__)
 
@@ -70,7 +70,7 @@ class RunConsumer(AsyncJsonWebsocketConsumer):
 
     @database_sync_to_async
     def _owns(self, user, run_id: int) -> bool:
-        return queries.run_get(user=user, run_id=run_id) is not None
+        return selectors.run_get(user=user, run_id=run_id) is not None
 
     @database_sync_to_async
     def _snapshot(self, run_id: int) -> dict[str, Any] | None:

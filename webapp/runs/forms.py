@@ -6,7 +6,6 @@ values, and their errors come back next to the field they name (:func:`map_app_e
 
 from __future__ import annotations
 
-import functools
 import re
 from typing import Any
 
@@ -14,7 +13,7 @@ from django import forms
 
 from webapp import engine
 from webapp.core.errors import AppError, without_field_name
-from webapp.runs import queries
+from webapp.runs import selectors
 from webapp.runs.models import ClusterBudget, Run
 from webapp.runs.services import DEFAULT_GENERATION_STEPS
 
@@ -51,19 +50,6 @@ _SPLIT_FIELDS = {
     f"{split}.{end}": f"{split}_{end}" for split in ("train", "validation", "test") for end in ("start", "end")
 }
 _ENV_FIELDS = ("initial_cash", "hmax", "buy_cost_pct", "sell_cost_pct", "reward_scaling", "turbulence_threshold")
-
-
-@functools.cache
-def default_hyperparameters(algorithm: str) -> dict[str, Any]:
-    """The algorithm's full hyperparameter dict with the trainer's defaults."""
-    spec = {
-        "data": {"paths": ["defaults.csv"]},
-        "train": ["2000-01-03", "2000-01-04"],
-        "validation": ["2000-01-05", "2000-01-06"],
-        "test": ["2000-01-07", "2000-01-10"],
-        "algorithm": algorithm,
-    }
-    return engine.validate_task(spec)["hyperparameters"]
 
 
 def _date(label: str) -> forms.DateField:
@@ -121,10 +107,12 @@ class RunForm(forms.Form):
 
     def __init__(self, *args, user, **kwargs) -> None:
         super().__init__(*args, **kwargs)
-        self.fields["dataset"].queryset = queries.dataset_queryset(user=user)
-        self.fields["budget"].queryset = queries.budget_queryset(user=user).filter(owner=user)
+        self.fields["dataset"].queryset = selectors.dataset_queryset(user=user)
+        self.fields["budget"].queryset = selectors.budget_queryset(user=user).filter(owner=user)
         if not self.is_bound:
-            self.initial.setdefault("hyperparameters", default_hyperparameters(self.initial.get("algorithm", "ppo")))
+            self.initial.setdefault(
+                "hyperparameters", engine.default_hyperparameters(self.initial.get("algorithm", "ppo"))
+            )
             self.initial.setdefault("mutation", DEFAULT_MUTATION)
 
     def clean_hyperparameters(self) -> dict:
@@ -283,4 +271,4 @@ class BudgetForm(forms.ModelForm):
 
     def __init__(self, *args, **kwargs) -> None:
         super().__init__(*args, **kwargs)
-        self.fields["owner"].queryset = queries.users_for_budgets()
+        self.fields["owner"].queryset = selectors.users_for_budgets()

@@ -1,7 +1,7 @@
 """Pages of the runs app: list, new/clone, live detail, controls, agent, budgets; and the
 resumable file download shared with the API.
 
-Views stay thin: forms parse, ``services`` write, ``queries``/``selectors`` read. Objects of
+Views stay thin: forms parse, ``services`` write, ``selectors`` read. Objects of
 other users are 404s (every lookup is scoped to ``request.user``).
 """
 
@@ -21,8 +21,9 @@ from django.shortcuts import redirect, render
 from django.urls import NoReverseMatch, reverse
 from django.views.decorators.http import require_GET, require_http_methods, require_POST, require_safe
 
+from webapp import engine
 from webapp.core.errors import AppError
-from webapp.runs import forms, queries, selectors, services
+from webapp.runs import forms, selectors, services
 
 PAGE_SIZE = 50
 #: leaderboard rows the run page shows (the API pages through all of them)
@@ -123,7 +124,7 @@ def serve_file(request, name: str, *, size: int, sha256: str, filename: str, con
 
 
 def _run_or_404(request: HttpRequest, run_id: int):
-    run = queries.run_get(user=request.user, run_id=run_id)
+    run = selectors.run_get(user=request.user, run_id=run_id)
     if run is None:
         raise Http404("run not found")
     return run
@@ -135,14 +136,14 @@ def run_list(request: HttpRequest) -> HttpResponse:
     """Paginated runs with filters (status, algorithm, search)."""
     filters = forms.RunFilterForm(request.GET or None)
     values = filters.cleaned_data if filters.is_valid() else {}
-    qs = queries.run_list(
+    qs = selectors.run_list(
         user=request.user,
         status=values.get("status", ""),
         algorithm=values.get("algorithm", ""),
         search=values.get("q", ""),
     )
     page = Paginator(qs, PAGE_SIZE).get_page(request.GET.get("page"))
-    rows = [(run, queries.budget_progress(run.budget, run)) for run in page.object_list]
+    rows = [(run, selectors.budget_progress(run.budget, run)) for run in page.object_list]
     query = request.GET.copy()
     query.pop("page", None)
     return render(
@@ -176,14 +177,14 @@ def run_new(request: HttpRequest) -> HttpResponse:
         initial = {}
         clone_id = request.GET.get("clone", "")
         if clone_id:
-            source = queries.run_get(user=request.user, run_id=int(clone_id)) if clone_id.isdigit() else None
+            source = selectors.run_get(user=request.user, run_id=int(clone_id)) if clone_id.isdigit() else None
             if source is None:
                 raise Http404("run not found")
             initial = forms.initial_from_run(source)
         elif request.GET.get("dataset", "").isdigit():
             initial = {"dataset": int(request.GET["dataset"])}
         form = forms.RunForm(initial=initial, user=request.user)
-    defaults = {algo: forms.default_hyperparameters(algo) for algo in queries.ALGORITHMS}
+    defaults = {algo: engine.default_hyperparameters(algo) for algo in engine.algorithms()}
     return render(
         request,
         "runs/new.html",
@@ -199,8 +200,8 @@ def run_detail(request: HttpRequest, run_id: int) -> HttpResponse:
     # The pieces of ``selectors.run_snapshot`` the first paint needs, without serializing a
     # leaderboard of thousands of agents that the page shows only the top of.
     run_data = selectors.run_payload(run)
-    pods = [selectors.pod_payload(p) for p in queries.run_pods(run)]
-    board = queries.leaderboard_queryset(run)
+    pods = [selectors.pod_payload(p) for p in selectors.run_pods(run)]
+    board = selectors.leaderboard_queryset(run)
     hp_keys = hyperparameter_columns(run)
     live = {
         "run_id": run.pk,
@@ -224,7 +225,7 @@ def run_detail(request: HttpRequest, run_id: int) -> HttpResponse:
             ],
             "max_rows": LEADERBOARD_ROWS,
             "pods": pods,
-            "history": queries.score_history(run),
+            "history": selectors.score_history(run),
             "usage": run_data["budget"],
             "progress": run_data["budget"]["progress"],
             "wall_clock_limit": format_duration(run.budget.max_wall_clock_s),
@@ -298,7 +299,7 @@ def run_control(request: HttpRequest, run_id: int, action: str) -> HttpResponse:
 
 
 def _agent_or_404(request: HttpRequest, agent_id: int):
-    agent = queries.agent_get(user=request.user, agent_id=agent_id)
+    agent = selectors.agent_get(user=request.user, agent_id=agent_id)
     if agent is None:
         raise Http404("agent not found")
     return agent
@@ -402,7 +403,7 @@ def agent_detail(request: HttpRequest, agent_id: int) -> HttpResponse:
                         k: [_hyperparameter_text(v) for v in change] for k, change in step["mutations"].items()
                     },
                 }
-                for step in queries.agent_lineage(agent)
+                for step in selectors.agent_lineage(agent)
             ],
             "backtest_url": backtest_url,
         },
@@ -415,7 +416,7 @@ def agent_bundle(request: HttpRequest, agent_id: int):
     """Download the agent's bundle (exported on first use); ``HEAD`` gives its headers."""
     agent = _agent_or_404(request, agent_id)
     try:
-        bundle = queries.agent_bundle(agent)
+        bundle = services.agent_bundle(agent)
     except AppError as exc:
         messages.error(request, exc.message)
         return redirect("runs:agent", agent_id=agent.pk)
@@ -447,5 +448,5 @@ def budget_list(request: HttpRequest) -> HttpResponse:
     elif request.method == "POST":
         raise Http404("not allowed")
     return render(
-        request, "runs/budgets.html", {"budgets": queries.budgets_with_usage(user=request.user), "form": form}
+        request, "runs/budgets.html", {"budgets": selectors.budgets_with_usage(user=request.user), "form": form}
     )

@@ -93,3 +93,9 @@ def test_make_agent_rejects_unknown_algorithm():
     with pytest.raises(ConfigError) as err:
         make_agent("dqn", 5, 2, {}, device="cpu", seed=0)
     assert err.value.details["field"] == "algorithm"
+
+
+def test_the_torch_free_algorithm_names_match_the_agents_built():
+    from trainer.algorithms import ALGORITHM_NAMES
+
+    assert sorted(ALGORITHM_NAMES) == sorted(ALGORITHMS)

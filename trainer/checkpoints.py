@@ -1,0 +1,241 @@
+"""Checkpoints (resumable training state) and the file helpers every trainer write uses.
+
+**Checkpoint**: one ``torch.save`` file of plain containers and tensors (no pickled classes),
+so it loads with ``torch.load(weights_only=True)``. Keys (``CHECKPOINT_FORMAT`` version 1):
+
+* ``format``, ``format_version``, ``paddock_version``, ``created_at`` (UTC ISO 8601);
+* ``algorithm``, ``hyperparameters`` (the agent's full dict), ``agent`` (``agent.state_dict()``:
+  networks, optimizers, observation normalizer, RNG states and step counters);
+* ``obs_dim``, ``action_dim``, ``observation_layout`` (the env's JSON layout), ``env_config``;
+* ``task`` (:meth:`trainer.task.TaskSpec.to_dict`), ``data_window`` (tickers, feature names,
+  first/last day of each split actually used, content hash of the panel);
+* ``score``, ``metrics`` (validation), ``env_steps`` (this generation), ``total_env_steps``,
+  ``generation``, ``parent_sha256``, ``seed``, ``cancelled``.
+
+Every file is written atomically (:func:`atomic_write_bytes`): a temporary file in the
+destination folder, ``fsync``, then ``os.replace``, so a crash never leaves a half-written
+file under the final name. Loading never unpickles arbitrary objects (``weights_only=True``).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import datetime as _dt
+import hashlib
+import io
+import os
+import tempfile
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from trainer.errors import BundleError, ConfigError
+from trainer.version import __version__
+
+__all__ = [
+    "CHECKPOINT_FORMAT",
+    "CHECKPOINT_VERSION",
+    "atomic_write_bytes",
+    "build_agent",
+    "load_checkpoint",
+    "save_checkpoint",
+    "sha256_bytes",
+    "sha256_file",
+    "utc_now",
+]
+
+CHECKPOINT_FORMAT = "paddock.checkpoint"
+CHECKPOINT_VERSION = 1
+_REQUIRED_CHECKPOINT_KEYS = (
+    "algorithm",
+    "hyperparameters",
+    "agent",
+    "obs_dim",
+    "action_dim",
+    "observation_layout",
+    "env_config",
+    "task",
+)
+
+
+# ---------------------------------------------------------------------------- file helpers
+def sha256_bytes(data: bytes) -> str:
+    """Hex SHA-256 digest of ``data``."""
+    return hashlib.sha256(data).hexdigest()
+
+
+def sha256_file(path: str | Path) -> str:
+    """Hex SHA-256 digest of a file's bytes, read in 1 MiB chunks.
+
+    Raises:
+        BundleError: the file cannot be read (``file`` names it).
+    """
+    h = hashlib.sha256()
+    try:
+        with open(path, "rb") as f:
+            for chunk in iter(lambda: f.read(1 << 20), b""):
+                h.update(chunk)
+    except OSError as exc:
+        raise BundleError(f"{path}: cannot be read ({exc.strerror or exc})", file=str(path)) from exc
+    return h.hexdigest()
+
+
+def atomic_write_bytes(path: str | Path, data: bytes) -> str:
+    """Write ``data`` to ``path`` atomically and durably; return its hex SHA-256.
+
+    The bytes go to a temporary file in the same folder (same file system, so the rename is
+    atomic), are flushed and fsynced, and the file is renamed over ``path`` with
+    ``os.replace``; the folder is fsynced too where the OS allows it. Readers see either the
+    old file or the complete new one. Missing parent folders are created.
+
+    Raises:
+        BundleError: the folder cannot be created or written (``file`` names ``path``).
+    """
+    path = Path(path)
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    except OSError as exc:
+        raise BundleError(f"{path}: cannot write here ({exc.strerror or exc})", file=str(path)) from exc
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException as exc:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        if isinstance(exc, OSError):
+            raise BundleError(f"{path}: cannot write ({exc.strerror or exc})", file=str(path)) from exc
+        raise
+    with contextlib.suppress(OSError):  # not possible on every platform (e.g. Windows)
+        dir_fd = os.open(path.parent, os.O_RDONLY)
+        try:
+            os.fsync(dir_fd)
+        finally:
+            os.close(dir_fd)
+    return sha256_bytes(data)
+
+
+def utc_now() -> str:
+    """Current UTC time as ISO 8601 with a ``Z`` suffix, to the second."""
+    return _dt.datetime.now(_dt.UTC).replace(microsecond=0).isoformat().replace("+00:00", "Z")
+
+
+# ---------------------------------------------------------------------------- checkpoints
+def save_checkpoint(state: dict[str, Any], path: str | Path) -> str:
+    """Serialize a checkpoint dict with ``torch.save`` and write it atomically.
+
+    Args:
+        state: plain containers (dict/list/tuple), str/int/float/bool/None and tensors only
+            (what ``torch.load(weights_only=True)`` accepts). ``format``/``format_version``/
+            ``paddock_version`` are filled in when missing.
+        path: destination file (conventionally ``*.pt``).
+
+    Returns:
+        Hex SHA-256 of the written file.
+
+    Raises:
+        BundleError: the state holds an object that would need unpickling to load (it is
+            checked by loading it back from memory before anything is written), or the file
+            cannot be written.
+    """
+    state = {
+        "format": CHECKPOINT_FORMAT,
+        "format_version": CHECKPOINT_VERSION,
+        "paddock_version": __version__,
+        **state,
+    }
+    buf = io.BytesIO()
+    torch.save(state, buf)
+    data = buf.getvalue()
+    try:
+        torch.load(io.BytesIO(data), map_location="cpu", weights_only=True)
+    except Exception as exc:  # an unsafe type would make the file unloadable later
+        raise BundleError(
+            f"{path}: checkpoint state holds an object that weights_only loading refuses ({exc})", file=str(path)
+        ) from exc
+    return atomic_write_bytes(path, data)
+
+
+def load_checkpoint(path: str | Path, *, expected_sha256: str | None = None) -> dict[str, Any]:
+    """Load a checkpoint written by :func:`save_checkpoint` onto the CPU.
+
+    Uses ``torch.load(weights_only=True)`` only: no arbitrary object is ever unpickled.
+
+    Args:
+        path: the checkpoint file.
+        expected_sha256: when given, the file's SHA-256 must equal it (tamper/corruption check).
+
+    Returns:
+        The checkpoint dict (tensors on the CPU); see the module doc for its keys.
+
+    Raises:
+        BundleError: the file is missing, unreadable, truncated, not a Paddock checkpoint, of a
+            newer format, or its SHA-256 differs from ``expected_sha256`` (``file`` names it).
+    """
+    path = Path(path)
+    if not path.is_file():
+        raise BundleError(f"checkpoint {path} does not exist", file=str(path))
+    if expected_sha256 is not None:
+        actual = sha256_file(path)
+        if actual != expected_sha256.lower():
+            raise BundleError(
+                f"checkpoint {path}: SHA-256 {actual} does not match the expected {expected_sha256}", file=str(path)
+            )
+    try:
+        state = torch.load(path, map_location="cpu", weights_only=True)
+    except Exception as exc:  # truncated zip, foreign pickle, unsafe globals...
+        raise BundleError(f"checkpoint {path} cannot be loaded: {error_summary(exc)}", file=str(path)) from exc
+    if not isinstance(state, dict) or state.get("format") != CHECKPOINT_FORMAT:
+        raise BundleError(f"{path} is not a Paddock checkpoint", file=str(path))
+    if int(state.get("format_version", 0)) > CHECKPOINT_VERSION:
+        raise BundleError(
+            f"checkpoint {path} has format version {state['format_version']}; this Paddock reads up to "
+            f"{CHECKPOINT_VERSION}",
+            file=str(path),
+        )
+    missing = [k for k in _REQUIRED_CHECKPOINT_KEYS if k not in state]
+    if missing:
+        raise BundleError(f"checkpoint {path} lacks {', '.join(missing)}", file=str(path))
+    return state
+
+
+def error_summary(exc: BaseException) -> str:
+    """The first line of an exception's message (at most 300 characters), for one-line errors."""
+    text = str(exc).strip().splitlines()
+    return text[0][:300] if text else type(exc).__name__
+
+
+def build_agent(state: dict[str, Any], *, device: str | torch.device = "cpu") -> Any:
+    """Rebuild the agent of a checkpoint with its full training state (CPU by default).
+
+    The one place a checkpoint becomes an agent again (pods continuing a parent, the CLI's
+    ``evaluate``, backtests, bundle export).
+
+    Args:
+        state: a checkpoint dict (:func:`load_checkpoint`).
+        device: where the agent's networks live.
+
+    Raises:
+        BundleError: the state does not rebuild into its algorithm's agent.
+    """
+    from trainer.agents import make_agent
+
+    try:
+        agent = make_agent(
+            state["algorithm"],
+            int(state["obs_dim"]),
+            int(state["action_dim"]),
+            dict(state["hyperparameters"]),
+            device=device,
+            seed=int(state.get("seed", 0) or 0),
+        )
+        agent.load_state_dict(state["agent"])
+    except (ConfigError, KeyError, RuntimeError, TypeError, ValueError) as exc:
+        raise BundleError(
+            f"checkpoint does not rebuild into a {state.get('algorithm')!r} agent: {error_summary(exc)}"
+        ) from exc
+    return agent

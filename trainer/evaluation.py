@@ -1,0 +1,141 @@
+"""Scoring a deterministic policy on a date range (the validation score of a generation, the
+CLI's ``evaluate``, a bundle's ``evaluate``)."""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+import pandas as pd
+import torch
+
+from trainer.backtest.metrics import compute_metrics
+from trainer.data.market import MarketData
+from trainer.envs.stock_trading import EnvConfig, StockTradingVecEnv
+
+__all__ = ["EVAL_RANDOM_WINDOWS", "EVAL_WINDOW_DAYS", "Policy", "evaluate_policy"]
+
+#: trading days (one quarter). They show whether the score depends on the start day.
+EVAL_RANDOM_WINDOWS = 4
+EVAL_WINDOW_DAYS = 63
+
+Policy = Callable[[torch.Tensor], torch.Tensor]
+"""obs (B, obs_dim) float32 -> action (B, action_dim) float32 in [-1, 1], same device."""
+
+
+def _eval_config(config: EnvConfig, **changes: Any) -> EnvConfig:
+    base = {"random_start": False, "randomize_initial": False, "episode_length": None}
+    return dataclasses.replace(config, **{**base, **changes})
+
+
+@torch.no_grad()
+def _run_episodes(
+    policy: Policy, env: StockTradingVecEnv, *, start_day: int | None, seed: int
+) -> tuple[np.ndarray, np.ndarray]:
+    """Run every env of ``env`` for exactly one episode with ``policy``.
+
+    Returns:
+        ``values`` (E, L+1) float64 portfolio values in USD, column 0 before the first trade,
+        and ``days`` (E, L+1) int64 day indices into ``env.data``; ``L`` is the longest episode,
+        shorter episodes are padded with NaN / -1 (not the case for fixed-length windows).
+    """
+    options = {"start_day": start_day} if start_day is not None else None
+    obs, info = env.reset(seed=seed, options=options)
+    values = [info["portfolio_value"].double().cpu().numpy().copy()]
+    days = [info["day"].cpu().numpy().copy()]
+    active = np.ones(env.num_envs, dtype=bool)
+    while active.any():
+        action = policy(obs)
+        obs, _reward, terminated, truncated, info = env.step(action)
+        v = info["portfolio_value"].double().cpu().numpy().copy()
+        d = info["day"].cpu().numpy().copy()
+        v[~active], d[~active] = np.nan, -1
+        values.append(v)
+        days.append(d)
+        done = (terminated | truncated).cpu().numpy()
+        active &= ~done
+    return np.stack(values, axis=1), np.stack(days, axis=1)
+
+
+def evaluate_policy(
+    policy: Policy,
+    data: MarketData,
+    env_config: EnvConfig,
+    *,
+    device: str | torch.device = "cpu",
+    random_windows: int = EVAL_RANDOM_WINDOWS,
+    window_days: int = EVAL_WINDOW_DAYS,
+    seed: int = 0,
+    benchmark_returns: pd.Series | None = None,
+) -> dict[str, Any]:
+    """Score a deterministic policy on a date range, as the pods and the CLI do.
+
+    The main episode trades the whole range from its first day with ``initial_cash`` and no
+    holdings (no random start, no random wealth). ``random_windows`` more episodes of
+    ``window_days`` steps start on random days (seeded), showing how much the result depends
+    on the start day.
+
+    Args:
+        policy: obs (B, obs_dim) float32 on ``device`` -> action (B, action_dim) in [-1, 1].
+        data: the evaluation range (e.g. the validation split), at least 2 days.
+        env_config: trading rules (costs, hmax...); its episode settings are overridden.
+        device: where the evaluation env lives.
+        random_windows: number of random-start windows (0 to skip them).
+        window_days: steps of each window; shortened to fit the data.
+        seed: seed of the window start days.
+        benchmark_returns: optional daily benchmark returns (e.g. QQQ) covering the range.
+
+    Returns:
+        JSON-able dict: every key of :func:`trainer.backtest.metrics.compute_metrics` for the
+        full-range episode (``sharpe_ratio``, ``cumulative_return``, ``max_drawdown``...),
+        plus ``total_return`` (= ``cumulative_return``, a fraction), ``final_value`` (USD),
+        ``initial_value`` (USD), ``score`` (the Sharpe ratio; 0.0 when it is undefined, e.g. a
+        policy that never trades has zero volatility), ``score_defined`` (bool), and
+        ``random_windows`` (``count``, ``days``, ``total_return_mean``, ``total_return_min``,
+        ``total_return_max``, ``sharpe_mean``, ``start_dates``).
+
+    Raises:
+        DataError: ``data`` has fewer than 2 days or unusable prices.
+    """
+    device = torch.device(device)
+    full_env = StockTradingVecEnv(data, _eval_config(env_config), num_envs=1, device=device, seed=seed)
+    values, days = _run_episodes(policy, full_env, start_day=0, seed=seed)
+    v = values[0]
+    dates = pd.DatetimeIndex(data.dates[days[0]])
+    returns = pd.Series(v[1:] / v[:-1] - 1.0, index=dates[1:], name="returns")
+    metrics = compute_metrics(returns, benchmark_returns, start_date=dates[0])
+    sharpe = metrics.get("sharpe_ratio")
+    metrics["total_return"] = metrics["cumulative_return"]
+    metrics["initial_value"] = float(v[0])
+    metrics["final_value"] = float(v[-1])
+    metrics["score_defined"] = sharpe is not None
+    metrics["score"] = float(sharpe) if sharpe is not None else 0.0
+
+    windows: dict[str, Any] = {"count": 0}
+    length = min(window_days, data.num_days - 1)
+    if random_windows > 0 and length >= 2 and data.num_days - 1 > length:
+        cfg = _eval_config(env_config, random_start=True, episode_length=length)
+        win_env = StockTradingVecEnv(data, cfg, num_envs=random_windows, device=device, seed=seed + 1)
+        wv, wd = _run_episodes(policy, win_env, start_day=None, seed=seed + 1)
+        totals, sharpes = [], []
+        for i in range(random_windows):
+            row = wv[i][~np.isnan(wv[i])]
+            totals.append(float(row[-1] / row[0] - 1.0))
+            r = row[1:] / row[:-1] - 1.0
+            sd = float(np.std(r, ddof=1)) if len(r) > 1 else 0.0
+            if sd > 0:
+                sharpes.append(float(np.mean(r) / sd * math.sqrt(252)))
+        windows = {
+            "count": random_windows,
+            "days": length,
+            "start_dates": [str(data.dates[int(wd[i][0])]) for i in range(random_windows)],
+            "total_return_mean": float(np.mean(totals)),
+            "total_return_min": float(np.min(totals)),
+            "total_return_max": float(np.max(totals)),
+            "sharpe_mean": float(np.mean(sharpes)) if sharpes else None,
+        }
+    metrics["random_windows"] = windows
+    return metrics

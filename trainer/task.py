@@ -1,0 +1,339 @@
+"""What a run learns (:class:`TaskSpec`) and the checks a task must pass before training:
+hyperparameters, observation size, buffer memory and the env steps of one generation.
+
+A :class:`TaskSpec` fixes the market data, three consecutive date splits (train < validation
+< test, no overlap), the trading rules and the algorithm with its hyperparameters. Training
+uses only the train split; the score uses only the validation split; the test split is left
+untouched for backtests.
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from datetime import date
+from typing import Any
+
+from trainer.agents import ALGORITHMS
+from trainer.data.pipeline import DataSpec
+from trainer.data.splits import MIN_SPLIT_DAYS
+from trainer.envs.stock_trading import EnvConfig
+from trainer.errors import ConfigError
+
+__all__ = [
+    "DEMO_DATA_FILE",
+    "MAX_BUFFER_BYTES",
+    "MIN_SPLIT_DAYS",
+    "SPLITS",
+    "TaskSpec",
+    "buffer_bytes",
+    "check_buffer_memory",
+    "check_env_steps",
+    "demo_task_dict",
+    "min_env_steps",
+    "observation_size",
+    "reprefix",
+    "validate_hyperparameters",
+]
+
+SPLITS = ("train", "validation", "test")
+#: File of the demo task, relative to the data folder (``../shared/data``).
+DEMO_DATA_FILE = "dow30_daily_eodhd_2010-01-04_2022-11-15.csv.gz"
+#: Random-start validation windows evaluated besides the full window, and their length in
+#: Largest rollout (PPO) or replay (SAC) buffer a task may ask for: 8 GiB, a third of a 24 GB GPU
+#: and well inside a worker's RAM. Checked with :func:`buffer_bytes` when the observation size is
+#: known (the task names its tickers, or the data is loaded).
+MAX_BUFFER_BYTES = 8 * 2**30
+
+
+def demo_task_dict() -> dict[str, Any]:
+    """The built-in demo task: Dow-30, train 2010-2019, validate 2020, test 2021-01-01..2022-11-15, PPO.
+
+    ``data.paths`` is relative: pass the data folder (``../shared/data``) as ``data_dir``. The
+    data range starts with the train split; indicators of the first days are computed from the
+    rows available (the file starts 2010-01-04). DOW (listed 2019-03-20) is dropped by the
+    default missing-data policy, leaving 29 tickers.
+
+    Returns:
+        A fresh dict accepted by :meth:`TaskSpec.from_dict` (callers may edit it).
+    """
+    return {
+        "data": {"paths": [DEMO_DATA_FILE], "start": "2010-01-01", "end": "2022-11-15"},
+        "train": {"start": "2010-01-01", "end": "2019-12-31"},
+        "validation": {"start": "2020-01-01", "end": "2020-12-31"},
+        "test": {"start": "2021-01-01", "end": "2022-11-15"},
+        "env": {},
+        "algorithm": "ppo",
+        "hyperparameters": {},
+    }
+
+
+def reprefix(exc: ConfigError, prefix: str, inner: str | None = None) -> ConfigError:
+    """Return a copy of ``exc`` whose field path lives under ``prefix``.
+
+    Args:
+        exc: the error raised by a nested config class.
+        prefix: e.g. ``"hyperparameters"``.
+        inner: the nested class's own prefix to swap out (e.g. ``"ppo"`` for ``ppo.lr``).
+    """
+    name = str(exc.details.get("field") or "")
+    message = exc.message
+    if inner and (name == inner or name.startswith(inner + ".")):
+        rest = name[len(inner) :].lstrip(".")
+        new = f"{prefix}.{rest}" if rest else prefix
+        message = message.replace(name, new, 1) if name in message else f"{new}: {message}"
+    elif name == prefix or name.startswith(prefix + "."):
+        return exc
+    else:
+        new = f"{prefix}.{name}" if name else prefix
+        message = message.replace(name, new, 1) if name and name in message else f"{new}: {message}"
+    return ConfigError(message, **{**exc.details, "field": new})
+
+
+def _parse_day(value: Any, name: str) -> str:
+    if isinstance(value, date):
+        value = value.isoformat()[:10]
+    if not isinstance(value, str):
+        raise ConfigError(f"{name}: {value!r} is not a YYYY-MM-DD date", field=name)
+    try:
+        parsed = date.fromisoformat(value.strip())
+    except ValueError as exc:
+        raise ConfigError(f"{name}: {value!r} is not a YYYY-MM-DD date", field=name) from exc
+    if len(value.strip()) != 10:
+        raise ConfigError(f"{name}: {value!r} is not a YYYY-MM-DD date", field=name)
+    return parsed.isoformat()
+
+
+def _parse_range(value: Any, name: str) -> tuple[str, str]:
+    """Accept ``{"start": a, "end": b}`` or ``[a, b]``; return ``(a, b)`` validated, a <= b."""
+    if isinstance(value, Mapping):
+        unknown = set(value) - {"start", "end"}
+        if unknown:
+            key = sorted(unknown)[0]
+            raise ConfigError(f"{name}.{key}: unknown field (expected start and end)", field=f"{name}.{key}")
+        for key in ("start", "end"):
+            if key not in value:
+                raise ConfigError(f"{name}.{key} is required", field=f"{name}.{key}")
+        start, end = value["start"], value["end"]
+    elif isinstance(value, list | tuple) and len(value) == 2:
+        start, end = value
+    else:
+        raise ConfigError(f"{name} must be {{start: YYYY-MM-DD, end: YYYY-MM-DD}}, got {value!r}", field=name)
+    start = _parse_day(start, f"{name}.start")
+    end = _parse_day(end, f"{name}.end")
+    if start > end:
+        raise ConfigError(f"{name}.end: {end} is before {name}.start {start}", field=f"{name}.end")
+    return start, end
+
+
+@dataclass
+class TaskSpec:
+    """What a run learns: data, date splits, trading rules, algorithm and hyperparameters.
+
+    Build it with :meth:`from_dict`, which validates everything; the constructor does not.
+
+    Attributes:
+        data: which files/tickers/indicators (see :class:`trainer.data.pipeline.DataSpec`).
+        train: ``(start, end)`` ``YYYY-MM-DD`` inclusive; the agent learns on these days only.
+        validation: ``(start, end)`` after ``train``; generations are scored on it.
+        test: ``(start, end)`` after ``validation``; kept for backtests.
+        env: trading rules of the env (costs, hmax, reward scaling...).
+        algorithm: a key of :data:`trainer.agents.ALGORITHMS` (``"ppo"``, ``"sac"``).
+        hyperparameters: the algorithm config's full dict (every field, defaults filled in),
+            including ``num_envs`` and ``hidden_sizes``.
+    """
+
+    data: DataSpec
+    train: tuple[str, str]
+    validation: tuple[str, str]
+    test: tuple[str, str]
+    env: EnvConfig = field(default_factory=EnvConfig)
+    algorithm: str = "ppo"
+    hyperparameters: dict[str, Any] = field(default_factory=dict)
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> TaskSpec:
+        """Validate a JSON/YAML task and build the spec.
+
+        Args:
+            data: keys ``data`` (DataSpec dict, required), ``train``, ``validation``, ``test``
+                (each ``{start, end}`` or ``[start, end]``, required), ``env`` (EnvConfig dict,
+                default ``{}``), ``algorithm`` (default ``"ppo"``), ``hyperparameters``
+                (default ``{}``).
+
+        Raises:
+            ConfigError: the first problem found, with ``details["field"]`` a dotted path such
+                as ``"data.paths"``, ``"validation.start"``, ``"env.hmax"``,
+                ``"hyperparameters.learning_rate"``; also when splits overlap or are out of
+                order (train < validation < test), or lie outside ``data.start``/``data.end``;
+                also when ``data.tickers`` is given and the agent's buffer would need more than
+                :data:`MAX_BUFFER_BYTES` (:func:`check_buffer_memory`). Whether the splits hold
+                enough trading days is checked when the data is loaded (:func:`run_generation`).
+        """
+        if not isinstance(data, Mapping):
+            raise ConfigError("task must be an object", field="task")
+        known = ("data", "train", "validation", "test", "env", "algorithm", "hyperparameters")
+        for key in data:
+            if key not in known:
+                raise ConfigError(f"{key}: unknown task field (expected one of {', '.join(known)})", field=str(key))
+        for key in ("data", *SPLITS):
+            if key not in data or data[key] is None:
+                raise ConfigError(f"{key} is required", field=key)
+        try:
+            spec = DataSpec.from_dict(
+                dict(data["data"]) if isinstance(data["data"], Mapping) else data["data"], prefix="data"
+            )
+        except ConfigError as exc:
+            raise reprefix(exc, "data") from None
+        ranges = {name: _parse_range(data[name], name) for name in SPLITS}
+        for earlier, later in (("train", "validation"), ("validation", "test")):
+            if ranges[later][0] <= ranges[earlier][1]:
+                raise ConfigError(
+                    f"{later}.start: {ranges[later][0]} must be after {earlier}.end {ranges[earlier][1]} "
+                    f"(splits are consecutive and do not overlap)",
+                    field=f"{later}.start",
+                )
+        if spec.start and ranges["train"][0] < spec.start:
+            raise ConfigError(
+                f"train.start: {ranges['train'][0]} is before data.start {spec.start}", field="train.start"
+            )
+        if spec.end and ranges["test"][1] > spec.end:
+            raise ConfigError(f"test.end: {ranges['test'][1]} is after data.end {spec.end}", field="test.end")
+        try:
+            env = EnvConfig.from_dict(data.get("env"), prefix="env")
+        except ConfigError as exc:
+            raise reprefix(exc, "env") from None
+        except TypeError as exc:  # e.g. a non-string key
+            raise ConfigError(f"env: {exc}", field="env") from None
+        algorithm = data.get("algorithm", "ppo")
+        if not isinstance(algorithm, str) or algorithm.strip().lower() not in ALGORITHMS:
+            raise ConfigError(
+                f"algorithm: {algorithm!r} is not one of {', '.join(sorted(ALGORITHMS))}", field="algorithm"
+            )
+        algorithm = algorithm.strip().lower()
+        hyperparameters = validate_hyperparameters(algorithm, data.get("hyperparameters") or {})
+        if spec.tickers is not None:  # else the observation size is known once the data is loaded
+            n = len(spec.tickers)
+            check_buffer_memory(algorithm, hyperparameters, observation_size(n, len(spec.indicators)), n)
+        return cls(
+            data=spec,
+            train=ranges["train"],
+            validation=ranges["validation"],
+            test=ranges["test"],
+            env=env,
+            algorithm=algorithm,
+            hyperparameters=hyperparameters,
+        )
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-able dict that :meth:`from_dict` accepts (splits as ``{start, end}``)."""
+        out: dict[str, Any] = {"data": self.data.to_dict()}
+        for name in SPLITS:
+            start, end = getattr(self, name)
+            out[name] = {"start": start, "end": end}
+        out["env"] = self.env.to_dict()
+        out["algorithm"] = self.algorithm
+        out["hyperparameters"] = copy.deepcopy(self.hyperparameters)
+        return out
+
+    def split(self, name: str) -> tuple[str, str]:
+        """``(start, end)`` of ``"train"``, ``"validation"`` or ``"test"``.
+
+        Raises:
+            ConfigError: an unknown split name (field ``split``).
+        """
+        if name not in SPLITS:
+            raise ConfigError(f"split: {name!r} is not one of {', '.join(SPLITS)}", field="split")
+        return getattr(self, name)
+
+
+def validate_hyperparameters(algorithm: str, hyperparameters: Any) -> dict[str, Any]:
+    """Validate hyperparameters with the algorithm's config class; return its full dict.
+
+    Raises:
+        ConfigError: unknown key or bad value, field ``"hyperparameters.<key>"``; unknown
+            algorithm, field ``"algorithm"``.
+    """
+    if algorithm not in ALGORITHMS:
+        raise ConfigError(f"algorithm: {algorithm!r} is not one of {', '.join(sorted(ALGORITHMS))}", field="algorithm")
+    config_cls = ALGORITHMS[algorithm][1]
+    if not isinstance(hyperparameters, Mapping):
+        raise ConfigError("hyperparameters must be an object", field="hyperparameters")
+    try:
+        return config_cls.from_dict(dict(hyperparameters)).to_dict()
+    except ConfigError as exc:
+        raise reprefix(exc, "hyperparameters", inner=algorithm) from None
+
+
+def observation_size(num_tickers: int, num_features: int) -> int:
+    """``obs_dim`` of :class:`StockTradingVecEnv`: cash, N prices, N holdings, N x F indicators."""
+    return 1 + 2 * num_tickers + num_tickers * num_features
+
+
+def buffer_bytes(algorithm: str, hyperparameters: Mapping[str, Any], obs_dim: int, action_dim: int) -> int:
+    """Bytes of the agent's largest allocation: PPO's rollout buffer or SAC's replay buffer.
+
+    PPO stores ``rollout_steps x num_envs`` transitions of obs, action and 8 float32 scalars
+    (log-prob, reward, value, final value, episode return, advantage, return, done flags);
+    SAC stores ``buffer_size`` transitions of obs, next obs, action, reward and done
+    (see :mod:`trainer.buffers`). Networks and activations come on top.
+
+    Args:
+        algorithm: ``"ppo"`` or ``"sac"``.
+        hyperparameters: the algorithm's validated hyperparameter dict.
+        obs_dim, action_dim: sizes of the env's observation and action vectors.
+    """
+    hp = hyperparameters
+    if algorithm == "sac":
+        return int(hp["buffer_size"]) * (2 * obs_dim + action_dim + 2) * 4
+    return int(hp["rollout_steps"]) * int(hp["num_envs"]) * (obs_dim + action_dim + 8) * 4
+
+
+def check_buffer_memory(algorithm: str, hyperparameters: Mapping[str, Any], obs_dim: int, action_dim: int) -> None:
+    """Refuse hyperparameters whose buffer (:func:`buffer_bytes`) exceeds :data:`MAX_BUFFER_BYTES`.
+
+    Raises:
+        ConfigError: naming ``hyperparameters.buffer_size`` (SAC) or ``hyperparameters.num_envs``
+            (PPO, whose buffer is ``rollout_steps x num_envs`` transitions).
+    """
+    size = buffer_bytes(algorithm, hyperparameters, obs_dim, action_dim)
+    if size <= MAX_BUFFER_BYTES:
+        return
+    gib, cap = size / 2**30, MAX_BUFFER_BYTES / 2**30
+    if algorithm == "sac":
+        raise ConfigError(
+            f"hyperparameters.buffer_size: a replay buffer of {hyperparameters['buffer_size']} transitions of "
+            f"{obs_dim}-dim observations needs {gib:.1f} GiB, more than the {cap:g} GiB allowed; make it smaller",
+            field="hyperparameters.buffer_size",
+        )
+    raise ConfigError(
+        f"hyperparameters.num_envs: a rollout of rollout_steps x num_envs = {hyperparameters['rollout_steps']} x "
+        f"{hyperparameters['num_envs']} transitions of {obs_dim}-dim observations needs {gib:.1f} GiB, more than "
+        f"the {cap:g} GiB allowed; lower num_envs or rollout_steps",
+        field="hyperparameters.num_envs",
+    )
+
+
+def min_env_steps(algorithm: str, hyperparameters: Mapping[str, Any]) -> int:
+    """Fewest env steps a generation can train: one PPO rollout (``num_envs x rollout_steps``)
+    or one SAC vector step (``num_envs`` transitions)."""
+    n = int(hyperparameters["num_envs"])
+    return n if algorithm == "sac" else n * int(hyperparameters["rollout_steps"])
+
+
+def check_env_steps(algorithm: str, hyperparameters: Mapping[str, Any], env_steps: int, *, field: str) -> None:
+    """Refuse a generation budget smaller than :func:`min_env_steps`.
+
+    Raises:
+        ConfigError: naming ``field`` (e.g. ``"generation_steps"``).
+    """
+    need = min_env_steps(algorithm, hyperparameters)
+    if env_steps < need:
+        what = (
+            f"one vector step of num_envs = {need}"
+            if algorithm == "sac"
+            else f"one rollout of num_envs x rollout_steps = {hyperparameters['num_envs']} x "
+            f"{hyperparameters['rollout_steps']} = {need}"
+        )
+        raise ConfigError(f"{field}: {env_steps} env steps are less than {what}", field=field)

@@ -1,0 +1,306 @@
+"""The run lifecycle: create, start, pause, resume, stop and scale a run; the pods and open
+generations a running run has; finishing a run whose budget is spent or that was stopped.
+
+Lock order (see :mod:`webapp.runs.services.common`): the budget row, then the run row.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from django.db import transaction
+from django.db.models import Max
+from django.utils import timezone
+
+from webapp import engine
+from webapp.core.errors import AppError
+from webapp.runs import signals
+from webapp.runs.models import ClusterBudget, Generation, Pod, Run, Task
+from webapp.runs.services.budgets import budget_dispatch, budget_verdict
+from webapp.runs.services.common import (
+    DEFAULT_GENERATION_STEPS,
+    MAX_PODS,
+    check_positive,
+    lock_budget,
+    lock_budget_and_run,
+    publish_pod,
+    publish_run,
+)
+
+logger = logging.getLogger(__name__)
+
+
+@transaction.atomic
+def run_create(
+    *,
+    owner,
+    task: Task,
+    budget: ClusterBudget,
+    name: str = "",
+    num_pods: int = 2,
+    generation_steps: int = DEFAULT_GENERATION_STEPS,
+    leaderboard_size: int = 5,
+    fresh_probability: float = 0.1,
+    mutation: dict[str, Any] | None = None,
+    score_metric: str = "sharpe",
+    seed: int = 0,
+    device: str = "auto",
+) -> Run:
+    """Create a run (status ``queued``; :func:`run_start` starts it).
+
+    Args:
+        num_pods: size of the training pool (generations wanted at once).
+        generation_steps: env steps each generation trains, at least one PPO rollout
+            (``num_envs x rollout_steps``) or one SAC vector step (``num_envs``).
+        leaderboard_size: K, the agents kept on the leaderboard.
+        fresh_probability: chance in [0, 1] a generation starts from a new random agent.
+        mutation: ``{"bounds": {hyperparameter: [low, high]}, "factors": [0.8, 1.25],
+            "probability": 1.0}``; the hyperparameters named in ``bounds`` are perturbed when
+            an agent is copied from the leaderboard.
+
+    Raises:
+        AppError: a bad setting (naming it), or a task/budget the user may not use (404).
+    """
+    if task.owner_id != owner.id:
+        raise AppError("task not found", fields={"task": "not found"}, status=404)
+    if budget.owner_id != owner.id and not owner.is_staff:
+        raise AppError("budget not found", fields={"budget": "not found"}, status=404)
+    fields: dict[str, str] = {}
+    check_positive(fields, "num_pods", num_pods, integer=True)
+    if not fields and num_pods > MAX_PODS:
+        fields["num_pods"] = f"at most {MAX_PODS}"
+    check_positive(fields, "generation_steps", generation_steps, integer=True)
+    check_positive(fields, "leaderboard_size", leaderboard_size, integer=True)
+    if not isinstance(fresh_probability, int | float) or not 0.0 <= fresh_probability <= 1.0:
+        fields["fresh_probability"] = f"must be in [0, 1], got {fresh_probability!r}"
+    if score_metric != "sharpe":
+        fields["score_metric"] = "only 'sharpe' (validation Sharpe ratio) is supported"
+    if fields:
+        first = next(iter(fields.items()))
+        raise AppError(f"{first[0]}: {first[1]}", fields=fields)
+    engine.check_generation_steps(task.algorithm, task.hyperparameters, generation_steps)
+    mutation = dict(mutation or {})
+    engine.check_mutation(mutation, task.hyperparameters)
+    return Run.objects.create(
+        owner=owner,
+        name=name or f"{task.name} run",
+        task=task,
+        budget=budget,
+        num_pods=int(num_pods),
+        generation_steps=int(generation_steps),
+        leaderboard_size=int(leaderboard_size),
+        fresh_probability=float(fresh_probability),
+        mutation=mutation,
+        score_metric=score_metric,
+        seed=int(seed),
+        device=device,
+    )
+
+
+def new_generation(run: Run, pod: Pod) -> Generation:
+    last = pod.generations.aggregate(n=Max("number"))["n"] or 0
+    gen = Generation.objects.create(run=run, pod=pod, number=last + 1, env_steps=run.generation_steps)
+    Pod.objects.filter(pk=pod.pk).update(state=Pod.State.QUEUED, env_steps=0, steps_per_s=0.0)
+    pod.state = Pod.State.QUEUED
+    publish_pod(pod, gen)
+    return gen
+
+
+def ensure_pods(run: Run) -> list[Generation]:
+    """Give every wanted pod of a running run an open generation; retire pods beyond
+    ``num_pods`` that have none. Returns the generations created."""
+    created = []
+    existing = {p.index: p for p in run.pods.all()}
+    for index in range(run.num_pods):
+        pod = existing.get(index) or Pod.objects.create(run=run, index=index)
+        if pod.state == Pod.State.RETIRED:
+            Pod.objects.filter(pk=pod.pk).update(state=Pod.State.IDLE)
+            pod.state = Pod.State.IDLE
+        if not pod.generations.filter(status__in=Generation.OPEN).exists():
+            created.append(new_generation(run, pod))
+    for index, pod in existing.items():
+        if index >= run.num_pods and pod.state != Pod.State.RETIRED:
+            Generation.objects.filter(pod=pod, status__in=Generation.CLAIMABLE).update(
+                status=Generation.Status.CANCELLED, finished_at=timezone.now(), error="pod scaled away"
+            )
+            if not pod.generations.filter(status=Generation.Status.RUNNING).exists():
+                Pod.objects.filter(pk=pod.pk).update(state=Pod.State.RETIRED)
+                pod.state = Pod.State.RETIRED
+                publish_pod(pod)
+    return created
+
+
+def run_start(*, run: Run) -> Run:
+    """Start a queued run: create its pods and queue one generation per pod; the budget's free
+    slots get theirs dispatched at once, the rest wait for a slot.
+
+    Raises:
+        AppError: the run is not queued (409) or the budget is spent (409, saying which cap).
+    """
+    with transaction.atomic():
+        budget, run = lock_budget_and_run(run)  # lock order: budget row, then run row
+        if run.status != Run.Status.QUEUED:
+            raise AppError(f"run is {run.status}; only a queued run can be started", status=409)
+        verdict = budget_verdict(budget, run)
+        if verdict.state != verdict.OK:
+            raise AppError(f"cannot start: {verdict.reason}", fields={"budget": verdict.reason}, status=409)
+        run.status = Run.Status.RUNNING
+        run.started_at = timezone.now()
+        run.save(update_fields=["status", "started_at"])
+        ensure_pods(run)
+        budget_dispatch(budget)
+        publish_run(run)
+    logger.info("run started", extra={"run": run.id})
+    return run
+
+
+def run_pause(*, run: Run) -> Run:
+    """Pause a running run: generations running now finish and submit their agent; no new
+    generation starts until :func:`run_resume`.
+
+    Raises:
+        AppError: the run is not running (409).
+    """
+    with transaction.atomic():
+        lock_budget(run.budget_id)  # lock order: budget row first; the run changes by a conditional update
+        updated = Run.objects.filter(pk=run.pk, status=Run.Status.RUNNING).update(status=Run.Status.PAUSED)
+        if not updated:
+            run.refresh_from_db()
+            raise AppError(f"run is {run.status}; only a running run can be paused", status=409)
+        Generation.objects.filter(run_id=run.pk, status=Generation.Status.QUEUED).update(dispatched_at=None)
+        publish_run(run)
+    return run
+
+
+def run_resume(*, run: Run) -> Run:
+    """Resume a paused run: every pod gets a generation again, within the budget's slots.
+
+    Raises:
+        AppError: the run is not paused (409), or the budget is spent (409).
+    """
+    with transaction.atomic():
+        budget, run = lock_budget_and_run(run)  # lock order: budget row, then run row
+        if run.status != Run.Status.PAUSED:
+            raise AppError(f"run is {run.status}; only a paused run can be resumed", status=409)
+        verdict = budget_verdict(budget, run)
+        if verdict.state != verdict.OK:
+            raise AppError(f"cannot resume: {verdict.reason}", fields={"budget": verdict.reason}, status=409)
+        run.status = Run.Status.RUNNING
+        run.save(update_fields=["status"])
+        ensure_pods(run)
+        budget_dispatch(budget)
+        publish_run(run)
+    return run
+
+
+def run_stop(*, run: Run, cancel: bool = False) -> Run:
+    """Stop a run. Running generations are cancelled through the trainer's ``should_stop``
+    signal (within about a second) and queued ones at once.
+
+    Args:
+        cancel: ``False``: the run ends ``finished`` and its end-of-run backtests run on the
+            agents it has; ``True``: it ends ``cancelled``, without backtests.
+
+    Raises:
+        AppError: the run has already ended (409).
+    """
+    with transaction.atomic():
+        budget, run = lock_budget_and_run(run)  # lock order: budget row, then run row
+        if run.status in Run.TERMINAL:
+            raise AppError(f"run is already {run.status}", status=409)
+        never_started = run.status == Run.Status.QUEUED
+        run.stop_requested = True
+        run.status_reason = "cancelled by user" if cancel else "stopped by user"
+        run.status = Run.Status.CANCELLED if cancel or never_started else Run.Status.FINISHING
+        if run.status == Run.Status.CANCELLED:
+            run.finished_at = timezone.now()
+        run.save(update_fields=["stop_requested", "status_reason", "status", "finished_at"])
+        cancel_waiting(run)
+        if run.status == Run.Status.CANCELLED:
+            Pod.objects.filter(run=run).exclude(state=Pod.State.RETIRED).update(state=Pod.State.STOPPED)
+        run_maybe_finish(run)
+        budget_dispatch(budget)
+        publish_run(run)
+    return run
+
+
+def run_scale(*, run: Run, num_pods: int) -> Run:
+    """Change the size of a run's training pool; takes effect at generation boundaries.
+
+    New pods get a generation at once (within the budget's slots); pods beyond the new count
+    lose their queued generation now and retire after their running one submits its agent.
+
+    Raises:
+        AppError: a bad count (400) or an ended run (409).
+    """
+    fields: dict[str, str] = {}
+    check_positive(fields, "num_pods", num_pods, integer=True)
+    if not fields and num_pods > MAX_PODS:
+        fields["num_pods"] = f"at most {MAX_PODS}"
+    if fields:
+        raise AppError(f"num_pods: {fields['num_pods']}", fields=fields)
+    with transaction.atomic():
+        budget, run = lock_budget_and_run(run)  # lock order: budget row, then run row
+        if run.status in Run.TERMINAL or run.status == Run.Status.FINISHING:
+            raise AppError(f"run is {run.status}; it cannot be scaled", status=409)
+        run.num_pods = int(num_pods)
+        run.save(update_fields=["num_pods"])
+        if run.status == Run.Status.RUNNING:
+            ensure_pods(run)
+            budget_dispatch(budget)
+        publish_run(run)
+    logger.info("run scaled to %d pods", num_pods, extra={"run": run.id})
+    return run
+
+
+def cancel_waiting(run: Run) -> None:
+    now = timezone.now()
+    for gen in Generation.objects.filter(run=run, status__in=Generation.CLAIMABLE).select_related("pod"):
+        n = Generation.objects.filter(pk=gen.pk, status__in=Generation.CLAIMABLE).update(
+            status=Generation.Status.CANCELLED, finished_at=now, error=run.status_reason or "run ended"
+        )
+        if n:
+            Pod.objects.filter(pk=gen.pod_id).update(state=Pod.State.STOPPED)
+            gen.pod.state = Pod.State.STOPPED
+            gen.status = Generation.Status.CANCELLED
+            publish_pod(gen.pod, gen)
+
+
+def run_begin_finishing(run: Run, reason: str) -> None:
+    """The budget is spent for ``run``: no new generation; running ones complete."""
+    n = Run.objects.filter(pk=run.pk, status__in=(Run.Status.RUNNING, Run.Status.PAUSED)).update(
+        status=Run.Status.FINISHING, status_reason=reason
+    )
+    if n:
+        run.status, run.status_reason = Run.Status.FINISHING, reason
+        logger.info("run finishing: %s", reason, extra={"run": run.id})
+        cancel_waiting(run)
+        publish_run(run)
+    run_maybe_finish(run)
+
+
+def run_maybe_finish(run: Run) -> None:
+    """A finishing run with no open generation is finished: stamp it and trigger its
+    end-of-run backtests after commit."""
+    if Generation.objects.filter(run_id=run.pk, status__in=Generation.OPEN).exists():
+        return
+    n = Run.objects.filter(pk=run.pk, status=Run.Status.FINISHING).update(
+        status=Run.Status.FINISHED, finished_at=timezone.now()
+    )
+    if not n:
+        return
+    Pod.objects.filter(run_id=run.pk).exclude(state=Pod.State.RETIRED).update(state=Pod.State.STOPPED)
+    run.status = Run.Status.FINISHED
+    logger.info("run finished", extra={"run": run.pk})
+    publish_run(run)
+    run_id = run.pk
+    transaction.on_commit(lambda: _announce_finished(run_id))
+
+
+def _announce_finished(run_id: int) -> None:
+    """Send :data:`webapp.runs.signals.run_finished` (the reports app queues the end-of-run
+    backtests); a failing receiver is logged, never raised into the committed transaction."""
+    for receiver, result in signals.run_finished.send_robust(sender=Run, run_id=run_id):
+        if isinstance(result, Exception):
+            logger.warning("run_finished receiver %r failed", receiver, extra={"run": run_id}, exc_info=result)

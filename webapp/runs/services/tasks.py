@@ -1,0 +1,82 @@
+"""Tasks (what a run trains: data, splits, env, algorithm, hyperparameters), validated by the
+trainer's config classes through :mod:`webapp.engine`. A task's ``TaskSpec`` dict is a read:
+:func:`webapp.runs.selectors.task_spec`."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.db import transaction
+
+from webapp import engine
+from webapp.core.errors import AppError
+from webapp.market.models import Dataset
+from webapp.runs.models import Task
+
+
+@transaction.atomic
+def task_create(
+    *,
+    owner,
+    dataset: Dataset,
+    name: str,
+    tickers: list[str] | None,
+    splits: dict[str, list[str]],
+    env: dict[str, Any] | None = None,
+    algorithm: str = "ppo",
+    hyperparameters: dict[str, Any] | None = None,
+) -> Task:
+    """Create a task after validating it with the trainer's config classes.
+
+    Args:
+        dataset: one of ``owner``'s datasets.
+        tickers: a non-empty subset of the dataset's tickers (``None`` = all of them).
+        splits: ``{"train": [start, end] or {"start", "end"}, "validation": ..., "test": ...}``,
+            inclusive ``YYYY-MM-DD`` bounds (stored as ``{"start", "end"}``).
+        env: ``EnvConfig`` fields (costs, hmax, initial cash...), defaults for the rest.
+        algorithm: ``"ppo"`` or ``"sac"``.
+        hyperparameters: the algorithm's config fields, defaults for the rest.
+
+    Raises:
+        AppError: naming the field (``tickers``, ``splits.validation``, ``env.hmax``,
+            ``hyperparameters.learning_rate``...).
+    """
+    if dataset.owner_id != owner.id:
+        raise AppError("dataset not found", fields={"dataset": "not found"}, status=404)
+    if tickers is not None and not [t for t in tickers if str(t).strip()]:
+        raise AppError(
+            "tickers: choose at least one ticker, or leave the field out for all of the dataset's tickers",
+            fields={"tickers": "empty; leave it out for all tickers"},
+        )
+    tickers = list(dataset.tickers) if tickers is None else [str(t).strip().upper() for t in tickers if str(t).strip()]
+    unknown = [t for t in tickers if t not in dataset.tickers]
+    if unknown:
+        raise AppError(
+            f"tickers: {', '.join(unknown)} not in dataset {dataset.name!r}",
+            fields={"tickers": f"unknown: {', '.join(unknown)}"},
+        )
+    if not isinstance(splits, dict) or any(k not in splits for k in ("train", "validation", "test")):
+        raise AppError("splits: train, validation and test ranges are required", fields={"splits": "required"})
+    spec = {
+        "data": {"paths": dataset.source_paths(), "tickers": tickers},
+        "train": splits["train"],
+        "validation": splits["validation"],
+        "test": splits["test"],
+        "env": env or {},
+        "algorithm": algorithm,
+        "hyperparameters": hyperparameters or {},
+    }
+    normalized = engine.validate_task(spec)
+    engine.check_task_splits(
+        {k: normalized[k] for k in ("train", "validation", "test")}, paths=dataset.source_paths(), tickers=tickers
+    )
+    return Task.objects.create(
+        owner=owner,
+        name=name,
+        dataset=dataset,
+        tickers=normalized["data"].get("tickers") or tickers,
+        splits={k: dict(normalized[k]) for k in ("train", "validation", "test")},
+        env=normalized["env"],
+        algorithm=normalized["algorithm"],
+        hyperparameters=normalized["hyperparameters"],
+    )
