@@ -1,4 +1,4 @@
-"""Env-steps per second of StockTradingVecEnv against two peers measured in the same run.
+"""Env-steps per second of StockTradingVecEnv and PortfolioVecEnv against peers measured in the same run.
 
 Data: the real Dow-30 panel (29 tickers with full history, 2010-2019, FinRL's 8 indicators),
 read from ``PADDOCK_DATA_DIR`` (default ``../shared/data``). Peers:
@@ -35,7 +35,7 @@ sys.path.insert(0, str(REPO / "benchmarks"))
 from finrl_style_numpy_env import FinRLStyleNumpyEnv  # noqa: E402
 
 from trainer.data import DataSpec, load_market_data  # noqa: E402
-from trainer.envs import EnvConfig, StockTradingVecEnv  # noqa: E402
+from trainer.envs import EnvConfig, PortfolioConfig, PortfolioVecEnv, StockTradingVecEnv  # noqa: E402
 from trainer.envs.gym_adapter import StockTradingEnv  # noqa: E402
 
 DOW30_FILE = "dow30_daily_eodhd_2010-01-04_2022-11-15.csv.gz"
@@ -60,8 +60,19 @@ def timed(step, min_seconds: float, min_calls: int = 20) -> tuple[int, float, fl
             return calls, elapsed, time.process_time() - cpu_start
 
 
-def bench_vec(data, num_envs: int, device: str, seconds: float) -> tuple[float, float]:
-    env = StockTradingVecEnv(data, EnvConfig(), num_envs=num_envs, device=device, seed=0)
+def make_stock_trading(data, num_envs: int, device: str):
+    return StockTradingVecEnv(data, EnvConfig(), num_envs=num_envs, device=device, seed=0)
+
+
+def make_portfolio(data, num_envs: int, device: str):
+    return PortfolioVecEnv(data, PortfolioConfig(), num_envs=num_envs, device=device, seed=0)
+
+
+ENVS = {"StockTradingVecEnv": make_stock_trading, "PortfolioVecEnv": make_portfolio}
+
+
+def bench_vec(data, num_envs: int, device: str, seconds: float, make=make_stock_trading) -> tuple[float, float]:
+    env = make(data, num_envs, device)
     g = torch.Generator().manual_seed(0)
     actions = [(torch.rand(num_envs, env.action_dim, generator=g) * 2 - 1).to(device) for _ in range(POOL)]
     i = 0
@@ -121,6 +132,7 @@ def main() -> None:
     parser.add_argument("--sizes", type=int, nargs="+", default=[1, 64, 1024, 4096])
     parser.add_argument("--threads", type=int, nargs="+", default=[1, 2])
     parser.add_argument("--seconds", type=float, default=1.5, help="minimum timed seconds per row")
+    parser.add_argument("--envs", nargs="+", default=list(ENVS), choices=list(ENVS), help="vector envs to time")
     parser.add_argument("--sync-envs", type=int, default=8, help="envs in the SyncVectorEnv peer")
     parser.add_argument(
         "--data-dir", default=os.environ.get("PADDOCK_DATA_DIR") or str(REPO.parent / "shared" / "data")
@@ -156,16 +168,23 @@ def main() -> None:
     rows = [("cpu", t) for t in args.threads]
     if torch.cuda.is_available():
         rows.append(("cuda", 1))
-    for device, threads in rows:
-        torch.set_num_threads(threads)
-        for size in args.sizes:
-            rate, per_cpu = bench_vec(data, size, device, args.seconds)
-            cpu_text = f"{per_cpu:,.0f}" if device == "cpu" else "-"
-            print(
-                f"| StockTradingVecEnv | {device} | {threads} | {size} | {rate:,.0f} | {cpu_text} | "
-                f"{rate / numpy_rate:.1f}x | {rate / sync_rate:.1f}x |",
-                flush=True,
-            )
+    per_cpu_ratios = []
+    for name in args.envs:
+        for device, threads in rows:
+            torch.set_num_threads(threads)
+            for size in args.sizes:
+                rate, per_cpu = bench_vec(data, size, device, args.seconds, ENVS[name])
+                cpu_text = f"{per_cpu:,.0f}" if device == "cpu" else "-"
+                print(
+                    f"| {name} | {device} | {threads} | {size} | {rate:,.0f} | {cpu_text} | "
+                    f"{rate / numpy_rate:.1f}x | {rate / sync_rate:.1f}x |",
+                    flush=True,
+                )
+                if device == "cpu" and threads == 1 and size == 1024:
+                    per_cpu_ratios.append((name, per_cpu / numpy_cpu))
+    print()
+    for name, ratio in per_cpu_ratios:
+        print(f"{name} at 1,024 envs, 1 thread: {ratio:.1f}x the NumPy env per CPU-second (target >= 20x)")
 
 
 if __name__ == "__main__":

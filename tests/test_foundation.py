@@ -6,15 +6,19 @@ with their own environment, so what is tested is what a person starting Paddock 
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 import urllib.request
+from importlib import resources
 from pathlib import Path
 
+import jsonschema
 import psutil
 import pytest
 import yaml
@@ -323,23 +327,22 @@ def test_paddock_test_turns_no_collected_tests_into_a_failure(tmp_path):
 # --- deployment files ------------------------------------------------------------------------
 
 
-def _compose_config(path: Path, tmp_path: Path) -> subprocess.CompletedProcess:
-    binary = shutil.which("docker-compose")
-    if binary is None:
-        if os.environ.get("CI"):
-            pytest.fail("docker-compose (Debian package) is missing; .ci/run installs it")
-        pytest.skip("docker-compose is not installed (apt-get install docker-compose)")
-    env = {**os.environ, "SECRET_KEY": "compose-test", "HOME": str(tmp_path)}
-    return subprocess.run(
-        [binary, "-f", str(path), "config"], cwd=REPO_ROOT, env=env, capture_output=True, text=True, timeout=60
-    )
+def compose_errors(document: dict) -> list[str]:
+    """Where ``document`` breaks the Compose specification (its JSON schema, as shipped pinned in
+    the check-jsonschema package: no network), one ``path: message`` line per error."""
+    schema_file = resources.files("check_jsonschema.builtin_schemas.vendor") / "compose-spec.json"
+    schema = json.loads(schema_file.read_text())
+    validator_class = jsonschema.validators.validator_for(schema)
+    validator = validator_class(schema, format_checker=validator_class.FORMAT_CHECKER)
+    return [f"{'.'.join(map(str, error.absolute_path))}: {error.message}" for error in validator.iter_errors(document)]
 
 
-def test_docker_compose_file_follows_the_compose_specification(tmp_path):
-    result = _compose_config(REPO_ROOT / "docker-compose.yml", tmp_path)
+def test_docker_compose_file_follows_the_compose_specification():
+    # yaml.safe_load resolves the file's anchors and merge keys (<<: *paddock) as Compose does.
+    compose = yaml.safe_load((REPO_ROOT / "docker-compose.yml").read_text())
 
-    assert result.returncode == 0, result.stderr
-    services = yaml.safe_load(result.stdout)["services"]
+    assert compose_errors(compose) == []
+    services = compose["services"]
     assert set(services) == {"redis", "postgres", "web", "worker", "cpu-worker", "beat"}
     gpu = services["worker"]["deploy"]["resources"]["reservations"]["devices"]
     assert gpu == [{"driver": "nvidia", "count": 1, "capabilities": ["gpu"]}]
@@ -347,14 +350,104 @@ def test_docker_compose_file_follows_the_compose_specification(tmp_path):
     assert "beat" in services["beat"]["command"]
     assert services["web"]["environment"]["REDIS_URL"] == "redis://redis:6379/0"
     assert services["web"]["environment"]["DATABASE_URL"].startswith("postgres://")
+    assert services["worker"]["environment"]["SECRET_KEY"] == "${SECRET_KEY:?set SECRET_KEY}"
 
 
-def test_compose_validation_rejects_a_misspelt_gpu_reservation(tmp_path):
-    broken = tmp_path / "docker-compose.yml"
+def test_compose_validation_rejects_a_misspelt_gpu_reservation():
     text = (REPO_ROOT / "docker-compose.yml").read_text()
-    broken.write_text(text.replace("capabilities: [gpu]", "capabilites: [gpu]"))
+    broken = yaml.safe_load(text.replace("capabilities: [gpu]", "capabilites: [gpu]"))
 
-    result = _compose_config(broken, tmp_path)
+    errors = compose_errors(broken)
 
-    assert result.returncode != 0
-    assert "capabilites" in result.stderr
+    assert any(e.startswith("services.worker.deploy.resources.reservations.devices.0") for e in errors), errors
+    assert any("capabilites" in e for e in errors), errors
+
+
+# --- the launcher provides the tests' system packages ----------------------------------------
+
+
+def _bin_dir(folder: Path, scripts: dict[str, str]) -> str:
+    """A PATH of one folder: python3 (for the launcher's ``#!/usr/bin/env python3``),
+    redis-server when this machine has it, and ``scripts`` (name -> shell script); no chromium."""
+    folder.mkdir(mode=0o755, parents=True)
+    python = "/usr/bin/python3" if os.access("/usr/bin/python3", os.X_OK) else sys.executable
+    (folder / "python3").symlink_to(python)
+    if shutil.which("redis-server"):
+        (folder / "redis-server").symlink_to(shutil.which("redis-server"))
+    for name, body in scripts.items():
+        (folder / name).write_text("#!/bin/sh\n" + body)
+        (folder / name).chmod(0o755)
+    return str(folder)
+
+
+def _as_nobody() -> None:
+    os.setgid(65534)
+    os.setgroups([])
+    os.setuid(65534)
+
+
+def test_paddock_test_without_chromium_and_without_root_stops_before_pytest_with_the_command():
+    # A user who may not install packages: not root (as root, the launcher runs as nobody from
+    # a world-readable copy) and no sudo on PATH.
+    place = Path(tempfile.mkdtemp(prefix="paddock-launcher-"))
+    try:
+        place.chmod(0o755)
+        launcher = place / "paddock"
+        shutil.copy(REPO_ROOT / "paddock", launcher)
+        launcher.chmod(0o755)
+        env = {"PATH": _bin_dir(place / "bin", {}), "HOME": str(place), "LANG": "C.UTF-8"}
+        result = subprocess.run(
+            [str(launcher), "test", "tests/test_foundation.py"],
+            cwd=place,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=60,
+            stdin=subprocess.DEVNULL,
+            preexec_fn=_as_nobody if os.geteuid() == 0 else None,
+        )
+    finally:
+        shutil.rmtree(place)
+
+    assert result.returncode == 1, result.stdout + result.stderr
+    assert result.stdout == "", "nothing ran: no pip, no ruff, no pytest"
+    lines = result.stderr.splitlines()
+    assert len(lines) == 1, result.stderr
+    assert "the tests need chromium" in lines[0]
+    assert "`sudo apt-get update && sudo apt-get install -y chromium`" in lines[0]
+
+
+def test_paddock_test_as_a_user_who_may_install_runs_apt_get_for_chromium(tmp_path):
+    # apt-get here records what it was asked (it installs nothing, so the launcher then says that
+    # chromium is still missing and stops before pytest). A non-root test run gets a sudo that
+    # lets it through, as passwordless sudo would.
+    record = tmp_path / "apt-get.log"
+    scripts = {"apt-get": f'echo "$@" >> {record}\necho "apt-get output"\n'}
+    if os.geteuid() != 0:
+        scripts["sudo"] = '[ "$1" = -n ] && shift\nexec "$@"\n'
+    env = {**os.environ, "PATH": _bin_dir(tmp_path / "bin", scripts)}
+    env.pop("PADDOCK_CHROMIUM", None)
+
+    result = run([str(REPO_ROOT / "paddock"), "test", "tests/test_foundation.py"], env)
+
+    assert result.returncode == 1, result.stdout + result.stderr
+    said = [line for line in result.stdout.splitlines() if line.startswith("paddock:")]
+    assert said == [
+        f"paddock: installing chromium with apt-get{'' if os.geteuid() == 0 else ' (sudo)'}, needed by the tests"
+    ]
+    assert "apt-get output" not in result.stdout, "apt-get's own output is not shown"
+    assert record.read_text().splitlines() == ["update -q", "install -y -q chromium"]
+    assert "chromium is still not found" in result.stderr
+
+
+def test_the_launcher_finds_chromium_on_path_and_hands_it_to_the_browser_tests(tmp_path):
+    chromium = tmp_path / "bin" / "chromium"
+    env = {**os.environ, "PATH": _bin_dir(tmp_path / "bin", {"chromium": "exit 0\n"})}
+    env.pop("PADDOCK_CHROMIUM", None)
+    probe = tmp_path / "test_probe.py"
+    probe.write_text("import os\n\ndef test_probe():\n    print('CHROMIUM=' + os.environ['PADDOCK_CHROMIUM'])\n")
+
+    result = run([str(REPO_ROOT / "paddock"), "test", "--no-lint", str(probe), "-s", "-p", "no:cacheprovider"], env)
+
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert f"CHROMIUM={chromium}" in result.stdout

@@ -5,7 +5,9 @@ so it loads with ``torch.load(weights_only=True)``. Keys (``CHECKPOINT_FORMAT`` 
 
 * ``format``, ``format_version``, ``paddock_version``, ``created_at`` (UTC ISO 8601);
 * ``algorithm``, ``hyperparameters`` (the agent's full dict), ``agent`` (``agent.state_dict()``:
-  networks, optimizers, observation normalizer, RNG states and step counters);
+  networks, optimizers, observation normalizer, RNG state (``generator``, with its device type
+  in ``generator_device``; a state from another device type reseeds, see
+  :func:`trainer.agents._common.restore_generator`) and step counters);
 * ``obs_dim``, ``action_dim``, ``observation_layout`` (the env's JSON layout), ``env_config``;
 * ``task`` (:meth:`trainer.task.TaskSpec.to_dict`), ``data_window`` (tickers, feature names,
   first/last day of each split actually used, content hash of the panel);

@@ -219,6 +219,27 @@ def select_parent(
     return ParentChoice(KEEP_CURRENT, candidate=candidate)
 
 
+ZERO_STEP_FRACTION = 0.01
+"""A continuous hyperparameter at 0.0 moves by this fraction of ``max(|low|, |high|)``."""
+
+
+def _perturb(old: Any, factor: float, low: float, high: float) -> Any:
+    """One perturbation of ``old`` by ``factor`` within ``[low, high]`` (rules in :func:`mutate`)."""
+    direction = (factor > 1.0) - (factor < 1.0)
+    if isinstance(old, int | np.integer):
+        lo, hi = math.ceil(low), math.floor(high)
+        value = int(round(float(old) * factor))
+        if value == old:
+            value = int(old) + direction
+        # rounding could step just outside a fractional bound; pull back inside
+        return min(max(value, lo), hi)
+    if float(old) == 0.0:
+        value = direction * ZERO_STEP_FRACTION * max(abs(low), abs(high))
+    else:
+        value = float(old) * factor
+    return min(max(value, low), high)
+
+
 def mutate(
     hyperparameters: Mapping[str, Any],
     bounds: Mapping[str, tuple[float, float]],
@@ -231,8 +252,24 @@ def mutate(
 
     For every name in ``bounds`` (in its order), with probability ``probability`` the value is
     multiplied by one of ``factors`` chosen uniformly and clipped to ``[low, high]``
-    (Jaderberg et al., 2017, "perturb"). Integer hyperparameters stay integers (rounded after
-    scaling). Names not in ``bounds`` are copied unchanged.
+    (Jaderberg et al., 2017, "perturb"). Names not in ``bounds`` are copied unchanged. Three
+    rules keep a perturbation from being a silent no-op:
+
+    - **Integers move at least one step.** The scaled value is rounded; when rounding gives
+      the old value back (``2 * 0.8 = 1.6 -> 2``, ``1 * 1.25 -> 1``) the value moves one step
+      in the factor's direction (factor < 1 down, > 1 up).
+    - **Zero leaves zero by an additive step.** A continuous value at 0.0 (``ent_coef``)
+      cannot be scaled, so it moves by ``ZERO_STEP_FRACTION`` (1 %) of the bounds' largest
+      magnitude ``max(|low|, |high|)`` in the factor's direction; with bounds ``(0, 0.1)``,
+      ``0.0 -> 0.001``, and later mutations scale it as usual.
+    - **A bound turns the move around.** When clipping to ``[low, high]`` leaves the value
+      where it was (an integer at ``high`` drawn upwards), it moves the same way in the other
+      direction instead. Only bounds with ``low == high`` (or a zero value with bounds
+      ``(0, 0)``) leave a value unchanged.
+
+    Worked example, factors ``(0.8, 1.25)``: ``update_epochs=2`` becomes 1 or 3;
+    ``num_minibatches=1`` with bounds ``(1, 8)`` becomes 2 either way; ``ent_coef=0.0`` with
+    bounds ``(0, 0.1)`` becomes 0.001.
 
     Args:
         hyperparameters: current values, e.g. ``{"learning_rate": 3e-4, "batch_size": 512}``.
@@ -280,11 +317,9 @@ def mutate(
         if rng.random() >= prob:
             continue
         factor = float(factors[int(rng.integers(len(factors)))])
-        value = min(max(float(old) * factor, low), high)
-        if isinstance(old, int | np.integer):
-            # rounding could step just outside a fractional bound; pull back inside
-            value = int(round(value))
-            value = min(max(value, math.ceil(low)), math.floor(high))
+        value = _perturb(old, factor, low, high)
+        if value == old and factor != 1.0:
+            value = _perturb(old, 1.0 / factor, low, high)  # at a bound: move the other way
         if value != old:
             new[name] = value
             mutations[name] = [old, value]

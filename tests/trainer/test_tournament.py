@@ -186,3 +186,42 @@ def test_mutation_rejects_bounds_without_values_and_inverted_bounds():
     with pytest.raises(ConfigError) as err:
         mutate(HP, {"batch_size": (512.2, 512.8)}, rng=rng)
     assert err.value.details["field"] == "bounds.batch_size"
+
+
+def _walk(start, bounds, steps=200, seed=0):
+    """Values visited by ``steps`` successive mutations of one hyperparameter from ``start``."""
+    rng = np.random.default_rng(seed)
+    hp = {"x": start}
+    visited = {start}
+    for _ in range(steps):
+        before = hp["x"]
+        hp, mutations = mutate(hp, {"x": bounds}, factors=(0.8, 1.25), rng=rng)
+        assert bounds[0] <= hp["x"] <= bounds[1]
+        assert hp["x"] != before and mutations == {"x": [before, hp["x"]]}  # every mutation moves
+        visited.add(hp["x"])
+    return visited
+
+
+def test_integer_hyperparameters_move_at_least_one_step_and_zero_leaves_zero():
+    # update_epochs=2 and num_minibatches=1 never moved under round(2 * 0.8) / round(1 * 1.25)
+    from_two = _walk(2, (1, 100))
+    from_one = _walk(1, (1, 64))
+    from_zero = _walk(0.0, (0.0, 0.1))
+    assert len(from_two) >= 3 and all(isinstance(v, int) for v in from_two)
+    assert len(from_one) >= 3 and all(isinstance(v, int) for v in from_one)
+    assert len(from_zero) >= 3
+
+
+def test_single_mutations_follow_the_documented_rules():
+    rng = np.random.default_rng(3)
+    outcomes = {mutate({"e": 2}, {"e": (1, 100)}, factors=(0.8, 1.25), rng=rng)[0]["e"] for _ in range(50)}
+    assert outcomes == {1, 3}
+    # at its lower bound 1 a downward draw turns around: always 2
+    outcomes = {mutate({"m": 1}, {"m": (1, 8)}, factors=(0.8, 1.25), rng=rng)[0]["m"] for _ in range(50)}
+    assert outcomes == {2}
+    # 0.0 moves by 1 % of the bound's magnitude, the downward draw turned around at 0
+    outcomes = {mutate({"c": 0.0}, {"c": (0.0, 0.1)}, factors=(0.8, 1.25), rng=rng)[0]["c"] for _ in range(50)}
+    assert outcomes == {0.001}
+    # a symmetric range lets zero go either way
+    outcomes = {mutate({"c": 0.0}, {"c": (-0.5, 0.5)}, factors=(0.8, 1.25), rng=rng)[0]["c"] for _ in range(50)}
+    assert outcomes == {-0.005, 0.005}

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 import time
 import types
 import typing
@@ -63,6 +64,56 @@ def _coerce(value: Any, hint: Any, field: str) -> Any:
             raise ConfigError(f"{field} must be a list of integers, got {value!r}", field=field)
         return tuple(_coerce(v, int, field) for v in value)
     raise TypeError(f"unsupported config type {hint!r} for {field}")  # a bug in the config class
+
+
+def restore_generator(generator: torch.Generator, state: torch.Tensor, saved_device_type: str | None = None) -> bool:
+    """Restore a saved generator state, or reseed deterministically when it is from another device type.
+
+    A ``torch.Generator``'s state depends on its device type: a CPU generator (Mersenne Twister)
+    holds 5,056 bytes, a CUDA generator (Philox) 16 bytes (seed and offset), and neither accepts
+    the other's (``set_state`` raises). A checkpoint trained on a GPU must still load on a CPU
+    (export, evaluation, backtests, a CPU child of a GPU parent) and the reverse, so a state that
+    does not fit ``generator`` seeds it with a hash of the saved bytes instead:
+    :func:`reseed_from_state`.
+
+    What "bit-exact resume" means: on the same device type the generator continues its stream
+    exactly (``learn(N); learn(M)`` equals ``learn(N)``, save, load, ``learn(M)``). Across device
+    types the networks, optimizer moments, normaliser and counters still load exactly, but the
+    random stream is a new one, fixed by the saved state (the same checkpoint always gives the
+    same stream on a given device type). Results across device types also differ by kernels
+    (CUDA vs CPU floating point), so they are never bit-identical.
+
+    Args:
+        generator: the generator to restore (any device).
+        state: the saved ``get_state()`` value, a uint8 CPU tensor.
+        saved_device_type: the device type the state came from (``"cpu"``, ``"cuda"``...);
+            ``None`` for checkpoints that did not record it (the state's size decides).
+
+    Returns:
+        True when the state was restored as saved, False when the generator was reseeded.
+
+    Raises:
+        TypeError: ``state`` is not a uint8 tensor.
+    """
+    if not isinstance(state, torch.Tensor) or state.dtype != torch.uint8:
+        raise TypeError(f"generator state must be a uint8 tensor, got {type(state).__name__}")
+    same_type = saved_device_type in (None, generator.device.type)
+    if same_type and state.numel() == generator.get_state().numel():
+        generator.set_state(state.cpu())
+        return True
+    generator.manual_seed(reseed_from_state(state, saved_device_type))
+    return False
+
+
+def reseed_from_state(state: torch.Tensor, saved_device_type: str | None = None) -> int:
+    """The seed :func:`restore_generator` uses for a state from another device type.
+
+    SHA-256 of ``"paddock-generator/<device type>/"`` and the state's bytes; the first 8 bytes
+    of the digest, little-endian, shifted right by one (a non-negative 63-bit integer).
+    """
+    digest = hashlib.sha256(f"paddock-generator/{saved_device_type or 'unknown'}/".encode())
+    digest.update(state.detach().cpu().contiguous().numpy().tobytes())
+    return int.from_bytes(digest.digest()[:8], "little") >> 1
 
 
 class AgentConfig:
@@ -231,6 +282,7 @@ class AgentBase:
             "critic": self.critic.state_dict(),
             "obs_rms": self.obs_rms.state_dict() if self.obs_rms is not None else None,
             "generator": self.generator.get_state(),
+            "generator_device": self.generator.device.type,
             "env_steps": self.env_steps,
             "updates": self.updates,
             "recent_returns": list(self.recent_returns),
@@ -238,6 +290,9 @@ class AgentBase:
 
     def _load_common_state(self, state: dict[str, Any]) -> None:
         """Check a state fits this agent, then restore the entries of :meth:`_common_state`.
+
+        A generator state saved on another device type (a GPU checkpoint loaded on a CPU, or
+        the reverse) reseeds the generator deterministically: see :func:`restore_generator`.
 
         Raises:
             ConfigError: the state belongs to another algorithm, other dimensions or another
@@ -259,7 +314,7 @@ class AgentBase:
         self.critic.load_state_dict(state["critic"])
         if self.obs_rms is not None and state["obs_rms"] is not None:
             self.obs_rms.load_state_dict(state["obs_rms"])
-        self.generator.set_state(state["generator"])
+        restore_generator(self.generator, state["generator"], state.get("generator_device"))
         self.env_steps = int(state["env_steps"])
         self.updates = int(state["updates"])
         self.recent_returns = deque((float(x) for x in state["recent_returns"]), maxlen=self.recent_returns.maxlen)

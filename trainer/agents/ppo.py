@@ -10,7 +10,9 @@ normalisation, global gradient-norm clipping. The loop reads top to bottom in
 Resuming is exact: every :meth:`PPOAgent.learn` call starts by resetting the env with a seed
 drawn from the agent's own generator, so ``learn(N); learn(M)`` on one agent and ``learn(N)``,
 save, load into a fresh agent, ``learn(M)`` (with an identically constructed env) give
-bit-identical parameters on CPU.
+bit-identical parameters on CPU. Loading a checkpoint saved on another device type (a GPU
+checkpoint on a CPU, or the reverse) restores everything but the random stream, which is
+reseeded deterministically from the saved one (:func:`trainer.agents._common.restore_generator`).
 """
 
 from __future__ import annotations

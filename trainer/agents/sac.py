@@ -10,6 +10,9 @@ Resuming: every :meth:`SACAgent.learn` call resets the env with a seed drawn fro
 generator. ``state_dict(include_replay_buffer=True)`` also saves the replay contents, which makes
 save/load/continue bit-identical to continuing in place (on CPU); without it (the default, to keep
 checkpoints small) a loaded agent refills its buffer with its own policy before updating again.
+A checkpoint from another device type (GPU on CPU, or the reverse) loads everything but the
+random stream, which is reseeded deterministically from the saved one
+(:func:`trainer.agents._common.restore_generator`).
 """
 
 from __future__ import annotations

@@ -38,6 +38,7 @@ import numpy as np
 import torch
 
 from trainer.data.market import MarketData
+from trainer.envs.episodes import EpisodeStarts, check_episode_setup
 from trainer.errors import ConfigError, DataError
 
 __all__ = [
@@ -239,7 +240,7 @@ def _check_market(data: MarketData) -> None:
         )
 
 
-class StockTradingVecEnv:
+class StockTradingVecEnv(EpisodeStarts):
     """``num_envs`` independent stock portfolios stepped together as batched torch tensors.
 
     Observation of env ``e`` on day ``t`` (``obs_dim = 1 + 2N + N*F``), float32, layout in
@@ -288,16 +289,9 @@ class StockTradingVecEnv:
         seed: int = 0,
     ) -> None:
         config = (config or EnvConfig()).validate()
-        if isinstance(num_envs, bool) or not isinstance(num_envs, int) or num_envs < 1:
-            raise ConfigError(f"num_envs: must be an integer >= 1 (got {num_envs!r})", field="num_envs")
         _check_market(data)
         num_days = data.num_days
-        if config.episode_length is not None and config.episode_length > num_days - 1:
-            raise ConfigError(
-                f"env.episode_length: {config.episode_length} steps do not fit in {num_days} days of data "
-                f"({data.dates[0]} to {data.dates[-1]}); use at most {num_days - 1}",
-                field="env.episode_length",
-            )
+        check_episode_setup(num_days, data.dates[0], data.dates[-1], config.episode_length, num_envs)
         self.data = data
         self.config = config
         self.num_envs = num_envs
@@ -396,20 +390,6 @@ class StockTradingVecEnv:
         return obs
 
     # ------------------------------------------------------------------ episode starts
-    def _draw_starts(self, count: int) -> torch.Tensor:
-        if self._fixed_start is not None:
-            return torch.full((count,), self._fixed_start, dtype=torch.long, device=self.device)
-        if not self.config.random_start or self._latest_start <= 0:
-            return torch.zeros(count, dtype=torch.long, device=self.device)
-        return torch.randint(
-            0, self._latest_start + 1, (count,), generator=self._generator, device=self.device, dtype=torch.long
-        )
-
-    def _end_days(self, starts: torch.Tensor) -> torch.Tensor:
-        if self.config.episode_length is None:
-            return torch.full_like(starts, self.num_days - 1)
-        return torch.clamp(starts + self.config.episode_length, max=self.num_days - 1)
-
     def _initial_wealth(self, starts: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         count, n, dev = starts.shape[0], self.num_stocks, self.device
         cfg = self.config
@@ -446,20 +426,7 @@ class StockTradingVecEnv:
         Raises:
             ConfigError: ``start_day`` is not a day index that leaves at least one step.
         """
-        if seed is not None:
-            self._generator.manual_seed(int(seed))
-        options = options or {}
-        unknown = set(options) - {"start_day"}
-        if unknown:
-            raise ConfigError(f"reset options: unknown key(s) {sorted(unknown)}; only start_day", field="options")
-        self._fixed_start = None
-        if options.get("start_day") is not None:
-            start = options["start_day"]
-            if isinstance(start, bool) or not isinstance(start, int | np.integer) or not 0 <= start < self.num_days - 1:
-                raise ConfigError(
-                    f"start_day: must be a day index in [0, {self.num_days - 2}] (got {start!r})", field="start_day"
-                )
-            self._fixed_start = int(start)
+        self._read_reset_options(seed, options)
         with torch.no_grad():
             self._day = self._draw_starts(self.num_envs)
             self._end_day = self._end_days(self._day)

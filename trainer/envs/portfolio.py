@@ -1,0 +1,478 @@
+"""Vectorized portfolio-allocation env: the agent chooses target weights over N stocks and cash.
+
+Each of ``E`` envs holds a portfolio value and its current weights over the ``N`` tickers of a
+:class:`~trainer.data.market.MarketData` panel plus cash. One :meth:`PortfolioVecEnv.step`
+rebalances every env to the target weights of its action at day ``t``'s close, pays a
+proportional cost on the turnover, and lets the weights drift with prices to day ``t+1``'s close.
+Same vector API, automatic reset and speed habits as
+:class:`~trainer.envs.stock_trading.StockTradingVecEnv` (fused tensor ops over (E, N), one row
+gather of a precomputed per-day observation table, no Python loop over envs or stocks).
+
+**Action -> target weights.** The action ``a`` (E, N+1) in [-1, 1] (stocks in ticker order,
+then cash) becomes logits::
+
+    z_i    = logit_scale * a_i                                    (stocks)
+    z_cash = logit_scale * a_cash - cash_bias * (1 - a_cash)      (cash)
+    w*     = softmax(z)                                           (long only, sums to 1)
+
+A zero action gives every stock the same logit 0 and cash ``-cash_bias`` (default -20), so a
+freshly initialised policy holds the **equal-weight portfolio** with a cash weight of
+``e^-20 / (N + e^-20)`` (about 7e-11 for 29 stocks); ``a_cash = 1`` gives cash the logit
+``logit_scale``, so all-cash stays reachable. Learning tilts away from 1/N, the hard-to-beat
+benchmark of DeMiguel, Garlappi & Uppal (2009, "Optimal Versus Naive Diversification").
+
+**Dynamics at each close** (all envs at once). With pre-trade (drifted) weights ``w``, value
+``V_t``, target ``w*`` and gross stock returns ``R_i = close[t+1, i] / close[t, i]``::
+
+    turnover  tau = sum_i |w*_i - w_i|            (stocks only; cash is the other side)
+    cost          = cost_pct * tau * V_t          (USD, paid at t's close)
+    growth    G   = w*_cash + sum_i w*_i R_i
+    V_{t+1}       = (V_t - cost) * G
+    w_i(t+1)      = w*_i R_i / G,  w_cash(t+1) = w*_cash / G    (drift)
+
+This is the proportional-cost model used for 1/N and its competitors by DeMiguel et al. (2009,
+section 2, "turnover" and returns net of proportional transaction costs), and the first-order
+form of the transaction-remainder factor ``mu_t ~ 1 - c * sum_i |w*_i - w_i|`` of Jiang, Xu &
+Liang (2017, arXiv 1706.10059, eq. 16). Every episode starts all in cash on its first day, so
+the first rebalance pays ``cost_pct`` on the invested fraction.
+
+**Rewards** (``reward``, times ``reward_scaling``), with ``r_t = log(V_{t+1} / V_t)``:
+
+* ``log_return`` (default): ``r_t``. Summed over an episode it is the log growth of wealth.
+* ``excess_log_return``: ``r_t - log(mean_i R_i)``, the log return over the cost-free,
+  daily-rebalanced equal-weight portfolio of the same day.
+* ``differential_sharpe``: Moody & Saffell (2001, "Learning to Trade via Direct Reinforcement",
+  IEEE TNN 12(4), eq. 8-9), with the simple return ``R_t = V_{t+1}/V_t - 1``::
+
+      A_t = A_{t-1} + eta (R_t - A_{t-1}),   B_t = B_{t-1} + eta (R_t^2 - B_{t-1})
+      D_t = (B_{t-1} (R_t - A_{t-1}) - 0.5 A_{t-1} (R_t^2 - B_{t-1})) / (B_{t-1} - A_{t-1}^2)^(3/2)
+
+  with ``eta = dsr_eta``. Each episode starts from ``A_0 = 0`` and ``B_0 = DSR_PRIOR_VARIANCE``
+  (a 1 % daily volatility prior) so that the first step is defined (with ``B_0 = 0`` it is 0/0).
+
+**Observation** (``observation``):
+
+* ``"scale_free"`` (default, :mod:`trainer.envs.observations`): z-scored log returns over 1, 5,
+  21 and 63 days, 21-day volatility and the indicators made scale-free, per ticker
+  (feature-major), then the current weights (N stocks, cash). The z-score statistics are
+  ``feature_stats`` (fit them on the train split and pass them unchanged to every later env);
+  without them the env fits them on its own data (fine for experiments, a leak for evaluation).
+* ``"finrl"``: the constant-scaled close prices and indicators of
+  :class:`~trainer.envs.stock_trading.StockTradingVecEnv`, then the current weights.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass, fields
+from typing import Any
+
+import numpy as np
+import torch
+
+from trainer.data.market import MarketData
+from trainer.envs.episodes import EpisodeStarts, check_episode_setup
+from trainer.envs.observations import (
+    FeatureStats,
+    check_observation,
+    fit_feature_stats,
+    is_scale_free,
+    scale_free_market,
+)
+from trainer.envs.stock_trading import MIN_EPISODE_STEPS, PRICE_SCALE, _check_market, feature_scale
+from trainer.errors import ConfigError
+
+__all__ = ["DSR_PRIOR_VARIANCE", "REWARDS", "PortfolioConfig", "PortfolioVecEnv", "target_weights"]
+
+REWARDS = ("log_return", "excess_log_return", "differential_sharpe")
+#: ``B_0`` of the differential Sharpe ratio: the second moment of a 1 % daily return.
+DSR_PRIOR_VARIANCE = 1e-4
+
+
+@dataclass
+class PortfolioConfig:
+    """Rules, reward and episode settings of :class:`PortfolioVecEnv`.
+
+    Attributes:
+        initial_cash: starting value of every env, USD (> 0), all in cash.
+        cost_pct: proportional cost of turnover (``1e-3`` = 0.1 % of the value traded), in [0, 1).
+        reward: one of :data:`REWARDS` (see the module docstring).
+        reward_scaling: multiplier of the reward (> 0); 1.0 keeps log-return units.
+        dsr_eta: adaptation rate ``eta`` of the differential Sharpe ratio, in (0, 1).
+        logit_scale: logits per unit of action (> 0); 4 lets one stock weigh up to
+            ``e^8`` times another.
+        cash_bias: logit of cash at a zero cash action is ``-cash_bias`` (>= 0), so a zero
+            action holds equal weights with (almost) no cash.
+        observation: ``"scale_free"`` (default) or ``"finrl"``.
+        episode_length: steps per episode; ``None`` runs to the last day of the data.
+        random_start: draw each episode's first day at random (per env); ``False``: day 0.
+    """
+
+    initial_cash: float = 1e6
+    cost_pct: float = 1e-3
+    reward: str = "log_return"
+    reward_scaling: float = 1.0
+    dsr_eta: float = 1.0 / 63.0
+    logit_scale: float = 4.0
+    cash_bias: float = 20.0
+    observation: str = "scale_free"
+    episode_length: int | None = None
+    random_start: bool = True
+
+    def validate(self, *, prefix: str = "env") -> PortfolioConfig:
+        """Check every field and return ``self``.
+
+        Raises:
+            ConfigError: naming the field, e.g. ``"env.reward"``.
+        """
+
+        def bad(name: str, why: str) -> ConfigError:
+            return ConfigError(f"{prefix}.{name}: {why} (got {getattr(self, name)!r})", field=f"{prefix}.{name}")
+
+        def real(name: str) -> float:
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
+                raise bad(name, "must be a finite number")
+            return float(value)
+
+        if real("initial_cash") <= 0:
+            raise bad("initial_cash", "must be > 0")
+        if not 0 <= real("cost_pct") < 1:
+            raise bad("cost_pct", "must be a fraction in [0, 1), e.g. 0.001 for 0.1 %")
+        if self.reward not in REWARDS:
+            raise bad("reward", f"must be one of {', '.join(REWARDS)}")
+        if real("reward_scaling") <= 0:
+            raise bad("reward_scaling", "must be > 0")
+        if not 0 < real("dsr_eta") < 1:
+            raise bad("dsr_eta", "must be in (0, 1)")
+        if real("logit_scale") <= 0:
+            raise bad("logit_scale", "must be > 0")
+        if real("cash_bias") < 0:
+            raise bad("cash_bias", "must be >= 0")
+        check_observation(self.observation, field=f"{prefix}.observation")
+        if self.episode_length is not None:
+            value = self.episode_length
+            if isinstance(value, bool) or not isinstance(value, int | float) or value != int(value) or value < 1:
+                raise bad("episode_length", "must be a whole number >= 1 or null")
+        if not isinstance(self.random_start, bool):
+            raise bad("random_start", "must be true or false")
+        return self
+
+    def to_dict(self) -> dict[str, Any]:
+        """The fields as a JSON-able dict."""
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any] | None, *, prefix: str = "env") -> PortfolioConfig:
+        """Build and validate a config; missing keys keep their defaults.
+
+        Raises:
+            ConfigError: not a dict, an unknown key, or an invalid value.
+        """
+        if data is None:
+            data = {}
+        if not isinstance(data, dict):
+            raise ConfigError(f"{prefix}: must be an object", field=prefix)
+        known = {f.name for f in fields(cls)}
+        for key in data:
+            if key not in known:
+                raise ConfigError(
+                    f"{prefix}.{key}: unknown setting; expected one of {', '.join(sorted(known))}",
+                    field=f"{prefix}.{key}",
+                )
+        return cls(**data).validate(prefix=prefix)
+
+
+def target_weights(action: torch.Tensor, *, logit_scale: float, cash_bias: float) -> torch.Tensor:
+    """Map actions to long-only target weights (stocks, then cash) that sum to 1.
+
+    Args:
+        action: (B, N+1) float in [-1, 1] (clipped; NaN counts as 0).
+        logit_scale, cash_bias: see :class:`PortfolioConfig`.
+
+    Returns:
+        (B, N+1) float64 weights; a zero action gives ``1/N`` per stock up to a cash weight of
+        ``e^-cash_bias / (N + e^-cash_bias)``.
+    """
+    a = torch.nan_to_num(action.to(torch.float64), nan=0.0).clamp(-1.0, 1.0)
+    logits = a * logit_scale
+    cash = a[:, -1]
+    logits[:, -1] = cash * (logit_scale + cash_bias) - cash_bias
+    return torch.softmax(logits, dim=1)
+
+
+class PortfolioVecEnv(EpisodeStarts):
+    """``num_envs`` independent portfolios allocated by target weights, stepped as batched tensors.
+
+    See the module docstring for the action map, the dynamics, the rewards and the observation.
+
+    Args:
+        data: market panel; ``close`` is the execution price. For the scale-free observation
+            pass a panel made with :func:`~trainer.envs.observations.scale_free_market` over
+            the whole history and then sliced (so lookbacks reach before the split); raw
+            indicators are converted here with the history the panel has.
+        config: rules and reward (validated here); defaults when None.
+        num_envs: ``E`` >= 1.
+        device: torch device of the state tensors.
+        seed: seed of the env's own generator (start days).
+        feature_stats: z-score statistics of the scale-free features, fitted on the train
+            split (:func:`~trainer.envs.observations.fit_feature_stats`); ``None`` fits them
+            on ``data``. Ignored by the ``"finrl"`` observation.
+
+    Raises:
+        ConfigError: invalid config, ``num_envs`` or ``episode_length``; a ``"finrl"``
+            observation over a panel without raw indicators.
+        DataError: fewer than 2 days, non-positive prices, non-finite features, or
+            ``feature_stats`` for other features.
+    """
+
+    def __init__(
+        self,
+        data: MarketData,
+        config: PortfolioConfig | None = None,
+        *,
+        num_envs: int = 1,
+        device: str | torch.device = "cpu",
+        seed: int = 0,
+        feature_stats: FeatureStats | None = None,
+    ) -> None:
+        config = (config or PortfolioConfig()).validate()
+        _check_market(data)
+        num_days = data.num_days
+        check_episode_setup(num_days, data.dates[0], data.dates[-1], config.episode_length, num_envs)
+        self.config = config
+        self.num_envs = num_envs
+        self.device = torch.device(device)
+        self.num_stocks = n = data.num_stocks
+        self.num_days = num_days
+        self.action_dim = n + 1
+        self.tickers = tuple(data.tickers)
+        if config.observation == "scale_free":
+            data = scale_free_market(data)
+            self.feature_stats = feature_stats if feature_stats is not None else fit_feature_stats(data)
+            market = self.feature_stats.apply(data.features, data.feature_names).astype(np.float64)
+            self._feature_scales = None
+        else:
+            if is_scale_free(data):
+                raise ConfigError(
+                    "env.observation: 'finrl' needs raw indicators, the panel holds scale-free features",
+                    field="env.observation",
+                )
+            self.feature_stats = None
+            self._feature_scales = np.array([feature_scale(f) for f in data.feature_names], dtype=np.float64)
+            market = np.concatenate(
+                [data.close[:, :, None] * PRICE_SCALE, data.features * self._feature_scales], axis=2
+            )
+        self.data = data
+        self.num_features = market.shape[2]
+        self.obs_dim = n * self.num_features + n + 1
+        dev = self.device
+        table = np.zeros((num_days, self.obs_dim), dtype=np.float32)
+        table[:, : n * self.num_features] = np.transpose(market, (0, 2, 1)).reshape(num_days, -1)
+        self._market_obs = torch.as_tensor(table, device=dev)
+        self._weights_slice = slice(n * self.num_features, self.obs_dim)
+        self._close = torch.tensor(data.close, dtype=torch.float64, device=dev)
+        gross = np.ones((num_days, n), dtype=np.float64)
+        gross[:-1] = data.close[1:] / data.close[:-1]  # row t: close[t+1] / close[t]; last row unused
+        self._gross = torch.as_tensor(gross, device=dev)
+        self._log_ew_gross = torch.as_tensor(np.log(gross.mean(axis=1)), device=dev)
+
+        min_steps = config.episode_length or min(MIN_EPISODE_STEPS, num_days - 1)
+        self._latest_start = num_days - 1 - min_steps
+        self._generator = torch.Generator(device=dev)
+        self._generator.manual_seed(int(seed))
+        self._fixed_start: int | None = None
+        self._all_cash = torch.zeros(n + 1, dtype=torch.float64, device=dev)
+        self._all_cash[n] = 1.0
+        self.reset()
+
+    # ------------------------------------------------------------------ layout
+    def observation_layout(self) -> dict[str, Any]:
+        """JSON description of the observation vector, the action and the config."""
+        n, k = self.num_stocks, self.num_features
+        market_names = (
+            list(self.data.feature_names) if self.feature_stats is not None else ["close", *self.data.feature_names]
+        )
+        market: dict[str, Any] = {
+            "name": "market",
+            "offset": 0,
+            "size": n * k,
+            "shape": [k, n],
+            "feature_names": market_names,
+            "order": "feature-major: all tickers of feature_names[0], then feature_names[1], ...",
+        }
+        if self.feature_stats is not None:
+            market["unit"] = "z-scores with the train split's statistics (feature_stats), clipped to +-5"
+            market["feature_stats"] = self.feature_stats.to_dict()
+        else:
+            market["unit"] = "close and indicators times constant scales"
+            market["scales"] = {
+                "close": PRICE_SCALE,
+                **dict(zip(self.data.feature_names, map(float, self._feature_scales))),
+            }
+        return {
+            "env": "portfolio",
+            "obs_dim": self.obs_dim,
+            "observation": self.config.observation,
+            "blocks": [
+                market,
+                {
+                    "name": "weights",
+                    "offset": n * k,
+                    "size": n + 1,
+                    "shape": [n + 1],
+                    "unit": "fraction of portfolio value before trading (tickers, then cash)",
+                },
+            ],
+            "tickers": list(self.tickers),
+            "feature_names": list(self.data.feature_names),
+            "action": {
+                "dim": n + 1,
+                "low": -1.0,
+                "high": 1.0,
+                "order": "tickers, then cash",
+                "rule": "target weights = softmax(logit_scale * a), cash logit "
+                "logit_scale * a_cash - cash_bias * (1 - a_cash); zero action = equal weight",
+                "logit_scale": self.config.logit_scale,
+                "cash_bias": self.config.cash_bias,
+            },
+            "config": self.config.to_dict(),
+        }
+
+    def _observe(self, day: torch.Tensor, weights: torch.Tensor) -> torch.Tensor:
+        obs = torch.index_select(self._market_obs, 0, day)
+        obs[:, self._weights_slice] = weights
+        return obs
+
+    def _state_info(self, value: torch.Tensor, weights: torch.Tensor, day: torch.Tensor) -> dict[str, torch.Tensor]:
+        n = self.num_stocks
+        prices = self._close.index_select(0, day)
+        return {
+            "portfolio_value": value,
+            "weights": weights,
+            "cash": weights[:, n] * value,
+            "holdings": weights[:, :n] * value[:, None] / prices,
+            "day": day,
+        }
+
+    def reset(
+        self, seed: int | None = None, options: dict[str, Any] | None = None
+    ) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
+        """Start a new episode in every env, all in cash.
+
+        Args:
+            seed: reseeds the start-day generator; ``None`` continues it.
+            options: ``{"start_day": d}`` starts every env (and later auto-resets) on day ``d``.
+
+        Returns:
+            ``obs`` (E, obs_dim) float32 and ``info`` with ``portfolio_value`` (E,) float64 USD,
+            ``weights`` (E, N+1) float64, ``cash`` (E,) USD, ``holdings`` (E, N) float64
+            (fractional) shares, ``costs`` (E,) zeros and ``day`` (E,) int64.
+
+        Raises:
+            ConfigError: ``start_day`` outside ``[0, T-2]`` or an unknown option.
+        """
+        self._read_reset_options(seed, options)
+        e, dev = self.num_envs, self.device
+        with torch.no_grad():
+            self._day = self._draw_starts(e)
+            self._end_day = self._end_days(self._day)
+            self._weights = self._all_cash.expand(e, -1).clone()
+            self._value = torch.full((e,), float(self.config.initial_cash), dtype=torch.float64, device=dev)
+            self._dsr_a = torch.zeros(e, dtype=torch.float64, device=dev)
+            self._dsr_b = torch.full((e,), DSR_PRIOR_VARIANCE, dtype=torch.float64, device=dev)
+            self._episode_return = torch.zeros(e, dtype=torch.float32, device=dev)
+            obs = self._observe(self._day, self._weights)
+        info = self._state_info(self._value, self._weights, self._day)
+        info["costs"] = torch.zeros(e, dtype=torch.float64, device=dev)
+        return obs, info
+
+    def step(
+        self, action: torch.Tensor
+    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor, dict[str, torch.Tensor]]:
+        """Rebalance every env at today's close, drift to the next close, auto-reset finished envs.
+
+        Args:
+            action: (E, N+1) float in [-1, 1] (clipped; NaN counts as 0), stocks then cash.
+
+        Returns:
+            ``(obs, reward, terminated, truncated, info)`` as in
+            :meth:`StockTradingVecEnv.step`: ``obs`` (E, obs_dim) float32 (next episode's first
+            observation where truncated), ``reward`` (E,) float32, ``terminated`` all False,
+            ``truncated`` (E,) bool; ``info`` has ``final_observation``, ``episode_return``,
+            and the state reached before any reset: ``portfolio_value`` (E,) float64 USD,
+            ``weights`` (E, N+1) drifted weights, ``target_weights`` (E, N+1), ``cash`` USD,
+            ``holdings`` (E, N) shares, ``costs`` (E,) USD paid in this step, ``turnover`` (E,)
+            fraction, ``log_return`` (E,) float64 and ``day`` (E,) int64.
+
+        Raises:
+            ValueError: ``action`` does not have shape (num_envs, N+1).
+        """
+        if tuple(action.shape) != (self.num_envs, self.action_dim):
+            raise ValueError(f"action must have shape {(self.num_envs, self.action_dim)}, got {tuple(action.shape)}")
+        with torch.no_grad():
+            return self._step(action)
+
+    def _step(self, action: torch.Tensor):
+        cfg, n = self.config, self.num_stocks
+        day, weights, value = self._day, self._weights, self._value
+        target = target_weights(action.to(self.device), logit_scale=cfg.logit_scale, cash_bias=cfg.cash_bias)
+        turnover = (target[:, :n] - weights[:, :n]).abs_().sum(1)
+        kept = 1.0 - cfg.cost_pct * turnover  # fraction of value left after costs
+        gross = self._gross.index_select(0, day)  # (E, N) close[t+1] / close[t]
+        grown = target.clone()
+        grown[:, :n] *= gross
+        growth = grown.sum(1)
+        new_weights = grown / growth[:, None]
+        factor = kept * growth
+        new_value = value * factor
+        log_ret = torch.log(factor)
+        if cfg.reward == "log_return":
+            raw = log_ret
+        elif cfg.reward == "excess_log_return":
+            raw = log_ret - self._log_ew_gross.index_select(0, day)
+        else:
+            r = factor - 1.0
+            a, b = self._dsr_a, self._dsr_b
+            raw = (b * (r - a) - 0.5 * a * (r * r - b)) / (b - a * a).clamp(min=1e-12).pow(1.5)
+            self._dsr_a = a + cfg.dsr_eta * (r - a)
+            self._dsr_b = b + cfg.dsr_eta * (r * r - b)
+        reward = (raw * cfg.reward_scaling).to(torch.float32)
+        episode_return = self._episode_return + reward
+        day = day + 1
+        truncated = day >= self._end_day
+        obs = self._observe(day, new_weights)
+        info = self._state_info(new_value, new_weights, day)
+        info.update(
+            final_observation=obs,
+            episode_return=episode_return,
+            final_portfolio_value=new_value,
+            target_weights=target,
+            costs=value * (cfg.cost_pct * turnover),
+            turnover=turnover,
+            log_return=log_ret,
+        )
+        if bool(truncated.any()):
+            done = truncated.nonzero().squeeze(1)
+            starts = self._draw_starts(done.shape[0])
+            day = day.index_put((done,), starts)
+            new_weights = new_weights.index_put((done,), self._all_cash.expand(done.shape[0], -1))
+            new_value = new_value.index_put(
+                (done,), torch.tensor(float(cfg.initial_cash), dtype=torch.float64, device=self.device)
+            )
+            episode_return = episode_return.index_put((done,), torch.tensor(0.0, device=self.device))
+            if cfg.reward == "differential_sharpe":
+                self._dsr_a = self._dsr_a.index_fill(0, done, 0.0)
+                self._dsr_b = self._dsr_b.index_fill(0, done, DSR_PRIOR_VARIANCE)
+            self._end_day = self._end_day.index_put((done,), self._end_days(starts))
+            obs = obs.index_put((done,), self._observe(starts, new_weights.index_select(0, done)))
+        self._day, self._weights, self._value, self._episode_return = day, new_weights, new_value, episode_return
+        return obs, reward, torch.zeros_like(truncated), truncated, info
+
+    @property
+    def day(self) -> torch.Tensor:
+        """(E,) int64 current day index of every env (a copy)."""
+        return self._day.clone()
+
+    def close(self) -> None:
+        """Nothing to release; present for Gymnasium API symmetry."""
