@@ -103,7 +103,7 @@ def _model_card(config: dict[str, Any]) -> str:
         f"# Paddock agent ({config['algorithm'].upper()})",
         "",
         "A deep-RL stock-trading policy trained by Paddock (tournament-based ensemble training,",
-        "ElegantRL-Podracer, arXiv 2112.05923). Research artefact, not investment advice.",
+        "ElegantRL-Podracer, Liu et al. 2021, arXiv 2112.05923). Research artefact, not investment advice.",
         "",
         "## What it does",
         "",

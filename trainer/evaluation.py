@@ -5,59 +5,24 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from collections.abc import Callable
 from typing import Any
 
 import numpy as np
 import pandas as pd
 import torch
 
-from trainer.backtest.metrics import compute_metrics
+from trainer.backtest.engine import AGENT, agent_metrics, run_backtest
+from trainer.backtest.metrics import sharpe_ratio
+from trainer.backtest.policy_run import Policy, run_policy
 from trainer.data.market import MarketData
 from trainer.envs.stock_trading import EnvConfig, StockTradingVecEnv
 
 __all__ = ["EVAL_RANDOM_WINDOWS", "EVAL_WINDOW_DAYS", "Policy", "evaluate_policy"]
 
+#: Random-start validation windows evaluated besides the full window, and their length in
 #: trading days (one quarter). They show whether the score depends on the start day.
 EVAL_RANDOM_WINDOWS = 4
 EVAL_WINDOW_DAYS = 63
-
-Policy = Callable[[torch.Tensor], torch.Tensor]
-"""obs (B, obs_dim) float32 -> action (B, action_dim) float32 in [-1, 1], same device."""
-
-
-def _eval_config(config: EnvConfig, **changes: Any) -> EnvConfig:
-    base = {"random_start": False, "randomize_initial": False, "episode_length": None}
-    return dataclasses.replace(config, **{**base, **changes})
-
-
-@torch.no_grad()
-def _run_episodes(
-    policy: Policy, env: StockTradingVecEnv, *, start_day: int | None, seed: int
-) -> tuple[np.ndarray, np.ndarray]:
-    """Run every env of ``env`` for exactly one episode with ``policy``.
-
-    Returns:
-        ``values`` (E, L+1) float64 portfolio values in USD, column 0 before the first trade,
-        and ``days`` (E, L+1) int64 day indices into ``env.data``; ``L`` is the longest episode,
-        shorter episodes are padded with NaN / -1 (not the case for fixed-length windows).
-    """
-    options = {"start_day": start_day} if start_day is not None else None
-    obs, info = env.reset(seed=seed, options=options)
-    values = [info["portfolio_value"].double().cpu().numpy().copy()]
-    days = [info["day"].cpu().numpy().copy()]
-    active = np.ones(env.num_envs, dtype=bool)
-    while active.any():
-        action = policy(obs)
-        obs, _reward, terminated, truncated, info = env.step(action)
-        v = info["portfolio_value"].double().cpu().numpy().copy()
-        d = info["day"].cpu().numpy().copy()
-        v[~active], d[~active] = np.nan, -1
-        values.append(v)
-        days.append(d)
-        done = (terminated | truncated).cpu().numpy()
-        active &= ~done
-    return np.stack(values, axis=1), np.stack(days, axis=1)
 
 
 def evaluate_policy(
@@ -101,12 +66,10 @@ def evaluate_policy(
         DataError: ``data`` has fewer than 2 days or unusable prices.
     """
     device = torch.device(device)
-    full_env = StockTradingVecEnv(data, _eval_config(env_config), num_envs=1, device=device, seed=seed)
-    values, days = _run_episodes(policy, full_env, start_day=0, seed=seed)
-    v = values[0]
-    dates = pd.DatetimeIndex(data.dates[days[0]])
-    returns = pd.Series(v[1:] / v[:-1] - 1.0, index=dates[1:], name="returns")
-    metrics = compute_metrics(returns, benchmark_returns, start_date=dates[0])
+    # The full window is a backtest without benchmarks: the same loop and the same metrics.
+    full = run_backtest(policy, data, env_config, device=str(device))
+    metrics = dict(full.metrics[AGENT]) if benchmark_returns is None else agent_metrics(full.daily, benchmark_returns)
+    v = full.daily["account_value"].to_numpy()
     sharpe = metrics.get("sharpe_ratio")
     metrics["total_return"] = metrics["cumulative_return"]
     metrics["initial_value"] = float(v[0])
@@ -117,21 +80,20 @@ def evaluate_policy(
     windows: dict[str, Any] = {"count": 0}
     length = min(window_days, data.num_days - 1)
     if random_windows > 0 and length >= 2 and data.num_days - 1 > length:
-        cfg = _eval_config(env_config, random_start=True, episode_length=length)
+        cfg = dataclasses.replace(env_config, random_start=True, randomize_initial=False, episode_length=length)
         win_env = StockTradingVecEnv(data, cfg, num_envs=random_windows, device=device, seed=seed + 1)
-        wv, wd = _run_episodes(policy, win_env, start_day=None, seed=seed + 1)
+        trace = run_policy(policy, win_env, start_day=None, seed=seed + 1)
         totals, sharpes = [], []
         for i in range(random_windows):
-            row = wv[i][~np.isnan(wv[i])]
+            row = trace.values[i][~np.isnan(trace.values[i])]
             totals.append(float(row[-1] / row[0] - 1.0))
-            r = row[1:] / row[:-1] - 1.0
-            sd = float(np.std(r, ddof=1)) if len(r) > 1 else 0.0
-            if sd > 0:
-                sharpes.append(float(np.mean(r) / sd * math.sqrt(252)))
+            sharpe = sharpe_ratio(pd.Series(row[1:] / row[:-1] - 1.0))
+            if math.isfinite(sharpe):
+                sharpes.append(sharpe)
         windows = {
             "count": random_windows,
             "days": length,
-            "start_dates": [str(data.dates[int(wd[i][0])]) for i in range(random_windows)],
+            "start_dates": [str(data.dates[int(trace.days[i][0])]) for i in range(random_windows)],
             "total_return_mean": float(np.mean(totals)),
             "total_return_min": float(np.min(totals)),
             "total_return_max": float(np.max(totals)),

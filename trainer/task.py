@@ -40,7 +40,6 @@ __all__ = [
 SPLITS = ("train", "validation", "test")
 #: File of the demo task, relative to the data folder (``../shared/data``).
 DEMO_DATA_FILE = "dow30_daily_eodhd_2010-01-04_2022-11-15.csv.gz"
-#: Random-start validation windows evaluated besides the full window, and their length in
 #: Largest rollout (PPO) or replay (SAC) buffer a task may ask for: 8 GiB, a third of a 24 GB GPU
 #: and well inside a worker's RAM. Checked with :func:`buffer_bytes` when the observation size is
 #: known (the task names its tickers, or the data is loaded).

@@ -9,6 +9,7 @@ import pytest
 import torch
 
 from trainer.agents import make_agent
+from trainer.backtest.engine import run_backtest
 from trainer.bundle import load_checkpoint, sha256_file
 from trainer.checkpoints import build_agent
 from trainer.data.pipeline import DataSpec, load_market_data
@@ -144,6 +145,20 @@ def test_score_is_the_validation_sharpe_of_the_checkpointed_policy(first_generat
     )
     assert again["score"] == result.score
     assert again["random_windows"] == m["random_windows"]
+
+
+def test_a_backtest_over_the_validation_dates_reproduces_the_validation_metrics_exactly(first_generation, task, market):
+    """The validation score and the backtest run the policy through one loop
+    (``trainer.backtest.policy_run.run_policy``): over the same dates they agree to the bit."""
+    result, _ = first_generation
+    agent = build_agent(load_checkpoint(result.checkpoint_path))
+    start, end = task.validation
+    backtest = run_backtest(lambda obs: agent.act(obs, deterministic=True), market, task.env, start=start, end=end)
+    agent_metrics = backtest.metrics["agent"]
+    shared = set(agent_metrics) & set(result.metrics)
+    assert {"sharpe_ratio", "cumulative_return", "max_drawdown", "num_days", "start", "end"} <= shared
+    assert {k: agent_metrics[k] for k in shared} == {k: result.metrics[k] for k in shared}
+    assert backtest.daily["account_value"].iloc[-1] == result.metrics["final_value"]
 
 
 def test_progress_reports_training_then_evaluation_then_the_score(first_generation):

@@ -34,7 +34,7 @@ def _coerce(value: Any, hint: Any, field: str) -> Any:
     """Check ``value`` against a field's type hint and return it in canonical form.
 
     Accepted: ``bool``; ``int`` (also an integral float such as JSON's ``1e6``); ``float`` (ints
-    too); ``tuple[int, ...]`` from a list or tuple; ``X | None``.
+    too); ``str``; ``tuple[int, ...]`` from a list or tuple; ``X | None``.
 
     Raises:
         ConfigError: the value has the wrong type; ``field`` names it.
@@ -59,6 +59,10 @@ def _coerce(value: Any, hint: Any, field: str) -> Any:
         if isinstance(value, int | float) and not isinstance(value, bool):
             return float(value)
         raise ConfigError(f"{field} must be a number, got {value!r}", field=field)
+    if hint is str:
+        if isinstance(value, str):
+            return value
+        raise ConfigError(f"{field} must be a string, got {value!r}", field=field)
     if origin is tuple:
         if not isinstance(value, list | tuple):
             raise ConfigError(f"{field} must be a list of integers, got {value!r}", field=field)
@@ -132,15 +136,11 @@ class AgentConfig:
     def validate(self) -> None:  # pragma: no cover - overridden
         raise NotImplementedError
 
-    def _require_hidden_sizes(self) -> None:
-        """``hidden_sizes``: 1 to :data:`MAX_HIDDEN_LAYERS` layers, each 1 to :data:`MAX_HIDDEN_SIZE` wide."""
-        sizes = self.hidden_sizes
-        self._require(
-            1 <= len(sizes) <= MAX_HIDDEN_LAYERS, "hidden_sizes", f"must list 1 to {MAX_HIDDEN_LAYERS} layer widths"
-        )
-        self._require(
-            all(1 <= h <= MAX_HIDDEN_SIZE for h in sizes), "hidden_sizes", f"must be in [1, {MAX_HIDDEN_SIZE}] each"
-        )
+    def _require_hidden_sizes(self, name: str = "hidden_sizes") -> None:
+        """Field ``name``: 1 to :data:`MAX_HIDDEN_LAYERS` layers, each 1 to :data:`MAX_HIDDEN_SIZE` wide."""
+        sizes = getattr(self, name)
+        self._require(1 <= len(sizes) <= MAX_HIDDEN_LAYERS, name, f"must list 1 to {MAX_HIDDEN_LAYERS} layer widths")
+        self._require(all(1 <= h <= MAX_HIDDEN_SIZE for h in sizes), name, f"must be in [1, {MAX_HIDDEN_SIZE}] each")
 
     def _require(self, ok: bool, name: str, message: str) -> None:
         """Raise ``ConfigError`` for field ``name`` unless ``ok``."""

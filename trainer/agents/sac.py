@@ -73,7 +73,7 @@ class SACConfig(AgentConfig):
             >= 0; updates also wait until the buffer holds ``max(learning_starts, batch_size)``.
         updates_per_step: gradient updates after each vector env step, 1..64. The replay ratio
             (updates per transition) is ``updates_per_step / num_envs``; with many envs the
-            large batch compensates (ElegantRL-Podracer, arXiv 2112.05923, sec. 4).
+            large batch compensates (ElegantRL-Podracer, Liu et al. 2021, arXiv 2112.05923, sec. 4).
         gamma: discount in (0, 1].
         tau: Polyak coefficient of the target critics in (0, 1] (paper: 0.005).
         initial_alpha: starting entropy temperature, > 0.

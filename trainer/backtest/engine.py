@@ -4,7 +4,8 @@ The backtest is the trading env itself (:class:`~trainer.envs.stock_trading.Stoc
 with one env, starting on the first day, no random start, no episode length), so a policy is
 evaluated under exactly the trading rules, costs and observation it was trained with. The
 policy on day ``t`` sees only the observation of day ``t`` (prices and indicators up to ``t``,
-its own cash and holdings) and trades at day ``t``'s close.
+its own cash and holdings) and trades at day ``t``'s close. The day loop is
+:func:`trainer.backtest.policy_run.run_policy`, the one the validation score uses too.
 
 Benchmarks start from the same capital on the same first day and are valued on exactly the same
 dates: QQQ buy-and-hold (adjusted close, so dividends are reinvested) and an equal-weight
@@ -15,25 +16,23 @@ without transaction costs (the usual reference lines of FinRL/ElegantRL backtest
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pandas as pd
-import torch
 
 from trainer.backtest.metrics import METRIC_CONTRACT, compute_metrics, returns_from_values, turnover_series
+from trainer.backtest.policy_run import Policy, run_policy
 from trainer.data.market import MarketData
 from trainer.envs.stock_trading import EnvConfig, StockTradingVecEnv
-from trainer.errors import ConfigError, DataError
+from trainer.errors import DataError
 
 AGENT = "agent"
 QQQ = "QQQ"
 EQUAL_WEIGHT = "equal_weight"
-
-Policy = Callable[[torch.Tensor], Any]
 
 
 @dataclass
@@ -225,16 +224,19 @@ def _aligned_close(benchmark_close: pd.Series, dates: np.ndarray) -> np.ndarray:
     return values
 
 
-def _as_action(raw: Any, num_stocks: int) -> torch.Tensor:
-    action = torch.as_tensor(raw).detach().to(device="cpu", dtype=torch.float32)
-    if action.shape == (num_stocks,):
-        action = action[None]
-    if tuple(action.shape) != (1, num_stocks):
-        raise ConfigError(
-            f"policy returned an action of shape {tuple(action.shape)}; expected (1, {num_stocks}), one per ticker",
-            field="policy",
-        )
-    return action
+def agent_metrics(daily: pd.DataFrame, benchmark_returns: pd.Series | None = None) -> dict[str, Any]:
+    """Metrics of a policy's account from its daily frame (:attr:`BacktestResult.daily`).
+
+    The one definition behind a backtest's ``agent`` metrics and a generation's validation
+    metrics: :func:`~trainer.backtest.metrics.compute_metrics` of the account's daily returns,
+    with its turnover (the last day trades nothing) and ``benchmark_returns`` if given.
+    """
+    return compute_metrics(
+        returns_from_values(daily["account_value"]),
+        benchmark_returns,
+        turnover=daily["turnover"].iloc[:-1],
+        start_date=daily.index[0],
+    )
 
 
 def run_backtest(
@@ -285,25 +287,10 @@ def run_backtest(
     qqq = _aligned_close(benchmark_close, window.dates) if benchmark_close is not None else None
 
     env = StockTradingVecEnv(window, config, num_envs=1, device=device, seed=0)
-    num_days, n = window.num_days, window.num_stocks
-    value = np.zeros(num_days)
-    cash = np.zeros(num_days)
-    holdings = np.zeros((num_days, n))
-    costs = np.zeros(num_days)
-    actions = np.full((num_days - 1, n), np.nan, dtype=np.float32)
-
-    obs, info = env.reset(options={"start_day": 0})
-    value[0], cash[0] = float(info["portfolio_value"][0]), float(info["cash"][0])
-    holdings[0] = info["holdings"][0].cpu().numpy()
-    with torch.no_grad():
-        for day in range(num_days - 1):
-            action = _as_action(policy(obs), n)
-            actions[day] = action[0].numpy()
-            obs, _, _, _, info = env.step(action.to(env.device))
-            value[day + 1] = float(info["portfolio_value"][0])
-            cash[day + 1] = float(info["cash"][0])
-            holdings[day + 1] = info["holdings"][0].cpu().numpy()
-            costs[day] = float(info["costs"][0])
+    trace = run_policy(policy, env, start_day=0, seed=0)
+    value, cash, holdings, costs = trace.values[0], trace.cash[0], trace.holdings[0], trace.costs[0]
+    actions = trace.actions[0]
+    n = window.num_stocks
 
     dates = pd.DatetimeIndex(window.dates.astype("datetime64[ns]"), name="date")
     trades = np.zeros_like(holdings)
@@ -325,18 +312,10 @@ def run_backtest(
     if qqq is not None:
         benchmarks[QQQ] = capital * qqq / qqq[0]
 
-    first_day = dates[0]
     bench_returns = returns_from_values(benchmarks[QQQ]) if qqq is not None else None
-    metrics = {
-        AGENT: compute_metrics(
-            returns_from_values(daily["account_value"]),
-            bench_returns,
-            turnover=daily["turnover"].iloc[:-1],
-            start_date=first_day,
-        )
-    }
+    metrics = {AGENT: agent_metrics(daily, bench_returns)}
     for name in benchmarks.columns:
-        metrics[name] = compute_metrics(returns_from_values(benchmarks[name]), bench_returns, start_date=first_day)
+        metrics[name] = compute_metrics(returns_from_values(benchmarks[name]), bench_returns, start_date=dates[0])
     notes = [f"{window.num_days} trading days, {n} tickers, {window.dates[0]} to {window.dates[-1]}"]
     return BacktestResult(
         daily=daily,

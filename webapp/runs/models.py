@@ -1,6 +1,6 @@
 """Training runs: budgets, tasks, runs, pods, generations and the agents they produce.
 
-A :class:`Run` trains a tournament-based ensemble (ElegantRL-Podracer, arXiv 2112.05923): its
+A :class:`Run` trains a tournament-based ensemble (ElegantRL-Podracer, Liu et al. 2021, arXiv 2112.05923): its
 training pool has ``num_pods`` :class:`Pod` slots; each pod runs one :class:`Generation` at a
 time (a Celery task on a GPU worker) that trains an agent for ``generation_steps`` env steps,
 scores it on the validation window and submits it as an :class:`Agent` to the run's leaderboard
