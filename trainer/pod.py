@@ -14,7 +14,6 @@ written with :mod:`trainer.checkpoints`. Those names are re-exported here.
 from __future__ import annotations
 
 import hashlib
-import math
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -33,6 +32,7 @@ from trainer.device import pick_device
 from trainer.envs.stock_trading import StockTradingVecEnv
 from trainer.errors import BundleError, ConfigError
 from trainer.evaluation import EVAL_RANDOM_WINDOWS, EVAL_WINDOW_DAYS, Policy, evaluate_policy
+from trainer.jsonable import to_jsonable
 from trainer.task import (
     DEMO_DATA_FILE,
     MAX_BUFFER_BYTES,
@@ -103,21 +103,6 @@ class GenerationResult:
     total_env_steps: int = 0
     generation: int = 1
     stats: dict[str, Any] = field(default_factory=dict)
-
-
-def _plain(value: Any) -> Any:
-    """Make training stats JSON/weights_only friendly (tensors and numpy scalars to floats)."""
-    if isinstance(value, Mapping):
-        return {str(k): _plain(v) for k, v in value.items()}
-    if isinstance(value, list | tuple):
-        return [_plain(v) for v in value]
-    if isinstance(value, torch.Tensor):
-        return value.item() if value.numel() == 1 else value.detach().cpu().tolist()
-    if isinstance(value, np.generic):
-        return value.item()
-    if isinstance(value, float) and not math.isfinite(value):
-        return None
-    return value
 
 
 def _layout_key(layout: Mapping[str, Any]) -> tuple:
@@ -298,7 +283,7 @@ def run_generation(
         )
 
     stats = agent.learn(env, env_steps, progress=report if progress is not None else None, should_stop=should_stop)
-    stats = _plain(dict(stats or {}))
+    stats = to_jsonable(dict(stats or {}))
     cancelled = bool(stats.get("cancelled", False))
     trained = int(stats.get("env_steps", env_steps))
     if progress is not None:
@@ -309,7 +294,7 @@ def run_generation(
 
     metrics = evaluate_policy(policy, validation_data, task.env, device=torch_device, seed=seed)
     score = float(metrics["score"])
-    hp_now = _plain(dict(agent.hyperparameters()))
+    hp_now = to_jsonable(dict(agent.hyperparameters()))
 
     state = {
         "created_at": utc_now(),

@@ -12,12 +12,13 @@ from __future__ import annotations
 import copy
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from datetime import date
 from typing import Any
 
 from trainer.agents import ALGORITHMS
 from trainer.data.pipeline import DataSpec
 from trainer.data.splits import MIN_SPLIT_DAYS
+from trainer.dates import parse_day
+from trainer.demo import DEMO_DATA_FILE, demo_task_dict
 from trainer.envs.stock_trading import EnvConfig
 from trainer.errors import ConfigError
 
@@ -38,34 +39,10 @@ __all__ = [
 ]
 
 SPLITS = ("train", "validation", "test")
-#: File of the demo task, relative to the data folder (``../shared/data``).
-DEMO_DATA_FILE = "dow30_daily_eodhd_2010-01-04_2022-11-15.csv.gz"
 #: Largest rollout (PPO) or replay (SAC) buffer a task may ask for: 8 GiB, a third of a 24 GB GPU
 #: and well inside a worker's RAM. Checked with :func:`buffer_bytes` when the observation size is
 #: known (the task names its tickers, or the data is loaded).
 MAX_BUFFER_BYTES = 8 * 2**30
-
-
-def demo_task_dict() -> dict[str, Any]:
-    """The built-in demo task: Dow-30, train 2010-2019, validate 2020, test 2021-01-01..2022-11-15, PPO.
-
-    ``data.paths`` is relative: pass the data folder (``../shared/data``) as ``data_dir``. The
-    data range starts with the train split; indicators of the first days are computed from the
-    rows available (the file starts 2010-01-04). DOW (listed 2019-03-20) is dropped by the
-    default missing-data policy, leaving 29 tickers.
-
-    Returns:
-        A fresh dict accepted by :meth:`TaskSpec.from_dict` (callers may edit it).
-    """
-    return {
-        "data": {"paths": [DEMO_DATA_FILE], "start": "2010-01-01", "end": "2022-11-15"},
-        "train": {"start": "2010-01-01", "end": "2019-12-31"},
-        "validation": {"start": "2020-01-01", "end": "2020-12-31"},
-        "test": {"start": "2021-01-01", "end": "2022-11-15"},
-        "env": {},
-        "algorithm": "ppo",
-        "hyperparameters": {},
-    }
 
 
 def reprefix(exc: ConfigError, prefix: str, inner: str | None = None) -> ConfigError:
@@ -90,20 +67,6 @@ def reprefix(exc: ConfigError, prefix: str, inner: str | None = None) -> ConfigE
     return ConfigError(message, **{**exc.details, "field": new})
 
 
-def _parse_day(value: Any, name: str) -> str:
-    if isinstance(value, date):
-        value = value.isoformat()[:10]
-    if not isinstance(value, str):
-        raise ConfigError(f"{name}: {value!r} is not a YYYY-MM-DD date", field=name)
-    try:
-        parsed = date.fromisoformat(value.strip())
-    except ValueError as exc:
-        raise ConfigError(f"{name}: {value!r} is not a YYYY-MM-DD date", field=name) from exc
-    if len(value.strip()) != 10:
-        raise ConfigError(f"{name}: {value!r} is not a YYYY-MM-DD date", field=name)
-    return parsed.isoformat()
-
-
 def _parse_range(value: Any, name: str) -> tuple[str, str]:
     """Accept ``{"start": a, "end": b}`` or ``[a, b]``; return ``(a, b)`` validated, a <= b."""
     if isinstance(value, Mapping):
@@ -119,8 +82,8 @@ def _parse_range(value: Any, name: str) -> tuple[str, str]:
         start, end = value
     else:
         raise ConfigError(f"{name} must be {{start: YYYY-MM-DD, end: YYYY-MM-DD}}, got {value!r}", field=name)
-    start = _parse_day(start, f"{name}.start")
-    end = _parse_day(end, f"{name}.end")
+    start = parse_day(start, f"{name}.start")
+    end = parse_day(end, f"{name}.end")
     if start > end:
         raise ConfigError(f"{name}.end: {end} is before {name}.start {start}", field=f"{name}.end")
     return start, end

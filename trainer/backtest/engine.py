@@ -27,8 +27,9 @@ import pandas as pd
 from trainer.backtest.metrics import METRIC_CONTRACT, compute_metrics, returns_from_values, turnover_series
 from trainer.backtest.policy_run import Policy, run_policy
 from trainer.data.market import MarketData
+from trainer.dates import parse_day
 from trainer.envs.stock_trading import EnvConfig, StockTradingVecEnv
-from trainer.errors import DataError
+from trainer.errors import ConfigError, DataError
 
 AGENT = "agent"
 QQQ = "QQQ"
@@ -173,9 +174,9 @@ def _select_tickers(data: MarketData, tickers: Sequence[str] | None) -> MarketDa
 
 def _day(value, name: str) -> np.datetime64:
     try:
-        return np.datetime64(str(pd.Timestamp(value).date()), "D")
-    except (TypeError, ValueError) as exc:
-        raise DataError(f"{name} {value!r} is not a YYYY-MM-DD date", field=name) from exc
+        return np.datetime64(parse_day(value, name), "D")
+    except ConfigError as exc:  # a bad backtest range is bad input data here
+        raise DataError(exc.message, field=name) from exc
 
 
 def _select_dates(data: MarketData, start, end) -> MarketData:

@@ -66,10 +66,10 @@ def dataset_create_from_files(*, owner, name: str, paths: list[str], tickers: li
             owner=owner,
             name=name,
             paths=rel,
-            tickers=info["tickers"],
-            start_date=info["start"],
-            end_date=info["end"],
-            notes=info["notes"],
+            tickers=info.tickers,
+            start_date=info.start,
+            end_date=info.end,
+            notes=info.notes,
         )
 
 
@@ -96,10 +96,10 @@ def dataset_create_from_upload(*, owner, name: str, upload: UploadedFile) -> Dat
         # The user knows the file by its own name; the stored one is a server path.
         shown = Path(upload.name).name
         raise exc.with_names({stored[0]: shown, Path(stored[0]).name: shown}) from exc
-    dataset.tickers = info["tickers"]
-    dataset.start_date = info["start"]
-    dataset.end_date = info["end"]
-    dataset.notes = info["notes"]
+    dataset.tickers = info.tickers
+    dataset.start_date = info.start
+    dataset.end_date = info.end
+    dataset.notes = info.notes
     with transaction.atomic():
         dataset.save()
     return dataset

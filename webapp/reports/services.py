@@ -34,6 +34,7 @@ from webapp.market.models import Dataset
 from webapp.reports.models import Backtest
 from webapp.runs.models import Agent, Run
 from webapp.runs.selectors import task_spec
+from webapp.runs.services.storage import local_copy_of_checkpoint
 
 logger = logging.getLogger(__name__)
 
@@ -47,14 +48,7 @@ END_OF_RUN_TRIGGER_WINDOW = dt.timedelta(days=1)
 
 
 def _parse_day(value: Any, field: str) -> dt.date:
-    if isinstance(value, dt.datetime):
-        return value.date()
-    if isinstance(value, dt.date):
-        return value
-    try:
-        return dt.date.fromisoformat(str(value).strip())
-    except ValueError:
-        raise AppError(f"{field}: {value!r} is not a YYYY-MM-DD date", fields={field: "expected YYYY-MM-DD"}) from None
+    return dt.date.fromisoformat(engine.parse_day(value, field))
 
 
 def _split(task, name: str) -> tuple[dt.date, dt.date] | None:
@@ -297,9 +291,9 @@ def daily_csv_name(backtest: Backtest) -> str:
     return f"backtests/{backtest.owner_id}/backtest-{backtest.id}-daily.csv"
 
 
-def _config(backtest: Backtest, output: dict[str, Any]) -> dict[str, Any]:
+def _config(backtest: Backtest, output: engine.AgentBacktest) -> dict[str, Any]:
     agent, run, task = backtest.agent, backtest.run, backtest.run.task
-    env = output["env_config"]
+    env = output.env_config
     return {
         "agent": {
             "id": agent.id,
@@ -313,10 +307,10 @@ def _config(backtest: Backtest, output: dict[str, Any]) -> dict[str, Any]:
         "task": {"id": task.id, "name": task.name, "splits": task.splits},
         "data": {
             "dataset": backtest.dataset.name,
-            "tickers": output["tickers"],
+            "tickers": output.tickers,
             "requested": [str(backtest.start), str(backtest.end)],
-            "window": [output["start"], output["end"]],
-            "trading_days": output["num_days"],
+            "window": [output.start, output.end],
+            "trading_days": output.num_days,
             "held_out": not backtest.allow_overlap,
         },
         "costs": {
@@ -331,9 +325,9 @@ def _config(backtest: Backtest, output: dict[str, Any]) -> dict[str, Any]:
             "file": Path(settings.PADDOCK_BENCHMARK_FILE).name,
             "price": "adjusted close",
         },
-        "policy": output["policy"],
-        "notes": output["notes"],
-        "metric_contract": output["metric_contract"],
+        "policy": output.policy,
+        "notes": output.notes,
+        "metric_contract": output.metric_contract,
     }
 
 
@@ -351,10 +345,9 @@ def backtest_execute(*, backtest_id: int) -> Backtest:
     spec = task_spec(backtest.run.task)
     spec["data"]["tickers"] = list(backtest.tickers)
     with tempfile.TemporaryDirectory(prefix="paddock-backtest-") as tmp:
-        local = Path(tmp) / ("agent" + (Path(agent.checkpoint).suffix or ".pt"))
-        with default_storage.open(agent.checkpoint, "rb") as src, open(local, "wb") as out:
-            for chunk in iter(lambda: src.read(1 << 20), b""):
-                out.write(chunk)
+        local = local_copy_of_checkpoint(
+            agent.checkpoint, Path(tmp) / ("agent" + (Path(agent.checkpoint).suffix or ".pt"))
+        )
         output = engine.backtest_agent(
             agent_path=str(local),
             task=spec,
@@ -366,13 +359,13 @@ def backtest_execute(*, backtest_id: int) -> Backtest:
             cache_dir=str(settings.PADDOCK_CACHE_DIR),
         )
     buf = io.StringIO()
-    output["daily"].to_csv(buf, index_label="date", date_format="%Y-%m-%d")  # full float precision
+    output.daily.to_csv(buf, index_label="date", date_format="%Y-%m-%d")  # full float precision
     name = default_storage.save(daily_csv_name(backtest), ContentFile(buf.getvalue().encode("utf-8")))
     updated = Backtest.objects.filter(pk=backtest.pk, status=Backtest.Status.RUNNING).update(
         status=Backtest.Status.DONE,
-        metrics=output["metrics"],
+        metrics=output.metrics,
         config=_config(backtest, output),
-        num_days=output["num_days"],
+        num_days=output.num_days,
         daily_csv=name,
         finished_at=timezone.now(),
     )

@@ -106,9 +106,7 @@ def run_generation(self, generation_id: int) -> None:
                 claim=claim, result=result, local_checkpoint=str(out_path) if out_path.exists() else None
             )
         if agent is not None:
-            logger.info(
-                "generation %s done (score %s, agent %s)", claim.number, result.get("score"), agent.pk, extra=log
-            )
+            logger.info("generation %s done (score %s, agent %s)", claim.number, result.score, agent.pk, extra=log)
         elif services.generation_superseded(generation_id=claim.generation_id, attempt=claim.attempt):
             logger.warning(
                 "generation %s attempt %s: result discarded (the generation was reaped and is another attempt's)",
@@ -117,7 +115,7 @@ def run_generation(self, generation_id: int) -> None:
                 extra=log,
             )
         else:
-            logger.info("generation %s cancelled after %s env steps", claim.number, result.get("env_steps"), extra=log)
+            logger.info("generation %s cancelled after %s env steps", claim.number, result.env_steps, extra=log)
     except engine.TrainerError as exc:
         logger.warning("generation %s failed: %s", claim.number, exc.message, extra=log)
         services.generation_fail(claim=claim, error=exc.message, retry=False)

@@ -9,6 +9,7 @@ from __future__ import annotations
 import pytest
 from django.core.files.storage import default_storage
 
+from webapp import engine
 from webapp.core.errors import AppError
 from webapp.runs import events, selectors, services
 from webapp.runs.models import Agent, ClusterBudget, Generation, Pod, Run
@@ -17,15 +18,15 @@ pytestmark = pytest.mark.django_db
 
 
 def _result(score, env_steps=256, cancelled=False):
-    return {
-        "sha256": "0" * 64,
-        "score": score,
-        "metrics": {"total_return": 0.01},
-        "env_steps": env_steps,
-        "hyperparameters": {"learning_rate": 3e-4},
-        "cancelled": cancelled,
-        "duration_s": 0.1,
-    }
+    return engine.TrainedGeneration(
+        sha256="0" * 64,
+        score=score,
+        metrics={"total_return": 0.01},
+        env_steps=env_steps,
+        hyperparameters={"learning_rate": 3e-4},
+        cancelled=cancelled,
+        duration_s=0.1,
+    )
 
 
 def _checkpoint(tmp_path, name="agent.pt"):

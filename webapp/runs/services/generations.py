@@ -236,7 +236,9 @@ def checkpoint_name(claim: Claim) -> str:
     return f"runs/{claim.run_id}/pod{claim.pod_index}/gen{claim.number}-a{claim.attempt}-{claim.generation_id}.pt"
 
 
-def generation_complete(*, claim: Claim, result: dict[str, Any], local_checkpoint: str | None) -> Agent | None:
+def generation_complete(
+    *, claim: Claim, result: engine.TrainedGeneration, local_checkpoint: str | None
+) -> Agent | None:
     """Store a generation's result: its agent, the leaderboard, usage, the pod's next one.
 
     The checkpoint is copied to the default storage first; then one transaction stores the
@@ -255,7 +257,7 @@ def generation_complete(*, claim: Claim, result: dict[str, Any], local_checkpoin
         The new agent, or ``None`` (cancelled or late copy).
     """
     stored = None
-    if not result.get("cancelled") and local_checkpoint:
+    if not result.cancelled and local_checkpoint:
         with open(local_checkpoint, "rb") as fh:
             stored = default_storage.save(checkpoint_name(claim), File(fh))
     try:
@@ -269,7 +271,7 @@ def generation_complete(*, claim: Claim, result: dict[str, Any], local_checkpoin
     return agent
 
 
-def _generation_complete_locked(claim: Claim, result: dict[str, Any], stored: str | None) -> Agent | None:
+def _generation_complete_locked(claim: Claim, result: engine.TrainedGeneration, stored: str | None) -> Agent | None:
     run = Run.objects.select_related("budget").get(pk=claim.run_id)
     budget = lock_budget(run.budget_id)  # lock order: budget row first, then conditional updates
     gen = Generation.objects.select_related("pod").get(pk=claim.generation_id)
@@ -279,18 +281,18 @@ def _generation_complete_locked(claim: Claim, result: dict[str, Any], stored: st
     run.refresh_from_db()
     now = timezone.now()
     duration = max(0.0, (now - gen.started_at).total_seconds())
-    trained = int(result.get("env_steps", 0))
+    trained = int(result.env_steps)
     ClusterBudget.objects.filter(pk=budget.pk).update(
         gpu_seconds_used=F("gpu_seconds_used") + duration, env_steps_used=F("env_steps_used") + trained
     )
     budget.refresh_from_db()
-    cancelled = bool(result.get("cancelled")) or stored is None
+    cancelled = result.cancelled or stored is None
     Generation.objects.filter(pk=gen.pk).update(
         status=Generation.Status.CANCELLED if cancelled else Generation.Status.DONE,
         env_steps=trained,
         finished_at=now,
         heartbeat_at=now,
-        hyperparameters=result.get("hyperparameters") or gen.hyperparameters,
+        hyperparameters=result.hyperparameters or gen.hyperparameters,
         error="cancelled" if cancelled else "",
     )
     gen.refresh_from_db()
@@ -303,11 +305,11 @@ def _generation_complete_locked(claim: Claim, result: dict[str, Any], stored: st
             generation=gen,
             pod=pod,
             parent_id=gen.parent_id,
-            score=result.get("score"),
-            metrics=result.get("metrics") or {},
+            score=result.score,
+            metrics=result.metrics or {},
             hyperparameters=gen.hyperparameters,
             checkpoint=stored,
-            sha256=result.get("sha256", ""),
+            sha256=result.sha256,
             created_seq=seq,
         )
         _leaderboard_submit(run, agent)

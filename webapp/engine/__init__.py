@@ -1,0 +1,81 @@
+"""The one door between the web side and ``trainer``: calls it and converts types and errors.
+
+Everything under ``webapp/`` imports this package, never ``trainer`` directly
+(``tests/webapp/test_architecture.py`` enforces it); its modules are the only ones that do.
+Trainer errors are turned into :class:`~webapp.core.errors.AppError` (HTTP 400 naming the
+dotted field) where a user's input caused them; functions documented as raising
+:class:`TrainerError` let it through, and callers catch it under that name from here. Results
+come back as frozen dataclasses of plain types. Heavy trainer modules (torch) are imported
+inside the functions that need them, so web processes that only validate input do not pay for
+them at start-up.
+
+- :mod:`.tasks`: task validation, algorithms and defaults, split and size checks, process setup;
+- :mod:`.tournament`: parent choice, mutation, leaderboard pruning;
+- :mod:`.market`: market files (inspect, download) and the per-process data cache;
+- :mod:`.generations`: training one generation, the demo's throughput measurement;
+- :mod:`.backtests`: backtests of stored agents, series metrics, bundle export.
+"""
+
+from trainer.errors import TrainerError  # also the name the rest of webapp catches it by
+from webapp.core.errors import register_trainer_error
+
+register_trainer_error(TrainerError)
+
+from webapp.engine.backtests import (  # noqa: E402 - after the error type is registered
+    BENCHMARK_TICKER,
+    AgentBacktest,
+    backtest_agent,
+    export_bundle,
+    series_metrics,
+)
+from webapp.engine.generations import TrainedGeneration, measure_training_throughput, train_generation  # noqa: E402
+from webapp.engine.market import MarketFiles, download_daily_bars, inspect_market_files  # noqa: E402
+from webapp.engine.tasks import (  # noqa: E402
+    algorithms,
+    check_generation_steps,
+    check_task_splits,
+    configure_process,
+    default_hyperparameters,
+    demo_task,
+    parse_day,
+    preload_trainer,
+    resolve_device,
+    validate_task,
+)
+from webapp.engine.tournament import (  # noqa: E402
+    ParentDecision,
+    check_mutation,
+    choose_parent,
+    mutate_hyperparameters,
+    prune_leaderboard,
+)
+
+__all__ = [
+    "BENCHMARK_TICKER",
+    "AgentBacktest",
+    "MarketFiles",
+    "ParentDecision",
+    "TrainedGeneration",
+    "TrainerError",
+    "algorithms",
+    "backtest_agent",
+    "check_generation_steps",
+    "check_mutation",
+    "check_task_splits",
+    "choose_parent",
+    "configure_process",
+    "default_hyperparameters",
+    "demo_task",
+    "download_daily_bars",
+    "export_bundle",
+    "inspect_market_files",
+    "measure_training_throughput",
+    "mutate_hyperparameters",
+    "parse_day",
+    "preload_trainer",
+    "prune_leaderboard",
+    "resolve_device",
+    "series_metrics",
+    "train_generation",
+    "validate_task",
+]

@@ -1,0 +1,163 @@
+"""Training: one generation (``trainer.pod.run_generation``) and the throughput measurement
+of the demo."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from trainer.jsonable import to_jsonable
+from webapp.engine.market import _market_data
+
+
+@dataclass(frozen=True)
+class TrainedGeneration:
+    """What :func:`train_generation` returns, in plain JSON-able types.
+
+    Attributes:
+        sha256: hex SHA-256 of the checkpoint file written.
+        score: validation Sharpe ratio; ``None`` when the agent has none (NaN).
+        metrics: the validation metrics (``trainer.evaluation.evaluate_policy``).
+        env_steps: env steps trained (summed over the vectorized envs).
+        hyperparameters: the agent's full hyperparameters after training.
+        cancelled: ``should_stop`` ended training early.
+        duration_s: wall time of the generation, seconds.
+    """
+
+    sha256: str
+    score: float | None
+    metrics: dict[str, Any]
+    env_steps: int
+    hyperparameters: dict[str, Any]
+    cancelled: bool
+    duration_s: float
+
+
+def train_generation(
+    task: dict[str, Any],
+    *,
+    env_steps: int,
+    out_path: str,
+    parent_path: str | None,
+    hyperparameters: dict[str, Any] | None,
+    seed: int,
+    device: str,
+    progress: Callable[[dict[str, Any]], None] | None = None,
+    should_stop: Callable[[], bool] | None = None,
+    data_dir: str | None = None,
+    cache_dir: str | None = None,
+) -> TrainedGeneration:
+    """Train one generation with ``trainer.pod.run_generation``.
+
+    Args:
+        task: a normalized task spec (``validate_task``'s output).
+        env_steps: env steps to train (summed over the vectorized envs).
+        out_path: local file the checkpoint is written to (atomically).
+        parent_path: local checkpoint to start from, ``None`` for a fresh agent.
+        hyperparameters: values to train with (``None`` = the task's).
+        seed: RNG seed of this generation.
+        device: ``"auto"``, ``"cpu"``, ``"cuda"``...
+        progress: called with ``{"env_steps", "steps_per_s", ...}`` a few times a second.
+        should_stop: polled between updates; ``True`` cancels (result ``cancelled=True``).
+
+    Returns:
+        :class:`TrainedGeneration`.
+
+    Raises:
+        trainer.errors.TrainerError: bad data or config (a permanent failure).
+    """
+    from trainer.pod import TaskSpec, run_generation
+
+    spec = TaskSpec.from_dict(task)
+    market = _market_data(spec, data_dir=data_dir, cache_dir=cache_dir)
+    result = run_generation(
+        spec,
+        env_steps=int(env_steps),
+        out_path=out_path,
+        parent=parent_path,
+        hyperparameters=hyperparameters,
+        seed=int(seed),
+        device=device,
+        progress=progress,
+        should_stop=should_stop,
+        data_dir=data_dir,
+        cache_dir=cache_dir,
+        market_data=market,
+    )
+    score = None if result.score is None or not np.isfinite(result.score) else float(result.score)
+    return TrainedGeneration(
+        sha256=result.sha256,
+        score=score,
+        metrics=to_jsonable(result.metrics),
+        env_steps=int(result.env_steps),
+        hyperparameters=to_jsonable(result.hyperparameters),
+        cancelled=bool(result.cancelled),
+        duration_s=float(result.duration_s),
+    )
+
+
+def measure_training_throughput(
+    task: dict[str, Any],
+    *,
+    device: str = "auto",
+    seconds: float = 4.0,
+    data_dir: str | None = None,
+    cache_dir: str | None = None,
+) -> dict[str, Any]:
+    """Measure how many env steps per second the task's agent learns on this machine.
+
+    One warm-up update (allocations, first kernels) is not timed; then the agent learns in
+    whole rollouts until ``seconds`` have passed. The count includes the network updates, so
+    it is the rate a generation trains at (evaluation and checkpointing come on top).
+
+    Args:
+        task: a normalized task spec (``validate_task``'s output); its hyperparameters set the
+            env count and network sizes.
+        device: ``"auto"``, ``"cpu"``, ``"cuda"``...
+        seconds: measuring time after the warm-up (> 0).
+        data_dir, cache_dir: as for :func:`train_generation` (the processed data is cached,
+            so a worker training the same task afterwards starts at once).
+
+    Returns:
+        ``{"steps_per_s": float, "env_steps": int, "seconds": float, "device": str}``.
+
+    Raises:
+        trainer.errors.TrainerError: bad data or config.
+    """
+    import time
+
+    import torch
+
+    from trainer.agents import make_agent
+    from trainer.device import pick_device
+    from trainer.envs.stock_trading import StockTradingVecEnv
+    from trainer.task import TaskSpec
+
+    spec = TaskSpec.from_dict(task)
+    torch_device = pick_device(device)
+    market = _market_data(spec, data_dir=data_dir, cache_dir=cache_dir)
+    train = market.slice(*spec.train, name="train")
+    hp = dict(spec.hyperparameters)
+    env = StockTradingVecEnv(train, spec.env, num_envs=int(hp["num_envs"]), device=torch_device, seed=0)
+    agent = make_agent(spec.algorithm, env.obs_dim, env.action_dim, hp, device=torch_device, seed=0)
+    chunk = int(hp["num_envs"]) * int(hp.get("rollout_steps", 1))
+    agent.learn(env, chunk)
+
+    def sync() -> None:
+        if torch_device.type == "cuda":
+            torch.cuda.synchronize(torch_device)
+
+    sync()
+    begun = time.perf_counter()
+    done = 0
+    while True:
+        stats = agent.learn(env, chunk)
+        done += int(stats.get("env_steps", chunk))
+        sync()
+        elapsed = time.perf_counter() - begun
+        if elapsed >= seconds:
+            break
+    return {"steps_per_s": done / elapsed, "env_steps": done, "seconds": elapsed, "device": str(torch_device)}
