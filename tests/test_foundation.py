@@ -343,14 +343,52 @@ def test_docker_compose_file_follows_the_compose_specification():
 
     assert compose_errors(compose) == []
     services = compose["services"]
-    assert set(services) == {"redis", "postgres", "web", "worker", "cpu-worker", "beat"}
-    gpu = services["worker"]["deploy"]["resources"]["reservations"]["devices"]
-    assert gpu == [{"driver": "nvidia", "count": 1, "capabilities": ["gpu"]}]
-    assert "gpu" in services["worker"]["command"] and "cpu" in services["cpu-worker"]["command"]
+    assert set(services) == {"redis", "postgres", "web", "worker-gpu0", "cpu-worker", "beat"}
+    gpu = services["worker-gpu0"]["deploy"]["resources"]["reservations"]["devices"]
+    assert gpu == [{"driver": "nvidia", "device_ids": ["0"], "capabilities": ["gpu"]}]
+    assert "gpu" in services["worker-gpu0"]["command"] and "cpu" in services["cpu-worker"]["command"]
     assert "beat" in services["beat"]["command"]
     assert services["web"]["environment"]["REDIS_URL"] == "redis://redis:6379/0"
     assert services["web"]["environment"]["DATABASE_URL"].startswith("postgres://")
-    assert services["worker"]["environment"]["SECRET_KEY"] == "${SECRET_KEY:?set SECRET_KEY}"
+    assert services["worker-gpu0"]["environment"]["SECRET_KEY"] == "${SECRET_KEY:?set SECRET_KEY}"
+
+
+def _gpu_reservations(compose: dict) -> dict[str, list]:
+    return {
+        name: service["deploy"]["resources"]["reservations"]["devices"]
+        for name, service in compose["services"].items()
+        if "deploy" in service
+    }
+
+
+def test_compose_gpus_gives_every_gpu_its_own_worker_service_reserving_it_by_id():
+    # `--scale worker=N` with a `count: 1` reservation put every replica on GPU 0.
+    result = subprocess.run(
+        [sys.executable, str(REPO_ROOT / "paddock"), "compose-gpus", "4"], capture_output=True, text=True, timeout=60
+    )
+    assert result.returncode == 0, result.stderr
+    compose = yaml.safe_load(result.stdout)
+
+    assert compose_errors(compose) == []
+    reservations = _gpu_reservations(compose)
+    assert sorted(reservations) == [f"worker-gpu{i}" for i in range(4)]
+    for i in range(4):
+        service = compose["services"][f"worker-gpu{i}"]
+        assert reservations[f"worker-gpu{i}"] == [{"driver": "nvidia", "device_ids": [str(i)], "capabilities": ["gpu"]}]
+        assert service["environment"]["PADDOCK_WORKER_GPU"] == str(i)
+        assert service["environment"]["PADDOCK_WORKER_DEVICE"] == "cuda"
+        assert f"gpu{i}@%h" in service["command"]
+    base = yaml.safe_load((REPO_ROOT / "docker-compose.yml").read_text())
+    others = {k: v for k, v in compose["services"].items() if not k.startswith("worker-gpu")}
+    assert others == {k: v for k, v in base["services"].items() if not k.startswith("worker-gpu")}
+
+
+def test_compose_gpus_refuses_zero_gpus_with_exit_2():
+    result = subprocess.run(
+        [sys.executable, str(REPO_ROOT / "paddock"), "compose-gpus", "0"], capture_output=True, text=True, timeout=60
+    )
+    assert result.returncode == 2
+    assert result.stderr == "paddock: compose-gpus: the number of GPUs must be at least 1\n"
 
 
 def test_compose_validation_rejects_a_misspelt_gpu_reservation():
@@ -359,7 +397,7 @@ def test_compose_validation_rejects_a_misspelt_gpu_reservation():
 
     errors = compose_errors(broken)
 
-    assert any(e.startswith("services.worker.deploy.resources.reservations.devices.0") for e in errors), errors
+    assert any(e.startswith("services.worker-gpu0.deploy.resources.reservations.devices.0") for e in errors), errors
     assert any("capabilites" in e for e in errors), errors
 
 

@@ -36,14 +36,15 @@ import torch
 from trainer.checkpoints import (
     CHECKPOINT_FORMAT,
     atomic_write_bytes,
-    build_agent,
     error_summary,
     load_checkpoint,
     save_checkpoint,
     sha256_bytes,
     sha256_file,
 )
+from trainer.ensemble import ENSEMBLE, ensemble_policy_from_config
 from trainer.errors import BundleError, TrainerError
+from trainer.rebuild import build_agent
 from trainer.version import __version__
 
 __all__ = [
@@ -51,6 +52,7 @@ __all__ = [
     "CHECKPOINT_FORMAT",
     "LoadedAgent",
     "atomic_write_bytes",
+    "build_agent",
     "export_bundle",
     "load_agent",
     "load_checkpoint",
@@ -110,9 +112,12 @@ def _model_card(config: dict[str, Any]) -> str:
         f"- Trades {len(config['tickers'])} tickers: {' '.join(config['tickers'])}.",
         f"- Indicators: {', '.join(config['indicators'])}.",
         f"- Observation: {config['architecture']['obs_dim']} float32 values (layout in `config.json`,",
-        "  `observation_layout`); action: one value in [-1, 1] per ticker, times `hmax` shares",
-        f"  (hmax = {config['env_config'].get('hmax')}); negative sells, positive buys.",
-        f"- Network: actor MLP {hp.get('hidden_sizes')}, observation normalizer included.",
+        *_action_lines(config),
+        (
+            f"- Ensemble of {len(config['ensemble']['members'])} agents: the mean of their actions."
+            if config.get("ensemble")
+            else f"- Network: actor MLP {hp.get('hidden_sizes')}, observation normalizer included."
+        ),
         "",
         "## Data and evaluation",
         "",
@@ -142,6 +147,19 @@ def _model_card(config: dict[str, Any]) -> str:
         "",
     ]
     return "\n".join(lines)
+
+
+def _action_lines(config: dict[str, Any]) -> list[str]:
+    if config.get("kind") == "portfolio":
+        return [
+            "  `observation_layout`); action: one value in [-1, 1] per ticker and one for cash, mapped to",
+            "  target weights by a softmax (zero action = equal weight); the portfolio is rebalanced",
+            "  to them at each close.",
+        ]
+    return [
+        "  `observation_layout`); action: one value in [-1, 1] per ticker, times `hmax` shares",
+        f"  (hmax = {config['env_config'].get('hmax')}); negative sells, positive buys.",
+    ]
 
 
 def _zip_bytes(members: dict[str, bytes], created_at: str | None) -> bytes:
@@ -212,7 +230,11 @@ def export_bundle(checkpoint_path: str | Path, out_path: str | Path) -> str:
             "obs_dim": int(state["obs_dim"]),
             "action_dim": int(state["action_dim"]),
             "hidden_sizes": list(hp.get("hidden_sizes") or []),
-            "policy": "raw obs -> observation normalizer -> actor MLP -> clip to [-1, 1]",
+            "policy": (
+                "mean over members of (raw obs -> observation normalizer -> actor MLP -> clip to [-1, 1])"
+                if state["algorithm"] == "ensemble"
+                else "raw obs -> observation normalizer -> actor MLP -> clip to [-1, 1]"
+            ),
             "policy_class": type(policy).__name__,
             "tensors": {k: list(v.shape) for k, v in tensors.items()},
             "onnx": {"input": "obs", "output": "action", "opset": 17, "dynamic_axes": ["batch"]},
@@ -226,6 +248,8 @@ def export_bundle(checkpoint_path: str | Path, out_path: str | Path) -> str:
             "statistics": normalization,
         },
         "env_config": state["env_config"],
+        "kind": state.get("kind", "stock_trading"),
+        "feature_stats": state.get("feature_stats"),
         "data_window": state.get("data_window"),
         "task": state["task"],
         "score": state.get("score"),
@@ -234,6 +258,13 @@ def export_bundle(checkpoint_path: str | Path, out_path: str | Path) -> str:
         "generation": state.get("generation"),
         "checkpoint_sha256": checkpoint_sha,
     }
+    if state["algorithm"] == "ensemble":
+        config["ensemble"] = {
+            "members": [
+                {k: m.get(k) for k in ("algorithm", "hyperparameters", "checkpoint_sha256", "score", "generation")}
+                for m in state["agent"]["members"]
+            ]
+        }
     config_bytes = json.dumps(config, indent=2, sort_keys=False, allow_nan=False).encode()
     members = {
         "policy.safetensors": weights,
@@ -379,14 +410,38 @@ class LoadedAgent:
         Raises:
             ConfigError: a change is invalid (field ``env.<name>``).
         """
-        from trainer.envs.stock_trading import EnvConfig
+        from trainer.envs.kinds import config_class
 
-        return EnvConfig.from_dict({**self.config["env_config"], **changes})
+        cls = config_class(self.config.get("kind", "stock_trading"))
+        known = {f for f in cls.__dataclass_fields__}
+        return cls.from_dict({**self.config["env_config"], **{k: v for k, v in changes.items() if k in known}})
+
+    @property
+    def kind(self) -> str:
+        """``"stock_trading"`` or ``"portfolio"``."""
+        return self.config.get("kind", "stock_trading")
+
+    @property
+    def feature_stats(self) -> Any:
+        """The train split's z-score statistics (``FeatureStats``) or ``None`` (FinRL layout)."""
+        from trainer.envs.observations import FeatureStats
+
+        stats = self.config.get("feature_stats")
+        return FeatureStats.from_dict(stats) if stats else None
+
+    def prepare_market(self, market_data: Any) -> Any:
+        """The panel this agent's env reads (scale-free features when it was trained on them);
+        pass the whole history, then slice, so lookbacks reach before the first day."""
+        from trainer.envs.kinds import prepare_market
+
+        return prepare_market(market_data, self.env_config())
 
     def check_market(self, market_data: Any) -> None:
-        """Raise DataError unless ``market_data`` has this agent's tickers and indicators, in order."""
+        """Raise DataError unless ``market_data`` has this agent's tickers and indicators, in order
+        (for a scale-free agent: after :meth:`prepare_market`)."""
         from trainer.errors import DataError
 
+        market_data = self.prepare_market(market_data)
         if tuple(market_data.tickers) != self.tickers:
             missing = [t for t in self.tickers if t not in market_data.tickers]
             raise DataError(
@@ -410,11 +465,12 @@ class LoadedAgent:
         device: str | torch.device = "cpu",
         seed: int = 0,
     ) -> Any:
-        """A ``StockTradingVecEnv`` over ``market_data`` whose observations this agent reads.
+        """The env (stock trading or portfolio) over ``market_data`` whose observations this agent reads.
 
         Args:
             market_data: a ``MarketData`` with the agent's tickers and indicators (e.g. the
-                test split from :func:`trainer.data.load_market_data` with ``tickers`` set).
+                test split from :func:`trainer.data.load_market_data` with ``tickers`` set),
+                passed through :meth:`prepare_market` first for a scale-free agent.
             env_config: trading rules; default the training rules with a fixed start (no
                 random start, no random wealth) for backtests.
             num_envs, device, seed: as for the env.
@@ -422,12 +478,15 @@ class LoadedAgent:
         Raises:
             DataError: other tickers or indicators than the agent's.
         """
-        from trainer.envs.stock_trading import StockTradingVecEnv
+        from trainer.envs.kinds import make_env
 
+        market_data = self.prepare_market(market_data)
         self.check_market(market_data)
         if env_config is None:
             env_config = self.env_config(random_start=False, randomize_initial=False, episode_length=None)
-        return StockTradingVecEnv(market_data, env_config, num_envs=num_envs, device=device, seed=seed)
+        return make_env(
+            market_data, env_config, num_envs=num_envs, device=device, seed=seed, feature_stats=self.feature_stats
+        )
 
     def evaluate(
         self, market_data: Any, env_config: Any = None, *, device: str | torch.device = "cpu", **kwargs: Any
@@ -435,9 +494,12 @@ class LoadedAgent:
         """Metrics of the deterministic policy over ``market_data`` (see :func:`trainer.evaluation.evaluate_policy`)."""
         from trainer.evaluation import evaluate_policy
 
+        market_data = self.prepare_market(market_data)
         self.check_market(market_data)
         env_config = env_config if env_config is not None else self.env_config()
-        return evaluate_policy(self.policy_fn(device), market_data, env_config, device=device, **kwargs)
+        return evaluate_policy(
+            self.policy_fn(device), market_data, env_config, device=device, feature_stats=self.feature_stats, **kwargs
+        )
 
 
 def load_agent(path: str | Path, *, device: str | torch.device = "cpu") -> LoadedAgent:
@@ -492,15 +554,19 @@ def load_agent(path: str | Path, *, device: str | torch.device = "cpu") -> Loade
 
     try:
         arch = config["architecture"]
-        agent = make_agent(
-            config["algorithm"],
-            int(arch["obs_dim"]),
-            int(arch["action_dim"]),
-            dict(config["hyperparameters"]),
-            device="cpu",
-            seed=0,
-        )
-        policy = agent.policy_module().to("cpu")
+        if config["algorithm"] == ENSEMBLE:
+            policy = ensemble_policy_from_config(config, make_agent)
+        else:
+            agent = make_agent(
+                config["algorithm"],
+                int(arch["obs_dim"]),
+                int(arch["action_dim"]),
+                dict(config["hyperparameters"]),
+                device="cpu",
+                seed=0,
+            )
+            policy = agent.policy_module()
+        policy = policy.to("cpu")
         policy.load_state_dict(tensors, strict=True)
     except (TrainerError, KeyError, RuntimeError, TypeError, ValueError) as exc:
         raise BundleError(

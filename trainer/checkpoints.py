@@ -28,7 +28,7 @@ from typing import Any
 
 import torch
 
-from trainer.errors import BundleError, ConfigError
+from trainer.errors import BundleError
 from trainer.files import atomic_write_bytes, sha256_bytes, sha256_file
 from trainer.version import __version__
 
@@ -36,7 +36,6 @@ __all__ = [
     "CHECKPOINT_FORMAT",
     "CHECKPOINT_VERSION",
     "atomic_write_bytes",
-    "build_agent",
     "load_checkpoint",
     "save_checkpoint",
     "sha256_bytes",
@@ -146,35 +145,3 @@ def error_summary(exc: BaseException) -> str:
     """The first line of an exception's message (at most 300 characters), for one-line errors."""
     text = str(exc).strip().splitlines()
     return text[0][:300] if text else type(exc).__name__
-
-
-def build_agent(state: dict[str, Any], *, device: str | torch.device = "cpu") -> Any:
-    """Rebuild the agent of a checkpoint with its full training state (CPU by default).
-
-    The one place a checkpoint becomes an agent again (pods continuing a parent, the CLI's
-    ``evaluate``, backtests, bundle export).
-
-    Args:
-        state: a checkpoint dict (:func:`load_checkpoint`).
-        device: where the agent's networks live.
-
-    Raises:
-        BundleError: the state does not rebuild into its algorithm's agent.
-    """
-    from trainer.agents import make_agent
-
-    try:
-        agent = make_agent(
-            state["algorithm"],
-            int(state["obs_dim"]),
-            int(state["action_dim"]),
-            dict(state["hyperparameters"]),
-            device=device,
-            seed=int(state.get("seed", 0) or 0),
-        )
-        agent.load_state_dict(state["agent"])
-    except (ConfigError, KeyError, RuntimeError, TypeError, ValueError) as exc:
-        raise BundleError(
-            f"checkpoint does not rebuild into a {state.get('algorithm')!r} agent: {error_summary(exc)}"
-        ) from exc
-    return agent

@@ -443,11 +443,12 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
     import dataclasses
 
     from trainer.bundle import load_agent
-    from trainer.checkpoints import build_agent, load_checkpoint
+    from trainer.checkpoints import load_checkpoint
     from trainer.data.pipeline import DataSpec
     from trainer.device import pick_device, set_cpu_threads
     from trainer.envs.stock_trading import EnvConfig
     from trainer.evaluation import evaluate_policy
+    from trainer.rebuild import build_agent
     from trainer.task import TaskSpec
 
     set_cpu_threads()

@@ -8,26 +8,74 @@ import torch
 
 from trainer.errors import ConfigError
 
+#: What a run (or a task) may ask for. The ordinal of a GPU is the worker's choice, not the
+#: run's: a worker pinned with ``CUDA_VISIBLE_DEVICES=3`` sees that GPU as ``cuda:0``.
+RUN_DEVICES = ("auto", "cpu", "cuda")
+
+
+def check_run_device(device: str) -> str:
+    """Validate a run's device: ``"auto"``, ``"cpu"`` or ``"cuda"`` (no ordinal).
+
+    Raises:
+        ConfigError: anything else (``field="device"``), e.g. ``"cuda:1"``: which GPU a
+            generation uses is decided by the worker that trains it.
+    """
+    if device not in RUN_DEVICES:
+        hint = " (the worker that trains a generation picks the GPU)" if str(device).startswith("cuda:") else ""
+        raise ConfigError(f"device: must be auto, cpu or cuda, got {device!r}{hint}", field="device")
+    return device
+
+
+def check_cuda_index(device: torch.device, visible: int) -> torch.device:
+    """Return ``device`` when its CUDA ordinal is one of the ``visible`` GPUs of this process.
+
+    Args:
+        device: a ``cuda`` or ``cuda:N`` device (no index means the current GPU, ``cuda:0``).
+        visible: GPUs this process sees (``torch.cuda.device_count()``; 1 in a worker pinned
+            with ``CUDA_VISIBLE_DEVICES=N``).
+
+    Raises:
+        ConfigError: no GPU is visible, or the ordinal is not below ``visible``
+            (``field="device"``), instead of CUDA's "invalid device ordinal" at the first
+            allocation.
+    """
+    if visible < 1:
+        raise ConfigError("device: CUDA was requested but no GPU is available", field="device")
+    index = 0 if device.index is None else device.index
+    if index >= visible:
+        pinned = os.environ.get("CUDA_VISIBLE_DEVICES")
+        where = f" (CUDA_VISIBLE_DEVICES={pinned!r} renumbers them from cuda:0)" if pinned is not None else ""
+        raise ConfigError(
+            f"device: {device} is not visible to this process, which sees {visible} GPU(s): "
+            f"cuda:0 to cuda:{visible - 1}{where}",
+            field="device",
+        )
+    return torch.device("cuda", index)
+
 
 def pick_device(requested: str | None = None) -> torch.device:
     """Return the torch device to use.
 
     Args:
-        requested: ``"auto"``/``None`` (CUDA when available, else CPU), ``"cpu"``, ``"cuda"`` or
-            ``"cuda:N"``.
+        requested: ``"auto"``/``None`` (``cuda:0`` when a GPU is visible, else CPU), ``"cpu"``,
+            ``"cuda"`` (``cuda:0``) or ``"cuda:N"`` (N counts the GPUs this process sees).
 
     Raises:
-        ConfigError: CUDA was asked for but is not available, or the string is not a device.
+        ConfigError: not a device string, a device type other than CPU and CUDA, CUDA asked for
+            but not available, or a CUDA ordinal this process cannot see (:func:`check_cuda_index`);
+            ``field="device"``.
     """
     if requested in (None, "", "auto"):
-        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+        return torch.device("cuda", 0) if torch.cuda.is_available() else torch.device("cpu")
     try:
         device = torch.device(requested)
     except (RuntimeError, TypeError) as exc:
         raise ConfigError(f"device: {requested!r} is not a torch device", field="device") from exc
-    if device.type == "cuda" and not torch.cuda.is_available():
-        raise ConfigError("device: CUDA was requested but no GPU is available", field="device")
-    return device
+    if device.type == "cpu":
+        return torch.device("cpu")
+    if device.type != "cuda":
+        raise ConfigError(f"device: {requested!r} is not supported; use auto, cpu, cuda or cuda:N", field="device")
+    return check_cuda_index(device, torch.cuda.device_count() if torch.cuda.is_available() else 0)
 
 
 def set_cpu_threads(threads: int | None = None) -> int:

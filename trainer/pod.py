@@ -21,18 +21,28 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import pandas as pd
 import torch
 
 from trainer.agents import make_agent
-from trainer.checkpoints import load_checkpoint, save_checkpoint, sha256_file, utc_now
+from trainer.checkpoints import load_checkpoint, save_checkpoint, utc_now
 from trainer.data.market import MarketData
 from trainer.data.pipeline import load_market_data
 from trainer.data.splits import check_split_days
 from trainer.device import pick_device
-from trainer.envs.stock_trading import StockTradingVecEnv
+from trainer.envs.kinds import fit_stats, kind_of, make_env, observation_dim, prepare_market
+from trainer.envs.observations import FeatureStats
 from trainer.errors import BundleError, ConfigError
-from trainer.evaluation import EVAL_RANDOM_WINDOWS, EVAL_WINDOW_DAYS, Policy, evaluate_policy
+from trainer.evaluation import (
+    EVAL_RANDOM_WINDOWS,
+    EVAL_WINDOW_DAYS,
+    Policy,
+    evaluate_checkpoint_state,
+    evaluate_policy,
+)
+from trainer.files import sha256_file
 from trainer.jsonable import to_jsonable
+from trainer.rebuild import build_agent
 from trainer.task import (
     DEMO_DATA_FILE,
     MAX_BUFFER_BYTES,
@@ -44,7 +54,6 @@ from trainer.task import (
     check_env_steps,
     demo_task_dict,
     min_env_steps,
-    observation_size,
     reprefix,
     validate_hyperparameters,
 )
@@ -52,9 +61,9 @@ from trainer.version import __version__
 
 __all__ = [
     "DEMO_DATA_FILE",
-    "MAX_BUFFER_BYTES",
     "EVAL_RANDOM_WINDOWS",
     "EVAL_WINDOW_DAYS",
+    "MAX_BUFFER_BYTES",
     "MIN_SPLIT_DAYS",
     "SPLITS",
     "GenerationResult",
@@ -65,9 +74,9 @@ __all__ = [
     "check_buffer_memory",
     "check_env_steps",
     "demo_task_dict",
+    "evaluate_checkpoint_state",
     "evaluate_policy",
     "min_env_steps",
-    "observation_size",
     "run_generation",
     "validate_hyperparameters",
 ]
@@ -90,6 +99,15 @@ class GenerationResult:
         total_env_steps: env steps since the first generation of this lineage.
         generation: 1 for a fresh agent, the parent's + 1 otherwise.
         stats: the last training statistics returned by ``agent.learn``.
+        telemetry: the training curve, at most ``TELEMETRY_MAX_POINTS`` points spread evenly
+            over the generation's env steps, oldest first. Each point has ``env_steps`` and
+            ``generation_env_steps`` (this generation so far), ``total_env_steps`` (the lineage
+            so far, the x axis of a training curve), ``generation``, ``elapsed_s``,
+            ``steps_per_s`` (since the previous point), ``episode_return_mean`` (training
+            episodes, unscaled; None before any) and ``learning_rate``, plus PPO's
+            ``policy_loss``, ``value_loss``, ``entropy``, ``approx_kl``, ``clip_fraction``,
+            ``explained_variance`` or SAC's ``critic_loss``, ``actor_loss``, ``alpha_loss``,
+            ``alpha``; a value that is NaN or infinite is None.
     """
 
     checkpoint_path: Path
@@ -103,6 +121,7 @@ class GenerationResult:
     total_env_steps: int = 0
     generation: int = 1
     stats: dict[str, Any] = field(default_factory=dict)
+    telemetry: list[dict[str, Any]] = field(default_factory=list)
 
 
 def _layout_key(layout: Mapping[str, Any]) -> tuple:
@@ -145,6 +164,8 @@ def run_generation(
     data_dir: str | Path | None = None,
     cache_dir: str | Path | None = None,
     market_data: MarketData | None = None,
+    benchmark_returns: pd.Series | None = None,
+    telemetry: Callable[[dict], None] | None = None,
 ) -> GenerationResult:
     """Train one generation on the train split, score it on validation, write a checkpoint.
 
@@ -182,6 +203,11 @@ def run_generation(
         data_dir: folder that relative ``task.data.paths`` resolve against.
         cache_dir: Parquet cache folder of the processed data (``None``: no cache).
         market_data: an already loaded panel covering the splits (skips loading).
+        benchmark_returns: daily QQQ returns covering the validation split, for the
+            baseline-relative validation results (``metrics["vs_QQQ"]``); optional.
+        telemetry: called with each training-curve point as the agent records it (at most
+            ``TELEMETRY_MAX_POINTS`` per generation, see :attr:`GenerationResult.telemetry`),
+            e.g. to store or stream it while the generation runs.
 
     Returns:
         :class:`GenerationResult`.
@@ -206,8 +232,12 @@ def run_generation(
         market_data if market_data is not None else load_market_data(task.data, data_dir=data_dir, cache_dir=cache_dir)
     )
     check_split_days({name: task.split(name) for name in SPLITS}, market.dates)
+    raw_market = market
+    market = prepare_market(market, task.env)  # scale-free features over the whole panel (causal)
     train_data = market.slice(*task.train, name="train")
     validation_data = market.slice(*task.validation, name="validation")
+    # Z-score statistics of the train split only; a continued agent keeps its lineage's.
+    feature_stats = fit_stats(train_data, task.env)
 
     parent_state: Mapping[str, Any] | None = None
     parent_file: str | None = None
@@ -228,10 +258,18 @@ def run_generation(
     changes = dict(hyperparameters or {})
     merged = validate_hyperparameters(task.algorithm, {**base_hp, **changes})
 
-    check_buffer_memory(
-        task.algorithm, merged, observation_size(len(market.tickers), len(market.feature_names)), len(market.tickers)
+    if parent_state is not None and feature_stats is not None and parent_state.get("feature_stats"):
+        feature_stats = FeatureStats.from_dict(parent_state["feature_stats"])
+    obs_dim, action_dim = observation_dim(task.env, len(raw_market.tickers), len(raw_market.feature_names))
+    check_buffer_memory(task.algorithm, merged, obs_dim, action_dim)
+    env = make_env(
+        train_data,
+        task.env,
+        num_envs=int(merged["num_envs"]),
+        device=torch_device,
+        seed=seed,
+        feature_stats=feature_stats,
     )
-    env = StockTradingVecEnv(train_data, task.env, num_envs=int(merged["num_envs"]), device=torch_device, seed=seed)
     layout = env.observation_layout()
     if parent_state is not None and _layout_key(parent_state["observation_layout"]) != _layout_key(layout):
         old = parent_state["observation_layout"]
@@ -244,8 +282,7 @@ def run_generation(
         )
 
     if parent_state is not None:
-        agent = make_agent(task.algorithm, env.obs_dim, env.action_dim, base_hp, device=torch_device, seed=seed)
-        agent.load_state_dict(parent_state["agent"])
+        agent = build_agent(dict(parent_state), device=torch_device)
         # Branch the parent's random stream with this generation's seed: pods that continue the
         # same parent must explore differently, not replay the parent's stream bit for bit.
         # Networks, optimizer moments, normalizer and counters still continue exactly.
@@ -282,7 +319,26 @@ def run_generation(
             }
         )
 
-    stats = agent.learn(env, env_steps, progress=report if progress is not None else None, should_stop=should_stop)
+    points: list[dict[str, Any]] = []
+
+    def record(point: dict[str, Any]) -> None:
+        point = {
+            **point,
+            "generation_env_steps": int(point["env_steps"]),
+            "total_env_steps": parent_total + int(point["env_steps"]),
+            "generation": generation,
+        }
+        points.append(point)
+        if telemetry is not None:
+            telemetry(point)
+
+    stats = agent.learn(
+        env,
+        env_steps,
+        progress=report if progress is not None else None,
+        should_stop=should_stop,
+        telemetry=record,
+    )
     stats = to_jsonable(dict(stats or {}))
     cancelled = bool(stats.get("cancelled", False))
     trained = int(stats.get("env_steps", env_steps))
@@ -292,7 +348,16 @@ def run_generation(
     def policy(obs: torch.Tensor) -> torch.Tensor:
         return agent.act(obs, deterministic=True)
 
-    metrics = evaluate_policy(policy, validation_data, task.env, device=torch_device, seed=seed)
+    metrics = evaluate_policy(
+        policy,
+        validation_data,
+        task.env,
+        device=torch_device,
+        seed=seed,
+        feature_stats=feature_stats,
+        selection=task.selection,
+        benchmark_returns=benchmark_returns,
+    )
     score = float(metrics["score"])
     hp_now = to_jsonable(dict(agent.hyperparameters()))
 
@@ -306,14 +371,16 @@ def run_generation(
         "action_dim": env.action_dim,
         "observation_layout": layout,
         "env_config": task.env.to_dict(),
+        "kind": kind_of(task.env),
+        "feature_stats": feature_stats.to_dict() if feature_stats is not None else None,
         "task": task.to_dict(),
         "data_window": {
             "tickers": list(market.tickers),
-            "feature_names": list(market.feature_names),
+            "feature_names": list(raw_market.feature_names),
             "train": [str(train_data.dates[0]), str(train_data.dates[-1])],
             "validation": [str(validation_data.dates[0]), str(validation_data.dates[-1])],
             "test": list(task.test),
-            "content_sha256": market.content_hash(),
+            "content_sha256": raw_market.content_hash(),
             "source": market.source,
             "notes": list(market.notes),
         },
@@ -344,4 +411,5 @@ def run_generation(
         total_env_steps=parent_total + trained,
         generation=generation,
         stats=stats,
+        telemetry=points,
     )

@@ -1,10 +1,10 @@
 """What a run learns (:class:`TaskSpec`) and the checks a task must pass before training:
-hyperparameters, observation size, buffer memory and the env steps of one generation.
+hyperparameters, buffer memory and the env steps of one generation.
 
 A :class:`TaskSpec` fixes the market data, three consecutive date splits (train < validation
-< test, no overlap), the trading rules and the algorithm with its hyperparameters. Training
-uses only the train split; the score uses only the validation split; the test split is left
-untouched for backtests.
+< test, no overlap), the kind of env with its rules, the algorithm with its hyperparameters
+and the selection rule. Training uses only the train split; the score uses only the validation
+split; the test split is left untouched for backtests.
 """
 
 from __future__ import annotations
@@ -19,8 +19,10 @@ from trainer.data.pipeline import DataSpec
 from trainer.data.splits import MIN_SPLIT_DAYS
 from trainer.dates import parse_day
 from trainer.demo import DEMO_DATA_FILE, demo_task_dict
+from trainer.envs.kinds import DEFAULT_KIND, check_kind, env_config_from_dict, observation_dim
 from trainer.envs.stock_trading import EnvConfig
 from trainer.errors import ConfigError
+from trainer.selection import SelectionRule
 
 __all__ = [
     "DEMO_DATA_FILE",
@@ -33,13 +35,11 @@ __all__ = [
     "check_env_steps",
     "demo_task_dict",
     "min_env_steps",
-    "observation_size",
     "reprefix",
     "validate_hyperparameters",
 ]
 
 SPLITS = ("train", "validation", "test")
-#: Largest rollout (PPO) or replay (SAC) buffer a task may ask for: 8 GiB, a third of a 24 GB GPU
 #: and well inside a worker's RAM. Checked with :func:`buffer_bytes` when the observation size is
 #: known (the task names its tickers, or the data is loaded).
 MAX_BUFFER_BYTES = 8 * 2**30
@@ -100,10 +100,13 @@ class TaskSpec:
         train: ``(start, end)`` ``YYYY-MM-DD`` inclusive; the agent learns on these days only.
         validation: ``(start, end)`` after ``train``; generations are scored on it.
         test: ``(start, end)`` after ``validation``; kept for backtests.
-        env: trading rules of the env (costs, hmax, reward scaling...).
+        env: rules of the env: an :class:`EnvConfig` (``kind="stock_trading"``) or a
+            :class:`~trainer.envs.portfolio.PortfolioConfig` (``kind="portfolio"``).
         algorithm: a key of :data:`trainer.agents.ALGORITHMS` (``"ppo"``, ``"sac"``).
         hyperparameters: the algorithm config's full dict (every field, defaults filled in),
             including ``num_envs`` and ``hidden_sizes``.
+        kind: ``"stock_trading"`` or ``"portfolio"`` (:mod:`trainer.envs.kinds`).
+        selection: how validation episodes are scored (:class:`trainer.selection.SelectionRule`).
     """
 
     data: DataSpec
@@ -113,6 +116,8 @@ class TaskSpec:
     env: EnvConfig = field(default_factory=EnvConfig)
     algorithm: str = "ppo"
     hyperparameters: dict[str, Any] = field(default_factory=dict)
+    kind: str = DEFAULT_KIND
+    selection: SelectionRule = field(default_factory=SelectionRule)
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> TaskSpec:
@@ -122,7 +127,9 @@ class TaskSpec:
             data: keys ``data`` (DataSpec dict, required), ``train``, ``validation``, ``test``
                 (each ``{start, end}`` or ``[start, end]``, required), ``env`` (EnvConfig dict,
                 default ``{}``), ``algorithm`` (default ``"ppo"``), ``hyperparameters``
-                (default ``{}``).
+                (default ``{}``), ``kind`` (default ``"stock_trading"``; ``env`` is read with the
+                kind's config class), ``selection`` (a :class:`SelectionRule` dict, default
+                mean - 1 x std of 4 sub-window Sharpe ratios).
 
         Raises:
             ConfigError: the first problem found, with ``details["field"]`` a dotted path such
@@ -135,7 +142,7 @@ class TaskSpec:
         """
         if not isinstance(data, Mapping):
             raise ConfigError("task must be an object", field="task")
-        known = ("data", "train", "validation", "test", "env", "algorithm", "hyperparameters")
+        known = ("data", "train", "validation", "test", "env", "algorithm", "hyperparameters", "kind", "selection")
         for key in data:
             if key not in known:
                 raise ConfigError(f"{key}: unknown task field (expected one of {', '.join(known)})", field=str(key))
@@ -162,8 +169,10 @@ class TaskSpec:
             )
         if spec.end and ranges["test"][1] > spec.end:
             raise ConfigError(f"test.end: {ranges['test'][1]} is after data.end {spec.end}", field="test.end")
+        kind = check_kind(data.get("kind") or DEFAULT_KIND)
+        selection = SelectionRule.from_dict(data.get("selection"))
         try:
-            env = EnvConfig.from_dict(data.get("env"), prefix="env")
+            env = env_config_from_dict(kind, data.get("env"), prefix="env")
         except ConfigError as exc:
             raise reprefix(exc, "env") from None
         except TypeError as exc:  # e.g. a non-string key
@@ -177,7 +186,8 @@ class TaskSpec:
         hyperparameters = validate_hyperparameters(algorithm, data.get("hyperparameters") or {})
         if spec.tickers is not None:  # else the observation size is known once the data is loaded
             n = len(spec.tickers)
-            check_buffer_memory(algorithm, hyperparameters, observation_size(n, len(spec.indicators)), n)
+            obs_dim, action_dim = observation_dim(env, n, len(spec.indicators))
+            check_buffer_memory(algorithm, hyperparameters, obs_dim, action_dim)
         return cls(
             data=spec,
             train=ranges["train"],
@@ -186,6 +196,8 @@ class TaskSpec:
             env=env,
             algorithm=algorithm,
             hyperparameters=hyperparameters,
+            kind=kind,
+            selection=selection,
         )
 
     def to_dict(self) -> dict[str, Any]:
@@ -197,6 +209,8 @@ class TaskSpec:
         out["env"] = self.env.to_dict()
         out["algorithm"] = self.algorithm
         out["hyperparameters"] = copy.deepcopy(self.hyperparameters)
+        out["kind"] = self.kind
+        out["selection"] = self.selection.to_dict()
         return out
 
     def split(self, name: str) -> tuple[str, str]:
@@ -226,11 +240,6 @@ def validate_hyperparameters(algorithm: str, hyperparameters: Any) -> dict[str, 
         return config_cls.from_dict(dict(hyperparameters)).to_dict()
     except ConfigError as exc:
         raise reprefix(exc, "hyperparameters", inner=algorithm) from None
-
-
-def observation_size(num_tickers: int, num_features: int) -> int:
-    """``obs_dim`` of :class:`StockTradingVecEnv`: cash, N prices, N holdings, N x F indicators."""
-    return 1 + 2 * num_tickers + num_tickers * num_features
 
 
 def buffer_bytes(algorithm: str, hyperparameters: Mapping[str, Any], obs_dim: int, action_dim: int) -> int:

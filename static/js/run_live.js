@@ -132,6 +132,8 @@
   }
 
   function handle(msg) {
+    // other scripts of the page (run_metrics.js) follow the same events
+    document.dispatchEvent(new CustomEvent("paddock:run-event", { detail: msg }));
     if (msg.type === "run.snapshot") {
       applySnapshot(msg);
       return;
@@ -312,7 +314,9 @@
     code.textContent = fmtHyper(agent.hyperparameters);
     cell("hyperparameters").replaceChildren(code);
     const steps = agent.env_steps ?? (agent.metrics && agent.metrics.env_steps);
-    if (steps !== undefined && steps !== null) cell("env_steps").textContent = fmtCount(steps);
+    if (steps !== undefined && steps !== null) {
+      cell("env_steps").textContent = fmtCount(steps) + " / " + fmtCount(agent.total_env_steps ?? steps);
+    }
     cell("age").dataset.createdAt = agent.created_at;
   }
 

@@ -14,6 +14,7 @@ import torch
 import trainer
 from trainer.bundle import (
     BUNDLE_MEMBERS,
+    build_agent,
     export_bundle,
     load_agent,
     load_checkpoint,
@@ -21,7 +22,6 @@ from trainer.bundle import (
     sha256_bytes,
     sha256_file,
 )
-from trainer.checkpoints import build_agent
 from trainer.data.pipeline import load_market_data
 from trainer.errors import BundleError, DataError
 from trainer.pod import TaskSpec, demo_task_dict, run_generation

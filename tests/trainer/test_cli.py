@@ -12,8 +12,7 @@ import numpy as np
 import pytest
 import torch
 
-from trainer.bundle import load_agent, load_checkpoint, sha256_file
-from trainer.checkpoints import build_agent
+from trainer.bundle import build_agent, load_agent, load_checkpoint, sha256_file
 from trainer.cli import main
 
 REPO = Path(__file__).resolve().parents[2]

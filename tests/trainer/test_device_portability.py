@@ -18,8 +18,7 @@ import torch
 
 from trainer.agents._common import reseed_from_state, restore_generator
 from trainer.backtest.engine import run_backtest
-from trainer.bundle import export_bundle, load_agent, load_checkpoint, save_checkpoint
-from trainer.checkpoints import build_agent
+from trainer.bundle import build_agent, export_bundle, load_agent, load_checkpoint, save_checkpoint
 from trainer.cli import main
 from trainer.data.pipeline import load_market_data
 from trainer.pod import TaskSpec, demo_task_dict, run_generation

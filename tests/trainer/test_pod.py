@@ -10,12 +10,12 @@ import torch
 
 from trainer.agents import make_agent
 from trainer.backtest.engine import run_backtest
-from trainer.bundle import load_checkpoint, sha256_file
-from trainer.checkpoints import build_agent
+from trainer.bundle import build_agent, load_checkpoint, sha256_file
 from trainer.data.pipeline import DataSpec, load_market_data
 from trainer.envs.stock_trading import EnvConfig, StockTradingVecEnv
 from trainer.errors import BundleError, ConfigError
 from trainer.pod import TaskSpec, branch_seed, demo_task_dict, evaluate_policy, run_generation
+from trainer.selection import SelectionRule
 
 TICKERS = ["AAPL", "MSFT", "JPM"]
 SMALL_PPO = {"num_envs": 32, "rollout_steps": 8, "num_minibatches": 2, "update_epochs": 2, "hidden_sizes": [32, 32]}
@@ -267,10 +267,14 @@ def test_a_policy_that_never_trades_scores_zero_with_an_undefined_sharpe(market)
 
 def test_a_policy_that_buys_scores_the_sharpe_ratio_of_its_daily_returns(market):
     validation = market.slice("2020-01-01", "2020-12-31")
-    metrics = evaluate_policy(lambda obs: torch.ones(obs.shape[0], 3), validation, EnvConfig(), random_windows=0)
+    full = SelectionRule(rule="full_sharpe")
+    metrics = evaluate_policy(
+        lambda obs: torch.ones(obs.shape[0], 3), validation, EnvConfig(), random_windows=0, selection=full
+    )
     assert metrics["score_defined"] is True
-    assert metrics["score"] == metrics["sharpe_ratio"]
+    assert metrics["score"] == pytest.approx(metrics["sharpe_ratio"], rel=1e-9)
     assert metrics["random_windows"] == {"count": 0}
+    assert metrics["selection"]["description"] == "Sharpe ratio of the whole validation window"
     # buying 100 shares of each ticker every day until the cash runs out ends mostly invested:
     # its 2020 return lies between cash (0 %) and the tickers' own returns
     close = validation.close
@@ -340,3 +344,41 @@ def test_children_of_one_parent_with_different_seeds_explore_differently(first_g
 
     assert all(torch.equal(first[k], twin[k]) for k in first)  # same parent and seed: reproducible
     assert any(not torch.equal(first[k], sibling[k]) for k in first)  # another seed: another branch
+
+
+def test_the_default_score_is_mean_minus_spread_of_quarterly_sharpes_next_to_equal_weight(market):
+    validation = market.slice("2020-01-01", "2020-12-31")
+    metrics = evaluate_policy(lambda obs: torch.ones(obs.shape[0], 3), validation, EnvConfig(), random_windows=0)
+    subs = [w["sharpe"] for w in metrics["sub_windows"]]
+    assert len(subs) == 4 and metrics["sub_windows"][0]["start"] == "2020-01-02"
+    assert metrics["sub_windows"][-1]["end"] == "2020-12-31"
+    assert metrics["score"] == pytest.approx(np.mean(subs) - np.std(subs), rel=1e-9)
+    ew = (validation.close[1:] / validation.close[:-1]).mean(axis=1) - 1
+    rel = metrics["vs_equal_weight"]
+    assert rel["baseline_total_return"] == pytest.approx(np.prod(1 + ew) - 1, rel=1e-9)
+    assert rel["excess_return"] == pytest.approx(metrics["total_return"] - rel["baseline_total_return"], rel=1e-9)
+
+
+def test_generation_telemetry_is_bounded_and_plotted_against_the_lineage_env_steps(
+    first_generation, task, market, tmp_path
+):
+    result, _ = first_generation
+    assert 1 <= len(result.telemetry) <= 50
+    assert result.telemetry[-1]["total_env_steps"] == result.total_env_steps
+    streamed = []
+    child = run_generation(
+        task,
+        env_steps=256,
+        out_path=tmp_path / "g2.pt",
+        parent=result.checkpoint_path,
+        seed=4,
+        device="cpu",
+        market_data=market,
+        telemetry=streamed.append,
+    )
+    assert streamed == child.telemetry  # streamed as recorded, the same points as returned
+    xs = [p["total_env_steps"] for p in child.telemetry]
+    # the child's curve continues where the parent's ended
+    assert xs[0] > result.total_env_steps and xs[-1] == child.total_env_steps
+    assert all(p["generation"] == 2 for p in child.telemetry)
+    assert all(p["episode_return_mean"] is None or np.isfinite(p["episode_return_mean"]) for p in child.telemetry)

@@ -11,6 +11,8 @@ import pytest
 
 from trainer.cli import default_data_dir, main
 from trainer.data.splits import MIN_SPLIT_DAYS, check_split_days
+from trainer.envs.kinds import observation_dim
+from trainer.envs.stock_trading import EnvConfig
 from trainer.errors import ConfigError
 from trainer.pod import (
     MAX_BUFFER_BYTES,
@@ -18,7 +20,6 @@ from trainer.pod import (
     buffer_bytes,
     check_env_steps,
     demo_task_dict,
-    observation_size,
     run_generation,
 )
 
@@ -78,7 +79,7 @@ def test_a_replay_buffer_over_the_memory_limit_is_refused_naming_buffer_size():
 
 
 def test_the_default_ppo_rollout_of_the_dow_30_needs_about_22_mb():
-    obs_dim = observation_size(29, 8)
+    obs_dim, _ = observation_dim(EnvConfig(), 29, 8)
     assert obs_dim == 291
     hp = TaskSpec.from_dict(demo_task_dict()).hyperparameters
     assert buffer_bytes("ppo", hp, obs_dim, 29) == 16 * 1024 * (291 + 29 + 8) * 4

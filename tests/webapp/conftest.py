@@ -158,7 +158,13 @@ def submit_agent(run, checkpoint: dict[str, Any], score: float | None):
     claim = services.generation_claim(generation_id=gen.id, worker="test-worker")
     assert claim is not None, "the generation could not be claimed"
     from webapp import engine
+    from webapp.runs.models import Agent
 
+    # the checkpoint's training curve, placed after the parent's line as the trainer would
+    parent_total = Agent.objects.get(pk=claim.parent_id).total_env_steps if claim.parent_id else 0
+    curve = [
+        {**p, "total_env_steps": parent_total + p["generation_env_steps"]} for p in checkpoint.get("telemetry", [])
+    ]
     result = engine.TrainedGeneration(
         sha256=checkpoint["sha256"],
         score=score,
@@ -167,6 +173,7 @@ def submit_agent(run, checkpoint: dict[str, Any], score: float | None):
         hyperparameters=claim.hyperparameters,
         cancelled=False,
         duration_s=0.5,
+        telemetry=curve,
     )
     return services.generation_complete(claim=claim, result=result, local_checkpoint=str(checkpoint["path"]))
 

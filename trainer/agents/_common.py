@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
+import math
 import time
 import types
 import typing
@@ -18,6 +19,11 @@ from trainer.errors import ConfigError
 
 ProgressFn = Callable[[dict], None]
 StopFn = Callable[[], bool]
+TelemetryFn = Callable[[dict], None]
+
+#: Most telemetry points one ``learn`` call records (see :func:`telemetry_due`): enough for a
+#: training curve per generation, few enough to store every generation of a long run.
+TELEMETRY_MAX_POINTS = 50
 
 # Upper bounds shared by the algorithm configs. They are far above anything that trains well on
 # daily data and exist so that a typo (num_envs 100000000, a 100 000-wide layer) is a
@@ -219,6 +225,45 @@ class Throttle:
             self.progress(payload)
 
 
+def telemetry_due(index: int, total: int, max_points: int = TELEMETRY_MAX_POINTS) -> bool:
+    """Whether iteration ``index`` (0-based) of ``total`` records a telemetry point.
+
+    Every ``ceil(total / (max_points - 1))``-th iteration and the last one do, so one ``learn``
+    call records at most ``max_points`` points, evenly spread over its env steps, whatever its
+    length (a 3-rollout generation records 3, a 1,000-rollout one 50).
+
+    Raises:
+        ValueError: ``max_points`` < 2.
+    """
+    if max_points < 2:
+        raise ValueError(f"max_points must be >= 2, got {max_points}")
+    stride = max(1, -(-total // (max_points - 1)))
+    return (index + 1) % stride == 0 or index == total - 1
+
+
+class TelemetryClock:
+    """Env steps per second between consecutive telemetry points (wall clock, ``time.monotonic``)."""
+
+    def __init__(self, start: float) -> None:
+        self.start = start
+        self._last_time = start
+        self._last_steps = 0
+
+    def point(self, collected: int) -> dict[str, float]:
+        """``elapsed_s`` since ``learn`` started and ``steps_per_s`` since the previous point."""
+        now = time.monotonic()
+        dt = now - self._last_time
+        rate = (collected - self._last_steps) / dt if dt > 0 else 0.0
+        self._last_time, self._last_steps = now, collected
+        return {"elapsed_s": now - self.start, "steps_per_s": rate}
+
+
+def finite_or_none(value: float) -> float | None:
+    """``value`` as a float, or ``None`` when it is NaN or infinite (JSON has neither)."""
+    value = float(value)
+    return value if math.isfinite(value) else None
+
+
 def set_lr(optimizer: torch.optim.Optimizer, lr: float) -> None:
     """Set the learning rate of every param group (PBT mutation)."""
     for group in optimizer.param_groups:
@@ -252,6 +297,21 @@ class AgentBase:
             "episodes": episodes,
             "cancelled": cancelled,
         }
+
+    def _telemetry_point(self, collected: int, clock: TelemetryClock, values: Mapping[str, float]) -> dict[str, Any]:
+        """One telemetry point: ``env_steps`` (this call), ``total_env_steps`` (the agent's life),
+        ``elapsed_s``, ``steps_per_s`` (since the previous point), ``episode_return_mean`` (last
+        100 finished episodes, unscaled; None before any) and ``values`` (losses, learning
+        rate...), NaN/inf as None."""
+        recent = self.recent_returns
+        point: dict[str, Any] = {
+            "env_steps": collected,
+            "total_env_steps": self.env_steps,
+            **clock.point(collected),
+            "episode_return_mean": sum(recent) / len(recent) if recent else None,
+        }
+        point.update({name: finite_or_none(v) for name, v in values.items()})
+        return point
 
     def hyperparameters(self) -> dict[str, Any]:
         """The current config as a JSON-able dict."""

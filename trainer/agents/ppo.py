@@ -33,10 +33,13 @@ from trainer.agents._common import (
     AgentConfig,
     ProgressFn,
     StopFn,
+    TelemetryClock,
+    TelemetryFn,
     Throttle,
     check_env,
     seeded_init,
     set_lr,
+    telemetry_due,
 )
 from trainer.agents.networks import (
     DeterministicPolicy,
@@ -55,6 +58,9 @@ from trainer.ops.losses import ppo_loss_gradients
 
 __all__ = ["PENDULUM_PPO", "PPOAgent", "PPOConfig"]
 
+#: Per-rollout statistics in stats and telemetry, in the order ``_update`` sums them (plus the
+#: explained variance of the rollout's value predictions).
+LOSS_NAMES = ("policy_loss", "value_loss", "entropy", "approx_kl", "clip_fraction", "explained_variance")
 #: Longest rollout per env (16 years of trading days; the default is 16).
 MAX_ROLLOUT_STEPS = 4_096
 #: Most passes over one rollout (the PPO paper uses 3-15).
@@ -276,6 +282,7 @@ class PPOAgent(AgentBase):
         *,
         progress: ProgressFn | None = None,
         should_stop: StopFn | None = None,
+        telemetry: TelemetryFn | None = None,
     ) -> dict[str, Any]:
         """Train for at least ``env_steps`` transitions (whole rollouts of T * E).
 
@@ -289,12 +296,18 @@ class PPOAgent(AgentBase):
                 episodes, unscaled, None before any) and the latest losses.
             should_stop: polled between rollouts and between epochs; when it returns true the
                 call ends early with ``stats["cancelled"] = True``.
+            telemetry: called after the updates of at most ``TELEMETRY_MAX_POINTS`` rollouts,
+                evenly spread (:func:`~trainer.agents._common.telemetry_due`), and after the
+                last one, with a point of :meth:`AgentBase._telemetry_point` holding that
+                rollout's mean losses (as in the returned stats) and ``learning_rate``.
 
         Returns:
             Stats dict: ``env_steps``, ``total_env_steps``, ``updates``, ``duration_s``,
             ``steps_per_s``, ``episode_return_mean``, ``episodes``, ``cancelled`` and the last
             rollout's mean ``policy_loss``, ``value_loss``, ``entropy``, ``approx_kl``,
-            ``clip_fraction``.
+            ``clip_fraction`` and ``explained_variance`` (``1 - Var(R - V) / Var(R)`` of the
+            rollout's GAE returns R and value predictions V, as cleanrl and SB3 log it; 1 is a
+            perfect critic, <= 0 one no better than a constant; NaN when Var(R) = 0).
 
         Raises:
             ConfigError: the env's dimensions differ from the agent's, or there are more minibatches
@@ -314,6 +327,7 @@ class PPOAgent(AgentBase):
         buf = RolloutBuffer(num_steps, num_envs, self.obs_dim, self.action_dim, self.device)
         throttle = Throttle(progress)
         start = time.monotonic()
+        clock = TelemetryClock(start)
         collected, episodes, cancelled = 0, 0, False
         losses: dict[str, float] = {}
 
@@ -322,7 +336,7 @@ class PPOAgent(AgentBase):
         # On the CPU a host sync is free, so V(final obs) is computed only for the (usually few)
         # truncated rows; on an accelerator it is computed for every row to avoid the sync.
         sparse_final = self.device.type == "cpu"
-        for _ in range(iterations):
+        for iteration in range(iterations):
             if should_stop is not None and should_stop():
                 cancelled = True
                 break
@@ -355,6 +369,7 @@ class PPOAgent(AgentBase):
                     gamma=cfg.gamma,
                     gae_lambda=cfg.gae_lambda,
                 )
+                explained = 1.0 - torch.var(buf.returns - buf.values) / torch.var(buf.returns)
                 if cfg.normalize_advantages:
                     std, mean_adv = torch.std_mean(buf.advantages)
                     buf.advantages.sub_(mean_adv).div_(std + 1e-8)
@@ -369,8 +384,10 @@ class PPOAgent(AgentBase):
             if count < cfg.update_epochs * cfg.num_minibatches:
                 cancelled = True
             if count:
-                means = (sums / count).tolist()  # the one host sync of the update
-                losses = dict(zip(("policy_loss", "value_loss", "entropy", "approx_kl", "clip_fraction"), means))
+                means = torch.cat([sums / count, explained.reshape(1)]).tolist()  # the one host sync of the update
+                losses = dict(zip(LOSS_NAMES, means))
+            if telemetry is not None and (cancelled or telemetry_due(iteration, iterations)):
+                telemetry(self._telemetry_point(collected, clock, {**losses, "learning_rate": cfg.learning_rate}))
             if throttle.due():
                 throttle(self._stats(collected, episodes, start, losses, cancelled))
             if cancelled:

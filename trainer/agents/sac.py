@@ -33,15 +33,21 @@ from trainer.agents._common import (
     AgentConfig,
     ProgressFn,
     StopFn,
+    TelemetryClock,
+    TelemetryFn,
     Throttle,
     check_env,
     seeded_init,
     set_lr,
+    telemetry_due,
 )
 from trainer.agents.networks import DeterministicPolicy, RunningMeanStd, SquashedGaussianActor, TwinQ
 from trainer.buffers.replay import ReplayBuffer
 from trainer.errors import ConfigError
 from trainer.ops.losses import sac_actor_loss, sac_critic_loss, sac_critic_target, sac_temperature_loss
+
+#: The statistics ``_update`` returns, in order.
+LOSS_NAMES = ("critic_loss", "actor_loss", "alpha_loss", "alpha")
 
 __all__ = ["SACAgent", "SACConfig"]
 
@@ -268,6 +274,7 @@ class SACAgent(AgentBase):
         *,
         progress: ProgressFn | None = None,
         should_stop: StopFn | None = None,
+        telemetry: TelemetryFn | None = None,
     ) -> dict[str, Any]:
         """Train for at least ``env_steps`` transitions (whole vector steps of E).
 
@@ -282,6 +289,11 @@ class SACAgent(AgentBase):
                 episodes, unscaled, None before any) and the latest losses.
             should_stop: polled after every env step and its updates; when it returns true the
                 call ends early with ``stats["cancelled"] = True``.
+            telemetry: called after at most ``TELEMETRY_MAX_POINTS`` vector steps, evenly
+                spread (:func:`~trainer.agents._common.telemetry_due`), and after the last one,
+                with a point of :meth:`AgentBase._telemetry_point` holding the latest
+                ``critic_loss`` (Q1 + Q2 losses), ``actor_loss``, ``alpha_loss``, ``alpha`` (once
+                updates have started) and ``learning_rate`` (the actor's).
 
         Returns:
             Stats dict: ``env_steps``, ``total_env_steps``, ``updates``, ``duration_s``,
@@ -305,13 +317,14 @@ class SACAgent(AgentBase):
         vector_steps = math.ceil(env_steps / num_envs)
         throttle = Throttle(progress)
         start = time.monotonic()
+        clock = TelemetryClock(start)
         collected, episodes, cancelled = 0, 0, False
         last_losses: torch.Tensor | None = None
         pending_returns: list[torch.Tensor] = []  # finished-episode returns not yet moved to host
 
         env_seed = int(torch.randint(0, 2**31 - 1, (1,), device=self.device, generator=self.generator).item())
         obs, _ = env.reset(seed=env_seed)
-        for _ in range(vector_steps):
+        for step in range(vector_steps):
             if should_stop is not None and should_stop():
                 cancelled = True
                 break
@@ -338,6 +351,10 @@ class SACAgent(AgentBase):
             if self.replay.size >= max(cfg.learning_starts, cfg.batch_size):
                 for _ in range(cfg.updates_per_step):
                     last_losses = self._update()
+            if telemetry is not None and telemetry_due(step, vector_steps):
+                episodes += self._drain(pending_returns)
+                values = dict(zip(LOSS_NAMES, last_losses.tolist())) if last_losses is not None else {}
+                telemetry(self._telemetry_point(collected, clock, {**values, "learning_rate": cfg.actor_learning_rate}))
             if throttle.due():
                 episodes += self._drain(pending_returns)
                 throttle(self._stats(collected, episodes, start, last_losses, cancelled))
@@ -358,7 +375,7 @@ class SACAgent(AgentBase):
     ) -> dict[str, Any]:
         stats = self._base_stats(collected, episodes, start, cancelled)
         if losses is not None:
-            stats.update(zip(("critic_loss", "actor_loss", "alpha_loss", "alpha"), losses.tolist()))
+            stats.update(zip(LOSS_NAMES, losses.tolist()))
         return stats
 
     # ------------------------------------------------------- hyperparameters

@@ -1,7 +1,7 @@
 """Run a deterministic policy over a date range and compare it with buy-and-hold benchmarks.
 
-The backtest is the trading env itself (:class:`~trainer.envs.stock_trading.StockTradingVecEnv`
-with one env, starting on the first day, no random start, no episode length), so a policy is
+The backtest is the trading env itself (:class:`~trainer.envs.stock_trading.StockTradingVecEnv`, or
+:class:`~trainer.envs.portfolio.PortfolioVecEnv` for a portfolio agent) with one env, starting on the first day, no random start, no episode length), so a policy is
 evaluated under exactly the trading rules, costs and observation it was trained with. The
 policy on day ``t`` sees only the observation of day ``t`` (prices and indicators up to ``t``,
 its own cash and holdings) and trades at day ``t``'s close. The day loop is
@@ -25,10 +25,13 @@ import numpy as np
 import pandas as pd
 
 from trainer.backtest.metrics import METRIC_CONTRACT, compute_metrics, returns_from_values, turnover_series
-from trainer.backtest.policy_run import Policy, run_policy
+from trainer.backtest.policy_run import Policy, PolicyTrace, run_policy
 from trainer.data.market import MarketData
 from trainer.dates import parse_day
-from trainer.envs.stock_trading import EnvConfig, StockTradingVecEnv
+from trainer.envs.kinds import make_env, prepare_market
+from trainer.envs.observations import FeatureStats
+from trainer.envs.portfolio import PortfolioConfig
+from trainer.envs.stock_trading import EnvConfig
 from trainer.errors import ConfigError, DataError
 
 AGENT = "agent"
@@ -240,59 +243,20 @@ def agent_metrics(daily: pd.DataFrame, benchmark_returns: pd.Series | None = Non
     )
 
 
-def run_backtest(
-    policy: Policy,
-    data: MarketData,
-    env_config: EnvConfig | None = None,
-    *,
-    benchmark_close: pd.Series | None = None,
-    start=None,
-    end=None,
-    tickers: Sequence[str] | None = None,
-    device: str = "cpu",
-) -> BacktestResult:
-    """Run a deterministic policy day by day from ``start`` to ``end`` and score it.
+def daily_frame(trace: PolicyTrace, window: MarketData) -> pd.DataFrame:
+    """The daily account of a one-env :func:`~trainer.backtest.policy_run.run_policy` trace.
 
     Args:
-        policy: callable mapping an observation (1, obs_dim) float32 tensor (the layout of
-            :meth:`StockTradingVecEnv.observation_layout`) to an action (1, N) in [-1, 1]
-            (tensor or array), e.g. ``agent.act``, a bundle's ``LoadedAgent.act`` or
-            ``agent.policy_module()``. Called under ``torch.no_grad()``, once per day except
-            the last.
-        data: market panel; its close is the execution price.
-        env_config: trading rules (costs, hmax, initial cash, turbulence threshold); its
-            ``random_start``, ``episode_length`` and ``randomize_initial`` are ignored (the
-            backtest starts on the first day with ``initial_cash`` in cash and runs to the end).
-        benchmark_close: adjusted close of QQQ (see :func:`load_benchmark_close`) with every
-            trading day of the range; extra days are ignored.
-        start: first day (``YYYY-MM-DD`` or date), default the first day of ``data``.
-        end: last day, inclusive, default the last day of ``data``.
-        tickers: the tickers the policy trades, in its action order (e.g. a bundle's
-            ``tickers``); selects and orders the columns of ``data``. Default: all of them.
-        device: torch device of the env.
+        trace: a trace of one env over every day of ``window`` (``start_day=0``, no random
+            start or episode length).
+        window: the market data the env traded.
 
     Returns:
-        A :class:`BacktestResult`.
-
-    Raises:
-        DataError: the range reaches outside the data or holds fewer than 2 days, a ticker is
-            not in ``data``, or ``benchmark_close`` lacks a trading day of the range (the
-            message lists them) or has a non-positive price.
-        ConfigError: invalid ``env_config``, or the policy returns an action of the wrong shape.
+        DataFrame indexed by date (``DatetimeIndex`` named ``date``): ``account_value``,
+        ``cash``, ``holdings_<T>``, ``trades_<T>``, ``traded_value``, ``costs``, ``turnover``
+        (see :attr:`BacktestResult.daily`).
     """
-    config = dataclasses.replace(
-        env_config or EnvConfig(), random_start=False, episode_length=None, randomize_initial=False
-    )
-    config.validate()
-    window = _select_dates(_select_tickers(data, tickers), start, end)
-    qqq = _aligned_close(benchmark_close, window.dates) if benchmark_close is not None else None
-
-    env = StockTradingVecEnv(window, config, num_envs=1, device=device, seed=0)
-    trace = run_policy(policy, env, start_day=0, seed=0)
     value, cash, holdings, costs = trace.values[0], trace.cash[0], trace.holdings[0], trace.costs[0]
-    actions = trace.actions[0]
-    n = window.num_stocks
-
     dates = pd.DatetimeIndex(window.dates.astype("datetime64[ns]"), name="date")
     trades = np.zeros_like(holdings)
     trades[:-1] = np.diff(holdings, axis=0)
@@ -305,6 +269,67 @@ def run_backtest(
     daily["traded_value"] = traded_value
     daily["costs"] = costs
     daily["turnover"] = turnover_series(daily["traded_value"], daily["account_value"])
+    return daily
+
+
+def run_backtest(
+    policy: Policy,
+    data: MarketData,
+    env_config: EnvConfig | PortfolioConfig | None = None,
+    *,
+    benchmark_close: pd.Series | None = None,
+    start=None,
+    end=None,
+    tickers: Sequence[str] | None = None,
+    device: str = "cpu",
+    feature_stats: FeatureStats | None = None,
+) -> BacktestResult:
+    """Run a deterministic policy day by day from ``start`` to ``end`` and score it.
+
+    Args:
+        policy: callable mapping an observation (1, obs_dim) float32 tensor (the layout of
+            :meth:`StockTradingVecEnv.observation_layout`) to an action (1, N) in [-1, 1]
+            (tensor or array), e.g. ``agent.act``, a bundle's ``LoadedAgent.act`` or
+            ``agent.policy_module()``. Called under ``torch.no_grad()``, once per day except
+            the last.
+        data: market panel; its close is the execution price.
+        env_config: trading rules (costs, hmax, initial cash, turbulence threshold) of the
+            stock-trading env, or a ``PortfolioConfig`` for a portfolio agent (action: one
+            value per ticker, then cash); its ``random_start``, ``episode_length`` and
+            ``randomize_initial`` are ignored (the backtest starts on the first day with
+            ``initial_cash`` in cash and runs to the end).
+        benchmark_close: adjusted close of QQQ (see :func:`load_benchmark_close`) with every
+            trading day of the range; extra days are ignored.
+        start: first day (``YYYY-MM-DD`` or date), default the first day of ``data``.
+        end: last day, inclusive, default the last day of ``data``.
+        tickers: the tickers the policy trades, in its action order (e.g. a bundle's
+            ``tickers``); selects and orders the columns of ``data``. Default: all of them.
+        device: torch device of the env.
+        feature_stats: the agent's train-split statistics for a scale-free observation (from
+            its checkpoint or bundle); the features are computed over all of ``data`` first,
+            so the first backtest day has its full lookback.
+
+    Returns:
+        A :class:`BacktestResult`.
+
+    Raises:
+        DataError: the range reaches outside the data or holds fewer than 2 days, a ticker is
+            not in ``data``, or ``benchmark_close`` lacks a trading day of the range (the
+            message lists them) or has a non-positive price.
+        ConfigError: invalid ``env_config``, or the policy returns an action of the wrong shape.
+    """
+    config = env_config or EnvConfig()
+    names = {f.name for f in dataclasses.fields(config)}
+    fixed = {"random_start": False, "episode_length": None, "randomize_initial": False}
+    config = dataclasses.replace(config, **{k: v for k, v in fixed.items() if k in names})
+    config.validate()
+    window = _select_dates(prepare_market(_select_tickers(data, tickers), config), start, end)
+    qqq = _aligned_close(benchmark_close, window.dates) if benchmark_close is not None else None
+
+    env = make_env(window, config, num_envs=1, device=device, seed=0, feature_stats=feature_stats)
+    trace = run_policy(policy, env, start_day=0, seed=0)
+    daily = daily_frame(trace, window)
+    dates, n = daily.index, window.num_stocks
 
     capital = float(config.initial_cash)
     benchmarks = pd.DataFrame(index=dates)
@@ -322,7 +347,11 @@ def run_backtest(
         daily=daily,
         benchmarks=benchmarks,
         metrics=metrics,
-        actions=pd.DataFrame(actions, index=dates[:-1], columns=list(window.tickers)),
+        actions=pd.DataFrame(
+            trace.actions[0],
+            index=dates[:-1],
+            columns=list(window.tickers) + (["cash"] if env.action_dim > n else []),
+        ),
         tickers=tuple(window.tickers),
         env_config=config,
         notes=notes,

@@ -201,6 +201,12 @@ def target_weights(action: torch.Tensor, *, logit_scale: float, cash_bias: float
     return torch.softmax(logits, dim=1)
 
 
+def observation_size(num_stocks: int, features_per_stock: int) -> int:
+    """``obs_dim`` of :class:`PortfolioVecEnv`: N x K market values (close and features per
+    ticker) and the N + 1 current weights (tickers, then cash)."""
+    return num_stocks * features_per_stock + num_stocks + 1
+
+
 class PortfolioVecEnv(EpisodeStarts):
     """``num_envs`` independent portfolios allocated by target weights, stepped as batched tensors.
 
@@ -265,7 +271,7 @@ class PortfolioVecEnv(EpisodeStarts):
             )
         self.data = data
         self.num_features = market.shape[2]
-        self.obs_dim = n * self.num_features + n + 1
+        self.obs_dim = observation_size(n, self.num_features)
         dev = self.device
         table = np.zeros((num_days, self.obs_dim), dtype=np.float32)
         table[:, : n * self.num_features] = np.transpose(market, (0, 2, 1)).reshape(num_days, -1)

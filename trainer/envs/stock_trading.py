@@ -240,6 +240,11 @@ def _check_market(data: MarketData) -> None:
         )
 
 
+def observation_size(num_stocks: int, num_features: int) -> int:
+    """``obs_dim`` of :class:`StockTradingVecEnv`: cash, N prices, N holdings, N x F indicators."""
+    return 1 + 2 * num_stocks + num_stocks * num_features
+
+
 class StockTradingVecEnv(EpisodeStarts):
     """``num_envs`` independent stock portfolios stepped together as batched torch tensors.
 
@@ -300,7 +305,7 @@ class StockTradingVecEnv(EpisodeStarts):
         self.num_features = len(data.feature_names)
         self.num_days = num_days
         self.action_dim = self.num_stocks
-        self.obs_dim = 1 + 2 * self.num_stocks + self.num_stocks * self.num_features
+        self.obs_dim = observation_size(self.num_stocks, self.num_features)
         self.tickers = tuple(data.tickers)
 
         n, dev = self.num_stocks, self.device

@@ -73,7 +73,12 @@ def check_workers() -> dict:
                     # A worker of another app version: it answered, but cannot say more.
                     info = {"queues": [], "device": "unknown"}
                 workers.append(
-                    {"name": name, "queues": info.get("queues", []), "device": info.get("device", "unknown")}
+                    {
+                        "name": name,
+                        "queues": info.get("queues", []),
+                        "device": info.get("device", "unknown"),
+                        "gpu": info.get("gpu"),
+                    }
                 )
         workers.sort(key=lambda w: w["name"])
         if not workers:
@@ -95,7 +100,8 @@ def check_all() -> dict:
     Returns:
         ``{"ok": bool, "down": [names of failed checks], "checks": {name: {"ok": ..., ...}}}``
         with names ``database``, ``redis``, ``channel_layer`` and ``workers``; the workers
-        check lists each worker's ``name``, ``queues`` and ``device``.
+        check lists each worker's ``name``, ``queues``, ``device`` (the ordinal it trains on,
+        ``cuda:0`` in a pinned worker) and ``gpu`` (the physical GPU it is pinned to, or None).
     """
     checks = {
         "database": check_database(),

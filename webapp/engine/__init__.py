@@ -33,6 +33,7 @@ from webapp.engine.market import MarketFiles, download_daily_bars, inspect_marke
 from webapp.engine.tasks import (  # noqa: E402
     algorithms,
     check_generation_steps,
+    check_run_device,
     check_task_splits,
     configure_process,
     default_hyperparameters,
@@ -61,6 +62,7 @@ __all__ = [
     "backtest_agent",
     "check_generation_steps",
     "check_mutation",
+    "check_run_device",
     "check_task_splits",
     "choose_parent",
     "configure_process",

@@ -47,10 +47,12 @@ def _policy_from_file(path: str | Path, *, expected_sha256: str | None) -> tuple
             "algorithm": loaded.algorithm,
             "tickers": list(loaded.tickers),
             "feature_names": list(loaded.feature_names),
+            "feature_stats": loaded.config.get("feature_stats"),
         }
         return loaded.policy_fn("cpu"), info
 
-    from trainer.checkpoints import build_agent, load_checkpoint
+    from trainer.checkpoints import load_checkpoint
+    from trainer.rebuild import build_agent
 
     state = load_checkpoint(path, expected_sha256=expected_sha256)
     agent = build_agent(state)
@@ -60,6 +62,7 @@ def _policy_from_file(path: str | Path, *, expected_sha256: str | None) -> tuple
         "algorithm": state["algorithm"],
         "tickers": list(layout.get("tickers") or []),
         "feature_names": list(layout.get("feature_names") or []),
+        "feature_stats": state.get("feature_stats"),
     }
     return agent.policy_module(), info
 
@@ -129,17 +132,21 @@ def backtest_agent(
     """
     from trainer.backtest.engine import run_backtest
     from trainer.backtest.metrics import METRIC_CONTRACT
+    from trainer.envs.kinds import prepare_market
+    from trainer.envs.observations import FeatureStats
     from trainer.errors import DataError
     from trainer.task import TaskSpec
 
     spec = TaskSpec.from_dict(task)
     policy, info = _policy_from_file(agent_path, expected_sha256=expected_sha256)
     market = _market_data(spec, data_dir=data_dir, cache_dir=cache_dir)
-    if info["feature_names"] and list(market.feature_names) != info["feature_names"]:
+    read = prepare_market(market, spec.env).feature_names  # what the agent's observation holds
+    if info["feature_names"] and list(read) != info["feature_names"]:
         raise DataError(
-            f"the agent reads indicators {info['feature_names']}, the data has {list(market.feature_names)}",
+            f"the agent reads indicators {info['feature_names']}, the data has {list(read)}",
             field="indicators",
         )
+    stats = FeatureStats.from_dict(info["feature_stats"]) if info.get("feature_stats") else None
     result = run_backtest(
         policy,
         market,
@@ -149,6 +156,7 @@ def backtest_agent(
         end=end,
         tickers=info["tickers"] or None,
         device="cpu",
+        feature_stats=stats,
     )
     daily = result.daily.copy()
     for column in result.benchmarks.columns:

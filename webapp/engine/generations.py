@@ -4,7 +4,7 @@ of the demo."""
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -25,6 +25,9 @@ class TrainedGeneration:
         hyperparameters: the agent's full hyperparameters after training.
         cancelled: ``should_stop`` ended training early.
         duration_s: wall time of the generation, seconds.
+        generation: the depth in the lineage (1 = fresh).
+        total_env_steps: the line's env steps, this generation's included.
+        telemetry: the training curve (``GenerationResult.telemetry``, at most 50 points).
     """
 
     sha256: str
@@ -34,6 +37,9 @@ class TrainedGeneration:
     hyperparameters: dict[str, Any]
     cancelled: bool
     duration_s: float
+    generation: int = 1
+    total_env_steps: int = 0
+    telemetry: list[dict[str, Any]] = field(default_factory=list)
 
 
 def train_generation(
@@ -49,6 +55,7 @@ def train_generation(
     should_stop: Callable[[], bool] | None = None,
     data_dir: str | None = None,
     cache_dir: str | None = None,
+    telemetry: Callable[[dict[str, Any]], None] | None = None,
 ) -> TrainedGeneration:
     """Train one generation with ``trainer.pod.run_generation``.
 
@@ -62,6 +69,7 @@ def train_generation(
         device: ``"auto"``, ``"cpu"``, ``"cuda"``...
         progress: called with ``{"env_steps", "steps_per_s", ...}`` a few times a second.
         should_stop: polled between updates; ``True`` cancels (result ``cancelled=True``).
+        telemetry: called with each training-curve point (JSON-able) as the trainer records it.
 
     Returns:
         :class:`TrainedGeneration`.
@@ -86,6 +94,7 @@ def train_generation(
         data_dir=data_dir,
         cache_dir=cache_dir,
         market_data=market,
+        telemetry=None if telemetry is None else (lambda point: telemetry(to_jsonable(point))),
     )
     score = None if result.score is None or not np.isfinite(result.score) else float(result.score)
     return TrainedGeneration(
@@ -96,6 +105,9 @@ def train_generation(
         hyperparameters=to_jsonable(result.hyperparameters),
         cancelled=bool(result.cancelled),
         duration_s=float(result.duration_s),
+        generation=int(result.generation),
+        total_env_steps=int(result.total_env_steps),
+        telemetry=to_jsonable(result.telemetry),
     )
 
 

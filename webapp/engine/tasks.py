@@ -170,8 +170,46 @@ def preload_trainer() -> threading.Thread:
     return thread
 
 
-def resolve_device(requested: str) -> str:
-    """The device a generation will use in this process, e.g. ``"cuda:0"`` or ``"cpu"``."""
-    from trainer.device import pick_device
+def check_run_device(device: str) -> None:
+    """Refuse a run device other than ``auto``, ``cpu`` or ``cuda`` (``trainer.device.check_run_device``).
 
-    return str(pick_device(requested))
+    Raises:
+        AppError: naming ``device`` (e.g. for ``"cuda:1"``: the worker picks the GPU).
+    """
+    from trainer.device import check_run_device as check
+
+    try:
+        check(device)
+    except TrainerError as exc:
+        raise AppError.from_trainer(exc) from exc
+
+
+def resolve_device(requested: str, worker: str = "auto") -> str:
+    """The device a generation uses in this worker process, e.g. ``"cuda:0"`` or ``"cpu"``.
+
+    The run says which kind of device it wants; the worker says which one it has. A worker
+    pinned to a GPU with ``CUDA_VISIBLE_DEVICES=N`` sees it as ``cuda:0``.
+
+    Args:
+        requested: the run's device, ``"auto"``, ``"cpu"`` or ``"cuda"``. A ``"cuda:N"`` stored
+            before runs lost their ordinal counts as ``"cuda"``.
+        worker: this worker's device (``webapp.core.workers.worker_device``): ``"auto"``,
+            ``"cpu"``, ``"cuda"`` or ``"cuda:N"`` (an ordinal among the GPUs it sees).
+
+    Raises:
+        trainer.errors.ConfigError: a CUDA run on a CPU-only worker, or a worker ordinal this
+            process cannot see (``field="device"``).
+    """
+    from trainer.device import pick_device
+    from trainer.errors import ConfigError
+
+    kind = requested.split(":", 1)[0]
+    if kind == "cpu":
+        return "cpu"
+    if kind == "cuda" and worker == "cpu":
+        raise ConfigError(
+            "device: the run trains on cuda but this worker has no GPU (it trains on cpu)", field="device"
+        )
+    if kind == "cuda" and not worker.startswith("cuda"):
+        return str(pick_device("cuda"))
+    return str(pick_device(worker))

@@ -12,12 +12,13 @@ from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema, extend_schema_view
 from rest_framework import mixins, permissions, status, viewsets
 from rest_framework.decorators import action
+from rest_framework.renderers import BaseRenderer, BrowsableAPIRenderer, JSONRenderer
 from rest_framework.request import Request
 from rest_framework.response import Response
 
 from webapp import engine
 from webapp.core.errors import AppError
-from webapp.runs import selectors, serializers, services
+from webapp.runs import selectors, serializers, services, telemetry
 from webapp.runs.models import Agent, ClusterBudget, Run, Task
 from webapp.runs.views import serve_file
 
@@ -26,6 +27,38 @@ RUN_FILTERS = [
     OpenApiParameter("algorithm", str, enum=list(engine.algorithms()), description="only runs of this algorithm"),
     OpenApiParameter("search", str, description="run name, task name or run id"),
 ]
+
+
+METRIC_PARAMETERS = [
+    OpenApiParameter(
+        "names",
+        str,
+        description="comma-separated metrics (default: all the algorithm records): " + ", ".join(telemetry.METRICS),
+    ),
+    OpenApiParameter("format", str, enum=["json", "csv"], description="csv: one row per point"),
+]
+
+
+class CSVRenderer(BaseRenderer):
+    """``text/csv`` for views that build their CSV text themselves (errors stay JSON)."""
+
+    media_type = "text/csv"
+    format = "csv"
+    charset = "utf-8"
+
+    def render(self, data, accepted_media_type=None, renderer_context=None):
+        if isinstance(data, str):
+            return data.encode(self.charset)
+        return JSONRenderer().render(data)
+
+
+def metrics_response(request: Request, payload: dict, filename: str) -> Response:
+    """A curves payload as JSON, or as a CSV download when ``?format=csv``."""
+    if getattr(request.accepted_renderer, "format", "") == "csv":
+        return Response(
+            telemetry.curves_csv(payload), headers={"Content-Disposition": f'attachment; filename="{filename}"'}
+        )
+    return Response(payload)
 
 
 class IsStaffOrReadOnly(permissions.BasePermission):
@@ -161,6 +194,17 @@ class RunViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, mixins.Create
         data = serializers.AgentSerializer(page, many=True, context=self.get_serializer_context()).data
         return self.get_paginated_response(data)
 
+    @extend_schema(
+        summary="Training curves of every generation against the lineage's cumulative env steps",
+        parameters=METRIC_PARAMETERS,
+        responses={200: OpenApiTypes.OBJECT, (200, "text/csv"): OpenApiTypes.STR},
+    )
+    @action(detail=True, methods=["get"], renderer_classes=[JSONRenderer, BrowsableAPIRenderer, CSVRenderer])
+    def metrics(self, request: Request, pk=None) -> Response:
+        run = self.get_object()
+        names = telemetry.parse_names(request.query_params.get("names"), algorithm=run.task.algorithm)
+        return metrics_response(request, telemetry.run_curves(run, names), f"run-{run.pk}-metrics.csv")
+
 
 @extend_schema_view(
     list=extend_schema(
@@ -195,6 +239,17 @@ class AgentViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.Ge
             416: OpenApiResponse(description="range not satisfiable"),
         },
     )
+    @extend_schema(
+        summary="Training curves of the agent's generation and its ancestors', oldest first",
+        parameters=METRIC_PARAMETERS,
+        responses={200: OpenApiTypes.OBJECT, (200, "text/csv"): OpenApiTypes.STR},
+    )
+    @action(detail=True, methods=["get"], renderer_classes=[JSONRenderer, BrowsableAPIRenderer, CSVRenderer])
+    def metrics(self, request: Request, pk=None) -> Response:
+        agent = self.get_object()
+        names = telemetry.parse_names(request.query_params.get("names"), algorithm=agent.run.task.algorithm)
+        return metrics_response(request, telemetry.agent_curves(agent, names), f"agent-{agent.pk}-metrics.csv")
+
     @action(detail=True, methods=["get", "head"])
     def bundle(self, request: Request, pk=None):
         agent = self.get_object()

@@ -23,6 +23,12 @@ Message types (payload shapes are those of :mod:`webapp.runs.selectors`):
 ``leaderboard.update``
     The top-K changed: ``leaderboard``, the full list best first (``selectors.agent_payload``
     items), and ``added`` / ``dropped`` agent ids.
+``metrics``
+    One training-curve point of a running generation (``telemetry.point_record``), at most
+    50 per generation: ``pod`` (index), ``curve`` (whose: ``generation_id``, ``number``,
+    ``agent_id`` None, ``parent_id``, ``lineage``, ``depth``, ``status``) and ``point``
+    (``total_env_steps``, ``env_steps``, ``elapsed_s`` and every metric of
+    ``telemetry.METRICS``, None where the algorithm has none).
 ``progress``
     Training progress of a running generation, at most ``PROGRESS_PER_S`` per pod:
     ``pod`` (index), ``generation`` (number), ``env_steps``, ``env_steps_total``,
@@ -57,8 +63,9 @@ RUN_UPDATE = "run.update"
 POD_UPDATE = "pod.update"
 LEADERBOARD_UPDATE = "leaderboard.update"
 PROGRESS = "progress"
+METRICS = "metrics"
 
-TYPES = (RUN_SNAPSHOT, RUN_UPDATE, POD_UPDATE, LEADERBOARD_UPDATE, PROGRESS)
+TYPES = (RUN_SNAPSHOT, RUN_UPDATE, POD_UPDATE, LEADERBOARD_UPDATE, PROGRESS, METRICS)
 
 SNAPSHOT_REQUEST = "snapshot.request"
 ERROR = "error"

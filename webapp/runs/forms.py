@@ -13,7 +13,7 @@ from django import forms
 
 from webapp import engine
 from webapp.core.errors import AppError, without_field_name
-from webapp.runs import selectors
+from webapp.runs import lineage, selectors
 from webapp.runs.models import ClusterBudget, Run
 from webapp.runs.services import DEFAULT_GENERATION_STEPS
 
@@ -272,3 +272,14 @@ class BudgetForm(forms.ModelForm):
     def __init__(self, *args, **kwargs) -> None:
         super().__init__(*args, **kwargs)
         self.fields["owner"].queryset = selectors.users_for_budgets()
+
+
+class AgentFilterForm(forms.Form):
+    """Filters and sort of a run's all-agents table (GET)."""
+
+    sort = forms.ChoiceField(choices=[(k, k) for k in lineage.SORTS], required=False)
+    pod = forms.IntegerField(min_value=0, required=False, label="Pod")
+    generation = forms.IntegerField(min_value=1, required=False, label="Generation (depth)")
+    lineage = forms.IntegerField(min_value=1, required=False, label="Line of agent #")
+    min_score = forms.FloatField(required=False, label="Score at least")
+    leaderboard = forms.BooleanField(required=False, label="on the leaderboard only")

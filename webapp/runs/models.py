@@ -243,6 +243,18 @@ class Agent(models.Model):
     sha256 = models.CharField(max_length=64)
     created_seq = models.PositiveIntegerField()
     on_leaderboard = models.BooleanField(default=False)
+    depth = models.PositiveIntegerField(
+        default=1, help_text="generation in the lineage: 1 for a fresh agent, the parent's + 1 otherwise"
+    )
+    total_env_steps = models.BigIntegerField(default=0, help_text="env steps of its whole line (ancestors + own)")
+    lineage = models.ForeignKey(
+        "self",
+        on_delete=models.SET_NULL,
+        null=True,
+        blank=True,
+        related_name="+",
+        help_text="the fresh agent its line starts at",
+    )
     created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:
@@ -262,3 +274,41 @@ class Agent(models.Model):
 
     def __str__(self) -> str:
         return f"agent {self.id} (run {self.run_id}, score {self.score:.3f})"
+
+
+class TrainingPoint(models.Model):
+    """One point of a generation's training curve (at most ``TELEMETRY_MAX_POINTS`` per
+    generation, recorded by the trainer, see ``trainer.pod.GenerationResult.telemetry``).
+
+    One row holds every curve at one moment (a compact wide row, not one row per metric or env
+    step); a metric the algorithm does not have is NULL (SAC has no clip fraction, PPO no
+    alpha). ``attempt`` is the generation's attempt that recorded it: points of an attempt
+    that lost its claim are not read (``telemetry.points``).
+    """
+
+    run = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="training_points")
+    generation = models.ForeignKey(Generation, on_delete=models.CASCADE, related_name="training_points")
+    attempt = models.PositiveIntegerField()
+    total_env_steps = models.BigIntegerField(help_text="env steps of the lineage so far (x axis)")
+    env_steps = models.BigIntegerField(help_text="env steps of this generation so far")
+    elapsed_s = models.FloatField(default=0.0)
+    episode_return_mean = models.FloatField(null=True)
+    policy_loss = models.FloatField(null=True)
+    value_loss = models.FloatField(null=True)
+    entropy = models.FloatField(null=True)
+    approx_kl = models.FloatField(null=True)
+    clip_fraction = models.FloatField(null=True)
+    explained_variance = models.FloatField(null=True)
+    learning_rate = models.FloatField(null=True)
+    steps_per_s = models.FloatField(null=True)
+    critic_loss = models.FloatField(null=True)
+    actor_loss = models.FloatField(null=True)
+    alpha_loss = models.FloatField(null=True)
+    alpha = models.FloatField(null=True)
+
+    class Meta:
+        ordering = ["generation", "env_steps"]
+        indexes = [models.Index(fields=["run", "generation", "env_steps"], name="runs_point_run_gen")]
+
+    def __str__(self) -> str:
+        return f"generation {self.generation_id} at {self.env_steps} env steps"

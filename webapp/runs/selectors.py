@@ -181,15 +181,20 @@ def generation_payload(gen: Generation) -> dict[str, Any]:
 def agent_payload(agent: Agent) -> dict[str, Any]:
     """One leaderboard row (``pod`` and ``generation`` joined: ``leaderboard`` selects them).
 
-    ``env_steps`` is what the agent's generation trained, the run page's "env steps" column.
+    ``generation`` is the depth in the lineage (1 = fresh), ``pod_generation`` the pod's
+    counter; ``env_steps`` is what the agent's own generation trained and ``total_env_steps``
+    its line's (ancestors' + own).
     """
     return {
         "id": agent.id,
         "score": agent.score,
         "metrics": agent.metrics,
         "pod": agent.pod.index,
-        "generation": agent.generation.number,
+        "generation": agent.depth,
+        "pod_generation": agent.generation.number,
         "env_steps": agent.generation.env_steps,
+        "total_env_steps": agent.total_env_steps,
+        "lineage": agent.lineage_id,
         "parent_id": agent.parent_id,
         "created_seq": agent.created_seq,
         "hyperparameters": agent.hyperparameters,

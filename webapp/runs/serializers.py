@@ -166,7 +166,19 @@ class AgentSerializer(serializers.ModelSerializer):
     """One trained agent: score, metrics, hyperparameters and where it came from."""
 
     pod = serializers.IntegerField(source="pod.index", read_only=True)
-    generation = serializers.IntegerField(source="generation.number", read_only=True)
+    generation = serializers.IntegerField(
+        source="depth", read_only=True, help_text="depth in the lineage: 1 for a fresh agent, the parent's + 1"
+    )
+    pod_generation = serializers.IntegerField(
+        source="generation.number", read_only=True, help_text="the pod's generation counter that trained it"
+    )
+    env_steps = serializers.IntegerField(
+        source="generation.env_steps", read_only=True, help_text="env steps its own generation trained"
+    )
+    total_env_steps = serializers.IntegerField(read_only=True, help_text="env steps of its line: ancestors' + own")
+    lineage = serializers.IntegerField(
+        source="lineage_id", read_only=True, help_text="the fresh agent its line starts at"
+    )
     mutations = serializers.JSONField(source="generation.mutations", read_only=True)
     bundle_url = serializers.SerializerMethodField()
 
@@ -177,6 +189,10 @@ class AgentSerializer(serializers.ModelSerializer):
             "run",
             "pod",
             "generation",
+            "pod_generation",
+            "env_steps",
+            "total_env_steps",
+            "lineage",
             "parent",
             "score",
             "metrics",

@@ -20,7 +20,8 @@ from django.conf import settings
 
 from webapp import engine
 from webapp.config.celery import app
-from webapp.runs import events, services
+from webapp.core import workers
+from webapp.runs import events, services, telemetry
 
 logger = logging.getLogger(__name__)
 
@@ -58,6 +59,18 @@ class _Attempt:
             except Exception:  # a progress event is never worth failing a generation
                 logger.warning("progress event failed", exc_info=True, extra={"run": self.claim.run_id})
 
+    def telemetry(self, point: dict[str, Any]) -> None:
+        try:
+            telemetry.point_record(
+                run_id=self.claim.run_id,
+                generation_id=self.claim.generation_id,
+                attempt=self.claim.attempt,
+                pod_index=self.claim.pod_index,
+                point=point,
+            )
+        except Exception:  # the full curve is stored with the result; a lost live point is not worth a failure
+            logger.warning("telemetry point failed", exc_info=True, extra={"run": self.claim.run_id})
+
     def should_stop(self) -> bool:
         now = time.monotonic()
         if self.lost or self._stop:
@@ -82,8 +95,8 @@ def run_generation(self, generation_id: int) -> None:
     log = {"run": claim.run_id, "pod": claim.pod_index}
     attempt = _Attempt(claim)
     try:
-        device = engine.resolve_device(claim.device)
-        attempt.heartbeat(device=device)
+        device = engine.resolve_device(claim.device, workers.worker_device())
+        attempt.heartbeat(device=workers.device_label(device, workers.physical_gpus()))
         with tempfile.TemporaryDirectory(prefix="paddock-gen-") as tmp:
             parent_path = None
             if claim.parent_checkpoint:
@@ -99,6 +112,7 @@ def run_generation(self, generation_id: int) -> None:
                 device=device,
                 progress=attempt.progress,
                 should_stop=attempt.should_stop,
+                telemetry=attempt.telemetry,
                 data_dir=str(settings.PADDOCK_DATA_DIR),
                 cache_dir=str(settings.PADDOCK_CACHE_DIR),
             )

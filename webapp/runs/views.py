@@ -23,7 +23,7 @@ from django.views.decorators.http import require_GET, require_http_methods, requ
 
 from webapp import engine
 from webapp.core.errors import AppError
-from webapp.runs import forms, selectors, services
+from webapp.runs import forms, lineage, selectors, services, telemetry
 
 PAGE_SIZE = 50
 #: leaderboard rows the run page shows (the API pages through all of them)
@@ -230,8 +230,27 @@ def run_detail(request: HttpRequest, run_id: int) -> HttpResponse:
             "progress": run_data["budget"]["progress"],
             "wall_clock_limit": format_duration(run.budget.max_wall_clock_s),
             "scale_form": forms.ScaleForm(initial={"num_pods": run.num_pods}),
+            "metrics_config": metrics_config(
+                api=reverse("api:run-metrics", args=[run.pk]),
+                algorithm=run.task.algorithm,
+                group="lineage",
+                title="against each line's cumulative env steps",
+            ),
         },
     )
+
+
+def metrics_config(*, api: str, algorithm: str, group: str, title: str = "") -> dict[str, Any]:
+    """What ``templates/runs/_metrics.html`` and ``run_metrics.js`` need: the curves' API, the
+    algorithm's metrics (name -> label), the first one shown and how lines are grouped."""
+    names = telemetry.ALGORITHM_METRICS.get(algorithm, tuple(telemetry.METRICS))
+    return {
+        "api": api,
+        "metrics": {n: telemetry.METRICS[n] for n in names},
+        "default_metric": "episode_return_mean",
+        "group": group,
+        "title": title,
+    }
 
 
 def format_duration(seconds: float | None) -> str:
@@ -406,6 +425,12 @@ def agent_detail(request: HttpRequest, agent_id: int) -> HttpResponse:
                 for step in selectors.agent_lineage(agent)
             ],
             "backtest_url": backtest_url,
+            "metrics_config": metrics_config(
+                api=reverse("api:agent-metrics", args=[agent.pk]),
+                algorithm=agent.run.task.algorithm,
+                group="agent",
+                title="this agent and its ancestors, against the line's cumulative env steps",
+            ),
         },
     )
 
@@ -449,4 +474,72 @@ def budget_list(request: HttpRequest) -> HttpResponse:
         raise Http404("not allowed")
     return render(
         request, "runs/budgets.html", {"budgets": selectors.budgets_with_usage(user=request.user), "form": form}
+    )
+
+
+# --- every agent of a run ------------------------------------------------------------------
+
+AGENT_PAGE_SIZE = 50
+#: Columns of the all-agents table: (sort key, header, title).
+AGENT_COLUMNS = [
+    ("id", "Agent", "in the order they were submitted"),
+    ("score", "Score", "validation score"),
+    ("generation", "Generation", "depth in the lineage: a fresh agent is generation 1"),
+    (None, "Parent", ""),
+    (None, "Mutation", "hyperparameter changes applied when it was copied from its parent"),
+    ("pod", "Pod", ""),
+    ("env_steps", "Env steps own", "env steps its own generation trained"),
+    ("total_env_steps", "Env steps line", "env steps of its whole line: ancestors' + own"),
+]
+
+
+@login_required
+@require_GET
+def run_agents(request: HttpRequest, run_id: int) -> HttpResponse:
+    """Every agent of a run: sortable, filterable, paginated table (``?format=csv`` for all
+    rows), the lineage tree and the score-vs-env-steps scatter."""
+    run = _run_or_404(request, run_id)
+    filters = forms.AgentFilterForm(request.GET or None)
+    values = filters.cleaned_data if filters.is_valid() else {}
+    sort = values.get("sort") or lineage.DEFAULT_SORT
+    qs = lineage.agent_table(
+        run,
+        sort=sort,
+        pod=values.get("pod"),
+        lineage=values.get("lineage"),
+        generation=values.get("generation"),
+        min_score=values.get("min_score"),
+        leaderboard_only=bool(values.get("leaderboard")),
+    )
+    if request.GET.get("format") == "csv":
+        response = HttpResponse(lineage.agents_csv(qs), content_type="text/csv; charset=utf-8")
+        response["Content-Disposition"] = f'attachment; filename="run-{run.pk}-agents.csv"'
+        return response
+    page = Paginator(qs, AGENT_PAGE_SIZE).get_page(request.GET.get("page"))
+    query = request.GET.copy()
+    query.pop("page", None)
+    without_sort = query.copy()
+    without_sort.pop("sort", None)
+    columns = []
+    for key, header, title in AGENT_COLUMNS:
+        next_sort = None
+        if key is not None:
+            next_sort = f"-{key}" if sort != f"-{key}" else key
+        arrow = " ↓" if key and sort == f"-{key}" else (" ↑" if key and sort == key else "")
+        columns.append({"key": key, "header": header + arrow, "title": title, "next_sort": next_sort})
+    return render(
+        request,
+        "runs/agents.html",
+        {
+            "run": run,
+            "filters": filters,
+            "page": page,
+            "rows": [{"agent": a, "mutation": lineage.mutation_text(a.generation.mutations)} for a in page.object_list],
+            "columns": columns,
+            "query": query.urlencode(),
+            "sort_query": without_sort.urlencode(),
+            "tree": lineage.lineage_tree(run),
+            "scatter": lineage.scatter_points(run),
+            "agent_url": reverse("runs:agent", args=[0]),
+        },
     )

@@ -179,3 +179,53 @@ def test_learning_on_an_env_of_other_dimensions_is_a_config_error(algo):
     with pytest.raises(ConfigError) as err:
         agent.learn(_env(algo), 10)
     assert err.value.details["field"] == "env"
+
+
+# ----------------------------------------------------------------------------- telemetry
+@pytest.mark.parametrize(("total", "max_points"), [(1, 50), (3, 50), (49, 50), (50, 50), (51, 50), (1000, 50), (7, 2)])
+def test_telemetry_records_at_most_max_points_including_the_last(total, max_points):
+    from trainer.agents._common import telemetry_due
+
+    due = [i for i in range(total) if telemetry_due(i, total, max_points)]
+    assert 1 <= len(due) <= max_points
+    assert due[-1] == total - 1
+    if total <= max_points - 1:
+        assert len(due) == total  # short calls record every iteration
+
+
+PPO_CURVES = {"policy_loss", "value_loss", "entropy", "approx_kl", "clip_fraction", "explained_variance"}
+SAC_CURVES = {"critic_loss", "actor_loss", "alpha_loss", "alpha"}
+
+
+@pytest.mark.parametrize("algo", ALGOS)
+def test_telemetry_points_follow_env_steps_with_losses_and_learning_rate(algo):
+    agent = _agent(algo)
+    points = []
+    stats = agent.learn(_env(algo), 256, telemetry=points.append)
+    steps = [p["env_steps"] for p in points]
+    assert steps == sorted(steps) and len(set(steps)) == len(steps)
+    assert steps[-1] == stats["env_steps"] == 256
+    assert [p["total_env_steps"] for p in points] == steps  # a fresh agent: its life is this call
+    assert all(p["steps_per_s"] > 0 and p["elapsed_s"] > 0 for p in points)
+    last = points[-1]
+    curves = PPO_CURVES if algo == "ppo" else SAC_CURVES
+    assert curves <= set(last), f"missing {curves - set(last)}"
+    lr = TINY[algo].get("learning_rate", 3e-4) if algo == "ppo" else 3e-4
+    assert last["learning_rate"] == pytest.approx(agent.config.learning_rate if algo == "ppo" else lr)
+    if algo == "ppo":
+        # the last point's losses are the returned stats' (the same rollout)
+        for name in PPO_CURVES:
+            assert last[name] == pytest.approx(stats[name], nan_ok=True)
+        assert last["explained_variance"] is None or last["explained_variance"] <= 1.0
+        assert 0.0 <= last["clip_fraction"] <= 1.0 and last["approx_kl"] is not None
+    else:
+        assert last["alpha"] > 0
+
+
+def test_telemetry_of_a_long_call_is_bounded_and_spread():
+    agent = make_agent("ppo", 3, 1, {**TINY["ppo"], "num_envs": 2, "rollout_steps": 2, "update_epochs": 1}, seed=0)
+    points = []
+    agent.learn(PendulumVecEnv(2, seed=5), 4 * 120, telemetry=points.append)  # 120 rollouts
+    assert len(points) <= 50
+    gaps = np.diff([p["env_steps"] for p in points])
+    assert gaps.max() <= 2 * gaps.min() + 4  # evenly spread, not bunched at one end

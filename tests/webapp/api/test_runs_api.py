@@ -88,6 +88,17 @@ def test_bad_run_settings_are_400s_with_field_messages(world, api_client):
     assert {"task", "budget"} <= set(response.json()["fields"])
 
 
+@pytest.mark.parametrize("device", ["cuda:1", "cuda:0", "gpu", "mps"])
+def test_a_run_device_other_than_auto_cpu_or_cuda_is_a_400_naming_device(world, api_client, device):
+    # A worker pinned with CUDA_VISIBLE_DEVICES=N sees only cuda:0: the worker picks the GPU.
+    response = api_client.post(
+        "/api/runs/", {"task": world.task.id, "budget": world.budget.id, "device": device}, format="json"
+    )
+    assert response.status_code == 400
+    assert list(response.json()["fields"]) == ["device"]
+    assert "auto, cpu or cuda" in response.json()["fields"]["device"]
+
+
 def test_run_actions_pause_resume_scale_and_stop(world, api_client):
     url = f"/api/runs/{world.run.id}"
     assert api_client.post(f"{url}/pause/").json()["status"] == "paused"

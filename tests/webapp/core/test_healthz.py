@@ -5,7 +5,8 @@ from __future__ import annotations
 import pytest
 
 from tests.harness import free_port
-from webapp.core.workers import worker_device
+from webapp import engine
+from webapp.core.workers import device_label, physical_gpus, worker_device
 
 
 @pytest.fixture
@@ -39,14 +40,44 @@ def test_healthz_answers_only_get(client):
 
 
 @pytest.mark.parametrize(
-    ("environ", "device"),
+    ("environ", "device", "gpu"),
     [
-        ({"PADDOCK_WORKER_DEVICE": "cuda:3", "CUDA_VISIBLE_DEVICES": "3"}, "cuda:3"),
-        ({"CUDA_VISIBLE_DEVICES": "1"}, "cuda:1"),
-        ({"CUDA_VISIBLE_DEVICES": ""}, "cpu"),
-        ({"CUDA_VISIBLE_DEVICES": "-1"}, "cpu"),
-        ({}, "auto"),
+        # pinned to physical GPU 3, the worker's process sees it as cuda:0
+        ({"PADDOCK_WORKER_DEVICE": "cuda", "CUDA_VISIBLE_DEVICES": "3"}, "cuda:0", "3"),
+        ({"CUDA_VISIBLE_DEVICES": "1"}, "cuda:0", "1"),
+        ({"CUDA_VISIBLE_DEVICES": "GPU-5c1e"}, "cuda:0", "GPU-5c1e"),
+        ({"PADDOCK_WORKER_DEVICE": "cuda:1"}, "cuda:1", None),  # unpinned: an ordinal of all GPUs
+        ({"PADDOCK_WORKER_DEVICE": "cuda", "PADDOCK_WORKER_GPU": "2"}, "cuda:0", "2"),  # docker device_ids
+        ({"CUDA_VISIBLE_DEVICES": ""}, "cpu", ""),
+        ({"CUDA_VISIBLE_DEVICES": "-1"}, "cpu", ""),
+        ({}, "auto", None),
     ],
 )
-def test_worker_reports_the_device_it_was_pinned_to(environ, device):
+def test_worker_reports_the_ordinal_it_uses_and_the_physical_gpu_apart(environ, device, gpu):
     assert worker_device(environ) == device
+    assert physical_gpus(environ) == gpu
+
+
+def test_a_generation_records_the_ordinal_and_the_physical_gpu():
+    assert device_label("cuda:0", "3") == "cuda:0 (GPU 3)"
+    assert device_label("cuda:1", None) == "cuda:1"
+    assert device_label("cpu", "") == "cpu"
+
+
+@pytest.mark.parametrize(
+    ("run", "worker", "device"),
+    [
+        ("cpu", "cuda:0", "cpu"),
+        ("auto", "cpu", "cpu"),
+        ("cpu", "auto", "cpu"),
+    ],
+)
+def test_the_worker_resolves_a_runs_kind_of_device_to_its_own(run, worker, device):
+    assert engine.resolve_device(run, worker) == device
+
+
+@pytest.mark.parametrize("run", ["cuda", "cuda:1"])  # cuda:1: a row stored before runs lost the ordinal
+def test_a_cuda_run_on_a_cpu_worker_fails_naming_the_device(run):
+    with pytest.raises(engine.TrainerError) as info:
+        engine.resolve_device(run, "cpu")
+    assert info.value.details == {"field": "device"}

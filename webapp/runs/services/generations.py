@@ -20,7 +20,7 @@ from django.db.models import F, Max, Q
 from django.utils import timezone
 
 from webapp import engine
-from webapp.runs import events, selectors
+from webapp.runs import events, selectors, telemetry
 from webapp.runs.models import Agent, ClusterBudget, Generation, Pod, Run
 from webapp.runs.services.budgets import budget_dispatch, budget_verdict
 from webapp.runs.services.common import MAX_ATTEMPTS, lock_budget, publish_budget_usage, publish_pod
@@ -295,11 +295,13 @@ def _generation_complete_locked(claim: Claim, result: engine.TrainedGeneration, 
         hyperparameters=result.hyperparameters or gen.hyperparameters,
         error="cancelled" if cancelled else "",
     )
+    telemetry.points_store(run_id=run.pk, generation_id=gen.pk, attempt=claim.attempt, points=result.telemetry or [])
     gen.refresh_from_db()
     pod = gen.pod
     agent = None
     if not cancelled:
         seq = (Agent.objects.filter(run=run).aggregate(m=Max("created_seq"))["m"] or 0) + 1
+        parent = gen.parent
         agent = Agent.objects.create(
             run=run,
             generation=gen,
@@ -311,7 +313,14 @@ def _generation_complete_locked(claim: Claim, result: engine.TrainedGeneration, 
             checkpoint=stored,
             sha256=result.sha256,
             created_seq=seq,
+            # the lineage as the database knows it (the trainer's checkpoint counts the same)
+            depth=parent.depth + 1 if parent is not None else 1,
+            total_env_steps=(parent.total_env_steps if parent is not None else 0) + trained,
+            lineage_id=(parent.lineage_id or parent.pk) if parent is not None else None,
         )
+        if parent is None:
+            Agent.objects.filter(pk=agent.pk).update(lineage=agent)
+            agent.lineage_id = agent.pk
         _leaderboard_submit(run, agent)
         Pod.objects.filter(pk=pod.pk).update(current_agent=agent, generations_done=F("generations_done") + 1)
     pod.refresh_from_db()

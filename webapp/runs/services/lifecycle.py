@@ -58,6 +58,8 @@ def run_create(
         mutation: ``{"bounds": {hyperparameter: [low, high]}, "factors": [0.8, 1.25],
             "probability": 1.0}``; the hyperparameters named in ``bounds`` are perturbed when
             an agent is copied from the leaderboard.
+        device: ``"auto"``, ``"cpu"`` or ``"cuda"``; the worker that trains a generation picks
+            the GPU (``cuda:1`` is refused).
 
     Raises:
         AppError: a bad setting (naming it), or a task/budget the user may not use (404).
@@ -80,6 +82,7 @@ def run_create(
         first = next(iter(fields.items()))
         raise AppError(f"{first[0]}: {first[1]}", fields=fields)
     engine.check_generation_steps(task.algorithm, task.hyperparameters, generation_steps)
+    engine.check_run_device(device)
     mutation = dict(mutation or {})
     engine.check_mutation(mutation, task.hyperparameters)
     return Run.objects.create(

@@ -1,0 +1,317 @@
+"""Learning quality: do trained agents beat equal weight and QQQ on unseen test years?
+
+Trains at **equal env steps** per arm and seed, selects on validation only, and evaluates the
+selected agents on each window's test split from ``PADDOCK_DATA_DIR`` (``../shared/data``):
+
+* ``dow30-2020``: Dow 30 (29 tickers with full history), train 2010-2018, validation 2019,
+  test 2020;
+* ``dow30-2021``: Dow 30, train 2010-2019, validation 2020, test 2021-01-01..2022-11-15;
+* ``ndx-2021``: Nasdaq-100 members with full history since 2010, same dates as ``dow30-2021``.
+
+Arms (each gets ``pods x generations x generation_steps`` env steps per seed):
+
+* ``stock single pod``: the stock-trading env, one pod continuing its own agent for
+  ``pods x generations`` generations; the agent kept is its best by validation score;
+* ``portfolio single pod``: the same with the portfolio env;
+* ``portfolio tournament``: ``pods`` pods for ``generations`` generations with
+  :mod:`trainer.tournament` (parent drawn from a leaderboard of 5 by score, 10 % fresh starts,
+  learning rate and entropy weight mutated by 0.8x / 1.25x), in-process;
+* ``top-3 ensemble``: the average action of the tournament leaderboard's 3 best agents.
+
+All selection uses the task's validation score (mean - 1 x std of the Sharpe ratios of four
+validation quarters, :mod:`trainer.selection`); nothing looks at the test split before the final
+evaluation. The baselines on the same test days: QQQ buy-and-hold, equal weight buy-and-hold
+(the backtest reports' line) and 1/N rebalanced daily (DeMiguel et al. 2009), all cost-free.
+
+Output: one markdown table per window (test total return, annual return, Sharpe ratio, max
+drawdown: mean +- standard deviation over seeds), then the targets of issue 12.
+
+Usage: ``OMP_NUM_THREADS=1 .venv/bin/python benchmarks/learning_quality.py [--quick] [--seeds 0 1 2]``
+"""
+
+from __future__ import annotations
+
+import os
+
+os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
+
+import argparse  # noqa: E402
+import sys  # noqa: E402
+import tempfile  # noqa: E402
+import time  # noqa: E402
+from pathlib import Path  # noqa: E402
+
+import numpy as np  # noqa: E402
+import torch  # noqa: E402
+
+REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO))
+
+from trainer import tournament  # noqa: E402
+from trainer.backtest.engine import load_benchmark_close  # noqa: E402
+from trainer.backtest.policy_run import run_policy  # noqa: E402
+from trainer.bundle import build_agent, load_checkpoint  # noqa: E402
+from trainer.data import load_market_data  # noqa: E402
+from trainer.envs.kinds import make_env, prepare_market  # noqa: E402
+from trainer.envs.observations import FeatureStats  # noqa: E402
+from trainer.evaluation import eval_config  # noqa: E402
+from trainer.pod import TaskSpec, run_generation  # noqa: E402
+from trainer.selection import annual_sharpe  # noqa: E402
+
+DOW30 = "dow30_daily_eodhd_2010-01-04_2022-11-15.csv.gz"
+NDX = "nasdaq100_daily_eodhd_2010-01-04_2022-11-15.csv.gz"
+BENCHMARK = "benchmark_etfs_daily_eodhd.csv.gz"
+WINDOWS = {
+    "dow30-2020": (DOW30, ("2010-01-01", "2018-12-31"), ("2019-01-01", "2019-12-31"), ("2020-01-01", "2020-12-31")),
+    "dow30-2021": (DOW30, ("2010-01-01", "2019-12-31"), ("2020-01-01", "2020-12-31"), ("2021-01-01", "2022-11-15")),
+    "ndx-2021": (NDX, ("2010-01-01", "2019-12-31"), ("2020-01-01", "2020-12-31"), ("2021-01-01", "2022-11-15")),
+}
+#: PPO settings of every arm. 256 envs x 16 steps per rollout; 64x64 networks (PPO's default);
+#: the portfolio env's log-return rewards (~0.01 a day) are scaled by 100 to the order of the
+#: stock-trading env's default rewards. Chosen before any test window was looked at.
+PPO = {"num_envs": 256, "rollout_steps": 16, "num_minibatches": 4, "update_epochs": 2, "hidden_sizes": [64, 64]}
+PORTFOLIO_PPO = {**PPO, "reward_scale": 100.0}
+MUTATION_BOUNDS = {"learning_rate": (1e-5, 3e-3), "ent_coef": (0.0, 0.05)}
+LEADERBOARD = 5
+FRESH_PROBABILITY = 0.1
+ARMS = ("stock single pod", "portfolio single pod", "portfolio tournament", "top-3 ensemble")
+
+
+def task_dict(window: str, kind: str) -> dict:
+    path, train, val, test = WINDOWS[window]
+    return {
+        "data": {"paths": [path], "start": "2010-01-01", "end": test[1]},
+        "train": list(train),
+        "validation": list(val),
+        "test": list(test),
+        "kind": kind,
+        "env": {},
+        "algorithm": "ppo",
+        "hyperparameters": dict(PORTFOLIO_PPO if kind == "portfolio" else PPO),
+    }
+
+
+class Lineage:
+    """Runs generations in-process and keeps every checkpoint's path and score."""
+
+    def __init__(self, task: TaskSpec, market, workdir: Path, steps: int) -> None:
+        self.task, self.market, self.workdir, self.steps = task, market, workdir, steps
+        self.count = 0
+        self.env_steps = 0
+
+    def generation(self, *, parent=None, hyperparameters=None, seed: int) -> tuple[Path, float]:
+        self.count += 1
+        out = self.workdir / f"g{self.count}.pt"
+        result = run_generation(
+            self.task,
+            env_steps=self.steps,
+            out_path=out,
+            parent=parent,
+            hyperparameters=hyperparameters,
+            seed=seed,
+            device="cpu",
+            market_data=self.market,
+        )
+        self.env_steps += result.env_steps
+        return out, result.score
+
+
+def single_pod(lineage: Lineage, generations: int, seed: int) -> list[tuple[Path, float]]:
+    """One pod continuing its own agent; returns every (checkpoint, score)."""
+    done, parent = [], None
+    for g in range(generations):
+        path, score = lineage.generation(parent=parent, seed=seed * 1000 + g)
+        done.append((path, score))
+        parent = path
+    return done
+
+
+def run_tournament(lineage: Lineage, pods: int, generations: int, seed: int) -> list[tuple[Path, float]]:
+    """``pods`` pods x ``generations`` with leaderboard selection and mutation; returns the board."""
+    rng = np.random.default_rng(seed)
+    board: list[tournament.Entry] = []
+    paths: dict[int, tuple[Path, float, dict]] = {}
+    current: list[int | None] = [None] * pods
+    seq = 0
+    for _ in range(generations):
+        for p in range(pods):
+            cur = current[p]
+            choice = tournament.select_parent(
+                board,
+                current_score=paths[cur][1] if cur is not None else None,
+                fresh_probability=FRESH_PROBABILITY if cur is not None else 1.0 if not board else 0.0,
+                rng=rng,
+            )
+            parent, changes = None, None
+            if choice.action == tournament.KEEP_CURRENT and cur is not None:
+                parent = paths[cur][0]
+            elif choice.action == tournament.PARENT:
+                parent = paths[choice.parent.agent_id][0]
+                hp = load_checkpoint(parent)["hyperparameters"]
+                changes, _ = tournament.mutate(hp, MUTATION_BOUNDS, factors=(0.8, 1.25), rng=rng)
+                changes = {k: v for k, v in changes.items() if k in MUTATION_BOUNDS}
+            path, score = lineage.generation(parent=parent, hyperparameters=changes, seed=seed * 1000 + seq)
+            paths[seq] = (path, score, {})
+            board, _ = tournament.prune([*board, tournament.Entry(seq, score, seq)], LEADERBOARD)
+            current[p] = seq
+            seq += 1
+    return [(paths[e.agent_id][0], paths[e.agent_id][1]) for e in tournament.rank(board, LEADERBOARD)]
+
+
+def policy_of(checkpoints: list[Path]):
+    """Deterministic policy of one checkpoint, or the average action of several (an ensemble)."""
+    modules = [build_agent(load_checkpoint(c)).policy_module().eval() for c in checkpoints]
+
+    @torch.no_grad()
+    def policy(obs: torch.Tensor) -> torch.Tensor:
+        return torch.stack([m(obs) for m in modules]).mean(0)
+
+    return policy
+
+
+def test_returns(checkpoints: list[Path], market) -> np.ndarray:
+    """Daily returns of the deterministic policy on the test split (the pod's evaluation loop)."""
+    state = load_checkpoint(checkpoints[0])
+    task = TaskSpec.from_dict(state["task"])
+    prepared = prepare_market(market, task.env)
+    test = prepared.slice(*task.test, name="test")
+    stats = FeatureStats.from_dict(state["feature_stats"]) if state.get("feature_stats") else None
+    env = make_env(test, eval_config(task.env), num_envs=1, feature_stats=stats)
+    v = run_policy(policy_of(checkpoints), env, start_day=0, seed=0).values[0]
+    return v[1:] / v[:-1] - 1.0
+
+
+def summary(returns: np.ndarray) -> dict[str, float]:
+    wealth = np.cumprod(1 + returns)
+    total = float(wealth[-1] - 1)
+    years = len(returns) / 252
+    peak = np.maximum.accumulate(np.concatenate([[1.0], wealth]))
+    drawdown = float((np.concatenate([[1.0], wealth]) / peak - 1).min())
+    return {
+        "total": total,
+        "annual": float((1 + total) ** (1 / years) - 1),
+        "sharpe": annual_sharpe(returns) or 0.0,
+        "mdd": drawdown,
+    }
+
+
+def fmt(values: list[float], pct: bool) -> str:
+    scale = 100.0 if pct else 1.0
+    mean = float(np.mean(values)) * scale
+    if len(values) == 1:
+        return f"{mean:.1f} %" if pct else f"{mean:.2f}"
+    spread = float(np.std(values)) * scale
+    return f"{mean:.1f} ± {spread:.1f} %" if pct else f"{mean:.2f} ± {spread:.2f}"
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="smoke run: tiny budget, one seed, one window")
+    parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
+    parser.add_argument("--windows", nargs="+", default=list(WINDOWS), choices=list(WINDOWS))
+    parser.add_argument("--pods", type=int, default=3)
+    parser.add_argument("--generations", type=int, default=3)
+    parser.add_argument("--generation-steps", type=int, default=65_536)
+    parser.add_argument(
+        "--data-dir", default=os.environ.get("PADDOCK_DATA_DIR") or str(REPO.parent / "shared" / "data")
+    )
+    args = parser.parse_args()
+    if args.quick:
+        args.seeds, args.windows, args.pods, args.generations, args.generation_steps = [0], ["dow30-2020"], 2, 2, 8192
+    torch.set_num_threads(1)
+    started = time.monotonic()
+    budget = args.pods * args.generations * args.generation_steps
+    print(
+        f"# learning quality: {budget:,} env steps per arm and seed ({args.pods} pods x {args.generations} "
+        f"generations x {args.generation_steps:,}); seeds {args.seeds}; torch {torch.__version__}, 1 thread\n"
+    )
+    qqq_close = load_benchmark_close(Path(args.data_dir) / BENCHMARK)
+    targets: dict[str, dict[str, float]] = {}
+    for window in args.windows:
+        base_task = TaskSpec.from_dict(task_dict(window, "portfolio"))
+        market = load_market_data(base_task.data, data_dir=args.data_dir)
+        test = market.slice(*base_task.test)
+        dates = test.dates.astype("datetime64[ns]")
+        qqq = qqq_close.reindex(dates).to_numpy()
+        baselines = {
+            "QQQ buy and hold": qqq[1:] / qqq[:-1] - 1,
+            "equal weight buy and hold": np.diff((test.close / test.close[0]).mean(1))
+            / (test.close / test.close[0]).mean(1)[:-1],
+            "1/N rebalanced daily": (test.close[1:] / test.close[:-1]).mean(1) - 1,
+        }
+        results: dict[str, list[dict[str, float]]] = {arm: [] for arm in ARMS}
+        validation: dict[str, list[float]] = {arm: [] for arm in ARMS}
+        steps: dict[str, list[int]] = {arm: [] for arm in ARMS}
+        for seed in args.seeds:
+            with tempfile.TemporaryDirectory() as tmp:
+                for kind, arm in (("stock_trading", "stock single pod"), ("portfolio", "portfolio single pod")):
+                    task = TaskSpec.from_dict(task_dict(window, kind))
+                    lineage = Lineage(task, market, Path(tmp) / arm.replace(" ", "_"), args.generation_steps)
+                    lineage.workdir.mkdir()
+                    done = single_pod(lineage, args.pods * args.generations, seed)
+                    best = max(done, key=lambda d: d[1])
+                    results[arm].append(summary(test_returns([best[0]], market)))
+                    validation[arm].append(best[1])
+                    steps[arm].append(lineage.env_steps)
+                    print(f"  {window} seed {seed} {arm}: {time.monotonic() - started:.0f} s", flush=True)
+                lineage = Lineage(base_task, market, Path(tmp) / "tournament", args.generation_steps)
+                lineage.workdir.mkdir()
+                board = run_tournament(lineage, args.pods, args.generations, seed)
+                results["portfolio tournament"].append(summary(test_returns([board[0][0]], market)))
+                validation["portfolio tournament"].append(board[0][1])
+                steps["portfolio tournament"].append(lineage.env_steps)
+                top3 = [p for p, _ in board[:3]]
+                results["top-3 ensemble"].append(summary(test_returns(top3, market)))
+                validation["top-3 ensemble"].append(float(np.mean([s for _, s in board[:3]])))
+                steps["top-3 ensemble"].append(lineage.env_steps)
+                print(f"  {window} seed {seed} tournament: {time.monotonic() - started:.0f} s", flush=True)
+        path, train, val, test_range = WINDOWS[window]
+        print(
+            f"\n### {window}: {test.num_stocks} tickers ({path.split('_')[0]}), train {train[0]}..{train[1]}, "
+            f"validation {val[0]}..{val[1]}, test {test.dates[0]}..{test.dates[-1]} ({test.num_days} days)\n"
+        )
+        print("| arm | env steps | validation score | test total return | annual return | Sharpe | max drawdown |")
+        print("|---|---:|---:|---:|---:|---:|---:|")
+        for arm in ARMS:
+            rows = results[arm]
+            print(
+                f"| {arm} | {int(np.mean(steps[arm])):,} | {fmt(validation[arm], False)} | "
+                f"{fmt([r['total'] for r in rows], True)} | {fmt([r['annual'] for r in rows], True)} | "
+                f"{fmt([r['sharpe'] for r in rows], False)} | {fmt([r['mdd'] for r in rows], True)} |"
+            )
+        for name, r in baselines.items():
+            s = summary(r)
+            print(
+                f"| {name} | - | - | {100 * s['total']:.1f} % | {100 * s['annual']:.1f} % | {s['sharpe']:.2f} | {100 * s['mdd']:.1f} % |"
+            )
+        best_arm = max(
+            ("portfolio tournament", "top-3 ensemble"), key=lambda a: np.mean([r["sharpe"] for r in results[a]])
+        )
+        targets[window] = {
+            "best": float(np.mean([r["sharpe"] for r in results[best_arm]])),
+            "best_arm": best_arm,
+            "tournament": float(np.mean([r["sharpe"] for r in results["portfolio tournament"]])),
+            "single": float(np.mean([r["sharpe"] for r in results["portfolio single pod"]])),
+            "ew": summary(baselines["equal weight buy and hold"])["sharpe"],
+            "ew_daily": summary(baselines["1/N rebalanced daily"])["sharpe"],
+            "qqq": summary(baselines["QQQ buy and hold"])["sharpe"],
+        }
+        print(flush=True)
+    print("### Targets (mean test Sharpe over seeds of the better of tournament top agent and top-3 ensemble)\n")
+    beat_ew = sum(t["best"] >= max(t["ew"], t["ew_daily"]) for t in targets.values())
+    beat_qqq = sum(t["best"] > t["qqq"] for t in targets.values())
+    beat_single = sum(t["tournament"] > t["single"] for t in targets.values())
+    for window, t in targets.items():
+        print(
+            f"- {window}: {t['best_arm']} {t['best']:.2f} vs equal weight {t['ew']:.2f} (1/N daily {t['ew_daily']:.2f}), "
+            f"QQQ {t['qqq']:.2f}; tournament {t['tournament']:.2f} vs single pod {t['single']:.2f}"
+        )
+    n = len(targets)
+    print(f"- at least equal weight (both kinds): {beat_ew} of {n} windows (target: 2 of 3)")
+    print(f"- above QQQ: {beat_qqq} of {n} windows (target: 2 of 3)")
+    print(f"- tournament above single portfolio pod: {beat_single} of {n} windows")
+    print(f"\nwall time {time.monotonic() - started:.0f} s")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,107 @@
+"""The all-agents page of a run: sort, filters, paging, CSV, the lineage tree and the scatter."""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import re
+
+import pytest
+
+from tests.webapp.conftest import submit_agent
+from webapp.runs.models import Agent
+
+pytestmark = pytest.mark.django_db
+
+
+@pytest.fixture
+def page_client(client, user):
+    client.force_login(user)
+    return client
+
+
+def _ids(html: str) -> list[int]:
+    body = html.split('id="agents-table"', 1)[1].split("</table>", 1)[0]
+    return [int(x) for x in re.findall(r'<tr data-agent-id="(\d+)"', body)]
+
+
+def test_the_table_lists_every_agent_best_first_and_sorts_by_any_column(page_client, world):
+    url = f"/runs/{world.run.pk}/agents/"
+    html = page_client.get(url).content.decode()
+    by_score = list(Agent.objects.filter(run=world.run).order_by("-score").values_list("id", flat=True))
+    assert _ids(html) == by_score  # all four, not only the top 3 of the leaderboard
+    html = page_client.get(url + "?sort=score").content.decode()
+    assert _ids(html) == list(reversed(by_score))
+    html = page_client.get(url + "?sort=-total_env_steps").content.decode()
+    steps = [Agent.objects.get(pk=i).total_env_steps for i in _ids(html)]
+    assert steps == sorted(steps, reverse=True)
+
+
+def test_filters_narrow_the_table_and_a_bad_filter_says_which(page_client, world):
+    url = f"/runs/{world.run.pk}/agents/"
+    html = page_client.get(url + "?min_score=0.9").content.decode()
+    assert sorted(_ids(html)) == sorted(a.pk for a in world.agents if a.score >= 0.9)
+    html = page_client.get(url + "?leaderboard=on").content.decode()
+    assert len(_ids(html)) == 3
+    html = page_client.get(url + "?pod=-1").content.decode()
+    assert "pod:" in html and "greater than or equal to 0" in html
+
+
+def test_the_table_pages_through_many_agents(page_client, world, trained_checkpoint, monkeypatch):
+    from webapp.runs import views
+
+    monkeypatch.setattr(views, "AGENT_PAGE_SIZE", 3)
+    submit_agent(world.run, trained_checkpoint, 0.1)
+    url = f"/runs/{world.run.pk}/agents/"
+    first = _ids(page_client.get(url).content.decode())
+    second = _ids(page_client.get(url + "?page=2").content.decode())
+    assert len(first) == 3 and len(second) == 2 and not set(first) & set(second)
+
+
+def test_the_csv_has_every_agent_with_both_env_step_counts_and_the_mutation(page_client, world):
+    response = page_client.get(f"/runs/{world.run.pk}/agents/?format=csv")
+    assert response["Content-Type"].startswith("text/csv")
+    rows = list(csv.DictReader(io.StringIO(response.content.decode())))
+    assert {int(r["agent_id"]) for r in rows} == {a.pk for a in world.agents}
+    for r in rows:
+        agent = Agent.objects.get(pk=int(r["agent_id"]))
+        assert int(r["generation"]) == agent.depth
+        assert int(r["total_env_steps"]) == agent.total_env_steps
+        assert int(r["env_steps"]) == agent.generation.env_steps
+        if agent.generation.mutations:
+            assert "→" in r["mutation"]
+
+
+def test_the_lineage_tree_puts_every_child_under_its_parent(page_client, world):
+    html = page_client.get(f"/runs/{world.run.pk}/agents/").content.decode()
+    tree = html.split('id="lineage-tree"', 1)[1].split("</ul>", 1)[0]
+    items = re.findall(r'data-agent-id="(\d+)" data-parent-id="(\d*)" data-level="(\d+)"', tree)
+    assert len(items) == len(world.agents)
+    seen: dict[int, int] = {}
+    for agent_id, parent_id, level in items:
+        if parent_id:
+            assert int(parent_id) in seen, "a child comes after its parent"
+            assert int(level) == seen[int(parent_id)] + 1
+        else:
+            assert level == "0"
+        seen[int(agent_id)] = int(level)
+
+
+def test_the_scatter_has_each_scored_agent_with_its_line(page_client, world):
+    html = page_client.get(f"/runs/{world.run.pk}/agents/").content.decode()
+    data = json.loads(html.split('id="scatter-points" type="application/json">', 1)[1].split("</script>", 1)[0])
+    assert {p["id"] for p in data} == {a.pk for a in world.agents}
+    for p in data:
+        agent = Agent.objects.get(pk=p["id"])
+        assert (p["total_env_steps"], p["lineage"], p["generation"]) == (
+            agent.total_env_steps,
+            agent.lineage_id,
+            agent.depth,
+        )
+
+
+def test_another_users_agents_page_is_not_found(client, other_user, world):
+    client.force_login(other_user)
+    assert client.get(f"/runs/{world.run.pk}/agents/").status_code == 404
+    assert client.get(f"/runs/{world.run.pk}/agents/?format=csv").status_code == 404

@@ -1,0 +1,121 @@
+"""The task kinds of Paddock and the one place that builds an env for a kind.
+
+A task's ``kind`` picks its env and config class:
+
+* ``"stock_trading"``: :class:`~trainer.envs.stock_trading.StockTradingVecEnv` with
+  :class:`~trainer.envs.stock_trading.EnvConfig` (whole-share trades, FinRL's MDP);
+* ``"portfolio"``: :class:`~trainer.envs.portfolio.PortfolioVecEnv` with
+  :class:`~trainer.envs.portfolio.PortfolioConfig` (target weights over stocks and cash).
+
+Pods, evaluation, backtests and bundles call :func:`make_env` and :func:`prepare_market`, so a
+policy always meets the observation it was trained with.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+
+from trainer.data.market import MarketData
+from trainer.envs.observations import LOOKBACKS, FeatureStats, fit_feature_stats, scale_free_market
+from trainer.envs.portfolio import PortfolioConfig, PortfolioVecEnv
+from trainer.envs.portfolio import observation_size as portfolio_observation_size
+from trainer.envs.stock_trading import EnvConfig, StockTradingVecEnv
+from trainer.envs.stock_trading import observation_size as stock_observation_size
+from trainer.errors import ConfigError
+
+__all__ = [
+    "DEFAULT_KIND",
+    "KINDS",
+    "config_class",
+    "env_config_from_dict",
+    "fit_stats",
+    "kind_of",
+    "make_env",
+    "observation_dim",
+    "prepare_market",
+]
+
+STOCK_TRADING = "stock_trading"
+PORTFOLIO = "portfolio"
+KINDS = (STOCK_TRADING, PORTFOLIO)
+DEFAULT_KIND = STOCK_TRADING
+_CLASSES = {STOCK_TRADING: (StockTradingVecEnv, EnvConfig), PORTFOLIO: (PortfolioVecEnv, PortfolioConfig)}
+
+
+def check_kind(kind: Any, *, field: str = "kind") -> str:
+    """Return ``kind`` when it is one of :data:`KINDS`.
+
+    Raises:
+        ConfigError: naming ``field``.
+    """
+    if kind not in KINDS:
+        raise ConfigError(f"{field}: {kind!r} is not one of {', '.join(KINDS)}", field=field)
+    return kind
+
+
+def config_class(kind: str) -> type:
+    """``EnvConfig`` or ``PortfolioConfig``."""
+    return _CLASSES[check_kind(kind)][1]
+
+
+def env_config_from_dict(kind: str, data: dict[str, Any] | None, *, prefix: str = "env") -> Any:
+    """Validate an env config dict for ``kind``.
+
+    Raises:
+        ConfigError: an unknown kind, key or bad value, with a dotted field.
+    """
+    return config_class(kind).from_dict(data, prefix=prefix)
+
+
+def kind_of(config: Any) -> str:
+    """The kind of an env config object."""
+    return PORTFOLIO if isinstance(config, PortfolioConfig) else STOCK_TRADING
+
+
+def uses_scale_free(config: Any) -> bool:
+    """True when the config asks for the scale-free observation."""
+    return getattr(config, "observation", "finrl") == "scale_free"
+
+
+def prepare_market(market: MarketData, config: Any) -> MarketData:
+    """The panel the env reads: scale-free features over the *whole* panel when the config asks
+    for them (so each split's lookbacks reach into the days before it), else ``market``."""
+    return scale_free_market(market) if uses_scale_free(config) else market
+
+
+def fit_stats(train: MarketData, config: Any) -> FeatureStats | None:
+    """Z-score statistics of the train split (``None`` for the FinRL layout)."""
+    return fit_feature_stats(train) if uses_scale_free(config) else None
+
+
+def make_env(
+    data: MarketData,
+    config: Any,
+    *,
+    num_envs: int,
+    device: str | torch.device = "cpu",
+    seed: int = 0,
+    feature_stats: FeatureStats | None = None,
+) -> Any:
+    """Build the vector env of ``config``'s kind over ``data`` (already :func:`prepare_market`-ed).
+
+    Args:
+        feature_stats: the train split's statistics for scale-free observations.
+
+    Raises:
+        ConfigError, DataError: as the env's constructor.
+    """
+    if isinstance(config, PortfolioConfig):
+        return PortfolioVecEnv(data, config, num_envs=num_envs, device=device, seed=seed, feature_stats=feature_stats)
+    return StockTradingVecEnv(data, config, num_envs=num_envs, device=device, seed=seed)
+
+
+def observation_dim(config: Any, num_tickers: int, num_indicators: int) -> tuple[int, int]:
+    """``(obs_dim, action_dim)`` of the env ``config`` builds over ``N`` tickers and ``F`` indicators."""
+    n, f = num_tickers, num_indicators
+    if isinstance(config, PortfolioConfig):
+        per_ticker = (len(LOOKBACKS) + 1 + f) if uses_scale_free(config) else (1 + f)
+        return portfolio_observation_size(n, per_ticker), n + 1
+    return stock_observation_size(n, f), n

@@ -1,0 +1,300 @@
+"""Selection that does not overfit: robust validation scores, baseline-relative results, DSR.
+
+One validation year is one path: a tournament that keeps the agents with the best Sharpe ratio
+on it keeps, among others, the luckiest. Three defences, all pure functions:
+
+* **Sub-windows.** The validation episode's daily returns are cut into ``windows`` contiguous
+  sub-windows of (almost) equal length (4 = quarters of a one-year split), each with its own
+  annualised Sharpe ratio; the score is a robust statistic of them (:data:`RULES`):
+  ``mean_minus_std`` = mean - ``k`` x standard deviation (ddof 0) of the sub-window Sharpes,
+  ``worst_window`` = their minimum, ``full_sharpe`` = the Sharpe of the whole window (the old
+  rule). A policy that is good in one quarter only scores low.
+* **Baselines on the same days.** :func:`baseline_relative` gives the excess total return and
+  the Sharpe difference against the equal-weight portfolio and QQQ.
+* **Deflated Sharpe Ratio.** :func:`deflated_sharpe_ratio` (Bailey & López de Prado 2014, "The
+  Deflated Sharpe Ratio: Correcting for Selection Bias, Backtest Overfitting and
+  Non-Normality", Journal of Portfolio Management 40(5), eq. 2 and the expected maximum of
+  ``N`` Sharpe ratios on p. 3): the probability that the true Sharpe ratio is above the best one
+  expected from ``N`` trials of pure noise with the observed variance of Sharpe ratios.
+
+Sharpe ratios here are ``mean / std (ddof=1) * sqrt(252)`` of simple daily returns with a zero
+risk-free rate, the convention of :mod:`trainer.backtest.metrics` (empyrical).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass
+from typing import Any
+
+import numpy as np
+
+from trainer.errors import ConfigError
+
+__all__ = [
+    "DEFAULT_SELECTION",
+    "EULER_GAMMA",
+    "RULES",
+    "SelectionRule",
+    "annual_sharpe",
+    "baseline_relative",
+    "deflated_sharpe_ratio",
+    "equal_weight_returns",
+    "expected_max_sharpe",
+    "robust_score",
+    "window_bounds",
+    "window_sharpes",
+]
+
+RULES = ("mean_minus_std", "worst_window", "full_sharpe")
+TRADING_DAYS = 252
+#: Euler-Mascheroni constant, in the expected maximum of N standard normals (Bailey & LdP 2014).
+EULER_GAMMA = 0.5772156649015329
+
+
+@dataclass(frozen=True)
+class SelectionRule:
+    """How a task scores a validation episode (higher is better).
+
+    Attributes:
+        rule: one of :data:`RULES`.
+        windows: number of contiguous validation sub-windows (2..12; 4 = quarters of a year).
+        k: weight of the spread in ``mean_minus_std`` (>= 0).
+    """
+
+    rule: str = "mean_minus_std"
+    windows: int = 4
+    k: float = 1.0
+
+    def validate(self, *, prefix: str = "selection") -> SelectionRule:
+        """Return ``self`` or raise :class:`ConfigError` naming ``<prefix>.<field>``."""
+        if self.rule not in RULES:
+            raise ConfigError(f"{prefix}.rule: {self.rule!r} is not one of {', '.join(RULES)}", field=f"{prefix}.rule")
+        if isinstance(self.windows, bool) or not isinstance(self.windows, int) or not 2 <= self.windows <= 12:
+            raise ConfigError(
+                f"{prefix}.windows: must be an integer in [2, 12] (got {self.windows!r})", field=f"{prefix}.windows"
+            )
+        if (
+            isinstance(self.k, bool)
+            or not isinstance(self.k, int | float)
+            or not (math.isfinite(self.k) and self.k >= 0)
+        ):
+            raise ConfigError(f"{prefix}.k: must be a number >= 0 (got {self.k!r})", field=f"{prefix}.k")
+        return self
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-able dict."""
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any] | None, *, prefix: str = "selection") -> SelectionRule:
+        """Build and validate; missing keys keep their defaults.
+
+        Raises:
+            ConfigError: not an object, an unknown key, or a bad value.
+        """
+        if data is None:
+            return cls()
+        if not isinstance(data, Mapping):
+            raise ConfigError(f"{prefix}: must be an object", field=prefix)
+        for key in data:
+            if key not in ("rule", "windows", "k"):
+                raise ConfigError(f"{prefix}.{key}: unknown field (expected rule, windows, k)", field=f"{prefix}.{key}")
+        return cls(**dict(data)).validate(prefix=prefix)
+
+    def describe(self) -> str:
+        """One line for people, e.g. ``"mean - 1 x std of the Sharpe ratios of 4 validation sub-windows"``."""
+        if self.rule == "mean_minus_std":
+            return f"mean - {self.k:g} x std of the Sharpe ratios of {self.windows} validation sub-windows"
+        if self.rule == "worst_window":
+            return f"worst Sharpe ratio of {self.windows} validation sub-windows"
+        return "Sharpe ratio of the whole validation window"
+
+
+DEFAULT_SELECTION = SelectionRule()
+
+
+def annual_sharpe(returns: np.ndarray) -> float | None:
+    """Annualised Sharpe ratio of simple daily returns (zero risk-free rate).
+
+    Args:
+        returns: (T,) simple daily returns as fractions.
+
+    Returns:
+        ``mean / std(ddof=1) * sqrt(252)``; ``None`` with fewer than 2 returns or zero spread.
+    """
+    r = np.asarray(returns, dtype=np.float64)
+    if r.size < 2:
+        return None
+    sd = float(np.std(r, ddof=1))
+    if not sd > 1e-15:
+        return None
+    return float(np.mean(r) / sd * math.sqrt(TRADING_DAYS))
+
+
+def window_bounds(num_returns: int, windows: int) -> list[tuple[int, int]]:
+    """``[lo, hi)`` index ranges of ``windows`` contiguous sub-windows covering ``num_returns``.
+
+    Lengths differ by at most one (the first ones are longer), e.g. 10 returns in 3 windows:
+    ``[(0, 4), (4, 7), (7, 10)]``.
+
+    Raises:
+        ConfigError: fewer than 2 returns per window (field ``selection.windows``).
+    """
+    if num_returns < 2 * windows:
+        raise ConfigError(
+            f"selection.windows: {windows} sub-windows need at least {2 * windows} validation days, got {num_returns}",
+            field="selection.windows",
+        )
+    bounds, lo = [], 0
+    base, extra = divmod(num_returns, windows)
+    for i in range(windows):
+        hi = lo + base + (1 if i < extra else 0)
+        bounds.append((lo, hi))
+        lo = hi
+    return bounds
+
+
+def window_sharpes(returns: np.ndarray, windows: int) -> list[float | None]:
+    """Annualised Sharpe ratio of each of ``windows`` contiguous sub-windows of ``returns``."""
+    r = np.asarray(returns, dtype=np.float64)
+    return [annual_sharpe(r[lo:hi]) for lo, hi in window_bounds(r.size, windows)]
+
+
+def robust_score(returns: np.ndarray, rule: SelectionRule) -> tuple[float, list[float | None]]:
+    """Score daily returns with ``rule``; undefined Sharpe ratios (no spread) count as 0.
+
+    Args:
+        returns: (T,) simple daily returns of the validation episode.
+        rule: the task's selection rule.
+
+    Returns:
+        ``(score, sub_window_sharpes)``.
+    """
+    subs = window_sharpes(returns, rule.windows)
+    values = np.array([s if s is not None else 0.0 for s in subs])
+    if rule.rule == "mean_minus_std":
+        score = float(values.mean() - rule.k * values.std())
+    elif rule.rule == "worst_window":
+        score = float(values.min())
+    else:
+        full = annual_sharpe(returns)
+        score = float(full) if full is not None else 0.0
+    return score, subs
+
+
+def equal_weight_returns(close: np.ndarray) -> np.ndarray:
+    """Daily returns of the cost-free, daily-rebalanced equal-weight (1/N) portfolio.
+
+    Args:
+        close: (T, N) adjusted close prices.
+
+    Returns:
+        (T-1,) simple returns, ``mean_i(close[t+1, i] / close[t, i]) - 1``.
+    """
+    c = np.asarray(close, dtype=np.float64)
+    return (c[1:] / c[:-1]).mean(axis=1) - 1.0
+
+
+def baseline_relative(agent_returns: np.ndarray, baseline_returns: np.ndarray) -> dict[str, float | None]:
+    """Excess total return and Sharpe difference of the agent over a baseline on the same days.
+
+    Args:
+        agent_returns, baseline_returns: (T,) simple daily returns on the same dates.
+
+    Returns:
+        ``{"excess_return": (prod(1+a) - 1) - (prod(1+b) - 1), "sharpe_difference": S(a) - S(b),
+        "baseline_total_return": ..., "baseline_sharpe": ...}`` (``None`` where a Sharpe ratio
+        is undefined).
+
+    Raises:
+        ValueError: different lengths.
+    """
+    a = np.asarray(agent_returns, dtype=np.float64)
+    b = np.asarray(baseline_returns, dtype=np.float64)
+    if a.shape != b.shape:
+        raise ValueError(f"agent returns {a.shape} and baseline returns {b.shape} cover different days")
+    total_a, total_b = float(np.prod(1 + a) - 1), float(np.prod(1 + b) - 1)
+    sa, sb = annual_sharpe(a), annual_sharpe(b)
+    return {
+        "excess_return": total_a - total_b,
+        "sharpe_difference": (sa - sb) if sa is not None and sb is not None else None,
+        "baseline_total_return": total_b,
+        "baseline_sharpe": sb,
+    }
+
+
+def _norm_cdf(x: float) -> float:
+    return 0.5 * (1.0 + math.erf(x / math.sqrt(2.0)))
+
+
+def _norm_ppf(p: float) -> float:
+    """Inverse standard normal CDF (Acklam's rational approximation refined by Newton steps)."""
+    if not 0.0 < p < 1.0:
+        raise ValueError(f"probability must be in (0, 1), got {p}")
+    lo, hi = -40.0, 40.0
+    x = 0.0
+    for _ in range(200):  # bisection to 1e-15 is plenty here and has no tables to get wrong
+        x = 0.5 * (lo + hi)
+        if _norm_cdf(x) < p:
+            lo = x
+        else:
+            hi = x
+        if hi - lo < 1e-15:
+            break
+    return x
+
+
+def expected_max_sharpe(num_trials: int, sharpe_variance: float) -> float:
+    """Expected maximum Sharpe ratio of ``N`` independent trials with true Sharpe 0.
+
+    ``SR_0 = sqrt(V) * ((1 - gamma) * Z^-1(1 - 1/N) + gamma * Z^-1(1 - 1/(N e)))``
+    (Bailey & López de Prado 2014, p. 3; ``gamma`` the Euler-Mascheroni constant, ``Z^-1`` the
+    inverse standard normal CDF). 0 for a single trial.
+
+    Args:
+        num_trials: ``N`` >= 1, the number of agents evaluated.
+        sharpe_variance: ``V``, the variance of their Sharpe ratios (same periodicity as the
+            Sharpe ratio being deflated).
+    """
+    if num_trials < 2 or sharpe_variance <= 0:
+        return 0.0
+    n = float(num_trials)
+    return math.sqrt(sharpe_variance) * (
+        (1 - EULER_GAMMA) * _norm_ppf(1 - 1 / n) + EULER_GAMMA * _norm_ppf(1 - 1 / (n * math.e))
+    )
+
+
+def deflated_sharpe_ratio(
+    sharpe: float,
+    *,
+    num_trials: int,
+    sharpe_variance: float,
+    num_observations: int,
+    skewness: float = 0.0,
+    kurtosis: float = 3.0,
+) -> float | None:
+    """Deflated Sharpe Ratio (Bailey & López de Prado 2014, eq. 2).
+
+    ``DSR = Z((SR - SR_0) * sqrt(T - 1) / sqrt(1 - g3 * SR + (g4 - 1) / 4 * SR^2))`` with
+    ``SR_0`` from :func:`expected_max_sharpe`. All Sharpe ratios are **per period** (daily:
+    divide an annualised one by ``sqrt(252)``), as in the paper.
+
+    Args:
+        sharpe: the selected agent's per-period Sharpe ratio.
+        num_trials: agents evaluated so far in the run (``N`` >= 1).
+        sharpe_variance: variance of their per-period Sharpe ratios.
+        num_observations: ``T``, returns behind ``sharpe`` (>= 2).
+        skewness: ``g3`` of those returns; kurtosis: ``g4`` (3 for normal returns, not excess).
+
+    Returns:
+        A probability in [0, 1]; ``None`` when the denominator is not positive.
+    """
+    if num_observations < 2:
+        return None
+    sr0 = expected_max_sharpe(num_trials, sharpe_variance)
+    denom = 1.0 - skewness * sharpe + (kurtosis - 1.0) / 4.0 * sharpe * sharpe
+    if denom <= 0:
+        return None
+    return _norm_cdf((sharpe - sr0) * math.sqrt(num_observations - 1) / math.sqrt(denom))

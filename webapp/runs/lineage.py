@@ -1,0 +1,173 @@
+"""Every agent of a run and where it came from: the all-agents table (sort, filters, CSV), the
+lineage tree and the score-vs-env-steps scatter (reads only).
+
+Terms, as the pages label them: an agent's **generation** is its depth in the lineage (a fresh
+agent is generation 1, a child its parent's + 1); its **own env steps** are what its
+generation trained and its **line's env steps** (``total_env_steps``) add its ancestors';
+its **lineage** is the fresh agent its line starts at.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+from typing import Any
+
+from django.db.models import F, QuerySet
+
+from webapp.runs.models import Agent, Run
+
+#: Sort keys of the table -> ordering (ties: older first).
+SORTS: dict[str, list[Any]] = {
+    "score": [F("score").asc(nulls_first=True), "created_seq"],
+    "-score": [F("score").desc(nulls_last=True), "created_seq"],
+    "id": ["created_seq"],
+    "-id": ["-created_seq"],
+    "generation": ["depth", "created_seq"],
+    "-generation": ["-depth", "created_seq"],
+    "pod": ["pod__index", "created_seq"],
+    "-pod": ["-pod__index", "created_seq"],
+    "env_steps": ["generation__env_steps", "created_seq"],
+    "-env_steps": ["-generation__env_steps", "created_seq"],
+    "total_env_steps": ["total_env_steps", "created_seq"],
+    "-total_env_steps": ["-total_env_steps", "created_seq"],
+}
+DEFAULT_SORT = "-score"
+
+
+def agent_table(
+    run: Run,
+    *,
+    sort: str = DEFAULT_SORT,
+    pod: int | None = None,
+    lineage: int | None = None,
+    generation: int | None = None,
+    min_score: float | None = None,
+    leaderboard_only: bool = False,
+) -> QuerySet[Agent]:
+    """The run's agents, filtered and sorted (pod, generation and parent joined)."""
+    qs = Agent.objects.filter(run=run).select_related("pod", "generation")
+    if pod is not None:
+        qs = qs.filter(pod__index=pod)
+    if lineage is not None:
+        qs = qs.filter(lineage_id=lineage)
+    if generation is not None:
+        qs = qs.filter(depth=generation)
+    if min_score is not None:
+        qs = qs.filter(score__gte=min_score)
+    if leaderboard_only:
+        qs = qs.filter(on_leaderboard=True)
+    return qs.order_by(*SORTS.get(sort, SORTS[DEFAULT_SORT]))
+
+
+def mutation_text(mutations: dict[str, Any] | None) -> str:
+    """``{"learning_rate": [3e-4, 2.4e-4]}`` -> ``"learning_rate 0.0003 → 0.00024"``."""
+    parts = []
+    for name, change in (mutations or {}).items():
+        old, new = (list(change) + [None, None])[:2]
+        parts.append(f"{name} {_num(old)} → {_num(new)}")
+    return ", ".join(parts)
+
+
+def _num(value: Any) -> str:
+    return f"{value:.6g}" if isinstance(value, float) else str(value)
+
+
+CSV_COLUMNS = [
+    "agent_id",
+    "score",
+    "generation",
+    "pod",
+    "pod_generation",
+    "parent_id",
+    "lineage",
+    "env_steps",
+    "total_env_steps",
+    "on_leaderboard",
+    "mutation",
+    "hyperparameters",
+    "created_at",
+]
+
+
+def agents_csv(agents: QuerySet[Agent]) -> str:
+    """The table as CSV, every agent of the query (no paging), one row each."""
+    out = io.StringIO()
+    writer = csv.writer(out, lineterminator="\n")
+    writer.writerow(CSV_COLUMNS)
+    for a in agents.iterator(chunk_size=500):
+        hp = " ".join(f"{k}={_num(v)}" for k, v in sorted(a.hyperparameters.items()) if not isinstance(v, list | dict))
+        writer.writerow(
+            [
+                a.pk,
+                "" if a.score is None else a.score,
+                a.depth,
+                a.pod.index,
+                a.generation.number,
+                a.parent_id or "",
+                a.lineage_id or "",
+                a.generation.env_steps,
+                a.total_env_steps,
+                int(a.on_leaderboard),
+                mutation_text(a.generation.mutations),
+                hp,
+                a.created_at.isoformat(),
+            ]
+        )
+    return out.getvalue()
+
+
+def lineage_tree(run: Run, *, max_nodes: int = 2000) -> list[dict[str, Any]]:
+    """The run's agents as a forest, flattened depth-first for an indented list.
+
+    Roots are fresh agents (and agents whose parent was deleted), oldest first; children
+    follow their parent, oldest first. Each item: ``agent``, ``level`` (0 for a root),
+    ``mutation`` (text of the changes applied when it was copied), ``children`` (count),
+    ``best`` (whether its score is the run's best). At most ``max_nodes`` items.
+    """
+    agents = list(
+        Agent.objects.filter(run=run).select_related("pod", "generation").order_by("created_seq")[: max_nodes * 2]
+    )
+    ids = {a.pk for a in agents}
+    children: dict[int | None, list[Agent]] = {}
+    for a in agents:
+        key = a.parent_id if a.parent_id in ids else None
+        children.setdefault(key, []).append(a)
+    best = max((a.score for a in agents if a.score is not None), default=None)
+    out: list[dict[str, Any]] = []
+    stack = [(a, 0) for a in reversed(children.get(None, []))]
+    while stack and len(out) < max_nodes:
+        agent, level = stack.pop()
+        kids = children.get(agent.pk, [])
+        out.append(
+            {
+                "agent": agent,
+                "level": level,
+                "mutation": mutation_text(agent.generation.mutations),
+                "children": len(kids),
+                "best": best is not None and agent.score == best,
+            }
+        )
+        stack.extend((k, level + 1) for k in reversed(kids))
+    return out
+
+
+def scatter_points(run: Run) -> list[dict[str, Any]]:
+    """Score against the line's env steps, one point per scored agent, for the scatter."""
+    rows = (
+        Agent.objects.filter(run=run, score__isnull=False)
+        .order_by("created_seq")
+        .values("id", "score", "total_env_steps", "lineage_id", "depth", "pod__index", "generation__env_steps")
+    )
+    return [
+        {
+            "id": r["id"],
+            "score": r["score"],
+            "total_env_steps": r["total_env_steps"],
+            "lineage": r["lineage_id"],
+            "generation": r["depth"],
+            "pod": r["pod__index"],
+            "env_steps": r["generation__env_steps"],
+        }
+        for r in rows
+    ]
