@@ -10,7 +10,7 @@ for the stock-trading env it is the average trade. All members must read the sam
 (same kind, tickers, indicators, layout and train-split statistics): they come from one run.
 
 Averaging the decisions of several selected agents is the ensemble step of ElegantRL-Podracer
-(Li et al. 2021, arXiv 2112.05923) and of FinRL's ensemble strategy (Yang et al. 2020, "Deep
+(Liu et al. 2021, arXiv 2112.05923) and of FinRL's ensemble strategy (Yang et al. 2020, "Deep
 Reinforcement Learning for Automated Stock Trading: An Ensemble Strategy"); it reduces the
 variance that selection on one validation path leaves in a single agent.
 """
