@@ -23,6 +23,7 @@ from django.views.decorators.http import require_GET, require_http_methods, requ
 
 from webapp import engine
 from webapp.core.errors import AppError
+from webapp.core.formatting import format_duration, format_hyperparameters
 from webapp.runs import forms, lineage, selectors, services, telemetry
 
 PAGE_SIZE = 50
@@ -240,6 +241,16 @@ def run_detail(request: HttpRequest, run_id: int) -> HttpResponse:
     )
 
 
+@login_required
+def run_reports(request: HttpRequest, run_id: int) -> HttpResponse:
+    """The run page's "Backtest reports" section alone (``static/js/run_reports.js`` refreshes
+    it from here instead of re-reading the whole page)."""
+    run = selectors.run_get(user=request.user, run_id=run_id)
+    if run is None:
+        raise Http404("run not found")
+    return render(request, "runs/_reports.html", {"run": run})
+
+
 def metrics_config(*, api: str, algorithm: str, group: str, title: str = "") -> dict[str, Any]:
     """What ``templates/runs/_metrics.html`` and ``run_metrics.js`` need: the curves' API, the
     algorithm's metrics (name -> label), the first one shown and how lines are grouped."""
@@ -253,20 +264,6 @@ def metrics_config(*, api: str, algorithm: str, group: str, title: str = "") -> 
     }
 
 
-def format_duration(seconds: float | None) -> str:
-    """``5400`` -> ``"1 h 30 min"``, as the run page's script writes durations."""
-    if seconds is None:
-        return "–"
-    seconds = round(seconds)
-    if seconds < 60:
-        return f"{seconds} s"
-    if seconds < 3600:
-        return f"{seconds // 60} min" + (f" {seconds % 60} s" if seconds % 60 else "")
-    if seconds < 86400:
-        return f"{seconds // 3600} h" + (f" {seconds % 3600 // 60} min" if seconds % 3600 // 60 else "")
-    return f"{seconds // 86400} d" + (f" {seconds % 86400 // 3600} h" if seconds % 86400 // 3600 else "")
-
-
 def hyperparameter_columns(run) -> list[str]:
     """Hyperparameters the leaderboard shows: those the tournament mutates, else the
     learning rate(s)."""
@@ -274,16 +271,6 @@ def hyperparameter_columns(run) -> list[str]:
     if bounds:
         return bounds
     return [k for k in run.task.hyperparameters if "learning_rate" in k] or list(run.task.hyperparameters)[:2]
-
-
-def format_hyperparameters(values: dict, keys: list[str]) -> str:
-    """``"learning_rate=0.0003 ent_coef=0.01"`` (4 significant digits), as ``run_live.js`` does."""
-    parts = []
-    for key in keys:
-        if key in values:
-            value = values[key]
-            parts.append(f"{key}={float(value):.4g}" if isinstance(value, int | float) else f"{key}={value}")
-    return " ".join(parts)
 
 
 CONTROLS = {
