@@ -189,3 +189,29 @@ def test_no_dynamic_imports_in_webapp_or_trainer():
         if module == "importlib"
     ]
     assert offenders == []
+
+
+def test_the_layout_in_docs_lists_every_module():
+    """``docs/architecture.md`` shows the layout as a tree, one line per module; a module added
+    or moved without updating it fails here."""
+    text = (REPO_ROOT / "docs" / "architecture.md").read_text()
+    block = text.split("## Layout (one line per module)", 1)[1].split("```", 2)[1]
+    listed, folders = set(), []
+    for line in block.splitlines():
+        if not line.strip():
+            continue
+        depth = (len(line) - len(line.lstrip(" "))) // 2
+        name = line.split()[0]
+        folders = folders[:depth]
+        if name.endswith("/"):
+            folders.append(name.rstrip("/"))
+        elif name.endswith(".py"):
+            listed.add("/".join([*folders, name]))
+    modules = {
+        str(path.relative_to(REPO_ROOT))
+        for package in ("trainer", "webapp")
+        for path in (REPO_ROOT / package).rglob("*.py")
+        if "migrations" not in path.parts and (path.name != "__init__.py" or path.parent.name in {"engine", "services"})
+    }
+    assert sorted(modules - listed) == [], "modules missing from docs/architecture.md"
+    assert sorted(listed - modules) == [], "docs/architecture.md lists modules that do not exist"
