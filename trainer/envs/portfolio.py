@@ -63,8 +63,8 @@ the first rebalance pays ``cost_pct`` on the invested fraction.
 
 from __future__ import annotations
 
-import math
-from dataclasses import asdict, dataclass, fields
+import functools
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -72,6 +72,7 @@ import torch
 
 from trainer.data.market import MarketData
 from trainer.envs.episodes import EpisodeStarts, check_episode_setup
+from trainer.envs.market_rules import MIN_EPISODE_STEPS, PRICE_SCALE, RulesConfig, check_market, feature_scale
 from trainer.envs.observations import (
     FeatureStats,
     check_observation,
@@ -79,7 +80,6 @@ from trainer.envs.observations import (
     is_scale_free,
     scale_free_market,
 )
-from trainer.envs.stock_trading import MIN_EPISODE_STEPS, PRICE_SCALE, _check_market, feature_scale
 from trainer.errors import ConfigError
 
 __all__ = ["DSR_PRIOR_VARIANCE", "REWARDS", "PortfolioConfig", "PortfolioVecEnv", "target_weights"]
@@ -90,7 +90,7 @@ DSR_PRIOR_VARIANCE = 1e-4
 
 
 @dataclass
-class PortfolioConfig:
+class PortfolioConfig(RulesConfig):
     """Rules, reward and episode settings of :class:`PortfolioVecEnv`.
 
     Attributes:
@@ -126,14 +126,7 @@ class PortfolioConfig:
             ConfigError: naming the field, e.g. ``"env.reward"``.
         """
 
-        def bad(name: str, why: str) -> ConfigError:
-            return ConfigError(f"{prefix}.{name}: {why} (got {getattr(self, name)!r})", field=f"{prefix}.{name}")
-
-        def real(name: str) -> float:
-            value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
-                raise bad(name, "must be a finite number")
-            return float(value)
+        bad, real = functools.partial(self._bad, prefix), functools.partial(self._real, prefix)
 
         if real("initial_cash") <= 0:
             raise bad("initial_cash", "must be > 0")
@@ -157,30 +150,6 @@ class PortfolioConfig:
         if not isinstance(self.random_start, bool):
             raise bad("random_start", "must be true or false")
         return self
-
-    def to_dict(self) -> dict[str, Any]:
-        """The fields as a JSON-able dict."""
-        return asdict(self)
-
-    @classmethod
-    def from_dict(cls, data: dict[str, Any] | None, *, prefix: str = "env") -> PortfolioConfig:
-        """Build and validate a config; missing keys keep their defaults.
-
-        Raises:
-            ConfigError: not a dict, an unknown key, or an invalid value.
-        """
-        if data is None:
-            data = {}
-        if not isinstance(data, dict):
-            raise ConfigError(f"{prefix}: must be an object", field=prefix)
-        known = {f.name for f in fields(cls)}
-        for key in data:
-            if key not in known:
-                raise ConfigError(
-                    f"{prefix}.{key}: unknown setting; expected one of {', '.join(sorted(known))}",
-                    field=f"{prefix}.{key}",
-                )
-        return cls(**data).validate(prefix=prefix)
 
 
 def target_weights(action: torch.Tensor, *, logit_scale: float, cash_bias: float) -> torch.Tensor:
@@ -243,7 +212,7 @@ class PortfolioVecEnv(EpisodeStarts):
         feature_stats: FeatureStats | None = None,
     ) -> None:
         config = (config or PortfolioConfig()).validate()
-        _check_market(data)
+        check_market(data)
         num_days = data.num_days
         check_episode_setup(num_days, data.dates[0], data.dates[-1], config.episode_length, num_envs)
         self.config = config
