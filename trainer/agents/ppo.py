@@ -54,7 +54,7 @@ from trainer.agents.ppo_reference import reference_optimizer, reference_step
 from trainer.buffers.rollout import RolloutBatch, RolloutBuffer
 from trainer.errors import ConfigError
 from trainer.ops.gae import compute_gae
-from trainer.ops.losses import ppo_loss_gradients
+from trainer.ops.losses import diag_gaussian_log_normalizer, ppo_loss_gradients
 
 __all__ = ["PENDULUM_PPO", "PPOAgent", "PPOConfig"]
 
@@ -344,7 +344,7 @@ class PPOAgent(AgentBase):
             with torch.no_grad():
                 # the std is fixed during a rollout, so its exp and the log-density constant are hoisted
                 std = self.net.log_std.exp()
-                log_norm = self.net.log_std.sum() + 0.5 * math.log(2.0 * math.pi) * self.action_dim
+                log_norm = diag_gaussian_log_normalizer(self.net.log_std)
                 for t in range(num_steps):
                     x = self._normalize(obs, update=True)
                     buf.obs[t] = x
