@@ -9,7 +9,19 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["to_jsonable"]
+__all__ = ["finite_or_none", "to_jsonable"]
+
+
+def finite_or_none(value: Any) -> float | None:
+    """``value`` as a float, or ``None`` when it is ``None``, NaN or infinite (JSON has neither).
+
+    Raises:
+        TypeError, ValueError: ``value`` is not a number.
+    """
+    if value is None:
+        return None
+    value = float(value)
+    return value if math.isfinite(value) else None
 
 
 def to_jsonable(value: Any) -> Any:

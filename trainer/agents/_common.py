@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
-import math
 import time
 import types
 import typing
@@ -16,6 +15,7 @@ from typing import Any, ClassVar
 import torch
 
 from trainer.errors import ConfigError
+from trainer.jsonable import finite_or_none
 
 ProgressFn = Callable[[dict], None]
 StopFn = Callable[[], bool]
@@ -256,12 +256,6 @@ class TelemetryClock:
         rate = (collected - self._last_steps) / dt if dt > 0 else 0.0
         self._last_time, self._last_steps = now, collected
         return {"elapsed_s": now - self.start, "steps_per_s": rate}
-
-
-def finite_or_none(value: float) -> float | None:
-    """``value`` as a float, or ``None`` when it is NaN or infinite (JSON has neither)."""
-    value = float(value)
-    return value if math.isfinite(value) else None
 
 
 def set_lr(optimizer: torch.optim.Optimizer, lr: float) -> None:

@@ -33,6 +33,7 @@ from trainer.envs.observations import FeatureStats
 from trainer.envs.portfolio import PortfolioConfig
 from trainer.envs.stock_trading import EnvConfig
 from trainer.errors import ConfigError, DataError
+from trainer.jsonable import finite_or_none
 
 AGENT = "agent"
 QQQ = "QQQ"
@@ -115,7 +116,7 @@ class BacktestResult:
 
 
 def _floats(series: pd.Series) -> list[float | None]:
-    return [float(x) if np.isfinite(x) else None for x in series.to_numpy(dtype=np.float64)]
+    return [finite_or_none(x) for x in series.to_numpy(dtype=np.float64)]
 
 
 def load_benchmark_close(path: str | Path, ticker: str = "QQQ") -> pd.Series:
