@@ -15,7 +15,8 @@ from typing import Any
 MISSING = "–"
 
 
-def _finite(value: Any) -> float | None:
+def finite_or_none(value: Any) -> float | None:
+    """``value`` as a finite float, or ``None`` (missing, not a number, NaN, infinite)."""
     if value is None or isinstance(value, bool):
         return None
     try:
@@ -33,7 +34,7 @@ def format_duration(seconds: Any) -> str:
     """Seconds as the largest two units: ``59.4`` -> ``"59 s"``, ``119.6`` -> ``"2 min"``,
     ``5400`` -> ``"1 h 30 min"``, ``90000`` -> ``"1 d 1 h"``; a zero second unit is left out.
     Negative, missing or non-finite: ``"–"``."""
-    value = _finite(seconds)
+    value = finite_or_none(seconds)
     if value is None or value < 0:
         return MISSING
     total = _round_half_up(value)
@@ -49,13 +50,13 @@ def format_duration(seconds: Any) -> str:
 
 def format_number(value: Any, digits: int) -> str:
     """Fixed-point with ``digits`` decimals (``0.81234, 3`` -> ``"0.812"``); ``"–"`` if missing."""
-    number = _finite(value)
+    number = finite_or_none(value)
     return MISSING if number is None else f"{number:.{digits}f}"
 
 
 def format_count(value: Any) -> str:
     """A whole number with thousands separators (``1234567.4`` -> ``"1,234,567"``)."""
-    number = _finite(value)
+    number = finite_or_none(value)
     return MISSING if number is None else f"{_round_half_up(number):,}"
 
 

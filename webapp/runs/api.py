@@ -17,10 +17,10 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 
 from webapp import engine
+from webapp.core.downloads import serve_file
 from webapp.core.errors import AppError
 from webapp.runs import selectors, serializers, services, telemetry
 from webapp.runs.models import Agent, ClusterBudget, Run, Task
-from webapp.runs.views import serve_file
 
 RUN_FILTERS = [
     OpenApiParameter("status", str, enum=[s.value for s in Run.Status], description="only runs in this status"),

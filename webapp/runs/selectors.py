@@ -233,23 +233,6 @@ def run_snapshot(run: Run) -> dict[str, Any]:
     }
 
 
-def run_lineage(run: Run) -> list[dict[str, Any]]:
-    """Every agent of a run with its parent, oldest first (the lineage tree's edges)."""
-    return [
-        {"id": a.id, "parent_id": a.parent_id, "score": a.score, "pod": a.pod.index, "created_seq": a.created_seq}
-        for a in Agent.objects.filter(run=run).select_related("pod").order_by("created_seq")
-    ]
-
-
-def generation_intervals(run: Run) -> list[tuple[Any, Any]]:
-    """``(started_at, finished_at)`` of the run's finished generations, by start time."""
-    return list(
-        Generation.objects.filter(run=run, finished_at__isnull=False, started_at__isnull=False)
-        .order_by("started_at")
-        .values_list("started_at", "finished_at")
-    )
-
-
 # --- runs list -----------------------------------------------------------------------------
 
 

@@ -136,8 +136,12 @@ def test_the_leaderboard_keeps_the_best_k_agents_best_first(make_budget, make_ru
     board = selectors.leaderboard(run)
     assert [a.score for a in board] == [0.9, 0.5]
     assert Agent.objects.filter(run=run).count() == 4
-    lineage = selectors.run_lineage(run)
-    assert [a["created_seq"] for a in lineage] == [1, 2, 3, 4]
+    assert list(Agent.objects.filter(run=run).order_by("created_seq").values_list("created_seq", flat=True)) == [
+        1,
+        2,
+        3,
+        4,
+    ]
 
 
 def test_a_late_result_of_a_reaped_attempt_is_discarded(make_budget, make_run, tmp_path):

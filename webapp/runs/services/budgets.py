@@ -18,7 +18,7 @@ from webapp.config.celery import app as celery_app
 from webapp.core.errors import AppError
 from webapp.runs import selectors
 from webapp.runs.models import ClusterBudget, Generation, Run
-from webapp.runs.services.common import check_positive, lock_budget, publish_budget_usage
+from webapp.runs.services.common import check_positive, lock_budget, publish_budget_usage, raise_field_errors
 
 logger = logging.getLogger(__name__)
 
@@ -59,9 +59,7 @@ def budget_create(
     check_positive(fields, "gpu_hours_cap", gpu_hours_cap)
     check_positive(fields, "max_wall_clock_s", max_wall_clock_s, integer=True)
     check_positive(fields, "env_step_cap", env_step_cap, integer=True)
-    if fields:
-        first = next(iter(fields.items()))
-        raise AppError(f"{first[0]}: {first[1]}", fields=fields)
+    raise_field_errors(fields)
     return ClusterBudget.objects.create(
         name=str(name).strip(),
         owner=owner,
@@ -116,9 +114,7 @@ def budget_update(*, actor, budget: ClusterBudget, **changes: Any) -> ClusterBud
         check_positive(fields, "gpu_hours_cap", changes["gpu_hours_cap"])
     if "name" in changes and not str(changes["name"] or "").strip():
         fields["name"] = "required"
-    if fields:
-        first = next(iter(fields.items()))
-        raise AppError(f"{first[0]}: {first[1]}", fields=fields)
+    raise_field_errors(fields)
     if "name" in changes:
         changes["name"] = str(changes["name"]).strip()
     budget = lock_budget(budget.pk)  # lock order: the budget row only

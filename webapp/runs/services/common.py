@@ -13,6 +13,7 @@ from typing import Any
 
 from django.conf import settings
 
+from webapp.core.errors import AppError
 from webapp.runs import events, selectors
 from webapp.runs.models import ClusterBudget, Generation, Pod, Run
 
@@ -45,6 +46,14 @@ def check_positive(fields: dict[str, str], name: str, value: Any, *, integer: bo
         ok = ok and float(value).is_integer()
     if not ok:
         fields[name] = f"must be a positive {'integer' if integer else 'number'}, got {value!r}"
+
+
+def raise_field_errors(fields: dict[str, str]) -> None:
+    """Raise one :class:`AppError` for the bad fields collected (the first one in its message),
+    or nothing when ``fields`` is empty."""
+    if fields:
+        name, message = next(iter(fields.items()))
+        raise AppError(f"{name}: {message}", fields=fields)
 
 
 def lock_budget(budget_id: int) -> ClusterBudget:

@@ -20,6 +20,7 @@ from django.db.models import F, Max, Q
 from django.utils import timezone
 
 from webapp import engine
+from webapp.core.formatting import finite_or_none
 from webapp.runs import events, selectors, telemetry
 from webapp.runs.models import Agent, ClusterBudget, Generation, Pod, Run
 from webapp.runs.services.budgets import budget_dispatch, budget_verdict
@@ -218,17 +219,9 @@ def generation_progress_event(*, claim: Claim, info: dict[str, Any]) -> None:
             "env_steps": int(info.get("env_steps", 0)),
             "env_steps_total": claim.env_steps,
             "steps_per_s": float(info.get("steps_per_s", 0.0) or 0.0),
-            "episode_return_mean": _finite_or_none(info.get("episode_return_mean")),
+            "episode_return_mean": finite_or_none(info.get("episode_return_mean")),
         },
     )
-
-
-def _finite_or_none(value: Any) -> float | None:
-    try:
-        value = float(value)
-    except (TypeError, ValueError):
-        return None
-    return value if np.isfinite(value) else None
 
 
 def checkpoint_name(claim: Claim) -> str:

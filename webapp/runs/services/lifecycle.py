@@ -26,6 +26,7 @@ from webapp.runs.services.common import (
     lock_budget_and_run,
     publish_pod,
     publish_run,
+    raise_field_errors,
 )
 
 logger = logging.getLogger(__name__)
@@ -78,9 +79,7 @@ def run_create(
         fields["fresh_probability"] = f"must be in [0, 1], got {fresh_probability!r}"
     if score_metric != "sharpe":
         fields["score_metric"] = "only 'sharpe' (validation Sharpe ratio) is supported"
-    if fields:
-        first = next(iter(fields.items()))
-        raise AppError(f"{first[0]}: {first[1]}", fields=fields)
+    raise_field_errors(fields)
     engine.check_generation_steps(task.algorithm, task.hyperparameters, generation_steps)
     engine.check_run_device(device)
     mutation = dict(mutation or {})
@@ -145,17 +144,23 @@ def run_start(*, run: Run) -> Run:
         budget, run = lock_budget_and_run(run)  # lock order: budget row, then run row
         if run.status != Run.Status.QUEUED:
             raise AppError(f"run is {run.status}; only a queued run can be started", status=409)
-        verdict = budget_verdict(budget, run)
-        if verdict.state != verdict.OK:
-            raise AppError(f"cannot start: {verdict.reason}", fields={"budget": verdict.reason}, status=409)
-        run.status = Run.Status.RUNNING
-        run.started_at = timezone.now()
-        run.save(update_fields=["status", "started_at"])
-        ensure_pods(run)
-        budget_dispatch(budget)
-        publish_run(run)
+        _begin_running(budget, run, "start", started=True)
     logger.info("run started", extra={"run": run.id})
     return run
+
+
+def _begin_running(budget: ClusterBudget, run: Run, verb: str, *, started: bool) -> None:
+    """Set a locked run running if its budget allows: pods, generations, dispatch, event."""
+    verdict = budget_verdict(budget, run)
+    if verdict.state != verdict.OK:
+        raise AppError(f"cannot {verb}: {verdict.reason}", fields={"budget": verdict.reason}, status=409)
+    run.status = Run.Status.RUNNING
+    if started:
+        run.started_at = timezone.now()
+    run.save(update_fields=["status", "started_at"] if started else ["status"])
+    ensure_pods(run)
+    budget_dispatch(budget)
+    publish_run(run)
 
 
 def run_pause(*, run: Run) -> Run:
@@ -186,14 +191,7 @@ def run_resume(*, run: Run) -> Run:
         budget, run = lock_budget_and_run(run)  # lock order: budget row, then run row
         if run.status != Run.Status.PAUSED:
             raise AppError(f"run is {run.status}; only a paused run can be resumed", status=409)
-        verdict = budget_verdict(budget, run)
-        if verdict.state != verdict.OK:
-            raise AppError(f"cannot resume: {verdict.reason}", fields={"budget": verdict.reason}, status=409)
-        run.status = Run.Status.RUNNING
-        run.save(update_fields=["status"])
-        ensure_pods(run)
-        budget_dispatch(budget)
-        publish_run(run)
+        _begin_running(budget, run, "resume", started=False)
     return run
 
 
