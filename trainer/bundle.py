@@ -187,8 +187,8 @@ def export_bundle(checkpoint_path: str | Path, out_path: str | Path) -> str:
         Hex SHA-256 of the zip file.
 
     Raises:
-        BundleError: the checkpoint is missing, corrupt or does not rebuild into an agent, or
-            the bundle cannot be written.
+        BundleError: the checkpoint is missing, corrupt, does not rebuild into an agent or
+            holds NaN or infinite numbers (a diverged agent), or the bundle cannot be written.
     """
     from safetensors.torch import save as safetensors_save
 

@@ -15,7 +15,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from trainer.checkpoints import error_summary
+from trainer.checkpoints import error_summary, refuse_nonfinite
 from trainer.ensemble import ENSEMBLE, ensemble_policy_from_config
 from trainer.errors import BundleError, TrainerError
 from trainer.files import sha256_bytes
@@ -269,8 +269,9 @@ def load_agent(path: str | Path, *, device: str | torch.device = "cpu") -> Loade
         :class:`LoadedAgent`.
 
     Raises:
-        BundleError: a missing, truncated, tampered or incompatible bundle; the message names
-            the bundle file and the bad member (``details["member"]``).
+        BundleError: a missing, truncated, tampered or incompatible bundle, or one whose policy
+            holds NaN or infinite parameters (a diverged agent); the message names the bundle
+            file and the bad member (``details["member"]``).
     """
     from safetensors import SafetensorError
     from safetensors.torch import load as safetensors_load
@@ -301,6 +302,10 @@ def load_agent(path: str | Path, *, device: str | torch.device = "cpu") -> Loade
             file=str(path),
             member="policy.safetensors",
         ) from exc
+    try:
+        refuse_nonfinite(tensors, f"bundle {path}: policy.safetensors")
+    except BundleError as exc:
+        raise BundleError(exc.message, file=str(path), member="policy.safetensors") from None
     from trainer.agents import make_agent
 
     try:

@@ -30,6 +30,7 @@ import torch
 
 from trainer.errors import BundleError
 from trainer.files import atomic_write_bytes, sha256_bytes, sha256_file
+from trainer.nonfinite import nonfinite_tensors
 from trainer.version import __version__
 
 __all__ = [
@@ -63,6 +64,17 @@ def utc_now() -> str:
 
 
 # ---------------------------------------------------------------------------- checkpoints
+def _on_cpu(value: Any) -> Any:
+    """``value`` with every tensor of its dicts, lists and tuples detached and on the CPU."""
+    if isinstance(value, torch.Tensor):
+        return value.detach().cpu()
+    if isinstance(value, dict):
+        return {k: _on_cpu(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return type(value)(_on_cpu(v) for v in value)
+    return value
+
+
 def save_checkpoint(state: dict[str, Any], path: str | Path) -> str:
     """Serialize a checkpoint dict with ``torch.save`` and write it atomically.
 
@@ -72,6 +84,9 @@ def save_checkpoint(state: dict[str, Any], path: str | Path) -> str:
             ``paddock_version`` are filled in when missing.
         path: destination file (conventionally ``*.pt``).
 
+    Tensors are stored on the CPU (a checkpoint written by a GPU worker loads anywhere, and
+    its bytes do not depend on which GPU wrote it).
+
     Returns:
         Hex SHA-256 of the written file.
 
@@ -80,12 +95,14 @@ def save_checkpoint(state: dict[str, Any], path: str | Path) -> str:
             checked by loading it back from memory before anything is written), or the file
             cannot be written.
     """
-    state = {
-        "format": CHECKPOINT_FORMAT,
-        "format_version": CHECKPOINT_VERSION,
-        "paddock_version": __version__,
-        **state,
-    }
+    state = _on_cpu(
+        {
+            "format": CHECKPOINT_FORMAT,
+            "format_version": CHECKPOINT_VERSION,
+            "paddock_version": __version__,
+            **state,
+        }
+    )
     buf = io.BytesIO()
     torch.save(state, buf)
     data = buf.getvalue()
@@ -145,3 +162,19 @@ def error_summary(exc: BaseException) -> str:
     """The first line of an exception's message (at most 300 characters), for one-line errors."""
     text = str(exc).strip().splitlines()
     return text[0][:300] if text else type(exc).__name__
+
+
+def refuse_nonfinite(tensors: Any, what: str) -> None:
+    """Raise BundleError when a tensor of ``tensors`` (nested) holds NaN or inf.
+
+    Training refuses to save a diverged agent, but a checkpoint or bundle may come from
+    elsewhere (an older Paddock, a hand-edited file); its policy would emit NaN actions.
+    """
+    bad = nonfinite_tensors(tensors)
+    if bad:
+        more = f" and {len(bad) - 1} more" if len(bad) > 1 else ""
+        raise BundleError(
+            f"{what} holds NaN or infinite parameters ({bad[0]}{more}): the agent diverged in training and "
+            "cannot be exported, evaluated or backtested",
+            field="parameters",
+        )

@@ -3,8 +3,11 @@
 ``python -m trainer train --data-dir ../shared/data`` trains the built-in Dow-30 demo task
 (train 2010-2019, validate 2020, test 2021-01-01..2022-11-15) with PPO's defaults, writes a
 checkpoint per generation plus an agent bundle of the best one, and prints their paths and the
-validation score. Bad arguments and user errors (bad task, data or checkpoint) print one line
-``error: ...`` on stderr and exit with status 2, never a traceback.
+validation score. Exit statuses: 0 success; 1 training failed (it diverged: a loss, gradient
+norm or parameter became NaN or infinite; one line ``error: PPO diverged at update 37: ...`` on
+stderr, no bundle); 2 bad arguments or user errors (bad task, data, checkpoint or bundle, also
+one whose policy emits NaN actions), one line ``error: ...``; 130 interrupted twice with
+Ctrl-C. Never a traceback.
 """
 
 from __future__ import annotations
@@ -24,9 +27,10 @@ from typing import Any, NoReturn
 
 import yaml
 
-from trainer.errors import ConfigError, DataError, TrainerError
+from trainer.errors import BundleError, ConfigError, DataError, Diverged, TrainerError
 from trainer.version import __version__
 
+EXIT_TRAINING_FAILED = 1
 EXIT_USAGE = 2
 DEFAULT_ENV_STEPS = 2_000_000
 #: The shared data folder beside a checkout (``<repo>/../shared/data``), used when neither
@@ -114,7 +118,7 @@ def build_parser() -> argparse.ArgumentParser:
     train.add_argument("--tickers", metavar="A,B,...", help="comma-separated tickers to trade (default: all)")
     for split in ("train", "validation", "test"):
         train.add_argument(f"--{split}", nargs=2, metavar=("START", "END"), help=f"{split} dates, YYYY-MM-DD inclusive")
-    train.add_argument("--algo", choices=None, metavar="NAME", help="algorithm: ppo or sac")
+    train.add_argument("--algo", choices=None, metavar="NAME", help="algorithm: ppo, a2c, sac, td3 or ddpg")
     train.add_argument(
         "--env-steps",
         type=_positive_int,
@@ -162,7 +166,34 @@ def build_parser() -> argparse.ArgumentParser:
     )
     ex.add_argument("checkpoint", help="checkpoint file (.pt)")
     ex.add_argument("--out", metavar="ZIP", help="bundle path (default: the checkpoint's name with .zip)")
+
+    sv = sub.add_parser(
+        "serve",
+        help="answer POST /act for an agent bundle over HTTP (no Django)",
+        description=(
+            "Serve the deterministic policy of an agent bundle: POST /act (or /api/agents/<id>/act) with "
+            '{"observations": [[...]]}, {"date": "YYYY-MM-DD"} (needs the task\'s data files) or '
+            '{"bars": {ticker: [...]}, "cash": ..., "holdings": {...}}; the same bodies and answers as '
+            "the web app's endpoint (see trainer/serving.py). No authentication: it listens on localhost "
+            "unless --host says otherwise."
+        ),
+    )
+    sv.add_argument("bundle", help="agent bundle (.zip)")
+    sv.add_argument("--port", type=_port, default=8500, help="TCP port (default 8500; 0 picks a free one)")
+    sv.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1)")
+    sv.add_argument("--data-dir", metavar="DIR", default=default_data_dir(), help=DATA_DIR_HELP)
+    sv.add_argument("--cache-dir", metavar="DIR", help="Parquet cache of processed market data")
     return parser
+
+
+def _port(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a port number") from None
+    if not 0 <= value <= 65535:
+        raise argparse.ArgumentTypeError(f"{value} is not in 0..65535")
+    return value
 
 
 # ---------------------------------------------------------------------------- task building
@@ -335,17 +366,21 @@ def cmd_train(args: argparse.Namespace) -> int:
                 )
                 bar.refresh()
 
-            result = run_generation(
-                task,
-                env_steps=steps,
-                out_path=out / f"generation-{gen:03d}.pt",
-                parent=best.checkpoint_path if best is not None else None,
-                seed=args.seed + gen - 1,
-                device=args.device,
-                progress=on_progress,
-                should_stop=lambda: interrupt["stop"],
-                market_data=market,
-            )
+            try:
+                result = run_generation(
+                    task,
+                    env_steps=steps,
+                    out_path=out / f"generation-{gen:03d}.pt",
+                    parent=best.checkpoint_path if best is not None else None,
+                    seed=args.seed + gen - 1,
+                    device=args.device,
+                    progress=on_progress,
+                    should_stop=lambda: interrupt["stop"],
+                    market_data=market,
+                )
+            except Diverged as exc:
+                bar.close()
+                return _training_failed(exc, args, generation=gen)
             results.append(result)
             done_before += result.env_steps
             if best is None or result.score > best.score:
@@ -356,6 +391,7 @@ def cmd_train(args: argparse.Namespace) -> int:
     bundle_path = out / "agent.zip"
     bundle_sha = export_bundle(best.checkpoint_path, bundle_path)
     summary = {
+        "status": "done",
         "checkpoint": str(best.checkpoint_path),
         "checkpoint_sha256": best.sha256,
         "bundle": str(bundle_path),
@@ -382,6 +418,24 @@ def cmd_train(args: argparse.Namespace) -> int:
             f"{summary['duration_s']:.1f} s" + (" (stopped early)" if summary["cancelled"] else "")
         )
     return 0
+
+
+def _training_failed(exc: Diverged, args: argparse.Namespace, *, generation: int) -> int:
+    """Report a diverged generation: ``error: <the one line>`` on stderr (and, with ``--json``,
+    ``{"status": "failed", "reason", "generation", "diverged", "stats"}`` on stdout); no bundle
+    is written. Returns :data:`EXIT_TRAINING_FAILED`."""
+    sys.stderr.write(f"error: {exc.message}\n")
+    if args.json:
+        details = {k: v for k, v in exc.details.items() if k != "stats"}
+        report = {
+            "status": "failed",
+            "reason": exc.message,
+            "generation": generation,
+            "diverged": details,
+            "stats": exc.details.get("stats"),
+        }
+        print(json.dumps(report, indent=2))
+    return EXIT_TRAINING_FAILED
 
 
 def _is_bundle(path: Path) -> bool:
@@ -446,7 +500,8 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
     from trainer.checkpoints import load_checkpoint
     from trainer.data.pipeline import DataSpec
     from trainer.device import pick_device, set_cpu_threads
-    from trainer.envs.stock_trading import EnvConfig
+    from trainer.envs.kinds import prepare_market
+    from trainer.envs.observations import FeatureStats
     from trainer.evaluation import evaluate_policy
     from trainer.rebuild import build_agent
     from trainer.task import TaskSpec
@@ -456,12 +511,17 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
     device = pick_device(args.device)
     if _is_bundle(path):
         agent = load_agent(path, device=device)
-        task_dict, env_dict, tickers = agent.config["task"], agent.config["env_config"], list(agent.tickers)
+        task_dict, tickers = agent.config["task"], list(agent.tickers)
+        stats = agent.config.get("feature_stats")
         policy = agent.policy_fn(device)
     else:
         state = load_checkpoint(path)
-        task_dict, env_dict, tickers = state["task"], state["env_config"], list(state["observation_layout"]["tickers"])
-        trained = build_agent(state, device=device)
+        task_dict, tickers = state["task"], list(state["observation_layout"]["tickers"])
+        stats = state.get("feature_stats")
+        try:
+            trained = build_agent(state, device=device)
+        except BundleError as exc:
+            raise BundleError(f"checkpoint {path}: {exc.message}", file=str(path)) from exc
 
         def policy(obs: Any) -> Any:
             return trained.act(obs, deterministic=True)
@@ -482,9 +542,17 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
         data_fields["end"] = None if args.end else data_fields["end"]
     spec = DataSpec.from_dict(data_fields, prefix="data")
     market = _load_market(spec, args)
-    window = market.slice(start, end, name=name)
-    env_config = EnvConfig.from_dict(env_dict)
-    metrics = evaluate_policy(policy, window, dataclasses.replace(env_config), device=device)
+    # scale-free features over the whole history first, so the range's lookbacks are complete
+    window = prepare_market(market, task.env).slice(start, end, name=name)
+    metrics = evaluate_policy(
+        policy,
+        window,
+        dataclasses.replace(task.env),
+        device=device,
+        feature_stats=FeatureStats.from_dict(stats) if stats else None,
+        selection=task.selection,
+        policy_name=path.name,
+    )
     if args.json:
         print(json.dumps({"path": str(path), "split": name, "start": start, "end": end, "metrics": metrics}, indent=2))
     else:
@@ -503,13 +571,38 @@ def cmd_export(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_serve(args: argparse.Namespace) -> int:
+    """Serve a bundle over HTTP until interrupted; prints the address it listens on."""
+    from trainer.serving import make_server
+
+    try:
+        server = make_server(
+            args.bundle, host=args.host, port=args.port, data_dir=args.data_dir, cache_dir=args.cache_dir
+        )
+    except OSError as exc:
+        raise ConfigError(
+            f"port: cannot listen on {args.host}:{args.port} ({exc.strerror or exc})", field="port"
+        ) from None
+    host, port = server.server_address[:2]
+    print(f"serving {args.bundle} on http://{host}:{port}/act (Ctrl-C stops)", flush=True)
+    try:
+        server.serve_forever()
+    finally:
+        server.server_close()
+    return 0
+
+
 def main(argv: Sequence[str] | None = None) -> int:
-    """Entry point of ``python -m trainer``; returns the exit status (0 ok, 2 user error)."""
+    """Entry point of ``python -m trainer``; returns the exit status (0 ok, 1 training diverged,
+    2 user error, 130 interrupted)."""
     parser = build_parser()
     args = parser.parse_args(argv)
-    commands = {"train": cmd_train, "evaluate": cmd_evaluate, "export": cmd_export}
+    commands = {"train": cmd_train, "evaluate": cmd_evaluate, "export": cmd_export, "serve": cmd_serve}
     try:
         return commands[args.command](args)
+    except Diverged as exc:  # cmd_train reports its own; a safety net for any other path
+        sys.stderr.write(f"error: {exc.message}\n")
+        return EXIT_TRAINING_FAILED
     except TrainerError as exc:
         sys.stderr.write(f"error: {exc.message}\n")
         return EXIT_USAGE

@@ -44,3 +44,21 @@ class BundleError(TrainerError):
 
 class Cancelled(TrainerError):
     """Training was stopped through the cancel signal (not an error of the user's input)."""
+
+
+class Diverged(TrainerError):
+    """Training diverged: a loss, gradient norm or parameter became NaN or infinite, or the
+    trained policy emits non-finite actions.
+
+    A permanent failure of the generation (the same hyperparameters would diverge again): no
+    checkpoint is written, the CLI exits with status 1 and the web fails the generation
+    without retrying it. ``message`` is one line such as ``"PPO diverged at update 37: policy
+    loss is NaN; learning_rate=1000"``; ``details`` hold ``algorithm``, ``update``,
+    ``quantity``, ``value``, ``hyperparameters`` (the step sizes named in the message) and
+    ``stats`` (the training statistics at the divergence, non-finite ones as ``"NaN"``/``"inf"``).
+    """
+
+
+class PolicyError(TrainerError):
+    """A policy that cannot be evaluated: it emits NaN or infinite actions. ``details`` name
+    the ``policy`` and the ``date`` of the first such action."""

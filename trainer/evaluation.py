@@ -59,6 +59,7 @@ def evaluate_policy(
     benchmark_returns: pd.Series | None = None,
     feature_stats: FeatureStats | None = None,
     selection: SelectionRule | None = None,
+    policy_name: str = "the policy",
 ) -> dict[str, Any]:
     """Score a deterministic policy on a date range, as the pods and the CLI do.
 
@@ -80,6 +81,7 @@ def evaluate_policy(
             (``data`` must then come from :func:`trainer.envs.kinds.prepare_market`).
         selection: the scoring rule; default :class:`SelectionRule` (mean - 1 x std of the
             Sharpe ratios of 4 sub-windows).
+        policy_name: who the policy is, for errors (e.g. ``"agent 12"``, a file name).
 
     Returns:
         JSON-able dict: every key of :func:`trainer.backtest.metrics.compute_metrics` for the
@@ -96,6 +98,8 @@ def evaluate_policy(
 
     Raises:
         DataError: ``data`` has fewer than 2 days or unusable prices.
+        PolicyError: the policy emits a NaN or infinite action; it is never scored (a NaN
+            action used to mean "hold", which gave a diverged policy a quiet score of 0).
     """
     device = torch.device(device)
     selection = selection or SelectionRule()
@@ -103,7 +107,7 @@ def evaluate_policy(
         data, eval_config(env_config), num_envs=1, device=device, seed=seed, feature_stats=feature_stats
     )
     # The full window runs through the backtest's loop and is scored by its metrics function.
-    full = daily_frame(run_policy(policy, full_env, start_day=0, seed=seed), data)
+    full = daily_frame(run_policy(policy, full_env, start_day=0, seed=seed, policy_name=policy_name), data)
     metrics = agent_metrics(full, benchmark_returns)
     v = full["account_value"].to_numpy()
     returns = pd.Series(v[1:] / v[:-1] - 1.0, index=full.index[1:], name="returns")
@@ -134,7 +138,7 @@ def evaluate_policy(
         win_env = make_env(
             data, cfg, num_envs=random_windows, device=device, seed=seed + 1, feature_stats=feature_stats
         )
-        trace = run_policy(policy, win_env, start_day=None, seed=seed + 1)
+        trace = run_policy(policy, win_env, start_day=None, seed=seed + 1, policy_name=policy_name)
         totals, sharpes = [], []
         for i in range(random_windows):
             row = trace.values[i][~np.isnan(trace.values[i])]
@@ -165,6 +169,7 @@ def evaluate_checkpoint_state(
     cache_dir: str | Path | None = None,
     benchmark_returns: pd.Series | None = None,
     device: str | torch.device = "cpu",
+    seed: int | None = None,
 ) -> dict[str, Any]:
     """Score an agent of a checkpoint (or an ensemble of them) on a split of its task, exactly as
     :func:`run_generation` scores a generation: same env kind and rules, same train-split
@@ -175,6 +180,7 @@ def evaluate_checkpoint_state(
         state: the checkpoint dict (``task``, ``feature_stats``).
         split: ``"validation"`` (default) or ``"test"``.
         market_data: the task's loaded panel (else loaded from ``data_dir``).
+        seed: seed of the random windows; default the checkpoint's (as the pod used).
 
     Returns:
         The dict of :func:`evaluate_policy`.
@@ -200,4 +206,5 @@ def evaluate_checkpoint_state(
         feature_stats=stats,
         selection=task.selection,
         benchmark_returns=benchmark_returns,
+        seed=int(state.get("seed", 0) or 0) if seed is None else seed,
     )

@@ -29,10 +29,10 @@ from trainer.checkpoints import load_checkpoint, save_checkpoint, utc_now
 from trainer.data.market import MarketData
 from trainer.data.pipeline import load_market_data
 from trainer.data.splits import check_split_days
-from trainer.device import pick_device
+from trainer.device import buffer_memory_limit, configure_device, pick_device
 from trainer.envs.kinds import fit_stats, kind_of, make_env, observation_dim, prepare_market
 from trainer.envs.observations import FeatureStats
-from trainer.errors import BundleError, ConfigError
+from trainer.errors import BundleError, ConfigError, PolicyError
 from trainer.evaluation import (
     EVAL_RANDOM_WINDOWS,
     EVAL_WINDOW_DAYS,
@@ -91,7 +91,10 @@ class GenerationResult:
         sha256: hex SHA-256 of that file.
         score: validation Sharpe ratio of the full-window deterministic episode (0.0 when
             undefined, see :func:`evaluate_policy`); higher is better.
-        metrics: the evaluation dict of :func:`evaluate_policy`.
+        metrics: the evaluation dict of :func:`evaluate_policy`, plus ``untrained``: the
+            ``score``, ``sharpe_ratio`` and ``total_return`` of the line's untrained policy on
+            the same validation days (evaluated before a fresh agent trains; a child carries
+            its parent's).
         env_steps: env steps (transitions over all envs) trained in this generation.
         hyperparameters: the agent's full hyperparameters after any changes.
         cancelled: ``should_stop`` ended training early (the checkpoint is still written).
@@ -193,7 +196,9 @@ def run_generation(
         hyperparameters: changes to the hyperparameters (PBT mutation), e.g.
             ``{"learning_rate": 1e-4}``; validated like the task's.
         seed: seed of the fresh agent and of the envs.
-        device: ``"auto"`` (CUDA when available), ``"cpu"``, ``"cuda"``, ``"cuda:N"``.
+        device: ``"auto"`` (CUDA when available), ``"cpu"``, ``"cuda"``, ``"cuda:N"``
+            (checked by :func:`trainer.device.pick_device`); a ``torch.device`` is used as
+            given (the device-discipline test trains on a stand-in accelerator).
         progress: called at most about 4 times a second with the agent's progress dict
             (``env_steps``, ``steps_per_s``, ``episode_return_mean``, losses...) plus
             ``phase`` (``"train"``/``"evaluate"``/``"done"``), ``generation_env_steps``,
@@ -212,7 +217,15 @@ def run_generation(
     Returns:
         :class:`GenerationResult`.
 
+    Divergence: the agent checks its losses, gradient norms and parameters once per update
+    and the evaluation checks every action; a NaN or infinity raises :class:`~trainer.errors.Diverged` and
+    no checkpoint is written (the same hyperparameters would diverge again, so callers treat
+    it as a permanent failure of this generation, not of the task).
+
     Raises:
+        trainer.errors.Diverged: training or the trained policy produced NaN or infinite numbers; the message
+            names the update, the quantity and the learning rate(s), e.g. ``"PPO diverged at
+            update 37: policy loss is NaN; learning_rate=1000"``.
         ConfigError: an invalid task, budget, device or hyperparameter change; a split with
             fewer trading days than :data:`MIN_SPLIT_DAYS` or outside the data (field
             ``"<split>.start"``/``"<split>.end"``); a buffer over :data:`MAX_BUFFER_BYTES`.
@@ -226,7 +239,8 @@ def run_generation(
     if isinstance(env_steps, bool) or not isinstance(env_steps, int | np.integer) or env_steps < 1:
         raise ConfigError(f"env_steps: must be a positive integer (got {env_steps!r})", field="env_steps")
     env_steps = int(env_steps)
-    torch_device = pick_device(str(device) if isinstance(device, torch.device) else device)
+    torch_device = device if isinstance(device, torch.device) else pick_device(device)
+    configure_device(torch_device)
 
     market = (
         market_data if market_data is not None else load_market_data(task.data, data_dir=data_dir, cache_dir=cache_dir)
@@ -261,7 +275,7 @@ def run_generation(
     if parent_state is not None and feature_stats is not None and parent_state.get("feature_stats"):
         feature_stats = FeatureStats.from_dict(parent_state["feature_stats"])
     obs_dim, action_dim = observation_dim(task.env, len(raw_market.tickers), len(raw_market.feature_names))
-    check_buffer_memory(task.algorithm, merged, obs_dim, action_dim)
+    check_buffer_memory(task.algorithm, merged, obs_dim, action_dim, limit=buffer_memory_limit(torch_device))
     env = make_env(
         train_data,
         task.env,
@@ -319,6 +333,36 @@ def run_generation(
             }
         )
 
+    def evaluate(name: str) -> dict[str, Any]:
+        # Evaluation steps 1 + EVAL_RANDOM_WINDOWS envs day by day: on the CPU, where the env is
+        # exact (float64) and a tiny step costs less than an accelerator's kernel launches and syncs.
+        if torch_device.type == "cpu":
+
+            def policy(obs: torch.Tensor) -> torch.Tensor:
+                return agent.act(obs, deterministic=True)
+
+        else:
+            policy = agent.policy_module().to("cpu")
+        return evaluate_policy(
+            policy,
+            validation_data,
+            task.env,
+            device="cpu",
+            seed=seed,
+            feature_stats=feature_stats,
+            selection=task.selection,
+            benchmark_returns=benchmark_returns,
+            policy_name=name,
+        )
+
+    # The untrained policy of the line, scored on the same validation days: the baseline a
+    # trained agent's score is read against (a child inherits its line's).
+    if parent_state is None:
+        before = evaluate(f"the untrained {task.algorithm} agent")
+        untrained = {k: before.get(k) for k in ("score", "sharpe_ratio", "total_return")}
+    else:
+        untrained = dict((parent_state.get("metrics") or {}).get("untrained") or {}) or None
+
     points: list[dict[str, Any]] = []
 
     def record(point: dict[str, Any]) -> None:
@@ -345,19 +389,16 @@ def run_generation(
     if progress is not None:
         report({"phase": "evaluate", "env_steps": trained})
 
-    def policy(obs: torch.Tensor) -> torch.Tensor:
-        return agent.act(obs, deterministic=True)
-
-    metrics = evaluate_policy(
-        policy,
-        validation_data,
-        task.env,
-        device=torch_device,
-        seed=seed,
-        feature_stats=feature_stats,
-        selection=task.selection,
-        benchmark_returns=benchmark_returns,
-    )
+    try:
+        metrics = evaluate(f"the {task.algorithm} agent")
+    except PolicyError as exc:
+        # finite losses and parameters, yet NaN actions: diverged all the same (no checkpoint)
+        value = str(exc.details.get("value", "NaN"))
+        error = agent.divergence(update=agent.updates, quantity="validation_action", value=value, stats=stats)
+        error.details["date"] = exc.details.get("date")
+        raise error from None
+    if untrained is not None:
+        metrics["untrained"] = untrained
     score = float(metrics["score"])
     hp_now = to_jsonable(dict(agent.hyperparameters()))
 

@@ -8,7 +8,7 @@ from typing import Any
 import torch
 
 from trainer.agents import make_agent
-from trainer.checkpoints import error_summary
+from trainer.checkpoints import error_summary, refuse_nonfinite
 from trainer.ensemble import ENSEMBLE, build_members
 from trainer.errors import BundleError, ConfigError
 
@@ -24,8 +24,10 @@ def build_agent(state: dict[str, Any], *, device: str | torch.device = "cpu") ->
         device: where the agent's networks live.
 
     Raises:
-        BundleError: the state does not rebuild into an agent.
+        BundleError: the state does not rebuild into an agent, or holds NaN or infinite
+            numbers (a diverged agent).
     """
+    refuse_nonfinite(state.get("agent"), "the agent state")  # an ensemble's members too
     if state.get("algorithm") == ENSEMBLE:
         try:
             return build_members(state, make_agent, device=device)

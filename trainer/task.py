@@ -14,7 +14,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from trainer.agents import ALGORITHMS
+from trainer.agents import ALGORITHMS, OFF_POLICY
 from trainer.data.pipeline import DataSpec
 from trainer.data.splits import MIN_SPLIT_DAYS
 from trainer.dates import parse_day
@@ -40,11 +40,15 @@ __all__ = [
 ]
 
 SPLITS = ("train", "validation", "test")
-#: and well inside a worker's RAM. Checked with :func:`buffer_bytes` when the observation size is
-#: known (the task names its tickers, or the data is loaded).
-MAX_BUFFER_BYTES = 8 * 2**30
+#: Largest rollout (PPO) or replay (SAC) buffer any task may ask for: 48 GiB, a third of the
+#: largest GPUs (141 GB). Checked with :func:`buffer_bytes` when the task is created and the
+#: observation size is known (the task names its tickers); the pod then checks the buffer
+#: against the memory of the device it trains on (``trainer.device.buffer_memory_limit``: a
+#: third of a GPU, a quarter of the CPU machine's RAM).
+MAX_BUFFER_BYTES = 48 * 2**30
 
 
+# ---------------------------------------------------------------------------- task spec
 def reprefix(exc: ConfigError, prefix: str, inner: str | None = None) -> ConfigError:
     """Return a copy of ``exc`` whose field path lives under ``prefix``.
 
@@ -102,7 +106,8 @@ class TaskSpec:
         test: ``(start, end)`` after ``validation``; kept for backtests.
         env: rules of the env: an :class:`EnvConfig` (``kind="stock_trading"``) or a
             :class:`~trainer.envs.portfolio.PortfolioConfig` (``kind="portfolio"``).
-        algorithm: a key of :data:`trainer.agents.ALGORITHMS` (``"ppo"``, ``"sac"``).
+        algorithm: a key of :data:`trainer.agents.ALGORITHMS` (``"ppo"``, ``"a2c"``, ``"sac"``,
+            ``"td3"``, ``"ddpg"``).
         hyperparameters: the algorithm config's full dict (every field, defaults filled in),
             including ``num_envs`` and ``hidden_sizes``.
         kind: ``"stock_trading"`` or ``"portfolio"`` (:mod:`trainer.envs.kinds`).
@@ -243,36 +248,49 @@ def validate_hyperparameters(algorithm: str, hyperparameters: Any) -> dict[str, 
 
 
 def buffer_bytes(algorithm: str, hyperparameters: Mapping[str, Any], obs_dim: int, action_dim: int) -> int:
-    """Bytes of the agent's largest allocation: PPO's rollout buffer or SAC's replay buffer.
+    """Bytes of the agent's largest allocation: an on-policy rollout buffer or a replay buffer.
 
-    PPO stores ``rollout_steps x num_envs`` transitions of obs, action and 8 float32 scalars
-    (log-prob, reward, value, final value, episode return, advantage, return, done flags);
-    SAC stores ``buffer_size`` transitions of obs, next obs, action, reward and done
-    (see :mod:`trainer.buffers`). Networks and activations come on top.
+    PPO and A2C store ``rollout_steps x num_envs`` transitions of obs, action and 8 float32
+    scalars (log-prob, reward, value, final value, episode return, advantage, return, done
+    flags); SAC, TD3 and DDPG (:data:`trainer.agents.OFF_POLICY`) store ``buffer_size``
+    transitions of obs, next obs, action, reward and done (see :mod:`trainer.buffers`).
+    Networks and activations come on top.
 
     Args:
-        algorithm: ``"ppo"`` or ``"sac"``.
+        algorithm: a key of :data:`trainer.agents.ALGORITHMS`.
         hyperparameters: the algorithm's validated hyperparameter dict.
         obs_dim, action_dim: sizes of the env's observation and action vectors.
     """
     hp = hyperparameters
-    if algorithm == "sac":
+    if algorithm in OFF_POLICY:
         return int(hp["buffer_size"]) * (2 * obs_dim + action_dim + 2) * 4
     return int(hp["rollout_steps"]) * int(hp["num_envs"]) * (obs_dim + action_dim + 8) * 4
 
 
-def check_buffer_memory(algorithm: str, hyperparameters: Mapping[str, Any], obs_dim: int, action_dim: int) -> None:
-    """Refuse hyperparameters whose buffer (:func:`buffer_bytes`) exceeds :data:`MAX_BUFFER_BYTES`.
+def check_buffer_memory(
+    algorithm: str,
+    hyperparameters: Mapping[str, Any],
+    obs_dim: int,
+    action_dim: int,
+    *,
+    limit: int | None = None,
+) -> None:
+    """Refuse hyperparameters whose buffer (:func:`buffer_bytes`) exceeds the limit.
+
+    Args:
+        limit: bytes allowed; default :data:`MAX_BUFFER_BYTES` (any device). A pod passes its
+            device's :func:`trainer.device.buffer_memory_limit`.
 
     Raises:
-        ConfigError: naming ``hyperparameters.buffer_size`` (SAC) or ``hyperparameters.num_envs``
-            (PPO, whose buffer is ``rollout_steps x num_envs`` transitions).
+        ConfigError: naming ``hyperparameters.buffer_size`` (off-policy) or ``hyperparameters.num_envs``
+            (PPO, A2C: the buffer is ``rollout_steps x num_envs`` transitions).
     """
     size = buffer_bytes(algorithm, hyperparameters, obs_dim, action_dim)
-    if size <= MAX_BUFFER_BYTES:
+    cap_bytes = min(MAX_BUFFER_BYTES, limit) if limit is not None else MAX_BUFFER_BYTES
+    if size <= cap_bytes:
         return
-    gib, cap = size / 2**30, MAX_BUFFER_BYTES / 2**30
-    if algorithm == "sac":
+    gib, cap = size / 2**30, round(cap_bytes / 2**30, 1)
+    if algorithm in OFF_POLICY:
         raise ConfigError(
             f"hyperparameters.buffer_size: a replay buffer of {hyperparameters['buffer_size']} transitions of "
             f"{obs_dim}-dim observations needs {gib:.1f} GiB, more than the {cap:g} GiB allowed; make it smaller",
@@ -290,7 +308,7 @@ def min_env_steps(algorithm: str, hyperparameters: Mapping[str, Any]) -> int:
     """Fewest env steps a generation can train: one PPO rollout (``num_envs x rollout_steps``)
     or one SAC vector step (``num_envs`` transitions)."""
     n = int(hyperparameters["num_envs"])
-    return n if algorithm == "sac" else n * int(hyperparameters["rollout_steps"])
+    return n if algorithm in OFF_POLICY else n * int(hyperparameters["rollout_steps"])
 
 
 def check_env_steps(algorithm: str, hyperparameters: Mapping[str, Any], env_steps: int, *, field: str) -> None:
@@ -303,7 +321,7 @@ def check_env_steps(algorithm: str, hyperparameters: Mapping[str, Any], env_step
     if env_steps < need:
         what = (
             f"one vector step of num_envs = {need}"
-            if algorithm == "sac"
+            if algorithm in OFF_POLICY
             else f"one rollout of num_envs x rollout_steps = {hyperparameters['num_envs']} x "
             f"{hyperparameters['rollout_steps']} = {need}"
         )

@@ -1,4 +1,4 @@
-// Dataset page: weekly closing prices of the first tickers (data from the page).
+// Dataset page: weekly closing prices of every ticker (data from the page); the legend toggles them.
 (function () {
   "use strict";
   const preview = JSON.parse(document.getElementById("price-preview").textContent);
@@ -12,7 +12,12 @@
   Plotly.newPlot(
     target,
     traces,
-    { margin: { l: 50, r: 10, t: 10, b: 40 }, height: 320, yaxis: { title: { text: "USD" }, type: "log" } },
+    {
+      margin: { l: 50, r: 10, t: 10, b: 40 },
+      height: 380,
+      yaxis: { title: { text: "USD" }, type: "log" },
+      legend: { itemclick: "toggle", itemdoubleclick: "toggleothers" },
+    },
     { displaylogo: false, responsive: true }
   );
 })();

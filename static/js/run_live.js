@@ -36,6 +36,8 @@
     run: null,
     ended: false, // the run is terminal and the page holds its final state; no reconnects
     lastBoardKey: "",
+    baseTitle: document.title,
+    initialStatus: document.getElementById("run-status").dataset.status,
   };
   window.paddockLive = state; // for tests and the latency benchmark
 
@@ -160,8 +162,25 @@
 
   // --- run, budget, controls ------------------------------------------------------------
 
+  // Seen live: a run that ends while the page is open says so in the tab title and a notice
+  // (a page opened on an ended run shows its state without announcing it).
+  function announceEnd(previous, run) {
+    if (!previous || TERMINAL.includes(previous) || !TERMINAL.includes(run.status)) return;
+    const mark = { finished: "✓", failed: "✗", cancelled: "■" }[run.status];
+    document.title = mark + " " + run.status + " · " + state.baseTitle;
+    const notice = $("#run-notice");
+    notice.textContent = "This run has " + run.status + (run.status_reason ? ": " + run.status_reason : ".");
+    notice.className = "run-notice " + run.status;
+    notice.hidden = false;
+    if (window.Notification && Notification.permission === "granted") {
+      new Notification(run.name + " " + run.status, { body: run.status_reason || "" });
+    }
+  }
+
   function applyRun(run) {
+    announceEnd(state.run ? state.run.status : state.initialStatus, run);
     state.run = run;
+    if (run.started_at) $("#run-started").textContent = run.started_at.slice(0, 16).replace("T", " ") + " UTC";
     const status = $("#run-status");
     status.textContent = run.status;
     status.dataset.status = run.status;
@@ -227,7 +246,8 @@
       '<div class="pod-head"><strong>Pod ' + index + '</strong> <span class="badge pod-state"></span></div>' +
       '<div class="pod-gen">generation <span class="pod-gen-number">–</span> · <span class="pod-done">0</span> done</div>' +
       '<div class="pod-speed"><span class="pod-sps">–</span> steps/s</div>' +
-      '<div class="progress"><span class="pod-progress" style="width:0%"></span></div>';
+      '<div class="progress"><span class="pod-progress" style="width:0%"></span></div>' +
+      '<div class="pod-why muted"></div>';
     const cards = [...document.querySelectorAll("#pods .pod-card")];
     const after = cards.find((c) => Number(c.dataset.podIndex) > index);
     $("#pods").insertBefore(card, after || null);
@@ -250,6 +270,7 @@
     const total = gen && gen.env_steps ? gen.env_steps : cfg.generation_steps;
     const done = training ? pod.env_steps : 0;
     $(".pod-progress", card).style.width = Math.min(100, (100 * done) / total).toFixed(1) + "%";
+    $(".pod-why", card).textContent = pod.state === "queued" ? pod.queued_reason || "" : "";
   }
 
   function applyProgress(msg) {
@@ -377,8 +398,16 @@
     else Plotly.extendTraces("score-chart", { x: [[point.t], [point.t]], y: [[best], [med]] }, [0, 1]);
   }
 
+  // Ages stop at the run's end: a finished run's agents and the run itself do not keep ageing.
   function updateAges() {
-    const now = Date.now();
+    const age = $("#run-age");
+    const startedIso = (state.run && state.run.started_at) || age.dataset.startedAt;
+    const finishedIso = state.run ? state.run.finished_at : age.dataset.finishedAt;
+    const finished = finishedIso ? Date.parse(finishedIso) : NaN;
+    const now = Number.isNaN(finished) ? Date.now() : finished;
+    const started = startedIso ? Date.parse(startedIso) : NaN;
+    $("#run-age-label").textContent = Number.isNaN(finished) ? "Age" : "Ran for";
+    age.textContent = Number.isNaN(started) ? "–" : fmtDuration((now - started) / 1000);
     for (const td of tbody.querySelectorAll('td[data-col="age"]')) {
       const created = Date.parse(td.dataset.createdAt);
       if (!Number.isNaN(created)) td.textContent = fmtDuration((now - created) / 1000);
@@ -395,6 +424,7 @@
         const action = form.dataset.action;
         const body = {};
         if (action === "scale") body.num_pods = Number(form.querySelector("input[name=num_pods]").value);
+        if (action === "stop") body.backtest = form.querySelector("input[name=backtest]").checked;
         const error = $("#control-error");
         error.textContent = "";
         const response = await fetch(cfg.api + action + "/", {

@@ -101,7 +101,9 @@ def test_config_describes_observations_tickers_and_normalization(bundle, checkpo
     assert agent.tickers == tuple(TICKERS)
     assert cfg["indicators"] == list(state["observation_layout"]["feature_names"])
     assert cfg["observation_layout"] == state["observation_layout"]
-    assert cfg["architecture"]["obs_dim"] == 1 + 2 * 3 + 3 * 8
+    # scale-free default: cash and 3 holding fractions, 3 tickers x (4 log returns, volatility, 8 indicators)
+    assert cfg["architecture"]["obs_dim"] == 1 + 3 + 3 * 13
+    assert cfg["feature_stats"] == state["feature_stats"] and cfg["kind"] == "stock_trading"
     stats = cfg["normalization"]["statistics"]
     np.testing.assert_array_equal(stats["mean"], state["agent"]["obs_rms"]["mean"].numpy())
     assert cfg["env_config"] == state["env_config"]

@@ -6,9 +6,11 @@ import json
 import os
 import subprocess
 import sys
+import zipfile
 from pathlib import Path
 
 import numpy as np
+import onnxruntime as ort
 import pytest
 import torch
 
@@ -179,3 +181,30 @@ def test_demo_task_trains_from_the_command_line_in_a_few_minutes(data_dir, cache
     assert agent.config["task"]["validation"] == {"start": "2020-01-01", "end": "2020-12-31"}
     second = load_checkpoint(tmp_path / "generation-002.pt")
     assert second["generation"] == 2 and second["total_env_steps"] == result["env_steps"]
+
+
+@pytest.mark.parametrize(
+    ("algo", "hp"),
+    [
+        ("a2c", ["--hp", "rollout_steps=4", "--hp", "hidden_sizes=[16]"]),
+        ("td3", ["--hp", "hidden_sizes=[16]", "--hp", "learning_starts=64", "--hp", "batch_size=32"]),
+        ("ddpg", ["--hp", "hidden_sizes=[16]", "--hp", "learning_starts=64", "--hp", "batch_size=32"]),
+    ],
+)
+def test_train_with_each_new_algorithm_writes_a_bundle_whose_onnx_matches_the_checkpoint(
+    algo, hp, data_dir, cache_dir, tmp_path, capsys
+):
+    args = ["train", "--algo", algo, "--data-dir", str(data_dir), "--cache-dir", str(cache_dir)]
+    args += ["--out", str(tmp_path), "--json", "--tickers", "AAPL,MSFT", "--env-steps", "256", "--num-envs", "16"]
+    assert main(args + hp) == 0, capsys.readouterr().err
+    result = json.loads(capsys.readouterr().out)
+    state = load_checkpoint(result["checkpoint"])
+    assert state["algorithm"] == algo and state["hyperparameters"]["hidden_sizes"] == [16]
+    loaded = load_agent(result["bundle"])
+    assert loaded.algorithm == algo
+    obs = torch.randn(8, loaded.obs_dim) * 4
+    expected = build_agent(state).act(obs, deterministic=True).numpy()
+    np.testing.assert_array_equal(loaded.act(obs.numpy()), expected)
+    onnx_bytes = zipfile.ZipFile(result["bundle"]).read("policy.onnx")
+    session = ort.InferenceSession(onnx_bytes, providers=["CPUExecutionProvider"])
+    np.testing.assert_allclose(session.run(None, {"obs": obs.numpy()})[0], expected, atol=1e-5)

@@ -6,11 +6,15 @@ raised before any training starts.
 
 from __future__ import annotations
 
+import os
+
 import numpy as np
 import pytest
+import torch
 
 from trainer.cli import default_data_dir, main
 from trainer.data.splits import MIN_SPLIT_DAYS, check_split_days
+from trainer.device import buffer_memory_limit
 from trainer.envs.kinds import observation_dim
 from trainer.envs.stock_trading import EnvConfig
 from trainer.errors import ConfigError
@@ -18,6 +22,7 @@ from trainer.pod import (
     MAX_BUFFER_BYTES,
     TaskSpec,
     buffer_bytes,
+    check_buffer_memory,
     check_env_steps,
     demo_task_dict,
     run_generation,
@@ -65,21 +70,38 @@ def test_the_largest_allowed_values_are_accepted_one_at_a_time():
 
 def test_a_rollout_buffer_over_the_memory_limit_is_refused_naming_num_envs():
     task = task_with(num_envs=65_536, rollout_steps=4_096)
+    task["data"]["tickers"] = [f"T{i}" for i in range(30)]  # 2**28 transitions of 301 floats: 363 GiB
     with pytest.raises(ConfigError, match=r"GiB") as err:
         TaskSpec.from_dict(task)
     assert err.value.details["field"] == "hyperparameters.num_envs"
 
 
-def test_a_replay_buffer_over_the_memory_limit_is_refused_naming_buffer_size():
-    task = demo_task_dict()  # all 30 Dow tickers named, 8 indicators: 4M transitions are ~10 GiB
+def test_a_replay_buffer_over_the_devices_memory_limit_is_refused_naming_buffer_size():
+    task = demo_task_dict()  # all 30 Dow tickers named, 8 indicators: 4M transitions are 9.9 GiB
     task["data"]["tickers"] = [f"T{i}" for i in range(30)]
     task["algorithm"] = "sac"
     task["hyperparameters"] = {"buffer_size": 2**22}
-    assert field_of(task) == "hyperparameters.buffer_size"
+    spec = TaskSpec.from_dict(task)  # under the 48 GiB any device may get: a valid task
+    obs_dim, _ = observation_dim(EnvConfig(observation="finrl"), 30, 8)
+    with pytest.raises(ConfigError, match=r"9\.9 GiB, more than the 8 GiB allowed") as err:
+        check_buffer_memory("sac", spec.hyperparameters, obs_dim, 30, limit=8 * 2**30)  # a 24 GB GPU
+    assert err.value.details["field"] == "hyperparameters.buffer_size"
+    check_buffer_memory("sac", spec.hyperparameters, obs_dim, 30, limit=47 * 2**30)  # a 141 GB GPU
+
+
+def test_the_buffer_limit_of_a_cpu_worker_is_a_quarter_of_its_memory():
+    ram = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    assert buffer_memory_limit(torch.device("cpu")) == ram // 4
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
+def test_the_buffer_limit_of_a_gpu_is_a_third_of_its_memory():
+    total = torch.cuda.get_device_properties(0).total_memory
+    assert buffer_memory_limit(torch.device("cuda", 0)) == total // 3
 
 
 def test_the_default_ppo_rollout_of_the_dow_30_needs_about_22_mb():
-    obs_dim, _ = observation_dim(EnvConfig(), 29, 8)
+    obs_dim, _ = observation_dim(EnvConfig(observation="finrl"), 29, 8)
     assert obs_dim == 291
     hp = TaskSpec.from_dict(demo_task_dict()).hyperparameters
     assert buffer_bytes("ppo", hp, obs_dim, 29) == 16 * 1024 * (291 + 29 + 8) * 4

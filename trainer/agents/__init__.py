@@ -1,4 +1,4 @@
-"""RL agents (PPO, SAC) for vectorized torch envs, built by name through :func:`make_agent`.
+"""RL agents (PPO, A2C, SAC, TD3, DDPG) for vectorized torch envs, built by name through :func:`make_agent`.
 
 Importing this package loads only the agents and their networks, never a training runner.
 """
@@ -9,13 +9,42 @@ from typing import Any
 
 import torch
 
+from trainer.agents.a2c import A2CAgent, A2CConfig
 from trainer.agents.ppo import PPOAgent, PPOConfig
 from trainer.agents.sac import SACAgent, SACConfig
+from trainer.agents.td3 import DDPGAgent, DDPGConfig, TD3Agent, TD3Config
 from trainer.errors import ConfigError
 
-__all__ = ["ALGORITHMS", "PPOAgent", "PPOConfig", "SACAgent", "SACConfig", "agent_from_state_dict", "make_agent"]
+__all__ = [
+    "ALGORITHMS",
+    "OFF_POLICY",
+    "A2CAgent",
+    "A2CConfig",
+    "DDPGAgent",
+    "DDPGConfig",
+    "PPOAgent",
+    "PPOConfig",
+    "SACAgent",
+    "SACConfig",
+    "TD3Agent",
+    "TD3Config",
+    "agent_from_state_dict",
+    "make_agent",
+]
 
-ALGORITHMS: dict[str, tuple[type, type]] = {"ppo": (PPOAgent, PPOConfig), "sac": (SACAgent, SACConfig)}
+#: Algorithm name -> (agent class, config class), in the order forms list them.
+ALGORITHMS: dict[str, tuple[type, type]] = {
+    "ppo": (PPOAgent, PPOConfig),
+    "a2c": (A2CAgent, A2CConfig),
+    "sac": (SACAgent, SACConfig),
+    "td3": (TD3Agent, TD3Config),
+    "ddpg": (DDPGAgent, DDPGConfig),
+}
+#: Algorithms that learn from a replay buffer (one generation step = one vector env step of
+#: ``num_envs`` transitions); the others learn from rollouts of ``rollout_steps x num_envs``.
+OFF_POLICY: frozenset[str] = frozenset({"sac", "td3", "ddpg"})
+
+Agent = PPOAgent | A2CAgent | SACAgent | TD3Agent
 
 
 def make_agent(
@@ -26,11 +55,11 @@ def make_agent(
     *,
     device: str | torch.device = "cpu",
     seed: int = 0,
-) -> PPOAgent | SACAgent:
+) -> Agent:
     """Build a fresh agent.
 
     Args:
-        algo: a key of :data:`ALGORITHMS` (``"ppo"`` or ``"sac"``).
+        algo: a key of :data:`ALGORITHMS` (``"ppo"``, ``"a2c"``, ``"sac"``, ``"td3"``, ``"ddpg"``).
         obs_dim: observation size of the env.
         action_dim: action size of the env.
         hyperparameters: config fields to override (JSON-able; missing ones keep defaults).
@@ -48,7 +77,7 @@ def make_agent(
     return agent_cls(obs_dim, action_dim, config, device=device, seed=seed)
 
 
-def agent_from_state_dict(state: dict[str, Any], *, device: str | torch.device = "cpu") -> PPOAgent | SACAgent:
+def agent_from_state_dict(state: dict[str, Any], *, device: str | torch.device = "cpu") -> Agent:
     """Rebuild an agent (same algorithm, dimensions and config) from ``agent.state_dict()``.
 
     Raises:

@@ -14,8 +14,9 @@ from typing import Any, ClassVar
 
 import torch
 
-from trainer.errors import ConfigError
+from trainer.errors import ConfigError, Diverged
 from trainer.jsonable import finite_or_none
+from trainer.nonfinite import labelled
 
 ProgressFn = Callable[[dict], None]
 StopFn = Callable[[], bool]
@@ -258,24 +259,67 @@ class TelemetryClock:
         return {"elapsed_s": now - self.start, "steps_per_s": rate}
 
 
+def make_adam(params: Any, lr: float, device: torch.device) -> torch.optim.Adam:
+    """``torch.optim.Adam`` for the agents' networks: fused (one kernel per step for all
+    parameters instead of a few per tensor) on CUDA, PyTorch's default implementation elsewhere."""
+    return torch.optim.Adam(params, lr=lr, fused=True if device.type == "cuda" else None)
+
+
 def set_lr(optimizer: torch.optim.Optimizer, lr: float) -> None:
     """Set the learning rate of every param group (PBT mutation)."""
     for group in optimizer.param_groups:
         group["lr"] = lr
 
 
-class AgentBase:
-    """Bookkeeping shared by the agents: stats, hyperparameter changes, the common checkpoint part.
+#: How a divergence report names a statistic (others: underscores become spaces).
+_QUANTITY_NAMES = {
+    "grad_norm": "gradient norm",
+    "actor_grad_norm": "actor gradient norm",
+    "critic_grad_norm": "critic gradient norm",
+    "approx_kl": "approximate KL",
+    "parameters": "a parameter",
+}
 
-    Subclasses set ``algorithm``, ``config_class`` and ``SHAPE_FIELDS`` (config fields a loaded
-    state must share with the agent, because they shape its networks or buffers) and own
-    ``config``, ``actor``, ``critic``, ``obs_rms`` (or None), ``generator``, ``env_steps``,
-    ``updates`` and ``recent_returns``.
+
+class AgentBase:
+    """Bookkeeping shared by the agents: stats, hyperparameter changes, the common checkpoint part,
+    divergence reports.
+
+    Subclasses set ``algorithm``, ``config_class``, ``SHAPE_FIELDS`` (config fields a loaded
+    state must share with the agent, because they shape its networks or buffers) and
+    ``STEP_SIZE_FIELDS`` (the hyperparameters a divergence report names) and own ``config``,
+    ``actor``, ``critic``, ``obs_rms`` (or None), ``generator``, ``env_steps``, ``updates`` and
+    ``recent_returns``.
     """
 
     algorithm: ClassVar[str]
     config_class: ClassVar[type]
     SHAPE_FIELDS: ClassVar[tuple[str, ...]]
+    STEP_SIZE_FIELDS: ClassVar[tuple[str, ...]]
+
+    def divergence(self, *, update: int, quantity: str, value: str, stats: dict[str, Any]) -> Diverged:
+        """The error of a divergence found after gradient step ``update`` (1-based, over the
+        agent's life): ``"PPO diverged at update 37: policy loss is NaN; learning_rate=1000"``.
+
+        Args:
+            update: the agent's gradient step whose numbers first went non-finite.
+            quantity: what went non-finite, e.g. ``"policy_loss"``, ``"grad_norm"``, ``"parameters"``.
+            value: ``"NaN"``, ``"inf"`` or ``"-inf"``.
+            stats: training statistics up to that point (see ``learn``), recorded in the error.
+        """
+        hp = {name: getattr(self.config, name) for name in self.STEP_SIZE_FIELDS}
+        what = _QUANTITY_NAMES.get(quantity, quantity.replace("_", " "))
+        settings = ", ".join(f"{k}={v:g}" for k, v in hp.items())
+        message = f"{self.algorithm.upper()} diverged at update {update}: {what} is {value}; {settings}"
+        return Diverged(
+            message,
+            algorithm=self.algorithm,
+            update=update,
+            quantity=quantity,
+            value=value,
+            hyperparameters=hp,
+            stats=labelled(stats),
+        )
 
     def _base_stats(self, collected: int, episodes: int, start: float, cancelled: bool) -> dict[str, Any]:
         """The stats every ``learn`` returns (losses are added by the caller)."""

@@ -53,14 +53,19 @@ from trainer.agents.networks import (
 from trainer.agents.ppo_reference import reference_optimizer, reference_step
 from trainer.buffers.rollout import RolloutBatch, RolloutBuffer
 from trainer.errors import ConfigError
+from trainer.nonfinite import first_nonfinite, nonfinite_kind
 from trainer.ops.gae import compute_gae
 from trainer.ops.losses import diag_gaussian_log_normalizer, ppo_loss_gradients
 
 __all__ = ["PENDULUM_PPO", "PPOAgent", "PPOConfig"]
 
-#: Per-rollout statistics in stats and telemetry, in the order ``_update`` sums them (plus the
-#: explained variance of the rollout's value predictions).
-LOSS_NAMES = ("policy_loss", "value_loss", "entropy", "approx_kl", "clip_fraction", "explained_variance")
+#: Statistics of one gradient step, in the order of :meth:`PPOAgent._update`'s rows: the
+#: ``PPOGradients.stats`` of :func:`trainer.ops.losses.ppo_loss_gradients`, then the global
+#: gradient norm before clipping. Each is checked for NaN/inf after the rollout's updates.
+UPDATE_STATS = ("policy_loss", "value_loss", "entropy", "approx_kl", "clip_fraction", "grad_norm")
+#: Per-rollout statistics in stats and telemetry: the means of :data:`UPDATE_STATS` over the
+#: rollout's gradient steps, plus the explained variance of its value predictions.
+LOSS_NAMES = (*UPDATE_STATS, "explained_variance")
 #: Longest rollout per env (16 years of trading days; the default is 16).
 MAX_ROLLOUT_STEPS = 4_096
 #: Most passes over one rollout (the PPO paper uses 3-15).
@@ -209,6 +214,7 @@ class PPOAgent(AgentBase):
     algorithm = "ppo"
     config_class = PPOConfig
     SHAPE_FIELDS = ("hidden_sizes", "critic_hidden_sizes", "normalize_observations")
+    STEP_SIZE_FIELDS = ("learning_rate",)
 
     def __init__(
         self,
@@ -298,8 +304,9 @@ class PPOAgent(AgentBase):
                 call ends early with ``stats["cancelled"] = True``.
             telemetry: called after the updates of at most ``TELEMETRY_MAX_POINTS`` rollouts,
                 evenly spread (:func:`~trainer.agents._common.telemetry_due`), and after the
-                last one, with a point of :meth:`AgentBase._telemetry_point` holding that
-                rollout's mean losses (as in the returned stats) and ``learning_rate``.
+                last one (also the one that diverged), with a point of
+                :meth:`AgentBase._telemetry_point` holding that rollout's mean losses (as in
+                the returned stats) and ``learning_rate``.
 
         Returns:
             Stats dict: ``env_steps``, ``total_env_steps``, ``updates``, ``duration_s``,
@@ -307,11 +314,16 @@ class PPOAgent(AgentBase):
             rollout's mean ``policy_loss``, ``value_loss``, ``entropy``, ``approx_kl``,
             ``clip_fraction`` and ``explained_variance`` (``1 - Var(R - V) / Var(R)`` of the
             rollout's GAE returns R and value predictions V, as cleanrl and SB3 log it; 1 is a
-            perfect critic, <= 0 one no better than a constant; NaN when Var(R) = 0).
+            perfect critic, <= 0 one no better than a constant; NaN when Var(R) = 0), and
+            ``grad_norm``, the mean global gradient norm before clipping.
 
         Raises:
             ConfigError: the env's dimensions differ from the agent's, or there are more minibatches
                 than samples in the env's rollout.
+            Diverged: after a rollout's updates, a gradient step's loss, entropy, KL, clip
+                fraction or gradient norm, or a parameter, is NaN or infinite (checked once per
+                rollout, in the host sync its statistics need anyway); the message names the
+                first such gradient step and quantity and the learning rate.
         """
         cfg = self.config
         check_env(env, self.obs_dim, self.action_dim, self.algorithm)
@@ -375,19 +387,33 @@ class PPOAgent(AgentBase):
                     buf.advantages.sub_(mean_adv).div_(std + 1e-8)
             collected += buf.size
             self.env_steps += buf.size
-            finished = buf.finished_episode_returns().tolist()
+            finished = buf.finished_episode_returns()
             episodes += len(finished)
             self.recent_returns.extend(finished)
 
             # ---- K epochs of minibatch updates on the clipped objective
-            sums, count = self._update(buf, should_stop)
+            rows, count = self._update(buf, should_stop)
             if count < cfg.update_epochs * cfg.num_minibatches:
                 cancelled = True
+            diverged = None
             if count:
-                means = torch.cat([sums / count, explained.reshape(1)]).tolist()  # the one host sync of the update
-                losses = dict(zip(LOSS_NAMES, means))
-            if telemetry is not None and (cancelled or telemetry_due(iteration, iterations)):
+                # The one host sync of the update: every gradient step's statistics, the
+                # explained variance and whether all parameters are still finite.
+                params_finite = torch.isfinite(self.net.flat).all().to(rows.dtype).reshape(1)
+                host = torch.cat((rows[:count].reshape(-1), explained.reshape(1), params_finite)).tolist()
+                width = len(UPDATE_STATS)
+                steps = [host[i * width : (i + 1) * width] for i in range(count)]
+                means = [sum(column) / count for column in zip(*steps)]
+                losses = dict(zip(LOSS_NAMES, [*means, host[-2]]))
+                diverged = self._divergence_of(steps, params_finite=host[-1] == 1.0)
+                if diverged is not None:
+                    update, quantity, value = diverged
+                    losses = {**losses, **dict(zip(UPDATE_STATS, steps[update - (self.updates - count + 1)]))}
+            if telemetry is not None and (cancelled or diverged or telemetry_due(iteration, iterations)):
                 telemetry(self._telemetry_point(collected, clock, {**losses, "learning_rate": cfg.learning_rate}))
+            if diverged is not None:
+                stats = self._stats(collected, episodes, start, losses, cancelled)
+                raise self.divergence(update=update, quantity=quantity, value=value, stats=stats)
             if throttle.due():
                 throttle(self._stats(collected, episodes, start, losses, cancelled))
             if cancelled:
@@ -404,6 +430,19 @@ class PPOAgent(AgentBase):
             out[rows] = mlp_forward(self.critic.net, self._normalize(final_obs[rows])).squeeze(-1)
         return out
 
+    def _divergence_of(self, steps: list[list[float]], *, params_finite: bool) -> tuple[int, str, str] | None:
+        """``(update, quantity, value)`` of the first non-finite statistic among the last
+        ``len(steps)`` gradient steps (rows of :data:`UPDATE_STATS`), else of the parameters
+        when they are not finite; ``None`` when all is finite."""
+        first_update = self.updates - len(steps) + 1
+        for i, step in enumerate(steps):
+            bad = first_nonfinite(zip(UPDATE_STATS, step))
+            if bad is not None:
+                return first_update + i, bad[0], bad[1]
+        if not params_finite:
+            return self.updates, "parameters", nonfinite_kind([self.net.flat])
+        return None
+
     def _update(self, buf: RolloutBuffer, should_stop: StopFn | None) -> tuple[torch.Tensor, int]:
         """K epochs of minibatch gradient steps on one rollout.
 
@@ -413,14 +452,14 @@ class PPOAgent(AgentBase):
         (no host sync per step); ``should_stop`` is polled between epochs.
 
         Returns:
-            ``(sums, count)``: (5,) float32 sums over the ``count`` gradient steps taken of the
-            policy loss, value loss, entropy, approx KL and clip fraction.
+            ``(rows, count)``: rows (K * M, 6) float32 whose first ``count`` rows (the gradient
+            steps taken) hold each step's :data:`UPDATE_STATS`.
         """
         cfg = self.config
         reference = cfg.update_impl == "autograd" or not self.net.fast
         adam = reference_optimizer(self.net, self.optimizer) if reference else None
         flat = buf.flatten()
-        sums = torch.zeros(5, device=self.device)
+        rows = torch.zeros((cfg.update_epochs * cfg.num_minibatches, len(UPDATE_STATS)), device=self.device)
         count = 0
         for _epoch in range(cfg.update_epochs):
             if should_stop is not None and should_stop():
@@ -429,18 +468,20 @@ class PPOAgent(AgentBase):
             for indices in torch.tensor_split(perm, cfg.num_minibatches):
                 batch = RolloutBuffer.gather(flat, indices)
                 if adam is not None:
-                    stats = reference_step(self.net, adam, batch, cfg)
+                    stats, grad_norm = reference_step(self.net, adam, batch, cfg)
                     self.optimizer.steps += 1  # the moments are shared; the step count is not
                 else:
-                    stats = self._fast_step(batch)
+                    stats, grad_norm = self._fast_step(batch)
+                rows[count, :5] = stats
+                rows[count, 5] = grad_norm
                 self.updates += 1
                 count += 1
-                sums += stats
-        return sums, count
+        return rows, count
 
-    def _fast_step(self, batch: RolloutBatch) -> torch.Tensor:
+    def _fast_step(self, batch: RolloutBatch) -> tuple[torch.Tensor, torch.Tensor]:
         """One minibatch step with the closed-form gradient and :class:`FlatAdam`; returns the
-        (5,) statistics of :func:`~trainer.ops.losses.ppo_loss_gradients`."""
+        (5,) statistics of :func:`~trainer.ops.losses.ppo_loss_gradients` and the gradient norm
+        before clipping."""
         cfg, net = self.config, self.net
         keep: list[torch.Tensor] = []
         mean, new_values = net.forward(batch.obs, keep)
@@ -460,10 +501,10 @@ class PPOAgent(AgentBase):
         )
         net.backward(keep, grads.means, grads.values, grads.log_std)
         # global gradient-norm clip, as torch.nn.utils.clip_grad_norm_
-        scale = torch.clamp(cfg.max_grad_norm / (torch.linalg.vector_norm(net.grad) + 1e-6), max=1.0)
-        net.grad.mul_(scale)
+        grad_norm = torch.linalg.vector_norm(net.grad)
+        net.grad.mul_(torch.clamp(cfg.max_grad_norm / (grad_norm + 1e-6), max=1.0))
         self.optimizer.step()
-        return grads.stats
+        return grads.stats, grad_norm
 
     def _stats(self, collected: int, episodes: int, start: float, losses: dict, cancelled: bool) -> dict[str, Any]:
         return {**self._base_stats(collected, episodes, start, cancelled), **losses}

@@ -46,7 +46,9 @@ def reference_optimizer(net: FlatActorCritic, moments: FlatAdam) -> torch.optim.
     return adam
 
 
-def reference_step(net: FlatActorCritic, optimizer: torch.optim.Adam, batch: RolloutBatch, cfg: Any) -> torch.Tensor:
+def reference_step(
+    net: FlatActorCritic, optimizer: torch.optim.Adam, batch: RolloutBatch, cfg: Any
+) -> tuple[torch.Tensor, torch.Tensor]:
     """One PPO minibatch step with autograd.
 
     Args:
@@ -56,7 +58,8 @@ def reference_step(net: FlatActorCritic, optimizer: torch.optim.Adam, batch: Rol
         cfg: the agent's :class:`~trainer.agents.ppo.PPOConfig`.
 
     Returns:
-        (5,) float32 policy loss, value loss, entropy, approx KL and clip fraction (detached).
+        ``(stats, grad_norm)``: (5,) float32 policy loss, value loss, entropy, approx KL and clip
+        fraction (detached), and () the gradient norm before clipping.
     """
     actor_params, critic_params = net.autograd_parameters()
     means = functional_call(net.actor, actor_params, (batch.obs,))
@@ -70,6 +73,7 @@ def reference_step(net: FlatActorCritic, optimizer: torch.optim.Adam, batch: Rol
 
     optimizer.zero_grad(set_to_none=False)  # net.flat.grad is net.grad: keep the tensor
     loss.backward()
-    torch.nn.utils.clip_grad_norm_([net.flat], cfg.max_grad_norm)
+    grad_norm = torch.nn.utils.clip_grad_norm_([net.flat], cfg.max_grad_norm)
     optimizer.step()
-    return torch.stack([policy.loss, value_loss, entropy, policy.approx_kl, policy.clip_fraction]).detach()
+    stats = torch.stack([policy.loss, value_loss, entropy, policy.approx_kl, policy.clip_fraction]).detach()
+    return stats, grad_norm.detach()

@@ -3,23 +3,20 @@
 Haarnoja et al. 2018, "Soft Actor-Critic Algorithms and Applications" (arXiv 1812.05905):
 tanh-squashed Gaussian policy, twin Q critics with Polyak-averaged targets, automatic entropy
 temperature (target entropy ``-action_dim``). Every vector env step adds E transitions to a
-replay buffer on the env's device and is followed by ``updates_per_step`` gradient updates.
-The formulas live in :mod:`trainer.ops`.
+replay buffer on the env's device and is followed by ``updates_per_step`` gradient updates
+(the loop is :meth:`trainer.agents._off_policy.OffPolicyAgent.learn`). The formulas live in
+:mod:`trainer.ops`.
 
 Resuming: every :meth:`SACAgent.learn` call resets the env with a seed drawn from the agent's
 generator. ``state_dict(include_replay_buffer=True)`` also saves the replay contents, which makes
 save/load/continue bit-identical to continuing in place (on CPU); without it (the default, to keep
 checkpoints small) a loaded agent refills its buffer with its own policy before updating again.
-A checkpoint from another device type (GPU on CPU, or the reverse) loads everything but the
-random stream, which is reseeded deterministically from the saved one
-(:func:`trainer.agents._common.restore_generator`).
 """
 
 from __future__ import annotations
 
 import copy
 import math
-import time
 from collections import deque
 from dataclasses import dataclass
 from typing import Any, ClassVar
@@ -27,29 +24,14 @@ from typing import Any, ClassVar
 import torch
 from torch import nn
 
-from trainer.agents._common import (
-    MAX_NUM_ENVS,
-    AgentBase,
-    AgentConfig,
-    ProgressFn,
-    StopFn,
-    TelemetryClock,
-    TelemetryFn,
-    Throttle,
-    check_env,
-    seeded_init,
-    set_lr,
-    telemetry_due,
-)
+from trainer.agents._common import MAX_NUM_ENVS, AgentConfig, make_adam, seeded_init, set_lr
+from trainer.agents._off_policy import OffPolicyAgent
 from trainer.agents.networks import DeterministicPolicy, RunningMeanStd, SquashedGaussianActor, TwinQ
 from trainer.buffers.replay import ReplayBuffer
 from trainer.errors import ConfigError
 from trainer.ops.losses import sac_actor_loss, sac_critic_loss, sac_critic_target, sac_temperature_loss
 
-#: The statistics ``_update`` returns, in order.
-LOSS_NAMES = ("critic_loss", "actor_loss", "alpha_loss", "alpha")
-
-__all__ = ["SACAgent", "SACConfig"]
+__all__ = ["PENDULUM_SAC", "SACAgent", "SACConfig"]
 
 #: Largest replay buffer, in transitions (4.2 M; 10.6 GB with 300-dim observations).
 MAX_BUFFER_SIZE = 2**22
@@ -137,7 +119,24 @@ class SACConfig(AgentConfig):
         r(math.isfinite(self.reward_scale) and self.reward_scale > 0, "reward_scale", "must be > 0")
 
 
-class SACAgent(AgentBase):
+#: Hyperparameters that swing up :class:`~trainer.envs.pendulum.PendulumVecEnv` in ~20k transitions
+#: (4 envs, 64x64 networks, 2 updates per vector step); used by the learning test and
+#: ``benchmarks/pendulum_time_to_quality.py``.
+PENDULUM_SAC: dict[str, Any] = {
+    "num_envs": 4,
+    "hidden_sizes": [64, 64],
+    "batch_size": 256,
+    "buffer_size": 100_000,
+    "learning_starts": 1_000,
+    "updates_per_step": 2,
+    "actor_learning_rate": 1e-3,
+    "critic_learning_rate": 1e-3,
+    "alpha_learning_rate": 1e-3,
+    "initial_alpha": 1.0,
+}
+
+
+class SACAgent(OffPolicyAgent):
     """SAC agent: owns actor, twin critics and targets, optimizers, temperature, replay, RNG, counters.
 
     Args:
@@ -155,6 +154,10 @@ class SACAgent(AgentBase):
     algorithm = "sac"
     config_class = SACConfig
     SHAPE_FIELDS = SACConfig.FIXED
+    STEP_SIZE_FIELDS = ("actor_learning_rate", "critic_learning_rate", "alpha_learning_rate")
+    #: losses, the temperature, the policy's entropy estimate ``-mean log pi(a|s)`` (nats) and
+    #: the gradient norms of critics and actor
+    LOSS_NAMES = ("critic_loss", "actor_loss", "alpha_loss", "alpha", "entropy", "critic_grad_norm", "actor_grad_norm")
 
     def __init__(
         self,
@@ -182,9 +185,9 @@ class SACAgent(AgentBase):
             RunningMeanStd(obs_dim, clip=cfg.obs_clip).to(self.device) if cfg.normalize_observations else None
         )
         self.log_alpha = torch.tensor(math.log(cfg.initial_alpha), device=self.device, requires_grad=True)
-        self.actor_optimizer = torch.optim.Adam(self.actor.parameters(), lr=cfg.actor_learning_rate)
-        self.critic_optimizer = torch.optim.Adam(self.critic.parameters(), lr=cfg.critic_learning_rate)
-        self.alpha_optimizer = torch.optim.Adam([self.log_alpha], lr=cfg.alpha_learning_rate)
+        self.actor_optimizer = make_adam(self.actor.parameters(), cfg.actor_learning_rate, self.device)
+        self.critic_optimizer = make_adam(self.critic.parameters(), cfg.critic_learning_rate, self.device)
+        self.alpha_optimizer = make_adam([self.log_alpha], cfg.alpha_learning_rate, self.device)
         self.replay = ReplayBuffer(cfg.buffer_size, obs_dim, action_dim, self.device)
         self.generator = torch.Generator(device=self.device)
         self.generator.manual_seed(seed)
@@ -197,9 +200,6 @@ class SACAgent(AgentBase):
         """Entropy target in nats (``-action_dim`` unless configured)."""
         te = self.config.target_entropy
         return float(-self.action_dim) if te is None else te
-
-    def _normalize(self, obs: torch.Tensor) -> torch.Tensor:
-        return obs if self.obs_rms is None else self.obs_rms(obs)
 
     # ------------------------------------------------------------------ acting
     @torch.no_grad()
@@ -225,8 +225,17 @@ class SACAgent(AgentBase):
         return copy.deepcopy(DeterministicPolicy(self.actor, self.obs_rms)).eval()
 
     # ---------------------------------------------------------------- learning
+    def _explore(self, obs: torch.Tensor) -> torch.Tensor:
+        """A squashed Gaussian sample (E, A) for normalised observations (E, obs_dim)."""
+        action, _ = self.actor.sample(obs, self.generator)
+        return action
+
+    def _learned_tensors(self) -> list[torch.Tensor]:
+        """Actor and critic parameters and the log temperature."""
+        return [*super()._learned_tensors(), self.log_alpha]
+
     def _update(self) -> torch.Tensor:
-        """One gradient step of critics, actor and temperature; returns detached losses (4,)."""
+        """One gradient step of critics, actor and temperature; returns its detached :attr:`LOSS_NAMES` (7,)."""
         cfg = self.config
         batch = self.replay.sample(cfg.batch_size, self.generator)
         obs, next_obs = self._normalize(batch.obs), self._normalize(batch.next_obs)
@@ -242,6 +251,7 @@ class SACAgent(AgentBase):
         critic_loss = sac_critic_loss(q1, q2, target)
         self.critic_optimizer.zero_grad(set_to_none=True)
         critic_loss.backward()
+        critic_grad_norm = torch.nn.utils.get_total_norm([p.grad for p in self.critic.parameters()])
         self.critic_optimizer.step()
 
         action, log_prob = self.actor.sample(obs, self.generator)
@@ -251,6 +261,7 @@ class SACAgent(AgentBase):
         actor_loss = sac_actor_loss(q1_pi, q2_pi, log_prob, alpha)
         self.actor_optimizer.zero_grad(set_to_none=True)
         actor_loss.backward()
+        actor_grad_norm = torch.nn.utils.get_total_norm([p.grad for p in self.actor.parameters()])
         self.actor_optimizer.step()
 
         if cfg.autotune_alpha:
@@ -265,118 +276,9 @@ class SACAgent(AgentBase):
             for target_param, param in zip(self.critic_target.parameters(), self.critic.parameters()):
                 target_param.lerp_(param, cfg.tau)
         self.updates += 1
-        return torch.stack([critic_loss.detach(), actor_loss.detach(), alpha_loss.detach(), alpha])
-
-    def learn(
-        self,
-        env: Any,
-        env_steps: int,
-        *,
-        progress: ProgressFn | None = None,
-        should_stop: StopFn | None = None,
-        telemetry: TelemetryFn | None = None,
-    ) -> dict[str, Any]:
-        """Train for at least ``env_steps`` transitions (whole vector steps of E).
-
-        The env is reset first with a seed from the agent's generator (see the module docstring).
-        Until the agent has collected ``learning_starts`` transitions it acts uniformly at random.
-
-        Args:
-            env: vectorized env following ``docs/architecture.md`` on the agent's device.
-            env_steps: transitions to collect, >= 0.
-            progress: called at most ~4 times a second with ``env_steps`` (this call),
-                ``total_env_steps``, ``steps_per_s``, ``episode_return_mean`` (last 100 finished
-                episodes, unscaled, None before any) and the latest losses.
-            should_stop: polled after every env step and its updates; when it returns true the
-                call ends early with ``stats["cancelled"] = True``.
-            telemetry: called after at most ``TELEMETRY_MAX_POINTS`` vector steps, evenly
-                spread (:func:`~trainer.agents._common.telemetry_due`), and after the last one,
-                with a point of :meth:`AgentBase._telemetry_point` holding the latest
-                ``critic_loss`` (Q1 + Q2 losses), ``actor_loss``, ``alpha_loss``, ``alpha`` (once
-                updates have started) and ``learning_rate`` (the actor's).
-
-        Returns:
-            Stats dict: ``env_steps``, ``total_env_steps``, ``updates``, ``duration_s``,
-            ``steps_per_s``, ``episode_return_mean``, ``episodes``, ``cancelled``, and the latest
-            ``critic_loss``, ``actor_loss``, ``alpha_loss``, ``alpha`` once updates have started.
-
-        Raises:
-            ConfigError: the env's dimensions differ from the agent's, or it has more envs than the
-                replay capacity.
-        """
-        cfg = self.config
-        check_env(env, self.obs_dim, self.action_dim, self.algorithm)
-        if env.num_envs > cfg.buffer_size:
-            raise ConfigError(
-                f"sac.buffer_size {cfg.buffer_size} is smaller than env.num_envs {env.num_envs}",
-                field="sac.buffer_size",
-            )
-        if env_steps < 0:
-            raise ConfigError(f"env_steps must be >= 0, got {env_steps}", field="env_steps")
-        num_envs = env.num_envs
-        vector_steps = math.ceil(env_steps / num_envs)
-        throttle = Throttle(progress)
-        start = time.monotonic()
-        clock = TelemetryClock(start)
-        collected, episodes, cancelled = 0, 0, False
-        last_losses: torch.Tensor | None = None
-        pending_returns: list[torch.Tensor] = []  # finished-episode returns not yet moved to host
-
-        env_seed = int(torch.randint(0, 2**31 - 1, (1,), device=self.device, generator=self.generator).item())
-        obs, _ = env.reset(seed=env_seed)
-        for step in range(vector_steps):
-            if should_stop is not None and should_stop():
-                cancelled = True
-                break
-            if self.obs_rms is not None:
-                self.obs_rms.update(obs)
-            with torch.no_grad():
-                if self.env_steps < cfg.learning_starts:
-                    action = (
-                        torch.rand((num_envs, self.action_dim), device=self.device, generator=self.generator)
-                        .mul_(2.0)
-                        .sub_(1.0)
-                    )
-                else:
-                    action, _ = self.actor.sample(self._normalize(obs), self.generator)
-            next_obs, reward, terminated, truncated, info = env.step(action)
-            done = terminated | truncated
-            real_next = torch.where(done[:, None], info["final_observation"], next_obs)
-            self.replay.add(obs, action, reward * cfg.reward_scale, real_next, terminated)
-            pending_returns.append(info["episode_return"][done])
-            obs = next_obs
-            collected += num_envs
-            self.env_steps += num_envs
-
-            if self.replay.size >= max(cfg.learning_starts, cfg.batch_size):
-                for _ in range(cfg.updates_per_step):
-                    last_losses = self._update()
-            if telemetry is not None and telemetry_due(step, vector_steps):
-                episodes += self._drain(pending_returns)
-                values = dict(zip(LOSS_NAMES, last_losses.tolist())) if last_losses is not None else {}
-                telemetry(self._telemetry_point(collected, clock, {**values, "learning_rate": cfg.actor_learning_rate}))
-            if throttle.due():
-                episodes += self._drain(pending_returns)
-                throttle(self._stats(collected, episodes, start, last_losses, cancelled))
-        episodes += self._drain(pending_returns)
-        return self._stats(collected, episodes, start, last_losses, cancelled)
-
-    def _drain(self, pending: list[torch.Tensor]) -> int:
-        """Move finished-episode returns to ``recent_returns`` (one device sync); returns the count."""
-        if not pending:
-            return 0
-        finished = torch.cat(pending).tolist()
-        pending.clear()
-        self.recent_returns.extend(finished)
-        return len(finished)
-
-    def _stats(
-        self, collected: int, episodes: int, start: float, losses: torch.Tensor | None, cancelled: bool
-    ) -> dict[str, Any]:
-        stats = self._base_stats(collected, episodes, start, cancelled)
-        if losses is not None:
-            stats.update(zip(LOSS_NAMES, losses.tolist()))
-        return stats
+        entropy = log_prob.detach().mean().neg()
+        losses = (critic_loss.detach(), actor_loss.detach(), alpha_loss.detach(), alpha, entropy)
+        return torch.stack([*losses, critic_grad_norm, actor_grad_norm])
 
     # ------------------------------------------------------- hyperparameters
     def set_hyperparameters(self, **changes: Any) -> None:

@@ -29,12 +29,14 @@ from trainer.backtest.policy_run import Policy, PolicyTrace, run_policy
 from trainer.data.market import MarketData
 from trainer.dates import parse_day
 from trainer.envs.kinds import make_env, prepare_market
-from trainer.envs.observations import FeatureStats
+from trainer.envs.observations import FeatureStats, fit_feature_stats
 from trainer.envs.portfolio import PortfolioConfig
 from trainer.envs.stock_trading import EnvConfig
 from trainer.errors import ConfigError, DataError
 from trainer.jsonable import finite_or_none
 
+#: Fewest days before a backtest window to fit observation statistics on when none are given.
+MIN_STATS_DAYS = 126
 AGENT = "agent"
 QQQ = "QQQ"
 EQUAL_WEIGHT = "equal_weight"
@@ -284,6 +286,7 @@ def run_backtest(
     tickers: Sequence[str] | None = None,
     device: str = "cpu",
     feature_stats: FeatureStats | None = None,
+    policy_name: str = "the policy",
 ) -> BacktestResult:
     """Run a deterministic policy day by day from ``start`` to ``end`` and score it.
 
@@ -308,7 +311,10 @@ def run_backtest(
         device: torch device of the env.
         feature_stats: the agent's train-split statistics for a scale-free observation (from
             its checkpoint or bundle); the features are computed over all of ``data`` first,
-            so the first backtest day has its full lookback.
+            so the first backtest day has its full lookback. Without them they are fitted on
+            the days of ``data`` before ``start`` (at least :data:`MIN_STATS_DAYS`), else on the
+            window itself (a note says so).
+        policy_name: who the policy is, for errors (e.g. ``"agent 12"``, a bundle's file name).
 
     Returns:
         A :class:`BacktestResult`.
@@ -318,17 +324,30 @@ def run_backtest(
             not in ``data``, or ``benchmark_close`` lacks a trading day of the range (the
             message lists them) or has a non-positive price.
         ConfigError: invalid ``env_config``, or the policy returns an action of the wrong shape.
+        PolicyError: the policy returns a NaN or infinite action (a diverged agent; it is
+            refused, never run as "hold"); the message names ``policy_name`` and the day.
     """
     config = env_config or EnvConfig()
     names = {f.name for f in dataclasses.fields(config)}
     fixed = {"random_start": False, "episode_length": None, "randomize_initial": False}
     config = dataclasses.replace(config, **{k: v for k, v in fixed.items() if k in names})
     config.validate()
-    window = _select_dates(prepare_market(_select_tickers(data, tickers), config), start, end)
+    prepared = prepare_market(_select_tickers(data, tickers), config)
+    window = _select_dates(prepared, start, end)
     qqq = _aligned_close(benchmark_close, window.dates) if benchmark_close is not None else None
+    notes: list[str] = []
+    if feature_stats is None and getattr(config, "observation", "finrl") == "scale_free":
+        # No agent statistics: use the days before the window (no look-ahead) when there are
+        # enough, else the window itself, and say so.
+        before = prepared.dates < window.dates[0]
+        if before.sum() >= MIN_STATS_DAYS:
+            feature_stats = fit_feature_stats(prepared.slice(None, prepared.dates[before][-1]))
+        else:
+            feature_stats = fit_feature_stats(window)
+            notes.append("observation statistics fitted on the backtest window itself (no agent statistics given)")
 
     env = make_env(window, config, num_envs=1, device=device, seed=0, feature_stats=feature_stats)
-    trace = run_policy(policy, env, start_day=0, seed=0)
+    trace = run_policy(policy, env, start_day=0, seed=0, policy_name=policy_name)
     daily = daily_frame(trace, window)
     dates, n = daily.index, window.num_stocks
 
@@ -343,7 +362,7 @@ def run_backtest(
     metrics = {AGENT: agent_metrics(daily, bench_returns)}
     for name in benchmarks.columns:
         metrics[name] = compute_metrics(returns_from_values(benchmarks[name]), bench_returns, start_date=dates[0])
-    notes = [f"{window.num_days} trading days, {n} tickers, {window.dates[0]} to {window.dates[-1]}"]
+    notes = [f"{window.num_days} trading days, {n} tickers, {window.dates[0]} to {window.dates[-1]}", *notes]
     return BacktestResult(
         daily=daily,
         benchmarks=benchmarks,

@@ -13,6 +13,7 @@ import numpy as np
 import torch
 
 from trainer.errors import ConfigError
+from trainer.nonfinite import check_policy_actions
 
 __all__ = ["Policy", "PolicyTrace", "run_policy"]
 
@@ -61,7 +62,9 @@ def _as_action(raw: Any, num_envs: int, num_stocks: int, device: torch.device) -
 
 
 @torch.no_grad()
-def run_policy(policy: Policy, env: Any, *, start_day: int | None, seed: int | None = None) -> PolicyTrace:
+def run_policy(
+    policy: Policy, env: Any, *, start_day: int | None, seed: int | None = None, policy_name: str = "the policy"
+) -> PolicyTrace:
     """Run every env of ``env`` for exactly one episode with ``policy``, recording each day.
 
     Args:
@@ -71,12 +74,15 @@ def run_policy(policy: Policy, env: Any, *, start_day: int | None, seed: int | N
             episode settings are what the caller wants (no random start for a backtest).
         start_day: day index every env starts on, or ``None`` for the env's own start days.
         seed: reset seed of the env (its random start days, if any).
+        policy_name: who the policy is, for errors (e.g. ``"agent 12"``).
 
     Returns:
         A :class:`PolicyTrace`.
 
     Raises:
         ConfigError: the policy returns an action of the wrong shape.
+        PolicyError: the policy returns a NaN or infinite action (a diverged agent: refused,
+            never run as "hold"), naming ``policy_name`` and the day.
     """
     options = {"start_day": start_day} if start_day is not None else None
     obs, info = env.reset(seed=seed, options=options)
@@ -88,6 +94,8 @@ def run_policy(policy: Policy, env: Any, *, start_day: int | None, seed: int | N
     history = [active]
     while bool(active.any()):
         action = _as_action(policy(obs), num_envs, num_stocks, env.device)
+        first_active = int(active.nonzero()[0, 0])
+        check_policy_actions(action, policy=policy_name, date=env.data.dates[int(columns["day"][-1][first_active])])
         actions.append(action)
         obs, _reward, terminated, truncated, info = env.step(action)
         costs.append(info["costs"].clone())

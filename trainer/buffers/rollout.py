@@ -6,7 +6,7 @@ from typing import NamedTuple
 
 import torch
 
-__all__ = ["RolloutBatch", "RolloutBuffer"]
+__all__ = ["RolloutBatch", "RolloutBuffer", "finished_returns"]
 
 
 class RolloutBatch(NamedTuple):
@@ -27,6 +27,20 @@ class RolloutBatch(NamedTuple):
     values: torch.Tensor
     advantages: torch.Tensor
     returns: torch.Tensor
+
+
+def finished_returns(episode_returns: torch.Tensor, done: torch.Tensor) -> list[float]:
+    """The entries of ``episode_returns`` where ``done``, in row-major (time, then env) order.
+
+    One device-to-host copy of both tensors, masked on the host: selecting on the device would
+    cost a second host sync (a boolean mask has a data-dependent size).
+
+    Args:
+        episode_returns: (..., E) float returns, any device.
+        done: bool tensor of the same shape.
+    """
+    both = torch.stack([episode_returns.to(torch.float32), done.to(torch.float32)]).cpu()
+    return both[0][both[1] > 0].tolist()
 
 
 class RolloutBuffer:
@@ -62,10 +76,9 @@ class RolloutBuffer:
         """Number of samples T * E."""
         return self.num_steps * self.num_envs
 
-    def finished_episode_returns(self) -> torch.Tensor:
-        """(K,) float32 returns of the K episodes that ended during this rollout, in time order."""
-        done = self.terminated | self.truncated
-        return self.episode_returns[done]
+    def finished_episode_returns(self) -> list[float]:
+        """Returns of the K episodes that ended during this rollout, in time order (one host copy)."""
+        return finished_returns(self.episode_returns, self.terminated | self.truncated)
 
     def flatten(self) -> RolloutBatch:
         """Views of the learning fields over all T * E samples, flattened time-major (no copy)."""

@@ -169,6 +169,8 @@ class StockTradingEnv(_VecEnvAdapter):
         # largest float32 stands in for "unbounded" so that samplers and checkers get finite bounds.
         big = np.finfo(np.float32).max
         low = np.full(self.vec_env.obs_dim, -big, dtype=np.float32)
-        low[: 1 + 2 * self.vec_env.num_stocks] = 0.0
+        # Scale-free: cash and holding fractions (>= 0) then z-scores; FinRL: cash, prices, holdings.
+        nonneg = 1 + self.vec_env.num_stocks * (1 if self.vec_env.feature_stats is not None else 2)
+        low[:nonneg] = 0.0
         self.observation_space = gym.spaces.Box(low, big, shape=(self.vec_env.obs_dim,), dtype=np.float32)
         self.action_space = gym.spaces.Box(-1.0, 1.0, shape=(self.vec_env.action_dim,), dtype=np.float32)

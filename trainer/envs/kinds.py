@@ -20,9 +20,7 @@ import torch
 from trainer.data.market import MarketData
 from trainer.envs.observations import LOOKBACKS, FeatureStats, fit_feature_stats, scale_free_market
 from trainer.envs.portfolio import PortfolioConfig, PortfolioVecEnv
-from trainer.envs.portfolio import observation_size as portfolio_observation_size
 from trainer.envs.stock_trading import EnvConfig, StockTradingVecEnv
-from trainer.envs.stock_trading import observation_size as stock_observation_size
 from trainer.errors import ConfigError
 
 __all__ = [
@@ -107,9 +105,8 @@ def make_env(
     Raises:
         ConfigError, DataError: as the env's constructor.
     """
-    if isinstance(config, PortfolioConfig):
-        return PortfolioVecEnv(data, config, num_envs=num_envs, device=device, seed=seed, feature_stats=feature_stats)
-    return StockTradingVecEnv(data, config, num_envs=num_envs, device=device, seed=seed)
+    cls = PortfolioVecEnv if isinstance(config, PortfolioConfig) else StockTradingVecEnv
+    return cls(data, config, num_envs=num_envs, device=device, seed=seed, feature_stats=feature_stats)
 
 
 def observation_dim(config: Any, num_tickers: int, num_indicators: int) -> tuple[int, int]:
@@ -117,5 +114,7 @@ def observation_dim(config: Any, num_tickers: int, num_indicators: int) -> tuple
     n, f = num_tickers, num_indicators
     if isinstance(config, PortfolioConfig):
         per_ticker = (len(LOOKBACKS) + 1 + f) if uses_scale_free(config) else (1 + f)
-        return portfolio_observation_size(n, per_ticker), n + 1
-    return stock_observation_size(n, f), n
+        return n * per_ticker + n + 1, n + 1
+    if uses_scale_free(config):
+        return 1 + n + n * (len(LOOKBACKS) + 1 + f), n
+    return 1 + 2 * n + n * f, n

@@ -63,8 +63,8 @@ the first rebalance pays ``cost_pct`` on the invested fraction.
 
 from __future__ import annotations
 
-import functools
-from dataclasses import dataclass
+import math
+from dataclasses import asdict, dataclass, fields
 from typing import Any
 
 import numpy as np
@@ -72,7 +72,6 @@ import torch
 
 from trainer.data.market import MarketData
 from trainer.envs.episodes import EpisodeStarts, check_episode_setup
-from trainer.envs.market_rules import MIN_EPISODE_STEPS, PRICE_SCALE, RulesConfig, check_market, feature_scale
 from trainer.envs.observations import (
     FeatureStats,
     check_observation,
@@ -80,7 +79,9 @@ from trainer.envs.observations import (
     is_scale_free,
     scale_free_market,
 )
+from trainer.envs.stock_trading import MIN_EPISODE_STEPS, PRICE_SCALE, _check_market, feature_scale
 from trainer.errors import ConfigError
+from trainer.nonfinite import nonfinite_action_error
 
 __all__ = ["DSR_PRIOR_VARIANCE", "REWARDS", "PortfolioConfig", "PortfolioVecEnv", "target_weights"]
 
@@ -90,7 +91,7 @@ DSR_PRIOR_VARIANCE = 1e-4
 
 
 @dataclass
-class PortfolioConfig(RulesConfig):
+class PortfolioConfig:
     """Rules, reward and episode settings of :class:`PortfolioVecEnv`.
 
     Attributes:
@@ -126,7 +127,14 @@ class PortfolioConfig(RulesConfig):
             ConfigError: naming the field, e.g. ``"env.reward"``.
         """
 
-        bad, real = functools.partial(self._bad, prefix), functools.partial(self._real, prefix)
+        def bad(name: str, why: str) -> ConfigError:
+            return ConfigError(f"{prefix}.{name}: {why} (got {getattr(self, name)!r})", field=f"{prefix}.{name}")
+
+        def real(name: str) -> float:
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
+                raise bad(name, "must be a finite number")
+            return float(value)
 
         if real("initial_cash") <= 0:
             raise bad("initial_cash", "must be > 0")
@@ -151,6 +159,30 @@ class PortfolioConfig(RulesConfig):
             raise bad("random_start", "must be true or false")
         return self
 
+    def to_dict(self) -> dict[str, Any]:
+        """The fields as a JSON-able dict."""
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any] | None, *, prefix: str = "env") -> PortfolioConfig:
+        """Build and validate a config; missing keys keep their defaults.
+
+        Raises:
+            ConfigError: not a dict, an unknown key, or an invalid value.
+        """
+        if data is None:
+            data = {}
+        if not isinstance(data, dict):
+            raise ConfigError(f"{prefix}: must be an object", field=prefix)
+        known = {f.name for f in fields(cls)}
+        for key in data:
+            if key not in known:
+                raise ConfigError(
+                    f"{prefix}.{key}: unknown setting; expected one of {', '.join(sorted(known))}",
+                    field=f"{prefix}.{key}",
+                )
+        return cls(**data).validate(prefix=prefix)
+
 
 def target_weights(action: torch.Tensor, *, logit_scale: float, cash_bias: float) -> torch.Tensor:
     """Map actions to long-only target weights (stocks, then cash) that sum to 1.
@@ -168,12 +200,6 @@ def target_weights(action: torch.Tensor, *, logit_scale: float, cash_bias: float
     cash = a[:, -1]
     logits[:, -1] = cash * (logit_scale + cash_bias) - cash_bias
     return torch.softmax(logits, dim=1)
-
-
-def observation_size(num_stocks: int, features_per_stock: int) -> int:
-    """``obs_dim`` of :class:`PortfolioVecEnv`: N x K market values (close and features per
-    ticker) and the N + 1 current weights (tickers, then cash)."""
-    return num_stocks * features_per_stock + num_stocks + 1
 
 
 class PortfolioVecEnv(EpisodeStarts):
@@ -212,7 +238,7 @@ class PortfolioVecEnv(EpisodeStarts):
         feature_stats: FeatureStats | None = None,
     ) -> None:
         config = (config or PortfolioConfig()).validate()
-        check_market(data)
+        _check_market(data)
         num_days = data.num_days
         check_episode_setup(num_days, data.dates[0], data.dates[-1], config.episode_length, num_envs)
         self.config = config
@@ -240,7 +266,7 @@ class PortfolioVecEnv(EpisodeStarts):
             )
         self.data = data
         self.num_features = market.shape[2]
-        self.obs_dim = observation_size(n, self.num_features)
+        self.obs_dim = n * self.num_features + n + 1
         dev = self.device
         table = np.zeros((num_days, self.obs_dim), dtype=np.float32)
         table[:, : n * self.num_features] = np.transpose(market, (0, 2, 1)).reshape(num_days, -1)
@@ -368,7 +394,9 @@ class PortfolioVecEnv(EpisodeStarts):
         """Rebalance every env at today's close, drift to the next close, auto-reset finished envs.
 
         Args:
-            action: (E, N+1) float in [-1, 1] (clipped; NaN counts as 0), stocks then cash.
+            action: (E, N+1) float in [-1, 1] (clipped), stocks then cash. NaN and infinite
+                values are refused, as by :meth:`StockTradingVecEnv.step` (a diverged policy
+                must not pass for one that holds; issue 20).
 
         Returns:
             ``(obs, reward, terminated, truncated, info)`` as in
@@ -381,7 +409,8 @@ class PortfolioVecEnv(EpisodeStarts):
             fraction, ``log_return`` (E,) float64 and ``day`` (E,) int64.
 
         Raises:
-            ValueError: ``action`` does not have shape (num_envs, N+1).
+            ValueError: ``action`` does not have shape (num_envs, N+1), or holds NaN or
+                infinite values (the message names the env rows); the env's state is unchanged.
         """
         if tuple(action.shape) != (self.num_envs, self.action_dim):
             raise ValueError(f"action must have shape {(self.num_envs, self.action_dim)}, got {tuple(action.shape)}")
@@ -391,6 +420,7 @@ class PortfolioVecEnv(EpisodeStarts):
     def _step(self, action: torch.Tensor):
         cfg, n = self.config, self.num_stocks
         day, weights, value = self._day, self._weights, self._value
+        finite = torch.isfinite(action).all()
         target = target_weights(action.to(self.device), logit_scale=cfg.logit_scale, cash_bias=cfg.cash_bias)
         turnover = (target[:, :n] - weights[:, :n]).abs_().sum(1)
         kept = 1.0 - cfg.cost_pct * turnover  # fraction of value left after costs
@@ -410,8 +440,7 @@ class PortfolioVecEnv(EpisodeStarts):
             r = factor - 1.0
             a, b = self._dsr_a, self._dsr_b
             raw = (b * (r - a) - 0.5 * a * (r * r - b)) / (b - a * a).clamp(min=1e-12).pow(1.5)
-            self._dsr_a = a + cfg.dsr_eta * (r - a)
-            self._dsr_b = b + cfg.dsr_eta * (r * r - b)
+            dsr_a, dsr_b = a + cfg.dsr_eta * (r - a), b + cfg.dsr_eta * (r * r - b)
         reward = (raw * cfg.reward_scaling).to(torch.float32)
         episode_return = self._episode_return + reward
         day = day + 1
@@ -427,7 +456,13 @@ class PortfolioVecEnv(EpisodeStarts):
             turnover=turnover,
             log_return=log_ret,
         )
-        if bool(truncated.any()):
+        # One host sync answers both; no state has been written yet, so a refused step changes nothing.
+        all_finite, any_truncated = torch.stack((finite, truncated.any())).tolist()
+        if not all_finite:
+            raise nonfinite_action_error(action)
+        if cfg.reward == "differential_sharpe":
+            self._dsr_a, self._dsr_b = dsr_a, dsr_b
+        if any_truncated:
             done = truncated.nonzero().squeeze(1)
             starts = self._draw_starts(done.shape[0])
             day = day.index_put((done,), starts)

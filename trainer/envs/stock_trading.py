@@ -5,7 +5,7 @@ of a :class:`~trainer.data.market.MarketData` panel. One :meth:`StockTradingVecE
 all envs at once with fused tensor ops (no Python loop over envs or stocks), following the
 daily-rebalancing MDP of FinRL (Liu et al. 2020, "FinRL: A Deep Reinforcement Learning Library
 for Automated Stock Trading in Quantitative Finance", arXiv 2011.09607, section 3) as used by the
-ElegantRL-Podracer paper (Liu et al. 2021, arXiv 2112.05923):
+ElegantRL-Podracer paper (Li et al. 2021, arXiv 2112.05923):
 
 * the agent sees day ``t``'s close prices and indicators, trades at day ``t``'s close, and is
   rewarded with the change of its portfolio value from day ``t`` (before trading) to day ``t+1``
@@ -23,13 +23,29 @@ The episode API is Gymnasium's vector API with automatic reset ("same step" mode
 Speed (``benchmarks/env_throughput.py``): one step is ~25 fused tensor ops over (E, N) plus
 one row gather of a precomputed per-day observation table; no Python loop over envs or
 stocks. Steps run under ``torch.no_grad`` rather than ``inference_mode`` because agents feed
-the returned observations into autograd graphs, which inference tensors cannot join. Three
-data-dependent branches (any env over its cash, any turbulent day, any finished episode)
-each cost one host sync on CUDA and skip work on CPU when nothing happens.
+the returned observations into autograd graphs, which inference tensors cannot join.
+
+Two paths, one rule (``sync_free``): on the CPU three data-dependent branches (any env over its
+cash, any turbulent day, any finished episode) skip work when nothing happens, which costs
+nothing there. On an accelerator each such branch would be a host sync (the CPU waits for the
+device to say whether any element is true), so the step instead computes every case for
+every env and selects with ``torch.where``: no host sync, no data-dependent shapes, which lets
+the step be captured in a CUDA graph or compiled. Both paths give identical results (tested
+bit for bit on CPU with the same random draws), except for a NaN or infinite action: the CPU
+path refuses it (``ValueError``, state unchanged), the sync-free path holds that row and counts
+the step in ``nonfinite_steps`` (refusing would need a host sync every step).
+
+State dtypes (``share_dtype``): cash and portfolio value are float64 (USD sums over many days
+must not drift); holdings, prices and traded shares are float64 on the CPU (exact reference,
+used by evaluation and backtests) and float32 on accelerators (half the memory traffic; whole
+share counts are exact in float32 up to 2**24). Values from float32 holdings and prices are
+summed in float64 and differ from the float64 ones by about 1e-7 relatively (tested).
 """
 
 from __future__ import annotations
 
+import math
+from dataclasses import asdict, dataclass, fields
 from typing import Any
 
 import numpy as np
@@ -37,16 +53,9 @@ import torch
 
 from trainer.data.market import MarketData
 from trainer.envs.episodes import EpisodeStarts, check_episode_setup
-from trainer.envs.market_rules import (
-    CASH_SCALE,
-    HOLDINGS_SCALE,
-    MIN_EPISODE_STEPS,
-    PRICE_SCALE,
-    EnvConfig,
-    check_market,
-    feature_scale,
-)
-from trainer.errors import DataError
+from trainer.envs.observations import FeatureStats, check_observation, fit_feature_stats, scale_free_market
+from trainer.errors import ConfigError, DataError
+from trainer.nonfinite import nonfinite_action_error
 
 __all__ = [
     "CASH_SCALE",
@@ -59,17 +68,213 @@ __all__ = [
     "feature_scale",
 ]
 
+#: Observation scale of cash: 1,000,000 USD -> 15.3. (ElegantRL's vec env multiplies by 2**16.)
+CASH_SCALE = 2.0**-16
+#: Observation scale of close prices and price-like indicators: 128 USD -> 1.0.
+PRICE_SCALE = 2.0**-7
+#: Observation scale of holdings: 64 shares -> 1.0.
+HOLDINGS_SCALE = 2.0**-6
+#: With ``episode_length=None`` and a random start, an episode still has at least this many
+#: steps (or the whole split when it is shorter): starts are drawn from the first
+#: ``T - 1 - MIN_EPISODE_STEPS`` days. 63 trading days is one quarter.
+MIN_EPISODE_STEPS = 63
 
-def observation_size(num_stocks: int, num_features: int) -> int:
-    """``obs_dim`` of :class:`StockTradingVecEnv`: cash, N prices, N holdings, N x F indicators."""
-    return 1 + 2 * num_stocks + num_stocks * num_features
+# Fixed (data-independent) scales, so a policy trained on one split sees identically scaled
+# observations on any other split. Keys are matched against the feature name.
+_EXACT_FEATURE_SCALES = {
+    "macd": 2.0**-2,  # USD, typically within +-5
+    "volume": 2.0**-24,  # shares per day, ~1e7
+}
+_PREFIX_FEATURE_SCALES = (
+    ("rsi", 2.0**-6),  # 0..100
+    ("dx", 2.0**-6),  # 0..100
+    ("adx", 2.0**-6),  # 0..100
+    ("cci", 2.0**-7),  # roughly -300..300
+    ("boll", PRICE_SCALE),  # Bollinger bands are prices
+    ("close", PRICE_SCALE),  # close_30_sma, close_60_sma, ...
+    ("open", PRICE_SCALE),
+    ("high", PRICE_SCALE),
+    ("low", PRICE_SCALE),
+    ("adj_", PRICE_SCALE),
+)
+
+
+def feature_scale(name: str) -> float:
+    """Return the fixed observation scale of an indicator, chosen from its name.
+
+    Price-like indicators (Bollinger bands, moving averages of close, OHLC) share
+    :data:`PRICE_SCALE`; RSI/DX (0..100) use ``2**-6``; CCI ``2**-7``; MACD ``2**-2``.
+    Unknown names keep their natural units (scale 1.0) and are listed as such in
+    :meth:`StockTradingVecEnv.observation_layout`.
+
+    Args:
+        name: feature name as in ``MarketData.feature_names``, e.g. ``"rsi_30"``.
+
+    Returns:
+        The multiplier applied to the raw indicator value, a power of two.
+    """
+    key = name.lower()
+    if key in _EXACT_FEATURE_SCALES:
+        return _EXACT_FEATURE_SCALES[key]
+    for prefix, scale in _PREFIX_FEATURE_SCALES:
+        if key.startswith(prefix):
+            return scale
+    return 1.0
+
+
+@dataclass
+class EnvConfig:
+    """Trading rules and episode settings of :class:`StockTradingVecEnv`.
+
+    Attributes:
+        initial_cash: starting cash of every env, USD (> 0).
+        hmax: shares traded per unit of action: action ``a`` in [-1, 1] becomes
+            ``trunc(a * hmax)`` whole shares (an integer >= 1).
+        buy_cost_pct: transaction cost of buys as a fraction of the traded value
+            (``1e-3`` = 0.1 %), in [0, 1).
+        sell_cost_pct: same for sells, in [0, 1).
+        reward_scaling: multiplier of the daily change of portfolio value (USD) to get the
+            reward; ``1e-4`` makes a 10,000 USD day a reward of 1. Must be > 0.
+        turbulence_threshold: when set, on days whose ``MarketData.turbulence`` is >= this
+            value the env sells all holdings and refuses buys (FinRL's risk control); ``None``
+            disables it. Must be >= 0.
+        episode_length: steps (trading days) per episode; ``None`` runs to the last day of the
+            data. Must be >= 1 and less than the number of days.
+        random_start: draw each episode's first day uniformly at random (per env) so that envs
+            are decorrelated; ``False`` starts every episode on day 0.
+        randomize_initial: training aid: start each episode with a random total wealth in
+            ``[0.5, 1.5] * initial_cash``, a random part of it (up to half) already invested
+            in random whole-share holdings.
+        observation: ``"scale_free"`` (default): cash and holdings as fractions of the
+            portfolio value and the z-scored scale-free features of
+            :mod:`trainer.envs.observations`; ``"finrl"``: FinRL's layout of cash, prices,
+            holdings and indicators times constant scales (to compare with FinRL).
+    """
+
+    initial_cash: float = 1e6
+    hmax: int = 100
+    buy_cost_pct: float = 1e-3
+    sell_cost_pct: float = 1e-3
+    reward_scaling: float = 1e-4
+    turbulence_threshold: float | None = None
+    episode_length: int | None = None
+    random_start: bool = True
+    randomize_initial: bool = False
+    observation: str = "scale_free"
+
+    def validate(self, *, prefix: str = "env") -> EnvConfig:
+        """Check every field and return ``self``.
+
+        Args:
+            prefix: dotted path of this config inside a larger spec, used in error fields.
+
+        Raises:
+            ConfigError: a field has an impossible value; ``details["field"]`` is e.g.
+                ``"env.hmax"``.
+        """
+
+        def bad(name: str, why: str) -> ConfigError:
+            value = getattr(self, name)
+            return ConfigError(f"{prefix}.{name}: {why} (got {value!r})", field=f"{prefix}.{name}")
+
+        def real(name: str) -> float:
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
+                raise bad(name, "must be a finite number")
+            return float(value)
+
+        def integer(name: str) -> int:
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int | float) or value != int(value):
+                raise bad(name, "must be a whole number")
+            return int(value)
+
+        if real("initial_cash") <= 0:
+            raise bad("initial_cash", "must be > 0")
+        if integer("hmax") < 1:
+            raise bad("hmax", "must be >= 1")
+        for name in ("buy_cost_pct", "sell_cost_pct"):
+            if not 0 <= real(name) < 1:
+                raise bad(name, "must be a fraction in [0, 1), e.g. 0.001 for 0.1 %")
+        if real("reward_scaling") <= 0:
+            raise bad("reward_scaling", "must be > 0")
+        if self.turbulence_threshold is not None and real("turbulence_threshold") < 0:
+            raise bad("turbulence_threshold", "must be >= 0 or null")
+        if self.episode_length is not None and integer("episode_length") < 1:
+            raise bad("episode_length", "must be >= 1 or null")
+        for name in ("random_start", "randomize_initial"):
+            if not isinstance(getattr(self, name), bool):
+                raise bad(name, "must be true or false")
+        check_observation(self.observation, field=f"{prefix}.observation")
+        return self
+
+    def to_dict(self) -> dict[str, Any]:
+        """Return the fields as a JSON-able dict."""
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any] | None, *, prefix: str = "env") -> EnvConfig:
+        """Build and validate a config from a dict; missing keys keep their defaults.
+
+        Args:
+            data: e.g. ``{"hmax": 50, "turbulence_threshold": 120}``; ``None`` means defaults.
+            prefix: dotted path used in error fields.
+
+        Raises:
+            ConfigError: ``data`` is not a dict, has an unknown key, or a value is invalid.
+        """
+        if data is None:
+            data = {}
+        if not isinstance(data, dict):
+            raise ConfigError(f"{prefix}: must be an object", field=prefix)
+        known = {f.name for f in fields(cls)}
+        for key in data:
+            if key not in known:
+                raise ConfigError(
+                    f"{prefix}.{key}: unknown setting; expected one of {', '.join(sorted(known))}",
+                    field=f"{prefix}.{key}",
+                )
+        return cls(**data).validate(prefix=prefix)
+
+
+def _check_market(data: MarketData) -> None:
+    """Raise DataError naming the ticker and date of the first unusable price or feature."""
+    if data.num_days < 2:
+        raise DataError(f"the trading env needs at least 2 days of data, got {data.num_days}", field="data")
+    if data.num_stocks < 1:
+        raise DataError("the trading env needs at least one ticker", field="data")
+    bad = ~(np.isfinite(data.close) & (data.close > 0))
+    if bad.any():
+        t, n = np.argwhere(bad)[0]
+        raise DataError(
+            f"close price of {data.tickers[n]} on {data.dates[t]} is {data.close[t, n]!r}; prices must be positive",
+            ticker=data.tickers[n],
+            date=str(data.dates[t]),
+        )
+    bad = ~np.isfinite(data.features)
+    if bad.any():
+        t, n, f = np.argwhere(bad)[0]
+        raise DataError(
+            f"feature {data.feature_names[f]} of {data.tickers[n]} on {data.dates[t]} is not a finite number",
+            ticker=data.tickers[n],
+            date=str(data.dates[t]),
+            field=data.feature_names[f],
+        )
 
 
 class StockTradingVecEnv(EpisodeStarts):
     """``num_envs`` independent stock portfolios stepped together as batched torch tensors.
 
-    Observation of env ``e`` on day ``t`` (``obs_dim = 1 + 2N + N*F``), float32, layout in
-    :meth:`observation_layout`::
+    Observation of env ``e`` on day ``t``, float32, layout in :meth:`observation_layout`. With
+    ``observation="scale_free"`` (default; ``obs_dim = 1 + N + N*K``, ``K = 5 + F``)::
+
+        [cash / V,
+         holdings[0..N-1] * close[t] / V,                       # fractions of the value V
+         z(features)[t, :, k]  for k in 0..K-1]                 # feature-major, train statistics
+
+    where the features are the log returns, volatility and scale-free indicators of
+    :mod:`trainer.envs.observations`, z-scored with ``feature_stats``. With
+    ``observation="finrl"`` (``obs_dim = 1 + 2N + N*F``)::
 
         [cash * CASH_SCALE,
          close[t, 0..N-1] * PRICE_SCALE,
@@ -78,7 +283,8 @@ class StockTradingVecEnv(EpisodeStarts):
 
     Trade rule of one step, per env (all envs at once), at the close prices ``p`` of day ``t``:
 
-    1. ``q = trunc(clip(action, -1, 1) * hmax)`` whole shares per stock (NaN counts as 0);
+    1. ``q = trunc(clip(action, -1, 1) * hmax)`` whole shares per stock (a NaN or infinite
+       action is refused, see :meth:`step`);
     2. sells ``s = min(max(-q, 0), holdings)`` execute first: ``cash += sum(s*p) * (1 - sell_cost)``;
     3. buys ``b = max(q, 0)`` cost ``B = sum(b*p) * (1 + buy_cost)``. When ``B`` exceeds the cash,
        every buy of that env is scaled by the same factor ``cash / B`` and floored to whole
@@ -97,6 +303,17 @@ class StockTradingVecEnv(EpisodeStarts):
         device: torch device of all state tensors (``"cpu"``, ``"cuda"``...).
         seed: seed of the env's own random generator (start days, random initial wealth).
             CPU results are bit-for-bit reproducible for a given seed and action sequence.
+        sync_free: step without host syncs (``torch.where`` over all envs instead of skipping
+            work when no env needs it). Default: on every device but the CPU. The auto-reset
+            then draws a start day for every env each step (only finished envs use it), so
+            with random starts the random stream differs from the CPU shortcut's.
+        share_dtype: dtype of holdings, prices and traded shares, ``torch.float64`` or
+            ``torch.float32``. Default: float64 on the CPU, float32 elsewhere.
+        feature_stats: z-score statistics of the scale-free features fitted on the train split
+            (:func:`~trainer.envs.observations.fit_feature_stats`); ``None`` fits them on
+            ``data``. For scale-free observations pass a panel made by
+            :func:`~trainer.envs.observations.scale_free_market` over the whole history and
+            then sliced, so lookbacks reach before the first day.
 
     Raises:
         ConfigError: invalid config, ``num_envs`` < 1, or ``episode_length`` not shorter than
@@ -112,11 +329,19 @@ class StockTradingVecEnv(EpisodeStarts):
         num_envs: int = 1,
         device: str | torch.device = "cpu",
         seed: int = 0,
+        sync_free: bool | None = None,
+        share_dtype: torch.dtype | None = None,
+        feature_stats: FeatureStats | None = None,
     ) -> None:
         config = (config or EnvConfig()).validate()
-        check_market(data)
+        _check_market(data)
         num_days = data.num_days
         check_episode_setup(num_days, data.dates[0], data.dates[-1], config.episode_length, num_envs)
+        self.feature_stats: FeatureStats | None = None
+        self._scale_free = config.observation == "scale_free"
+        if self._scale_free:
+            data = scale_free_market(data)
+            self.feature_stats = feature_stats if feature_stats is not None else fit_feature_stats(data)
         self.data = data
         self.config = config
         self.num_envs = num_envs
@@ -125,19 +350,33 @@ class StockTradingVecEnv(EpisodeStarts):
         self.num_features = len(data.feature_names)
         self.num_days = num_days
         self.action_dim = self.num_stocks
-        self.obs_dim = observation_size(self.num_stocks, self.num_features)
+        n_market = 1 if self._scale_free else 2  # holdings only, or prices and holdings
+        self.obs_dim = 1 + n_market * self.num_stocks + self.num_stocks * self.num_features
         self.tickers = tuple(data.tickers)
 
         n, dev = self.num_stocks, self.device
-        self._hold_slice = slice(1 + n, 1 + 2 * n)
-        self._close = torch.tensor(data.close, dtype=torch.float64, device=dev)
+        on_cpu = dev.type == "cpu"
+        self.sync_free = (not on_cpu) if sync_free is None else bool(sync_free)
+        self.share_dtype = share_dtype or (torch.float64 if on_cpu else torch.float32)
+        if self.share_dtype not in (torch.float64, torch.float32):
+            raise ConfigError(
+                f"share_dtype: must be torch.float64 or torch.float32, got {share_dtype}", field="share_dtype"
+            )
+        self._close = torch.tensor(data.close, dtype=self.share_dtype, device=dev)
         self._turbulence = torch.tensor(data.turbulence, dtype=torch.float64, device=dev)
         # The market part of every day's observation, precomputed once: one row gather per step.
         table = np.zeros((num_days, self.obs_dim), dtype=np.float32)
-        table[:, 1 : 1 + n] = data.close * PRICE_SCALE
-        fscales = np.array([feature_scale(f) for f in data.feature_names], dtype=np.float64)
-        feats = np.transpose(data.features.astype(np.float64) * fscales, (0, 2, 1))  # (T, F, N)
-        table[:, 1 + 2 * n :] = feats.reshape(num_days, -1)
+        if self._scale_free:
+            self._hold_slice = slice(1, 1 + n)
+            fscales = np.ones(self.num_features)
+            z = self.feature_stats.apply(data.features, data.feature_names)
+            table[:, 1 + n :] = np.transpose(z, (0, 2, 1)).reshape(num_days, -1)
+        else:
+            self._hold_slice = slice(1 + n, 1 + 2 * n)
+            table[:, 1 : 1 + n] = data.close * PRICE_SCALE
+            fscales = np.array([feature_scale(f) for f in data.feature_names], dtype=np.float64)
+            feats = np.transpose(data.features.astype(np.float64) * fscales, (0, 2, 1))  # (T, F, N)
+            table[:, 1 + 2 * n :] = feats.reshape(num_days, -1)
         self._market_obs = torch.as_tensor(table, device=dev)
         self._feature_scales = fscales
 
@@ -147,8 +386,13 @@ class StockTradingVecEnv(EpisodeStarts):
         self._fixed_start: int | None = None
         self._generator = torch.Generator(device=dev)
         self._generator.manual_seed(int(seed))
-        self._keep_buy = 1.0 - 1e-12  # keeps floored buys strictly within cash despite rounding
+        # Keeps floored buys strictly within cash despite rounding: values from float64 shares
+        # are within ~1e-14 of exact, from float32 ones within 6e-8 (see _dot).
+        self._keep_buy = 1.0 - (1e-12 if self.share_dtype == torch.float64 else 1e-6)
         self._needs_reset = True
+        #: Steps (so far) that held a NaN or infinite action on the sync-free path, a 0-dim int64
+        #: tensor on the device (the CPU path raises instead; see :meth:`step`).
+        self.nonfinite_steps = torch.zeros((), dtype=torch.int64, device=dev)
         self.reset(seed=seed)
 
     # ------------------------------------------------------------------ layout / observations
@@ -162,6 +406,8 @@ class StockTradingVecEnv(EpisodeStarts):
             rule) and the trading ``config``. ``obs[offset:offset+size] = raw * scale``.
         """
         n, f = self.num_stocks, self.num_features
+        if self._scale_free:
+            return self._scale_free_layout()
         return {
             "version": 1,
             "obs_dim": self.obs_dim,
@@ -197,19 +443,70 @@ class StockTradingVecEnv(EpisodeStarts):
             ],
             "tickers": list(self.tickers),
             "feature_names": list(self.data.feature_names),
-            "action": {
-                "dim": n,
-                "low": -1.0,
-                "high": 1.0,
-                "order": "tickers",
-                "rule": "shares = trunc(clip(a, -1, 1) * hmax); negative sells, positive buys",
-                "hmax": self.config.hmax,
-            },
+            "action": self._action_layout(),
             "config": self.config.to_dict(),
         }
 
+    def _action_layout(self) -> dict[str, Any]:
+        return {
+            "dim": self.num_stocks,
+            "low": -1.0,
+            "high": 1.0,
+            "order": "tickers",
+            "rule": "shares = trunc(clip(a, -1, 1) * hmax); negative sells, positive buys",
+            "hmax": self.config.hmax,
+        }
+
+    def _scale_free_layout(self) -> dict[str, Any]:
+        n, k = self.num_stocks, self.num_features
+        return {
+            "version": 1,
+            "observation": "scale_free",
+            "obs_dim": self.obs_dim,
+            "blocks": [
+                {"name": "cash", "offset": 0, "size": 1, "shape": [1], "unit": "fraction of portfolio value"},
+                {
+                    "name": "holdings",
+                    "offset": 1,
+                    "size": n,
+                    "shape": [n],
+                    "unit": "value held as a fraction of portfolio value",
+                    "order": "tickers",
+                },
+                {
+                    "name": "features",
+                    "offset": 1 + n,
+                    "size": n * k,
+                    "shape": [k, n],
+                    "unit": "z-scores with the train split's statistics (feature_stats), clipped to +-5",
+                    "feature_stats": self.feature_stats.to_dict(),
+                    "order": "feature-major: all tickers of feature_names[0], then feature_names[1], ...",
+                },
+            ],
+            "tickers": list(self.tickers),
+            "feature_names": list(self.data.feature_names),
+            "action": self._action_layout(),
+            "config": self.config.to_dict(),
+        }
+
+    def _dot(self, shares: torch.Tensor, prices: torch.Tensor) -> torch.Tensor:
+        """(E,) float64 USD value of (E, N) shares at (E, N) prices.
+
+        In float32 each product is rounded once (relative error <= 2**-24) and the sum is
+        accumulated in float64, so the value is within 6e-8 of exact, relatively.
+        """
+        if shares.dtype == torch.float64:
+            return torch.linalg.vecdot(shares, prices)
+        return torch.mul(shares, prices).sum(1, dtype=torch.float64)
+
     def _observe(self, day: torch.Tensor, cash: torch.Tensor, holdings: torch.Tensor) -> torch.Tensor:
         obs = torch.index_select(self._market_obs, 0, day)
+        if self._scale_free:
+            held = holdings * self._close.index_select(0, day)
+            value = cash + held.sum(1)
+            torch.div(cash, value, out=obs[:, 0])
+            torch.div(held, value[:, None], out=obs[:, self._hold_slice])
+            return obs
         torch.mul(cash, CASH_SCALE, out=obs[:, 0])
         torch.mul(holdings, HOLDINGS_SCALE, out=obs[:, self._hold_slice])
         return obs
@@ -220,16 +517,16 @@ class StockTradingVecEnv(EpisodeStarts):
         cfg = self.config
         if not cfg.randomize_initial:
             cash = torch.full((count,), float(cfg.initial_cash), dtype=torch.float64, device=dev)
-            return cash, torch.zeros((count, n), dtype=torch.float64, device=dev)
+            return cash, torch.zeros((count, n), dtype=self.share_dtype, device=dev)
         g = self._generator
         wealth = cfg.initial_cash * (0.5 + torch.rand(count, generator=g, device=dev, dtype=torch.float64))
         invested = 0.5 * torch.rand(count, generator=g, device=dev, dtype=torch.float64)
         weights = torch.rand((count, n), generator=g, device=dev, dtype=torch.float64)
         weights = weights / weights.sum(1, keepdim=True)
-        prices = self._close.index_select(0, starts)
+        prices = self._close.index_select(0, starts).to(torch.float64)
         holdings = torch.floor((wealth * invested)[:, None] * weights / prices)
         cash = wealth - (holdings * prices).sum(1)
-        return cash, holdings
+        return cash, holdings.to(self.share_dtype)
 
     # ------------------------------------------------------------------ API
     def reset(
@@ -245,8 +542,8 @@ class StockTradingVecEnv(EpisodeStarts):
 
         Returns:
             ``obs`` (E, obs_dim) float32 and ``info`` with ``portfolio_value`` (E,) float64 USD,
-            ``cash`` (E,) float64 USD, ``holdings`` (E, N) float64 shares, ``costs`` (E,)
-            float64 USD (zeros) and ``day`` (E,) int64 day index into the data.
+            ``cash`` (E,) float64 USD, ``holdings`` (E, N) ``share_dtype`` shares, ``costs``
+            (E,) float64 USD (zeros) and ``day`` (E,) int64 day index into the data.
 
         Raises:
             ConfigError: ``start_day`` is not a day index that leaves at least one step.
@@ -257,7 +554,7 @@ class StockTradingVecEnv(EpisodeStarts):
             self._end_day = self._end_days(self._day)
             self._cash, self._holdings = self._initial_wealth(self._day)
             self._prices = self._close.index_select(0, self._day)  # (E, N) close of each env's day
-            self._value = self._cash + torch.linalg.vecdot(self._holdings, self._prices)
+            self._value = self._cash + self._dot(self._holdings, self._prices)
             self._episode_return = torch.zeros(self.num_envs, dtype=torch.float32, device=self.device)
             obs = self._observe(self._day, self._cash, self._holdings)
         info = {
@@ -275,7 +572,12 @@ class StockTradingVecEnv(EpisodeStarts):
         """Trade every env at today's close, move to the next day and auto-reset finished envs.
 
         Args:
-            action: (E, N) float, one value per stock in [-1, 1] (clipped; NaN means hold).
+            action: (E, N) float, one value per stock in [-1, 1] (clipped). NaN and infinite
+                values are refused: they only come from a diverged policy, and holding in
+                their place (as this env once did) let such a policy score a quiet 0 and rank
+                above every losing agent (issue 20). Agents check their own numbers after each
+                update and evaluation names the agent before stepping; this check is the
+                env's own guard, merged into the host sync a step already makes.
 
         Returns:
             ``(obs, reward, terminated, truncated, info)``:
@@ -291,13 +593,14 @@ class StockTradingVecEnv(EpisodeStarts):
               the episode so far including this step (the episode's return where truncated);
               and the state after this step's trade on the new day, before any reset:
               ``portfolio_value`` = ``final_portfolio_value`` (E,) float64 USD, ``cash`` (E,)
-              float64 USD, ``holdings`` (E, N) float64 shares, ``costs`` (E,) float64 USD paid
-              in this step, ``day`` (E,) int64 day index.
+              float64 USD, ``holdings`` (E, N) ``share_dtype`` shares, ``costs`` (E,) float64
+              USD paid in this step, ``day`` (E,) int64 day index.
 
             All returned tensors are fresh each step; the env never writes into them later.
 
         Raises:
-            ValueError: ``action`` does not have shape (num_envs, num_stocks).
+            ValueError: ``action`` does not have shape (num_envs, num_stocks), or holds NaN or
+                infinite values (the message names the env rows); the env's state is unchanged.
         """
         if tuple(action.shape) != (self.num_envs, self.num_stocks):
             raise ValueError(f"action must have shape {(self.num_envs, self.num_stocks)}, got {tuple(action.shape)}")
@@ -312,36 +615,55 @@ class StockTradingVecEnv(EpisodeStarts):
         day, holdings, prices = self._day, self._holdings, self._prices
         # Scaling in float32 (the action's dtype) keeps e.g. 0.7 * 100 at exactly 70 shares; the
         # integer cast truncates toward zero and is ~7x faster than torch.trunc on CPU.
-        act = torch.nan_to_num(action.to(device=self.device, dtype=torch.float32), nan=0.0)
-        shares = act.clamp_(-1.0, 1.0).mul_(cfg.hmax).to(torch.int32).to(torch.float64)
+        act = action.to(device=self.device, dtype=torch.float32)
+        finite = torch.isfinite(act).all()
+        if self.sync_free:
+            # Refusing a NaN or infinite action would need a host sync every step: such a row
+            # holds (0 shares) and the step is counted in ``nonfinite_steps`` on the device.
+            self.nonfinite_steps = self.nonfinite_steps + (~finite).to(torch.int64)
+            act = torch.nan_to_num(act, nan=0.0, posinf=0.0, neginf=0.0)
+        shares = act.clamp(-1.0, 1.0).mul_(cfg.hmax).to(torch.int32).to(self.share_dtype)
 
         sells = torch.minimum(shares.neg(), holdings).clamp_(min=0.0)  # = min(max(-q, 0), holdings)
         buys = shares.clamp_(min=0.0)
         if cfg.turbulence_threshold is not None:
-            # Liquidate everything and refuse buys on turbulent days. Such days are rare, so
-            # only the affected rows are rewritten (cheaper than masking all of (E, N)).
-            panic = (self._turbulence.index_select(0, day) >= cfg.turbulence_threshold).nonzero().squeeze(1)
-            if panic.numel():
-                sells.index_copy_(0, panic, holdings.index_select(0, panic))
-                buys.index_fill_(0, panic, 0.0)
+            # Liquidate everything and refuse buys on turbulent days.
+            panic = self._turbulence.index_select(0, day) >= cfg.turbulence_threshold
+            if self.sync_free:
+                sells = torch.where(panic[:, None], holdings, sells)
+                buys.masked_fill_(panic[:, None], 0.0)
+            else:  # such days are rare: only the affected rows are rewritten
+                rows = panic.nonzero().squeeze(1)
+                if rows.numel():
+                    sells.index_copy_(0, rows, holdings.index_select(0, rows))
+                    buys.index_fill_(0, rows, 0.0)
 
-        sell_value = torch.linalg.vecdot(sells, prices)
+        sell_value = self._dot(sells, prices)
         cash = self._cash + sell_value * (1.0 - cfg.sell_cost_pct)
-        buy_value = torch.linalg.vecdot(buys, prices)
+        buy_value = self._dot(buys, prices)
         buy_cost = buy_value * (1.0 + cfg.buy_cost_pct)
-        # Cash cap: scale all of an env's buys by one factor, then floor to whole shares.
+        # Cash cap: scale all of an env's buys by one factor, then floor to whole shares. Rows
+        # within their cash get factor 1 (their whole-share buys are unchanged by the floor).
         over = buy_cost > cash
-        if bool(over.any()):  # a host sync; free on CPU, one small wait on CUDA
+        if self.sync_free:
+            any_over = True  # every row goes through the cap; rows within their cash keep their buys
+        else:
+            # The step's one host sync (free on CPU) answers both questions. Nothing of the env's
+            # state has been written yet, so refusing here leaves it as it was.
+            all_finite, any_over = torch.stack((finite, over.any())).tolist()
+            if not all_finite:
+                raise nonfinite_action_error(act)
+        if any_over:
             factor = torch.where(over, cash / buy_cost * self._keep_buy, 1.0)
-            buys = buys.mul_(factor[:, None]).floor_()
-            buy_value = torch.linalg.vecdot(buys, prices)
+            buys = buys.mul_(factor.to(self.share_dtype)[:, None]).floor_()
+            buy_value = self._dot(buys, prices)
         cash = cash - buy_value * (1.0 + cfg.buy_cost_pct)
         costs = sell_value * cfg.sell_cost_pct + buy_value * cfg.buy_cost_pct
         holdings = torch.add(holdings, buys).sub_(sells)
 
         day = day + 1
         prices = self._close.index_select(0, day)
-        value = cash + torch.linalg.vecdot(holdings, prices)
+        value = cash + self._dot(holdings, prices)
         reward = ((value - self._value) * cfg.reward_scaling).to(torch.float32)
         episode_return = self._episode_return + reward
         truncated = day >= self._end_day
@@ -356,7 +678,21 @@ class StockTradingVecEnv(EpisodeStarts):
             "costs": costs,
             "day": day,
         }
-        if bool(truncated.any()):
+        if self.sync_free:
+            # Every env gets a next start; finished ones take it (no host sync, fixed shapes).
+            starts = self._draw_starts(self.num_envs)
+            new_cash, new_holdings = self._initial_wealth(starts)
+            new_prices = self._close.index_select(0, starts)
+            rows = truncated[:, None]
+            day = torch.where(truncated, starts, day)
+            cash = torch.where(truncated, new_cash, cash)
+            holdings = torch.where(rows, new_holdings, holdings)
+            prices = torch.where(rows, new_prices, prices)
+            value = torch.where(truncated, new_cash + self._dot(new_holdings, new_prices), value)
+            episode_return = episode_return.masked_fill(truncated, 0.0)
+            self._end_day = torch.where(truncated, self._end_days(starts), self._end_day)
+            obs = torch.where(rows, self._observe(starts, new_cash, new_holdings), obs)
+        elif bool(truncated.any()):
             done = truncated.nonzero().squeeze(1)
             starts = self._draw_starts(done.shape[0])
             new_cash, new_holdings = self._initial_wealth(starts)
@@ -365,7 +701,7 @@ class StockTradingVecEnv(EpisodeStarts):
             cash = cash.index_put((done,), new_cash)
             holdings = holdings.index_put((done,), new_holdings)
             prices.index_copy_(0, done, new_prices)  # private to the env: updated in place
-            start_value = new_cash + torch.linalg.vecdot(new_holdings, new_prices)
+            start_value = new_cash + self._dot(new_holdings, new_prices)
             value = value.index_put((done,), start_value)
             episode_return = episode_return.index_put((done,), torch.zeros_like(start_value, dtype=torch.float32))
             self._end_day = self._end_day.index_put((done,), self._end_days(starts))
@@ -400,7 +736,10 @@ def build_observation(
         cash: (B,) or scalar, cash in USD.
         holdings: (B, N) or (N,) shares, in ``layout["tickers"]`` order.
         close: (B, N) or (N,) close prices in USD.
-        features: (B, N, F) or (N, F) raw indicators in ``layout["feature_names"]`` order.
+        features: (B, N, F) or (N, F) raw indicators in ``layout["feature_names"]`` order; for a
+            scale-free layout the raw scale-free features of that day
+            (:func:`~trainer.envs.observations.scale_free_features` over the price history),
+            z-scored here with the layout's train statistics.
 
     Returns:
         (B, obs_dim) float32 observations (or (obs_dim,) for unbatched input).
@@ -427,6 +766,15 @@ def build_observation(
         if arr.shape != shape:
             raise DataError(f"{name} has shape {arr.shape}, the layout needs {shape}", field=name)
     obs = np.empty((batch, layout["obs_dim"]), dtype=np.float32)
+    if layout.get("observation") == "scale_free":
+        stats = FeatureStats.from_dict(blocks["features"]["feature_stats"])
+        held = holdings * close
+        value = cash + held.sum(1)
+        obs[:, 0] = cash / value
+        obs[:, 1 : 1 + n] = held / value[:, None]
+        z = stats.apply(features, layout["feature_names"])
+        obs[:, 1 + n :] = np.transpose(z, (0, 2, 1)).reshape(batch, -1)
+        return obs[0] if single else obs
     for name, raw in (("cash", cash[:, None]), ("close", close), ("holdings", holdings)):
         b = blocks[name]
         obs[:, b["offset"] : b["offset"] + b["size"]] = raw * b["scale"]

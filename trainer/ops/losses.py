@@ -1,4 +1,4 @@
-"""Loss functions of PPO and SAC and the Gaussian-policy densities they use.
+"""Loss functions of PPO, A2C, SAC and TD3/DDPG and the Gaussian-policy densities they use.
 
 Pure functions on tensors, so each formula can be checked against hand-computed values.
 """
@@ -12,6 +12,7 @@ import torch
 import torch.nn.functional as F
 
 __all__ = [
+    "A2CLoss",
     "PPOGradients",
     "PolicyLoss",
     "diag_gaussian_entropy",
@@ -26,6 +27,11 @@ __all__ = [
     "sac_critic_target",
     "sac_temperature_loss",
     "tanh_gaussian_log_prob",
+    "a2c_loss",
+    "td3_actor_loss",
+    "td3_critic_loss",
+    "td3_critic_target",
+    "td3_target_action",
 ]
 
 _LOG_2PI = math.log(2.0 * math.pi)
@@ -355,3 +361,126 @@ def sac_temperature_loss(log_alpha: torch.Tensor, log_prob: torch.Tensor, target
         () float32 loss.
     """
     return -(log_alpha.exp() * (log_prob.detach() + target_entropy)).mean()
+
+
+# ------------------------------------------------------------------------------------- A2C
+class A2CLoss(NamedTuple):
+    """Result of :func:`a2c_loss`.
+
+    Attributes:
+        loss: () float32 joint loss to minimise.
+        policy_loss: () float32 ``-mean(log pi(a|s) A)``, detached.
+        value_loss: () float32 ``0.5 mean((V - R)^2)``, detached.
+        entropy: () float32 mean policy entropy (nats), detached.
+    """
+
+    loss: torch.Tensor
+    policy_loss: torch.Tensor
+    value_loss: torch.Tensor
+    entropy: torch.Tensor
+
+
+def a2c_loss(
+    log_prob: torch.Tensor,
+    entropy: torch.Tensor,
+    values: torch.Tensor,
+    advantages: torch.Tensor,
+    returns: torch.Tensor,
+    *,
+    ent_coef: float,
+    vf_coef: float,
+) -> A2CLoss:
+    """Advantage actor-critic loss (Mnih et al. 2016, "Asynchronous Methods for Deep
+    Reinforcement Learning", arXiv 1602.01783, sec. 4 and algorithm S3).
+
+    ``L = -mean(log pi(a|s) A) - ent_coef * mean(H[pi(.|s)]) + vf_coef * 0.5 * mean((V(s) - R)^2)``.
+    The advantages and returns are constants (computed from the rollout); the gradient of the
+    first term is the policy gradient ``-mean(A grad log pi)``. It equals PPO's clipped surrogate's
+    gradient at the rollout's own parameters (ratio 1), which is why A2C is a single gradient step
+    per rollout.
+
+    Args:
+        log_prob: (B,) float32 log pi(a|s) of the rollout's actions, differentiable.
+        entropy: (B,) float32 policy entropies, differentiable.
+        values: (B,) float32 V(s), differentiable.
+        advantages: (B,) float32 advantages (GAE; not differentiated).
+        returns: (B,) float32 value targets (not differentiated).
+        ent_coef: entropy weight >= 0.
+        vf_coef: value-loss weight >= 0.
+
+    Returns:
+        :class:`A2CLoss`.
+    """
+    policy_loss = -(log_prob * advantages.detach()).mean()
+    value_loss = 0.5 * (values - returns.detach()).pow(2).mean()
+    mean_entropy = entropy.mean()
+    loss = policy_loss - ent_coef * mean_entropy + vf_coef * value_loss
+    return A2CLoss(loss, policy_loss.detach(), value_loss.detach(), mean_entropy.detach())
+
+
+# ------------------------------------------------------------------------------- TD3 / DDPG
+def td3_target_action(target_action: torch.Tensor, noise: torch.Tensor, *, noise_clip: float) -> torch.Tensor:
+    """Target policy smoothing (Fujimoto et al. 2018, "Addressing Function Approximation Error in
+    Actor-Critic Methods", arXiv 1802.09477, sec. 5.3, eq. 14).
+
+    ``a' = clip(mu'(s') + clip(eps, -c, c), -1, 1)`` with ``eps ~ N(0, sigma^2)`` drawn by the
+    caller; ``noise = 0`` gives DDPG's target action ``mu'(s')``.
+
+    Args:
+        target_action: (B, A) float32 target actor's actions mu'(s') in [-1, 1].
+        noise: (B, A) float32 Gaussian noise already scaled by sigma.
+        noise_clip: c >= 0.
+
+    Returns:
+        (B, A) float32 actions in [-1, 1].
+    """
+    return (target_action + noise.clamp(-noise_clip, noise_clip)).clamp(-1.0, 1.0)
+
+
+def td3_critic_target(
+    rewards: torch.Tensor, terminated: torch.Tensor, next_q: torch.Tensor, *, gamma: float
+) -> torch.Tensor:
+    """Clipped double-Q target (arXiv 1802.09477, sec. 4.2, eq. 10).
+
+    ``y = r + gamma * (1 - terminated) * min_k Q'_k(s', a')`` over the K target critics; with one
+    critic (K = 1) it is DDPG's target (Lillicrap et al. 2016, arXiv 1509.02971, algorithm 1).
+    Truncated transitions are not terminal (the caller stores the final observation as ``s'``).
+
+    Args:
+        rewards: (B,) float32.
+        terminated: (B,) bool or float32 (1 = terminal).
+        next_q: (K, B) float32 target critics at (s', a').
+        gamma: discount in (0, 1].
+
+    Returns:
+        (B,) float32 targets (call under ``torch.no_grad``).
+    """
+    return rewards + gamma * (1.0 - terminated.to(rewards.dtype)) * next_q.min(dim=0).values
+
+
+def td3_critic_loss(q: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
+    """Sum over the K critics of half their mean squared Bellman error (arXiv 1802.09477, alg. 1).
+
+    ``J_Q = sum_k 0.5 * mean((Q_k(s, a) - y)^2)``.
+
+    Args:
+        q: (K, B) float32 critic values at (s, a), differentiable.
+        target: (B,) float32 targets from :func:`td3_critic_target`.
+
+    Returns:
+        () float32 loss.
+    """
+    return 0.5 * (q - target.unsqueeze(0)).pow(2).mean(dim=1).sum()
+
+
+def td3_actor_loss(q1_pi: torch.Tensor) -> torch.Tensor:
+    """Deterministic policy gradient loss (Silver et al. 2014; arXiv 1802.09477, alg. 1):
+    ``J_mu = -mean(Q_1(s, mu(s)))``, the first critic only.
+
+    Args:
+        q1_pi: (B,) float32 first critic at the actor's actions, differentiable through them.
+
+    Returns:
+        () float32 loss.
+    """
+    return -q1_pi.mean()

@@ -9,7 +9,7 @@ from celery import Celery
 from celery.signals import worker_process_init
 from kombu import Exchange, Queue
 
-import webapp.core.workers  # noqa: F401 - registers the worker-info remote-control command
+import webapp.core.workers  # registers the worker-info remote-control command, the Beacon bootstep
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "webapp.config.settings")
 
@@ -40,6 +40,10 @@ app.conf.task_queues = (
 )
 app.conf.task_default_exchange = "cpu"
 app.conf.task_default_routing_key = "cpu"
+# Recovery from a broker outage (webapp.core.workers): reconnect every second, write worker
+# heartbeats for /healthz, sweep for lost messages as soon as the broker is back.
+app.conf.worker_consumer = "webapp.core.workers:Consumer"
+app.steps["consumer"].add(webapp.core.workers.Beacon)
 app.autodiscover_tasks()
 
 

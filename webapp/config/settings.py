@@ -3,7 +3,8 @@
 Variables (see README "Configuration"):
     DEBUG, SECRET_KEY, ALLOWED_HOSTS, CSRF_TRUSTED_ORIGINS, DATABASE_URL, REDIS_URL,
     PADDOCK_VAR_DIR, PADDOCK_DATA_DIR, PADDOCK_BENCHMARK_FILE, PADDOCK_ARTIFACTS_DIR,
-    PADDOCK_TORCH_THREADS, PADDOCK_GENERATION_TIME_LIMIT, PADDOCK_LOG_LEVEL.
+    PADDOCK_TORCH_THREADS, PADDOCK_GENERATION_TIME_LIMIT, PADDOCK_LOG_LEVEL, PADDOCK_SERVE_RATE_LIMIT,
+    PADDOCK_SERVE_CACHE_SIZE.
 A bad value stops start-up with one line naming the variable (``SettingsError``).
 """
 
@@ -68,6 +69,7 @@ INSTALLED_APPS = [
     "webapp.market",
     "webapp.runs",
     "webapp.reports",
+    "webapp.serving",
 ]
 
 MIDDLEWARE = [
@@ -234,12 +236,22 @@ CELERY_TASK_REJECT_ON_WORKER_LOST = True
 CELERY_TASK_DEFAULT_QUEUE = "cpu"
 CELERY_TASK_ROUTES = {"webapp.runs.tasks.run_generation": {"queue": "gpu"}}
 PADDOCK_GENERATION_TIME_LIMIT = env_int("PADDOCK_GENERATION_TIME_LIMIT", 3600, minimum=10)
+
+# --- Policy serving (POST /api/agents/{id}/act) ------------------------------------------------
+#: Act requests per token (or per user for session and account-token calls) and minute.
+PADDOCK_SERVE_RATE_LIMIT = env_int("PADDOCK_SERVE_RATE_LIMIT", 600, minimum=1)
+#: onnxruntime sessions kept per web process (least recently used evicted).
+PADDOCK_SERVE_CACHE_SIZE = env_int("PADDOCK_SERVE_CACHE_SIZE", 32, minimum=1)
 CELERY_TASK_TIME_LIMIT = PADDOCK_GENERATION_TIME_LIMIT + 60
 CELERY_TASK_SOFT_TIME_LIMIT = PADDOCK_GENERATION_TIME_LIMIT
 # A task still unacknowledged after this is delivered again (Redis transport); the generation
 # claim turns such a second delivery into a no-op, and the reaper handles dead workers.
 CELERY_BROKER_TRANSPORT_OPTIONS = {"visibility_timeout": PADDOCK_GENERATION_TIME_LIMIT * 2}
 CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
+# Workers try to reach a lost broker every second (webapp.core.workers.Consumer), for ever.
+CELERY_BROKER_CONNECTION_MAX_RETRIES = None
+# A beat tick that falls into a broker outage is sent as soon as the broker is back.
+CELERY_BEAT_SCHEDULER = "webapp.core.beat:RetryingScheduler"
 # A generation keeps running through a broker outage (its result is stored in the database;
 # the claim makes a redelivery a no-op). Celery 6 would change this default, so pin it.
 CELERY_WORKER_CANCEL_LONG_RUNNING_TASKS_ON_CONNECTION_LOSS = False
@@ -262,7 +274,11 @@ CELERY_BEAT_SCHEDULE = {
 
 PADDOCK_TORCH_THREADS = env_int("PADDOCK_TORCH_THREADS", 1, minimum=1)
 # A running generation without a heartbeat for this long is re-queued by the reaper; a queued
-# generation whose message looks lost is sent again after PADDOCK_REDISPATCH_AFTER_S.
+# backtest is sent again after PADDOCK_REDISPATCH_AFTER_S (a generation's message is sent again
+# as soon as it is missing from the broker: webapp.runs.broker).
+# A run whose last N agents all scored exactly 0 (they never trade, or the score is undefined)
+# stops itself: more generations would spend the budget on the same nothing.
+PADDOCK_ZERO_SCORE_GENERATIONS = env_int("PADDOCK_ZERO_SCORE_GENERATIONS", 8, minimum=1)
 PADDOCK_STALE_AFTER_S = env_int("PADDOCK_STALE_AFTER_S", 120, minimum=5)
 PADDOCK_REDISPATCH_AFTER_S = env_int("PADDOCK_REDISPATCH_AFTER_S", 60, minimum=5)
 # A backtest takes seconds; one still running after this lost its worker.

@@ -18,6 +18,7 @@ from webapp.core import api as core_api
 from webapp.market import api as market_api
 from webapp.reports import api as reports_api
 from webapp.runs import api as runs_api
+from webapp.serving import api as serving_api
 
 # The API docs' description: the REST overview plus the WebSocket protocol (docs/websocket.md).
 API_DESCRIPTION = (
@@ -42,6 +43,9 @@ reports_api.register(router)
 
 api_patterns = [
     path("auth/token/", core_api.TokenView.as_view(), name="token"),
+    # before the router: /api/agents/{id}/act (with or without the slash) is the serving endpoint
+    path("agents/<int:agent_id>/act", serving_api.AgentActView.as_view(), name="agent-act"),
+    path("agents/<int:agent_id>/act/", serving_api.AgentActView.as_view()),
     *router.urls,
 ]
 
@@ -50,6 +54,7 @@ urlpatterns = [
     path("", include("webapp.runs.urls")),
     path("", include("webapp.market.urls")),
     path("", include("webapp.reports.urls")),
+    path("", include("webapp.serving.urls")),
     path("account/token/", core_api.token_page, name="token"),
     path("admin/", admin.site.urls),
     path("api/", include((api_patterns, "api"), namespace="api")),

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import time
 
 import redis
@@ -9,6 +10,8 @@ from asgiref.sync import async_to_sync
 from channels.layers import get_channel_layer
 from django.conf import settings
 from django.db import connection
+
+logger = logging.getLogger(__name__)
 
 
 def _timed(fn):
@@ -55,37 +58,32 @@ def check_channel_layer() -> dict:
 
 
 def check_workers() -> dict:
-    """Celery workers answering within a second, each with its queues and device.
+    """The live Celery workers, each with its queues and device, read from the heartbeats
+    they write to Redis every 2 s (``webapp.core.workers.Beacon``): one Redis round trip, no
+    waiting for replies.
 
-    Fails when no worker answers, or when nobody consumes the ``gpu`` (training) or ``cpu``
-    (backtests, housekeeping) queue.
+    Fails when no worker beat in the last 10 s, or when nobody consumes the ``gpu`` (training)
+    or ``cpu`` (backtests, housekeeping) queue.
     """
 
-    def ping():
+    def read():
         from webapp.config.celery import app
-        from webapp.core.workers import WORKER_INFO_COMMAND
+        from webapp.core.workers import read_heartbeats
 
-        replies = app.control.broadcast(WORKER_INFO_COMMAND, reply=True, timeout=1.0) or []
-        workers = []
-        for reply in replies:
-            for name, info in reply.items():
-                if not isinstance(info, dict) or "error" in info:
-                    # A worker of another app version: it answered, but cannot say more.
-                    info = {"queues": [], "device": "unknown"}
-                workers.append(
-                    {
-                        "name": name,
-                        "queues": info.get("queues", []),
-                        "device": info.get("device", "unknown"),
-                        "gpu": info.get("gpu"),
-                    }
-                )
-        workers.sort(key=lambda w: w["name"])
+        workers = [
+            {
+                "name": b.get("name", "?"),
+                "queues": b.get("queues", []),
+                "device": b.get("device", "unknown"),
+                "gpu": b.get("gpu"),
+            }
+            for b in read_heartbeats(app.conf.broker_url)
+        ]
         if not workers:
-            raise RuntimeError("no Celery worker answered a ping")
+            raise RuntimeError("no Celery worker has sent a heartbeat in the last 10 s")
         return {"workers": workers}
 
-    result = _timed(ping)
+    result = _timed(read)
     if result["ok"]:
         served = {q for w in result["workers"] for q in w["queues"]}
         missing = [q for q in ("gpu", "cpu") if q not in served]
@@ -113,4 +111,7 @@ def check_all() -> dict:
     checks["workers"] = check_workers() if checks["redis"]["ok"] else {"ok": False, "error": "Redis is down"}
     required = ("database", "redis", "channel_layer", "workers")
     down = [name for name in required if not checks[name]["ok"]]
+    if down:
+        reasons = "; ".join(f"{name}: {checks[name].get('error', 'down')}" for name in down)
+        logger.warning("healthz: 503, down: %s", reasons)
     return {"ok": not down, "down": down, "checks": checks}

@@ -18,6 +18,20 @@ def home(request: HttpRequest) -> HttpResponse:
 
 @require_GET
 def healthz(request: HttpRequest) -> JsonResponse:
-    """Database, Redis, channel layer and Celery worker status; 503 when a required part is down."""
+    """Database, Redis, channel layer and Celery worker status; 503 when a required part is down.
+    Signed-in users and direct requests from the machine itself see each check; anyone else
+    only ``{"ok", "status": "up" | "down"}``."""
     report = health.check_all()
-    return JsonResponse(report, status=200 if report["ok"] else 503)
+    status = 200 if report["ok"] else 503
+    if not (request.user.is_authenticated or _from_this_machine(request)):
+        # Without login: up or down, nothing about the machines, queues or errors.
+        return JsonResponse({"ok": report["ok"], "status": "up" if report["ok"] else "down"}, status=status)
+    return JsonResponse(report, status=status)
+
+
+def _from_this_machine(request: HttpRequest) -> bool:
+    """A direct request from the loopback interface (the launcher, an operator's curl on the
+    server); one relayed by a proxy (``X-Forwarded-For``) is not."""
+    if request.META.get("HTTP_X_FORWARDED_FOR") or request.META.get("HTTP_FORWARDED"):
+        return False
+    return request.META.get("REMOTE_ADDR", "") in ("127.0.0.1", "::1")

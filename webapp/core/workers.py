@@ -11,9 +11,16 @@ This module must not import Django models: it is imported while the Celery app i
 
 from __future__ import annotations
 
+import logging
 import os
+import threading
+import time
 
+from celery import bootsteps
+from celery.worker.consumer import Consumer as BaseConsumer
 from celery.worker.control import inspect_command
+
+logger = logging.getLogger(__name__)
 
 WORKER_INFO_COMMAND = "paddock_worker_info"
 
@@ -78,3 +85,122 @@ def paddock_worker_info(state, **_kwargs) -> dict:
     consumer = state.consumer
     queues = sorted(q.name for q in consumer.task_consumer.queues) if consumer.task_consumer else []
     return {"device": worker_device(), "gpu": physical_gpus(), "queues": queues, "pid": os.getpid()}
+
+
+# --- heartbeats and broker reconnects ------------------------------------------------------------
+
+#: Redis key prefix of the workers' heartbeats: ``paddock:worker:<node name>`` holds the JSON
+#: ``{"name", "queues", "device", "gpu", "pid", "at"}`` and expires ``HEARTBEAT_TTL_S`` after the
+#: last beat, so ``/healthz`` reads which workers are alive without asking them.
+HEARTBEAT_KEY = "paddock:worker:"
+HEARTBEAT_EVERY_S = 2.0
+HEARTBEAT_TTL_S = 10
+#: How often a worker tries to reach a broker that went away (Celery's default grows to 30 s).
+RECONNECT_EVERY_S = 1.0
+
+
+def _redis_client(url: str):
+    import redis
+
+    return redis.Redis.from_url(url, socket_connect_timeout=1, socket_timeout=1)
+
+
+def read_heartbeats(url: str) -> list[dict]:
+    """Heartbeats of the live workers on the broker at ``url``, sorted by name.
+
+    Raises:
+        redis.RedisError: Redis does not answer.
+    """
+    import json
+
+    client = _redis_client(url)
+    try:
+        keys = sorted(client.scan_iter(match=HEARTBEAT_KEY + "*", count=500))
+        values = client.mget(keys) if keys else []
+    finally:
+        client.close()
+    beats = []
+    for raw in values:
+        try:
+            beats.append(json.loads(raw))
+        except (TypeError, ValueError):
+            continue  # expired between SCAN and MGET, or not ours
+    return sorted(beats, key=lambda b: b.get("name", ""))
+
+
+class Beacon(bootsteps.StartStopStep):
+    """A consumer bootstep of every worker: a thread that writes the worker's heartbeat to
+    Redis every :data:`HEARTBEAT_EVERY_S`, and, each time the consumer connects to the broker
+    again after losing it, a sweep for lost generation messages (``reap_stale_generations``,
+    run here at once instead of at the next beat tick)."""
+
+    requires = ("celery.worker.consumer.tasks:Tasks",)
+
+    def __init__(self, parent, **kwargs) -> None:
+        super().__init__(parent, **kwargs)
+        self.starts = 0
+        self.stopping = threading.Event()
+        self.thread: threading.Thread | None = None
+
+    def start(self, c) -> None:
+        self.starts += 1
+        if self.thread is None:
+            self.thread = threading.Thread(target=self._beat, args=(c,), name="paddock-heartbeat", daemon=True)
+            self.thread.start()
+        if self.starts > 1:
+            logger.warning("broker connection is back: sweeping for lost generation messages now")
+            threading.Thread(target=_sweep_after_reconnect, name="paddock-reconnect-sweep", daemon=True).start()
+
+    def shutdown(self, c) -> None:
+        self.stopping.set()
+        try:
+            client = _redis_client(c.app.conf.broker_url)
+            client.delete(HEARTBEAT_KEY + c.hostname)
+            client.close()
+        except Exception:  # Redis down: the key expires by itself
+            pass
+
+    def _beat(self, c) -> None:
+        import json
+
+        client = _redis_client(c.app.conf.broker_url)
+        while not self.stopping.is_set():
+            try:
+                queues = sorted(q.name for q in c.task_consumer.queues) if c.task_consumer else []
+                beat = {"name": c.hostname, "queues": queues, "device": worker_device(), "gpu": physical_gpus()}
+                beat.update(pid=os.getpid(), at=time.time())
+                client.set(HEARTBEAT_KEY + c.hostname, json.dumps(beat), ex=HEARTBEAT_TTL_S)
+            except Exception as exc:  # Redis down: /healthz says so; beat again when it is back
+                logger.debug("worker heartbeat not written: %s", exc)
+            self.stopping.wait(HEARTBEAT_EVERY_S)
+
+
+def _sweep_after_reconnect() -> None:
+    from django.db import connection
+
+    from webapp.runs.tasks import reap_stale_generations
+
+    try:
+        logger.info("reconnect sweep: %s", reap_stale_generations())
+    except Exception:
+        logger.warning("reconnect sweep failed; the next beat tick sweeps", exc_info=True)
+    finally:
+        connection.close()
+
+
+class Consumer(BaseConsumer):
+    """Celery's consumer, reconnecting to a lost broker every :data:`RECONNECT_EVERY_S` (the
+    default waits 2, 4, 6 ... up to 30 s between tries, so training resumed up to 8 s after a
+    10 s Redis outage had ended)."""
+
+    def ensure_connected(self, conn):
+        ensure = conn.ensure_connection
+
+        def ensure_often(*args, **kwargs):
+            kwargs.setdefault("interval_start", RECONNECT_EVERY_S)
+            kwargs.setdefault("interval_step", 0)
+            kwargs.setdefault("interval_max", RECONNECT_EVERY_S)
+            return ensure(*args, **kwargs)
+
+        conn.ensure_connection = ensure_often
+        return super().ensure_connected(conn)

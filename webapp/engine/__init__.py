@@ -16,7 +16,9 @@ them at start-up.
 - :mod:`.backtests`: backtests of stored agents, series metrics, bundle export.
 """
 
-from trainer.errors import TrainerError  # also the name the rest of webapp catches it by
+# also the names the rest of webapp catches them by (Diverged is a TrainerError: catch it first)
+from trainer.errors import Diverged as Diverged  # re-exported
+from trainer.errors import TrainerError
 from webapp.core.errors import register_trainer_error
 
 register_trainer_error(TrainerError)
@@ -29,7 +31,7 @@ from webapp.engine.backtests import (  # noqa: E402 - after the error type is re
     series_metrics,
 )
 from webapp.engine.generations import TrainedGeneration, measure_training_throughput, train_generation  # noqa: E402
-from webapp.engine.market import MarketFiles, download_daily_bars, inspect_market_files  # noqa: E402
+from webapp.engine.market import MarketFiles, download_daily_bars, inspect_market_files, serve_act  # noqa: E402
 from webapp.engine.tasks import (  # noqa: E402
     algorithms,
     check_generation_steps,
@@ -41,6 +43,7 @@ from webapp.engine.tasks import (  # noqa: E402
     parse_day,
     preload_trainer,
     resolve_device,
+    validate_hyperparameters,
     validate_task,
 )
 from webapp.engine.tournament import (  # noqa: E402
@@ -57,6 +60,7 @@ __all__ = [
     "MarketFiles",
     "ParentDecision",
     "TrainedGeneration",
+    "Diverged",
     "TrainerError",
     "algorithms",
     "backtest_agent",
@@ -78,6 +82,8 @@ __all__ = [
     "prune_leaderboard",
     "resolve_device",
     "series_metrics",
+    "serve_act",
     "train_generation",
+    "validate_hyperparameters",
     "validate_task",
 ]

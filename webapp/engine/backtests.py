@@ -55,7 +55,7 @@ def _policy_from_file(path: str | Path, *, expected_sha256: str | None) -> tuple
     from trainer.rebuild import build_agent
 
     state = load_checkpoint(path, expected_sha256=expected_sha256)
-    agent = build_agent(state)
+    agent = build_agent(state)  # refuses NaN or infinite parameters (a diverged agent)
     layout = state.get("observation_layout") or {}
     info = {
         "kind": "checkpoint",
@@ -108,6 +108,7 @@ def backtest_agent(
     expected_sha256: str | None = None,
     data_dir: str | None = None,
     cache_dir: str | None = None,
+    agent_name: str = "the agent",
 ) -> AgentBacktest:
     """Backtest a stored agent over ``[start, end]`` with ``trainer.backtest.run_backtest``.
 
@@ -122,23 +123,29 @@ def backtest_agent(
         start, end: first and last day, ``YYYY-MM-DD``, inclusive.
         benchmark_path: daily price file holding QQQ (setting ``PADDOCK_BENCHMARK_FILE``).
         expected_sha256: checkpoint digest to verify (tampering/corruption).
+        agent_name: who the agent is in errors, e.g. ``"agent 12"``.
 
     Returns:
         :class:`AgentBacktest`.
 
     Raises:
         trainer.errors.TrainerError: the agent file is unreadable or does not fit the data
-            (``BundleError``/``DataError`` naming the field), or the range is outside the data.
+            (``BundleError``/``DataError`` naming the field), or the range is outside the data;
+            the agent diverged: its parameters hold NaN or inf (``BundleError``) or its policy
+            emits such actions (``PolicyError``), each message naming ``agent_name``.
     """
     from trainer.backtest.engine import run_backtest
     from trainer.backtest.metrics import METRIC_CONTRACT
     from trainer.envs.kinds import prepare_market
     from trainer.envs.observations import FeatureStats
-    from trainer.errors import DataError
+    from trainer.errors import BundleError, DataError
     from trainer.task import TaskSpec
 
     spec = TaskSpec.from_dict(task)
-    policy, info = _policy_from_file(agent_path, expected_sha256=expected_sha256)
+    try:
+        policy, info = _policy_from_file(agent_path, expected_sha256=expected_sha256)
+    except BundleError as exc:
+        raise BundleError(f"{agent_name}: {exc.message}", **exc.details) from None
     market = _market_data(spec, data_dir=data_dir, cache_dir=cache_dir)
     read = prepare_market(market, spec.env).feature_names  # what the agent's observation holds
     if info["feature_names"] and list(read) != info["feature_names"]:
@@ -157,6 +164,7 @@ def backtest_agent(
         tickers=info["tickers"] or None,
         device="cpu",
         feature_stats=stats,
+        policy_name=agent_name,
     )
     daily = result.daily.copy()
     for column in result.benchmarks.columns:

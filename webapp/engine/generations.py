@@ -76,6 +76,9 @@ def train_generation(
 
     Raises:
         trainer.errors.TrainerError: bad data or config (a permanent failure).
+        trainer.errors.Diverged: training produced NaN or infinite numbers (no checkpoint is
+            written); ``message`` is the one line for users, ``details["stats"]["env_steps"]``
+            the env steps trained. A permanent failure of this generation, not of the task.
     """
     from trainer.pod import TaskSpec, run_generation
 
@@ -145,15 +148,15 @@ def measure_training_throughput(
 
     from trainer.agents import make_agent
     from trainer.device import pick_device
-    from trainer.envs.stock_trading import StockTradingVecEnv
+    from trainer.envs.kinds import make_env, prepare_market
     from trainer.task import TaskSpec
 
     spec = TaskSpec.from_dict(task)
     torch_device = pick_device(device)
     market = _market_data(spec, data_dir=data_dir, cache_dir=cache_dir)
-    train = market.slice(*spec.train, name="train")
+    train = prepare_market(market, spec.env).slice(*spec.train, name="train")
     hp = dict(spec.hyperparameters)
-    env = StockTradingVecEnv(train, spec.env, num_envs=int(hp["num_envs"]), device=torch_device, seed=0)
+    env = make_env(train, spec.env, num_envs=int(hp["num_envs"]), device=torch_device, seed=0)
     agent = make_agent(spec.algorithm, env.obs_dim, env.action_dim, hp, device=torch_device, seed=0)
     chunk = int(hp["num_envs"]) * int(hp.get("rollout_steps", 1))
     agent.learn(env, chunk)

@@ -74,19 +74,72 @@ _MARKET_CACHE_SIZE = 4
 def _market_data(task_spec: Any, *, data_dir: str | None, cache_dir: str | None) -> Any:
     """The task's processed market data, kept in memory between generations of one worker
     process (a generation then starts without re-reading the files)."""
+    return _market_data_of(task_spec.data, data_dir=data_dir, cache_dir=cache_dir)
+
+
+def _market_data_of(data_spec: Any, *, data_dir: str | None, cache_dir: str | None) -> Any:
+    """:func:`_market_data` for a ``trainer.data.DataSpec`` (the LRU of this process)."""
     from trainer.data import load_market_data
 
-    key = repr(task_spec.data.to_dict())
+    key = repr(data_spec.to_dict())
     with _market_lock:
         if key in _market_cache:
             _market_cache.move_to_end(key)
             return _market_cache[key]
-    data = load_market_data(task_spec.data, data_dir=data_dir, cache_dir=cache_dir)
+    data = load_market_data(data_spec, data_dir=data_dir, cache_dir=cache_dir)
     with _market_lock:
         _market_cache[key] = data
         while len(_market_cache) > _MARKET_CACHE_SIZE:
             _market_cache.popitem(last=False)
     return data
+
+
+_serving_cache: Any = None
+_serving_lock = threading.Lock()
+
+
+def serve_act(
+    key: Any,
+    bundle_path: str | Path,
+    body: Any,
+    *,
+    cache_size: int,
+    data_dir: str | None = None,
+    cache_dir: str | None = None,
+) -> dict[str, Any]:
+    """Answer one act request with the agent's ONNX policy (``trainer.serving.answer``).
+
+    One onnxruntime session per agent is kept in a process-wide LRU of ``cache_size``
+    (``trainer.serving.PolicyCache``), reloaded when the bundle file changes; no torch code
+    runs. ``{"date": ...}`` requests read the task's data files through the same in-memory
+    cache as training.
+
+    Args:
+        key: the agent's id (cache key).
+        bundle_path: local path of the agent's bundle zip.
+        body: the decoded JSON body.
+        cache_size: sessions kept (the first call's value sizes the cache).
+
+    Returns:
+        The JSON answer (see ``trainer/serving.py``).
+
+    Raises:
+        TrainerError: bad body (``DataError`` naming the field) or an unreadable bundle.
+    """
+    global _serving_cache
+    from trainer.data import DataSpec
+    from trainer.serving import PolicyCache, answer
+
+    with _serving_lock:
+        if _serving_cache is None:
+            _serving_cache = PolicyCache(cache_size)
+    policy = _serving_cache.get(key, bundle_path)
+
+    def load_market() -> Any:
+        spec = DataSpec.from_dict(policy.config["task"]["data"], prefix="data.")
+        return _market_data_of(spec, data_dir=data_dir, cache_dir=cache_dir)
+
+    return answer(policy, body, load_market=load_market)
 
 
 def download_daily_bars(tickers: Sequence[str], *, start: str, end: str, out_path: str | Path) -> MarketFiles:

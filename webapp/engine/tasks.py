@@ -57,6 +57,20 @@ def demo_task() -> dict[str, Any]:
     return demo_task_dict()
 
 
+def validate_hyperparameters(algorithm: str, hyperparameters: dict[str, Any]) -> dict[str, Any]:
+    """The algorithm's full hyperparameters with ``hyperparameters`` applied and validated.
+
+    Raises:
+        AppError: unknown key or bad value (field ``hyperparameters.<key>``), unknown algorithm.
+    """
+    from trainer.task import validate_hyperparameters as validate
+
+    try:
+        return validate(algorithm, hyperparameters)
+    except TrainerError as exc:
+        raise AppError.from_trainer(exc) from exc
+
+
 def algorithms() -> tuple[str, ...]:
     """Names of the algorithms a task may use (``"ppo"``, ``"sac"``); loads no torch."""
     from trainer.algorithms import ALGORITHM_NAMES

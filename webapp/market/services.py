@@ -2,8 +2,12 @@
 
 from __future__ import annotations
 
+import json
+import os
 from pathlib import Path, PurePosixPath
+from typing import Any
 
+import pandas as pd
 from django.conf import settings
 from django.core.files.uploadedfile import UploadedFile
 from django.db import transaction
@@ -62,7 +66,7 @@ def dataset_create_from_files(*, owner, name: str, paths: list[str], tickers: li
     except AppError as exc:  # name files as the user gave them, not by their server path
         raise exc.with_names({str(root / p): p for p in rel} | {f"{root}/": ""}) from exc
     with transaction.atomic():
-        return Dataset.objects.create(
+        dataset = Dataset.objects.create(
             owner=owner,
             name=name,
             paths=rel,
@@ -71,6 +75,8 @@ def dataset_create_from_files(*, owner, name: str, paths: list[str], tickers: li
             end_date=info.end,
             notes=info.notes,
         )
+    dataset_preview_build(dataset)
+    return dataset
 
 
 def dataset_create_from_upload(*, owner, name: str, upload: UploadedFile) -> Dataset:
@@ -102,7 +108,78 @@ def dataset_create_from_upload(*, owner, name: str, upload: UploadedFile) -> Dat
     dataset.notes = info.notes
     with transaction.atomic():
         dataset.save()
+    dataset_preview_build(dataset)
     return dataset
+
+
+def _read_prices(path: str) -> pd.DataFrame | None:
+    """``date, tic, close`` rows of one already-validated file (adjusted close when present)."""
+    lower = path.lower()
+    wanted = {"date", "tic", "ticker", "symbol", "adj_close", "adjusted_close", "close"}
+    if lower.endswith((".parquet", ".pq")):
+        frame = pd.read_parquet(path)
+    else:  # only the columns the chart needs: under half the parsing time of the Dow-30 file
+        frame = pd.read_csv(path, usecols=lambda c: str(c).strip().lower() in wanted)
+    frame.columns = [str(c).strip().lower() for c in frame.columns]
+    tic = next((c for c in ("tic", "ticker", "symbol") if c in frame.columns), None)
+    close = next((c for c in ("adj_close", "adjusted_close", "close") if c in frame.columns), None)
+    if "date" not in frame.columns or close is None:
+        return None
+    out = pd.DataFrame(
+        {
+            "date": pd.to_datetime(frame["date"].astype(str).str.slice(0, 10), format="%Y-%m-%d", errors="coerce"),
+            "tic": frame[tic].astype(str) if tic else Path(path).name.split(".")[0].upper(),
+            "close": pd.to_numeric(frame[close], errors="coerce"),
+        }
+    )
+    return out.dropna()
+
+
+def _preview_path(dataset: Dataset) -> Path:
+    stamp = int(dataset.created_at.timestamp()) if dataset.created_at else 0
+    return Path(settings.PADDOCK_CACHE_DIR) / "previews" / f"dataset-{dataset.pk}-{stamp}.json"
+
+
+def dataset_preview_build(dataset: Dataset) -> dict[str, Any]:
+    """Compute and store the dataset's price preview: weekly (Friday) closes of every ticker.
+
+    Written once, atomically (temporary file + rename), next to the processed-data cache;
+    the dataset page reads it instead of parsing the price files (9 s for the Dow-30 file on
+    a busy machine, 20 ms from the stored JSON).
+
+    Returns:
+        ``{"series": [{"ticker", "dates": [YYYY-MM-DD], "close": [USD]}], "tickers_total": n}``.
+    """
+    frames = [f for f in (_read_prices(p) for p in dataset.source_paths()) if f is not None]
+    series = []
+    if frames:
+        prices = pd.concat(frames)
+        present = set(prices["tic"])
+        for ticker in [t for t in dataset.tickers if t in present]:
+            weekly = prices[prices["tic"] == ticker].set_index("date")["close"].sort_index().resample("W-FRI").last()
+            weekly = weekly.dropna()
+            series.append(
+                {
+                    "ticker": ticker,
+                    "dates": [d.strftime("%Y-%m-%d") for d in weekly.index],
+                    "close": [round(float(v), 4) for v in weekly.to_numpy()],
+                }
+            )
+    result = {"series": series, "tickers_total": len(dataset.tickers)}
+    path = _preview_path(dataset)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(f".{os.getpid()}.tmp")
+    tmp.write_text(json.dumps(result, separators=(",", ":")))
+    os.replace(tmp, path)
+    return result
+
+
+def dataset_preview(dataset: Dataset) -> dict[str, Any]:
+    """The stored price preview (built now if it is missing: a dataset from before it existed)."""
+    try:
+        return json.loads(_preview_path(dataset).read_text())
+    except (OSError, ValueError):
+        return dataset_preview_build(dataset)
 
 
 def dataset_files(*, data_dir: Path | None = None) -> list[str]:

@@ -9,6 +9,6 @@ class ReportsConfig(AppConfig):
     def ready(self) -> None:
         # The runs app announces a finished run; it never imports this app.
         from webapp.reports import receivers
-        from webapp.runs.signals import run_finished
+        from webapp.runs.signals import run_ended
 
-        run_finished.connect(receivers.queue_end_of_run_backtests, dispatch_uid="reports.end_of_run_backtests")
+        run_ended.connect(receivers.queue_end_of_run_backtests, dispatch_uid="reports.end_of_run_backtests")

@@ -9,10 +9,12 @@ from webapp.reports.tasks import backtest_top_agents
 logger = logging.getLogger(__name__)
 
 
-def queue_end_of_run_backtests(sender, *, run_id: int, **kwargs) -> None:
-    """On ``webapp.runs.signals.run_finished``: queue ``backtest_top_agents`` for the run (its
-    best agents on the task's test split). A broker outage is logged; the backtest reaper
-    re-sends the trigger of recently finished runs."""
+def queue_end_of_run_backtests(sender, *, run_id: int, backtest: bool, **kwargs) -> None:
+    """On ``webapp.runs.signals.run_ended`` with ``backtest``: queue ``backtest_top_agents`` for
+    the run (its best agents on the task's test split). A broker outage is logged; the backtest
+    reaper re-sends the trigger of recently finished runs."""
+    if not backtest:
+        return
     try:
         backtest_top_agents.delay(run_id)
     except Exception:

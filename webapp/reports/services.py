@@ -357,6 +357,7 @@ def backtest_execute(*, backtest_id: int) -> Backtest:
             expected_sha256=agent.sha256 or None,
             data_dir=str(settings.PADDOCK_DATA_DIR),
             cache_dir=str(settings.PADDOCK_CACHE_DIR),
+            agent_name=f"agent {agent.pk}",
         )
     buf = io.StringIO()
     output.daily.to_csv(buf, index_label="date", date_format="%Y-%m-%d")  # full float precision

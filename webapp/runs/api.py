@@ -174,7 +174,7 @@ class RunViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, mixins.Create
         run = self.get_object()
         form = serializers.StopSerializer(data=request.data)
         form.is_valid(raise_exception=True)
-        return self._fresh(services.run_stop(run=run, cancel=form.validated_data["cancel"]))
+        return self._fresh(services.run_stop(run=run, backtest=form.validated_data["backtest"]))
 
     @extend_schema(
         summary="Change the pod count", request=serializers.ScaleSerializer, responses=serializers.RunSerializer

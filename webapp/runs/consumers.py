@@ -12,6 +12,7 @@ from __future__ import annotations
 import logging
 from typing import Any
 
+import redis
 from channels.db import database_sync_to_async
 from channels.generic.websocket import AsyncJsonWebsocketConsumer
 
@@ -21,6 +22,34 @@ logger = logging.getLogger(__name__)
 
 CLOSE_UNAUTHENTICATED = 4401
 CLOSE_NOT_FOUND = 4404
+#: The channel layer (Redis) is unreachable: the page shows it is offline and connects again.
+CLOSE_TRY_AGAIN = 1013
+
+
+class _LayerOutage:
+    """Logs a channel-layer outage once, at WARNING, with its reason (not one ERROR traceback
+    per WebSocket connect and close while Redis is down), and once more when it is over."""
+
+    def __init__(self) -> None:
+        self.down = False
+
+    def failed(self, action: str, exc: BaseException) -> None:
+        if not self.down:
+            self.down = True
+            logger.warning(
+                "channel layer unreachable (%s: %s: %s); live updates pause until it is back",
+                action,
+                type(exc).__name__,
+                exc,
+            )
+
+    def ok(self) -> None:
+        if self.down:
+            self.down = False
+            logger.warning("channel layer reachable again; live updates resume")
+
+
+_outage = _LayerOutage()
 
 
 class RunConsumer(AsyncJsonWebsocketConsumer):
@@ -28,6 +57,18 @@ class RunConsumer(AsyncJsonWebsocketConsumer):
 
     run_id: int | None = None
     group: str | None = None
+
+    async def __call__(self, scope, receive, send) -> None:
+        # The consumer also waits on its channel in Redis; when Redis goes away that wait
+        # raises. Close the socket so the page reconnects, and log the outage once.
+        try:
+            await super().__call__(scope, receive, send)
+        except (redis.RedisError, OSError) as exc:
+            _outage.failed("receive", exc)
+            try:
+                await send({"type": "websocket.close", "code": CLOSE_TRY_AGAIN})
+            except Exception:  # the client is gone already
+                pass
 
     async def connect(self) -> None:
         user = self.scope.get("user")
@@ -42,13 +83,23 @@ class RunConsumer(AsyncJsonWebsocketConsumer):
             await self.close(code=CLOSE_NOT_FOUND)
             return
         self.run_id = run_id
-        self.group = events.group_name(run_id)
-        await self.channel_layer.group_add(self.group, self.channel_name)
+        group = events.group_name(run_id)
+        try:
+            await self.channel_layer.group_add(group, self.channel_name)
+        except Exception as exc:  # Redis down: no live events; the client tries again later
+            _outage.failed("join", exc)
+            await self.close(code=CLOSE_TRY_AGAIN)
+            return
+        _outage.ok()
+        self.group = group
         await self._send_snapshot()
 
     async def disconnect(self, code: int) -> None:
         if self.group:
-            await self.channel_layer.group_discard(self.group, self.channel_name)
+            try:
+                await self.channel_layer.group_discard(self.group, self.channel_name)
+            except Exception as exc:  # Redis down: the membership expires with the layer's expiry
+                _outage.failed("leave", exc)
 
     async def receive_json(self, content: Any, **kwargs) -> None:
         kind = content.get("type") if isinstance(content, dict) else None

@@ -50,7 +50,8 @@ import os
 import threading
 from typing import Any
 
-from channels.layers import get_channel_layer
+from channels import DEFAULT_CHANNEL_LAYER
+from channels.layers import channel_layers, get_channel_layer
 from django.db import transaction
 from django.db.models import F
 
@@ -120,6 +121,8 @@ class _Sender:
         self._pid: int | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
         self._queue: asyncio.Queue | None = None
+        self._shared = None
+        self._own = None
 
     def _start(self) -> None:
         loop = asyncio.new_event_loop()
@@ -135,18 +138,57 @@ class _Sender:
     async def _drain(self, queue: asyncio.Queue) -> None:
         while True:
             run_id, event = await queue.get()
+            message = {"type": CHANNEL_MESSAGE_TYPE, "event": event}
+            layer = self._layer()
+            if layer is None:
+                continue
             try:
-                layer = get_channel_layer()
-                if layer is not None:
-                    await layer.group_send(group_name(run_id), {"type": CHANNEL_MESSAGE_TYPE, "event": event})
-            except Exception:  # Redis down or restarting: the next event or snapshot catches up
-                logger.warning("could not send %s event", event.get("type"), extra={"run": run_id}, exc_info=True)
+                await layer.group_send(group_name(run_id), message)
+            except Exception as first:
+                # After a Redis restart the pooled connection is dead and the first send on it
+                # fails: drop the pools and send once more on a new connection.
+                try:
+                    await _close_pools(layer)
+                    await layer.group_send(group_name(run_id), message)
+                except Exception as exc:  # Redis down: the next event or snapshot catches up
+                    logger.warning(
+                        "could not send %s event seq %s (%s; retried after %s)",
+                        event.get("type"),
+                        event.get("seq"),
+                        _reason(exc),
+                        _reason(first),
+                        extra={"run": run_id},
+                    )
+
+    def _layer(self):
+        """The sender's own instance of the project's channel layer, so that dropping its
+        connections after a failure never touches those of the process's consumers (other
+        event loops). A new one is made when the project's layer is replaced (settings)."""
+        shared = get_channel_layer()
+        if shared is None:
+            return None
+        if self._shared is not shared:
+            self._shared, self._own = shared, channel_layers.make_backend(DEFAULT_CHANNEL_LAYER)
+        return self._own
 
     def send(self, run_id: int, event: dict[str, Any]) -> None:
         with self._lock:
             if self._pid != os.getpid():  # first use, or a forked worker child
                 self._start()
         self._loop.call_soon_threadsafe(self._queue.put_nowait, (run_id, event))
+
+
+async def _close_pools(layer) -> None:
+    close = getattr(layer, "close_pools", None)
+    if close is not None:
+        try:
+            await close()
+        except Exception:  # closing dead connections may fail; they are dropped either way
+            pass
+
+
+def _reason(exc: BaseException) -> str:
+    return f"{type(exc).__name__}: {exc}"
 
 
 _sender = _Sender()

@@ -10,10 +10,11 @@ import re
 from typing import Any
 
 from django import forms
+from django.core.validators import MaxValueValidator, MinValueValidator
 
 from webapp import engine
 from webapp.core.errors import AppError, without_field_name
-from webapp.runs import lineage, selectors
+from webapp.runs import bounds, lineage, selectors
 from webapp.runs.models import ClusterBudget, Run
 from webapp.runs.services import DEFAULT_GENERATION_STEPS
 
@@ -52,6 +53,23 @@ _SPLIT_FIELDS = {
 _ENV_FIELDS = ("initial_cash", "hmax", "buy_cost_pct", "sell_cost_pct", "reward_scaling", "turbulence_threshold")
 
 
+def _bounded(field_class, bound: bounds.Bound, *, help_text: str = "", **kwargs):
+    """A number field labelled in words, with the bound as the input's min/max and its range
+    in the help text (the services enforce the same ``bounds`` table, for the API too)."""
+    attrs = {"max": bound.high, "step": "1" if bound.integer else "any"}
+    if not bound.low_open:
+        attrs["min"] = bound.low
+    widget = forms.NumberInput(attrs=attrs)
+    text = f"{help_text} {bound.text()}.".strip()
+
+    def within(value) -> None:
+        why = bound.error(value) if value is not None else None
+        if why:
+            raise forms.ValidationError(why)
+
+    return field_class(label=bound.label, help_text=text, widget=widget, validators=[within], **kwargs)
+
+
 def _date(label: str) -> forms.DateField:
     return forms.DateField(label=label, widget=forms.DateInput(attrs={"type": "date"}))
 
@@ -71,13 +89,23 @@ class RunForm(forms.Form):
     test_start = _date("Test from")
     test_end = _date("Test to")
 
-    initial_cash = forms.FloatField(initial=1e6, help_text="Starting cash, USD.")
-    hmax = forms.IntegerField(initial=100, help_text="Shares traded per unit of action.")
-    buy_cost_pct = forms.FloatField(initial=1e-3, help_text="Cost of buys as a fraction (0.001 = 0.1 %).")
-    sell_cost_pct = forms.FloatField(initial=1e-3, help_text="Cost of sells as a fraction.")
-    reward_scaling = forms.FloatField(initial=1e-4, help_text="Multiplier of the daily change of value (USD).")
-    turbulence_threshold = forms.FloatField(
-        required=False, help_text="Sell everything on days at or above this turbulence; empty = never."
+    initial_cash = _bounded(forms.FloatField, bounds.ENV["initial_cash"], initial=1e6, help_text="Starting cash, USD.")
+    hmax = _bounded(
+        forms.IntegerField, bounds.ENV["hmax"], initial=100, help_text="Shares bought or sold per unit of action."
+    )
+    buy_cost_pct = _bounded(forms.FloatField, bounds.ENV["buy_cost_pct"], initial=1e-3, help_text="Cost of buys.")
+    sell_cost_pct = _bounded(forms.FloatField, bounds.ENV["sell_cost_pct"], initial=1e-3, help_text="Cost of sells.")
+    reward_scaling = _bounded(
+        forms.FloatField,
+        bounds.ENV["reward_scaling"],
+        initial=1e-4,
+        help_text="Multiplier of the daily change of value (USD).",
+    )
+    turbulence_threshold = _bounded(
+        forms.FloatField,
+        bounds.ENV["turbulence_threshold"],
+        required=False,
+        help_text="Sell everything on days at or above this turbulence; empty = never.",
     )
 
     algorithm = forms.ChoiceField(choices=[("ppo", "PPO"), ("sac", "SAC")], initial="ppo")
@@ -87,22 +115,30 @@ class RunForm(forms.Form):
     )
 
     budget = forms.ModelChoiceField(queryset=None, help_text="The compute this run draws on.")
-    num_pods = forms.IntegerField(initial=2, min_value=1, help_text="Generations trained at once (one GPU each).")
-    generation_steps = forms.IntegerField(
-        initial=DEFAULT_GENERATION_STEPS,
-        min_value=1,
-        help_text="Env steps per generation; at least one PPO rollout (num_envs x rollout_steps).",
+    num_pods = _bounded(
+        forms.IntegerField, bounds.RUN["num_pods"], initial=2, help_text="Generations trained at once (one GPU each)."
     )
-    leaderboard_size = forms.IntegerField(initial=5, min_value=1, help_text="K, the agents kept on the leaderboard.")
-    fresh_probability = forms.FloatField(
-        initial=0.1, help_text="Chance in [0, 1] that a generation starts from a new random agent."
+    generation_steps = _bounded(
+        forms.IntegerField,
+        bounds.RUN["generation_steps"],
+        initial=DEFAULT_GENERATION_STEPS,
+        help_text="At least one PPO rollout (num_envs x rollout_steps).",
+    )
+    leaderboard_size = _bounded(
+        forms.IntegerField, bounds.RUN["leaderboard_size"], initial=5, help_text="The agents kept on the leaderboard."
+    )
+    fresh_probability = _bounded(
+        forms.FloatField,
+        bounds.RUN["fresh_probability"],
+        initial=0.1,
+        help_text="That a generation starts from a new random agent.",
     )
     mutation = forms.JSONField(
         required=False,
         widget=forms.Textarea(attrs={"rows": 4, "spellcheck": "false"}),
         help_text='PBT mutation: {"bounds": {name: [low, high]}, "factors": [0.8, 1.25]}; {} = none.',
     )
-    seed = forms.IntegerField(initial=0, min_value=0)
+    seed = _bounded(forms.IntegerField, bounds.RUN["seed"], initial=0)
     start_now = forms.BooleanField(required=False, initial=True, label="Start at once")
 
     def __init__(self, *args, user, **kwargs) -> None:
@@ -266,12 +302,21 @@ class BudgetForm(forms.ModelForm):
             "deadline",
         ]
         widgets = {"deadline": forms.DateTimeInput(attrs={"type": "datetime-local"})}
-        labels = {"gpu_hours_cap": "Device hours cap", "max_wall_clock_s": "Wall clock per run (s)"}
-        help_texts = {"gpu_hours_cap": "GPU or CPU time the pods may train, in hours; empty = no cap."}
+        help_texts = {"gpu_hours_cap": "GPU or CPU time the pods may train, in hours."}
 
     def __init__(self, *args, **kwargs) -> None:
         super().__init__(*args, **kwargs)
         self.fields["owner"].queryset = selectors.users_for_budgets()
+        # The bounds the services enforce, as labels, ranges and input limits; a field checked
+        # here never reaches the model's database constraints (whose messages are raw).
+        for name, bound in bounds.BUDGET.items():
+            field = self.fields[name]
+            field.label = bound.label
+            field.help_text = f"{field.help_text} {bound.text()}; empty = no limit.".strip()
+            field.validators.append(MaxValueValidator(bound.high))
+            field.validators.append(MinValueValidator(bound.low))
+            field.widget.attrs.update({"min": bound.low, "max": bound.high})
+        self.fields["max_concurrent_pods"].help_text = f"{bounds.BUDGET['max_concurrent_pods'].text()}."
 
 
 class AgentFilterForm(forms.Form):

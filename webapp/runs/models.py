@@ -78,8 +78,10 @@ class Run(models.Model):
     """One tournament: a pool of pods training on a task within a budget.
 
     Status flow: ``queued`` -> ``running`` <-> ``paused``; ``running``/``paused`` ->
-    ``finishing`` (budget spent or stop asked; running generations end) -> ``finished``;
-    ``cancelled`` (stopped without end-of-run backtests) and ``failed`` are terminal too.
+    ``finishing`` (the budget or a limit is spent; running generations end) -> ``finished``
+    (then the end-of-run backtests); ``cancelled`` (stopped by its user: at once, running
+    generations never enter the leaderboard, backtests only when the user asked) and
+    ``failed`` are terminal too.
 
     ``event_seq`` numbers the events sent to the run's Channels group (see ``events.py``).
     """
@@ -179,6 +181,10 @@ class Generation(models.Model):
     generation whose ``heartbeat_at`` is too old (worker killed) is marked ``stale`` by the
     reaper and may be claimed again; ``attempt`` counts claims, and only the attempt that holds
     the row may store a result.
+
+    ``failure`` names a failure of this generation alone, after which its pod and run go on
+    (``diverged``: training produced NaN/inf, a permanent failure never retried); it is empty
+    for other outcomes, including failures that end the run (``Run.status_reason`` says why).
     """
 
     class Status(models.TextChoices):
@@ -188,6 +194,10 @@ class Generation(models.Model):
         FAILED = "failed"
         CANCELLED = "cancelled"
         STALE = "stale"
+
+    class Failure(models.TextChoices):
+        NONE = "", "none"
+        DIVERGED = "diverged", "diverged"
 
     OPEN = (Status.QUEUED, Status.RUNNING, Status.STALE)
     CLAIMABLE = (Status.QUEUED, Status.STALE)
@@ -201,6 +211,7 @@ class Generation(models.Model):
     env_steps = models.BigIntegerField(default=0, help_text="planned before the run, trained after it")
     status = models.CharField(max_length=10, choices=Status.choices, default=Status.QUEUED)
     error = models.TextField(blank=True)
+    failure = models.CharField(max_length=20, choices=Failure.choices, default=Failure.NONE, blank=True)
     attempt = models.PositiveIntegerField(default=0)
     worker = models.CharField(max_length=200, blank=True)
     device = models.CharField(max_length=40, blank=True)

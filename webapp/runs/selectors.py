@@ -156,7 +156,25 @@ def pod_payload(pod: Pod, generation: Generation | None = None) -> dict[str, Any
         "env_steps": pod.env_steps,
         "steps_per_s": pod.steps_per_s,
         "generation": None if generation is None else generation_payload(generation),
+        "queued_reason": pod_queued_reason(pod) if pod.state == Pod.State.QUEUED else "",
     }
+
+
+def pod_queued_reason(pod: Pod) -> str:
+    """Why a queued pod is not training yet, in words: its run is paused, the budget's
+    concurrent-pod limit is reached (by every run on it), or no worker of the ``gpu`` queue has
+    taken its generation yet (all busy, or none running: see the workers page)."""
+    run = pod.run
+    if run.status == Run.Status.PAUSED:
+        return "run paused: resume it to train"
+    budget = run.budget
+    running = budget_running_generations(budget.pk).count()
+    if running >= budget.max_concurrent_pods:
+        return (
+            f"waiting for a budget slot: {running} of {budget.max_concurrent_pods} pods allowed by "
+            f"budget {budget.name} are training"
+        )
+    return "waiting for a free worker on the gpu queue"
 
 
 def generation_payload(gen: Generation) -> dict[str, Any]:

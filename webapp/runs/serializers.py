@@ -159,7 +159,10 @@ class ScaleSerializer(serializers.Serializer):
 
 
 class StopSerializer(serializers.Serializer):
-    cancel = serializers.BooleanField(default=False, help_text="end as cancelled, without end-of-run backtests")
+    backtest = serializers.BooleanField(
+        default=False,
+        help_text="also backtest the best agents on the test split (default no); the run ends cancelled either way",
+    )
 
 
 class AgentSerializer(serializers.ModelSerializer):

@@ -20,7 +20,7 @@ from django.conf import settings
 
 from webapp import engine
 from webapp.config.celery import app
-from webapp.core import workers
+from webapp.core import db, workers
 from webapp.runs import events, services, telemetry
 
 logger = logging.getLogger(__name__)
@@ -31,7 +31,13 @@ STOP_CHECK_EVERY_S = 1.0
 
 class _Attempt:
     """Callbacks of one claimed generation: throttled heartbeats, progress events and the
-    ``should_stop`` signal (run stopped, or the row reaped and claimed by someone else)."""
+    ``should_stop`` signal (run stopped, or the row reaped and claimed by someone else).
+
+    A dropped database connection does not end the attempt: the heartbeat and the stop check
+    retry once on a new connection (:func:`webapp.core.db.on_fresh_connection`). Once a
+    heartbeat or stop check says the claim is lost, the attempt publishes nothing more: the
+    generation is another attempt's, or its run ended.
+    """
 
     def __init__(self, claim: services.Claim) -> None:
         self.claim = claim
@@ -43,8 +49,8 @@ class _Attempt:
 
     def heartbeat(self, **fields: Any) -> None:
         self._last_heartbeat = time.monotonic()
-        if not services.generation_heartbeat(
-            generation_id=self.claim.generation_id, attempt=self.claim.attempt, **fields
+        if not db.on_fresh_connection(
+            services.generation_heartbeat, generation_id=self.claim.generation_id, attempt=self.claim.attempt, **fields
         ):
             self.lost = True
 
@@ -52,6 +58,8 @@ class _Attempt:
         now = time.monotonic()
         if now - self._last_heartbeat >= HEARTBEAT_EVERY_S:
             self.heartbeat(env_steps=int(info.get("env_steps", 0)), steps_per_s=float(info.get("steps_per_s", 0.0)))
+        if self.lost or self._stop:
+            return  # superseded or stopped: the run's events are no longer this attempt's to send
         if now - self._last_event >= 1.0 / events.PROGRESS_PER_S:
             self._last_event = now
             try:
@@ -60,6 +68,8 @@ class _Attempt:
                 logger.warning("progress event failed", exc_info=True, extra={"run": self.claim.run_id})
 
     def telemetry(self, point: dict[str, Any]) -> None:
+        if self.lost or self._stop:
+            return  # the live curve is the current attempt's to send
         try:
             telemetry.point_record(
                 run_id=self.claim.run_id,
@@ -77,8 +87,8 @@ class _Attempt:
             return True
         if now - self._last_check >= STOP_CHECK_EVERY_S:
             self._last_check = now
-            self._stop = not services.generation_still_mine(
-                generation_id=self.claim.generation_id, attempt=self.claim.attempt
+            self._stop = not db.on_fresh_connection(
+                services.generation_still_mine, generation_id=self.claim.generation_id, attempt=self.claim.attempt
             )
             if now - self._last_heartbeat >= HEARTBEAT_EVERY_S:
                 self.heartbeat()
@@ -116,8 +126,11 @@ def run_generation(self, generation_id: int) -> None:
                 data_dir=str(settings.PADDOCK_DATA_DIR),
                 cache_dir=str(settings.PADDOCK_CACHE_DIR),
             )
-            agent = services.generation_complete(
-                claim=claim, result=result, local_checkpoint=str(out_path) if out_path.exists() else None
+            agent = db.on_fresh_connection(
+                services.generation_complete,
+                claim=claim,
+                result=result,
+                local_checkpoint=str(out_path) if out_path.exists() else None,
             )
         if agent is not None:
             logger.info("generation %s done (score %s, agent %s)", claim.number, result.score, agent.pk, extra=log)
@@ -130,17 +143,33 @@ def run_generation(self, generation_id: int) -> None:
             )
         else:
             logger.info("generation %s cancelled after %s env steps", claim.number, result.env_steps, extra=log)
+    except engine.Diverged as exc:
+        # permanent, but for this generation only: not retried, the run goes on
+        env_steps = int((exc.details.get("stats") or {}).get("env_steps") or 0)
+        logger.warning("generation %s diverged: %s", claim.number, exc.message, extra=log)
+        db.on_fresh_connection(services.generation_diverged, claim=claim, error=exc.message, env_steps=env_steps)
     except engine.TrainerError as exc:
         logger.warning("generation %s failed: %s", claim.number, exc.message, extra=log)
-        services.generation_fail(claim=claim, error=exc.message, retry=False)
+        db.on_fresh_connection(services.generation_fail, claim=claim, error=exc.message, retry=False)
     except SoftTimeLimitExceeded:
-        services.generation_fail(
-            claim=claim, error=f"time limit of {settings.PADDOCK_GENERATION_TIME_LIMIT} s exceeded", retry=False
+        db.on_fresh_connection(
+            services.generation_fail,
+            claim=claim,
+            error=f"time limit of {settings.PADDOCK_GENERATION_TIME_LIMIT} s exceeded",
+            retry=False,
+        )
+    except db.CONNECTION_ERRORS as exc:
+        # The database went away twice in a row (the heartbeat already retried once): queue the
+        # generation again at once, on a new connection, without counting an attempt.
+        logger.warning("generation %s: database connection lost; queued again", claim.number, extra=log)
+        db.discard_connection()
+        db.on_fresh_connection(
+            services.generation_fail, claim=claim, error=failure_reason(exc), retry=True, count_attempt=False
         )
     except Exception as exc:
         # The traceback goes to the worker log only; users see the one-line reason.
         logger.exception("generation %s crashed", claim.number, extra=log)
-        services.generation_fail(claim=claim, error=failure_reason(exc), retry=True)
+        db.on_fresh_connection(services.generation_fail, claim=claim, error=failure_reason(exc), retry=True)
 
 
 def failure_reason(exc: BaseException, *, limit: int = 300) -> str:

@@ -36,8 +36,8 @@ METRICS: dict[str, str] = {
     "explained_variance": "Explained variance",
     "learning_rate": "Learning rate",
     "steps_per_s": "Env steps per second",
-    "critic_loss": "Q loss (SAC, Q1 + Q2)",
-    "actor_loss": "Actor loss (SAC)",
+    "critic_loss": "Q loss (critics summed)",
+    "actor_loss": "Actor loss",
     "alpha_loss": "Temperature loss (SAC)",
     "alpha": "Temperature alpha (SAC)",
 }
@@ -55,6 +55,17 @@ ALGORITHM_METRICS: dict[str, tuple[str, ...]] = {
         "steps_per_s",
     ),
     "sac": ("episode_return_mean", "critic_loss", "actor_loss", "alpha_loss", "alpha", "learning_rate", "steps_per_s"),
+    "a2c": (
+        "episode_return_mean",
+        "policy_loss",
+        "value_loss",
+        "entropy",
+        "explained_variance",
+        "learning_rate",
+        "steps_per_s",
+    ),
+    "td3": ("episode_return_mean", "critic_loss", "actor_loss", "learning_rate", "steps_per_s"),
+    "ddpg": ("episode_return_mean", "critic_loss", "actor_loss", "learning_rate", "steps_per_s"),
 }
 #: Most points a generation may store (the trainer's ``TELEMETRY_MAX_POINTS``, plus slack for
 #: a point recorded twice by a redelivered attempt, which is not read).

@@ -16,4 +16,6 @@ urlpatterns = [
     path("agents/<int:agent_id>/", views.agent_detail, name="agent"),
     path("agents/<int:agent_id>/bundle/", views.agent_bundle, name="agent-bundle"),
     path("budgets/", views.budget_list, name="budgets"),
+    path("workers/", views.worker_list, name="workers"),
+    path("workers/log/<int:run_id>/", views.worker_log, name="worker-log"),
 ]

@@ -22,7 +22,7 @@ from webapp import engine
 from webapp.core.downloads import serve_file
 from webapp.core.errors import AppError
 from webapp.core.formatting import format_duration, format_hyperparameters
-from webapp.runs import forms, lineage, selectors, services, telemetry
+from webapp.runs import forms, lineage, selectors, services, telemetry, workers
 
 PAGE_SIZE = 50
 #: leaderboard rows the run page shows (the API pages through all of them)
@@ -71,7 +71,15 @@ def run_new(request: HttpRequest) -> HttpResponse:
         if form.is_valid():
             try:
                 with transaction.atomic():
-                    task = services.task_create(owner=request.user, **form.task_kwargs())
+                    try:
+                        task = services.task_create(owner=request.user, **form.task_kwargs())
+                    except AppError as exc:
+                        # the run's own settings are checked too: every error in one answer
+                        run_kwargs = {
+                            k: v for k, v in form.run_kwargs().items() if k not in ("budget", "name", "mutation")
+                        }
+                        extra = services.run_settings_errors(**run_kwargs)
+                        raise AppError(exc.message, fields={**exc.fields, **extra}) from exc
                     run = services.run_create(owner=request.user, task=task, **form.run_kwargs())
             except AppError as exc:
                 form.add_app_error(exc)
@@ -185,7 +193,7 @@ CONTROLS = {
     "start": lambda run, form: services.run_start(run=run),
     "pause": lambda run, form: services.run_pause(run=run),
     "resume": lambda run, form: services.run_resume(run=run),
-    "stop": lambda run, form: services.run_stop(run=run, cancel=form.get("cancel") == "1"),
+    "stop": lambda run, form: services.run_stop(run=run, backtest=form.get("backtest") in ("1", "on", "true")),
 }
 
 
@@ -302,6 +310,11 @@ def agent_detail(request: HttpRequest, agent_id: int) -> HttpResponse:
         backtest_url = reverse("reports:backtest-new")
     except NoReverseMatch:  # the reports app is not installed
         backtest_url = None
+    try:
+        # the zip a user downloads (exported once, on the first view or download)
+        bundle = services.agent_bundle(agent)
+    except AppError:
+        bundle = None
     return render(
         request,
         "runs/agent.html",
@@ -320,6 +333,7 @@ def agent_detail(request: HttpRequest, agent_id: int) -> HttpResponse:
                 for step in selectors.agent_lineage(agent)
             ],
             "backtest_url": backtest_url,
+            "bundle": bundle,
             "metrics_config": metrics_config(
                 api=reverse("api:agent-metrics", args=[agent.pk]),
                 algorithm=agent.run.task.algorithm,
@@ -438,3 +452,36 @@ def run_agents(request: HttpRequest, run_id: int) -> HttpResponse:
             "agent_url": reverse("runs:agent", args=[0]),
         },
     )
+
+
+# --- workers (staff) -----------------------------------------------------------------------
+
+
+def _staff_or_404(request: HttpRequest) -> None:
+    if not request.user.is_staff:
+        raise Http404("staff only")
+
+
+@login_required
+@require_GET
+def worker_list(request: HttpRequest) -> HttpResponse:
+    """Staff: each Celery worker (queues, device, what it trains, last heartbeat) and the
+    latest failed generations with their one-line reason and a link to their log lines."""
+    _staff_or_404(request)
+    rows, error = workers.worker_rows()
+    return render(
+        request,
+        "runs/workers.html",
+        {"workers": rows, "error": error, "failed": workers.failed_generations()},
+    )
+
+
+@login_required
+@require_GET
+def worker_log(request: HttpRequest, run_id: int) -> HttpResponse:
+    """Staff: the process-log lines of one run (``?pod=N`` for one pod)."""
+    _staff_or_404(request)
+    pod = request.GET.get("pod")
+    pod_index = int(pod) if pod and pod.isdigit() else None
+    lines = workers.log_lines(run_id=run_id, pod_index=pod_index)
+    return render(request, "runs/worker_log.html", {"run_id": run_id, "pod": pod_index, "lines": lines})

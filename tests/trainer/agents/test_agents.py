@@ -1,4 +1,4 @@
-"""Agent API shared by PPO and SAC: exact resume, acting, export, hyperparameters, cancel, progress."""
+"""Agent API shared by PPO, A2C, SAC, TD3 and DDPG: exact resume, acting, export, hyperparameters, cancel, progress."""
 
 from __future__ import annotations
 
@@ -25,8 +25,12 @@ TINY = {
         "learning_starts": 16,
         "updates_per_step": 2,
     },
+    "a2c": {"num_envs": 4, "rollout_steps": 8, "hidden_sizes": [16, 16]},
 }
-ALGOS = ["ppo", "sac"]
+_TINY_TD3 = dict(TINY["sac"])
+TINY["td3"] = TINY["ddpg"] = _TINY_TD3
+ALGOS = ["ppo", "a2c", "sac", "td3", "ddpg"]
+OFF_POLICY = ("sac", "td3", "ddpg")
 
 
 def _agent(algo: str, seed: int = 0):
@@ -38,7 +42,7 @@ def _env(algo: str) -> PendulumVecEnv:
 
 
 def _state_dict(agent):
-    if agent.algorithm == "sac":
+    if agent.algorithm in OFF_POLICY:
         return agent.state_dict(include_replay_buffer=True)
     return agent.state_dict()
 
@@ -126,8 +130,9 @@ def test_ppo_set_hyperparameters_updates_optimizer_learning_rate_and_entropy_wei
     assert agent.hyperparameters()["ent_coef"] == 0.05
 
 
-def test_sac_set_hyperparameters_updates_actor_and_critic_optimizers():
-    agent = _agent("sac")
+@pytest.mark.parametrize("algo", OFF_POLICY)
+def test_off_policy_set_hyperparameters_updates_actor_and_critic_optimizers(algo):
+    agent = _agent(algo)
     agent.set_hyperparameters(actor_learning_rate=1e-2, critic_learning_rate=2e-2)
     assert agent.actor_optimizer.param_groups[0]["lr"] == 1e-2
     assert agent.critic_optimizer.param_groups[0]["lr"] == 2e-2
@@ -136,7 +141,7 @@ def test_sac_set_hyperparameters_updates_actor_and_critic_optimizers():
 @pytest.mark.parametrize("algo", ALGOS)
 def test_set_hyperparameters_rejects_bad_values_and_architecture_changes(algo):
     agent = _agent(algo)
-    lr_key = "learning_rate" if algo == "ppo" else "actor_learning_rate"
+    lr_key = "actor_learning_rate" if algo in OFF_POLICY else "learning_rate"
     with pytest.raises(ConfigError) as err:
         agent.set_hyperparameters(**{lr_key: -1.0})
     assert err.value.details["field"] == f"{algo}.{lr_key}"
@@ -194,7 +199,13 @@ def test_telemetry_records_at_most_max_points_including_the_last(total, max_poin
 
 
 PPO_CURVES = {"policy_loss", "value_loss", "entropy", "approx_kl", "clip_fraction", "explained_variance"}
-SAC_CURVES = {"critic_loss", "actor_loss", "alpha_loss", "alpha"}
+CURVES = {
+    "ppo": PPO_CURVES,
+    "a2c": {"policy_loss", "value_loss", "entropy", "explained_variance"},
+    "sac": {"critic_loss", "actor_loss", "alpha_loss", "alpha"},
+    "td3": {"critic_loss", "actor_loss"},
+    "ddpg": {"critic_loss", "actor_loss"},
+}
 
 
 @pytest.mark.parametrize("algo", ALGOS)
@@ -208,17 +219,18 @@ def test_telemetry_points_follow_env_steps_with_losses_and_learning_rate(algo):
     assert [p["total_env_steps"] for p in points] == steps  # a fresh agent: its life is this call
     assert all(p["steps_per_s"] > 0 and p["elapsed_s"] > 0 for p in points)
     last = points[-1]
-    curves = PPO_CURVES if algo == "ppo" else SAC_CURVES
+    curves = CURVES[algo]
     assert curves <= set(last), f"missing {curves - set(last)}"
-    lr = TINY[algo].get("learning_rate", 3e-4) if algo == "ppo" else 3e-4
-    assert last["learning_rate"] == pytest.approx(agent.config.learning_rate if algo == "ppo" else lr)
-    if algo == "ppo":
+    lr_name = "actor_learning_rate" if algo in OFF_POLICY else "learning_rate"
+    assert last["learning_rate"] == pytest.approx(getattr(agent.config, lr_name))
+    if algo in ("ppo", "a2c"):
         # the last point's losses are the returned stats' (the same rollout)
-        for name in PPO_CURVES:
+        for name in curves:
             assert last[name] == pytest.approx(stats[name], nan_ok=True)
         assert last["explained_variance"] is None or last["explained_variance"] <= 1.0
+    if algo == "ppo":
         assert 0.0 <= last["clip_fraction"] <= 1.0 and last["approx_kl"] is not None
-    else:
+    elif algo == "sac":
         assert last["alpha"] > 0
 
 

@@ -1,12 +1,13 @@
-"""PPOConfig / SACConfig validation and (de)serialisation, and make_agent."""
+"""Algorithm configs (PPO, A2C, SAC, TD3, DDPG): validation and (de)serialisation, and make_agent."""
 
 from __future__ import annotations
 
 import json
 
 import pytest
+import torch
 
-from trainer.agents import ALGORITHMS, PPOAgent, SACAgent, make_agent
+from trainer.agents import ALGORITHMS, DDPGConfig, PPOAgent, SACAgent, TD3Agent, TD3Config, make_agent
 from trainer.agents.ppo import PPOConfig
 from trainer.agents.sac import SACConfig
 from trainer.errors import ConfigError
@@ -32,6 +33,14 @@ from trainer.errors import ConfigError
         ("sac", {"gamma": -0.5}, "sac.gamma"),
         ("sac", {"num_envs": 64, "buffer_size": 32}, "sac.buffer_size"),
         ("sac", {"batch_size": 0}, "sac.batch_size"),
+        ("a2c", {"learning_rate": 0.0}, "a2c.learning_rate"),
+        ("a2c", {"rollout_steps": 0}, "a2c.rollout_steps"),
+        ("a2c", {"gae_lambda": -0.1}, "a2c.gae_lambda"),
+        ("td3", {"policy_delay": 0}, "td3.policy_delay"),
+        ("td3", {"target_policy_noise": -0.2}, "td3.target_policy_noise"),
+        ("td3", {"num_envs": 64, "buffer_size": 32}, "td3.buffer_size"),
+        ("ddpg", {"exploration_noise": float("nan")}, "ddpg.exploration_noise"),
+        ("ddpg", {"tau": 0.0}, "ddpg.tau"),
     ],
 )
 def test_impossible_values_raise_config_error_naming_the_field(algo, changes, field):
@@ -40,7 +49,7 @@ def test_impossible_values_raise_config_error_naming_the_field(algo, changes, fi
     assert err.value.details["field"] == field
 
 
-@pytest.mark.parametrize("config_cls", [PPOConfig, SACConfig])
+@pytest.mark.parametrize("config_cls", [cls for _, cls in ALGORITHMS.values()])
 def test_unknown_key_is_rejected_by_name(config_cls):
     with pytest.raises(ConfigError) as err:
         config_cls.from_dict({"learning_rat": 1e-3})
@@ -63,7 +72,7 @@ def test_wrong_types_are_rejected(value, key):
     assert err.value.details["field"] == f"ppo.{key}"
 
 
-@pytest.mark.parametrize("config_cls", [PPOConfig, SACConfig])
+@pytest.mark.parametrize("config_cls", [cls for _, cls in ALGORITHMS.values()])
 def test_config_round_trips_through_json(config_cls):
     config = config_cls.from_dict({"num_envs": 16, "hidden_sizes": [32, 16], "gamma": 0.9})
     again = config_cls.from_dict(json.loads(json.dumps(config.to_dict())))
@@ -75,7 +84,7 @@ def test_integral_json_numbers_are_accepted_for_integer_fields():
     assert SACConfig.from_dict({"buffer_size": 1e6}).buffer_size == 1_000_000
 
 
-@pytest.mark.parametrize("config_cls", [PPOConfig, SACConfig])
+@pytest.mark.parametrize("config_cls", [cls for _, cls in ALGORITHMS.values()])
 def test_defaults_are_valid_for_a_1024_env_pod(config_cls):
     config = config_cls()
     config.validate()
@@ -98,4 +107,34 @@ def test_make_agent_rejects_unknown_algorithm():
 def test_the_torch_free_algorithm_names_match_the_agents_built():
     from trainer.algorithms import ALGORITHM_NAMES
 
-    assert sorted(ALGORITHM_NAMES) == sorted(ALGORITHMS)
+    assert list(ALGORITHM_NAMES) == list(ALGORITHMS)
+def test_ddpg_is_td3_with_one_critic_no_target_smoothing_and_no_delay():
+    td3, ddpg = make_agent("td3", 5, 2, {"num_envs": 2}), make_agent("ddpg", 5, 2, {"num_envs": 2})
+    assert (td3.config.twin_critics, td3.config.target_policy_noise, td3.config.policy_delay) == (True, 0.2, 2)
+    assert (ddpg.config.twin_critics, ddpg.config.target_policy_noise, ddpg.config.policy_delay) == (False, 0.0, 1)
+    assert len(td3.critic.qs) == 2 and len(ddpg.critic.qs) == 1
+    assert isinstance(ddpg, TD3Agent) and ddpg.algorithm == "ddpg"
+    # every other field keeps TD3's default
+    same = {
+        k: v
+        for k, v in TD3Config().to_dict().items()
+        if k not in ("twin_critics", "target_policy_noise", "policy_delay")
+    }
+    assert {k: DDPGConfig().to_dict()[k] for k in same} == same
+
+
+def test_td3_updates_its_actor_every_policy_delay_critic_updates():
+    from trainer.envs.pendulum import PendulumVecEnv
+
+    hp = {"num_envs": 2, "hidden_sizes": [8], "batch_size": 4, "buffer_size": 64, "learning_starts": 4}
+    for algo, delay in (("td3", 3), ("ddpg", 1)):
+        agent = make_agent(algo, 3, 1, {**hp, "policy_delay": delay}, seed=0)
+        agent.learn(PendulumVecEnv(2, seed=0), 4)  # fills the buffer up to learning_starts
+        done = agent.updates
+        changes = []
+        for _ in range(6):
+            before = [p.detach().clone() for p in agent.actor.parameters()]
+            agent._update()
+            changes.append(any(not torch.equal(a, b) for a, b in zip(before, agent.actor.parameters())))
+        expected = [(done + n) % delay == 0 for n in range(1, 7)]
+        assert changes == expected, algo

@@ -13,6 +13,7 @@ from trainer.agents.networks import (
     RunningMeanStd,
     SquashedGaussianActor,
     ValueCritic,
+    batch_moments,
     fast_tanh,
 )
 
@@ -24,11 +25,25 @@ def test_running_mean_std_merged_in_batches_equals_statistics_of_all_data():
     for b in batches:
         rms.update(b)
     data = torch.cat(batches).double().numpy()
-    np.testing.assert_allclose(rms.mean.numpy(), data.mean(0), rtol=1e-9)
-    np.testing.assert_allclose(rms.var.numpy(), data.var(0), rtol=1e-9)
+    # batch moments in float32, merged in float64
+    np.testing.assert_allclose(rms.mean.numpy(), data.mean(0), rtol=1e-6)
+    np.testing.assert_allclose(rms.var.numpy(), data.var(0), rtol=1e-6)
     normalized = rms(torch.cat(batches))
     np.testing.assert_allclose(normalized.mean(0).numpy(), 0.0, atol=1e-5)
     np.testing.assert_allclose(normalized.std(0, unbiased=False).numpy(), 1.0, atol=1e-5)
+
+
+@pytest.mark.parametrize("fused", [True, False])  # var_mean (accelerators) and the CPU's two-pass
+def test_float32_batch_moments_match_float64_statistics(fused):
+    gen = torch.Generator().manual_seed(1)
+    # a 4,096-env batch of 291 features with offsets and scales like the trading observations
+    scale = torch.logspace(-2, 2, 291, dtype=torch.float64)
+    x64 = torch.randn(4096, 291, generator=gen, dtype=torch.float64) * scale + 3.0 * scale
+    mean, var = batch_moments(x64.float(), fused=fused)
+    assert mean.dtype == var.dtype == torch.float32
+    reference = x64.float().double()
+    np.testing.assert_allclose(mean.numpy(), reference.mean(0).numpy(), rtol=1e-6)
+    np.testing.assert_allclose(var.numpy(), reference.var(0, unbiased=False).numpy(), rtol=1e-5)
 
 
 def test_normalized_observations_are_clipped():

@@ -37,7 +37,7 @@ def buy_equal_weights_then_hold(num_stocks: int, buy_cost: float):
 
 @pytest.fixture(scope="module")
 def equal_weight_run(dow_market, qqq_close):
-    config = EnvConfig(initial_cash=CAPITAL, hmax=HMAX)
+    config = EnvConfig(initial_cash=CAPITAL, hmax=HMAX, observation="finrl")  # the policy reads prices
     policy = buy_equal_weights_then_hold(dow_market.num_stocks, config.buy_cost_pct)
     return run_backtest(policy, dow_market, config, benchmark_close=qqq_close)
 
@@ -120,7 +120,7 @@ def test_policy_on_day_t_does_not_see_prices_after_day_t(dow_close):
     perturbed = dow_close.copy()
     noise = np.random.default_rng(0).uniform(0.8, 1.2, size=perturbed.iloc[t + 1 :].shape)
     perturbed.iloc[t + 1 :] *= noise
-    config = EnvConfig(hmax=50)
+    config = EnvConfig(hmax=50, observation="finrl")  # the policy reads prices
     base = run_backtest(momentum, market, config)
     moved = run_backtest(momentum, market_from_close(perturbed), config)
     assert base.actions.iloc[: t + 1].equals(moved.actions.iloc[: t + 1])

@@ -180,3 +180,17 @@ def test_gymnasium_id_passes_the_env_checker_and_matches_the_vector_env(two_stoc
         _, r, _, _, info = single.step(a)
         assert r == r_vec[0].item()
         assert info["portfolio_value"] == info_vec["portfolio_value"][0].item()
+
+
+@pytest.mark.parametrize("reward", ["log_return", "differential_sharpe"])
+def test_non_finite_actions_are_refused_and_leave_the_env_as_it_was(two_stocks, reward):
+    # as StockTradingVecEnv: a diverged policy's NaN must not pass for a zero action (issue 20)
+    env = fixed(two_stocks, reward=reward)
+    _, _, _, _, before = env.step(torch.tensor([[0.5, 0.0, -1.0]]))
+    state = (env._weights.clone(), env._value.clone(), env._dsr_a.clone() if reward != "log_return" else None)
+    with pytest.raises(ValueError, match=r"NaN or infinite values in env row\(s\) 0"):
+        env.step(torch.tensor([[float("nan"), 0.0, 0.0]]))
+    assert torch.equal(env._weights, state[0]) and torch.equal(env._value, state[1])
+    if state[2] is not None:
+        assert torch.equal(env._dsr_a, state[2])
+    assert env.day[0].item() == before["day"][0].item()

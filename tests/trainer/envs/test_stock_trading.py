@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 import torch
 
+from trainer.envs.observations import fit_feature_stats, scale_free_market
 from trainer.envs.stock_trading import (
     CASH_SCALE,
     MIN_EPISODE_STEPS,
@@ -100,10 +101,23 @@ def test_sells_execute_before_buys_so_sale_proceeds_fund_the_same_days_buys(two_
     assert info["cash"][0].item() == pytest.approx(available - shares * p[1, 0] * (1 + COST), rel=1e-12)
 
 
-def test_nan_actions_hold_and_out_of_range_actions_are_clipped(two_stocks):
+def test_out_of_range_actions_are_clipped(two_stocks):
     env = fixed(two_stocks)
-    _, _, _, _, info = env.step(act([float("nan"), 7.0]))
+    _, _, _, _, info = env.step(act([-3.0, 7.0]))
     assert info["holdings"][0].tolist() == [0.0, 100.0]
+
+
+@pytest.mark.parametrize("bad", [float("nan"), float("inf"), float("-inf")])
+def test_non_finite_actions_are_refused_and_leave_the_env_as_it_was(two_stocks, bad):
+    # A diverged policy emits NaN; the env used to hold in its place, so such a policy scored a
+    # quiet 0 (issue 20). Now the step is refused and the env's state is unchanged.
+    env = fixed(two_stocks)
+    _, _, _, _, before = env.step(act([0.5, 0.5]))
+    with pytest.raises(ValueError, match=r"NaN or infinite values in env row\(s\) 0"):
+        env.step(act([bad, 0.2]))
+    _, _, _, _, after = env.step(act([0.0, 0.0]))
+    assert after["holdings"][0].tolist() == before["holdings"][0].tolist()
+    assert after["cash"][0].item() == before["cash"][0].item()
 
 
 # ---------------------------------------------------------------- defects of the reference env
@@ -154,7 +168,7 @@ def test_envs_keep_their_own_days_and_do_not_all_finish_together(dow30_market):
 
 
 def test_cash_enters_the_observation_scaled_down_by_two_to_the_sixteen(dow30_market):
-    env = StockTradingVecEnv(dow30_market, EnvConfig(), num_envs=8, seed=2)
+    env = StockTradingVecEnv(dow30_market, EnvConfig(observation="finrl"), num_envs=8, seed=2)
     obs, info = env.reset(seed=2)
     assert torch.allclose(obs[:, 0].double(), info["cash"] * 2.0**-16)
     assert CASH_SCALE == 2.0**-16
@@ -167,7 +181,7 @@ def test_cash_enters_the_observation_scaled_down_by_two_to_the_sixteen(dow30_mar
 
 
 def test_truncated_envs_report_their_last_observation_and_return_then_restart(two_stocks):
-    env = fixed(two_stocks, num_envs=2, episode_length=5)
+    env = fixed(two_stocks, num_envs=2, episode_length=5, observation="finrl")
     first_obs, _ = env.reset(options={"start_day": 3})
     rewards = []
     for step in range(5):
@@ -300,7 +314,7 @@ def test_cuda_env_matches_the_cpu_env(dow30_market):
 
 
 def test_observation_layout_is_json_and_rebuilds_the_envs_observations(dow30_market):
-    env = StockTradingVecEnv(dow30_market, EnvConfig(randomize_initial=True), num_envs=5, seed=1)
+    env = StockTradingVecEnv(dow30_market, EnvConfig(randomize_initial=True, observation="finrl"), num_envs=5, seed=1)
     obs, info = env.reset()
     layout = json.loads(json.dumps(env.observation_layout()))
     assert layout["obs_dim"] == env.obs_dim == 1 + 2 * 29 + 29 * 8
@@ -374,3 +388,36 @@ def test_actions_of_the_wrong_shape_are_refused(two_stocks):
     env = fixed(two_stocks, num_envs=2)
     with pytest.raises(ValueError, match=r"\(2, 2\)"):
         env.step(torch.zeros(2, 3))
+
+
+def test_default_observation_is_scale_free_with_value_fractions_and_rebuilds_from_raw_values(dow30_market):
+    market = scale_free_market(dow30_market)
+    train, later = market.slice("2010-01-01", "2016-12-31"), market.slice("2017-01-01", "2019-12-31")
+    stats = fit_feature_stats(train)
+    env = StockTradingVecEnv(later, EnvConfig(randomize_initial=True), num_envs=4, seed=5, feature_stats=stats)
+    assert env.feature_stats is stats
+    obs, info = env.reset()
+    n, k = 29, len(market.feature_names)
+    assert env.obs_dim == 1 + n + n * k == 1 + 29 + 29 * 13
+    value = info["portfolio_value"].numpy()
+    np.testing.assert_allclose(obs[:, 0].numpy(), info["cash"].numpy() / value, rtol=1e-6)
+    day = info["day"].numpy()
+    held = info["holdings"].numpy() * later.close[day]
+    np.testing.assert_allclose(obs[:, 1 : 1 + n].numpy(), held / value[:, None], rtol=1e-5, atol=1e-7)
+    layout = json.loads(json.dumps(env.observation_layout()))
+    assert (
+        layout["observation"] == "scale_free" and layout["blocks"][2]["feature_stats"]["fitted_on"][1] == "2016-12-30"
+    )
+    rebuilt = build_observation(
+        layout, info["cash"].numpy(), info["holdings"].numpy(), later.close[day], later.features[day]
+    )
+    np.testing.assert_allclose(obs.numpy(), rebuilt, rtol=1e-5, atol=1e-6)
+    # The same market situation at five times the prices gives the same observation.
+    scaled = dataclasses.replace(dow30_market, close=dow30_market.close * 5.0, features=dow30_market.features.copy())
+    for name in ("macd", "boll_ub", "boll_lb", "close_30_sma", "close_60_sma"):
+        scaled.features[:, :, dow30_market.feature_names.index(name)] *= 5.0
+    again = StockTradingVecEnv(
+        scale_free_market(scaled).slice("2017-01-01", "2019-12-31"), EnvConfig(random_start=False), feature_stats=stats
+    )
+    base = StockTradingVecEnv(later, EnvConfig(random_start=False), feature_stats=stats)
+    np.testing.assert_allclose(again.reset()[0].numpy(), base.reset()[0].numpy(), rtol=1e-4, atol=1e-4)

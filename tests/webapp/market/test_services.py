@@ -57,3 +57,19 @@ def test_an_uploaded_csv_becomes_a_dataset_and_a_bad_one_is_removed(user):
         services.dataset_create_from_upload(owner=user, name="bad", upload=SimpleUploadedFile("bad.csv", bad))
     assert sorted(folder.iterdir()) == before, "the rejected file is not kept"
     ds.upload.delete(save=False)
+
+
+def test_the_price_preview_is_stored_at_creation_with_every_ticker_and_read_back(user, data_dir, settings, tmp_path):
+    from tests.conftest import DOW30_FILE
+    from webapp.market import services as market
+
+    settings.PADDOCK_DATA_DIR = data_dir
+    settings.PADDOCK_CACHE_DIR = tmp_path
+    dataset = market.dataset_create_from_files(owner=user, name="dow all", paths=[DOW30_FILE])
+    stored = list((tmp_path / "previews").glob(f"dataset-{dataset.pk}-*.json"))
+    assert len(stored) == 1, "written when the dataset was created"
+    preview = market.dataset_preview(dataset)
+    assert [s["ticker"] for s in preview["series"]] == list(dataset.tickers)  # all of them, not the first 8
+    assert len(dataset.tickers) > 8
+    stored[0].write_text('{"series": [], "tickers_total": 0}')
+    assert market.dataset_preview(dataset)["series"] == [], "the page reads the stored preview, not the files"

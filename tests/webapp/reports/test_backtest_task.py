@@ -87,3 +87,28 @@ def test_daily_csv_round_trips_through_pandas(done_backtest):
 
     assert isinstance(daily.index, pd.DatetimeIndex)
     assert (daily["account_value"] > 0).all()
+
+
+def test_checkpoint_with_nan_parameters_fails_the_backtest_naming_the_agent(user, agent, tmp_path):
+    # A diverged agent (issue 20) must not be backtested as if NaN actions meant "hold".
+    from trainer.bundle import load_checkpoint, save_checkpoint
+
+    local = tmp_path / "agent.pt"
+    with default_storage.open(agent.checkpoint, "rb") as fh:
+        local.write_bytes(fh.read())
+    state = load_checkpoint(local)
+    weight = next(k for k in state["agent"]["actor"] if k.endswith("weight"))
+    state["agent"]["actor"][weight].fill_(float("nan"))
+    agent.sha256 = save_checkpoint(state, local)
+    agent.save(update_fields=["sha256"])
+    default_storage.delete(agent.checkpoint)
+    with open(local, "rb") as src, default_storage.open(agent.checkpoint, "wb") as out:
+        out.write(src.read())
+    backtest = services.backtest_create(user=user, agent=agent, start="2020-07-01", end="2020-12-31")
+
+    assert tasks.run_backtest(backtest.id) == "failed"
+
+    backtest.refresh_from_db()
+    assert backtest.status == Backtest.Status.FAILED
+    assert backtest.error.startswith(f"agent {agent.pk}: the agent state holds NaN or infinite parameters")
+    assert backtest.metrics in ({}, None) and not backtest.daily_csv

@@ -105,3 +105,23 @@ def test_another_users_agents_page_is_not_found(client, other_user, world):
     client.force_login(other_user)
     assert client.get(f"/runs/{world.run.pk}/agents/").status_code == 404
     assert client.get(f"/runs/{world.run.pk}/agents/?format=csv").status_code == 404
+
+
+def test_the_agent_page_shows_the_sha256_of_the_zip_it_downloads(page_client, world):
+    import hashlib
+
+    agent = world.agents[0]
+    html = page_client.get(f"/agents/{agent.pk}/").content.decode()
+    shown = re.search(r'id="bundle-sha256">([0-9a-f]{64})<', html)[1]
+    download = page_client.get(f"/agents/{agent.pk}/bundle/")
+    body = b"".join(download.streaming_content) if download.streaming else download.content
+    assert shown == hashlib.sha256(body).hexdigest()
+    assert shown != agent.sha256  # not the checkpoint's
+
+
+def test_a_run_name_ending_in_a_number_is_rendered_once(page_client, world):
+    world.run.name = "Dow 30 PPO demo #1"
+    world.run.save(update_fields=["name"])
+    html = page_client.get(f"/runs/{world.run.pk}/").content.decode()
+    title = html.split('id="run-name"', 1)[1].split("</h1>", 1)[0]
+    assert title.count("#1") == 1 and f"run {world.run.pk}" in title

@@ -28,7 +28,7 @@ def _errors(client, world, **changes) -> dict[str, list[str]]:
             "train_end",
             "2010-01-01 is before the training start 2019-12-31",
         ),
-        ({"initial_cash": -5}, "initial_cash", "must be > 0 (got -5.0)"),
+        ({"initial_cash": -5}, "initial_cash", "must be at least 100 and at most 10,000,000,000 USD, got -5"),
         (
             {"hyperparameters": json.dumps({**TINY_PPO, "learning_rate": -1})},
             "hyperparameters",

@@ -128,7 +128,12 @@ def test_a_worker_added_mid_run_takes_work_and_pods_scaled_up_train(workers, mak
 
     _wait(new_pods_trained, timeout=90, reap_after=60, what="the new pods' first agents")
     services.run_stop(run=run)
-    _wait(lambda: _status(run) == Run.Status.FINISHED, timeout=60, what="the stopped run to finish")
+    assert _status(run) == Run.Status.CANCELLED
+
+    def generations_closed() -> bool:
+        return not Generation.objects.filter(run=run, status__in=Generation.OPEN).exists()
+
+    _wait(generations_closed, timeout=60, what="the stopped run's generations to end")
 
     workers_used = set(Generation.objects.filter(run=run).exclude(worker="").values_list("worker", flat=True))
     assert len(workers_used) >= 2

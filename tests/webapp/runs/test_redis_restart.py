@@ -96,6 +96,8 @@ def _point_celery_at(app, url: str) -> None:
     app.conf.broker_url = url
     app._pool = None
     app.amqp._producer_pool = None
+    # The remote-control mailbox keeps the producer pool it used last (now closed).
+    app.control.mailbox.__dict__.pop("producer_pool", None)
 
 
 @pytest.fixture

@@ -6,6 +6,8 @@ transactions); the orchestration tests run real workers.
 
 from __future__ import annotations
 
+from types import SimpleNamespace
+
 import pytest
 from django.core.files.storage import default_storage
 
@@ -186,22 +188,37 @@ def test_paused_runs_start_no_generation_until_resumed(make_budget, make_run, tm
     assert services.generation_claim(generation_id=other.id, worker="w@test") is not None
 
 
-def test_stopping_a_run_cancels_its_running_generation_and_finishes_it(make_budget, make_run, tmp_path):
+def test_a_user_stop_cancels_the_run_and_its_running_generation_never_ranks(make_budget, make_run, tmp_path):
     run = services.run_start(run=make_run(make_budget(), num_pods=2))
     claim = _claim_next(run)
     services.run_stop(run=run)
     run.refresh_from_db()
-    assert run.status == Run.Status.FINISHING
+    assert run.status == Run.Status.CANCELLED and run.finished_at is not None
+    assert run.status_reason == "cancelled by user"
     assert not services.generation_still_mine(generation_id=claim.generation_id, attempt=claim.attempt)
     queued = Generation.objects.get(run=run, pod__index=1)
     assert queued.status == Generation.Status.CANCELLED
-    services.generation_complete(
-        claim=claim, result=_result(0.3, env_steps=64, cancelled=True), local_checkpoint=_checkpoint(tmp_path)
-    )
+    # the generation finished training before it saw the stop: its result is still not ranked
+    services.generation_complete(claim=claim, result=_result(0.3, env_steps=64), local_checkpoint=_checkpoint(tmp_path))
     run.refresh_from_db()
-    assert run.status == Run.Status.FINISHED and run.finished_at is not None
-    assert not Agent.objects.filter(run=run).exists()
-    assert run.budget.__class__.objects.get(pk=run.budget_id).env_steps_used == 64
+    assert run.status == Run.Status.CANCELLED
+    assert not Agent.objects.filter(run=run).exists() and run.best_score is None
+    assert Generation.objects.get(pk=claim.generation_id).status == Generation.Status.CANCELLED
+    assert run.budget.__class__.objects.get(pk=run.budget_id).env_steps_used == 64, "its env steps were spent"
+
+
+def test_stopping_backtests_the_best_agents_only_when_asked(
+    make_budget, make_run, monkeypatch, django_capture_on_commit_callbacks
+):
+    triggered = []
+    # the runs app announces the end (runs.signals.run_ended); the reports app's receiver queues
+    monkeypatch.setattr("webapp.reports.receivers.backtest_top_agents", SimpleNamespace(delay=triggered.append))
+    for backtest in (False, True):
+        run = services.run_start(run=make_run(make_budget(), num_pods=1))
+        with django_capture_on_commit_callbacks(execute=True):
+            services.run_stop(run=run, backtest=backtest)
+        assert triggered == ([run.pk] if backtest else []), backtest
+    assert Run.objects.get(pk=run.pk).status == Run.Status.CANCELLED
 
 
 def test_a_budget_spent_mid_run_finishes_the_run_after_its_last_generation(make_budget, make_run, tmp_path):
@@ -340,3 +357,19 @@ def test_budget_owner_cannot_change_limits_nor_anyone_the_usage_counters(make_bu
         services.budget_update(actor=staff, budget=budget, env_steps_used=0, gpu_hours_cap=-2)
     assert set(exc.value.fields) == {"env_steps_used", "gpu_hours_cap"}
     assert ClusterBudget.objects.get(pk=budget.pk).max_concurrent_pods == 2
+
+
+def test_a_run_whose_last_agents_all_score_zero_stops_itself_with_the_reason(make_budget, make_run, tmp_path, settings):
+    settings.PADDOCK_ZERO_SCORE_GENERATIONS = 3
+    run = services.run_start(run=make_run(make_budget(), num_pods=1))
+    for score in (0.0, 0.4, 0.0, 0.0):  # a non-zero agent resets the count
+        claim = _claim_next(run)
+        services.generation_complete(claim=claim, result=_result(score), local_checkpoint=_checkpoint(tmp_path))
+    run.refresh_from_db()
+    assert run.status == Run.Status.RUNNING
+    claim = _claim_next(run)
+    services.generation_complete(claim=claim, result=_result(0.0), local_checkpoint=_checkpoint(tmp_path))
+    run.refresh_from_db()
+    assert run.status == Run.Status.FAILED
+    assert "last 3 agents all scored exactly 0" in run.status_reason and "initial cash" in run.status_reason
+    assert not Generation.objects.filter(run=run, status__in=Generation.OPEN).exists()

@@ -4,7 +4,9 @@
   dispatching queued generations into free slots;
 - :mod:`.tasks`: creating tasks;
 - :mod:`.lifecycle`: create, start, pause, resume, stop, scale and finish runs;
-- :mod:`.generations`: the generation protocol below;
+- :mod:`.generations`: the generation protocol below, worker side (claim, heartbeat, progress);
+- :mod:`.results`: what a finished attempt leaves (agent, leaderboard, usage, next generation;
+  divergence and failure);
 - :mod:`.housekeeping`: the periodic sweeps (dead workers, lost messages);
 - :mod:`.storage`: checkpoint copies and agent bundles in the default storage;
 - :mod:`.common`: settings, limits, the row locks and the events they publish.
@@ -37,13 +39,15 @@ from webapp.runs.services.budgets import (
     BudgetVerdict,
     budget_create,
     budget_dispatch,
+    budget_errors,
     budget_update,
     budget_verdict,
 )
 from webapp.runs.services.common import (
     DEFAULT_GENERATION_STEPS,
+    LOST_MESSAGE_AFTER_S,
     MAX_ATTEMPTS,
-    MAX_PODS,
+    PAUSE_AFTER_FAILURES,
     redispatch_after_s,
     stale_after_s,
 )
@@ -51,15 +55,22 @@ from webapp.runs.services.generations import (
     Claim,
     checkpoint_name,
     generation_claim,
-    generation_complete,
-    generation_fail,
     generation_heartbeat,
     generation_progress_event,
     generation_still_mine,
     generation_superseded,
 )
 from webapp.runs.services.housekeeping import generations_reap_stale, runs_ensure_work
-from webapp.runs.services.lifecycle import run_create, run_pause, run_resume, run_scale, run_start, run_stop
+from webapp.runs.services.lifecycle import (
+    run_create,
+    run_pause,
+    run_resume,
+    run_scale,
+    run_settings_errors,
+    run_start,
+    run_stop,
+)
+from webapp.runs.services.results import generation_complete, generation_diverged, generation_fail
 from webapp.runs.services.storage import Bundle, agent_bundle, local_copy_of_checkpoint
 from webapp.runs.services.tasks import task_create
 
@@ -67,18 +78,21 @@ __all__ = [
     "BUDGET_EDITABLE",
     "DEFAULT_GENERATION_STEPS",
     "MAX_ATTEMPTS",
-    "MAX_PODS",
+    "LOST_MESSAGE_AFTER_S",
+    "PAUSE_AFTER_FAILURES",
     "Bundle",
     "BudgetVerdict",
     "Claim",
     "agent_bundle",
     "budget_create",
+    "budget_errors",
     "budget_dispatch",
     "budget_update",
     "budget_verdict",
     "checkpoint_name",
     "generation_claim",
     "generation_complete",
+    "generation_diverged",
     "generation_fail",
     "generation_heartbeat",
     "generation_progress_event",
@@ -91,6 +105,7 @@ __all__ = [
     "run_pause",
     "run_resume",
     "run_scale",
+    "run_settings_errors",
     "run_start",
     "run_stop",
     "runs_ensure_work",

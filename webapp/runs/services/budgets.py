@@ -16,9 +16,9 @@ from django.utils import timezone
 
 from webapp.config.celery import app as celery_app
 from webapp.core.errors import AppError
-from webapp.runs import selectors
+from webapp.runs import bounds, broker, selectors
 from webapp.runs.models import ClusterBudget, Generation, Run
-from webapp.runs.services.common import check_positive, lock_budget, publish_budget_usage, raise_field_errors
+from webapp.runs.services.common import lock_budget, publish_budget_usage
 
 logger = logging.getLogger(__name__)
 
@@ -52,14 +52,17 @@ def budget_create(
     owner = owner or actor
     if owner != actor and not actor.is_staff:
         raise AppError("only staff can assign a budget to another user", fields={"owner": "not allowed"}, status=403)
-    fields: dict[str, str] = {}
-    if not name or not str(name).strip():
-        fields["name"] = "required"
-    check_positive(fields, "max_concurrent_pods", max_concurrent_pods, integer=True)
-    check_positive(fields, "gpu_hours_cap", gpu_hours_cap)
-    check_positive(fields, "max_wall_clock_s", max_wall_clock_s, integer=True)
-    check_positive(fields, "env_step_cap", env_step_cap, integer=True)
-    raise_field_errors(fields)
+    bounds.raise_all(
+        budget_errors(
+            owner=owner,
+            name=name,
+            max_concurrent_pods=max_concurrent_pods,
+            gpu_hours_cap=gpu_hours_cap,
+            max_wall_clock_s=max_wall_clock_s,
+            deadline=deadline,
+            env_step_cap=env_step_cap,
+        )
+    )
     return ClusterBudget.objects.create(
         name=str(name).strip(),
         owner=owner,
@@ -69,6 +72,20 @@ def budget_create(
         deadline=deadline,
         env_step_cap=env_step_cap,
     )
+
+
+def budget_errors(*, owner, name, deadline=None, exclude_id: int | None = None, **limits: Any) -> dict[str, str]:
+    """Every error of a budget's settings at once: a name that is empty or another of the
+    owner's budgets has, limits outside ``bounds.BUDGET``, a deadline in the past."""
+    fields: dict[str, str] = {}
+    if not name or not str(name).strip():
+        fields["name"] = "required"
+    elif ClusterBudget.objects.filter(owner=owner, name=str(name).strip()).exclude(pk=exclude_id).exists():
+        fields["name"] = f"{owner.username} already has a budget named {str(name).strip()!r}"
+    fields.update(bounds.errors(limits, bounds.BUDGET))
+    if deadline is not None and deadline <= timezone.now():
+        fields["deadline"] = f"is in the past ({deadline:%Y-%m-%d %H:%M} UTC)"
+    return fields
 
 
 #: What :func:`budget_update` may change; usage counters are written by the generation protocol.
@@ -107,14 +124,16 @@ def budget_update(*, actor, budget: ClusterBudget, **changes: Any) -> ClusterBud
             fields[name] = "cannot be changed"
     if "max_concurrent_pods" in changes and changes["max_concurrent_pods"] is None:
         fields["max_concurrent_pods"] = "required"
-    for name in ("max_concurrent_pods", "max_wall_clock_s", "env_step_cap"):
-        if name in changes:
-            check_positive(fields, name, changes[name], integer=True)
-    if "gpu_hours_cap" in changes:
-        check_positive(fields, "gpu_hours_cap", changes["gpu_hours_cap"])
-    if "name" in changes and not str(changes["name"] or "").strip():
-        fields["name"] = "required"
-    raise_field_errors(fields)
+    owner = changes.get("owner") or budget.owner
+    checked = budget_errors(
+        owner=owner,
+        name=changes.get("name", budget.name),
+        deadline=changes.get("deadline") if "deadline" in changes else None,
+        exclude_id=budget.pk,
+        **{k: v for k, v in changes.items() if k in bounds.BUDGET},
+    )
+    fields.update({k: v for k, v in checked.items() if k not in fields})
+    bounds.raise_all(fields)
     if "name" in changes:
         changes["name"] = str(changes["name"]).strip()
     budget = lock_budget(budget.pk)  # lock order: the budget row only
@@ -219,11 +238,13 @@ def budget_dispatch(budget: ClusterBudget) -> int:
 
 
 def send_generation_tasks(ids: list[int]) -> None:
-    """Send one ``webapp.runs.tasks.run_generation`` message per id (by task name: the route
-    to the ``gpu`` queue is ``CELERY_TASK_ROUTES``; the tasks module imports these services,
-    so they do not import it back)."""
+    """Send one ``run_generation`` message per id (after the dispatching transaction
+    committed). A message that cannot be sent (broker down) leaves its generation undispatched,
+    so the next sweep (at the latest when the broker is back) sends it."""
     for gen_id in ids:
         try:
-            celery_app.send_task(RUN_GENERATION_TASK, args=[gen_id])
-        except Exception:  # broker down: runs_ensure_work sends it again later
-            logger.warning("could not send generation %s; the sweep will retry", gen_id, exc_info=True)
+            # by task name: the tasks module imports these services, so they do not import it
+            celery_app.send_task(RUN_GENERATION_TASK, args=[gen_id], task_id=broker.generation_task_id(gen_id))
+        except Exception as exc:
+            logger.warning("could not send generation %s (%s); the sweep will send it", gen_id, exc)
+            Generation.objects.filter(pk=gen_id, status__in=Generation.CLAIMABLE).update(dispatched_at=None)

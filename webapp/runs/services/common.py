@@ -9,51 +9,37 @@ transactions never wait on each other in a circle.
 
 from __future__ import annotations
 
-from typing import Any
-
 from django.conf import settings
 
-from webapp.core.errors import AppError
 from webapp.runs import events, selectors
 from webapp.runs.models import ClusterBudget, Generation, Pod, Run
 
 MAX_ATTEMPTS = 3
-MAX_PODS = 256
+#: A run pauses itself when the last this-many finished generations of every pod failed the
+#: same way (e.g. all diverged): more of the same would only spend the budget.
+PAUSE_AFTER_FAILURES = 3
 #: Env steps per generation when a run does not say (the New run form and the API): one PPO
 #: rollout at the default hyperparameters (1 024 envs x 16 steps).
 DEFAULT_GENERATION_STEPS = 16_384
+#: Seconds after its dispatch from which a queued generation whose message is not in the
+#: broker (neither waiting nor delivered to a worker) counts as lost and is sent again. The
+#: message goes out milliseconds after the dispatching transaction commits, so a few seconds
+#: are plenty; a message that only waits for a worker is never sent twice, however long it waits.
+LOST_MESSAGE_AFTER_S = 3.0
 
 
-def _setting(name: str, default: float) -> float:
+def setting(name: str, default: float) -> float:
     return float(getattr(settings, name, default))
 
 
 def stale_after_s() -> float:
     """Seconds without a heartbeat after which a running generation is presumed dead."""
-    return _setting("PADDOCK_STALE_AFTER_S", 120.0)
+    return setting("PADDOCK_STALE_AFTER_S", 120.0)
 
 
 def redispatch_after_s() -> float:
-    """Seconds after which a queued generation's message is presumed lost and sent again."""
-    return _setting("PADDOCK_REDISPATCH_AFTER_S", 60.0)
-
-
-def check_positive(fields: dict[str, str], name: str, value: Any, *, integer: bool = False) -> None:
-    if value is None:
-        return
-    ok = isinstance(value, int | float) and not isinstance(value, bool) and value > 0
-    if integer:
-        ok = ok and float(value).is_integer()
-    if not ok:
-        fields[name] = f"must be a positive {'integer' if integer else 'number'}, got {value!r}"
-
-
-def raise_field_errors(fields: dict[str, str]) -> None:
-    """Raise one :class:`AppError` for the bad fields collected (the first one in its message),
-    or nothing when ``fields`` is empty."""
-    if fields:
-        name, message = next(iter(fields.items()))
-        raise AppError(f"{name}: {message}", fields=fields)
+    """See :data:`LOST_MESSAGE_AFTER_S`."""
+    return LOST_MESSAGE_AFTER_S
 
 
 def lock_budget(budget_id: int) -> ClusterBudget:

@@ -12,7 +12,7 @@ from datetime import timedelta
 from django.db import transaction
 from django.utils import timezone
 
-from webapp.runs import selectors
+from webapp.runs import broker, selectors
 from webapp.runs.models import Generation, Pod, Run
 from webapp.runs.services import budgets
 from webapp.runs.services.budgets import budget_dispatch, budget_verdict
@@ -68,6 +68,9 @@ def runs_ensure_work(*, redispatch_after: float | None = None) -> int:
         The number of generation messages sent.
     """
     redispatch_after = redispatch_after_s() if redispatch_after is None else redispatch_after
+    # Read the broker before the database: a generation dispatched before ``cutoff`` and still
+    # claimable now had its message in the broker when it was read, unless it was lost.
+    in_broker = broker.generations_in_broker(delivered_within_s=stale_after_s())
     cutoff = timezone.now() - timedelta(seconds=redispatch_after)
     sent = 0
     budget_ids = set(Run.objects.filter(status__in=Run.ACTIVE).values_list("budget_id", flat=True))
@@ -84,12 +87,18 @@ def runs_ensure_work(*, redispatch_after: float | None = None) -> int:
                     ensure_pods(run)  # ok, or held: new generations wait for a slot
                 elif run.status == Run.Status.FINISHING:
                     run_maybe_finish(run)
-            Generation.objects.filter(
+            dispatched = Generation.objects.filter(
                 run__budget=budget,
                 run__status=Run.Status.RUNNING,
                 status__in=Generation.CLAIMABLE,
                 dispatched_at__lt=cutoff,
-            ).update(dispatched_at=None)
+            ).values_list("id", flat=True)
+            lost = [] if in_broker is None else [gen_id for gen_id in dispatched if gen_id not in in_broker]
+            if lost:
+                logger.warning("generations %s lost their task message; sending them again", lost)
+                Generation.objects.filter(id__in=lost).update(dispatched_at=timezone.now())
+                transaction.on_commit(lambda ids=lost: budgets.send_generation_tasks(ids))
+                sent += len(lost)
             lost_stale = list(
                 Generation.objects.filter(
                     run__budget=budget,

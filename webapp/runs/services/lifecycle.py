@@ -1,5 +1,5 @@
 """The run lifecycle: create, start, pause, resume, stop and scale a run; the pods and open
-generations a running run has; finishing a run whose budget is spent or that was stopped.
+generations a running run has; finishing or failing a run.
 
 Lock order (see :mod:`webapp.runs.services.common`): the budget row, then the run row.
 """
@@ -15,18 +15,16 @@ from django.utils import timezone
 
 from webapp import engine
 from webapp.core.errors import AppError
-from webapp.runs import signals
+from webapp.runs import bounds, signals
 from webapp.runs.models import ClusterBudget, Generation, Pod, Run, Task
 from webapp.runs.services.budgets import budget_dispatch, budget_verdict
 from webapp.runs.services.common import (
     DEFAULT_GENERATION_STEPS,
-    MAX_PODS,
-    check_positive,
     lock_budget,
     lock_budget_and_run,
+    publish_budget_usage,
     publish_pod,
     publish_run,
-    raise_field_errors,
 )
 
 logger = logging.getLogger(__name__)
@@ -69,21 +67,20 @@ def run_create(
         raise AppError("task not found", fields={"task": "not found"}, status=404)
     if budget.owner_id != owner.id and not owner.is_staff:
         raise AppError("budget not found", fields={"budget": "not found"}, status=404)
-    fields: dict[str, str] = {}
-    check_positive(fields, "num_pods", num_pods, integer=True)
-    if not fields and num_pods > MAX_PODS:
-        fields["num_pods"] = f"at most {MAX_PODS}"
-    check_positive(fields, "generation_steps", generation_steps, integer=True)
-    check_positive(fields, "leaderboard_size", leaderboard_size, integer=True)
-    if not isinstance(fresh_probability, int | float) or not 0.0 <= fresh_probability <= 1.0:
-        fields["fresh_probability"] = f"must be in [0, 1], got {fresh_probability!r}"
-    if score_metric != "sharpe":
-        fields["score_metric"] = "only 'sharpe' (validation Sharpe ratio) is supported"
-    raise_field_errors(fields)
-    engine.check_generation_steps(task.algorithm, task.hyperparameters, generation_steps)
-    engine.check_run_device(device)
     mutation = dict(mutation or {})
-    engine.check_mutation(mutation, task.hyperparameters)
+    fields = run_settings_errors(
+        num_pods=num_pods,
+        generation_steps=generation_steps,
+        leaderboard_size=leaderboard_size,
+        fresh_probability=fresh_probability,
+        score_metric=score_metric,
+        seed=seed,
+        device=device,
+    )
+    if "generation_steps" not in fields:
+        bounds.collect(fields, engine.check_generation_steps, task.algorithm, task.hyperparameters, generation_steps)
+    bounds.collect(fields, engine.check_mutation, mutation, task.hyperparameters)
+    bounds.raise_all(fields)
     return Run.objects.create(
         owner=owner,
         name=name or f"{task.name} run",
@@ -98,6 +95,34 @@ def run_create(
         seed=int(seed),
         device=device,
     )
+
+
+def run_settings_errors(
+    *,
+    num_pods: Any,
+    generation_steps: Any,
+    leaderboard_size: Any,
+    fresh_probability: Any,
+    seed: Any = 0,
+    score_metric: str = "sharpe",
+    device: str = "auto",
+) -> dict[str, str]:
+    """Every error of a run's own settings at once (``bounds.RUN``, score metric, device),
+    without its task: the new-run page shows them with the task's errors in one answer."""
+    fields = bounds.errors(
+        {
+            "num_pods": num_pods,
+            "generation_steps": generation_steps,
+            "leaderboard_size": leaderboard_size,
+            "fresh_probability": fresh_probability,
+            "seed": seed,
+        },
+        bounds.RUN,
+    )
+    if score_metric != "sharpe":
+        fields["score_metric"] = "only 'sharpe' (validation Sharpe ratio) is supported"
+    bounds.collect(fields, engine.check_run_device, device)
+    return fields
 
 
 def new_generation(run: Run, pod: Pod) -> Generation:
@@ -150,17 +175,21 @@ def run_start(*, run: Run) -> Run:
 
 
 def _begin_running(budget: ClusterBudget, run: Run, verb: str, *, started: bool) -> None:
-    """Set a locked run running if its budget allows: pods, generations, dispatch, event."""
+    """Set a locked run running if its budget allows (:func:`budget_verdict`): pods and their
+    generations, dispatch into free slots, the ``run.update`` event."""
     verdict = budget_verdict(budget, run)
     if verdict.state != verdict.OK:
         raise AppError(f"cannot {verb}: {verdict.reason}", fields={"budget": verdict.reason}, status=409)
-    run.status = Run.Status.RUNNING
+    run.status, run.status_reason = Run.Status.RUNNING, ""
+    changed = ["status", "status_reason"]
     if started:
         run.started_at = timezone.now()
-    run.save(update_fields=["status", "started_at"] if started else ["status"])
+        changed.append("started_at")
+    run.save(update_fields=changed)
     ensure_pods(run)
     budget_dispatch(budget)
     publish_run(run)
+
 
 
 def run_pause(*, run: Run) -> Run:
@@ -172,13 +201,24 @@ def run_pause(*, run: Run) -> Run:
     """
     with transaction.atomic():
         lock_budget(run.budget_id)  # lock order: budget row first; the run changes by a conditional update
-        updated = Run.objects.filter(pk=run.pk, status=Run.Status.RUNNING).update(status=Run.Status.PAUSED)
-        if not updated:
+        if not run_set_paused(run, reason=""):
             run.refresh_from_db()
             raise AppError(f"run is {run.status}; only a running run can be paused", status=409)
-        Generation.objects.filter(run_id=run.pk, status=Generation.Status.QUEUED).update(dispatched_at=None)
-        publish_run(run)
     return run
+
+
+def run_set_paused(run: Run, *, reason: str) -> bool:
+    """Pause ``run`` if it is running (call with its budget row locked): queued generations
+    wait, running ones finish. Returns whether it was paused."""
+    updated = Run.objects.filter(pk=run.pk, status=Run.Status.RUNNING).update(
+        status=Run.Status.PAUSED, status_reason=reason[:300]
+    )
+    if not updated:
+        return False
+    run.status, run.status_reason = Run.Status.PAUSED, reason[:300]
+    Generation.objects.filter(run_id=run.pk, status=Generation.Status.QUEUED).update(dispatched_at=None)
+    publish_run(run)
+    return True
 
 
 def run_resume(*, run: Run) -> Run:
@@ -195,13 +235,16 @@ def run_resume(*, run: Run) -> Run:
     return run
 
 
-def run_stop(*, run: Run, cancel: bool = False) -> Run:
-    """Stop a run. Running generations are cancelled through the trainer's ``should_stop``
-    signal (within about a second) and queued ones at once.
+def run_stop(*, run: Run, backtest: bool = False) -> Run:
+    """Stop a run at once: it ends ``cancelled`` (a user's stop is never ``finished``, which
+    means the budget or its limits ended the run). Queued generations are cancelled now and
+    running ones through the trainer's ``should_stop`` signal (within about a second); a
+    generation still running at stop time never enters the leaderboard, even if it completes
+    (see ``_generation_complete_locked``).
 
     Args:
-        cancel: ``False``: the run ends ``finished`` and its end-of-run backtests run on the
-            agents it has; ``True``: it ends ``cancelled``, without backtests.
+        backtest: also queue the end-of-run backtests of the best agents the run has (the
+            user's choice on the Stop form; default no).
 
     Raises:
         AppError: the run has already ended (409).
@@ -210,19 +253,17 @@ def run_stop(*, run: Run, cancel: bool = False) -> Run:
         budget, run = lock_budget_and_run(run)  # lock order: budget row, then run row
         if run.status in Run.TERMINAL:
             raise AppError(f"run is already {run.status}", status=409)
-        never_started = run.status == Run.Status.QUEUED
         run.stop_requested = True
-        run.status_reason = "cancelled by user" if cancel else "stopped by user"
-        run.status = Run.Status.CANCELLED if cancel or never_started else Run.Status.FINISHING
-        if run.status == Run.Status.CANCELLED:
-            run.finished_at = timezone.now()
+        run.status_reason = "cancelled by user" + (" (best agents backtested)" if backtest else "")
+        run.status = Run.Status.CANCELLED
+        run.finished_at = timezone.now()
         run.save(update_fields=["stop_requested", "status_reason", "status", "finished_at"])
         cancel_waiting(run)
-        if run.status == Run.Status.CANCELLED:
-            Pod.objects.filter(run=run).exclude(state=Pod.State.RETIRED).update(state=Pod.State.STOPPED)
-        run_maybe_finish(run)
+        Pod.objects.filter(run=run).exclude(state=Pod.State.RETIRED).update(state=Pod.State.STOPPED)
         budget_dispatch(budget)
         publish_run(run)
+        run_id = run.pk
+        transaction.on_commit(lambda: _announce_ended(run_id, backtest=backtest))
     return run
 
 
@@ -235,12 +276,7 @@ def run_scale(*, run: Run, num_pods: int) -> Run:
     Raises:
         AppError: a bad count (400) or an ended run (409).
     """
-    fields: dict[str, str] = {}
-    check_positive(fields, "num_pods", num_pods, integer=True)
-    if not fields and num_pods > MAX_PODS:
-        fields["num_pods"] = f"at most {MAX_PODS}"
-    if fields:
-        raise AppError(f"num_pods: {fields['num_pods']}", fields=fields)
+    bounds.raise_all(bounds.errors({"num_pods": num_pods}, {"num_pods": bounds.RUN["num_pods"]}))
     with transaction.atomic():
         budget, run = lock_budget_and_run(run)  # lock order: budget row, then run row
         if run.status in Run.TERMINAL or run.status == Run.Status.FINISHING:
@@ -296,12 +332,33 @@ def run_maybe_finish(run: Run) -> None:
     logger.info("run finished", extra={"run": run.pk})
     publish_run(run)
     run_id = run.pk
-    transaction.on_commit(lambda: _announce_finished(run_id))
+    transaction.on_commit(lambda: _announce_ended(run_id, backtest=True))
 
 
-def _announce_finished(run_id: int) -> None:
-    """Send :data:`webapp.runs.signals.run_finished` (the reports app queues the end-of-run
-    backtests); a failing receiver is logged, never raised into the committed transaction."""
-    for receiver, result in signals.run_finished.send_robust(sender=Run, run_id=run_id):
+def _announce_ended(run_id: int, *, backtest: bool) -> None:
+    """Send :data:`webapp.runs.signals.run_ended` (the reports app queues the end-of-run
+    backtests when ``backtest``); a failing receiver is logged, never raised into the
+    committed transaction."""
+    for receiver, result in signals.run_ended.send_robust(sender=Run, run_id=run_id, backtest=backtest):
         if isinstance(result, Exception):
-            logger.warning("run_finished receiver %r failed", receiver, extra={"run": run_id}, exc_info=result)
+            logger.warning("run_ended receiver %r failed", receiver, extra={"run": run_id}, exc_info=result)
+
+
+
+def generation_fail_locked(gen: Generation, run: Run, budget: ClusterBudget, error: str) -> None:
+    now = timezone.now()
+    Generation.objects.filter(pk=gen.pk).update(status=Generation.Status.FAILED, finished_at=now, error=error[:2000])
+    # ``error`` is one line for users (tasks.failure_reason); keep the last line of anything longer.
+    lines = [line for line in (error or "").splitlines() if line.strip()]
+    reason = f"generation {gen.number} of pod {gen.pod.index} failed: {lines[-1].strip()[:300] if lines else 'no reason given'}"
+    n = (
+        Run.objects.filter(pk=run.pk)
+        .exclude(status__in=Run.TERMINAL)
+        .update(status=Run.Status.FAILED, status_reason=reason, finished_at=now, stop_requested=True)
+    )
+    if n:
+        run.refresh_from_db()
+        cancel_waiting(run)
+        Pod.objects.filter(run=run).update(state=Pod.State.STOPPED)
+    budget_dispatch(budget)
+    publish_budget_usage(budget.id, run if n else None)

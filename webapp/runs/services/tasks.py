@@ -11,6 +11,7 @@ from django.db import transaction
 from webapp import engine
 from webapp.core.errors import AppError
 from webapp.market.models import Dataset
+from webapp.runs import bounds
 from webapp.runs.models import Task
 
 
@@ -43,33 +44,43 @@ def task_create(
     """
     if dataset.owner_id != owner.id:
         raise AppError("dataset not found", fields={"dataset": "not found"}, status=404)
+    fields: dict[str, str] = {}
     if tickers is not None and not [t for t in tickers if str(t).strip()]:
-        raise AppError(
-            "tickers: choose at least one ticker, or leave the field out for all of the dataset's tickers",
-            fields={"tickers": "empty; leave it out for all tickers"},
-        )
+        fields["tickers"] = "choose at least one ticker, or leave the field out for all of the dataset's tickers"
+        tickers = None
     tickers = list(dataset.tickers) if tickers is None else [str(t).strip().upper() for t in tickers if str(t).strip()]
     unknown = [t for t in tickers if t not in dataset.tickers]
     if unknown:
-        raise AppError(
-            f"tickers: {', '.join(unknown)} not in dataset {dataset.name!r}",
-            fields={"tickers": f"unknown: {', '.join(unknown)}"},
-        )
+        fields["tickers"] = f"{', '.join(unknown)} not in dataset {dataset.name!r}"
     if not isinstance(splits, dict) or any(k not in splits for k in ("train", "validation", "test")):
         raise AppError("splits: train, validation and test ranges are required", fields={"splits": "required"})
+    env = env or {}
+    hyperparameters = hyperparameters or {}
     spec = {
         "data": {"paths": dataset.source_paths(), "tickers": tickers},
         "train": splits["train"],
         "validation": splits["validation"],
         "test": splits["test"],
-        "env": env or {},
+        "env": env,
         "algorithm": algorithm,
-        "hyperparameters": hyperparameters or {},
+        "hyperparameters": hyperparameters,
     }
-    normalized = engine.validate_task(spec)
-    engine.check_task_splits(
-        {k: normalized[k] for k in ("train", "validation", "test")}, paths=dataset.source_paths(), tickers=tickers
-    )
+    # Every error at once: env bounds, each hyperparameter alone, then data and splits alone.
+    if isinstance(env, dict):
+        fields.update(bounds.errors(env, bounds.ENV, prefix="env."))
+    if isinstance(hyperparameters, dict):
+        fields.update(bounds.hyperparameter_errors(algorithm, hyperparameters, engine.validate_hyperparameters))
+    base = bounds.collect(fields, engine.validate_task, {**spec, "env": {}, "hyperparameters": {}})
+    if base is not None and not unknown:
+        bounds.collect(
+            fields,
+            engine.check_task_splits,
+            {k: base[k] for k in ("train", "validation", "test")},
+            paths=dataset.source_paths(),
+            tickers=tickers,
+        )
+    bounds.raise_all(fields)
+    normalized = engine.validate_task(spec)  # what depends on several fields at once
     return Task.objects.create(
         owner=owner,
         name=name,

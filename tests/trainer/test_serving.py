@@ -1,0 +1,249 @@
+"""Policy serving without Django: ONNX answers equal load_agent's, market states, errors, cache, HTTP."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import threading
+import time
+import urllib.error
+import urllib.request
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+from trainer.bundle import load_agent
+from trainer.cli import main
+from trainer.data import DataSpec, load_market_data, load_panel
+from trainer.errors import DataError
+from trainer.serving import PolicyCache, ServedPolicy, answer, make_server, min_history_days
+
+REPO = Path(__file__).resolve().parents[2]
+TINY = [
+    "--tickers", "AAPL,MSFT,JPM",
+    "--env-steps", "256",
+    "--num-envs", "16",
+    "--hp", "rollout_steps=8",
+    "--hp", "num_minibatches=2",
+    "--hp", "hidden_sizes=[16, 16]",
+]  # fmt: skip
+DAY = "2021-06-01"  # a trading day of the test split
+
+
+@pytest.fixture(scope="module")
+def trained(data_dir, tmp_path_factory) -> dict:
+    """Two tiny PPO bundles trained on three Dow tickers (different seeds)."""
+    torch.set_num_threads(1)
+    out = {}
+    for seed in (0, 1):
+        folder = tmp_path_factory.mktemp(f"bundle{seed}")
+        args = ["train", "--data-dir", str(data_dir), "--out", str(folder), "--seed", str(seed), *TINY]
+        assert main(args) == 0
+        out[seed] = next(folder.glob("*.zip"))
+    return out
+
+
+@pytest.fixture(scope="module")
+def policy(trained) -> ServedPolicy:
+    return ServedPolicy.load(trained[0])
+
+
+@pytest.fixture(scope="module")
+def market(policy, data_dir):
+    return load_market_data(DataSpec.from_dict(policy.config["task"]["data"]), data_dir=data_dir)
+
+
+def _bars(market, end_index: int, days: int) -> dict:
+    """Flat bars (open = high = low = close) of the panel's last ``days`` days up to ``end_index``."""
+    bars = {}
+    for n, t in enumerate(market.tickers):
+        rows = []
+        for i in range(end_index - days + 1, end_index + 1):
+            c = float(market.close[i, n])
+            rows.append({"date": str(market.dates[i])[:10], "open": c, "high": c, "low": c, "close": c, "volume": 1e6})
+        bars[t] = rows
+    return bars
+
+
+def test_observation_batches_answer_the_same_actions_as_load_agent(policy, trained):
+    loaded = load_agent(trained[0])
+    obs = np.random.default_rng(0).normal(size=(256, policy.obs_dim)).astype(np.float32) * 3
+    out = answer(policy, {"observations": obs.tolist()})
+    assert out["algorithm"] == "ppo"
+    np.testing.assert_allclose(np.array(out["actions"]), loaded.act(obs), atol=1e-5)
+    single = answer(policy, {"observations": obs[:1].tolist()})
+    np.testing.assert_allclose(np.array(single["actions"]), loaded.act(obs[:1]), atol=1e-5)
+
+
+@pytest.mark.parametrize(
+    ("body", "field", "words"),
+    [
+        ({"observations": [[0.0] * 3]}, "observations", "observations[0] has 3 values"),
+        ({"observations": []}, "observations", "non-empty"),
+        ({"observations": [["x"] * 200]}, "observations", None),
+        ({}, "observations", "exactly one of"),
+        ({"date": "2021-06-01", "bars": {}}, "bars", "exactly one of"),
+        ({"date": "2021-13-01"}, "date", "not a calendar date"),
+        ({"date": "2021-06-05"}, "date", "not a trading day"),  # a Saturday
+        ({"date": DAY, "cash": -5}, "cash", ">= 0"),
+        ({"date": DAY, "holdings": {"TSLA": 3}}, "holdings", "TSLA"),
+        ({"date": DAY, "holdings": {"AAPL": 1.5}}, "holdings.AAPL", "whole number"),
+        ({"bars": {"AAPL": []}}, "bars", "missing MSFT, JPM"),
+    ],
+)
+def test_bad_requests_raise_data_errors_naming_the_field(policy, market, body, field, words):
+    with pytest.raises(DataError) as err:
+        answer(policy, body, load_market=lambda: market)
+    assert err.value.details["field"].startswith(field)
+    if words:
+        assert words in err.value.message
+
+
+def test_a_wrong_row_length_names_the_row(policy):
+    rows = [[0.0] * policy.obs_dim, [0.0] * (policy.obs_dim + 1)]
+    with pytest.raises(DataError) as err:
+        answer(policy, {"observations": rows})
+    assert "observations[1]" in err.value.message and str(policy.obs_dim) in err.value.message
+
+
+def test_a_dataset_day_builds_the_envs_observation_and_its_orders(policy, trained, market):
+    loaded = load_agent(trained[0])
+    out = answer(policy, {"date": DAY}, load_market=lambda: market)
+    # the env started on that day with the initial cash and no shares observes exactly this
+    env = loaded.make_env(market.slice(DAY, None))
+    obs, _ = env.reset(seed=0)
+    np.testing.assert_allclose(np.array(out["observation"]), obs[0].numpy(), rtol=1e-6, atol=1e-6)
+    np.testing.assert_allclose(np.array(out["action"]), loaded.act(obs[0].numpy()), atol=1e-5)
+    assert out["date"] == DAY and set(out["prices"]) == {"AAPL", "MSFT", "JPM"}
+    hmax = policy.config["env_config"]["hmax"]
+    for order in out["orders"]:
+        assert order["shares"] >= 0  # no shares to sell yet
+        assert order["shares"] == max(0, int(np.trunc(np.float32(order["action"]) * np.float32(hmax))))
+        assert order["price"] == out["prices"][order["ticker"]]
+
+
+def test_sells_are_capped_by_holdings_and_buys_by_cash(policy, market):
+    out = answer(policy, {"date": DAY, "cash": 0.0, "holdings": {"AAPL": 2}}, load_market=lambda: market)
+    for order in out["orders"]:
+        assert order["shares"] <= 0  # no cash: nothing bought
+        assert order["shares"] >= -(2 if order["ticker"] == "AAPL" else 0)
+    assert out["holdings"] == {"AAPL": 2.0, "MSFT": 0.0, "JPM": 0.0}
+
+
+def test_recent_bars_build_the_same_observation_as_the_dataset_day(policy, market, data_dir):
+    """The dataset's own last 300 daily bars reproduce the panel's indicators (EMA drift < 1e-3)."""
+    spec = DataSpec.from_dict(policy.config["task"]["data"])
+    panel = load_panel([data_dir / p for p in spec.paths], tickers=policy.tickers)
+    bars = {}
+    for t in policy.tickers:
+        rows = panel[(panel["tic"] == t) & (panel["date"] <= DAY)].tail(300)
+        bars[t] = [
+            {
+                "date": str(r.date)[:10],
+                "open": r.open,
+                "high": r.high,
+                "low": r.low,
+                "close": r.close,
+                "volume": r.volume,
+            }
+            for r in rows.itertuples()
+        ]
+    full = answer(policy, {"date": DAY, "holdings": {"MSFT": 7}}, load_market=lambda: market)
+    out = answer(policy, {"bars": bars, "holdings": {"MSFT": 7}})
+    assert out["date"] == DAY
+    a, b = np.array(out["observation"]), np.array(full["observation"])
+    n = len(policy.tickers)
+    np.testing.assert_allclose(a[: 1 + 2 * n], b[: 1 + 2 * n], rtol=1e-6)  # cash, close, holdings
+    np.testing.assert_allclose(a, b, rtol=1e-3, atol=1e-3)  # indicators
+    np.testing.assert_allclose(out["action"], full["action"], atol=1e-3)
+
+
+def test_too_few_bars_is_a_400_naming_the_ticker(policy, market):
+    need = min_history_days(policy.config["indicators"])
+    t = [str(d)[:10] for d in market.dates].index(DAY)
+    with pytest.raises(DataError) as err:
+        answer(policy, {"bars": _bars(market, t, need - 1)})
+    assert err.value.details["field"] == "bars.AAPL" and f"at least {need} days" in err.value.message
+
+
+def test_min_history_days_reads_indicator_windows():
+    assert min_history_days(["macd", "rsi_30", "close_60_sma"]) == 61
+    assert min_history_days(["macd", "boll_ub"]) == 36
+
+
+def test_the_cache_is_bounded_and_reloads_a_changed_bundle(trained, tmp_path):
+    cache = PolicyCache(capacity=1)
+    path = tmp_path / "agent.zip"
+    shutil.copy(trained[0], path)
+    first = cache.get("a", path)
+    assert cache.get("a", path) is first and cache.loads == 1
+    cache.get("b", trained[1])
+    assert len(cache) == 1 and "a" not in cache  # least recently used evicted
+    obs = np.ones((1, first.obs_dim), dtype=np.float32)
+    before = cache.get("a", path).act(obs)
+    time.sleep(0.01)
+    shutil.copy(trained[1], path)  # a new bundle under the same name
+    after = cache.get("a", path)
+    assert cache.loads == 4
+    np.testing.assert_allclose(after.act(obs), load_agent(trained[1]).act(obs), atol=1e-5)
+    assert not np.allclose(before, after.act(obs))
+
+
+def _post(url: str, body: object) -> tuple[int, dict]:
+    data = body if isinstance(body, bytes) else json.dumps(body).encode()
+    req = urllib.request.Request(url, data=data, headers={"Content-Type": "application/json"})
+    try:
+        with urllib.request.urlopen(req, timeout=30) as resp:
+            return resp.status, json.loads(resp.read())
+    except urllib.error.HTTPError as exc:
+        return exc.code, json.loads(exc.read())
+
+
+def test_the_standalone_server_answers_like_answer_and_400s_bad_bodies(trained, data_dir, policy):
+    server = make_server(trained[0], port=0, data_dir=data_dir)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        base = f"http://127.0.0.1:{server.server_address[1]}"
+        obs = np.zeros((2, policy.obs_dim), dtype=np.float32).tolist()
+        status, out = _post(f"{base}/act", {"observations": obs})
+        assert status == 200 and out == answer(policy, {"observations": obs})
+        status, out = _post(f"{base}/api/agents/7/act", {"date": DAY})
+        assert status == 200 and out["date"] == DAY and len(out["orders"]) == 3
+        status, out = _post(f"{base}/act", {"observations": [[1.0]]})
+        assert status == 400 and "observations" in out["fields"]
+        status, out = _post(f"{base}/act", b"{not json")
+        assert status == 400 and out["fields"] == {"body": "not valid JSON"}
+        with urllib.request.urlopen(f"{base}/healthz", timeout=30) as resp:
+            health = json.loads(resp.read())
+        assert health["tickers"] == ["AAPL", "MSFT", "JPM"] and health["obs_dim"] == policy.obs_dim
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+def test_python_m_trainer_serve_runs_the_endpoint_and_a_missing_bundle_exits_2(trained, tmp_path, policy):
+    env = {**os.environ, "PYTHONWARNINGS": "ignore"}
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "trainer", "serve", str(trained[0]), "--port", "0"],
+        cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    try:
+        line = proc.stdout.readline()
+        assert line.startswith("serving "), proc.stderr.read() if proc.poll() is not None else line
+        url = line.split(" on ")[1].split(" ")[0]
+        status, out = _post(url, {"observations": np.zeros((1, policy.obs_dim)).tolist()})
+        assert status == 200 and len(out["actions"][0]) == 3
+    finally:
+        proc.terminate()
+        proc.wait(timeout=30)
+    missing = subprocess.run(
+        [sys.executable, "-m", "trainer", "serve", str(tmp_path / "nope.zip")],
+        cwd=REPO, env=env, capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert missing.returncode == 2 and missing.stderr.startswith("error: bundle ") and "Traceback" not in missing.stderr

@@ -1,0 +1,162 @@
+"""Diverged generations (issue 20): failed at once, never retried, never ranked; the run goes on
+and pauses itself when every pod keeps diverging.
+
+The first tests drive the services as a worker would; the last one trains through a real
+Celery worker process on real Dow-30 data with an exploding learning rate.
+"""
+
+from __future__ import annotations
+
+import re
+import time
+
+import pytest
+from django.core.files.storage import default_storage
+
+from tests.webapp.conftest import TINY_PPO, create_task
+from webapp.runs import selectors, services
+from webapp.runs.models import Agent, Generation, Run
+
+LINE = "PPO diverged at update 37: policy loss is NaN; learning_rate=1000"
+LINE_RE = r"PPO diverged at update \d+: [a-zA-Z ]+ is (NaN|inf|-inf); learning_rate=1000"
+
+
+def claim_pod(run: Run, index: int) -> services.Claim:
+    """Claim pod ``index``'s queued generation as a worker would."""
+    gen = Generation.objects.get(run=run, pod__index=index, status=Generation.Status.QUEUED)
+    claim = services.generation_claim(generation_id=gen.id, worker="test-worker")
+    assert claim is not None
+    return claim
+
+
+def diverge(run: Run, index: int, line: str = LINE) -> None:
+    services.generation_diverged(claim=claim_pod(run, index), error=line, env_steps=128)
+
+
+def succeed(run: Run, index: int, checkpoint: dict) -> Agent:
+    claim = claim_pod(run, index)
+    result = {
+        "sha256": checkpoint["sha256"],
+        "score": 0.5,
+        "metrics": checkpoint["metrics"],
+        "env_steps": claim.env_steps,
+        "hyperparameters": claim.hyperparameters,
+        "cancelled": False,
+        "duration_s": 0.5,
+    }
+    return services.generation_complete(claim=claim, result=result, local_checkpoint=str(checkpoint["path"]))
+
+
+@pytest.fixture
+def run(make_budget, make_run) -> Run:
+    budget = make_budget(max_concurrent_pods=4, env_step_cap=10**9)
+    return services.run_start(run=make_run(budget, num_pods=2))
+
+
+@pytest.mark.django_db
+def test_a_diverged_generation_fails_without_retry_or_agent_and_its_pod_goes_on(run):
+    diverge(run, 0)
+
+    gen = Generation.objects.get(run=run, pod__index=0, number=1)
+    assert (gen.status, gen.failure, gen.error, gen.attempt) == ("failed", "diverged", LINE, 1)
+    assert not Agent.objects.filter(run=run).exists()
+    run.refresh_from_db()
+    assert run.status == Run.Status.RUNNING and run.status_reason == ""
+    # the pod has its next generation queued; the budget paid for the steps trained
+    assert Generation.objects.filter(run=run, pod__index=0, number=2, status="queued").exists()
+    run.budget.refresh_from_db()
+    assert run.budget.env_steps_used == 128
+
+
+@pytest.mark.django_db
+def test_a_run_pauses_itself_when_every_pod_diverged_three_times_in_a_row(run, api_client, client, user):
+    for _ in range(services.PAUSE_AFTER_FAILURES - 1):
+        diverge(run, 0)
+        diverge(run, 1)
+    diverge(run, 0)
+    assert Run.objects.get(pk=run.pk).status == Run.Status.RUNNING  # pod 1 has failed only twice
+
+    diverge(run, 1, line="PPO diverged at update 2: approximate KL is inf; learning_rate=1000")
+
+    run.refresh_from_db()
+    assert run.status == Run.Status.PAUSED
+    assert run.status_reason == (
+        "paused: the last 3 generations of every pod diverged "
+        "(latest: PPO diverged at update 2: approximate KL is inf; learning_rate=1000)"
+    )
+    # the next generations wait for a resume instead of spending the budget
+    waiting = Generation.objects.filter(run=run, status=Generation.Status.QUEUED)
+    assert waiting.count() == 2 and not waiting.filter(dispatched_at__isnull=False).exists()
+    assert services.generation_claim(generation_id=waiting.first().id, worker="w") is None
+    # the reason is on the API and the run page
+    body = api_client.get(f"/api/runs/{run.pk}/").json()
+    assert (body["status"], body["status_reason"]) == ("paused", run.status_reason)
+    client.force_login(user)
+    page = client.get(f"/runs/{run.pk}/").content.decode()
+    assert "the last 3 generations of every pod diverged" in page
+
+    services.run_resume(run=run)
+    run.refresh_from_db()
+    assert run.status == Run.Status.RUNNING and run.status_reason == ""
+
+
+@pytest.mark.django_db
+def test_a_healthy_generation_in_between_keeps_the_run_going(run, trained_checkpoint):
+    for _ in range(3):
+        diverge(run, 0)
+    diverge(run, 1)
+    succeed(run, 1, trained_checkpoint)
+    diverge(run, 1)
+    diverge(run, 1)
+    assert Run.objects.get(pk=run.pk).status == Run.Status.RUNNING  # pod 1: failed, done, failed... not 3 in a row
+
+    diverge(run, 1)
+    assert Run.objects.get(pk=run.pk).status == Run.Status.PAUSED
+
+
+# ---------------------------------------------------------------------------- real worker
+def _wait(predicate, *, timeout: float, what: str) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if predicate():
+            return
+        services.runs_ensure_work(redispatch_after=30)
+        time.sleep(0.2)
+    raise AssertionError(f"timed out after {timeout} s waiting for {what}")
+
+
+@pytest.mark.slow
+@pytest.mark.django_db(transaction=True)
+def test_exploding_learning_rate_through_a_celery_worker_fails_generations_and_pauses_the_run(
+    workers, make_budget, user, dataset
+):
+    workers.start("nan")
+    task = create_task(user, dataset, name="exploding", hyperparameters={**TINY_PPO, "learning_rate": 1000})
+    budget = make_budget(max_concurrent_pods=2, env_step_cap=10**9)
+    run = services.run_create(
+        owner=user, task=task, budget=budget, num_pods=2, generation_steps=256, leaderboard_size=3, device="cpu"
+    )
+    services.run_start(run=run)
+
+    _wait(
+        lambda: Run.objects.values_list("status", flat=True).get(pk=run.pk) == Run.Status.PAUSED,
+        timeout=180,
+        what="the run to pause itself",
+    )
+
+    run.refresh_from_db()
+    failed = Generation.objects.filter(run=run, status=Generation.Status.FAILED)
+    assert failed.count() == 2 * services.PAUSE_AFTER_FAILURES
+    for gen in failed:
+        assert re.fullmatch(LINE_RE, gen.error), gen.error
+        assert gen.failure == "diverged"
+        assert gen.attempt == 1  # a permanent failure: never retried
+    assert not Generation.objects.filter(run=run, status=Generation.Status.DONE).exists()
+    assert not Agent.objects.filter(run=run).exists() and selectors.leaderboard(run) == []
+    for gen in failed:  # no checkpoint was stored (names as services.checkpoint_name makes them)
+        folder = f"runs/{run.pk}/pod{gen.pod.index}"
+        stored = default_storage.listdir(folder)[1] if default_storage.exists(folder) else []
+        assert not [name for name in stored if name.startswith(f"gen{gen.number}-") and f"-{gen.pk}" in name]
+    assert run.status_reason.startswith("paused: the last 3 generations of every pod diverged (latest: PPO diverged")
+    budget.refresh_from_db()
+    assert budget.env_steps_used > 0  # what the diverged generations trained counts

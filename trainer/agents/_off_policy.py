@@ -1,0 +1,206 @@
+"""The collect-and-update loop shared by the off-policy agents (SAC, TD3, DDPG).
+
+Every vector env step adds E transitions to the agent's :class:`~trainer.buffers.replay.ReplayBuffer`
+and is followed by ``updates_per_step`` gradient updates once the buffer holds
+``max(learning_starts, batch_size)`` rows. Until the agent has collected ``learning_starts``
+transitions it acts uniformly at random in [-1, 1]. The algorithms differ only in how they explore
+(:meth:`OffPolicyAgent._explore`) and in one gradient update (:meth:`OffPolicyAgent._update`).
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from typing import Any, ClassVar
+
+import torch
+
+from trainer.agents._common import (
+    AgentBase,
+    ProgressFn,
+    StopFn,
+    TelemetryClock,
+    TelemetryFn,
+    Throttle,
+    check_env,
+    telemetry_due,
+)
+from trainer.buffers.rollout import finished_returns
+from trainer.errors import ConfigError
+from trainer.nonfinite import first_nonfinite, nonfinite_kind
+
+#: Env steps whose finished-episode returns wait on the device before one host sync fetches
+#: them (progress reports fetch them sooner).
+DRAIN_EVERY = 64
+
+__all__ = ["OffPolicyAgent"]
+
+
+class OffPolicyAgent(AgentBase):
+    """Base of the replay-buffer agents: owns :meth:`learn`; subclasses add exploration and updates.
+
+    Subclasses set ``LOSS_NAMES`` (the entries of the tensor :meth:`_update` returns) and own
+    ``replay``, ``config`` (with ``num_envs``, ``buffer_size``, ``learning_starts``,
+    ``batch_size``, ``updates_per_step``, ``reward_scale``) besides :class:`AgentBase`'s fields.
+    """
+
+    LOSS_NAMES: ClassVar[tuple[str, ...]]
+
+    def _normalize(self, obs: torch.Tensor) -> torch.Tensor:
+        return obs if self.obs_rms is None else self.obs_rms(obs)
+
+    def _explore(self, obs: torch.Tensor) -> torch.Tensor:  # pragma: no cover - overridden
+        """Behaviour actions (E, A) in [-1, 1] for normalised observations (E, obs_dim), no grad."""
+        raise NotImplementedError
+
+    def _update(self) -> torch.Tensor:  # pragma: no cover - overridden
+        """One gradient update from a replay sample; returns detached losses (len(LOSS_NAMES),)."""
+        raise NotImplementedError
+
+    def learn(
+        self,
+        env: Any,
+        env_steps: int,
+        *,
+        progress: ProgressFn | None = None,
+        should_stop: StopFn | None = None,
+        telemetry: TelemetryFn | None = None,
+    ) -> dict[str, Any]:
+        """Train for at least ``env_steps`` transitions (whole vector steps of E).
+
+        The env is reset first with a seed drawn from the agent's generator, so learning in two
+        calls equals learning in one call after a save/load with the replay buffer included.
+
+        Args:
+            env: vectorized env following ``docs/architecture.md`` on the agent's device.
+            env_steps: transitions to collect, >= 0.
+            progress: called at most ~4 times a second with ``env_steps`` (this call),
+                ``total_env_steps``, ``steps_per_s``, ``episode_return_mean`` (last 100 finished
+                episodes, unscaled, None before any) and the latest losses.
+            should_stop: polled after every env step and its updates; when it returns true the
+                call ends early with ``stats["cancelled"] = True``.
+            telemetry: called after at most ``TELEMETRY_MAX_POINTS`` vector steps, evenly
+                spread (:func:`~trainer.agents._common.telemetry_due`), and after the last one,
+                with a point of :meth:`AgentBase._telemetry_point` holding the latest value of
+                each of ``LOSS_NAMES`` (once updates have started) and ``learning_rate`` (the
+                actor's).
+
+        Returns:
+            Stats dict: ``env_steps``, ``total_env_steps``, ``updates``, ``duration_s``,
+            ``steps_per_s``, ``episode_return_mean``, ``episodes``, ``cancelled``, and the latest
+            value of each of ``LOSS_NAMES`` once updates have started.
+
+        Raises:
+            ConfigError: the env's dimensions differ from the agent's, it has more envs than the
+                replay capacity, or ``env_steps`` is negative.
+            Diverged: an update's ``LOSS_NAMES`` entry is NaN or infinite (checked after each
+                vector step's updates, in one host sync), or a parameter is (checked when
+                progress is reported and at the end); the message names the first such update
+                and quantity and the learning rates.
+        """
+        cfg = self.config
+        check_env(env, self.obs_dim, self.action_dim, self.algorithm)
+        if env.num_envs > cfg.buffer_size:
+            raise ConfigError(
+                f"{self.algorithm}.buffer_size {cfg.buffer_size} is smaller than env.num_envs {env.num_envs}",
+                field=f"{self.algorithm}.buffer_size",
+            )
+        if env_steps < 0:
+            raise ConfigError(f"env_steps must be >= 0, got {env_steps}", field="env_steps")
+        num_envs = env.num_envs
+        vector_steps = math.ceil(env_steps / num_envs)
+        throttle = Throttle(progress)
+        start = time.monotonic()
+        clock = TelemetryClock(start)
+        collected, episodes, cancelled = 0, 0, False
+        last_losses: list[float] | None = None
+        # (episode_return, done) of recent steps, kept on the device and moved to the host
+        # together (one sync per DRAIN_EVERY steps or progress report, none per env step)
+        pending_returns: list[tuple[torch.Tensor, torch.Tensor]] = []
+
+        env_seed = int(torch.randint(0, 2**31 - 1, (1,), device=self.device, generator=self.generator).item())
+        obs, _ = env.reset(seed=env_seed)
+        for step in range(vector_steps):
+            if should_stop is not None and should_stop():
+                cancelled = True
+                break
+            if self.obs_rms is not None:
+                self.obs_rms.update(obs)
+            with torch.no_grad():
+                if self.env_steps < cfg.learning_starts:
+                    action = (
+                        torch.rand((num_envs, self.action_dim), device=self.device, generator=self.generator)
+                        .mul_(2.0)
+                        .sub_(1.0)
+                    )
+                else:
+                    action = self._explore(self._normalize(obs))
+            next_obs, reward, terminated, truncated, info = env.step(action)
+            done = terminated | truncated
+            real_next = torch.where(done[:, None], info["final_observation"], next_obs)
+            self.replay.add(obs, action, reward * cfg.reward_scale, real_next, terminated)
+            pending_returns.append((info["episode_return"], done))
+            obs = next_obs
+            collected += num_envs
+            self.env_steps += num_envs
+
+            diverged = None
+            if self.replay.size >= max(cfg.learning_starts, cfg.batch_size):
+                rows = torch.stack([self._update() for _ in range(cfg.updates_per_step)])
+                updates = rows.tolist()  # one host sync per vector step: the divergence check
+                last_losses = updates[-1]
+                first_update = self.updates - len(updates) + 1
+                for i, row in enumerate(updates):
+                    bad = first_nonfinite(zip(self.LOSS_NAMES, row))
+                    if bad is not None:
+                        diverged, last_losses = (first_update + i, *bad), row
+                        break
+            if telemetry is not None and (diverged or telemetry_due(step, vector_steps)):
+                episodes += self._drain(pending_returns)
+                values = dict(zip(self.LOSS_NAMES, last_losses)) if last_losses is not None else {}
+                telemetry(self._telemetry_point(collected, clock, {**values, "learning_rate": cfg.actor_learning_rate}))
+            if diverged is not None:
+                update, quantity, value = diverged
+                stats = self._stats(collected, episodes, start, last_losses, cancelled)
+                raise self.divergence(update=update, quantity=quantity, value=value, stats=stats)
+            if throttle.due():
+                self._check_parameters(collected, episodes, start, last_losses, cancelled)
+            if throttle.due() or len(pending_returns) >= DRAIN_EVERY:
+                episodes += self._drain(pending_returns)
+            if throttle.due():
+                throttle(self._stats(collected, episodes, start, last_losses, cancelled))
+        episodes += self._drain(pending_returns)
+        self._check_parameters(collected, episodes, start, last_losses, cancelled)
+        return self._stats(collected, episodes, start, last_losses, cancelled)
+
+    def _learned_tensors(self) -> list[torch.Tensor]:
+        """The tensors :meth:`_check_parameters` watches: actor and critic parameters."""
+        return [*self.actor.parameters(), *self.critic.parameters()]
+
+    def _check_parameters(self, *args: Any) -> None:
+        """Raise :class:`~trainer.errors.Diverged` when a tensor of :meth:`_learned_tensors` is
+        NaN or infinite (``args`` as for :meth:`_stats`). Per-update checks of the losses catch
+        divergence first; this is the backstop."""
+        tensors = self._learned_tensors()
+        if bool(torch.stack([torch.isfinite(t).all() for t in tensors]).all()):
+            return
+        value = nonfinite_kind(tensors)
+        raise self.divergence(update=self.updates, quantity="parameters", value=value, stats=self._stats(*args))
+
+    def _drain(self, pending: list[tuple[torch.Tensor, torch.Tensor]]) -> int:
+        """Move the finished episodes' returns of ``pending`` steps to ``recent_returns`` (one host
+        sync), in step then env order; returns the count."""
+        if not pending:
+            return 0
+        finished = finished_returns(torch.stack([r for r, _ in pending]), torch.stack([d for _, d in pending]))
+        pending.clear()
+        self.recent_returns.extend(finished)
+        return len(finished)
+
+    def _stats(
+        self, collected: int, episodes: int, start: float, losses: list[float] | None, cancelled: bool
+    ) -> dict[str, Any]:
+        stats = self._base_stats(collected, episodes, start, cancelled)
+        if losses is not None:
+            stats.update(zip(self.LOSS_NAMES, losses))
+        return stats

@@ -1,0 +1,1 @@
+"""Serving trained agents over REST: ``POST /api/agents/{id}/act``, serve tokens, call counts."""

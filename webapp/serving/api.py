@@ -1,0 +1,56 @@
+"""``POST /api/agents/{id}/act``: a trained agent's deterministic action for an observation
+batch or a market state (see ``trainer/serving.py`` for the bodies and answers)."""
+
+from __future__ import annotations
+
+from drf_spectacular.utils import OpenApiExample, OpenApiResponse, extend_schema
+from rest_framework import status
+from rest_framework.authentication import SessionAuthentication, TokenAuthentication
+from rest_framework.permissions import IsAuthenticated
+from rest_framework.response import Response
+from rest_framework.views import APIView
+
+from webapp.core.errors import AppError
+from webapp.runs import selectors
+from webapp.serving import services
+from webapp.serving.auth import ServeTokenAuthentication
+from webapp.serving.models import ServeToken
+
+
+class AgentActView(APIView):
+    """Only the agent's owner may call it: with the session, the account token or a serve token
+    (``srv_...``, which may be limited to one agent). Rate-limited per token (429 + Retry-After)."""
+
+    authentication_classes = [ServeTokenAuthentication, TokenAuthentication, SessionAuthentication]
+    permission_classes = [IsAuthenticated]
+
+    @extend_schema(
+        summary="Act with a trained agent",
+        description=(
+            'Body: `{"observations": [[...], ...]}` (B x obs_dim raw observations), '
+            '`{"date": "YYYY-MM-DD"}` (a day of the agent\'s dataset) or `{"bars": {ticker: [{date, open, high, '
+            "low, close, volume}, ...]}}` (recent daily bars of every ticker, oldest first), the last two with "
+            "optional `cash` (USD) and `holdings` ({ticker: shares}). Answers the deterministic action(s); "
+            "market states also the orders per ticker under the env's trade rule, prices and the observation. "
+            "Errors are 400s naming the field; more than PADDOCK_SERVE_RATE_LIMIT calls a minute per token is 429."
+        ),
+        request={"application/json": dict},
+        responses={200: OpenApiResponse(description="actions or action + orders"), 400: None, 404: None, 429: None},
+        examples=[OpenApiExample("one observation", value={"observations": [[0.0, 0.1, 0.2]]}, request_only=True)],
+    )
+    def post(self, request, agent_id: int):
+        token = request.auth if isinstance(request.auth, ServeToken) else None
+        if token is not None and token.agent_id is not None and token.agent_id != agent_id:
+            raise AppError(f"this serve token may only call agent #{token.agent_id}", status=403)
+        agent = selectors.agent_get(user=request.user, agent_id=agent_id)
+        if agent is None:
+            raise AppError("agent not found", status=404)
+        identity = f"token-{token.pk}" if token is not None else f"user-{request.user.pk}"
+        wait = services.rate_limit_check(identity)
+        if wait is not None:
+            return Response(
+                {"error": "rate limit exceeded: too many act requests this minute", "fields": {}},
+                status=status.HTTP_429_TOO_MANY_REQUESTS,
+                headers={"Retry-After": str(wait)},
+            )
+        return Response(services.agent_act(agent=agent, body=request.data, token=token))

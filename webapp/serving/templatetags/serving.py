@@ -1,0 +1,22 @@
+"""``{% agent_serving agent %}``: the agent page's serving card (endpoint, call counts, tokens)."""
+
+from __future__ import annotations
+
+from django import template
+from django.conf import settings
+
+from webapp.serving.selectors import agent_serve_stats
+
+register = template.Library()
+
+
+@register.inclusion_tag("serving/_agent.html", takes_context=True)
+def agent_serving(context, agent) -> dict:
+    request = context.get("request")
+    base = request.build_absolute_uri("/").rstrip("/") if request is not None else ""
+    return {
+        "agent": agent,
+        "stats": agent_serve_stats(agent.id),
+        "base_url": base,
+        "rate_limit": settings.PADDOCK_SERVE_RATE_LIMIT,
+    }

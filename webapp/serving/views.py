@@ -1,0 +1,46 @@
+"""The serve-tokens page: list, create (optionally for one agent) and revoke serve tokens."""
+
+from __future__ import annotations
+
+from django.contrib.auth.decorators import login_required
+from django.http import HttpRequest, HttpResponse
+from django.shortcuts import redirect, render
+from django.views.decorators.http import require_http_methods
+
+from webapp.core.errors import AppError
+from webapp.serving import services
+from webapp.serving.models import ServeToken
+
+
+@login_required
+@require_http_methods(["GET", "POST"])
+def serve_tokens(request: HttpRequest) -> HttpResponse:
+    """GET lists the user's serve tokens; POST ``name`` (+ ``agent``) creates one, ``revoke`` deletes one."""
+    errors: dict[str, str] = {}
+    created = None
+    if request.method == "POST":
+        if request.POST.get("revoke"):
+            try:
+                services.serve_token_revoke(owner=request.user, token_id=int(request.POST["revoke"]))
+            except ValueError:
+                pass
+            return redirect("serving:tokens")
+        agent_text = (request.POST.get("agent") or "").strip().lstrip("#")
+        try:
+            agent_id = int(agent_text) if agent_text else None
+        except ValueError:
+            errors["agent"] = "an agent number, e.g. 12"
+        else:
+            try:
+                created = services.serve_token_create(
+                    owner=request.user, name=request.POST.get("name", ""), agent_id=agent_id
+                )
+            except AppError as exc:
+                errors.update(exc.fields or {"name": exc.message})
+    tokens = ServeToken.objects.filter(owner=request.user).select_related("agent")
+    return render(
+        request,
+        "serving/tokens.html",
+        {"tokens": tokens, "created": created, "errors": errors, "form": request.POST if errors else {},
+         "agent_prefill": request.GET.get("agent", "")},
+    )  # fmt: skip
