@@ -191,7 +191,6 @@ def _begin_running(budget: ClusterBudget, run: Run, verb: str, *, started: bool)
     publish_run(run)
 
 
-
 def run_pause(*, run: Run) -> Run:
     """Pause a running run: generations running now finish and submit their agent; no new
     generation starts until :func:`run_resume`.
@@ -342,7 +341,6 @@ def _announce_ended(run_id: int, *, backtest: bool) -> None:
     for receiver, result in signals.run_ended.send_robust(sender=Run, run_id=run_id, backtest=backtest):
         if isinstance(result, Exception):
             logger.warning("run_ended receiver %r failed", receiver, extra={"run": run_id}, exc_info=result)
-
 
 
 def generation_fail_locked(gen: Generation, run: Run, budget: ClusterBudget, error: str) -> None:

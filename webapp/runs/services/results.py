@@ -104,9 +104,7 @@ def _generation_complete_locked(claim: Claim, result: engine.TrainedGeneration, 
         hyperparameters=result.hyperparameters or gen.hyperparameters,
         error="cancelled" if cancelled else "",
     )
-    telemetry.points_store(
-        run_id=run.pk, generation_id=gen.pk, attempt=claim.attempt, points=result.telemetry or []
-    )
+    telemetry.points_store(run_id=run.pk, generation_id=gen.pk, attempt=claim.attempt, points=result.telemetry or [])
     gen.refresh_from_db()
     pod = gen.pod
     agent = None
