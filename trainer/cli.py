@@ -120,6 +120,21 @@ def build_parser() -> argparse.ArgumentParser:
         train.add_argument(f"--{split}", nargs=2, metavar=("START", "END"), help=f"{split} dates, YYYY-MM-DD inclusive")
     train.add_argument("--algo", choices=None, metavar="NAME", help="algorithm: ppo, a2c, sac, td3 or ddpg")
     train.add_argument(
+        "--env",
+        choices=("stock_trading", "portfolio"),
+        help="task kind: stock_trading (whole-share trades) or portfolio (target weights; zero action = equal weight)",
+    )
+    train.add_argument(
+        "--observation",
+        choices=("scale_free", "finrl"),
+        help="observation layout (default scale_free; finrl: raw prices and indicators as in FinRL)",
+    )
+    train.add_argument(
+        "--reward",
+        choices=("log_return", "excess_log_return", "differential_sharpe"),
+        help="reward of the portfolio env (default log_return)",
+    )
+    train.add_argument(
         "--env-steps",
         type=_positive_int,
         default=DEFAULT_ENV_STEPS,
@@ -255,6 +270,15 @@ def task_from_args(args: argparse.Namespace) -> dict[str, Any]:
             task["data"]["start"] = starts[0]
         if ends and task["data"].get("end") and ends[0] > str(task["data"]["end"]):
             task["data"]["end"] = ends[0]
+    if args.env and args.env != task.get("kind", "stock_trading"):
+        task["kind"] = args.env
+        task["env"] = {}  # the other kind's settings do not apply
+    env = dict(task.get("env") or {})
+    if args.observation:
+        env["observation"] = args.observation
+    if args.reward:
+        env["reward"] = args.reward  # a stock-trading task refuses it by name (env.reward)
+    task["env"] = env
     if args.algo:
         if args.algo != task.get("algorithm", "ppo"):
             task["hyperparameters"] = {}
@@ -409,9 +433,13 @@ def cmd_train(args: argparse.Namespace) -> int:
         print(f"checkpoint: {summary['checkpoint']}  (sha256 {best.sha256})")
         print(f"bundle:     {summary['bundle']}  (sha256 {bundle_sha})")
         ret = summary["validation_total_return"]
+        rule = (best.metrics.get("selection") or {}).get("description", "validation Sharpe ratio")
+        print(f"score:      {best.score:.4f} ({rule})")
+        vs_ew = (best.metrics.get("vs_equal_weight") or {}).get("excess_return")
         print(
-            f"score:      {best.score:.4f} (validation Sharpe ratio), validation total return "
-            f"{'n/a' if ret is None else f'{100 * ret:.2f} %'}"
+            f"validation: total return {'n/a' if ret is None else f'{100 * ret:.2f} %'}, Sharpe ratio "
+            f"{_fmt_score(best.metrics.get('sharpe_ratio'))}"
+            + ("" if vs_ew is None else f", {100 * vs_ew:+.2f} % vs equal weight (1/N) on the same days")
         )
         print(
             f"trained:    {summary['env_steps']:,} env steps in {summary['generations']} generation(s), "
@@ -488,6 +516,15 @@ def format_metrics(metrics: dict[str, Any]) -> str:
         rows.append(
             ("  worst / best", f"{100 * windows['total_return_min']:.2f} % / {100 * windows['total_return_max']:.2f} %")
         )
+    for key, name in (("vs_equal_weight", "equal weight (1/N)"), ("vs_QQQ", "QQQ")):
+        rel = metrics.get(key)
+        if rel:
+            diff = rel.get("sharpe_difference")
+            rows.append((f"vs {name}, same days", ""))
+            rows.append(("  excess total return", f"{100 * rel['excess_return']:+.2f} %"))
+            rows.append(("  Sharpe difference", "n/a" if diff is None else f"{diff:+.3f}"))
+    if metrics.get("selection"):
+        rows.append(("score", f"{_fmt_score(metrics.get('score'))} ({metrics['selection']['description']})"))
     width = max(len(r[0]) for r in rows)
     return "\n".join(f"{label.ljust(width)}  {text}" for label, text in rows)
 

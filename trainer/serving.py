@@ -34,6 +34,7 @@ import json
 import math
 import os
 import re
+import socket
 import threading
 from collections import OrderedDict
 from collections.abc import Callable, Mapping
@@ -78,6 +79,8 @@ class ServedPolicy:
     signature: tuple[int, int, int]
     config: dict[str, Any]
     session: Any
+    #: ``(raw MarketData, the panel the env reads)`` of the last dataset used (see :func:`_env_panel`)
+    prepared: Any = None
 
     @classmethod
     def load(cls, path: str | Path, *, threads: int = 1) -> ServedPolicy:
@@ -264,15 +267,18 @@ _WINDOW = re.compile(r"_(\d+)(?:_|$)")
 _IMPLIED_WINDOW = {"macd": 35, "macds": 35, "macdh": 35, "boll": 20, "boll_ub": 20, "boll_lb": 20, "rsi": 14, "cci": 14}
 
 
-def min_history_days(indicators: list[str]) -> int:
+def min_history_days(indicators: list[str], *, scale_free: bool = False) -> int:
     """Fewest daily bars a market state needs: the longest indicator window plus one day.
 
     The window is read from the stockstats name (``close_30_sma`` -> 30, ``rsi_30`` -> 30) or
-    taken from stockstats' defaults (MACD 26 + 9, Bollinger 20, RSI/CCI 14). Exponential
-    indicators (MACD, RSI) still drift slightly with longer history; 250 days reproduce the
-    training panel's values to ~1e-3.
+    taken from stockstats' defaults (MACD 26 + 9, Bollinger 20, RSI/CCI 14); a scale-free
+    observation also needs its longest log-return lookback (63 days). Exponential indicators
+    (MACD, RSI) still drift slightly with longer history; 250 days reproduce the training
+    panel's values to ~1e-3.
     """
-    longest = 1
+    from trainer.envs.observations import LOOKBACKS, VOL_WINDOW
+
+    longest = max(max(LOOKBACKS), VOL_WINDOW) if scale_free else 1
     for name in indicators:
         match = _WINDOW.search(name)
         window = int(match.group(1)) if match else _IMPLIED_WINDOW.get(name, 1)
@@ -386,8 +392,21 @@ def _trade(
     return orders
 
 
+def _env_panel(policy: ServedPolicy, market: Any, env_config: Any) -> Any:
+    """The panel the agent's env reads (scale-free features over the whole history when the agent
+    uses them), kept for the last dataset so ``date`` requests compute it once."""
+    from trainer.envs.kinds import prepare_market
+
+    if policy.prepared is not None and policy.prepared[0] is market:
+        return policy.prepared[1]
+    panel = prepare_market(market, env_config)
+    policy.prepared = (market, panel)
+    return panel
+
+
 def _market_state(policy: ServedPolicy, body: Mapping[str, Any], load_market: MarketLoader | None) -> dict[str, Any]:
-    from trainer.data import build_market_data
+    from trainer.data import DEFAULT_INDICATORS, build_market_data
+    from trainer.envs.kinds import env_config_from_dict, uses_scale_free
     from trainer.envs.stock_trading import build_observation
 
     if policy.kind != "stock_trading":
@@ -397,12 +416,16 @@ def _market_state(policy: ServedPolicy, body: Mapping[str, Any], load_market: Ma
         )
     tickers = policy.tickers
     env = policy.config["env_config"]
-    indicators = list(policy.config["indicators"])
+    env_config = env_config_from_dict(policy.kind, env)
+    task_data = (policy.config.get("task") or {}).get("data") or {}
+    raw_indicators = list(task_data.get("indicators") or DEFAULT_INDICATORS)
+    cash = _cash(body, env["initial_cash"])
+    holdings = _holdings(body, tickers)
     if "date" in body:
         day = _date(body["date"], "date")
         if load_market is None:
             raise DataError("this server has no market data; start it with --data-dir, or send bars", field="date")
-        market = load_market()
+        market = _env_panel(policy, load_market(), env_config)
         dates = [str(d)[:10] for d in market.dates]
         if day not in dates:
             raise DataError(
@@ -410,12 +433,11 @@ def _market_state(policy: ServedPolicy, body: Mapping[str, Any], load_market: Ma
             )
         t = dates.index(day)
     else:
-        task_data = (policy.config.get("task") or {}).get("data") or {}
-        need = min_history_days(indicators)
+        need = min_history_days(raw_indicators, scale_free=uses_scale_free(env_config))
         panel = _bars_panel(body["bars"], tickers, need)
         try:
             market = build_market_data(
-                panel, tickers=tickers, indicators=task_data.get("indicators") or indicators, turbulence=True,
+                panel, tickers=tickers, indicators=raw_indicators, turbulence=True,
                 missing_policy=task_data.get("missing_policy", "drop"), source="request bars",
             )  # fmt: skip
         except TrainerError as exc:
@@ -426,13 +448,18 @@ def _market_state(policy: ServedPolicy, body: Mapping[str, Any], load_market: Ma
             raise DataError(
                 f"bars cover {len(market.dates)} common days; the agent's indicators need at least {need}", field="bars"
             )
+        market = _env_panel(policy, market, env_config)
         t = len(market.dates) - 1
         day = str(market.dates[t])[:10]
-    if list(market.tickers) != tickers or list(market.feature_names) != indicators:
-        raise DataError("the market data's tickers or indicators differ from the agent's", field="bars")
-    cash = _cash(body, env["initial_cash"])
-    holdings = _holdings(body, tickers)
+    if list(market.tickers) != tickers or list(market.feature_names) != list(policy.config["indicators"]):
+        raise DataError(
+            f"the market data (tickers {list(market.tickers)}, features {list(market.feature_names)}) differs from the "
+            f"agent's (tickers {tickers}, features {list(policy.config['indicators'])})",
+            field="data",
+        )
     close = np.asarray(market.close[t], dtype=np.float64)
+    if cash + float(holdings @ close) <= 0:
+        raise DataError("cash and holdings are worth nothing; send cash > 0 or some holdings", field="cash")
     features = np.asarray(market.features[t], dtype=np.float64)  # (N, F)
     obs = build_observation(policy.config["observation_layout"], cash, holdings, close, features)
     action = policy.act(obs[None])[0]
@@ -523,6 +550,12 @@ def make_server(
 
     class Handler(BaseHTTPRequestHandler):
         protocol_version = "HTTP/1.1"
+
+        def setup(self) -> None:
+            super().setup()
+            # answers are written as headers then body: without TCP_NODELAY, Nagle's algorithm
+            # holds the body back until the client's delayed ACK (~40 ms on Linux)
+            self.request.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
 
         def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - stdlib signature
             return  # no per-request log lines on stderr

@@ -247,7 +247,8 @@
       '<div class="pod-gen">generation <span class="pod-gen-number">–</span> · <span class="pod-done">0</span> done</div>' +
       '<div class="pod-speed"><span class="pod-sps">–</span> steps/s</div>' +
       '<div class="progress"><span class="pod-progress" style="width:0%"></span></div>' +
-      '<div class="pod-why muted"></div>';
+      '<div class="pod-why muted"></div>' +
+      '<div class="pod-failure error"></div>';
     const cards = [...document.querySelectorAll("#pods .pod-card")];
     const after = cards.find((c) => Number(c.dataset.podIndex) > index);
     $("#pods").insertBefore(card, after || null);
@@ -271,6 +272,7 @@
     const done = training ? pod.env_steps : 0;
     $(".pod-progress", card).style.width = Math.min(100, (100 * done) / total).toFixed(1) + "%";
     $(".pod-why", card).textContent = pod.state === "queued" ? pod.queued_reason || "" : "";
+    $(".pod-failure", card).textContent = pod.last_failure || "";
   }
 
   function applyProgress(msg) {
@@ -285,7 +287,7 @@
 
   // --- leaderboard and chart ------------------------------------------------------------
 
-  const COLUMNS = ["rank", "agent", "score", "generation", "parent", "pod", "hyperparameters", "env_steps", "age"];
+  const COLUMNS = ["rank", "agent", "score", "baselines", "generation", "parent", "pod", "hyperparameters", "env_steps", "age"];
 
   function newRow(agent) {
     const tr = document.createElement("tr");
@@ -305,6 +307,16 @@
     tr.dataset.score = agent.score === null ? "" : agent.score;
     cell("rank").textContent = rank;
     cell("score").textContent = fmtNumber(agent.score, 3);
+    // the server's one line of baselines on the same validation days, and the noise marker
+    const base = agent.baselines || {};
+    cell("baselines").textContent = base.text || "–";
+    if (base.within_noise) {
+      const mark = document.createElement("span");
+      mark.className = "badge within-noise";
+      mark.title = "the score is within one standard deviation of its sub-window Sharpe ratios of the untrained policy's";
+      mark.textContent = "within noise";
+      cell("baselines").append(" ", mark);
+    }
     cell("generation").textContent = agent.generation;
     cell("parent").innerHTML = agent.parent_id
       ? '<a href="' + agentUrl(agent.parent_id) + '">#' + agent.parent_id + "</a>"

@@ -19,6 +19,12 @@ def test_out_of_bounds_inputs_are_flagged_and_all_refused_together(page, live_ur
     login(page, e2e_user)
     page.goto("/runs/new/")
     assert page.text_content("label[for=id_hmax]").strip() == "Max shares per trade"
+    page.select_option("#id_budget", index=1)
+    page.fill("#id_generation_steps", "16384")
+    page.dispatch_event("#id_generation_steps", "input")
+    estimate = page.text_content("#run-estimate")
+    assert "Env steps per generation: 16,384." in estimate
+    assert "Generations the budget allows: 61,035 (limit: env steps left)." in estimate  # 10^9 // 16,384
     page.fill("#id_initial_cash", "1e300")
     page.fill("#id_hmax", "0")
     page.fill("#id_num_pods", "0")

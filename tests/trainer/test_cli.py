@@ -208,3 +208,28 @@ def test_train_with_each_new_algorithm_writes_a_bundle_whose_onnx_matches_the_ch
     onnx_bytes = zipfile.ZipFile(result["bundle"]).read("policy.onnx")
     session = ort.InferenceSession(onnx_bytes, providers=["CPUExecutionProvider"])
     np.testing.assert_allclose(session.run(None, {"obs": obs.numpy()})[0], expected, atol=1e-5)
+
+
+def test_train_env_portfolio_trains_a_portfolio_agent_and_evaluate_shows_baseline_relative_results(
+    data_dir, tmp_path, capsys
+):
+    out = tmp_path / "run"
+    common = ["--data-dir", str(data_dir)]
+    code = main(
+        ["train", "--env", "portfolio", "--reward", "excess_log_return", "--tickers", "AAPL,MSFT,KO"]
+        + ["--env-steps", "2048", "--num-envs", "16", "--out", str(out), "--no-progress", *common]
+    )
+    assert code == 0
+    printed = capsys.readouterr().out
+    assert "mean - 1 x std of the Sharpe ratios of 4 validation sub-windows" in printed
+    assert "vs equal weight (1/N) on the same days" in printed
+    from trainer.bundle import load_agent
+
+    agent = load_agent(out / "agent.zip")
+    assert agent.kind == "portfolio" and agent.action_dim == 4
+    assert agent.config["env_config"]["reward"] == "excess_log_return"
+    assert main(["evaluate", str(out / "agent.zip"), *common]) == 0
+    assert "excess total return" in capsys.readouterr().out
+    # A stock-trading task refuses a portfolio reward by name.
+    assert main(["train", "--reward", "log_return", "--tickers", "AAPL", "--out", str(tmp_path / "x"), *common]) == 2
+    assert "env.reward" in capsys.readouterr().err

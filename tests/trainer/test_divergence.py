@@ -93,6 +93,41 @@ def test_sac_with_an_exploding_learning_rate_fails_the_generation_with_one_line(
     assert not out.exists()
 
 
+OFF_POLICY_SMALL = {"num_envs": 16, "hidden_sizes": [32, 32], "batch_size": 64, "learning_starts": 64}
+
+
+@pytest.mark.parametrize(
+    ("algorithm", "hyperparameters", "names"),
+    [
+        (
+            "a2c",
+            {"num_envs": 32, "rollout_steps": 8, "hidden_sizes": [32, 32], "learning_rate": 1e6},
+            "learning_rate=1e\\+06",
+        ),
+        (
+            "td3",
+            {**OFF_POLICY_SMALL, "actor_learning_rate": 1e6, "critic_learning_rate": 1e6},
+            "actor_learning_rate=1e\\+06, critic_learning_rate=1e\\+06",
+        ),
+        (
+            "ddpg",
+            {**OFF_POLICY_SMALL, "actor_learning_rate": 1e6, "critic_learning_rate": 1e6},
+            "actor_learning_rate=1e\\+06, critic_learning_rate=1e\\+06",
+        ),
+    ],
+)
+def test_every_other_algorithm_fails_loudly_too(market, tmp_path, algorithm, hyperparameters, names):
+    out = tmp_path / "g1.pt"
+    with pytest.raises(Diverged) as info:
+        run_generation(
+            task_with(algorithm, hyperparameters), env_steps=2048, out_path=out, device="cpu", market_data=market
+        )
+    assert re.fullmatch(
+        rf"{algorithm.upper()} diverged at update \d+: [a-zA-Z ]+ is (NaN|inf|-inf); {names}", info.value.message
+    )
+    assert not out.exists()
+
+
 def test_a_healthy_generation_records_losses_entropy_kl_and_gradient_norm(healthy):
     stats = healthy.stats
     for name in ("policy_loss", "value_loss", "entropy", "approx_kl", "clip_fraction", "grad_norm"):

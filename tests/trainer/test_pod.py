@@ -389,3 +389,20 @@ def test_generation_telemetry_is_bounded_and_plotted_against_the_lineage_env_ste
     assert xs[0] > result.total_env_steps and xs[-1] == child.total_env_steps
     assert all(p["generation"] == 2 for p in child.telemetry)
     assert all(p["episode_return_mean"] is None or np.isfinite(p["episode_return_mean"]) for p in child.telemetry)
+
+
+def test_the_lines_untrained_policy_is_scored_on_the_same_days_and_inherited(first_generation, task, market, tmp_path):
+    result, _ = first_generation
+    untrained = result.metrics["untrained"]
+    assert set(untrained) == {"score", "sharpe_ratio", "total_return"}
+    child = run_generation(
+        task,
+        env_steps=128,
+        out_path=tmp_path / "c.pt",
+        parent=result.checkpoint_path,
+        seed=9,
+        device="cpu",
+        market_data=market,
+    )
+    assert child.metrics["untrained"] == untrained  # the line's starting policy, not re-evaluated
+    assert np.isfinite(untrained["score"]) and untrained["score"] != result.score

@@ -115,7 +115,7 @@ def test_a_dataset_day_builds_the_envs_observation_and_its_orders(policy, traine
     loaded = load_agent(trained[0])
     out = answer(policy, {"date": DAY}, load_market=lambda: market)
     # the env started on that day with the initial cash and no shares observes exactly this
-    env = loaded.make_env(market.slice(DAY, None))
+    env = loaded.make_env(loaded.prepare_market(market).slice(DAY, None))  # lookbacks reach before DAY
     obs, _ = env.reset(seed=0)
     np.testing.assert_allclose(np.array(out["observation"]), obs[0].numpy(), rtol=1e-6, atol=1e-6)
     np.testing.assert_allclose(np.array(out["action"]), loaded.act(obs[0].numpy()), atol=1e-5)
@@ -164,7 +164,10 @@ def test_recent_bars_build_the_same_observation_as_the_dataset_day(policy, marke
 
 
 def test_too_few_bars_is_a_400_naming_the_ticker(policy, market):
-    need = min_history_days(policy.config["indicators"])
+    from trainer.data import DEFAULT_INDICATORS
+
+    raw = policy.config["task"]["data"].get("indicators") or DEFAULT_INDICATORS
+    need = min_history_days(list(raw), scale_free=policy.config["env_config"].get("observation") == "scale_free")
     t = [str(d)[:10] for d in market.dates].index(DAY)
     with pytest.raises(DataError) as err:
         answer(policy, {"bars": _bars(market, t, need - 1)})
@@ -174,6 +177,13 @@ def test_too_few_bars_is_a_400_naming_the_ticker(policy, market):
 def test_min_history_days_reads_indicator_windows():
     assert min_history_days(["macd", "rsi_30", "close_60_sma"]) == 61
     assert min_history_days(["macd", "boll_ub"]) == 36
+    assert min_history_days(["macd", "boll_ub"], scale_free=True) == 64  # the 63-day log return
+
+
+def test_cash_and_holdings_worth_nothing_is_a_400(policy, market):
+    with pytest.raises(DataError) as err:
+        answer(policy, {"date": DAY, "cash": 0}, load_market=lambda: market)
+    assert err.value.details["field"] == "cash"
 
 
 def test_the_cache_is_bounded_and_reloads_a_changed_bundle(trained, tmp_path):

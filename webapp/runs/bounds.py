@@ -76,7 +76,7 @@ RUN: dict[str, Bound] = {
 #: A budget's limits (``None`` = no limit, not checked).
 BUDGET: dict[str, Bound] = {
     "max_concurrent_pods": Bound("Pods at once", 1, 1_024, integer=True),
-    "gpu_hours_cap": Bound("Device hours", 0, 1_000_000, low_open=True),
+    "gpu_hours_cap": Bound("Device hours cap", 0, 1_000_000, low_open=True),
     "max_wall_clock_s": Bound("Wall clock per run (s)", 1, 366 * 86_400, integer=True),
     "env_step_cap": Bound("Env steps", 1, 10**15, integer=True),
 }

@@ -89,6 +89,39 @@ class RunForm(forms.Form):
     test_start = _date("Test from")
     test_end = _date("Test to")
 
+    kind = forms.ChoiceField(
+        label="Task",
+        choices=[
+            ("stock_trading", "Stock trading (whole-share trades, FinRL's MDP)"),
+            ("portfolio", "Portfolio allocation (target weights; a zero action holds equal weights)"),
+        ],
+        initial="stock_trading",
+        required=False,
+        help_text="Portfolio tasks use the initial cash and the buy cost as the cost of turnover; "
+        "shares per trade, sell cost, reward scaling and turbulence apply to stock trading only.",
+    )
+    reward = forms.ChoiceField(
+        label="Portfolio reward",
+        choices=[
+            ("log_return", "Log return"),
+            ("excess_log_return", "Log return over equal weight"),
+            ("differential_sharpe", "Differential Sharpe ratio (Moody & Saffell 2001)"),
+        ],
+        initial="log_return",
+        required=False,
+        help_text="Portfolio tasks only.",
+    )
+    selection_rule = forms.ChoiceField(
+        label="Validation score",
+        choices=[
+            ("mean_minus_std", "Mean - std of the Sharpe ratios of 4 validation quarters"),
+            ("worst_window", "Worst Sharpe ratio of 4 validation quarters"),
+            ("full_sharpe", "Sharpe ratio of the whole validation window"),
+        ],
+        initial="mean_minus_std",
+        required=False,
+        help_text="How generations are ranked; scoring sub-windows keeps one lucky stretch from deciding.",
+    )
     initial_cash = _bounded(forms.FloatField, bounds.ENV["initial_cash"], initial=1e6, help_text="Starting cash, USD.")
     hmax = _bounded(
         forms.IntegerField, bounds.ENV["hmax"], initial=100, help_text="Shares bought or sold per unit of action."
@@ -177,10 +210,23 @@ class RunForm(forms.Form):
             "splits": {
                 s: [d[f"{s}_start"].isoformat(), d[f"{s}_end"].isoformat()] for s in ("train", "validation", "test")
             },
-            "env": {k: d[k] for k in _ENV_FIELDS if d.get(k) is not None},
+            "env": self._env(),
             "algorithm": d["algorithm"],
             "hyperparameters": d["hyperparameters"],
+            "kind": d.get("kind") or "stock_trading",
+            "selection": {"rule": d.get("selection_rule") or "mean_minus_std"},
         }
+
+    def _env(self) -> dict[str, Any]:
+        d = self.cleaned_data
+        if d.get("kind") == "portfolio":
+            env = {"reward": d.get("reward") or "log_return"}
+            if d.get("initial_cash") is not None:
+                env["initial_cash"] = d["initial_cash"]
+            if d.get("buy_cost_pct") is not None:
+                env["cost_pct"] = d["buy_cost_pct"]
+            return env
+        return {k: d[k] for k in _ENV_FIELDS if d.get(k) is not None}
 
     def run_kwargs(self) -> dict[str, Any]:
         """Arguments of ``services.run_create`` (besides owner and task)."""
@@ -258,6 +304,8 @@ def initial_from_run(run: Run) -> dict[str, Any]:
         "tickers": ", ".join(task.tickers),
         "algorithm": task.algorithm,
         "hyperparameters": task.hyperparameters,
+        "kind": task.kind,
+        "selection_rule": (task.selection or {}).get("rule", "mean_minus_std"),
         "budget": run.budget_id,
         "num_pods": run.num_pods,
         "generation_steps": run.generation_steps,
@@ -272,6 +320,10 @@ def initial_from_run(run: Run) -> dict[str, Any]:
     for key in _ENV_FIELDS:
         if key in task.env:
             initial[key] = task.env[key]
+    if task.kind == "portfolio":
+        initial["reward"] = task.env.get("reward", "log_return")
+        if "cost_pct" in task.env:
+            initial["buy_cost_pct"] = task.env["cost_pct"]
     return initial
 
 

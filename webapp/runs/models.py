@@ -63,6 +63,12 @@ class Task(models.Model):
     tickers = models.JSONField(default=list)
     splits = models.JSONField(default=dict)
     env = models.JSONField(default=dict)
+    kind = models.CharField(
+        max_length=20,
+        choices=[("stock_trading", "Stock trading"), ("portfolio", "Portfolio allocation")],
+        default="stock_trading",
+    )
+    selection = models.JSONField(default=dict, blank=True, help_text="validation scoring rule; {} = the default")
     algorithm = models.CharField(max_length=20)
     hyperparameters = models.JSONField(default=dict)
     created_at = models.DateTimeField(auto_now_add=True)

@@ -17,6 +17,7 @@ from django.db.models.functions import Coalesce
 from django.utils import timezone
 
 from webapp.market.models import Dataset
+from webapp.runs import baselines
 from webapp.runs.models import Agent, ClusterBudget, Generation, Pod, Run, Task
 
 HISTORY_MAX_POINTS = 2000
@@ -157,7 +158,23 @@ def pod_payload(pod: Pod, generation: Generation | None = None) -> dict[str, Any
         "steps_per_s": pod.steps_per_s,
         "generation": None if generation is None else generation_payload(generation),
         "queued_reason": pod_queued_reason(pod) if pod.state == Pod.State.QUEUED else "",
+        "last_failure": pod_last_failure(pod),
     }
+
+
+def pod_last_failure(pod: Pod) -> str:
+    """Why the pod's last finished generation failed alone (e.g. "generation 3 diverged: PPO
+    diverged at update 2: ..."), or "" when it succeeded or none finished yet."""
+    last = (
+        pod.generations.filter(status__in=(Generation.Status.DONE, Generation.Status.FAILED))
+        .order_by("-number")
+        .values_list("number", "status", "failure", "error")
+        .first()
+    )
+    if last is None or last[1] != Generation.Status.FAILED or not last[2]:
+        return ""
+    number, _, failure, error = last
+    return f"generation {number} {Generation.Failure(failure).label}: {error}"
 
 
 def pod_queued_reason(pod: Pod) -> str:
@@ -208,6 +225,7 @@ def agent_payload(agent: Agent) -> dict[str, Any]:
         "score": agent.score,
         "metrics": agent.metrics,
         "pod": agent.pod.index,
+        "baselines": {**(b := baselines.agent_baselines(agent)), "text": baselines.baselines_text(b)},
         "generation": agent.depth,
         "pod_generation": agent.generation.number,
         "env_steps": agent.generation.env_steps,
@@ -464,4 +482,6 @@ def task_spec(task: Task) -> dict[str, Any]:
         "env": task.env,
         "algorithm": task.algorithm,
         "hyperparameters": task.hyperparameters,
+        "kind": task.kind,
+        "selection": task.selection or {},
     }

@@ -65,7 +65,19 @@ class TaskSerializer(serializers.ModelSerializer):
 
     class Meta:
         model = Task
-        fields = ["id", "name", "dataset", "tickers", "splits", "env", "algorithm", "hyperparameters", "created_at"]
+        fields = [
+            "id",
+            "name",
+            "dataset",
+            "kind",
+            "tickers",
+            "splits",
+            "env",
+            "algorithm",
+            "hyperparameters",
+            "selection",
+            "created_at",
+        ]
         read_only_fields = fields
 
 
@@ -83,9 +95,23 @@ class TaskCreateSerializer(serializers.Serializer):
         help_text="a non-empty subset of the dataset's tickers; leave it out (or null) for all of them",
     )
     splits = serializers.DictField(help_text='{"train": [start, end], "validation": [...], "test": [...]}')
-    env = serializers.DictField(required=False, default=dict)
+    kind = serializers.ChoiceField(
+        choices=["stock_trading", "portfolio"],
+        default="stock_trading",
+        help_text="stock_trading (whole-share trades) or portfolio (target weights over stocks and cash; "
+        "a zero action holds equal weights)",
+    )
+    env = serializers.DictField(
+        required=False, default=dict, help_text="settings of the kind's env; keys left out keep their defaults"
+    )
     algorithm = serializers.ChoiceField(choices=engine.algorithms(), default="ppo")
     hyperparameters = serializers.DictField(required=False, default=dict)
+    selection = serializers.DictField(
+        required=False,
+        default=dict,
+        help_text='validation scoring: {"rule": "mean_minus_std" | "worst_window" | "full_sharpe", '
+        '"windows": 4, "k": 1.0}; {} = mean - 1 x std of 4 sub-window Sharpe ratios',
+    )
 
 
 class RunSerializer(serializers.ModelSerializer):

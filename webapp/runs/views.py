@@ -22,7 +22,7 @@ from webapp import engine
 from webapp.core.downloads import serve_file
 from webapp.core.errors import AppError
 from webapp.core.formatting import format_duration, format_hyperparameters
-from webapp.runs import forms, lineage, selectors, services, telemetry, workers
+from webapp.runs import baselines, estimate, forms, lineage, selectors, services, telemetry, workers
 
 PAGE_SIZE = 50
 #: leaderboard rows the run page shows (the API pages through all of them)
@@ -102,10 +102,11 @@ def run_new(request: HttpRequest) -> HttpResponse:
             initial = {"dataset": int(request.GET["dataset"])}
         form = forms.RunForm(initial=initial, user=request.user)
     defaults = {algo: engine.default_hyperparameters(algo) for algo in engine.algorithms()}
+    inputs = estimate.estimate_inputs(budgets=form.fields["budget"].queryset, algorithms=engine.algorithms())
     return render(
         request,
         "runs/new.html",
-        {"form": form, "defaults": defaults, "help": forms.HYPERPARAMETER_HELP},
+        {"form": form, "defaults": defaults, "help": forms.HYPERPARAMETER_HELP, "estimate": inputs},
     )
 
 
@@ -138,7 +139,12 @@ def run_detail(request: HttpRequest, run_id: int) -> HttpResponse:
             "snapshot": {"run": run_data},
             "live": live,
             "leaderboard": [
-                {"agent": a, "hp": format_hyperparameters(a.hyperparameters, hp_keys)} for a in board[:LEADERBOARD_ROWS]
+                {
+                    "agent": a,
+                    "hp": format_hyperparameters(a.hyperparameters, hp_keys),
+                    "baselines": {**(b := baselines.agent_baselines(a)), "text": baselines.baselines_text(b)},
+                }
+                for a in board[:LEADERBOARD_ROWS]
             ],
             "max_rows": LEADERBOARD_ROWS,
             "pods": pods,
@@ -334,6 +340,7 @@ def agent_detail(request: HttpRequest, agent_id: int) -> HttpResponse:
             ],
             "backtest_url": backtest_url,
             "bundle": bundle,
+            "baselines": baselines.agent_baselines(agent),
             "metrics_config": metrics_config(
                 api=reverse("api:agent-metrics", args=[agent.pk]),
                 algorithm=agent.run.task.algorithm,

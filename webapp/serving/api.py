@@ -45,7 +45,10 @@ class AgentActView(APIView):
         agent = selectors.agent_get(user=request.user, agent_id=agent_id)
         if agent is None:
             raise AppError("agent not found", status=404)
-        identity = f"token-{token.pk}" if token is not None else f"user-{request.user.pk}"
+        # keyed by the token's own (random) key, or the user and their join time: ids restart in a
+        # fresh database while Redis keeps counting
+        user = request.user
+        identity = f"token-{token.key}" if token is not None else f"user-{user.pk}-{user.date_joined.timestamp():.0f}"
         wait = services.rate_limit_check(identity)
         if wait is not None:
             return Response(

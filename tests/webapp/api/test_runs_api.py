@@ -136,3 +136,45 @@ def test_agent_detail_has_metrics_hyperparameters_and_mutations(world, api_clien
     assert data["metrics"]["sharpe_ratio"] is not None
     assert data["hyperparameters"]["learning_rate"] > 0
     assert isinstance(data["mutations"], dict)
+
+
+def test_a_portfolio_task_with_its_selection_rule_is_created_through_the_api(world, api_client):
+    from webapp.runs.services import task_spec
+
+    response = api_client.post(
+        "/api/tasks/",
+        {
+            "name": "portfolio task",
+            "dataset": world.dataset.id,
+            "tickers": TICKERS[:2],
+            "splits": SPLITS,
+            "kind": "portfolio",
+            "env": {"reward": "excess_log_return", "cost_pct": 0.002},
+            "selection": {"rule": "worst_window"},
+            "hyperparameters": TINY_PPO,
+        },
+        format="json",
+    )
+    assert response.status_code == 201, response.json()
+    body = response.json()
+    assert body["kind"] == "portfolio"
+    assert body["env"]["reward"] == "excess_log_return" and body["env"]["cost_pct"] == 0.002
+    assert body["selection"] == {"rule": "worst_window", "windows": 4, "k": 1.0}
+    task = world.dataset.tasks.get(id=body["id"])
+    spec = task_spec(task)
+    assert spec["kind"] == "portfolio" and spec["selection"]["rule"] == "worst_window"
+    # A stock-trading setting on a portfolio task, and a bad rule, are 400s naming the field.
+    bad = api_client.post(
+        "/api/tasks/",
+        {
+            "name": "bad",
+            "dataset": world.dataset.id,
+            "splits": SPLITS,
+            "kind": "portfolio",
+            "env": {"hmax": 10},
+            "selection": {"rule": "luckiest"},
+        },
+        format="json",
+    )
+    assert bad.status_code == 400
+    assert "env.hmax" in bad.json()["fields"] or "selection.rule" in bad.json()["fields"]

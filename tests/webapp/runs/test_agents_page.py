@@ -125,3 +125,29 @@ def test_a_run_name_ending_in_a_number_is_rendered_once(page_client, world):
     html = page_client.get(f"/runs/{world.run.pk}/").content.decode()
     title = html.split('id="run-name"', 1)[1].split("</h1>", 1)[0]
     assert title.count("#1") == 1 and f"run {world.run.pk}" in title
+
+
+def test_scores_stand_next_to_the_untrained_policy_equal_weight_qqq_and_their_noise(page_client, world):
+    from webapp.runs import baselines
+
+    agent = Agent.objects.get(pk=world.agents[0].pk)
+    agent.metrics = {
+        **agent.metrics,
+        "untrained": {"score": 0.45, "sharpe_ratio": 0.4, "total_return": 0.01},
+        "sub_windows": [{"sharpe": 0.2}, {"sharpe": 0.9}, {"sharpe": 0.5}, {"sharpe": 0.7}],
+        "vs_equal_weight": {"baseline_sharpe": 0.8},
+        "vs_QQQ": {"baseline_sharpe": 0.65},
+    }
+    agent.save(update_fields=["metrics"])
+    b = baselines.agent_baselines(agent)
+    assert b["untrained"] == 0.45 and b["equal_weight"] == 0.8 and b["qqq"] == 0.65
+    assert b["noise"] == pytest.approx(0.2986, abs=1e-3)
+    assert b["within_noise"] is True  # score 0.5 vs untrained 0.45, noise 0.30
+    html = page_client.get(f"/agents/{agent.pk}/").content.decode()
+    assert 'id="within-noise"' in html and "0.450" in html and "0.800" in html
+    board = page_client.get(f"/runs/{world.run.pk}/").content.decode()
+    row = board.split(f'<tr data-agent-id="{agent.pk}"', 1)[1].split("</tr>", 1)[0]
+    assert "untrained 0.45 · 1/N 0.80 · QQQ 0.65 · noise ±0.30" in row and "within noise" in row
+    agent.metrics["untrained"]["score"] = -1.0
+    agent.save(update_fields=["metrics"])
+    assert baselines.agent_baselines(agent)["within_noise"] is False

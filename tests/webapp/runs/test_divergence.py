@@ -18,7 +18,16 @@ from webapp.runs import selectors, services
 from webapp.runs.models import Agent, Generation, Run
 
 LINE = "PPO diverged at update 37: policy loss is NaN; learning_rate=1000"
-LINE_RE = r"PPO diverged at update \d+: [a-zA-Z ]+ is (NaN|inf|-inf); learning_rate=1000"
+#: Exploding learning rates, and the one line each algorithm's failed generations must show.
+EXPLODING = {
+    "ppo": ({**TINY_PPO, "learning_rate": 1000}, r"PPO diverged at update \d+: [a-zA-Z ]+ is (NaN|inf|-inf); learning_rate=1000"),
+    "sac": (
+        {"num_envs": 4, "hidden_sizes": [32, 32], "batch_size": 64, "learning_starts": 64, "buffer_size": 4096,
+         "actor_learning_rate": 1e6, "critic_learning_rate": 1e6},
+        r"SAC diverged at update \d+: [a-zA-Z ]+ is (NaN|inf|-inf); actor_learning_rate=1e\+06, "
+        r"critic_learning_rate=1e\+06, alpha_learning_rate=0.0003",
+    ),
+}  # fmt: skip
 
 
 def claim_pod(run: Run, index: int) -> services.Claim:
@@ -66,6 +75,10 @@ def test_a_diverged_generation_fails_without_retry_or_agent_and_its_pod_goes_on(
     assert Generation.objects.filter(run=run, pod__index=0, number=2, status="queued").exists()
     run.budget.refresh_from_db()
     assert run.budget.env_steps_used == 128
+    # the pod says why on the run page (and in its live updates)
+    pod = gen.pod
+    assert selectors.pod_payload(pod)["last_failure"] == f"generation 1 diverged: {LINE}"
+    assert selectors.pod_payload(Generation.objects.get(run=run, pod__index=1).pod)["last_failure"] == ""
 
 
 @pytest.mark.django_db
@@ -94,6 +107,7 @@ def test_a_run_pauses_itself_when_every_pod_diverged_three_times_in_a_row(run, a
     client.force_login(user)
     page = client.get(f"/runs/{run.pk}/").content.decode()
     assert "the last 3 generations of every pod diverged" in page
+    assert f"generation 3 diverged: {LINE}" in page  # pod 0's card
 
     services.run_resume(run=run)
     run.refresh_from_db()
@@ -127,11 +141,16 @@ def _wait(predicate, *, timeout: float, what: str) -> None:
 
 @pytest.mark.slow
 @pytest.mark.django_db(transaction=True)
+@pytest.mark.parametrize("algorithm", ["ppo", "sac"])
 def test_exploding_learning_rate_through_a_celery_worker_fails_generations_and_pauses_the_run(
-    workers, make_budget, user, dataset
+    workers, make_budget, user, dataset, algorithm
 ):
-    workers.start("nan")
-    task = create_task(user, dataset, name="exploding", hyperparameters={**TINY_PPO, "learning_rate": 1000})
+    if not workers.procs:
+        workers.start("nan")
+    hyperparameters, line_re = EXPLODING[algorithm]
+    task = create_task(
+        user, dataset, name=f"exploding {algorithm}", algorithm=algorithm, hyperparameters=hyperparameters
+    )
     budget = make_budget(max_concurrent_pods=2, env_step_cap=10**9)
     run = services.run_create(
         owner=user, task=task, budget=budget, num_pods=2, generation_steps=256, leaderboard_size=3, device="cpu"
@@ -148,7 +167,7 @@ def test_exploding_learning_rate_through_a_celery_worker_fails_generations_and_p
     failed = Generation.objects.filter(run=run, status=Generation.Status.FAILED)
     assert failed.count() == 2 * services.PAUSE_AFTER_FAILURES
     for gen in failed:
-        assert re.fullmatch(LINE_RE, gen.error), gen.error
+        assert re.fullmatch(line_re, gen.error), gen.error
         assert gen.failure == "diverged"
         assert gen.attempt == 1  # a permanent failure: never retried
     assert not Generation.objects.filter(run=run, status=Generation.Status.DONE).exists()
@@ -157,6 +176,8 @@ def test_exploding_learning_rate_through_a_celery_worker_fails_generations_and_p
         folder = f"runs/{run.pk}/pod{gen.pod.index}"
         stored = default_storage.listdir(folder)[1] if default_storage.exists(folder) else []
         assert not [name for name in stored if name.startswith(f"gen{gen.number}-") and f"-{gen.pk}" in name]
-    assert run.status_reason.startswith("paused: the last 3 generations of every pod diverged (latest: PPO diverged")
+    assert run.status_reason.startswith(
+        f"paused: the last 3 generations of every pod diverged (latest: {algorithm.upper()} diverged"
+    )
     budget.refresh_from_db()
     assert budget.env_steps_used > 0  # what the diverged generations trained counts

@@ -59,3 +59,26 @@ def test_api_field_messages_do_not_repeat_their_field_name(api_client, dataset):
     body = response.json()
     assert body["fields"] == {"train.end": "2010-01-01 is before train.start 2019-12-31"}
     assert body["error"] == "train.end: 2010-01-01 is before train.start 2019-12-31"
+
+
+def test_the_form_creates_a_portfolio_run_with_its_reward_costs_and_selection_rule(client, user, world):
+    from webapp.runs.models import Run
+
+    client.force_login(user)
+    before = set(Run.objects.values_list("id", flat=True))
+    form = _run_form(
+        world,
+        kind="portfolio",
+        reward="differential_sharpe",
+        selection_rule="worst_window",
+        buy_cost_pct=0.002,
+        start_now="",
+    )
+    response = client.post("/runs/new/", form)
+    assert response.status_code == 302, _errors(client, world, **{k: v for k, v in form.items() if k != "dataset"})
+    run = Run.objects.exclude(id__in=before).get()
+    task = run.task
+    assert task.kind == "portfolio"
+    assert task.env["reward"] == "differential_sharpe" and task.env["cost_pct"] == 0.002
+    assert "hmax" not in task.env
+    assert task.selection["rule"] == "worst_window"

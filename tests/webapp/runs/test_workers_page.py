@@ -73,3 +73,19 @@ def test_healthz_tells_an_anonymous_remote_caller_only_up_or_down(client, user):
     assert set(proxied.json()) == {"ok", "status"}
     client.force_login(user)
     assert "checks" in client.get("/healthz", REMOTE_ADDR="203.0.113.5").json()
+
+
+def test_the_new_run_estimate_uses_the_speed_measured_on_done_generations(world, user):
+    import datetime as dt
+
+    from webapp.runs import estimate
+
+    assert estimate.measured_speed(algorithm="sac") is None
+    done = Generation.objects.filter(run=world.run, status=Generation.Status.DONE)
+    for gen in done:  # 256 env steps in 2 s each
+        Generation.objects.filter(pk=gen.pk).update(finished_at=gen.started_at + dt.timedelta(seconds=2))
+    speed = estimate.measured_speed(algorithm="ppo")
+    assert speed["generations"] == done.count() and speed["steps_per_s"] == pytest.approx(128.0)
+    room = estimate.budget_room(world.budget)
+    assert room["env_steps_left"] == world.budget.env_step_cap - world.budget.env_steps_used
+    assert room["device_seconds_left"] is None and room["max_concurrent_pods"] == 8

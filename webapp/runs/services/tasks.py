@@ -26,6 +26,8 @@ def task_create(
     env: dict[str, Any] | None = None,
     algorithm: str = "ppo",
     hyperparameters: dict[str, Any] | None = None,
+    kind: str = "stock_trading",
+    selection: dict[str, Any] | None = None,
 ) -> Task:
     """Create a task after validating it with the trainer's config classes.
 
@@ -34,9 +36,12 @@ def task_create(
         tickers: a non-empty subset of the dataset's tickers (``None`` = all of them).
         splits: ``{"train": [start, end] or {"start", "end"}, "validation": ..., "test": ...}``,
             inclusive ``YYYY-MM-DD`` bounds (stored as ``{"start", "end"}``).
-        env: ``EnvConfig`` fields (costs, hmax, initial cash...), defaults for the rest.
+        env: fields of the kind's env config (stock trading: costs, hmax, initial cash...;
+            portfolio: cost_pct, reward...), defaults for the rest.
         algorithm: ``"ppo"`` or ``"sac"``.
         hyperparameters: the algorithm's config fields, defaults for the rest.
+        kind: ``"stock_trading"`` or ``"portfolio"``.
+        selection: the validation scoring rule (``rule``, ``windows``, ``k``); ``{}`` = default.
 
     Raises:
         AppError: naming the field (``tickers``, ``splits.validation``, ``env.hmax``,
@@ -64,9 +69,11 @@ def task_create(
         "env": env,
         "algorithm": algorithm,
         "hyperparameters": hyperparameters,
+        "kind": kind,
+        "selection": selection or {},
     }
     # Every error at once: env bounds, each hyperparameter alone, then data and splits alone.
-    if isinstance(env, dict):
+    if isinstance(env, dict) and kind == "stock_trading":
         fields.update(bounds.errors(env, bounds.ENV, prefix="env."))
     if isinstance(hyperparameters, dict):
         fields.update(bounds.hyperparameter_errors(algorithm, hyperparameters, engine.validate_hyperparameters))
@@ -90,4 +97,6 @@ def task_create(
         env=normalized["env"],
         algorithm=normalized["algorithm"],
         hyperparameters=normalized["hyperparameters"],
+        kind=normalized["kind"],
+        selection=normalized["selection"],
     )
