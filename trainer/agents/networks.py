@@ -10,6 +10,8 @@ import torch.nn.functional as F
 from torch import nn
 
 from trainer.ops.losses import (
+    diag_gaussian_entropy,
+    diag_gaussian_log_prob,
     diag_gaussian_log_prob_from_noise,
     tanh_gaussian_log_prob,
 )
@@ -207,6 +209,13 @@ class GaussianActor(nn.Module):
         noise = torch.randn(mean.shape, device=mean.device, generator=generator)
         actions = torch.addcmul(mean, noise, self.log_std.exp())
         return actions, diag_gaussian_log_prob_from_noise(noise, self.log_std)
+
+    def evaluate(self, obs: torch.Tensor, actions: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """Log densities (B,) and entropies (B,) of given unclipped actions under the current policy
+        (A2C's autograd update)."""
+        mean = self.mean(obs)
+        entropy = diag_gaussian_entropy(self.log_std).expand(obs.shape[0])
+        return diag_gaussian_log_prob(actions, mean, self.log_std), entropy
 
 
 class SquashedGaussianActor(nn.Module):
