@@ -20,7 +20,7 @@ from trainer.ensemble import ENSEMBLE, ensemble_policy_from_config
 from trainer.errors import BundleError, TrainerError
 from trainer.files import sha256_bytes
 
-__all__ = ["BUNDLE_FORMAT", "BUNDLE_MEMBERS", "BUNDLE_VERSION", "LoadedAgent", "load_agent"]
+__all__ = ["BUNDLE_FORMAT", "BUNDLE_MEMBERS", "BUNDLE_VERSION", "LoadedAgent", "load_agent", "read_bundle"]
 
 BUNDLE_FORMAT = "paddock.bundle"
 BUNDLE_VERSION = 1
@@ -28,7 +28,7 @@ BUNDLE_VERSION = 1
 BUNDLE_MEMBERS = ("policy.safetensors", "config.json", "policy.onnx", "README.md", "SHA256SUMS")
 
 
-def _read_bundle(path: Path) -> dict[str, bytes]:
+def read_bundle(path: Path) -> dict[str, bytes]:
     """Read and verify every member of a bundle zip.
 
     Raises:
@@ -277,7 +277,7 @@ def load_agent(path: str | Path, *, device: str | torch.device = "cpu") -> Loade
     from safetensors.torch import load as safetensors_load
 
     path = Path(path)
-    members = _read_bundle(path)
+    members = read_bundle(path)
     try:
         config = json.loads(members["config.json"].decode("utf-8"))
     except (UnicodeDecodeError, json.JSONDecodeError) as exc:
