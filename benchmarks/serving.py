@@ -13,7 +13,7 @@ HTTP time includes JSON encoding on the client and decoding of the answer. The t
 p99 and requests/s (1 / mean latency) and the HTTP overhead (p50 minus the floor's p50); the
 target is an overhead under 5 ms for one observation. The rate limit is raised for the run.
 
-Usage (a scratch database and Redis database; the benchmark user is replaced)::
+Usage (a scratch database and Redis database; each run adds a user)::
 
     DATABASE_URL=postgres://postgres@127.0.0.1:5432/paddock_bench REDIS_URL=redis://127.0.0.1:6379/11 \\
         DEBUG=1 OMP_NUM_THREADS=1 .venv/bin/python benchmarks/serving.py [--requests 500]
@@ -46,7 +46,7 @@ import numpy as np  # noqa: E402
 from django.core.management import call_command  # noqa: E402
 
 DOW30 = "dow30_daily_eodhd_2010-01-04_2022-11-15.csv.gz"
-USERNAME = "serving-bench"
+USERNAME = f"serving-bench-{int(time.time())}"
 
 
 def percentile(values: list[float], q: float) -> float:
@@ -64,7 +64,6 @@ def setup_agent():
     from webapp.runs import services
     from webapp.runs.models import Generation
 
-    get_user_model().objects.filter(username=USERNAME).delete()
     user = get_user_model().objects.create_user(username=USERNAME, password="bench-password-123")
     dataset = market_services.dataset_create_from_files(owner=user, name="dow30", paths=[DOW30], tickers=None)
     splits = {"train": ["2015-01-01", "2019-12-31"], "validation": ["2020-01-01", "2020-12-31"],

@@ -1,10 +1,12 @@
-// New-run form: switching the algorithm swaps in its default hyperparameters, unless the
-// user has already edited them.
+// New-run form: switching the algorithm swaps in its default hyperparameters and PBT mutation
+// (its learning-rate names), unless the user has already edited them.
 (function () {
   "use strict";
   const defaults = JSON.parse(document.getElementById("hyperparameter-defaults").textContent);
   const algorithm = document.getElementById("id_algorithm");
   const box = document.getElementById("id_hyperparameters");
+  const mutations = JSON.parse(document.getElementById("mutation-defaults").textContent);
+  const mutationBox = document.getElementById("id_mutation");
   if (!algorithm || !box) return;
 
   const same = (text, value) => {
@@ -21,6 +23,9 @@
   algorithm.addEventListener("change", () => {
     const untouched = !box.value.trim() || same(box.value, defaults[previous]);
     if (untouched) box.value = JSON.stringify(defaults[algorithm.value], null, 2);
+    if (mutationBox && (!mutationBox.value.trim() || same(mutationBox.value, mutations[previous]))) {
+      mutationBox.value = JSON.stringify(mutations[algorithm.value]);
+    }
     previous = algorithm.value;
     showHelp();
   });

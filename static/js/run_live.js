@@ -287,7 +287,7 @@
 
   // --- leaderboard and chart ------------------------------------------------------------
 
-  const COLUMNS = ["rank", "agent", "score", "baselines", "generation", "parent", "pod", "hyperparameters", "env_steps", "age"];
+  const COLUMNS = ["rank", "agent", "score", "baselines", "dsr", "generation", "parent", "pod", "hyperparameters", "env_steps", "age"];
 
   function newRow(agent) {
     const tr = document.createElement("tr");
@@ -295,7 +295,7 @@
     for (const col of COLUMNS) {
       const td = document.createElement("td");
       td.dataset.col = col;
-      if (["rank", "score", "generation", "pod", "env_steps"].includes(col)) td.className = "num";
+      if (["rank", "score", "dsr", "generation", "pod", "env_steps"].includes(col)) td.className = "num";
       tr.appendChild(td);
     }
     tr.querySelector('[data-col="agent"]').innerHTML = '<a href="' + agentUrl(agent.id) + '">#' + agent.id + "</a>";
@@ -317,6 +317,8 @@
       mark.textContent = "within noise";
       cell("baselines").append(" ", mark);
     }
+    // Deflated Sharpe Ratio against every agent the run has evaluated (server-computed)
+    cell("dsr").textContent = fmtNumber(agent.deflated_sharpe ?? null, 3);
     cell("generation").textContent = agent.generation;
     cell("parent").innerHTML = agent.parent_id
       ? '<a href="' + agentUrl(agent.parent_id) + '">#' + agent.parent_id + "</a>"

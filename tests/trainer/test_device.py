@@ -5,8 +5,10 @@ from __future__ import annotations
 import pytest
 import torch
 
+from trainer.agents import make_agent
+from trainer.agents._common import make_adam
 from trainer.cli import main
-from trainer.device import RUN_DEVICES, check_cuda_index, check_run_device, pick_device
+from trainer.device import RUN_DEVICES, check_cuda_index, check_run_device, configure_device, pick_device
 from trainer.errors import ConfigError
 
 
@@ -57,3 +59,20 @@ def test_the_cli_exits_2_naming_the_device_for_an_invisible_gpu(tmp_path, capsys
     assert main(["evaluate", str(checkpoint), "--device", "cuda:64"]) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "device" in err
+
+
+def test_the_cpu_keeps_full_float32_matmuls_and_default_adam():
+    before = torch.get_float32_matmul_precision()
+    configure_device(torch.device("cpu"))
+    assert torch.get_float32_matmul_precision() == before
+    optimizer = make_adam([torch.nn.Parameter(torch.zeros(3))], 1e-3, torch.device("cpu"))
+    assert not optimizer.defaults["fused"]
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
+def test_cuda_uses_tf32_matmuls_and_fused_adam():
+    device = torch.device("cuda", 0)
+    configure_device(device)
+    assert torch.get_float32_matmul_precision() == "high"
+    agent = make_agent("sac", 8, 2, {"num_envs": 4, "hidden_sizes": [8]}, device=device, seed=0)
+    assert agent.actor_optimizer.defaults["fused"] and agent.critic_optimizer.defaults["fused"]

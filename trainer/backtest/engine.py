@@ -56,6 +56,8 @@ class BacktestResult:
             * ``cash`` float64 USD and ``holdings_<TICKER>`` float64 shares before the trades;
             * ``trades_<TICKER>`` float64 shares executed at day ``d``'s close (+ bought,
               - sold); ``holdings[d + 1] = holdings[d] + trades[d]``;
+            * ``weight_<TICKER>`` float64 fraction of the account in that ticker at day
+              ``d``'s close, before the trades (holdings x close / account value; the rest is cash);
             * ``traded_value`` float64 USD, buys plus sells at day ``d``'s close;
             * ``costs`` float64 USD of transaction costs paid on day ``d``;
             * ``turnover`` float64 fraction, ``traded_value / account_value``.
@@ -269,6 +271,8 @@ def daily_frame(trace: PolicyTrace, window: MarketData) -> pd.DataFrame:
         daily[f"holdings_{tic}"] = holdings[:, i]
     for i, tic in enumerate(window.tickers):
         daily[f"trades_{tic}"] = trades[:, i]
+    for i, tic in enumerate(window.tickers):
+        daily[f"weight_{tic}"] = holdings[:, i] * window.close[:, i] / value
     daily["traded_value"] = traded_value
     daily["costs"] = costs
     daily["turnover"] = turnover_series(daily["traded_value"], daily["account_value"])

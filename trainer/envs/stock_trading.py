@@ -577,7 +577,9 @@ class StockTradingVecEnv(EpisodeStarts):
                 their place (as this env once did) let such a policy score a quiet 0 and rank
                 above every losing agent (issue 20). Agents check their own numbers after each
                 update and evaluation names the agent before stepping; this check is the
-                env's own guard, merged into the host sync a step already makes.
+                env's own guard, merged into the host sync a step already makes. On the
+                sync-free path (accelerators) such rows hold instead and the step is counted
+                in ``nonfinite_steps`` (see the module docstring).
 
         Returns:
             ``(obs, reward, terminated, truncated, info)``:
@@ -600,7 +602,8 @@ class StockTradingVecEnv(EpisodeStarts):
 
         Raises:
             ValueError: ``action`` does not have shape (num_envs, num_stocks), or holds NaN or
-                infinite values (the message names the env rows); the env's state is unchanged.
+                infinite values on the CPU path (the message names the env rows); the env's
+                state is unchanged.
         """
         if tuple(action.shape) != (self.num_envs, self.num_stocks):
             raise ValueError(f"action must have shape {(self.num_envs, self.num_stocks)}, got {tuple(action.shape)}")

@@ -187,14 +187,72 @@ def compare_figure(equity: pd.DataFrame) -> go.Figure:
     return fig
 
 
+def weights_figure(daily: pd.DataFrame) -> go.Figure | None:
+    """The agent's positions over time: each ticker's weight in the account (stacked, cash on
+    top), from the ``weight_<T>`` columns; ``None`` for a backtest stored before they existed."""
+    columns = [c for c in daily.columns if c.startswith("weight_")]
+    if not columns:
+        return None
+    fig = go.Figure()
+    for column in columns:
+        fig.add_trace(
+            go.Scatter(
+                x=daily.index,
+                y=daily[column].to_numpy(),
+                name=column.removeprefix("weight_"),
+                stackgroup="weights",
+                mode="lines",
+                line={"width": 0.5},
+                hovertemplate="%{y:.1%}",
+            )
+        )
+    cash = (daily["cash"] / daily["account_value"]).to_numpy()
+    fig.add_trace(
+        go.Scatter(x=daily.index, y=cash, name="cash", stackgroup="weights", mode="lines", hovertemplate="%{y:.1%}")
+    )
+    fig.update_layout(**_layout("Positions: weight of each ticker", yaxis={"tickformat": ".0%", "range": [0, 1]}))
+    return fig
+
+
+def trade_rows(daily: pd.DataFrame, *, limit: int = 200) -> tuple[list[dict[str, Any]], int]:
+    """The agent's trades, latest first: ``[{date, ticker, shares, value}]`` (value in USD
+    when the weights give the price), at most ``limit``, and how many there are in all."""
+    rows = []
+    for column in [c for c in daily.columns if c.startswith("trades_")]:
+        ticker = column.removeprefix("trades_")
+        traded = daily[column]
+        for date, shares in traded[traded != 0].items():
+            price = None
+            if f"weight_{ticker}" in daily and daily.at[date, f"holdings_{ticker}"]:
+                price = (
+                    daily.at[date, f"weight_{ticker}"]
+                    * daily.at[date, "account_value"]
+                    / daily.at[date, f"holdings_{ticker}"]
+                )
+            rows.append(
+                {
+                    "date": date.strftime("%Y-%m-%d"),
+                    "ticker": ticker,
+                    "shares": float(shares),
+                    "value": None if price is None else float(shares * price),
+                }
+            )
+    rows.sort(key=lambda r: (r["date"], r["ticker"]), reverse=True)
+    return rows[:limit], len(rows)
+
+
 def report_figures(daily: pd.DataFrame) -> dict[str, go.Figure]:
-    """The four report charts keyed by their element id."""
-    return {
+    """The report charts keyed by their element id (positions only when the series has weights)."""
+    figures = {
         "equity-chart": equity_figure(daily),
         "drawdown-chart": drawdown_figure(daily),
         "monthly-heatmap": monthly_heatmap_figure(daily),
         "rolling-sharpe": rolling_sharpe_figure(daily),
     }
+    weights = weights_figure(daily)
+    if weights is not None:
+        figures["weights-chart"] = weights
+    return figures
 
 
 def figure_data(fig: go.Figure) -> dict[str, Any]:

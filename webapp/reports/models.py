@@ -84,3 +84,13 @@ class Backtest(models.Model):
     def agent_metrics(self) -> dict:
         """The agent's own metrics (empty until done)."""
         return (self.metrics or {}).get("agent", {})
+
+    @property
+    def qqq_metrics(self) -> dict:
+        """QQQ buy-and-hold's metrics on the same dates (empty until done)."""
+        return (self.metrics or {}).get("QQQ", {})
+
+    @property
+    def equal_weight_metrics(self) -> dict:
+        """The equal-weight portfolio's metrics on the same dates (empty until done)."""
+        return (self.metrics or {}).get("equal_weight", {})

@@ -144,6 +144,7 @@ def backtest_detail(request: HttpRequest, backtest_id: int) -> HttpResponse:
             {"id": div_id, "data_id": f"{div_id}-data", "figure": charts.figure_data(fig)}
             for div_id, fig in charts.report_figures(daily).items()
         ]
+        context["trades"], context["trades_total"] = charts.trade_rows(daily)
     return render(request, "reports/report.html", context)
 
 

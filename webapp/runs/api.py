@@ -19,7 +19,7 @@ from rest_framework.response import Response
 from webapp import engine
 from webapp.core.downloads import serve_file
 from webapp.core.errors import AppError
-from webapp.runs import selectors, serializers, services, telemetry
+from webapp.runs import archive, selectors, serializers, services, telemetry
 from webapp.runs.models import Agent, ClusterBudget, Run, Task
 
 RUN_FILTERS = [
@@ -124,7 +124,13 @@ class TaskViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, mixins.Creat
         responses={201: serializers.RunSerializer},
     ),
 )
-class RunViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, mixins.CreateModelMixin, viewsets.GenericViewSet):
+class RunViewSet(
+    mixins.ListModelMixin,
+    mixins.RetrieveModelMixin,
+    mixins.CreateModelMixin,
+    mixins.DestroyModelMixin,
+    viewsets.GenericViewSet,
+):
     queryset = Run.objects.none()  # for the schema; get_queryset scopes to the user
     serializer_class = serializers.RunSerializer
 
@@ -139,6 +145,34 @@ class RunViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, mixins.Create
 
     def _fresh(self, run: Run) -> Response:
         return Response(self.get_serializer(self.get_queryset().get(pk=run.pk)).data)
+
+    def perform_destroy(self, instance: Run) -> None:
+        """``DELETE``: an ended run with its agents, backtests and files (409 while it runs)."""
+        archive.run_delete(run=instance)
+
+    @extend_schema(
+        summary="Set the run's tags (list of words) and/or note",
+        request=serializers.AnnotateSerializer,
+        responses=serializers.RunSerializer,
+    )
+    @action(detail=True, methods=["post"])
+    def annotate(self, request: Request, pk=None) -> Response:
+        run = self.get_object()
+        archive.run_annotate(run=run, tags=request.data.get("tags"), note=request.data.get("note"))
+        return self._fresh(run)
+
+    @extend_schema(
+        summary="Archive the run (hidden from lists unless asked for), or bring it back",
+        request=serializers.ArchiveSerializer,
+        responses=serializers.RunSerializer,
+    )
+    @action(detail=True, methods=["post"], url_path="archive")
+    def archive_run(self, request: Request, pk=None) -> Response:
+        run = self.get_object()
+        form = serializers.ArchiveSerializer(data=request.data)
+        form.is_valid(raise_exception=True)
+        archive.run_archive(run=run, archived=form.validated_data["archived"])
+        return self._fresh(run)
 
     def create(self, request: Request, *args, **kwargs) -> Response:
         form = serializers.RunCreateSerializer(data=request.data, context={"request": request})

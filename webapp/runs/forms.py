@@ -20,6 +20,19 @@ from webapp.runs.services import DEFAULT_GENERATION_STEPS
 
 DEFAULT_MUTATION = {"bounds": {"learning_rate": [1e-5, 1e-2]}, "factors": [0.8, 1.25], "probability": 1.0}
 
+
+def default_mutation(algorithm: str) -> dict[str, Any]:
+    """The form's default PBT mutation for ``algorithm``: its learning rates (``learning_rate``
+    for PPO and A2C; ``actor_learning_rate`` and ``critic_learning_rate`` for SAC, TD3, DDPG)
+    between 1e-5 and 1e-2, moved by x0.8 or x1.25."""
+    names = [
+        k
+        for k in engine.default_hyperparameters(algorithm)
+        if k in ("learning_rate", "actor_learning_rate", "critic_learning_rate")
+    ]
+    return {**DEFAULT_MUTATION, "bounds": {name: [1e-5, 1e-2] for name in names}}
+
+
 HYPERPARAMETER_HELP = {
     "ppo": {
         "num_envs": "parallel envs per pod; one rollout is rollout_steps x num_envs transitions",
@@ -44,7 +57,30 @@ HYPERPARAMETER_HELP = {
         "tau": "target network soft-update rate",
         "initial_alpha": "initial entropy temperature",
     },
+    "a2c": {
+        "num_envs": "parallel envs per pod; one rollout is rollout_steps x num_envs transitions",
+        "rollout_steps": "steps per env before each (single) gradient step",
+        "hidden_sizes": "widths of the actor and critic MLPs",
+        "learning_rate": "Adam step size (> 0); mutated by the tournament when named in mutation bounds",
+        "gamma": "discount in (0, 1]",
+        "gae_lambda": "GAE lambda in [0, 1] (1 = n-step returns)",
+        "ent_coef": "entropy bonus weight (>= 0)",
+        "vf_coef": "value-loss weight (>= 0)",
+    },
+    "td3": {
+        "num_envs": "parallel envs per pod",
+        "actor_learning_rate": "Adam step size of the actor (> 0)",
+        "critic_learning_rate": "Adam step size of the critics (> 0)",
+        "batch_size": "samples per gradient step",
+        "buffer_size": "replay buffer capacity (transitions)",
+        "learning_starts": "random-action steps before learning starts",
+        "exploration_noise": "std of the Gaussian action noise while collecting",
+        "target_policy_noise": "std of the target smoothing noise (0 = DDPG)",
+        "policy_delay": "critic updates per actor update (1 = DDPG)",
+        "twin_critics": "two critics and their minimum (false = DDPG's one critic)",
+    },
 }
+HYPERPARAMETER_HELP["ddpg"] = HYPERPARAMETER_HELP["td3"]
 
 # Where an error naming a task/run field (dotted, from the services) is shown on the form.
 _SPLIT_FIELDS = {
@@ -141,7 +177,7 @@ class RunForm(forms.Form):
         help_text="Sell everything on days at or above this turbulence; empty = never.",
     )
 
-    algorithm = forms.ChoiceField(choices=[("ppo", "PPO"), ("sac", "SAC")], initial="ppo")
+    algorithm = forms.ChoiceField(choices=[(a, a.upper()) for a in engine.algorithms()], initial="ppo")
     hyperparameters = forms.JSONField(
         widget=forms.Textarea(attrs={"rows": 10, "spellcheck": "false"}),
         help_text="JSON object of the algorithm's settings; keys left out keep their defaults.",
@@ -182,7 +218,7 @@ class RunForm(forms.Form):
             self.initial.setdefault(
                 "hyperparameters", engine.default_hyperparameters(self.initial.get("algorithm", "ppo"))
             )
-            self.initial.setdefault("mutation", DEFAULT_MUTATION)
+            self.initial.setdefault("mutation", default_mutation(self.initial.get("algorithm", "ppo")))
 
     def clean_hyperparameters(self) -> dict:
         value = self.cleaned_data["hyperparameters"]
@@ -258,7 +294,7 @@ class RunForm(forms.Form):
 # Dotted names in service messages, as the form says them: the split bounds in words, and no
 # prefix on env fields and JSON keys (the form shows those under their own label / as typed).
 _DOTTED_NAME = re.compile(
-    r"\b(train|validation|test)\.(start|end)\b|\b(?:env|hyperparameters|mutation|ppo|sac)\.(?=\w)"
+    r"\b(train|validation|test)\.(start|end)\b|\b(?:env|hyperparameters|mutation|ppo|a2c|sac|td3|ddpg)\.(?=\w)"
 )
 _SPLIT_WORDS = {"train": "training", "validation": "validation", "test": "test"}
 _JSON_FIELDS = ("hyperparameters", "mutation")
@@ -331,8 +367,12 @@ class RunFilterForm(forms.Form):
     """Filters of the runs list (GET)."""
 
     status = forms.ChoiceField(choices=[("", "Any status"), *Run.Status.choices], required=False)
-    algorithm = forms.ChoiceField(choices=[("", "Any algorithm"), ("ppo", "PPO"), ("sac", "SAC")], required=False)
+    algorithm = forms.ChoiceField(
+        choices=[("", "Any algorithm"), *((a, a.upper()) for a in engine.algorithms())], required=False
+    )
     q = forms.CharField(required=False, label="Search", widget=forms.TextInput(attrs={"placeholder": "name or id"}))
+    tag = forms.CharField(required=False, label="Tag", widget=forms.TextInput(attrs={"placeholder": "tag"}))
+    archived = forms.BooleanField(required=False, label="archived runs")
 
 
 class ScaleForm(forms.Form):

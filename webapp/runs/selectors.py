@@ -17,7 +17,7 @@ from django.db.models.functions import Coalesce
 from django.utils import timezone
 
 from webapp.market.models import Dataset
-from webapp.runs import baselines
+from webapp.runs import baselines, deflated
 from webapp.runs.models import Agent, ClusterBudget, Generation, Pod, Run, Task
 
 HISTORY_MAX_POINTS = 2000
@@ -213,15 +213,19 @@ def generation_payload(gen: Generation) -> dict[str, Any]:
     }
 
 
-def agent_payload(agent: Agent) -> dict[str, Any]:
+def agent_payload(agent: Agent, run_sharpes: deflated.RunSharpes | None = None) -> dict[str, Any]:
     """One leaderboard row (``pod`` and ``generation`` joined: ``leaderboard`` selects them).
 
     ``generation`` is the depth in the lineage (1 = fresh), ``pod_generation`` the pod's
     counter; ``env_steps`` is what the agent's own generation trained and ``total_env_steps``
-    its line's (ancestors' + own).
+    its line's (ancestors' + own). ``deflated_sharpe`` is the Deflated Sharpe Ratio against every
+    agent the run has evaluated (``run_sharpes``, computed here when not given).
     """
+    stats = run_sharpes if run_sharpes is not None else deflated.run_sharpes(agent.run_id)
     return {
         "id": agent.id,
+        "deflated_sharpe": deflated.agent_dsr(agent, stats),
+        "trials": stats.trials,
         "score": agent.score,
         "metrics": agent.metrics,
         "pod": agent.pod.index,
@@ -245,7 +249,8 @@ def leaderboard(run: Run) -> list[Agent]:
 
 
 def leaderboard_payload(run: Run) -> list[dict[str, Any]]:
-    return [agent_payload(a) for a in leaderboard(run)]
+    stats = deflated.run_sharpes(run.id)
+    return [agent_payload(a, stats) for a in leaderboard(run)]
 
 
 def run_snapshot(run: Run) -> dict[str, Any]:

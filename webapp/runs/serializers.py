@@ -8,7 +8,7 @@ from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
 from webapp import engine
-from webapp.runs import selectors, services
+from webapp.runs import deflated, selectors, services
 from webapp.runs.models import Agent, ClusterBudget, Run, Task
 
 
@@ -144,6 +144,9 @@ class RunSerializer(serializers.ModelSerializer):
             "seed",
             "device",
             "best_score",
+            "tags",
+            "note",
+            "archived",
             "pods_running",
             "agents_count",
             "env_steps_done",
@@ -180,6 +183,15 @@ class RunCreateSerializer(serializers.Serializer):
     start = serializers.BooleanField(default=False, help_text="start the run at once")
 
 
+class AnnotateSerializer(serializers.Serializer):
+    tags = serializers.ListField(child=serializers.CharField(), required=False, help_text="lower-cased, at most 20")
+    note = serializers.CharField(required=False, allow_blank=True)
+
+
+class ArchiveSerializer(serializers.Serializer):
+    archived = serializers.BooleanField(default=True)
+
+
 class ScaleSerializer(serializers.Serializer):
     num_pods = serializers.IntegerField(help_text="new size of the training pool")
 
@@ -210,6 +222,10 @@ class AgentSerializer(serializers.ModelSerializer):
     )
     mutations = serializers.JSONField(source="generation.mutations", read_only=True)
     bundle_url = serializers.SerializerMethodField()
+    deflated_sharpe = serializers.SerializerMethodField(
+        help_text="Deflated Sharpe Ratio (Bailey & López de Prado 2014) of the validation Sharpe ratio, "
+        "against every agent the run has evaluated; null without a Sharpe ratio"
+    )
 
     class Meta:
         model = Agent
@@ -232,8 +248,17 @@ class AgentSerializer(serializers.ModelSerializer):
             "on_leaderboard",
             "created_at",
             "bundle_url",
+            "deflated_sharpe",
         ]
         read_only_fields = fields
+
+    @extend_schema_field(OpenApiTypes.FLOAT)
+    def get_deflated_sharpe(self, obj: Agent) -> float | None:
+        """Deflated Sharpe Ratio against every agent the run has evaluated (one query per run)."""
+        cache = self.context.setdefault("run_sharpes", {})
+        if obj.run_id not in cache:
+            cache[obj.run_id] = deflated.run_sharpes(obj.run_id)
+        return deflated.agent_dsr(obj, cache[obj.run_id])
 
     def get_bundle_url(self, obj: Agent) -> str:
         from django.urls import reverse

@@ -125,6 +125,7 @@ def run_generation(self, generation_id: int) -> None:
                 telemetry=attempt.telemetry,
                 data_dir=str(settings.PADDOCK_DATA_DIR),
                 cache_dir=str(settings.PADDOCK_CACHE_DIR),
+                benchmark_path=str(settings.PADDOCK_BENCHMARK_FILE),
             )
             agent = db.on_fresh_connection(
                 services.generation_complete,

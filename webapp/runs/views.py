@@ -22,7 +22,18 @@ from webapp import engine
 from webapp.core.downloads import serve_file
 from webapp.core.errors import AppError
 from webapp.core.formatting import format_duration, format_hyperparameters
-from webapp.runs import baselines, estimate, forms, lineage, selectors, services, telemetry, workers
+from webapp.runs import (
+    archive,
+    baselines,
+    deflated,
+    estimate,
+    forms,
+    lineage,
+    selectors,
+    services,
+    telemetry,
+    workers,
+)
 
 PAGE_SIZE = 50
 #: leaderboard rows the run page shows (the API pages through all of them)
@@ -51,6 +62,9 @@ def run_list(request: HttpRequest) -> HttpResponse:
         algorithm=values.get("algorithm", ""),
         search=values.get("q", ""),
     )
+    qs = qs.filter(archived=bool(values.get("archived")))
+    if values.get("tag"):
+        qs = qs.filter(tags__contains=[values["tag"].strip().lower()])
     page = Paginator(qs, PAGE_SIZE).get_page(request.GET.get("page"))
     rows = [(run, selectors.budget_progress(run.budget, run)) for run in page.object_list]
     query = request.GET.copy()
@@ -102,11 +116,18 @@ def run_new(request: HttpRequest) -> HttpResponse:
             initial = {"dataset": int(request.GET["dataset"])}
         form = forms.RunForm(initial=initial, user=request.user)
     defaults = {algo: engine.default_hyperparameters(algo) for algo in engine.algorithms()}
+    mutations = {algo: forms.default_mutation(algo) for algo in engine.algorithms()}
     inputs = estimate.estimate_inputs(budgets=form.fields["budget"].queryset, algorithms=engine.algorithms())
     return render(
         request,
         "runs/new.html",
-        {"form": form, "defaults": defaults, "help": forms.HYPERPARAMETER_HELP, "estimate": inputs},
+        {
+            "form": form,
+            "defaults": defaults,
+            "mutation_defaults": mutations,
+            "help": forms.HYPERPARAMETER_HELP,
+            "estimate": inputs,
+        },
     )
 
 
@@ -120,6 +141,7 @@ def run_detail(request: HttpRequest, run_id: int) -> HttpResponse:
     run_data = selectors.run_payload(run)
     pods = [selectors.pod_payload(p) for p in selectors.run_pods(run)]
     board = selectors.leaderboard_queryset(run)
+    run_sharpes = deflated.run_sharpes(run.pk)
     hp_keys = hyperparameter_columns(run)
     live = {
         "run_id": run.pk,
@@ -143,6 +165,7 @@ def run_detail(request: HttpRequest, run_id: int) -> HttpResponse:
                     "agent": a,
                     "hp": format_hyperparameters(a.hyperparameters, hp_keys),
                     "baselines": {**(b := baselines.agent_baselines(a)), "text": baselines.baselines_text(b)},
+                    "deflated_sharpe": deflated.agent_dsr(a, run_sharpes),
                 }
                 for a in board[:LEADERBOARD_ROWS]
             ],
@@ -214,6 +237,14 @@ def run_control(request: HttpRequest, run_id: int, action: str) -> HttpResponse:
             if not form.is_valid():
                 raise AppError("num_pods: enter a whole number >= 1", fields={"num_pods": "invalid"})
             services.run_scale(run=run, num_pods=form.cleaned_data["num_pods"])
+        elif action == "annotate":
+            archive.run_annotate(run=run, tags=request.POST.get("tags", ""), note=request.POST.get("note", ""))
+        elif action in ("archive", "unarchive"):
+            archive.run_archive(run=run, archived=action == "archive")
+        elif action == "delete":
+            files = archive.run_delete(run=run)
+            messages.success(request, f"Run {run.name!r} deleted with its agents, backtests and {files} files.")
+            return redirect("runs:list")
         elif action in CONTROLS:
             CONTROLS[action](run, request.POST)
         else:
@@ -341,6 +372,9 @@ def agent_detail(request: HttpRequest, agent_id: int) -> HttpResponse:
             "backtest_url": backtest_url,
             "bundle": bundle,
             "baselines": baselines.agent_baselines(agent),
+            "deflated_sharpe": deflated.agent_dsr(agent, run_sharpes := deflated.run_sharpes(agent.run_id)),
+            "trials": run_sharpes.trials,
+            "selection": (agent.metrics or {}).get("selection") or {},
             "metrics_config": metrics_config(
                 api=reverse("api:agent-metrics", args=[agent.pk]),
                 algorithm=agent.run.task.algorithm,

@@ -15,7 +15,7 @@ from bs4 import BeautifulSoup
 from django.urls import reverse
 from rest_framework.test import APIClient
 
-from tests.webapp.conftest import SPLITS
+from tests.webapp.conftest import SPLITS, TICKERS
 from tests.webapp.reports.conftest import qqq_close
 from trainer.backtest.metrics import compute_metrics, returns_from_values
 from webapp.reports.models import Backtest
@@ -272,3 +272,35 @@ def test_backtest_button_without_dates_backtests_the_test_window(client_of, user
     backtest = Backtest.objects.get()
     assert response.status_code == 302
     assert (str(backtest.start), str(backtest.end)) == tuple(SPLITS["test"])
+
+
+def test_backtest_list_stands_qqq_and_equal_weight_next_to_the_agent_and_links_run_and_agent(
+    client_of, user, done_backtest
+):
+    page = BeautifulSoup(client_of(user).get(reverse("reports:backtest-list")).content, "html.parser")
+    row = page.select_one(f'tr[data-backtest="{done_backtest.id}"]')
+    qqq = done_backtest.metrics["QQQ"]["cumulative_return"]
+    equal = done_backtest.metrics["equal_weight"]["cumulative_return"]
+    assert row.select_one('[data-col="qqq"]').get_text().strip() == f"{round(qqq * 100)} %"
+    assert row.select_one('[data-col="equal_weight"]').get_text().strip() == f"{round(equal * 100)} %"
+    links = [a["href"] for a in row.select("a")]
+    assert reverse("runs:detail", args=[done_backtest.run_id]) in links
+    assert reverse("runs:agent", args=[done_backtest.agent_id]) in links
+
+
+def test_the_report_shows_positions_over_time_and_the_trades(client_of, user, done_backtest):
+    daily = backtest_daily(done_backtest)
+    weights = daily[[c for c in daily.columns if c.startswith("weight_")]]
+    assert sorted(weights.columns) == sorted(f"weight_{t}" for t in TICKERS)
+    # weights and cash add up to the whole account every day
+    total = weights.sum(axis=1) + daily["cash"] / daily["account_value"]
+    assert (abs(total - 1.0) < 1e-9).all()
+    page = BeautifulSoup(
+        client_of(user).get(reverse("reports:backtest-detail", args=[done_backtest.id])).content, "html.parser"
+    )
+    assert page.select_one("#weights-chart") is not None
+    traded = int((daily[[c for c in daily.columns if c.startswith("trades_")]] != 0).to_numpy().sum())
+    rows = page.select("#trades-table tbody tr")
+    assert traded > 0 and len(rows) == min(traded, 200)
+    first = [td.get_text() for td in rows[0].select("td")]
+    assert first[0] == max(r.select("td")[0].get_text() for r in rows)  # latest first

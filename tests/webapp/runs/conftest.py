@@ -75,22 +75,30 @@ def isolated_redis(django_db_setup, django_db_blocker) -> Iterator[str]:
     client.close()
 
 
+def worker_env(redis_url: str, data_dir, **extra: str) -> dict[str, str]:
+    """The environment of a test worker process: the test database, ``redis_url``, the data
+    folder, one torch thread, plus ``extra`` variables."""
+    from django.db import connection
+
+    return {
+        **os.environ,
+        "DEBUG": "1",
+        "DATABASE_URL": database_url(connection.settings_dict),
+        "REDIS_URL": redis_url,
+        "PADDOCK_DATA_DIR": str(data_dir),
+        "PADDOCK_TORCH_THREADS": "1",
+        "PYTHONPATH": str(REPO_ROOT),
+        **extra,
+    }
+
+
 @pytest.fixture(scope="module")
 def workers(isolated_redis, data_dir) -> Iterator[Workers]:
     """Factory of real worker processes; all are stopped at the end of the module. Their logs
     are kept in ``<PADDOCK_VAR_DIR>/worker-logs``."""
     from django.conf import settings
-    from django.db import connection
 
-    env = {
-        **os.environ,
-        "DEBUG": "1",
-        "DATABASE_URL": database_url(connection.settings_dict),
-        "REDIS_URL": isolated_redis,
-        "PADDOCK_DATA_DIR": str(data_dir),
-        "PADDOCK_TORCH_THREADS": "1",
-        "PYTHONPATH": str(REPO_ROOT),
-    }
+    env = worker_env(isolated_redis, data_dir)
     log_dir = Path(settings.VAR_DIR) / "worker-logs"
     log_dir.mkdir(parents=True, exist_ok=True)
     pool = Workers(env, log_dir)

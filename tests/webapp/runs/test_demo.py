@@ -254,3 +254,17 @@ def test_demo_setup_by_hand_says_which_address_its_link_assumes(user, data_dir, 
     call_command("demo_setup", username=user.username, no_download=True, base_url="http://h:9/", stdout=elsewhere)
     assert "demo: live run page: http://h:9/runs/" in elsewhere.getvalue()
     assert "PADDOCK_BASE_URL" not in elsewhere.getvalue()
+
+
+def test_the_demo_trains_the_portfolio_task_the_benchmark_chose_and_stock_trading_on_request(user, data_dir, settings):
+    import dataclasses
+
+    settings.PADDOCK_DATA_DIR = data_dir
+    dataset, _ = demo.import_demo_dataset(user, root=data_dir, allow_download=False)
+    task = demo.ensure_task(user, dataset, demo.CI_PROFILE)
+    assert task.kind == demo.DEMO_KIND == "portfolio"
+    assert task.hyperparameters["reward_scale"] == demo.PORTFOLIO_REWARD_SCALE
+    assert task.env["observation"] == "scale_free" and task.selection["rule"] == "mean_minus_std"
+    assert demo.ensure_task(user, dataset, demo.CI_PROFILE) == task  # reused, not duplicated
+    stock = demo.ensure_task(user, dataset, dataclasses.replace(demo.CI_PROFILE, kind="stock_trading"))
+    assert stock.kind == "stock_trading" and stock != task

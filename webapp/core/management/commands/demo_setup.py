@@ -7,6 +7,7 @@ can be run again safely.
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import time
 
@@ -55,6 +56,12 @@ class Command(BaseCommand):
             "--measure-seconds", type=float, default=4.0, help="seconds of PPO training to measure (default 4)"
         )
         parser.add_argument("--new-run", action="store_true", help="start a new run even if a demo run is going")
+        parser.add_argument(
+            "--kind",
+            choices=("portfolio", "stock_trading"),
+            default=demo.DEMO_KIND,
+            help="task kind (default portfolio: target weights over the 29 stocks and cash, starting at equal weight)",
+        )
         parser.add_argument("--no-download", action="store_true", help="never download absent data files")
         parser.add_argument(
             "--base-url", default=None, help="site URL for the printed link (default $PADDOCK_BASE_URL)"
@@ -106,6 +113,7 @@ class Command(BaseCommand):
         workers, worker_device = _training_workers()
         device = worker_device if options["device"] == "auto" else options["device"]
         profile = demo.GPU_PROFILE if device == "cuda" else demo.CPU_PROFILE
+        profile = dataclasses.replace(profile, kind=options["kind"])
         self.say(
             f"measuring PPO training speed on {device} for {options['measure_seconds']:g} s "
             f"({profile.hyperparameters['num_envs']} envs, {len(dataset.tickers)} tickers)"

@@ -1,0 +1,214 @@
+"""Device discipline of the accelerator path, on a stand-in accelerator (``tests/trainer/discipline.py``).
+
+Every tensor of the env, the agents, evaluation, checkpoints and bundles is placed on the
+``fakegpu`` device; the harness fails on a CPU tensor (dim > 0) meeting a device tensor, a
+generator drawing for another device type and ``.numpy()`` on a device tensor, and counts host
+syncs per phase. The budgets asserted here are today's:
+
+* env step: 0 host syncs;
+* PPO and A2C ``learn``: 1 per call (the env seed drawn from the agent's generator) and 2 per
+  rollout (the finished episodes' returns and the update's mean losses);
+* one SAC or TD3 gradient update: 0; their ``learn``: 1 per call (env seed), 1 per 64 env steps
+  (finished episodes' returns), and the divergence checks: 1 per vector step with updates (the
+  losses) and 1 at the end (the parameters);
+* evaluation runs on the CPU: after copying the policy off the device, no device operation.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+import torch
+
+from tests.trainer.discipline import DEVICE_TYPE, DisciplineError, stand_in_accelerator
+from trainer.agents import make_agent
+from trainer.agents._off_policy import DRAIN_EVERY
+from trainer.bundle import _build_agent, export_bundle, load_agent, load_checkpoint, save_checkpoint
+from trainer.data.pipeline import load_market_data
+from trainer.envs import EnvConfig, StockTradingVecEnv
+from trainer.pod import TaskSpec, demo_task_dict, run_generation
+
+TICKERS = ["AAPL", "MSFT", "JPM"]
+SMALL = {"num_envs": 16, "hidden_sizes": [16, 16]}
+ON_POLICY = {**SMALL, "rollout_steps": 8, "num_minibatches": 2, "update_epochs": 2}
+A2C = {**SMALL, "rollout_steps": 8}
+OFF_POLICY = {**SMALL, "batch_size": 32, "buffer_size": 1024, "learning_starts": 64}
+
+
+@pytest.fixture(autouse=True, scope="module")
+def _one_torch_thread():
+    torch.set_num_threads(1)
+
+
+@pytest.fixture(scope="module")
+def task() -> TaskSpec:
+    d = demo_task_dict()
+    d["data"]["tickers"] = TICKERS
+    d["hyperparameters"] = dict(ON_POLICY)
+    return TaskSpec.from_dict(d)
+
+
+@pytest.fixture(scope="module")
+def market(task, data_dir, tmp_path_factory):
+    return load_market_data(task.data, data_dir=data_dir, cache_dir=tmp_path_factory.mktemp("cache"))
+
+
+@pytest.fixture(scope="module")
+def train(task, market):
+    return market.slice(*task.train, name="train")
+
+
+def _env_config(train) -> EnvConfig:
+    # turbulent days, random wealth and short episodes: every branch of the step runs
+    threshold = float(np.quantile(train.turbulence[train.turbulence > 0], 0.9))
+    return EnvConfig(turbulence_threshold=threshold, randomize_initial=True, episode_length=5)
+
+
+def _count_tensors(value) -> int:
+    if isinstance(value, torch.Tensor):
+        return 1
+    if isinstance(value, dict):
+        return sum(_count_tensors(v) for v in value.values())
+    if isinstance(value, list | tuple):
+        return sum(_count_tensors(v) for v in value)
+    return 0
+
+
+@pytest.fixture
+def accelerator(monkeypatch):
+    with stand_in_accelerator(monkeypatch) as (device, mode):
+        yield device, mode
+
+
+def test_an_env_step_on_the_accelerator_needs_no_host_sync(accelerator, train):
+    device, mode = accelerator
+    env = StockTradingVecEnv(train, _env_config(train), num_envs=16, device=device, seed=0)
+    assert env.sync_free and env.share_dtype == torch.float32
+    actions = torch.rand((12, 16, len(TICKERS)), device=device) * 2.2 - 1.0
+    with mode.in_phase("env step"):
+        for a in actions:
+            obs, reward, terminated, truncated, info = env.step(a)
+    assert obs.device.type == DEVICE_TYPE and info["holdings"].device.type == DEVICE_TYPE
+    assert mode.device_ops["env step"] > 0
+    assert mode.syncs["env step"] == 0, dict(mode.sync_ops["env step"])
+
+
+def test_the_cpu_shortcuts_would_sync_on_the_accelerator(accelerator, train):
+    # The harness counts what a GPU would wait for: the CPU path's branches sync every step.
+    device, mode = accelerator
+    env = StockTradingVecEnv(train, _env_config(train), num_envs=16, device=device, seed=0, sync_free=False)
+    with mode.in_phase("env step, CPU shortcuts"):
+        for _ in range(6):
+            env.step(torch.zeros((16, len(TICKERS)), device=device))
+    assert mode.syncs["env step, CPU shortcuts"] >= 6 * 2
+
+
+@pytest.mark.parametrize("algorithm", ["ppo", "a2c"])
+def test_on_policy_learning_syncs_once_per_call_and_twice_per_rollout(accelerator, train, algorithm):
+    device, mode = accelerator
+    env = StockTradingVecEnv(train, _env_config(train), num_envs=16, device=device, seed=0)
+    hyperparameters = dict(ON_POLICY if algorithm == "ppo" else A2C)
+    agent = make_agent(algorithm, env.obs_dim, env.action_dim, hyperparameters, device=device, seed=0)
+    rollouts = 3
+    with mode.in_phase("learn"):
+        stats = agent.learn(env, rollouts * 16 * 8)
+    assert stats["env_steps"] == rollouts * 16 * 8 and stats["episodes"] > 0
+    assert mode.syncs["learn"] == 1 + 2 * rollouts, dict(mode.sync_ops["learn"])
+    assert all(p.device.type == DEVICE_TYPE for p in agent.actor.parameters())
+
+
+@pytest.mark.parametrize("algorithm", ["sac", "td3"])
+def test_off_policy_gradient_updates_need_no_host_sync(accelerator, train, algorithm):
+    device, mode = accelerator
+    env = StockTradingVecEnv(train, _env_config(train), num_envs=16, device=device, seed=0)
+    agent = make_agent(algorithm, env.obs_dim, env.action_dim, dict(OFF_POLICY), device=device, seed=0)
+    vector_steps = DRAIN_EVERY + 2
+    with mode.in_phase("learn"):
+        agent.learn(env, vector_steps * 16)
+    with_updates = vector_steps - (OFF_POLICY["learning_starts"] // 16 - 1)  # the replay holds 64 rows
+    # the env seed; finished-episode returns every 64 steps and at the end; the divergence check
+    # of the losses (one per vector step with updates) and of the parameters at the end
+    budget = 1 + math.ceil(vector_steps / DRAIN_EVERY) + with_updates + 1
+    assert mode.syncs["learn"] == budget, dict(mode.sync_ops["learn"])
+    with mode.in_phase("gradient updates"):
+        for _ in range(3):
+            agent._update()
+    assert mode.device_ops["gradient updates"] > 0
+    assert mode.syncs["gradient updates"] == 0, dict(mode.sync_ops["gradient updates"])
+
+
+def test_a_generation_trains_on_the_accelerator_evaluates_on_the_cpu_and_checkpoints(
+    accelerator, task, market, tmp_path
+):
+    device, mode = accelerator
+    phases = []
+
+    def progress(payload):
+        phases.append(payload["phase"])
+        mode.phase = payload["phase"]
+
+    result = run_generation(
+        task, env_steps=256, out_path=tmp_path / "g1.pt", seed=0, device=device, market_data=market, progress=progress
+    )
+    assert "train" in phases and "evaluate" in phases
+    state = load_checkpoint(result.checkpoint_path)
+    policy_tensors = len(_build_agent(state).policy_module().state_dict())
+    # After "evaluate" the pod copies the policy off the device, evaluates on the CPU and saves
+    # the checkpoint: device-to-host copies only, one per tensor.
+    copies = policy_tensors + _count_tensors(state["agent"])
+    assert set(mode.sync_ops["evaluate"]) <= {"aten._to_copy.default"}, dict(mode.sync_ops["evaluate"])
+    assert mode.syncs["evaluate"] <= copies, (mode.syncs["evaluate"], copies)
+    assert state["agent"]["generator_device"] == DEVICE_TYPE and state["agent"]["generator"].numel() == 16
+    assert all(t.device.type == "cpu" for t in state["agent"]["actor"].values())
+    assert math.isfinite(result.score) or result.score is None
+
+    # bundle export of the accelerator-trained checkpoint: the agent is rebuilt on the CPU (with
+    # the mode, no device operation), then the ONNX exporter runs without it (see ``suspended``)
+    with mode.in_phase("bundle export"):
+        agent = _build_agent(state)
+        agent.policy_module()(torch.zeros(1, agent.obs_dim))
+        with mode.suspended():
+            export_bundle(result.checkpoint_path, tmp_path / "agent.zip")
+    assert mode.device_ops["bundle export"] == 0
+    loaded = load_agent(tmp_path / "agent.zip")
+    assert loaded.act(np.zeros(loaded.obs_dim, dtype=np.float32)).shape == (len(TICKERS),)
+
+
+def test_checkpoints_resume_exactly_on_the_accelerator_and_reseed_from_a_cpu_state(accelerator, train, tmp_path):
+    device, mode = accelerator
+    env = StockTradingVecEnv(train, EnvConfig(), num_envs=16, device=device, seed=0)
+    agent = make_agent("ppo", env.obs_dim, env.action_dim, dict(ON_POLICY), device=device, seed=0)
+    agent.learn(env, 128)
+    with mode.in_phase("checkpoint save"):
+        save_checkpoint({"agent": agent.state_dict()}, tmp_path / "a.pt")
+    with mode.in_phase("checkpoint load"):
+        state = torch.load(tmp_path / "a.pt", weights_only=True)
+        again = make_agent("ppo", env.obs_dim, env.action_dim, dict(ON_POLICY), device=device, seed=1)
+        again.load_state_dict(state["agent"])
+    assert mode.syncs["checkpoint load"] == 0
+    draw = lambda a: torch.rand(4, device=device, generator=a.generator).cpu()  # noqa: E731
+    assert torch.equal(draw(agent), draw(again)), "same device type: the stream continues exactly"
+    assert all(torch.equal(p.cpu(), q.cpu()) for p, q in zip(agent.actor.parameters(), again.actor.parameters()))
+
+    # a CPU-trained checkpoint on the accelerator (the reverse of a GPU checkpoint on a CPU)
+    cpu_agent = make_agent("ppo", env.obs_dim, env.action_dim, dict(ON_POLICY), device="cpu", seed=0)
+    from_cpu = make_agent("ppo", env.obs_dim, env.action_dim, dict(ON_POLICY), device=device, seed=2)
+    from_cpu.load_state_dict(cpu_agent.state_dict())
+    twin = make_agent("ppo", env.obs_dim, env.action_dim, dict(ON_POLICY), device=device, seed=3)
+    twin.load_state_dict(cpu_agent.state_dict())
+    assert torch.equal(draw(from_cpu), draw(twin)), "reseeded deterministically from the CPU state"
+    assert from_cpu.generator.device.type == DEVICE_TYPE
+
+
+def test_the_harness_catches_device_mistakes(accelerator):
+    device, _ = accelerator
+    x = torch.ones(4, device=device)
+    with pytest.raises(DisciplineError, match="CPU tensor of shape"):
+        x + torch.ones(4)  # a CPU tensor meets a device tensor
+    x + torch.tensor(2.0)  # a CPU scalar may (CUDA allows it too)
+    with pytest.raises(DisciplineError, match="generator draws"):
+        torch.rand(4, device=device, generator=torch.Generator())  # a CPU generator for device numbers
+    with pytest.raises(DisciplineError, match="numpy"):
+        x.numpy()

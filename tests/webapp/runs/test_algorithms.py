@@ -1,0 +1,83 @@
+"""A2C, TD3 and DDPG from the browser form and the API: choices, defaults, runs that start."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from tests.webapp.conftest import SPLITS
+from tests.webapp.test_pages import _run_form
+from webapp import engine
+from webapp.runs.forms import default_hyperparameters
+
+pytestmark = pytest.mark.django_db
+
+TINY = {
+    "a2c": {"num_envs": 4, "rollout_steps": 8, "hidden_sizes": [16]},
+    "td3": {"num_envs": 4, "hidden_sizes": [16], "batch_size": 16, "buffer_size": 1024, "learning_starts": 32},
+    "ddpg": {"num_envs": 4, "hidden_sizes": [16], "batch_size": 16, "buffer_size": 1024, "learning_starts": 32},
+}
+
+
+@pytest.fixture
+def ada(client, user):
+    client.force_login(user)
+    return client
+
+
+def test_the_form_offers_every_trainer_algorithm_with_its_defaults(ada, world):
+    assert engine.algorithms() == ("ppo", "a2c", "sac", "td3", "ddpg")
+    page = ada.get("/runs/new/").content.decode()
+    for algo in engine.algorithms():
+        assert f'value="{algo}"' in page
+    assert default_hyperparameters("ddpg")["twin_critics"] is False
+    assert default_hyperparameters("td3")["policy_delay"] == 2
+    assert default_hyperparameters("a2c")["rollout_steps"] == 16
+
+
+@pytest.mark.parametrize("algo", ["a2c", "td3", "ddpg"])
+def test_a_run_of_each_new_algorithm_starts_from_the_form(ada, world, algo):
+    from webapp.runs.models import Run
+
+    form = _run_form(world, start_now="on", algorithm=algo, hyperparameters=json.dumps(TINY[algo]), name=f"{algo} run")
+    response = ada.post("/runs/new/", form)
+    assert response.status_code == 302, response.content.decode()[:2000]
+    run = Run.objects.get(name=f"{algo} run")
+    assert run.task.algorithm == algo and run.status == "running"
+    assert run.task.hyperparameters["hidden_sizes"] == [16]
+
+
+def test_a_bad_td3_hyperparameter_is_named_on_the_form(ada, world):
+    form = _run_form(world, algorithm="td3", hyperparameters=json.dumps({**TINY["td3"], "policy_delay": 0}))
+    page = ada.post("/runs/new/", form).content.decode()
+    assert "policy_delay" in page and "must be in [1, 100]" in page
+
+
+def test_the_api_creates_a_ddpg_task_and_filters_runs_by_algorithm(api_client, world):
+    body = {
+        "name": "api ddpg",
+        "dataset": world.dataset.id,
+        "tickers": ["AAPL", "MSFT"],
+        "splits": SPLITS,
+        "algorithm": "ddpg",
+        "hyperparameters": TINY["ddpg"],
+    }
+    response = api_client.post("/api/tasks/", body, format="json")
+    assert response.status_code == 201, response.json()
+    assert response.json()["algorithm"] == "ddpg"
+    assert response.json()["hyperparameters"]["policy_delay"] == 1
+    assert api_client.get("/api/runs/?algorithm=ddpg").status_code == 200
+
+
+@pytest.mark.parametrize("algo", ["ppo", "a2c", "sac", "td3", "ddpg"])
+def test_each_algorithms_default_mutation_is_usable(algo):
+    from webapp.runs.forms import default_mutation
+
+    engine.check_mutation(default_mutation(algo), default_hyperparameters(algo))  # raises when unusable
+    assert default_mutation(algo)["bounds"]
+
+
+def test_the_form_page_carries_each_algorithms_default_mutation(ada, world):
+    page = ada.get("/runs/new/").content.decode()
+    assert 'id="mutation-defaults"' in page and "actor_learning_rate" in page

@@ -1,0 +1,49 @@
+"""The owner's bookkeeping of runs: tags and note, archive, delete with the artifacts."""
+
+from __future__ import annotations
+
+import pytest
+from django.core.files.storage import default_storage
+
+from webapp.runs import services
+from webapp.runs.models import Agent, Run
+
+pytestmark = pytest.mark.django_db
+
+
+def test_tags_and_a_note_are_set_normalized_and_bad_ones_refused_together(api_client, world):
+    url = f"/api/runs/{world.run.pk}/annotate/"
+    body = api_client.post(url, {"tags": ["Baseline", "lr-sweep", "baseline"], "note": " first try "}, format="json")
+    assert body.status_code == 200 and body.json()["tags"] == ["baseline", "lr-sweep"]
+    assert body.json()["note"] == "first try"
+    bad = api_client.post(url, {"tags": ["x" * 41], "note": "n" * 5000}, format="json")
+    assert bad.status_code == 400 and set(bad.json()["fields"]) == {"tags", "note"}
+
+
+def test_archived_runs_leave_the_list_until_asked_for_and_tags_filter_it(client, user, api_client, world):
+    api_client.post(f"/api/runs/{world.run.pk}/annotate/", {"tags": ["keep"]}, format="json")
+    client.force_login(user)
+    assert f'data-run-id="{world.run.pk}"' in client.get("/runs/?tag=keep").content.decode()
+    assert f'data-run-id="{world.run.pk}"' not in client.get("/runs/?tag=other").content.decode()
+    assert api_client.post(f"/api/runs/{world.run.pk}/archive/", {"archived": True}, format="json").json()["archived"]
+    assert f'data-run-id="{world.run.pk}"' not in client.get("/runs/").content.decode()
+    assert f'data-run-id="{world.run.pk}"' in client.get("/runs/?archived=on").content.decode()
+    assert client.get(f"/runs/{world.run.pk}/").status_code == 200, "an archived run's page stays"
+
+
+def test_deleting_an_ended_run_removes_its_rows_and_files_but_not_a_running_one(api_client, other_client, world):
+    assert api_client.delete(f"/api/runs/{world.run.pk}/").status_code == 409  # still running
+    checkpoints = list(Agent.objects.filter(run=world.run).values_list("checkpoint", flat=True))
+    assert checkpoints and all(default_storage.exists(c) for c in checkpoints)
+    assert api_client.get(f"/api/agents/{world.agents[0].pk}/bundle/").status_code == 200  # exports a bundle
+    services.run_stop(run=world.run)
+    assert other_client.delete(f"/api/runs/{world.run.pk}/").status_code == 404
+    assert api_client.delete(f"/api/runs/{world.run.pk}/").status_code == 204
+    assert not Run.objects.filter(pk=world.run.pk).exists()
+    assert not Agent.objects.filter(run_id=world.run.pk).exists()
+    assert not any(default_storage.exists(c) for c in checkpoints)
+    try:
+        bundles = default_storage.listdir(f"bundles/run-{world.run.pk}")[1]
+    except FileNotFoundError:
+        bundles = []
+    assert bundles == [], "the exported bundle went with the run"
