@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -230,3 +231,57 @@ def export_bundle(checkpoint_path: str | Path, out_path: str | Path) -> str:
         return str(export(str(checkpoint_path), str(out_path)))
     except TrainerError as exc:
         raise AppError.from_trainer(exc) from exc
+
+
+def benchmark_values(path: str | Path, tickers: Sequence[str], dates: Any, initial_value: float) -> dict[str, Any]:
+    """Buy-and-hold account values of extra benchmarks (SPY, DIA...) on a backtest's dates.
+
+    Args:
+        path: the benchmark price file (``PADDOCK_BENCHMARK_FILE``).
+        tickers: benchmarks to value; one the file lacks, or that misses a date, is left out.
+        dates: the backtest's ``DatetimeIndex``.
+        initial_value: USD invested on the first date (the agent's initial capital).
+
+    Returns:
+        ``{ticker: pandas.Series}`` of USD values indexed by ``dates``.
+    """
+    import pandas as pd
+
+    from trainer.backtest.engine import load_benchmark_close
+
+    out = {}
+    for ticker in tickers:
+        try:
+            close = load_benchmark_close(Path(path), ticker=ticker)
+        except TrainerError:
+            continue
+        aligned = close.reindex(pd.DatetimeIndex(dates).normalize())
+        if aligned.isna().any() or float(aligned.iloc[0]) <= 0:
+            continue
+        out[ticker] = pd.Series(aligned.to_numpy() / float(aligned.iloc[0]) * initial_value, index=dates, name=ticker)
+    return out
+
+
+def deflated_sharpe_ratio(
+    annual_sharpe: float, *, num_trials: int, annual_sharpe_variance: float, num_observations: int
+) -> float | None:
+    """Deflated Sharpe Ratio of an agent (``trainer.selection.deflated_sharpe_ratio``, Bailey &
+    López de Prado 2014) from annualised figures: its validation Sharpe ratio, the number of
+    agents the run evaluated and the variance of their Sharpe ratios, converted to daily ones
+    (divided by sqrt(252) and 252); returns are taken as normal (skewness 0, kurtosis 3).
+
+    Returns:
+        The probability in [0, 1] that the agent's true Sharpe ratio is above the best one
+        expected from ``num_trials`` agents of no skill; ``None`` when undefined.
+    """
+    import math
+
+    from trainer.selection import TRADING_DAYS
+    from trainer.selection import deflated_sharpe_ratio as dsr
+
+    return dsr(
+        annual_sharpe / math.sqrt(TRADING_DAYS),
+        num_trials=int(num_trials),
+        sharpe_variance=float(annual_sharpe_variance) / TRADING_DAYS,
+        num_observations=int(num_observations),
+    )

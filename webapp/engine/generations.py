@@ -5,11 +5,14 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import numpy as np
 
+from trainer.errors import TrainerError
 from trainer.jsonable import to_jsonable
+from webapp.engine.backtests import BENCHMARK_TICKER, _benchmark_close
 from webapp.engine.market import _market_data
 
 
@@ -56,6 +59,7 @@ def train_generation(
     data_dir: str | None = None,
     cache_dir: str | None = None,
     telemetry: Callable[[dict[str, Any]], None] | None = None,
+    benchmark_path: str | Path | None = None,
 ) -> TrainedGeneration:
     """Train one generation with ``trainer.pod.run_generation``.
 
@@ -70,6 +74,9 @@ def train_generation(
         progress: called with ``{"env_steps", "steps_per_s", ...}`` a few times a second.
         should_stop: polled between updates; ``True`` cancels (result ``cancelled=True``).
         telemetry: called with each training-curve point (JSON-able) as the trainer records it.
+        benchmark_path: the QQQ price file (``PADDOCK_BENCHMARK_FILE``); when readable, the
+            validation metrics also hold the agent's excess return and Sharpe difference over
+            QQQ on the same days (``metrics["vs_QQQ"]``).
 
     Returns:
         :class:`TrainedGeneration`.
@@ -84,6 +91,12 @@ def train_generation(
 
     spec = TaskSpec.from_dict(task)
     market = _market_data(spec, data_dir=data_dir, cache_dir=cache_dir)
+    benchmark_returns = None
+    if benchmark_path is not None and Path(benchmark_path).exists():
+        try:
+            benchmark_returns = _benchmark_close(benchmark_path, BENCHMARK_TICKER).pct_change().dropna()
+        except TrainerError:
+            benchmark_returns = None  # the baseline is optional here; backtests report the file's problem
     result = run_generation(
         spec,
         env_steps=int(env_steps),
@@ -97,6 +110,7 @@ def train_generation(
         data_dir=data_dir,
         cache_dir=cache_dir,
         market_data=market,
+        benchmark_returns=benchmark_returns,
         telemetry=None if telemetry is None else (lambda point: telemetry(to_jsonable(point))),
     )
     score = None if result.score is None or not np.isfinite(result.score) else float(result.score)
