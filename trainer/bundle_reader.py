@@ -151,6 +151,8 @@ class LoadedAgent:
         def policy(obs: torch.Tensor) -> torch.Tensor:
             return module(obs.to(device=target, dtype=torch.float32))
 
+        # the observation statistics travel with the policy, so a backtest of it needs no more
+        policy.feature_stats = self.feature_stats  # type: ignore[attr-defined]
         return policy
 
     backtest_policy = policy_fn

@@ -112,8 +112,7 @@ def test_a_portfolio_bundle_backtests_against_qqq_and_equal_weight(members, mark
         start="2021-01-01",
         end="2022-11-15",
         tickers=loaded.tickers,
-        feature_stats=loaded.feature_stats,
-    )
+    )  # the statistics come with loaded.policy_fn
     assert list(result.actions.columns) == [*TICKERS, "cash"]
     assert set(result.metrics) == {"agent", "equal_weight", "QQQ"}
     assert result.daily["account_value"].iloc[0] == 1e6 and (result.daily["account_value"] > 0).all()

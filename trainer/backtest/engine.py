@@ -315,7 +315,8 @@ def run_backtest(
         device: torch device of the env.
         feature_stats: the agent's train-split statistics for a scale-free observation (from
             its checkpoint or bundle); the features are computed over all of ``data`` first,
-            so the first backtest day has its full lookback. Without them they are fitted on
+            so the first backtest day has its full lookback. Default: the policy's own
+            ``feature_stats`` attribute (``LoadedAgent.policy_fn`` sets it); without either they are fitted on
             the days of ``data`` before ``start`` (at least :data:`MIN_STATS_DAYS`), else on the
             window itself (a note says so).
         policy_name: who the policy is, for errors (e.g. ``"agent 12"``, a bundle's file name).
@@ -336,6 +337,8 @@ def run_backtest(
     fixed = {"random_start": False, "episode_length": None, "randomize_initial": False}
     config = dataclasses.replace(config, **{k: v for k, v in fixed.items() if k in names})
     config.validate()
+    if feature_stats is None:  # a bundle's policy_fn carries its agent's statistics
+        feature_stats = getattr(policy, "feature_stats", None)
     prepared = prepare_market(_select_tickers(data, tickers), config)
     window = _select_dates(prepared, start, end)
     qqq = _aligned_close(benchmark_close, window.dates) if benchmark_close is not None else None

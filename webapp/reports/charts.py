@@ -73,9 +73,22 @@ def rolling_sharpe(values: pd.Series, window: int = ROLLING_WINDOW) -> pd.Series
     return (mean / std.replace(0.0, np.nan)) * math.sqrt(TRADING_DAYS)
 
 
-def equity_figure(daily: pd.DataFrame) -> go.Figure:
-    """Account value of the agent, QQQ and equal weight (USD, same initial capital)."""
+def equity_figure(daily: pd.DataFrame, extra: dict[str, pd.Series] | None = None) -> go.Figure:
+    """Account value of the agent, QQQ and equal weight (USD, same initial capital), and
+    ``extra`` benchmarks (SPY, DIA: hidden until their legend entry is clicked)."""
     fig = go.Figure()
+    for name, values in (extra or {}).items():
+        fig.add_trace(
+            go.Scatter(
+                x=values.index,
+                y=values.to_numpy(),
+                name=f"{name} (buy and hold)",
+                mode="lines",
+                line={"width": 1.2, "dash": "dot"},
+                visible="legendonly",
+                hovertemplate="%{y:$,.0f}",
+            )
+        )
     for name, values in series_values(daily).items():
         fig.add_trace(
             go.Scatter(
@@ -241,10 +254,11 @@ def trade_rows(daily: pd.DataFrame, *, limit: int = 200) -> tuple[list[dict[str,
     return rows[:limit], len(rows)
 
 
-def report_figures(daily: pd.DataFrame) -> dict[str, go.Figure]:
-    """The report charts keyed by their element id (positions only when the series has weights)."""
+def report_figures(daily: pd.DataFrame, extra: dict[str, pd.Series] | None = None) -> dict[str, go.Figure]:
+    """The report charts keyed by their element id (positions only when the series has weights;
+    ``extra`` benchmarks on the equity curve)."""
     figures = {
-        "equity-chart": equity_figure(daily),
+        "equity-chart": equity_figure(daily, extra),
         "drawdown-chart": drawdown_figure(daily),
         "monthly-heatmap": monthly_heatmap_figure(daily),
         "rolling-sharpe": rolling_sharpe_figure(daily),

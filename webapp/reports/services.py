@@ -313,7 +313,10 @@ def _config(backtest: Backtest, output: engine.AgentBacktest) -> dict[str, Any]:
             "trading_days": output.num_days,
             "held_out": not backtest.allow_overlap,
         },
+        "kind": task.kind,
         "costs": {
+            "cost_pct": env.get("cost_pct"),
+            "reward": env.get("reward"),
             "initial_cash": env.get("initial_cash"),
             "buy_cost_pct": env.get("buy_cost_pct"),
             "sell_cost_pct": env.get("sell_cost_pct"),

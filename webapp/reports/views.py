@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from django.conf import settings
 from django.contrib.auth.decorators import login_required
 from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
@@ -15,6 +16,7 @@ from django.template.loader import render_to_string
 from django.utils import timezone
 from django.views.decorators.http import require_GET, require_http_methods
 
+from webapp import engine
 from webapp.core.errors import AppError
 from webapp.reports import charts, selectors, services
 from webapp.reports.models import Backtest
@@ -132,6 +134,20 @@ def backtest_new(request: HttpRequest) -> HttpResponse:
     return render(request, "reports/new.html", context, status=400 if error else 200)
 
 
+#: Optional benchmarks on the report's equity curve (from ``PADDOCK_BENCHMARK_FILE``).
+EXTRA_BENCHMARKS = ("SPY", "DIA")
+
+
+def _extra_benchmarks(daily) -> dict:
+    """SPY and DIA bought and held from the same capital on the backtest's dates (those the
+    benchmark file holds)."""
+    if daily.empty:
+        return {}
+    return engine.benchmark_values(
+        settings.PADDOCK_BENCHMARK_FILE, EXTRA_BENCHMARKS, daily.index, float(daily["account_value"].iloc[0])
+    )
+
+
 @login_required
 @require_GET
 def backtest_detail(request: HttpRequest, backtest_id: int) -> HttpResponse:
@@ -142,7 +158,7 @@ def backtest_detail(request: HttpRequest, backtest_id: int) -> HttpResponse:
         daily = selectors.backtest_daily(backtest)
         context["figures"] = [
             {"id": div_id, "data_id": f"{div_id}-data", "figure": charts.figure_data(fig)}
-            for div_id, fig in charts.report_figures(daily).items()
+            for div_id, fig in charts.report_figures(daily, _extra_benchmarks(daily)).items()
         ]
         context["trades"], context["trades_total"] = charts.trade_rows(daily)
     return render(request, "reports/report.html", context)

@@ -9,6 +9,7 @@ app_name = "runs"
 urlpatterns = [
     path("runs/", views.run_list, name="list"),
     path("runs/new/", views.run_new, name="new"),
+    path("runs/compare/", views.run_compare, name="compare"),
     path("runs/<int:run_id>/", views.run_detail, name="detail"),
     path("runs/<int:run_id>/agents/", views.run_agents, name="agents"),
     path("runs/<int:run_id>/reports/", views.run_reports, name="reports"),

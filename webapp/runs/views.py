@@ -25,6 +25,7 @@ from webapp.core.formatting import format_duration, format_hyperparameters
 from webapp.runs import (
     archive,
     baselines,
+    compare,
     deflated,
     estimate,
     forms,
@@ -526,3 +527,26 @@ def worker_log(request: HttpRequest, run_id: int) -> HttpResponse:
     pod_index = int(pod) if pod and pod.isdigit() else None
     lines = workers.log_lines(run_id=run_id, pod_index=pod_index)
     return render(request, "runs/worker_log.html", {"run_id": run_id, "pod": pod_index, "lines": lines})
+
+
+@login_required
+@require_GET
+def run_compare(request: HttpRequest) -> HttpResponse:
+    """Two to eight of the user's runs side by side: best score against env steps, the
+    agents' hyperparameters and scores as parallel coordinates, the settings (differences only
+    by default)."""
+    ids = [int(i) for i in request.GET.getlist("ids") if i.isdigit()]
+    runs = [r for r in (selectors.run_get(user=request.user, run_id=i) for i in dict.fromkeys(ids)) if r is not None]
+    error = None
+    if not 2 <= len(runs) <= compare.MAX_RUNS:
+        error = f"Tick 2 to {compare.MAX_RUNS} of your runs to compare them (got {len(runs)})."
+    context: dict[str, Any] = {"runs": runs, "error": error}
+    if error is None:
+        context.update(
+            {
+                "curves": compare.score_curves(runs),
+                "parallel": compare.agent_dimensions(runs),
+                "rows": compare.settings_rows(runs),
+            }
+        )
+    return render(request, "runs/compare.html", context, status=400 if error else 200)

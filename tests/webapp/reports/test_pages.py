@@ -304,3 +304,23 @@ def test_the_report_shows_positions_over_time_and_the_trades(client_of, user, do
     assert traded > 0 and len(rows) == min(traded, 200)
     first = [td.get_text() for td in rows[0].select("td")]
     assert first[0] == max(r.select("td")[0].get_text() for r in rows)  # latest first
+
+
+def test_the_equity_curve_offers_spy_and_dia_from_the_same_capital(client_of, user, done_backtest):
+    import json
+
+    html = client_of(user).get(reverse("reports:backtest-detail", args=[done_backtest.id])).content.decode()
+    figure = json.loads(re.search(r'id="equity-chart-data" type="application/json">(.*?)</script>', html)[1])
+    extra = {t["name"]: t for t in figure["data"] if t["name"] in ("SPY (buy and hold)", "DIA (buy and hold)")}
+    assert set(extra) == {"SPY (buy and hold)", "DIA (buy and hold)"}
+    assert all(t["visible"] == "legendonly" for t in extra.values()), "optional: hidden until asked for"
+    from django.conf import settings
+
+    from webapp import engine
+
+    daily = backtest_daily(done_backtest)
+    start = daily["account_value"].iloc[0]
+    values = engine.benchmark_values(settings.PADDOCK_BENCHMARK_FILE, ["SPY", "DIA", "NOPE"], daily.index, start)
+    assert set(values) == {"SPY", "DIA"}  # a ticker the file lacks is left out
+    for series in values.values():
+        assert series.iloc[0] == pytest.approx(start) and series.index.equals(daily.index)

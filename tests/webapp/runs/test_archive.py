@@ -47,3 +47,26 @@ def test_deleting_an_ended_run_removes_its_rows_and_files_but_not_a_running_one(
     except FileNotFoundError:
         bundles = []
     assert bundles == [], "the exported bundle went with the run"
+
+
+def test_runs_compare_side_by_side_with_curves_parallel_coordinates_and_differences(
+    client, user, world, trained_checkpoint
+):
+    import json
+    import re
+
+    from tests.webapp.conftest import make_world
+
+    second = make_world(user, "second", checkpoint=trained_checkpoint, scores=[0.3, 0.9])
+    client.force_login(user)
+    html = client.get(f"/runs/compare/?ids={world.run.pk}&ids={second.run.pk}").content.decode()
+    curves = json.loads(re.search(r'id="runs-curves" type="application/json">(.*?)</script>', html)[1])
+    assert [c["best"][-1] for c in curves] == [1.5, 0.9]
+    assert all(c["env_steps"] == sorted(c["env_steps"]) for c in curves)
+    parallel = json.loads(re.search(r'id="runs-parallel" type="application/json">(.*?)</script>', html)[1])
+    assert parallel["dimensions"][-1]["label"] == "score" and len(parallel["run_index"]) == 6
+    diff = html.split('id="runs-diff"', 1)[1].split("</table>", 1)[0]
+    assert 'data-key="budget" class="differs"' in diff and 'data-key="algorithm">' in diff  # same algorithm
+    assert 'id="diff-only" data-diff-toggle="runs-diff" checked' in html
+    one = client.get(f"/runs/compare/?ids={world.run.pk}")
+    assert one.status_code == 400 and b"Tick 2 to 8" in one.content
