@@ -32,7 +32,13 @@ from webapp.engine.backtests import (  # noqa: E402 - after the error type is re
     export_bundle,
     series_metrics,
 )
-from webapp.engine.generations import TrainedGeneration, measure_training_throughput, train_generation  # noqa: E402
+from webapp.engine.generations import (  # noqa: E402
+    BuiltEnsemble,
+    TrainedGeneration,
+    build_ensemble,
+    measure_training_throughput,
+    train_generation,
+)
 from webapp.engine.market import MarketFiles, download_daily_bars, inspect_market_files, serve_act  # noqa: E402
 from webapp.engine.tasks import (  # noqa: E402
     algorithms,
@@ -59,6 +65,7 @@ from webapp.engine.tournament import (  # noqa: E402
 __all__ = [
     "BENCHMARK_TICKER",
     "AgentBacktest",
+    "BuiltEnsemble",
     "MarketFiles",
     "ParentDecision",
     "TrainedGeneration",
@@ -67,6 +74,7 @@ __all__ = [
     "algorithms",
     "backtest_agent",
     "benchmark_values",
+    "build_ensemble",
     "check_generation_steps",
     "check_mutation",
     "check_run_device",

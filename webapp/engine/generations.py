@@ -3,7 +3,7 @@ of the demo."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -190,3 +190,52 @@ def measure_training_throughput(
         if elapsed >= seconds:
             break
     return {"steps_per_s": done / elapsed, "env_steps": done, "seconds": elapsed, "device": str(torch_device)}
+
+
+@dataclass(frozen=True)
+class BuiltEnsemble:
+    """What :func:`build_ensemble` returns: the checkpoint's ``sha256``, its validation
+    ``score`` (``None`` when undefined) and ``metrics`` (JSON-able)."""
+
+    sha256: str
+    score: float | None
+    metrics: dict[str, Any]
+
+
+def build_ensemble(
+    checkpoint_paths: Sequence[str | Path],
+    out_path: str | Path,
+    *,
+    data_dir: str | None = None,
+    cache_dir: str | None = None,
+    benchmark_path: str | Path | None = None,
+) -> BuiltEnsemble:
+    """Write the ensemble checkpoint of a run's agents (``trainer.ensemble.build_ensemble``),
+    scored on the task's validation split by the task's rule like any generation.
+
+    Returns:
+        :class:`BuiltEnsemble`.
+
+    Raises:
+        trainer.errors.TrainerError: fewer than 2 agents, agents of different observations, or
+            an unreadable checkpoint (naming the field ``agents``).
+    """
+    from trainer.ensemble import build_ensemble as build
+    from trainer.evaluation import evaluate_checkpoint_state
+    from trainer.task import TaskSpec
+
+    def evaluate(agent: Any, state: dict[str, Any]) -> dict[str, Any]:
+        spec = TaskSpec.from_dict(state["task"])
+        market = _market_data(spec, data_dir=data_dir, cache_dir=cache_dir)
+        bench = None
+        if benchmark_path is not None and Path(benchmark_path).exists():
+            bench = _benchmark_close(benchmark_path, BENCHMARK_TICKER).pct_change().dropna()
+        return evaluate_checkpoint_state(agent, state, market_data=market, benchmark_returns=bench)
+
+    digest, state = build([str(p) for p in checkpoint_paths], out_path, evaluate=evaluate)
+    score = state.get("score")
+    return BuiltEnsemble(
+        sha256=digest,
+        score=None if score is None or not np.isfinite(score) else float(score),
+        metrics=to_jsonable(state.get("metrics") or {}),
+    )
