@@ -46,10 +46,15 @@ def _sync(device: torch.device) -> None:
 
 def env_rate(data, device: torch.device, num_envs: int, steps: int, variant: str, dry_run: bool) -> str:
     """Env steps per second of ``steps`` vector steps, after 10 warm-up steps."""
-    env = StockTradingVecEnv(data, EnvConfig(), num_envs=num_envs, device=device, seed=0)
+    # the accelerator path (the defaults on CUDA; forced in the dry run to exercise it)
+    env = StockTradingVecEnv(
+        data, EnvConfig(), num_envs=num_envs, device=device, seed=0, sync_free=True, share_dtype=torch.float32
+    )
     gen = torch.Generator(device=device).manual_seed(0)
     actions = torch.rand((8, num_envs, env.action_dim), device=device, generator=gen) * 2 - 1
     step = env._step
+    torch._dynamo.reset()
+    torch._dynamo.utils.counters.clear()
     if variant == "torch.compile":
         if dry_run:
             step = torch.compile(env._step, backend="eager")
@@ -68,7 +73,11 @@ def env_rate(data, device: torch.device, num_envs: int, steps: int, variant: str
     except Exception as exc:  # a failed variant is a result of the check, not the end of it
         first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
         return f"failed: {type(exc).__name__}: {first[:120]}"
-    return f"{num_envs * steps / elapsed:,.0f} env-steps/s"
+    rate = f"{num_envs * steps / elapsed:,.0f} env-steps/s"
+    if variant == "torch.compile":
+        breaks = sum(torch._dynamo.utils.counters["graph_break"].values())
+        rate += f" ({breaks} graph break{'s' if breaks != 1 else ''})"
+    return rate
 
 
 def ppo_rate(train, device: torch.device, num_envs: int, rollouts: int) -> str:

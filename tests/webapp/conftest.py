@@ -174,6 +174,7 @@ def submit_agent(run, checkpoint: dict[str, Any], score: float | None):
         cancelled=False,
         duration_s=0.5,
         telemetry=curve,
+        tickers=checkpoint["tickers"],
     )
     return services.generation_complete(claim=claim, result=result, local_checkpoint=str(checkpoint["path"]))
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 from django.conf import settings
 from django.contrib import admin
 from django.contrib.auth.decorators import login_required
-from django.urls import include, path
+from django.urls import include, path, re_path
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
 from rest_framework.permissions import IsAuthenticated
 from rest_framework.routers import DefaultRouter
@@ -31,7 +31,18 @@ API_DESCRIPTION = (
     + (settings.BASE_DIR / "docs" / "websocket.md").read_text(encoding="utf-8")
 )
 
-router = DefaultRouter()
+
+class IdRouter(DefaultRouter):
+    """Object URLs take numeric ids only (``/api/runs/12/``): any other segment is a JSON 404
+    (``api_not_found``), never a view left to choke on ``int("abc")``."""
+
+    def get_lookup_regex(self, viewset, lookup_prefix=""):
+        if not hasattr(viewset, "lookup_value_regex"):
+            viewset.lookup_value_regex = "[0-9]+"
+        return super().get_lookup_regex(viewset, lookup_prefix)
+
+
+router = IdRouter()
 router.register("datasets", market_api.DatasetViewSet, basename="dataset")
 router.register("tasks", runs_api.TaskViewSet, basename="task")
 router.register("budgets", runs_api.BudgetViewSet, basename="budget")
@@ -67,3 +78,6 @@ urlpatterns = [
     ),
     path("api/docs/", login_required(SpectacularSwaggerView.as_view(url_name="api-schema")), name="api-docs"),
 ]
+
+# Last: any other /api/ URL answers the API's error format (a JSON 404), not an HTML page.
+urlpatterns.append(re_path(r"^api/", core_api.not_found, name="api-not-found"))

@@ -31,6 +31,7 @@ from webapp.engine.backtests import (  # noqa: E402 - after the error type is re
     deflated_sharpe_ratio,
     export_bundle,
     series_metrics,
+    withheld_metrics,
 )
 from webapp.engine.generations import (  # noqa: E402
     BuiltEnsemble,
@@ -42,9 +43,11 @@ from webapp.engine.generations import (  # noqa: E402
 from webapp.engine.market import MarketFiles, download_daily_bars, inspect_market_files, serve_act  # noqa: E402
 from webapp.engine.tasks import (  # noqa: E402
     algorithms,
+    check_benchmark_coverage,
     check_generation_steps,
     check_run_device,
-    check_task_splits,
+    check_task_data,
+    clean_tickers,
     configure_process,
     default_hyperparameters,
     demo_task,
@@ -78,7 +81,9 @@ __all__ = [
     "check_generation_steps",
     "check_mutation",
     "check_run_device",
-    "check_task_splits",
+    "check_benchmark_coverage",
+    "check_task_data",
+    "clean_tickers",
     "choose_parent",
     "configure_process",
     "default_hyperparameters",
@@ -98,4 +103,5 @@ __all__ = [
     "train_generation",
     "validate_hyperparameters",
     "validate_task",
+    "withheld_metrics",
 ]

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -85,6 +85,8 @@ class AgentBacktest:
         metric_contract: how the metrics are defined (``trainer.backtest.metrics``).
         notes: what the backtest engine noted.
         policy: ``{"kind": "checkpoint" | "bundle", "algorithm": ...}``.
+        price_basis: ``{"agent", "benchmark"}``, the close each side used, read from the
+            files: ``"adjusted close"`` or ``"raw close"``.
     """
 
     daily: Any
@@ -97,6 +99,7 @@ class AgentBacktest:
     metric_contract: str
     notes: list[str]
     policy: dict[str, Any]
+    price_basis: dict[str, str] = field(default_factory=dict)
 
 
 def backtest_agent(
@@ -147,6 +150,11 @@ def backtest_agent(
         policy, info = _policy_from_file(agent_path, expected_sha256=expected_sha256)
     except BundleError as exc:
         raise BundleError(f"{agent_name}: {exc.message}", **exc.details) from None
+    # The agent's own universe over the backtest's own window: a ticker it trades that the
+    # window lacks is an error naming it, never a silent change of universe.
+    if info["tickers"]:
+        spec.data.tickers = list(info["tickers"])
+    spec.data.start, spec.data.end = str(start)[:10], str(end)[:10]
     market = _market_data(spec, data_dir=data_dir, cache_dir=cache_dir)
     read = prepare_market(market, spec.env).feature_names  # what the agent's observation holds
     if info["feature_names"] and list(read) != info["feature_names"]:
@@ -167,6 +175,9 @@ def backtest_agent(
         feature_stats=stats,
         policy_name=agent_name,
     )
+    from trainer.data.loading import price_basis
+
+    basis = {"agent": price_basis(list(spec.data.paths)), "benchmark": price_basis(benchmark_path)}
     daily = result.daily.copy()
     for column in result.benchmarks.columns:
         daily[f"benchmark_{column}"] = result.benchmarks[column].to_numpy()
@@ -181,6 +192,7 @@ def backtest_agent(
         metric_contract=METRIC_CONTRACT,
         notes=[str(n) for n in result.notes],
         policy={"kind": info["kind"], "algorithm": info["algorithm"]},
+        price_basis=basis,
     )
 
 
@@ -285,3 +297,18 @@ def deflated_sharpe_ratio(
         sharpe_variance=float(annual_sharpe_variance) / TRADING_DAYS,
         num_observations=int(num_observations),
     )
+
+
+def withheld_metrics(metrics: dict[str, Any]) -> dict[str, str]:
+    """The annualised figures a page or export must not show for a short window, and the text
+    it shows instead (``trainer.backtest.metrics``: fewer than 63 trading days).
+
+    Returns:
+        ``{key: "n/a (window shorter than 63 days)"}``; empty for a long enough window.
+    """
+    from trainer.backtest.metrics import ANNUALISED_KEYS, short_window_text
+
+    if not (metrics or {}).get("short_window"):
+        return {}
+    text = short_window_text(int(metrics.get("min_annualised_days") or 63))
+    return {key: text for key in ANNUALISED_KEYS}

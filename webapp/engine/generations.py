@@ -31,6 +31,7 @@ class TrainedGeneration:
         generation: the depth in the lineage (1 = fresh).
         total_env_steps: the line's env steps, this generation's included.
         telemetry: the training curve (``GenerationResult.telemetry``, at most 50 points).
+        tickers: the tickers the agent trades.
     """
 
     sha256: str
@@ -43,6 +44,7 @@ class TrainedGeneration:
     generation: int = 1
     total_env_steps: int = 0
     telemetry: list[dict[str, Any]] = field(default_factory=list)
+    tickers: list[str] = field(default_factory=list)
 
 
 def train_generation(
@@ -125,6 +127,7 @@ def train_generation(
         generation=int(result.generation),
         total_env_steps=int(result.total_env_steps),
         telemetry=to_jsonable(result.telemetry),
+        tickers=[str(t) for t in market.tickers],
     )
 
 

@@ -24,7 +24,8 @@ class MarketFiles:
         tickers: the tickers, sorted.
         start, end: first and last date, ``YYYY-MM-DD``.
         rows: rows of the long layout (one per ticker and day).
-        notes: the loader's report (adjustments, merged duplicates...).
+        notes: the loader's report (adjustments, merged duplicates...) and every ticker that
+            starts late, ends early or misses days (named with the dates).
     """
 
     tickers: list[str]
@@ -49,6 +50,7 @@ def inspect_market_files(paths: Sequence[str | Path], *, tickers: Sequence[str] 
             file, row or ticker in ``fields``.
     """
     from trainer.data.loading import load_panel
+    from trainer.data.pipeline import coverage_notes
 
     try:
         panel = load_panel([str(p) for p in paths], tickers=tickers)
@@ -57,12 +59,13 @@ def inspect_market_files(paths: Sequence[str | Path], *, tickers: Sequence[str] 
     if panel.empty:
         raise AppError("the files hold no rows", fields={"paths": "the files hold no rows"})
     dates = panel["date"]
+    notes = [str(n) for n in panel.attrs.get("notes", [])] + coverage_notes(panel[["date", "tic"]])
     return MarketFiles(
         tickers=sorted(str(t) for t in panel["tic"].unique()),
         start=dates.min().strftime("%Y-%m-%d"),
         end=dates.max().strftime("%Y-%m-%d"),
         rows=int(len(panel)),
-        notes=[str(n) for n in panel.attrs.get("notes", [])],
+        notes=notes,
     )
 
 

@@ -11,8 +11,11 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 from trainer.errors import TrainerError
 from webapp.core.errors import AppError
+from webapp.engine.backtests import BENCHMARK_TICKER
 
 
 def configure_process(*, threads: int) -> None:
@@ -43,10 +46,6 @@ def validate_task(spec: dict[str, Any]) -> dict[str, Any]:
         return TaskSpec.from_dict(spec).to_dict()
     except TrainerError as exc:
         raise AppError.from_trainer(exc) from exc
-
-
-_calendar_cache: OrderedDict[tuple, Any] = OrderedDict()
-_calendar_lock = threading.Lock()
 
 
 def demo_task() -> dict[str, Any]:
@@ -99,9 +98,6 @@ def _default_hyperparameters(algorithm: str) -> dict[str, Any]:
         raise AppError.from_trainer(exc, prefix="") from exc
 
 
-_CALENDAR_CACHE_SIZE = 16
-
-
 def parse_day(value: Any, field: str) -> str:
     """A ``YYYY-MM-DD`` day (``trainer.dates.parse_day``, the trainer's one date parser).
 
@@ -116,41 +112,142 @@ def parse_day(value: Any, field: str) -> str:
         raise AppError.from_trainer(exc) from exc
 
 
-def check_task_splits(splits: dict[str, Any], *, paths: Sequence[str | Path], tickers: Sequence[str]) -> None:
-    """Check a task's date splits against the trading days of its data files.
+def clean_tickers(values: Sequence[Any], *, field: str = "tickers") -> list[str]:
+    """Ticker symbols a user typed, stripped and upper-cased (``trainer.data.loading.check_ticker``:
+    1 to 20 letters, digits, ``.``, ``-``, ``^``, ``=``).
 
-    Each split must hold data and at least ``trainer.data.splits.MIN_SPLIT_DAYS`` trading days
-    (train 126, validation 20, test 20). Only the date and ticker columns are read
-    (``trainer.data.loading.trading_dates``), once per process and file version: no prices,
-    indicators or torch. Training checks again on the fully processed data.
+    Raises:
+        AppError: 400 naming ``<field>.<i>``; control characters in the value are escaped.
+    """
+    from trainer.data.loading import check_ticker
+
+    out = []
+    for i, value in enumerate(values):
+        try:
+            out.append(check_ticker(value, field=f"{field}.{i}"))
+        except TrainerError as exc:
+            raise AppError.from_trainer(exc) from exc
+    return out
+
+
+_days_cache: OrderedDict[tuple, Any] = OrderedDict()
+_days_lock = threading.Lock()
+
+
+_DAYS_CACHE_SIZE = 16
+
+
+def _ticker_days(paths: Sequence[str | Path], tickers: Sequence[str] | None = None) -> Any:
+    """``trainer.data.loading.ticker_days`` of the files, kept per process and file version."""
+    from trainer.data.loading import ticker_days
+
+    key = (
+        tuple((str(p), Path(p).stat().st_mtime_ns if Path(p).exists() else 0) for p in paths),
+        None if tickers is None else tuple(sorted(tickers)),
+    )
+    with _days_lock:
+        pairs = _days_cache.get(key)
+    if pairs is None:
+        pairs = ticker_days([str(p) for p in paths], tickers=tickers)
+        with _days_lock:
+            _days_cache[key] = pairs
+            while len(_days_cache) > _DAYS_CACHE_SIZE:
+                _days_cache.popitem(last=False)
+    return pairs
+
+
+def benchmark_days(benchmark_path: str | Path, ticker: str | None = None) -> Any:
+    """(D,) ``datetime64[D]`` days the benchmark file holds for ``ticker`` (QQQ)."""
+    pairs = _ticker_days([str(benchmark_path)], [ticker or BENCHMARK_TICKER])
+    return np.unique(pairs["date"].to_numpy().astype("datetime64[D]"))
+
+
+def check_benchmark_coverage(ranges: dict[str, Any], *, benchmark_path: str | Path) -> None:
+    """Refuse ranges the benchmark file does not cover, naming the file and its first/last day.
+
+    Args:
+        ranges: name -> ``{"start", "end"}`` or ``(start, end)``, e.g. ``{"test": ...}``.
+        benchmark_path: ``PADDOCK_BENCHMARK_FILE``.
+
+    Raises:
+        AppError: ``test.end: 2026-08-31 is after the last QQQ day 2024-04-19 in
+            benchmark_etfs_daily_eodhd.csv.gz`` (field ``test.end``); a missing or unreadable
+            benchmark file (field ``benchmark``).
+    """
+    from trainer.data.splits import check_coverage
+
+    path = Path(benchmark_path)
+    if not path.exists():
+        raise AppError(
+            f"benchmark: the benchmark file {path.name} does not exist (PADDOCK_BENCHMARK_FILE); backtests need it",
+            fields={"benchmark": f"{path.name} not found"},
+        )
+    try:
+        days = benchmark_days(path)
+        check_coverage(_as_pairs(ranges), days, what=BENCHMARK_TICKER, file=path.name)
+    except TrainerError as exc:
+        raise AppError.from_trainer(exc).with_names({str(path): path.name}) from exc
+
+
+def _as_pairs(ranges: dict[str, Any]) -> dict[str, tuple[str, str]]:
+    return {
+        name: (str(r["start"]), str(r["end"])) if isinstance(r, dict) else (str(r[0]), str(r[1]))
+        for name, r in ranges.items()
+    }
+
+
+def check_task_data(
+    splits: dict[str, Any],
+    *,
+    paths: Sequence[str | Path],
+    tickers: Sequence[str],
+    named: bool,
+    file_names: dict[str, str],
+    benchmark_path: str | Path,
+) -> dict[str, Any]:
+    """Decide a task's tickers over its range and check its splits, when the task is created.
+
+    The same rules training applies (``trainer.data.pipeline.plan_tickers``: late listings,
+    early ends and gaps judged against train.start to test.end), then the splits against the
+    trading days of the kept tickers (``check_split_days``: train 126, validation 20, test 20
+    days at least) and against the benchmark file (QQQ must cover every split, so that the
+    validation score and the backtests have their baseline). Only the date and ticker columns
+    are read, once per process and file version: no prices, indicators or torch.
 
     Args:
         splits: ``{"train": {"start", "end"}, ...}`` as ``validate_task`` returns them.
         paths: absolute data file paths of the dataset.
-        tickers: the task's tickers.
+        tickers: the dataset's tickers (``named=False``) or the ones the user named.
+        named: the user named ``tickers``: one that cannot cover the range is a 400 naming it,
+            its first and last day and the range; otherwise it is dropped with a note.
+        file_names: server path -> the name the user knows the file by.
+        benchmark_path: ``PADDOCK_BENCHMARK_FILE``.
+
+    Returns:
+        ``{"tickers": [...] traded, "notes": [...]}``: every decision (dropped tickers,
+        forward-filled days, warm-up days, a split starting after the data's first day).
 
     Raises:
-        AppError: naming ``<split>.start`` or ``<split>.end``; or an unreadable file.
+        AppError: naming ``tickers``, ``<split>.start`` or ``<split>.end``; or an unreadable file.
     """
-    from trainer.data.loading import trading_dates
-    from trainer.data.splits import check_split_days
+    from trainer.data.pipeline import plan_tickers
+    from trainer.data.splits import check_coverage, check_split_days
 
-    key = (
-        tuple((str(p), Path(p).stat().st_mtime_ns if Path(p).exists() else 0) for p in paths),
-        tuple(sorted(tickers)),
-    )
+    ranges = _as_pairs(splits)
+    shown = ", ".join(sorted(set(file_names.values()))) or "the data"
     try:
-        with _calendar_lock:
-            days = _calendar_cache.get(key)
-        if days is None:
-            days = trading_dates([str(p) for p in paths], tickers=tickers)
-            with _calendar_lock:
-                _calendar_cache[key] = days
-                while len(_calendar_cache) > _CALENDAR_CACHE_SIZE:
-                    _calendar_cache.popitem(last=False)
-        check_split_days({name: (r["start"], r["end"]) for name, r in splits.items()}, days)
+        pairs = _ticker_days(paths, tickers)
+        plan = plan_tickers(
+            pairs, tickers=list(tickers) if named else None, start=ranges["train"][0], end=ranges["test"][1]
+        )
+        kept = list(plan.tickers)
+        days = np.unique(pairs.loc[pairs["tic"].isin(kept), "date"].to_numpy().astype("datetime64[D]"))
+        check_split_days(ranges, days)
+        notes = check_coverage(ranges, days, what="data", file=shown, strict_start=False)
     except TrainerError as exc:
-        raise AppError.from_trainer(exc) from exc
+        raise AppError.from_trainer(exc).with_names(file_names) from exc
+    check_benchmark_coverage(splits, benchmark_path=benchmark_path)
+    return {"tickers": kept, "notes": plan.all_notes() + notes}
 
 
 def check_generation_steps(algorithm: str, hyperparameters: dict[str, Any], generation_steps: int) -> None:

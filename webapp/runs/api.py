@@ -202,6 +202,21 @@ class RunViewSet(
     def resume(self, request: Request, pk=None) -> Response:
         return self._fresh(services.run_resume(run=self.get_object()))
 
+    @extend_schema(
+        summary="Build an ensemble agent of the leaderboard's top K (mean of their actions)",
+        request=serializers.EnsembleSerializer,
+        responses={201: serializers.AgentSerializer},
+    )
+    @action(detail=True, methods=["post"])
+    def ensemble(self, request: Request, pk=None) -> Response:
+        from webapp.runs import ensembles
+
+        run = self.get_object()
+        form = serializers.EnsembleSerializer(data=request.data)
+        form.is_valid(raise_exception=True)
+        agent = ensembles.ensemble_create(run=run, k=form.validated_data["k"])
+        return Response(serializers.AgentSerializer(agent).data, status=status.HTTP_201_CREATED)
+
     @extend_schema(summary="Stop a run", request=serializers.StopSerializer, responses=serializers.RunSerializer)
     @action(detail=True, methods=["post"])
     def stop(self, request: Request, pk=None) -> Response:

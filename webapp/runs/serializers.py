@@ -71,6 +71,7 @@ class TaskSerializer(serializers.ModelSerializer):
             "dataset",
             "kind",
             "tickers",
+            "data_notes",
             "splits",
             "env",
             "algorithm",
@@ -114,6 +115,12 @@ class TaskCreateSerializer(serializers.Serializer):
     )
 
 
+class EnsembleSerializer(serializers.Serializer):
+    """Input of ``POST /api/runs/{id}/ensemble/``."""
+
+    k = serializers.IntegerField(default=3, min_value=2, max_value=16, help_text="leaderboard agents to average")
+
+
 class RunSerializer(serializers.ModelSerializer):
     """A run as listed: status, best score, budget progress, pods running, owner."""
 
@@ -123,6 +130,15 @@ class RunSerializer(serializers.ModelSerializer):
     agents_count = serializers.IntegerField(read_only=True, default=None)
     env_steps_done = serializers.IntegerField(read_only=True, default=None)
     budget_progress = serializers.SerializerMethodField()
+    tickers = serializers.ListField(
+        source="task.tickers", child=serializers.CharField(), read_only=True, help_text="the tickers traded"
+    )
+    data_notes = serializers.ListField(
+        source="task.data_notes",
+        child=serializers.CharField(),
+        read_only=True,
+        help_text="what the data pipeline decided for the task's range",
+    )
 
     class Meta:
         model = Run
@@ -132,6 +148,9 @@ class RunSerializer(serializers.ModelSerializer):
             "owner",
             "task",
             "algorithm",
+            "tickers",
+            "data_notes",
+            "backtest_error",
             "budget",
             "status",
             "status_reason",
@@ -243,6 +262,7 @@ class AgentSerializer(serializers.ModelSerializer):
             "metrics",
             "hyperparameters",
             "mutations",
+            "tickers",
             "sha256",
             "created_seq",
             "on_leaderboard",

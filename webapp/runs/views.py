@@ -129,6 +129,7 @@ def run_new(request: HttpRequest) -> HttpResponse:
             "help": forms.HYPERPARAMETER_HELP,
             "estimate": inputs,
         },
+        status=400 if request.method == "POST" else 200,  # a POST only gets here with errors
     )
 
 
@@ -242,6 +243,14 @@ def run_control(request: HttpRequest, run_id: int, action: str) -> HttpResponse:
             archive.run_annotate(run=run, tags=request.POST.get("tags", ""), note=request.POST.get("note", ""))
         elif action in ("archive", "unarchive"):
             archive.run_archive(run=run, archived=action == "archive")
+        elif action == "ensemble":
+            from webapp.runs import ensembles
+
+            agent = ensembles.ensemble_create(run=run, k=ensembles.DEFAULT_K)
+            messages.success(
+                request, f"Ensemble of agents {', '.join(f'#{i}' for i in agent.metrics['ensemble']['members'])} built."
+            )
+            return redirect("runs:agent", agent_id=agent.pk)
         elif action == "delete":
             files = archive.run_delete(run=run)
             messages.success(request, f"Run {run.name!r} deleted with its agents, backtests and {files} files.")

@@ -104,3 +104,37 @@ def test_head_on_a_bundle_gives_the_download_headers_without_a_body(bundle, api_
         assert head["Content-Type"] == "application/zip"
         content = b"".join(head.streaming_content) if head.streaming else head.content
         assert content == b""
+
+
+def test_a_sidecar_of_another_checkpoint_is_not_served(bundle, api_client):
+    """Agent ids restart in a new database while the storage folder stays: a bundle exported for
+    an older agent #N must not be served for the new agent #N."""
+    from webapp.runs import services
+
+    agent, first, _ = bundle
+    old = services.agent_bundle(agent)
+    agent.sha256 = "f" * 64  # another checkpoint under the same agent id
+    fresh = services.agent_bundle(agent)
+    assert fresh.name != old.name
+    assert services.agent_bundle(agent) == fresh  # exported once, then served from storage again
+
+
+def test_a_gpu_trained_agent_downloads_from_a_cpu_server(user, trained_checkpoint, api_client, tmp_path):
+    # A GPU worker's checkpoint holds a CUDA generator's 16-byte state; the bundle used to be a
+    # 400 ("Expected a CPUGeneratorImplState of size 5056").
+    import torch
+
+    from tests.webapp.conftest import make_world
+    from trainer.bundle import load_checkpoint, save_checkpoint
+
+    state = load_checkpoint(trained_checkpoint["path"])
+    state["agent"]["generator"] = torch.arange(16, dtype=torch.uint8)
+    state["agent"]["generator_device"] = "cuda"
+    path = tmp_path / "gpu.pt"
+    sha256 = save_checkpoint(state, path)
+    world = make_world(
+        user, "gpu-data", checkpoint={**trained_checkpoint, "path": path, "sha256": sha256}, scores=[1.0]
+    )
+    response = api_client.get(f"/api/agents/{world.agents[0].id}/bundle/")
+    assert response.status_code == 200
+    assert "policy.onnx" in zipfile.ZipFile(io.BytesIO(_body(response))).namelist()

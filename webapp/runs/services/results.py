@@ -122,6 +122,7 @@ def _generation_complete_locked(claim: Claim, result: engine.TrainedGeneration, 
             checkpoint=stored,
             sha256=result.sha256,
             created_seq=seq,
+            tickers=list(result.tickers or []),
             # the lineage as the database knows it (the trainer's checkpoint counts the same)
             depth=parent.depth + 1 if parent is not None else 1,
             total_env_steps=(parent.total_env_steps if parent is not None else 0) + trained,

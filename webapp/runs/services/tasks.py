@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from django.conf import settings
 from django.db import transaction
 
 from webapp import engine
@@ -53,7 +54,12 @@ def task_create(
     if tickers is not None and not [t for t in tickers if str(t).strip()]:
         fields["tickers"] = "choose at least one ticker, or leave the field out for all of the dataset's tickers"
         tickers = None
-    tickers = list(dataset.tickers) if tickers is None else [str(t).strip().upper() for t in tickers if str(t).strip()]
+    named = tickers is not None
+    if named:
+        cleaned = bounds.collect(fields, engine.clean_tickers, [t for t in tickers if str(t).strip()])
+        tickers = cleaned if cleaned is not None else []
+    else:
+        tickers = list(dataset.tickers)
     unknown = [t for t in tickers if t not in dataset.tickers]
     if unknown:
         fields["tickers"] = f"{', '.join(unknown)} not in dataset {dataset.name!r}"
@@ -78,13 +84,18 @@ def task_create(
     if isinstance(hyperparameters, dict):
         fields.update(bounds.hyperparameter_errors(algorithm, hyperparameters, engine.validate_hyperparameters))
     base = bounds.collect(fields, engine.validate_task, {**spec, "env": {}, "hyperparameters": {}})
-    if base is not None and not unknown:
-        bounds.collect(
+    decided = None
+    if base is not None and not unknown and not any(k.startswith("tickers") for k in fields):
+        # the tickers actually traded over the task's range, and every data decision
+        decided = bounds.collect(
             fields,
-            engine.check_task_splits,
+            engine.check_task_data,
             {k: base[k] for k in ("train", "validation", "test")},
             paths=dataset.source_paths(),
             tickers=tickers,
+            named=named,
+            file_names=dataset.file_names(),
+            benchmark_path=settings.PADDOCK_BENCHMARK_FILE,
         )
     bounds.raise_all(fields)
     normalized = engine.validate_task(spec)  # what depends on several fields at once
@@ -92,7 +103,8 @@ def task_create(
         owner=owner,
         name=name,
         dataset=dataset,
-        tickers=normalized["data"].get("tickers") or tickers,
+        tickers=decided["tickers"],  # the tickers actually traded
+        data_notes=[*dataset.notes, *decided["notes"]],
         splits={k: dict(normalized[k]) for k in ("train", "validation", "test")},
         env=normalized["env"],
         algorithm=normalized["algorithm"],
