@@ -17,7 +17,7 @@ from django.db.models.functions import Coalesce
 from django.utils import timezone
 
 from webapp.market.models import Dataset
-from webapp.runs import baselines, deflated
+from webapp.runs import algorithms, baselines, deflated
 from webapp.runs.models import Agent, ClusterBudget, Generation, Pod, Run, Task
 
 HISTORY_MAX_POINTS = 2000
@@ -237,6 +237,7 @@ def agent_payload(agent: Agent, run_sharpes: deflated.RunSharpes | None = None) 
         "lineage": agent.lineage_id,
         "parent_id": agent.parent_id,
         "created_seq": agent.created_seq,
+        "algorithm": agent.algorithm,
         "hyperparameters": agent.hyperparameters,
         "sha256": agent.sha256,
         "created_at": _iso(agent.created_at),
@@ -477,16 +478,18 @@ def run_pods(run: Run) -> list[Pod]:
 # --- tasks ---------------------------------------------------------------------------------
 
 
-def task_spec(task: Task) -> dict[str, Any]:
-    """The ``trainer.task.TaskSpec`` dict a generation (or a backtest) of ``task`` uses."""
+def task_spec(task: Task, algorithm: str | None = None) -> dict[str, Any]:
+    """The ``trainer.pod.TaskSpec`` dict a generation trains on (with ``algorithm``, one of
+    the task's allowed algorithms; ``None`` = ``task.algorithm``)."""
+    algorithm = algorithm or task.algorithm
     return {
         "data": {"paths": task.dataset.source_paths(), "tickers": list(task.tickers)},
         "train": task.splits["train"],
         "validation": task.splits["validation"],
         "test": task.splits["test"],
         "env": task.env,
-        "algorithm": task.algorithm,
-        "hyperparameters": task.hyperparameters,
+        "algorithm": algorithm,
+        "hyperparameters": algorithms.algorithm_hyperparameters(task, algorithm),
         "kind": task.kind,
         "selection": task.selection or {},
     }

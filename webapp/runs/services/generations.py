@@ -19,7 +19,7 @@ from django.utils import timezone
 
 from webapp import engine
 from webapp.core.formatting import finite_or_none
-from webapp.runs import events, selectors
+from webapp.runs import algorithms, events, selectors
 from webapp.runs.models import Agent, Generation, Pod, Run
 from webapp.runs.services.budgets import budget_dispatch, budget_verdict
 from webapp.runs.services.common import MAX_ATTEMPTS, lock_budget, publish_budget_usage, publish_pod
@@ -101,12 +101,15 @@ def generation_claim(*, generation_id: int, worker: str = "", device: str = "") 
         parent = None if decision.agent_id is None else Agent.objects.get(pk=decision.agent_id)
         mutations: dict[str, list[Any]] = {}
         if parent is None:
-            hyperparameters = dict(run.task.hyperparameters)
+            algorithm = algorithms.fresh_algorithm(run.task, pod.index)
+            hyperparameters = algorithms.algorithm_hyperparameters(run.task, algorithm)
         elif decision.action == "parent":
+            algorithm = parent.algorithm or run.task.algorithm
             hyperparameters, mutations = engine.mutate_hyperparameters(
-                parent.hyperparameters, mutation=run.mutation, rng=rng
+                parent.hyperparameters, mutation=algorithms.mutation_for(run.mutation, parent.hyperparameters), rng=rng
             )
         else:
+            algorithm = parent.algorithm or run.task.algorithm
             hyperparameters = dict(parent.hyperparameters)
         now = timezone.now()
         n = Generation.objects.filter(pk=gen.pk, status__in=Generation.CLAIMABLE).update(
@@ -121,6 +124,7 @@ def generation_claim(*, generation_id: int, worker: str = "", device: str = "") 
             heartbeat_at=now,
             finished_at=None,
             error="",
+            algorithm=algorithm,
         )
         if not n:
             return None
@@ -135,7 +139,7 @@ def generation_claim(*, generation_id: int, worker: str = "", device: str = "") 
             run_id=run.pk,
             pod_index=pod.index,
             number=gen.number,
-            task=selectors.task_spec(run.task),
+            task=selectors.task_spec(run.task, algorithm),
             env_steps=gen.env_steps,
             parent_id=None if parent is None else parent.pk,
             parent_checkpoint=None if parent is None else parent.checkpoint,

@@ -15,7 +15,7 @@ from django.utils import timezone
 
 from webapp import engine
 from webapp.core.errors import AppError
-from webapp.runs import bounds, signals
+from webapp.runs import algorithms, bounds, signals
 from webapp.runs.models import ClusterBudget, Generation, Pod, Run, Task
 from webapp.runs.services.budgets import budget_dispatch, budget_verdict
 from webapp.runs.services.common import (
@@ -77,9 +77,21 @@ def run_create(
         seed=seed,
         device=device,
     )
-    if "generation_steps" not in fields:
-        bounds.collect(fields, engine.check_generation_steps, task.algorithm, task.hyperparameters, generation_steps)
-    bounds.collect(fields, engine.check_mutation, mutation, task.hyperparameters)
+    every = {a: algorithms.algorithm_hyperparameters(task, a) for a in algorithms.task_algorithms(task)}
+    for algorithm, hyperparameters in every.items():
+        if "generation_steps" not in fields:
+            bounds.collect(fields, engine.check_generation_steps, algorithm, hyperparameters, generation_steps)
+        if len(every) == 1:
+            bounds.collect(fields, engine.check_mutation, mutation, hyperparameters)
+        elif isinstance(mutation.get("bounds") or {}, dict):
+            bounds.collect(
+                fields, engine.check_mutation, algorithms.mutation_for(mutation, hyperparameters), hyperparameters
+            )
+    named = mutation.get("bounds") or {}
+    if len(every) > 1 and isinstance(named, dict):
+        stray = [k for k in named if not any(k in hp for hp in every.values())]
+        if stray:
+            fields[f"mutation.bounds.{stray[0]}"] = f"no allowed algorithm ({', '.join(every)}) has {stray[0]!r}"
     bounds.raise_all(fields)
     return Run.objects.create(
         owner=owner,

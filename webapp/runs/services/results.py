@@ -123,6 +123,7 @@ def _generation_complete_locked(claim: Claim, result: engine.TrainedGeneration, 
             sha256=result.sha256,
             created_seq=seq,
             tickers=list(result.tickers or []),
+            algorithm=gen.algorithm or run.task.algorithm,
             # the lineage as the database knows it (the trainer's checkpoint counts the same)
             depth=parent.depth + 1 if parent is not None else 1,
             total_env_steps=(parent.total_env_steps if parent is not None else 0) + trained,

@@ -29,6 +29,7 @@ def task_create(
     hyperparameters: dict[str, Any] | None = None,
     kind: str = "stock_trading",
     selection: dict[str, Any] | None = None,
+    algorithms: list[str] | None = None,
 ) -> Task:
     """Create a task after validating it with the trainer's config classes.
 
@@ -43,6 +44,10 @@ def task_create(
         hyperparameters: the algorithm's config fields, defaults for the rest.
         kind: ``"stock_trading"`` or ``"portfolio"``.
         selection: the validation scoring rule (``rule``, ``windows``, ``k``); ``{}`` = default.
+        algorithms: the algorithms a run's fresh pods may train (a mixed tournament); it
+            must contain ``algorithm``; ``None`` or ``[]`` = only ``algorithm``. See
+            :func:`algorithm_hyperparameters` for the other algorithms' settings and
+            :func:`fresh_algorithm` for which pod trains which.
 
     Raises:
         AppError: naming the field (``tickers``, ``splits.validation``, ``env.hmax``,
@@ -84,6 +89,7 @@ def task_create(
     if isinstance(hyperparameters, dict):
         fields.update(bounds.hyperparameter_errors(algorithm, hyperparameters, engine.validate_hyperparameters))
     base = bounds.collect(fields, engine.validate_task, {**spec, "env": {}, "hyperparameters": {}})
+    allowed = _allowed_algorithms(fields, algorithms, algorithm, hyperparameters)
     decided = None
     if base is not None and not unknown and not any(k.startswith("tickers") for k in fields):
         # the tickers actually traded over the task's range, and every data decision
@@ -109,6 +115,35 @@ def task_create(
         env=normalized["env"],
         algorithm=normalized["algorithm"],
         hyperparameters=normalized["hyperparameters"],
+        algorithms=allowed,
         kind=normalized["kind"],
         selection=normalized["selection"],
     )
+
+
+def _allowed_algorithms(fields: dict[str, str], algorithms: Any, algorithm: str, hyperparameters: Any) -> list[str]:
+    """The normalized allowed list (``algorithm`` first, no repeats); errors go to ``fields["algorithms"]``."""
+    if algorithms is None or algorithms == []:
+        return [str(algorithm).strip().lower()]
+    if not isinstance(algorithms, list | tuple) or not all(isinstance(a, str) for a in algorithms):
+        fields["algorithms"] = "a list of algorithm names"
+        return []
+    names = list(dict.fromkeys(a.strip().lower() for a in algorithms))
+    known = engine.algorithms()
+    unknown = [a for a in names if a not in known]
+    if unknown:
+        fields["algorithms"] = f"{', '.join(map(repr, unknown))} not one of {', '.join(known)}"
+        return []
+    primary = str(algorithm).strip().lower()
+    if primary not in names:
+        fields["algorithms"] = f"must include the task's algorithm {primary!r} (its hyperparameters are set)"
+        return []
+    if isinstance(hyperparameters, dict) and "hyperparameters" not in fields:
+        for name in names:
+            if name != primary:
+                try:
+                    algorithms.shared_hyperparameters(name, hyperparameters)
+                except AppError as exc:
+                    fields["algorithms"] = f"{name}: {exc.message}"
+                    return []
+    return [primary, *(a for a in names if a != primary)]
