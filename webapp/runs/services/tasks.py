@@ -13,6 +13,7 @@ from webapp import engine
 from webapp.core.errors import AppError
 from webapp.market.models import Dataset
 from webapp.runs import bounds
+from webapp.runs.algorithms import shared_hyperparameters
 from webapp.runs.models import Task
 
 
@@ -142,7 +143,7 @@ def _allowed_algorithms(fields: dict[str, str], algorithms: Any, algorithm: str,
         for name in names:
             if name != primary:
                 try:
-                    algorithms.shared_hyperparameters(name, hyperparameters)
+                    shared_hyperparameters(name, hyperparameters)
                 except AppError as exc:
                     fields["algorithms"] = f"{name}: {exc.message}"
                     return []
