@@ -337,6 +337,27 @@ def _graceful_interrupt() -> Iterator[dict[str, bool]]:
         signal.signal(signal.SIGINT, previous)
 
 
+def data_summary(market: Any) -> dict[str, Any]:
+    """What the data pipeline decided, for the CLI's output: traded tickers, days and notes."""
+    return {
+        "tickers": list(market.tickers),
+        "num_tickers": len(market.tickers),
+        "start": str(market.dates[0]),
+        "end": str(market.dates[-1]),
+        "notes": list(market.notes),
+    }
+
+
+def format_data_summary(summary: dict[str, Any]) -> str:
+    """``data:`` line (the number of tickers actually traded) and one ``note:`` line per decision."""
+    lines = [
+        f"data:       {summary['num_tickers']} tickers traded ({', '.join(summary['tickers'])}), "
+        f"{summary['start']} to {summary['end']}"
+    ]
+    lines += [f"note:       {note}" for note in summary["notes"]]
+    return "\n".join(lines)
+
+
 def _fmt_score(x: float | None) -> str:
     return "n/a" if x is None or not math.isfinite(x) else f"{x:.3f}"
 
@@ -425,10 +446,12 @@ def cmd_train(args: argparse.Namespace) -> int:
         "generations": len(results),
         "cancelled": any(r.cancelled for r in results),
         "duration_s": sum(r.duration_s for r in results),
+        "data": data_summary(market),
     }
     if args.json:
         print(json.dumps(summary, indent=2))
     else:
+        print(format_data_summary(summary["data"]))
         print(f"checkpoint: {summary['checkpoint']}  (sha256 {best.sha256})")
         print(f"bundle:     {summary['bundle']}  (sha256 {bundle_sha})")
         ret = summary["validation_total_return"]
@@ -487,17 +510,26 @@ _TABLE = (
     ("max_drawdown_peak", "  peak", "date"),
     ("max_drawdown_trough", "  trough", "date"),
     ("win_rate", "daily win rate", "pct"),
+    ("daily_mean_return", "mean daily return", "pct"),
+    ("daily_sharpe_ratio", "daily Sharpe ratio", "num"),
     ("initial_value", "initial value (USD)", "usd"),
     ("final_value", "final value (USD)", "usd"),
 )
 
 
 def format_metrics(metrics: dict[str, Any]) -> str:
-    """A two-column text table of the main metrics (rates in percent on screen)."""
+    """A two-column text table of the main metrics (rates in percent on screen); annualised
+    figures of a window shorter than ``MIN_ANNUALISED_DAYS`` read "n/a (window shorter than 63
+    days)" (``--json`` keeps their values, flagged ``short_window``)."""
+    from trainer.backtest.metrics import ANNUALISED_KEYS, short_window_text
+
+    short = bool(metrics.get("short_window"))
     rows = []
     for key, label, kind in _TABLE:
         value = metrics.get(key)
-        if value is None:
+        if short and key in ANNUALISED_KEYS:
+            text = short_window_text(int(metrics.get("min_annualised_days") or 63))
+        elif value is None:
             text = "n/a"
         elif kind == "pct":
             text = f"{100 * value:.2f} %"
@@ -587,9 +619,22 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
         policy_name=path.name,
     )
     if args.json:
-        print(json.dumps({"path": str(path), "split": name, "start": start, "end": end, "metrics": metrics}, indent=2))
+        print(
+            json.dumps(
+                {
+                    "path": str(path),
+                    "split": name,
+                    "start": start,
+                    "end": end,
+                    "metrics": metrics,
+                    "data": data_summary(market),
+                },
+                indent=2,
+            )
+        )
     else:
         print(f"{path.name}: {name} {window.dates[0]} to {window.dates[-1]}, {len(tickers)} tickers")
+        print(format_data_summary(data_summary(market)))
         print(format_metrics(metrics))
     return 0
 

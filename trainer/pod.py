@@ -249,6 +249,10 @@ class TaskSpec:
             )
         if spec.end and ranges["test"][1] > spec.end:
             raise ConfigError(f"test.end: {ranges['test'][1]} is after data.end {spec.end}", field="test.end")
+        # Missing-data decisions (late listings, early ends, gaps) are judged against the
+        # task's own range, train.start to test.end, never against the files' first row.
+        spec.start = spec.start or ranges["train"][0]
+        spec.end = spec.end or ranges["test"][1]
         kind = check_kind(data.get("kind") or DEFAULT_KIND)
         selection = SelectionRule.from_dict(data.get("selection"))
         try:

@@ -45,13 +45,15 @@ def inspect_market_files(paths: Sequence[str | Path], *, tickers: Sequence[str] 
 
     Returns:
         ``{"tickers": [...], "start": "YYYY-MM-DD", "end": "YYYY-MM-DD", "notes": [...],
-        "rows": int}``, notes being the loader's report (adjustments, merged duplicates).
+        "rows": int}``, notes being the loader's report (adjustments, merged duplicates) and
+        every ticker that starts late, ends early or misses days (named with the dates).
 
     Raises:
         AppError: the files cannot be used (missing, bad rows, unknown tickers), naming the
             file, row or ticker in ``fields``.
     """
     from trainer.data.loading import load_panel
+    from trainer.data.pipeline import coverage_notes
 
     try:
         panel = load_panel([str(p) for p in paths], tickers=tickers)
@@ -60,13 +62,32 @@ def inspect_market_files(paths: Sequence[str | Path], *, tickers: Sequence[str] 
     if panel.empty:
         raise AppError("the files hold no rows", fields={"paths": "the files hold no rows"})
     dates = panel["date"]
+    notes = [str(n) for n in panel.attrs.get("notes", [])] + coverage_notes(panel[["date", "tic"]])
     return {
         "tickers": sorted(str(t) for t in panel["tic"].unique()),
         "start": dates.min().strftime("%Y-%m-%d"),
         "end": dates.max().strftime("%Y-%m-%d"),
-        "notes": [str(n) for n in panel.attrs.get("notes", [])],
+        "notes": notes,
         "rows": int(len(panel)),
     }
+
+
+def clean_tickers(values: Sequence[Any], *, field: str = "tickers") -> list[str]:
+    """Ticker symbols a user typed, stripped and upper-cased (``trainer.data.loading.check_ticker``:
+    1 to 20 letters, digits, ``.``, ``-``, ``^``, ``=``).
+
+    Raises:
+        AppError: 400 naming ``<field>.<i>``; control characters in the value are escaped.
+    """
+    from trainer.data.loading import check_ticker
+
+    out = []
+    for i, value in enumerate(values):
+        try:
+            out.append(check_ticker(value, field=f"{field}.{i}"))
+        except TrainerError as exc:
+            raise AppError.from_trainer(exc) from exc
+    return out
 
 
 # --- tasks ---------------------------------------------------------------------------------
@@ -116,45 +137,121 @@ def validate_hyperparameters(algorithm: str, hyperparameters: dict[str, Any]) ->
         raise AppError.from_trainer(exc) from exc
 
 
-_calendar_cache: OrderedDict[tuple, Any] = OrderedDict()
-_CALENDAR_CACHE_SIZE = 16
+_days_cache: OrderedDict[tuple, Any] = OrderedDict()
+_DAYS_CACHE_SIZE = 16
 
 
-def check_task_splits(splits: dict[str, Any], *, paths: Sequence[str | Path], tickers: Sequence[str]) -> None:
-    """Check a task's date splits against the trading days of its data files.
+def _ticker_days(paths: Sequence[str | Path], tickers: Sequence[str] | None = None) -> Any:
+    """``trainer.data.loading.ticker_days`` of the files, kept per process and file version."""
+    from trainer.data.loading import ticker_days
 
-    Each split must hold data and at least ``trainer.data.splits.MIN_SPLIT_DAYS`` trading days
-    (train 126, validation 20, test 20). Only the date and ticker columns are read
-    (``trainer.data.loading.trading_dates``), once per process and file version: no prices,
-    indicators or torch. Training checks again on the fully processed data.
+    key = (
+        tuple((str(p), Path(p).stat().st_mtime_ns if Path(p).exists() else 0) for p in paths),
+        None if tickers is None else tuple(sorted(tickers)),
+    )
+    with _market_lock:
+        pairs = _days_cache.get(key)
+    if pairs is None:
+        pairs = ticker_days([str(p) for p in paths], tickers=tickers)
+        with _market_lock:
+            _days_cache[key] = pairs
+            while len(_days_cache) > _DAYS_CACHE_SIZE:
+                _days_cache.popitem(last=False)
+    return pairs
+
+
+def benchmark_days(benchmark_path: str | Path, ticker: str | None = None) -> Any:
+    """(D,) ``datetime64[D]`` days the benchmark file holds for ``ticker`` (QQQ)."""
+    pairs = _ticker_days([str(benchmark_path)], [ticker or BENCHMARK_TICKER])
+    return np.unique(pairs["date"].to_numpy().astype("datetime64[D]"))
+
+
+def check_benchmark_coverage(ranges: dict[str, Any], *, benchmark_path: str | Path) -> None:
+    """Refuse ranges the benchmark file does not cover, naming the file and its first/last day.
+
+    Args:
+        ranges: name -> ``{"start", "end"}`` or ``(start, end)``, e.g. ``{"test": ...}``.
+        benchmark_path: ``PADDOCK_BENCHMARK_FILE``.
+
+    Raises:
+        AppError: ``test.end: 2026-08-31 is after the last QQQ day 2024-04-19 in
+            benchmark_etfs_daily_eodhd.csv.gz`` (field ``test.end``); a missing or unreadable
+            benchmark file (field ``benchmark``).
+    """
+    from trainer.data.splits import check_coverage
+
+    path = Path(benchmark_path)
+    if not path.exists():
+        raise AppError(
+            f"benchmark: the benchmark file {path.name} does not exist (PADDOCK_BENCHMARK_FILE); backtests need it",
+            fields={"benchmark": f"{path.name} not found"},
+        )
+    try:
+        days = benchmark_days(path)
+        check_coverage(_as_pairs(ranges), days, what=BENCHMARK_TICKER, file=path.name)
+    except TrainerError as exc:
+        raise AppError.from_trainer(exc).with_names({str(path): path.name}) from exc
+
+
+def _as_pairs(ranges: dict[str, Any]) -> dict[str, tuple[str, str]]:
+    return {
+        name: (str(r["start"]), str(r["end"])) if isinstance(r, dict) else (str(r[0]), str(r[1]))
+        for name, r in ranges.items()
+    }
+
+
+def check_task_data(
+    splits: dict[str, Any],
+    *,
+    paths: Sequence[str | Path],
+    tickers: Sequence[str],
+    named: bool,
+    file_names: dict[str, str],
+    benchmark_path: str | Path,
+) -> dict[str, Any]:
+    """Decide a task's tickers over its range and check its splits, when the task is created.
+
+    The same rules training applies (``trainer.data.pipeline.plan_tickers``: late listings,
+    early ends and gaps judged against train.start to test.end), then the splits against the
+    trading days of the kept tickers (``check_split_days``: train 126, validation 20, test 20
+    days at least) and against the benchmark file (QQQ must cover every split, so that the
+    validation score and the backtests have their baseline). Only the date and ticker columns
+    are read, once per process and file version: no prices, indicators or torch.
 
     Args:
         splits: ``{"train": {"start", "end"}, ...}`` as ``validate_task`` returns them.
         paths: absolute data file paths of the dataset.
-        tickers: the task's tickers.
+        tickers: the dataset's tickers (``named=False``) or the ones the user named.
+        named: the user named ``tickers``: one that cannot cover the range is a 400 naming it,
+            its first and last day and the range; otherwise it is dropped with a note.
+        file_names: server path -> the name the user knows the file by.
+        benchmark_path: ``PADDOCK_BENCHMARK_FILE``.
+
+    Returns:
+        ``{"tickers": [...] traded, "notes": [...]}``: every decision (dropped tickers,
+        forward-filled days, warm-up days, a split starting after the data's first day).
 
     Raises:
-        AppError: naming ``<split>.start`` or ``<split>.end``; or an unreadable file.
+        AppError: naming ``tickers``, ``<split>.start`` or ``<split>.end``; or an unreadable file.
     """
-    from trainer.data.loading import trading_dates
-    from trainer.data.splits import check_split_days
+    from trainer.data.pipeline import plan_tickers
+    from trainer.data.splits import check_coverage, check_split_days
 
-    key = (
-        tuple((str(p), Path(p).stat().st_mtime_ns if Path(p).exists() else 0) for p in paths),
-        tuple(sorted(tickers)),
-    )
+    ranges = _as_pairs(splits)
+    shown = ", ".join(sorted(set(file_names.values()))) or "the data"
     try:
-        with _market_lock:
-            days = _calendar_cache.get(key)
-        if days is None:
-            days = trading_dates([str(p) for p in paths], tickers=tickers)
-            with _market_lock:
-                _calendar_cache[key] = days
-                while len(_calendar_cache) > _CALENDAR_CACHE_SIZE:
-                    _calendar_cache.popitem(last=False)
-        check_split_days({name: (r["start"], r["end"]) for name, r in splits.items()}, days)
+        pairs = _ticker_days(paths, tickers)
+        plan = plan_tickers(
+            pairs, tickers=list(tickers) if named else None, start=ranges["train"][0], end=ranges["test"][1]
+        )
+        kept = list(plan.tickers)
+        days = np.unique(pairs.loc[pairs["tic"].isin(kept), "date"].to_numpy().astype("datetime64[D]"))
+        check_split_days(ranges, days)
+        notes = check_coverage(ranges, days, what="data", file=shown, strict_start=False)
     except TrainerError as exc:
-        raise AppError.from_trainer(exc) from exc
+        raise AppError.from_trainer(exc).with_names(file_names) from exc
+    check_benchmark_coverage(splits, benchmark_path=benchmark_path)
+    return {"tickers": kept, "notes": plan.all_notes() + notes}
 
 
 def check_generation_steps(algorithm: str, hyperparameters: dict[str, Any], generation_steps: int) -> None:
@@ -436,10 +533,11 @@ def train_generation(
 
     Returns:
         JSON-able ``{"sha256", "score", "metrics", "env_steps", "hyperparameters",
-        "cancelled", "duration_s", "generation", "total_env_steps", "telemetry"}``; ``score``
-        is ``None`` when the agent has none (NaN); ``generation`` is the depth in the lineage
-        (1 = fresh), ``total_env_steps`` the line's env steps including this generation's,
-        ``telemetry`` the training curve (``GenerationResult.telemetry``, at most 50 points).
+        "cancelled", "duration_s", "generation", "total_env_steps", "telemetry", "tickers"}``;
+        ``score`` is ``None`` when the agent has none (NaN); ``generation`` is the depth in the
+        lineage (1 = fresh), ``total_env_steps`` the line's env steps including this
+        generation's, ``telemetry`` the training curve (``GenerationResult.telemetry``, at most
+        50 points), ``tickers`` the ones the agent trades.
 
     Raises:
         trainer.errors.Diverged: training produced NaN or infinite numbers (no checkpoint is
@@ -485,6 +583,7 @@ def train_generation(
         "generation": int(result.generation),
         "total_env_steps": int(result.total_env_steps),
         "telemetry": _jsonable(result.telemetry),
+        "tickers": [str(t) for t in market.tickers],
     }
 
 
@@ -616,7 +715,9 @@ def backtest_agent(
 
     Returns:
         ``{"daily": DataFrame, "metrics": {"agent", "equal_weight", "QQQ"}, "tickers",
-        "env_config", "start", "end", "num_days", "metric_contract", "notes", "policy"}``.
+        "env_config", "start", "end", "num_days", "metric_contract", "notes", "policy",
+        "price_basis"}`` (``price_basis``: ``{"agent", "benchmark"}``, the close each side used,
+        read from the files: ``"adjusted close"`` or ``"raw close"``).
         ``daily`` is indexed by date (``DatetimeIndex``) with the engine's columns
         (``account_value``, ``cash``, ``holdings_<T>``, ``trades_<T>``, ``traded_value``,
         ``costs``, ``turnover``; USD, shares, fractions) plus ``benchmark_equal_weight`` and
@@ -640,6 +741,11 @@ def backtest_agent(
         policy, info = _policy_from_file(agent_path, expected_sha256=expected_sha256)
     except BundleError as exc:
         raise BundleError(f"{agent_name}: {exc.message}", **exc.details) from None
+    # The agent's own universe over the backtest's own window: a ticker it trades that the
+    # window lacks is an error naming it, never a silent change of universe.
+    if info["tickers"]:
+        spec.data.tickers = list(info["tickers"])
+    spec.data.start, spec.data.end = str(start)[:10], str(end)[:10]
     market = _market_data(spec, data_dir=data_dir, cache_dir=cache_dir)
     read = prepare_market(market, spec.env).feature_names  # what the agent's observation holds
     if info["feature_names"] and list(read) != info["feature_names"]:
@@ -660,6 +766,9 @@ def backtest_agent(
         policy_name=agent_name,
         feature_stats=stats,
     )
+    from trainer.data.loading import price_basis
+
+    basis = {"agent": price_basis(list(spec.data.paths)), "benchmark": price_basis(benchmark_path)}
     daily = result.daily.copy()
     for column in result.benchmarks.columns:
         daily[f"benchmark_{column}"] = result.benchmarks[column].to_numpy()
@@ -674,7 +783,23 @@ def backtest_agent(
         "metric_contract": METRIC_CONTRACT,
         "notes": [str(n) for n in result.notes],
         "policy": {"kind": info["kind"], "algorithm": info["algorithm"]},
+        "price_basis": basis,
     }
+
+
+def withheld_metrics(metrics: dict[str, Any]) -> dict[str, str]:
+    """The annualised figures a page or export must not show for a short window, and the text
+    it shows instead (``trainer.backtest.metrics``: fewer than 63 trading days).
+
+    Returns:
+        ``{key: "n/a (window shorter than 63 days)"}``; empty for a long enough window.
+    """
+    from trainer.backtest.metrics import ANNUALISED_KEYS, short_window_text
+
+    if not (metrics or {}).get("short_window"):
+        return {}
+    text = short_window_text(int(metrics.get("min_annualised_days") or 63))
+    return {key: text for key in ANNUALISED_KEYS}
 
 
 def series_metrics(values: Any, benchmark_values: Any = None, turnover: Any = None) -> dict[str, Any]:

@@ -119,18 +119,30 @@
 
   // --- messages -------------------------------------------------------------------------
 
+  // Events still missing after the grace period (late ones arrive within it) mean a resync.
+  function armGapTimer() {
+    if (state.gapTimer) return;
+    state.gapTimer = setTimeout(() => {
+      state.gapTimer = null;
+      if (state.missing.size) requestSnapshot();
+    }, GAP_GRACE_MS);
+  }
+
   function noteSeq(seq) {
     if (seq > state.seq + 1) {
       for (let s = state.seq + 1; s < seq; s += 1) state.missing.add(s);
-      if (!state.gapTimer) {
-        state.gapTimer = setTimeout(() => {
-          state.gapTimer = null;
-          if (state.missing.size) requestSnapshot();
-        }, GAP_GRACE_MS);
-      }
+      armGapTimer();
     }
     state.missing.delete(seq);
     state.seq = Math.max(state.seq, seq);
+  }
+
+  // A heartbeat carries the run's latest seq: events up to it that never came (a lost tail,
+  // which no later event would reveal) count as missing.
+  function noteLatest(seq) {
+    if (seq <= state.seq) return;
+    for (let s = state.seq + 1; s <= seq; s += 1) state.missing.add(s);
+    armGapTimer();
   }
 
   function handle(msg) {
@@ -141,6 +153,10 @@
       return;
     }
     if (!state.synced || typeof msg.seq !== "number") return; // the coming snapshot covers it
+    if (msg.type === "heartbeat") {
+      noteLatest(msg.seq);
+      return;
+    }
     noteSeq(msg.seq);
     if (msg.type === "run.update" && msg.seq > state.runSeq) {
       state.runSeq = msg.seq;

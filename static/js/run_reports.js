@@ -10,7 +10,8 @@
 
   const section = () => document.getElementById("run-reports");
   const status = () => (document.getElementById("run-status") || {}).dataset || {};
-  const complete = (el) => el && Number(el.dataset.reports) > 0 && !el.dataset.pending;
+  // done when every report is done, or when the server says the backtests could not run
+  const complete = (el) => el && (el.dataset.refused || (Number(el.dataset.reports) > 0 && !el.dataset.pending));
 
   async function refresh() {
     timer = null;

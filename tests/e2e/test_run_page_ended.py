@@ -49,3 +49,29 @@ def test_a_run_that_fails_while_watched_shows_failed_and_stops_listening(
     assert page.evaluate("window.paddockLive.ws.readyState") == 3, "the socket is closed for good"
     assert page.text_content("#live-indicator") == "failed"
     screenshot(page, "run-detail-failed")
+
+
+def test_a_lost_final_update_is_noticed_by_the_heartbeat_and_resynced_within_seconds(
+    page, live_url, e2e_user, login, monkeypatch
+):
+    from webapp.runs import events, services
+    from webapp.runs.models import Run
+
+    monkeypatch.setattr(services, "_send_generation_tasks", lambda ids: None)  # no worker plays along
+    task = create_task(e2e_user, create_dataset(e2e_user))
+    budget = services.budget_create(actor=e2e_user, name="lost tail", max_concurrent_pods=1)
+    run = services.run_start(
+        run=services.run_create(owner=e2e_user, task=task, budget=budget, num_pods=1, generation_steps=256)
+    )
+    login(page, e2e_user)
+    page.goto(f"/runs/{run.id}/")
+    page.wait_for_selector("#live-indicator[data-state=live]")
+
+    # The final run update is committed and numbered, but its message never reaches the page
+    # (a channel layer over capacity drops it silently): no later event will reveal the gap.
+    Run.objects.filter(pk=run.id).update(status=Run.Status.FINISHED, status_reason="budget spent")
+    events.next_seq(run.id)
+
+    # heartbeat (3 s of silence) + grace (0.8 s) -> snapshot.request -> the final state
+    page.wait_for_selector("#run-status[data-status=finished]", timeout=10_000)
+    assert page.text_content("#live-indicator") == "finished"

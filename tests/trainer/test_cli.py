@@ -132,6 +132,22 @@ def test_tiny_train_run_writes_a_bundle_with_the_checkpoints_actions(tiny_run, d
     np.testing.assert_array_equal(loaded.act(obs.numpy()), trained.act(obs, deterministic=True).numpy())
 
 
+def test_train_output_lists_the_traded_tickers_and_every_data_note(tiny_run):
+    data = tiny_run["data"]
+    assert data["tickers"] == ["AAPL", "MSFT"] and data["num_tickers"] == 2
+    assert data["start"] == "2010-01-04" and data["end"] == "2022-11-15"
+    assert any("adjusted" in n for n in data["notes"])  # raw-vs-adjusted prices decision
+
+
+def test_a_named_ticker_listed_after_the_train_start_exits_2_naming_it_and_the_range(data_dir, tmp_path, capsys):
+    # DOW lists on 2019-03-20; the demo task trains from 2010
+    argv = ["train", "--data-dir", str(data_dir), "--out", str(tmp_path), "--tickers", "AAPL,DOW", "--no-progress"]
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: ticker DOW does not cover the range 2010-01-01 to 2022-11-15")
+    assert "2019-03-20 to 2022-11-15" in err and len(err.strip().splitlines()) == 1
+
+
 def test_evaluate_gives_the_same_metrics_for_checkpoint_and_bundle(tiny_run, data_dir, cache_dir, capsys):
     common = ["--data-dir", str(data_dir), "--cache-dir", str(cache_dir), "--split", "validation", "--json"]
     assert main(["evaluate", tiny_run["checkpoint"], *common]) == 0
@@ -147,7 +163,24 @@ def test_evaluate_prints_a_table_for_the_test_split(tiny_run, data_dir, cache_di
     assert main(["evaluate", tiny_run["bundle"], "--data-dir", str(data_dir), "--cache-dir", str(cache_dir)]) == 0
     out = capsys.readouterr().out
     assert "test 2021-01-04 to 2022-11-15, 2 tickers" in out
+    # the data pipeline's decisions are printed: traded tickers and its notes (warm-up, adjustment)
+    assert "data:       2 tickers traded (AAPL, MSFT)" in out
+    assert "note:       " in out and "adjusted prices used" in out
     assert "Sharpe ratio" in out and "max drawdown" in out
+
+
+def test_evaluate_on_a_short_range_shows_annualised_figures_as_na_and_keeps_them_in_json(
+    tiny_run, data_dir, cache_dir, capsys
+):
+    common = ["--data-dir", str(data_dir), "--cache-dir", str(cache_dir), "--start", "2021-01-04", "--end", "2021-02-12"]
+    assert main(["evaluate", tiny_run["bundle"], *common]) == 0
+    lines = {line.split("  ")[0]: line for line in capsys.readouterr().out.splitlines()}
+    for label in ("annual return", "Sharpe ratio", "Sortino ratio", "Calmar ratio"):
+        assert lines[label].endswith("n/a (window shorter than 63 days)"), lines[label]
+    assert lines["total return"].endswith("%") and lines["mean daily return"].endswith("%")
+    assert main(["evaluate", tiny_run["bundle"], *common, "--json"]) == 0
+    metrics = json.loads(capsys.readouterr().out)["metrics"]
+    assert metrics["short_window"] is True and metrics["sharpe_ratio"] is not None
 
 
 def test_export_rebuilds_the_same_bundle(tiny_run, tmp_path, capsys):

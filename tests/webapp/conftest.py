@@ -171,6 +171,7 @@ def submit_agent(run, checkpoint: dict[str, Any], score: float | None):
         "hyperparameters": claim.hyperparameters,
         "cancelled": False,
         "duration_s": 0.5,
+        "tickers": checkpoint["tickers"],
         "telemetry": curve,
     }
     return services.generation_complete(claim=claim, result=result, local_checkpoint=str(checkpoint["path"]))

@@ -15,6 +15,12 @@ pytestmark = [pytest.mark.django_db(transaction=True)]
 TIMEOUT = 10
 
 
+@pytest.fixture(autouse=True)
+def _quiet_heartbeats(settings):
+    """Tests of the event order read exact messages: no heartbeat in between unless asked."""
+    settings.PADDOCK_LIVE_HEARTBEAT_S = 3600
+
+
 def _session_cookie(user) -> bytes:
     client = Client()
     client.force_login(user)
@@ -114,3 +120,31 @@ async def test_a_signed_out_visitor_is_refused_with_4401(world):
     communicator = await _connect(world.run.id, None)
     closed = await communicator.receive_output(timeout=TIMEOUT)
     assert closed == {"type": "websocket.close", "code": 4401}
+
+
+async def test_an_idle_connection_gets_heartbeats_carrying_the_latest_seq_so_a_lost_last_event_shows(
+    world, user, settings
+):
+    from webapp.runs import events
+    from webapp.runs.models import Run
+
+    settings.PADDOCK_LIVE_HEARTBEAT_S = 0.5
+    communicator = await _connect(world.run.id, await sync_to_async(_session_cookie)(user))
+    snapshot = await communicator.receive_json_from(timeout=TIMEOUT)
+    first = await communicator.receive_json_from(timeout=TIMEOUT)
+    assert first == {"type": "heartbeat", "seq": snapshot["seq"], "run_id": world.run.id}
+
+    # The run's final update is numbered and committed, but its group message is lost (as the
+    # Redis layer drops messages to a channel over capacity): no event reaches the client.
+    def finish_and_lose_the_event() -> int:
+        Run.objects.filter(pk=world.run.id).update(status=Run.Status.FINISHED)
+        return events.next_seq(world.run.id)
+
+    lost = await sync_to_async(finish_and_lose_the_event)()
+    heartbeat = await communicator.receive_json_from(timeout=TIMEOUT)
+    assert heartbeat["type"] == "heartbeat" and heartbeat["seq"] == lost == snapshot["seq"] + 1
+    # the client's resync (what run_live.js sends once the grace period passes) gets the final state
+    await communicator.send_json_to({"type": "snapshot.request"})
+    fresh = await _receive_until(communicator, "run.snapshot")
+    assert fresh[-1]["seq"] == lost and fresh[-1]["run"]["status"] == "finished"
+    await communicator.disconnect()

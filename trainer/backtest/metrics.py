@@ -23,6 +23,26 @@ from trainer.errors import DataError
 TRADING_DAYS_PER_YEAR = 252
 """Periods per year used to annualise daily figures (empyrical's ``DAILY`` factor)."""
 
+MIN_ANNUALISED_DAYS = 63
+"""Fewest daily returns (a quarter) for which annualised figures are shown (the contract)."""
+
+ANNUALISED_KEYS = (
+    "annual_return",
+    "annual_volatility",
+    "sharpe_ratio",
+    "sortino_ratio",
+    "calmar_ratio",
+    "alpha",
+    "turnover_annual",
+)
+"""Metrics that extrapolate to a year: withheld on screen below :data:`MIN_ANNUALISED_DAYS`."""
+
+
+def short_window_text(min_days: int = MIN_ANNUALISED_DAYS) -> str:
+    """What pages and exports show instead of an annualised figure of a short window."""
+    return f"n/a (window shorter than {min_days} days)"
+
+
 METRIC_CONTRACT = """\
 Metrics follow empyrical's contract (empyrical-reloaded {version}).
 Inputs are simple daily returns (0.01 = 1 %) of consecutive trading days; a year is 252 days.
@@ -46,7 +66,12 @@ Inputs are simple daily returns (0.01 = 1 %) of consecutive trading days; a year
   over the days; the annual figure is the daily mean times 252.
 Missing (NaN) returns count as days for annualisation, as in empyrical, and are skipped by
 means and standard deviations.
-""".format(version=getattr(empyrical, "__version__", "?"))
+Windows shorter than {min_days} trading days: annual return, annual volatility, Sharpe, Sortino,
+Calmar, alpha and annual turnover are shown as "n/a (window shorter than {min_days} days)"
+(annualising a few days multiplies noise: a 5-day window can show a Calmar ratio of 954); the
+data keeps their values with short_window = true, next to the per-day mean return, per-day
+volatility and per-day Sharpe ratio (mean / std, not annualised).
+""".format(version=getattr(empyrical, "__version__", "?"), min_days=63)
 """Plain-text description of the definitions above, for report footnotes."""
 
 
@@ -374,6 +399,13 @@ def turnover_series(traded_notional: pd.Series, account_value: pd.Series) -> pd.
     return pd.Series(notional / value, index=traded_notional.index, name="turnover")
 
 
+def _daily_sharpe(r: pd.Series, risk_free: float) -> float | None:
+    """mean(r - rf) / std(r - rf, ddof 1), per day (not annualised); None when undefined."""
+    excess = (r - risk_free).dropna()
+    sd = float(excess.std(ddof=1)) if len(excess) > 1 else float("nan")
+    return _clean(float(excess.mean()) / sd) if sd > 0 else None
+
+
 def compute_metrics(
     returns: pd.Series,
     benchmark_returns: pd.Series | None = None,
@@ -400,8 +432,11 @@ def compute_metrics(
         ``cumulative_return``, ``annual_return``, ``annual_volatility``, ``sharpe_ratio``,
         ``sortino_ratio``, ``calmar_ratio``, ``max_drawdown`` and its ``max_drawdown_peak``,
         ``max_drawdown_trough``, ``max_drawdown_recovery`` dates and
-        ``max_drawdown_duration_days``, ``win_rate``, ``risk_free`` (+ the benchmark and
-        turnover keys above). Floats are plain Python floats; undefined values (NaN, inf,
+        ``max_drawdown_duration_days``, ``win_rate``, ``risk_free``, the per-day
+        ``daily_mean_return``, ``daily_volatility`` and ``daily_sharpe_ratio``, and
+        ``short_window`` (fewer than :data:`MIN_ANNUALISED_DAYS` returns: the
+        :data:`ANNUALISED_KEYS` are kept but must be shown as :func:`short_window_text`) with
+        ``min_annualised_days`` (+ the benchmark and turnover keys above). Floats are plain Python floats; undefined values (NaN, inf,
         e.g. the Sharpe ratio of a single day) are ``None``.
 
     Raises:
@@ -431,6 +466,12 @@ def compute_metrics(
         "max_drawdown_duration_days": dd["duration_days"],
         "win_rate": _clean(win_rate(r)),
         "risk_free": float(risk_free),
+        # per-day figures, never annualised: what a short window can honestly say
+        "daily_mean_return": _clean(r.mean()) if len(r) else None,
+        "daily_volatility": _clean(r.std(ddof=1)) if len(r) > 1 else None,
+        "daily_sharpe_ratio": _daily_sharpe(r, risk_free),
+        "short_window": bool(len(r) < MIN_ANNUALISED_DAYS),
+        "min_annualised_days": MIN_ANNUALISED_DAYS,
     }
     if benchmark_returns is not None:
         b = _aligned_benchmark(r, benchmark_returns)

@@ -69,6 +69,51 @@ _ALIASES = {
 }
 _FILE_SUFFIXES = (".csv", ".csv.gz", ".parquet", ".pq")
 
+TICKER_PATTERN = re.compile(r"[A-Z0-9.\-^=]{1,20}")
+"""Allowed ticker symbols (after upper-casing): 1 to 20 letters, digits, ``.``, ``-``, ``^``
+or ``=`` (``BRK.B``, ``BF-B``, ``^GSPC``, ``EURUSD=X``). Spaces, control and bidirectional
+Unicode characters and anything else are refused, naming the row."""
+
+MAX_PRICE = 1e7
+"""Largest plausible price in USD (Berkshire Hathaway A traded near 7e5); above is an error."""
+MAX_VOLUME = 1e13
+"""Largest plausible daily volume in shares; above is an error."""
+SPLIT_RATIOS = (2, 3, 4, 5, 7, 8, 10, 15, 20)
+"""Split ratios whose one-day close move (x1/k or xk, within :data:`SPLIT_TOLERANCE`) in an
+adjusted column gets a note: the adjustment may have missed a split."""
+SPLIT_TOLERANCE = 0.02
+_PRICE_SLACK = 1e-6
+"""Relative slack of the close-inside-[low, high] check (rounded adjusted columns)."""
+
+
+def shown(value: object) -> str:
+    """``value`` quoted for a message, with control and invisible characters escaped (never
+    echoed raw into a page): ``'AAPL'``, ``'A\\u202eB'``."""
+    text = str(value)
+    if text.isprintable() and not any(
+        0x200B <= ord(c) <= 0x200F or 0x202A <= ord(c) <= 0x202E or 0x2066 <= ord(c) <= 0x2069 or c == "\ufeff"
+        for c in text
+    ):
+        return repr(text)
+    return ascii(text)
+
+
+def check_ticker(value: object, *, field: str = "tickers", **details: object) -> str:
+    """One ticker symbol, stripped and upper-cased, or an error naming it.
+
+    Raises:
+        DataError: the symbol is empty, longer than 20 characters or holds a character
+            outside :data:`TICKER_PATTERN` (the message escapes control characters).
+    """
+    text = str(value).strip().upper()
+    if not TICKER_PATTERN.fullmatch(text):
+        raise DataError(
+            f"{field}: ticker {shown(value)} is not a ticker symbol (1 to 20 letters, digits, '.', '-', '^' or '=')",
+            field=field,
+            **details,
+        )
+    return text
+
 
 def _canonical(name: object) -> str:
     key = re.sub(r"[\s\-.]+", "_", str(name).strip().lower())
@@ -113,14 +158,51 @@ def expand_paths(paths: str | Path | Iterable[str | Path]) -> list[Path]:
     return out
 
 
+def _check_text(path: Path) -> None:
+    """Refuse a CSV (or gzipped CSV) that is not UTF-8 text before pandas guesses at it.
+
+    Raises:
+        DataError: ``"<name>: not a text CSV file ..."`` for NUL bytes, bytes that are not
+            UTF-8 (the offset and byte named), or a ``.gz`` name on a file that is not gzip.
+    """
+    import codecs
+    import gzip
+
+    try:
+        if path.name.lower().endswith(".gz"):
+            with gzip.open(path, "rb") as f:
+                head = f.read(1 << 16)
+        else:
+            with open(path, "rb") as f:
+                head = f.read(1 << 16)
+    except (OSError, EOFError) as exc:
+        raise DataError(f"{path.name}: not a text CSV file (not readable as gzip: {exc})", file=str(path)) from exc
+    nul = head.find(b"\x00")
+    if nul >= 0:
+        raise DataError(
+            f"{path.name}: not a text CSV file (it holds binary data, a NUL byte at offset {nul})", file=str(path)
+        )
+    try:
+        codecs.getincrementaldecoder("utf-8")().decode(head, final=False)
+    except UnicodeDecodeError as exc:
+        raise DataError(
+            f"{path.name}: not a text CSV file (byte 0x{head[exc.start]:02x} at offset {exc.start} is not UTF-8; "
+            "save the file as UTF-8 CSV)",
+            file=str(path),
+        ) from None
+
+
 def _read_raw(path: Path) -> pd.DataFrame:
     try:
         if _is_parquet(path):
             frame = pd.read_parquet(path)
         else:
-            frame = pd.read_csv(path)
+            _check_text(path)
+            frame = pd.read_csv(path, encoding="utf-8-sig")
     except pd.errors.EmptyDataError as exc:
         raise DataError(f"{path.name}: file is empty", file=str(path)) from exc
+    except UnicodeDecodeError as exc:  # past the first 64 KiB checked above
+        raise DataError(f"{path.name}: not a text CSV file ({exc.reason} at byte {exc.start})", file=str(path)) from exc
     except (OSError, ValueError, pd.errors.ParserError) as exc:
         raise DataError(f"{path.name}: cannot be read ({exc})", file=str(path)) from exc
     if frame.empty:
@@ -185,8 +267,16 @@ def normalize_frame(
             if "close" in missing and "adj_close" in frame.columns
             else ""
         )
+        header = ",".join(map(str, seen.values()))
+        for sep, name in ((";", "semicolon"), ("\t", "tab"), ("|", "pipe")):
+            if len(seen) <= 2 and header.count(sep) >= 2:
+                hint += (
+                    f"; the header looks {name}-separated ({shown(header[:80])}): Paddock reads comma-separated "
+                    "files, so save it with ',' as the delimiter"
+                )
+                break
         raise DataError(
-            f"{origin}: missing column(s) {', '.join(missing)}; found {', '.join(map(str, seen.values()))}{hint}",
+            f"{origin}: missing column(s) {', '.join(missing)}; found {', '.join(shown(c)[1:-1] for c in seen.values())}{hint}",
             file=file,
             field=missing[0],
         )
@@ -196,10 +286,15 @@ def normalize_frame(
         out["tic"] = frame["tic"]
     else:
         out["tic"] = ticker
+
+    def ident(i: int) -> dict[str, str]:
+        tic = frame["tic"].iloc[i] if "tic" in frame.columns else ticker
+        return {"ticker": str(tic), "date": str(frame["date"].iloc[i])[:10]}
+
     numeric = {}
     for c in ("open", "high", "low", "close", "adj_open", "adj_high", "adj_low", "adj_close", "volume"):
         if c in frame.columns:
-            numeric[c] = _to_number(frame[c], c, origin=origin, file=file, csv_lines=csv_lines)
+            numeric[c] = _to_number(frame[c], c, origin=origin, file=file, csv_lines=csv_lines, ident=ident)
 
     have_adj = [c for c in PRICE_COLUMNS if f"adj_{c}" in numeric]
     if len(have_adj) == 4:
@@ -208,6 +303,7 @@ def normalize_frame(
         extra_raw = [c for c in PRICE_COLUMNS if c in numeric]
         for c in extra_raw:  # still validated below, as a broken raw row points at a broken file
             out[f"raw_{c}"] = numeric[c]
+        notes.append(f"{origin}: split/dividend-adjusted prices used (adj_open, adj_high, adj_low, adj_close)")
     elif "adj_close" in numeric and "close" in numeric:
         factor = numeric["adj_close"] / numeric["close"]
         for c in ("open", "high", "low"):
@@ -228,18 +324,21 @@ def normalize_frame(
     return out, notes
 
 
-def _to_number(series: pd.Series, column: str, *, origin: str, file: str | None, csv_lines: bool) -> pd.Series:
+def _to_number(series: pd.Series, column: str, *, origin: str, file: str | None, csv_lines: bool, ident) -> pd.Series:
     if pd.api.types.is_numeric_dtype(series) and not pd.api.types.is_bool_dtype(series):
         return series.astype("float64")
     values = pd.to_numeric(series, errors="coerce")
     bad = values.isna() & series.notna()
     if bad.any():
         i = int(np.flatnonzero(bad.to_numpy())[0])
+        where = ident(i)
         raise DataError(
-            f"{_where(origin, i + 1, csv=csv_lines)}: {column} {series.iloc[i]!r} is not a number",
+            f"{_where(origin, i + 1, csv=csv_lines)} ({shown(where['ticker'])[1:-1]} {shown(where['date'])[1:-1]}): "
+            f"{column} {shown(series.iloc[i])} is not a number",
             file=file,
             row=i + 1,
             field=column,
+            **where,
         )
     return values.astype("float64")
 
@@ -294,7 +393,7 @@ def validate_rows(
         tic = str(frame["tic"].iloc[i])
         day = str(frame["date"].iloc[i])[:10]
         raise DataError(
-            f"{_where(origin, row, csv=csv_lines)} ({tic} {day}): {what}",
+            f"{_where(origin, row, csv=csv_lines)} ({shown(tic)[1:-1]} {shown(day)[1:-1]}): {what}",
             file=file,
             row=row,
             ticker=tic,
@@ -309,6 +408,17 @@ def validate_rows(
         i = int(np.flatnonzero(bad)[0])
         row = int(rows[i])
         raise DataError(f"{_where(origin, row, csv=csv_lines)}: ticker is empty", file=file, row=row, field="tic")
+    bad = ~tic_text.str.fullmatch(TICKER_PATTERN.pattern).fillna(False).to_numpy(dtype=bool)
+    if bad.any():
+        i = int(np.flatnonzero(bad)[0])
+        row = int(rows[i])
+        raise DataError(
+            f"{_where(origin, row, csv=csv_lines)}: ticker {shown(tic.iloc[i])} is not a ticker symbol "
+            "(1 to 20 letters, digits, '.', '-', '^' or '=')",
+            file=file,
+            row=row,
+            field="tic",
+        )
     frame = frame.assign(tic=tic_text.astype(str).to_numpy())
     frame = frame.assign(date=parse_dates(frame["date"], origin=origin, file=file, csv_lines=csv_lines, rows=rows))
 
@@ -320,18 +430,36 @@ def validate_rows(
         if bad.any():
             i = int(np.flatnonzero(bad)[0])
             name = c.removeprefix("raw_") + (" (raw)" if c.startswith("raw_") else "")
-            fail(i, f"{name} is {v[i]}; prices must be positive numbers", c.removeprefix("raw_"))
-    for hi, lo in (("high", "low"), ("raw_high", "raw_low")):
-        if hi in frame.columns and lo in frame.columns:
-            bad = (frame[hi] < frame[lo]).to_numpy()
+            fail(i, f"{name} is {v[i]:g}; prices must be positive numbers", c.removeprefix("raw_"))
+        bad = v > MAX_PRICE
+        if bad.any():
+            i = int(np.flatnonzero(bad)[0])
+            name = c.removeprefix("raw_")
+            fail(i, f"{name} {v[i]:g} is implausibly large (more than {MAX_PRICE:g} USD a share)", name)
+    # raw columns first: their values are the ones the file holds (the adjusted ones are derived)
+    for prefix in ("raw_", ""):
+        hi, lo, close = f"{prefix}high", f"{prefix}low", f"{prefix}close"
+        if hi not in frame.columns or lo not in frame.columns:
+            continue
+        bad = (frame[hi] < frame[lo]).to_numpy()
+        if bad.any():
+            i = int(np.flatnonzero(bad)[0])
+            fail(i, f"high {frame[hi].iloc[i]:g} is below low {frame[lo].iloc[i]:g}", "high")
+        if close in frame.columns:
+            c, h, lw = (frame[k].to_numpy(dtype="float64") for k in (close, hi, lo))
+            bad = (c > h * (1 + _PRICE_SLACK)) | (c < lw * (1 - _PRICE_SLACK))
             if bad.any():
                 i = int(np.flatnonzero(bad)[0])
-                fail(i, f"high {frame[hi].iloc[i]} is below low {frame[lo].iloc[i]}", "high")
+                fail(i, f"close {c[i]:g} is outside the day's range [low {lw[i]:g}, high {h[i]:g}]", "close")
     vol = frame["volume"].to_numpy(dtype="float64")
     bad = ~(np.isfinite(vol) & (vol >= 0))
     if bad.any():
         i = int(np.flatnonzero(bad)[0])
-        fail(i, f"volume is {vol[i]}; it must be a number >= 0", "volume")
+        fail(i, f"volume is {vol[i]:g}; it must be a number >= 0", "volume")
+    bad = vol > MAX_VOLUME
+    if bad.any():
+        i = int(np.flatnonzero(bad)[0])
+        fail(i, f"volume {vol[i]:g} is implausibly large (more than {MAX_VOLUME:g} shares a day)", "volume")
 
     dup = frame.duplicated(["date", "tic"], keep=False).to_numpy()
     if dup.any():
@@ -346,6 +474,36 @@ def validate_rows(
 
     out = frame[list(PANEL_COLUMNS)].sort_values(["date", "tic"], kind="stable").reset_index(drop=True)
     return out
+
+
+def split_like_moves(panel: pd.DataFrame, *, origin: str) -> list[str]:
+    """Notes on one-day moves of an adjusted close that look like a split the adjustment missed.
+
+    A close that moves by a factor within :data:`SPLIT_TOLERANCE` of ``1/k`` (a k-for-1
+    split) or ``k`` (a 1-for-k reverse split), ``k`` in :data:`SPLIT_RATIOS`, from one row of
+    a ticker to its next. Real one-day moves of -50 % or +100 % are rare but possible, so this
+    is a note naming ticker and date, not an error.
+
+    Args:
+        panel: validated rows (``date``, ``tic``, ``close``), sorted by date within a ticker.
+        origin: the file's name for the note.
+    """
+    notes = []
+    for tic, rows in panel.groupby("tic", sort=True):
+        close = rows["close"].to_numpy(dtype="float64")
+        if close.size < 2:
+            continue
+        ratio = close[1:] / close[:-1]
+        for k in SPLIT_RATIOS:
+            for target, kind in ((1.0 / k, f"{k}-for-1 split"), (float(k), f"1-for-{k} reverse split")):
+                for i in np.flatnonzero(np.abs(ratio / target - 1.0) < SPLIT_TOLERANCE):
+                    day = rows["date"].iloc[i + 1]
+                    notes.append(
+                        f"{origin}: {tic} {pd.Timestamp(day).date()}: the adjusted close moved from "
+                        f"{close[i]:g} to {close[i + 1]:g} (x{ratio[i]:.3f}) in one day, like an unadjusted {kind}; "
+                        "check the file's split adjustment"
+                    )
+    return notes
 
 
 def load_panel(
@@ -392,7 +550,7 @@ def load_panel(
                 raise ConfigError(
                     "ticker= names the ticker of one file, but several files have no ticker column", field="ticker"
                 )
-            file_ticker = (ticker or ticker_from_filename(path)).strip().upper()
+            file_ticker = check_ticker(ticker or ticker_from_filename(path), field="ticker", file=str(path))
         csv_lines = not _is_parquet(path)
         frame, file_notes = normalize_frame(
             raw, origin=path.name, file=str(path), ticker=file_ticker, csv_lines=csv_lines
@@ -403,6 +561,8 @@ def load_panel(
                 continue
         clean = validate_rows(frame, origin=path.name, file=str(path), csv_lines=csv_lines)
         notes.extend(file_notes)
+        if any(_canonical(c).startswith("adj_") for c in raw.columns):
+            notes.extend(split_like_moves(clean, origin=path.name))
         keep = np.ones(len(clean), dtype=bool)
         for tic, rows in clean.groupby("tic", sort=True):
             if tic not in owner:
@@ -440,24 +600,50 @@ def load_panel(
     return panel
 
 
-def trading_dates(paths: str | Path | Sequence[str | Path], *, tickers: Sequence[str] | None = None) -> np.ndarray:
-    """The days on which any of ``tickers`` has a row, reading only the date and ticker columns.
+def price_basis(paths: str | Path | Sequence[str | Path]) -> str:
+    """Which close the loader uses for these files, read from their headers only.
 
-    Cheap (no price validation, no indicators): for checking a task's date splits against
-    files that :func:`load_panel` has already accepted. Unparseable dates are skipped.
+    Returns:
+        ``"adjusted close"`` when every file has an adjusted close (``adj_close`` or all four
+        ``adj_*`` columns), ``"raw close"`` when none has, ``"mixed (adjusted and raw close)"``
+        otherwise.
+
+    Raises:
+        DataError: a path does not exist or a file cannot be read.
+    """
+    kinds = set()
+    for path in expand_paths(paths):
+        try:
+            if _is_parquet(path):
+                import pyarrow.parquet as pq
+
+                names = pq.read_schema(path).names
+            else:
+                names = list(pd.read_csv(path, nrows=0, encoding="utf-8-sig").columns)
+        except (OSError, ValueError, pd.errors.ParserError) as exc:
+            raise DataError(f"{path.name}: cannot be read ({exc})", file=str(path)) from exc
+        kinds.add("adjusted close" if "adj_close" in {_canonical(c) for c in names} else "raw close")
+    return kinds.pop() if len(kinds) == 1 else "mixed (adjusted and raw close)"
+
+
+def ticker_days(paths: str | Path | Sequence[str | Path], *, tickers: Sequence[str] | None = None) -> pd.DataFrame:
+    """The ``(date, tic)`` pairs of the files, reading only the date and ticker columns.
+
+    Cheap (no price validation, no indicators): for checking a task's tickers and date splits
+    against files that :func:`load_panel` has already accepted. Unparseable dates are skipped.
 
     Args:
         paths: as for :func:`load_panel`.
         tickers: only rows of these tickers (case-insensitive); ``None`` = every row.
 
     Returns:
-        (T,) sorted unique ``datetime64[D]``.
+        Columns ``date`` (datetime64[ns]) and ``tic`` (str, upper case), unique pairs.
 
     Raises:
         DataError: a path does not exist, a file cannot be read or has no date column.
     """
     wanted = None if tickers is None else {str(t).strip().upper() for t in tickers}
-    found: list[np.ndarray] = []
+    found: list[pd.DataFrame] = []
     for path in expand_paths(paths):
         try:
             if _is_parquet(path):
@@ -472,13 +658,32 @@ def trading_dates(paths: str | Path | Sequence[str | Path], *, tickers: Sequence
         frame = frame.set_axis([_canonical(c) for c in frame.columns], axis=1)
         if "date" not in frame.columns:
             raise DataError(f"{path.name}: missing column(s) date", file=str(path), field="date")
+        if "tic" in frame.columns:
+            frame = frame.assign(tic=frame["tic"].astype(str).str.strip().str.upper())
+        else:
+            frame = frame.assign(tic=ticker_from_filename(path))
         if wanted is not None:
-            if "tic" in frame.columns:
-                frame = frame[frame["tic"].astype(str).str.strip().str.upper().isin(wanted).to_numpy()]
-            elif ticker_from_filename(path) not in wanted:
-                continue
+            frame = frame[frame["tic"].isin(wanted).to_numpy()]
         days = frame["date"]
         if not pd.api.types.is_datetime64_any_dtype(days):
             days = pd.to_datetime(days.astype(str).str.strip().str.slice(0, 10), format="%Y-%m-%d", errors="coerce")
-        found.append(days.dropna().to_numpy().astype("datetime64[D]"))
-    return np.unique(np.concatenate(found)) if found else np.array([], dtype="datetime64[D]")
+        else:
+            days = days.dt.tz_localize(None) if getattr(days.dt, "tz", None) is not None else days
+            days = days.dt.normalize()
+        found.append(pd.DataFrame({"date": days.to_numpy(), "tic": frame["tic"].to_numpy()}).dropna())
+    if not found:
+        return pd.DataFrame({"date": pd.Series([], dtype="datetime64[ns]"), "tic": pd.Series([], dtype=str)})
+    return pd.concat(found, ignore_index=True).drop_duplicates().reset_index(drop=True)
+
+
+def trading_dates(paths: str | Path | Sequence[str | Path], *, tickers: Sequence[str] | None = None) -> np.ndarray:
+    """The days on which any of ``tickers`` has a row (see :func:`ticker_days`).
+
+    Returns:
+        (T,) sorted unique ``datetime64[D]``.
+
+    Raises:
+        DataError: a path does not exist, a file cannot be read or has no date column.
+    """
+    days = ticker_days(paths, tickers=tickers)["date"].to_numpy().astype("datetime64[D]")
+    return np.unique(days)

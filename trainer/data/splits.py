@@ -93,3 +93,57 @@ def check_split_days(
             )
         counts[name] = count
     return counts
+
+
+EDGE_TOLERANCE_DAYS = 4
+"""Calendar days a range may reach past a file's first/last day (a weekend plus a holiday)."""
+
+
+def check_coverage(
+    ranges: Mapping[str, tuple[str, str]],
+    dates: np.ndarray,
+    *,
+    what: str,
+    file: str,
+    strict_start: bool = True,
+) -> list[str]:
+    """Check that date ranges lie inside the days a file covers, naming the file and its edge.
+
+    A range may start or end up to :data:`EDGE_TOLERANCE_DAYS` calendar days beyond the file
+    (a range from 2010-01-01 in a file starting 2010-01-04 is fine).
+
+    Args:
+        ranges: name -> inclusive ``(start, end)`` ``YYYY-MM-DD`` (``"test"``; ``""`` for a lone
+            range, whose fields are then ``start`` and ``end``).
+        dates: (T,) sorted trading days the file holds for ``what``.
+        what: what the days are of, for messages (``"QQQ"``, ``"data"``).
+        file: the file's name as the user knows it.
+        strict_start: a start before the first day is an error; else it gives a note.
+
+    Returns:
+        Notes for starts before the file's first day (``strict_start=False`` only).
+
+    Raises:
+        ConfigError: ``<name>.end`` after the last day (``test.end: 2026-08-31 is after the
+            last QQQ day 2024-04-19 in benchmark_etfs_daily_eodhd.csv.gz``), or ``<name>.start``
+            before the first day when ``strict_start``; also a file without days.
+    """
+    days = np.asarray(dates, dtype="datetime64[D]")
+    if days.size == 0:
+        raise ConfigError(f"{file} holds no {what} day", field="data", file=file)
+    first, last = days[0], days[-1]
+    slack = np.timedelta64(EDGE_TOLERANCE_DAYS, "D")
+    notes = []
+    for name, (start, end) in ranges.items():
+        lo, hi = np.datetime64(str(start)[:10], "D"), np.datetime64(str(end)[:10], "D")
+        start_field, end_field = (f"{name}.start", f"{name}.end") if name else ("start", "end")
+        if hi > last + slack:
+            raise ConfigError(
+                f"{end_field}: {hi} is after the last {what} day {last} in {file}", field=end_field, file=file
+            )
+        if lo < first - slack:
+            message = f"{start_field}: {lo} is before the first {what} day {first} in {file}"
+            if strict_start:
+                raise ConfigError(message, field=start_field, file=file)
+            notes.append(f"{message}; the {name} split starts {first}")
+    return notes

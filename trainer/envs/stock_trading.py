@@ -262,6 +262,16 @@ def _check_market(data: MarketData) -> None:
         )
 
 
+def _value_float32(shares: torch.Tensor, prices: torch.Tensor) -> torch.Tensor:
+    """(E,) float64 USD value of (E, N) float32 shares at (E, N) float32 prices.
+
+    Each product is rounded once (relative error <= 2**-24) and the sum is accumulated in
+    float64, so the value is within 6e-8 of exact, relatively. (For float64 shares the env uses
+    ``torch.linalg.vecdot``.)
+    """
+    return torch.mul(shares, prices).sum(1, dtype=torch.float64)
+
+
 class StockTradingVecEnv(EpisodeStarts):
     """``num_envs`` independent stock portfolios stepped together as batched torch tensors.
 
@@ -363,6 +373,8 @@ class StockTradingVecEnv(EpisodeStarts):
                 f"share_dtype: must be torch.float64 or torch.float32, got {share_dtype}", field="share_dtype"
             )
         self._close = torch.tensor(data.close, dtype=self.share_dtype, device=dev)
+        # (E,) float64 USD value of (E, N) shares at (E, N) prices
+        self._dot = torch.linalg.vecdot if self.share_dtype == torch.float64 else _value_float32
         self._turbulence = torch.tensor(data.turbulence, dtype=torch.float64, device=dev)
         # The market part of every day's observation, precomputed once: one row gather per step.
         table = np.zeros((num_days, self.obs_dim), dtype=np.float32)
@@ -387,7 +399,7 @@ class StockTradingVecEnv(EpisodeStarts):
         self._generator = torch.Generator(device=dev)
         self._generator.manual_seed(int(seed))
         # Keeps floored buys strictly within cash despite rounding: values from float64 shares
-        # are within ~1e-14 of exact, from float32 ones within 6e-8 (see _dot).
+        # are within ~1e-14 of exact, from float32 ones within 6e-8 (see _value_float32).
         self._keep_buy = 1.0 - (1e-12 if self.share_dtype == torch.float64 else 1e-6)
         self._needs_reset = True
         #: Steps (so far) that held a NaN or infinite action on the sync-free path, a 0-dim int64
@@ -488,16 +500,6 @@ class StockTradingVecEnv(EpisodeStarts):
             "action": self._action_layout(),
             "config": self.config.to_dict(),
         }
-
-    def _dot(self, shares: torch.Tensor, prices: torch.Tensor) -> torch.Tensor:
-        """(E,) float64 USD value of (E, N) shares at (E, N) prices.
-
-        In float32 each product is rounded once (relative error <= 2**-24) and the sum is
-        accumulated in float64, so the value is within 6e-8 of exact, relatively.
-        """
-        if shares.dtype == torch.float64:
-            return torch.linalg.vecdot(shares, prices)
-        return torch.mul(shares, prices).sum(1, dtype=torch.float64)
 
     def _observe(self, day: torch.Tensor, cash: torch.Tensor, holdings: torch.Tensor) -> torch.Tensor:
         obs = torch.index_select(self._market_obs, 0, day)

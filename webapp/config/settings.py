@@ -120,6 +120,11 @@ DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
 REDIS_URL = env_url("REDIS_URL", "redis://127.0.0.1:6379/0", schemes=("redis", "rediss", "unix"))
 
+# The live run page's consumer tells an idle client the run's latest event number this often
+# (seconds): a lost last event (channel layers drop group messages over capacity silently)
+# is then noticed and resynced within about this time (docs/websocket.md, "heartbeat").
+PADDOCK_LIVE_HEARTBEAT_S = 3.0
+
 CHANNEL_LAYERS = {
     "default": {
         "BACKEND": "channels_redis.core.RedisChannelLayer",

@@ -12,7 +12,7 @@ import importlib
 from django.conf import settings
 from django.contrib import admin
 from django.contrib.auth.decorators import login_required
-from django.urls import include, path
+from django.urls import include, path, re_path
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
 from rest_framework.permissions import IsAuthenticated
 from rest_framework.routers import DefaultRouter
@@ -33,7 +33,18 @@ API_DESCRIPTION = (
     + (settings.BASE_DIR / "docs" / "websocket.md").read_text(encoding="utf-8")
 )
 
-router = DefaultRouter()
+
+class IdRouter(DefaultRouter):
+    """Object URLs take numeric ids only (``/api/runs/12/``): any other segment is a JSON 404
+    (``api_not_found``), never a view left to choke on ``int("abc")``."""
+
+    def get_lookup_regex(self, viewset, lookup_prefix=""):
+        if not hasattr(viewset, "lookup_value_regex"):
+            viewset.lookup_value_regex = "[0-9]+"
+        return super().get_lookup_regex(viewset, lookup_prefix)
+
+
+router = IdRouter()
 router.register("datasets", market_api.DatasetViewSet, basename="dataset")
 router.register("tasks", runs_api.TaskViewSet, basename="task")
 router.register("budgets", runs_api.BudgetViewSet, basename="budget")
@@ -83,3 +94,6 @@ urlpatterns = [
 
 if _optional("webapp.reports.urls") is not None:
     urlpatterns.append(path("", include("webapp.reports.urls")))
+
+# Last: any other /api/ URL answers the API's error format (a JSON 404), not an HTML page.
+urlpatterns.append(re_path(r"^api/", core_api.not_found, name="api-not-found"))

@@ -7,8 +7,9 @@ gets their token either from the token page or by posting username and password 
 from __future__ import annotations
 
 from django.contrib.auth.decorators import login_required
-from django.http import HttpRequest, HttpResponse
+from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import redirect, render
+from django.views.decorators.csrf import csrf_exempt
 from django.views.decorators.http import require_http_methods
 from drf_spectacular.utils import extend_schema, inline_serializer
 from rest_framework import serializers
@@ -49,3 +50,9 @@ def token_page(request: HttpRequest) -> HttpResponse:
             Token.objects.create(user=request.user)
         return redirect("token")
     return render(request, "core/token.html", {"token": token})
+
+
+@csrf_exempt  # it changes nothing; a POST to a wrong URL is a 404, not a CSRF page
+def not_found(request: HttpRequest, *args, **kwargs) -> JsonResponse:
+    """Any ``/api/`` URL no endpoint matches: a 404 in the API's error format."""
+    return JsonResponse({"error": f"Not found: no API endpoint at {request.path!r}.", "fields": {}}, status=404)

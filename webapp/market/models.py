@@ -27,6 +27,7 @@ class Dataset(models.Model):
     name = models.CharField(max_length=200)
     paths = models.JSONField(default=list, blank=True, help_text="file paths relative to PADDOCK_DATA_DIR")
     upload = models.FileField(storage=uploads_storage, upload_to="datasets/%Y/%m/", blank=True)
+    upload_name = models.CharField(max_length=255, blank=True, help_text="the uploaded file's name on the user's side")
     tickers = models.JSONField(default=list)
     start_date = models.DateField()
     end_date = models.DateField()
@@ -45,3 +46,9 @@ class Dataset(models.Model):
         if self.upload:
             return [self.upload.path]
         return [str(Path(settings.PADDOCK_DATA_DIR) / p) for p in self.paths]
+
+    def file_names(self) -> dict[str, str]:
+        """Absolute path of each source file -> the name the user knows it by (for messages)."""
+        if self.upload:
+            return {self.upload.path: self.upload_name or Path(self.upload.name).name}
+        return {str(Path(settings.PADDOCK_DATA_DIR) / p): p for p in self.paths}

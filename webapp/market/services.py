@@ -60,6 +60,8 @@ def dataset_create_from_files(*, owner, name: str, paths: list[str], tickers: li
     if not paths:
         raise AppError("paths: give at least one file", fields={"paths": "required"})
     rel = [_relative_data_path(p, i) for i, p in enumerate(paths)]
+    if tickers is not None:
+        tickers = engine.clean_tickers(tickers)
     root = Path(settings.PADDOCK_DATA_DIR)
     try:
         info = engine.inspect_market_files([root / p for p in rel], tickers=tickers)
@@ -92,20 +94,20 @@ def dataset_create_from_upload(*, owner, name: str, upload: UploadedFile) -> Dat
         raise AppError(
             "file: expected a .csv, .csv.gz or .parquet file", fields={"file": f"unsupported type: {upload.name}"}
         )
-    dataset = Dataset(owner=owner, name=name, start_date="1970-01-01", end_date="1970-01-01")
+    shown = Path(upload.name).name  # the user knows the file by its own name, not the stored one
+    dataset = Dataset(owner=owner, name=name, start_date="1970-01-01", end_date="1970-01-01", upload_name=shown)
     dataset.upload.save(Path(upload.name).name, upload, save=False)
     stored = dataset.source_paths()
     try:
         info = engine.inspect_market_files(stored)
     except AppError as exc:
         dataset.upload.delete(save=False)
-        # The user knows the file by its own name; the stored one is a server path.
-        shown = Path(upload.name).name
         raise exc.with_names({stored[0]: shown, Path(stored[0]).name: shown}) from exc
     dataset.tickers = info["tickers"]
     dataset.start_date = info["start"]
     dataset.end_date = info["end"]
-    dataset.notes = info["notes"]
+    stored_name = Path(stored[0]).name
+    dataset.notes = [note.replace(stored_name, shown) for note in info["notes"]]
     with transaction.atomic():
         dataset.save()
     dataset_preview_build(dataset)

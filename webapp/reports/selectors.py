@@ -62,6 +62,9 @@ METRIC_ROWS: tuple[MetricRow, ...] = (
     MetricRow("beta", "Beta vs QQQ", "ratio", None),
     MetricRow("information_ratio", "Information ratio vs QQQ (daily)", "ratio", "higher"),
     MetricRow("win_rate", "Daily win rate", "pct", "higher"),
+    MetricRow("daily_mean_return", "Mean daily return", "pct", "higher"),
+    MetricRow("daily_volatility", "Daily volatility", "pct", "lower"),
+    MetricRow("daily_sharpe_ratio", "Daily Sharpe ratio (not annualised)", "ratio", "higher"),
     MetricRow("turnover_annual", "Turnover (annual)", "ratio", None),
 )
 

@@ -100,13 +100,16 @@ def _check_tickers(agent_tickers: list[str], dataset: Dataset, tickers: list[str
     if tickers is not None:
         if isinstance(tickers, str):
             tickers = [t for t in tickers.replace(",", " ").split() if t]
-        wanted = [str(t).strip().upper() for t in tickers]
+        wanted = engine.clean_tickers(tickers)
         unknown = [t for t in wanted if t not in dataset.tickers]
         if unknown:
             msg = f"unknown ticker(s) {', '.join(unknown)}: dataset {dataset.name!r} holds {', '.join(dataset.tickers)}"
             raise AppError(f"tickers: {msg}", fields={"tickers": msg})
         if sorted(wanted) != sorted(agent_tickers):
-            msg = f"the agent trades exactly {', '.join(agent_tickers)}; a backtest uses the same tickers"
+            msg = (
+                f"the agent was trained on {', '.join(agent_tickers)} (from its checkpoint), the request names "
+                f"{', '.join(wanted)}; a backtest trades exactly the agent's tickers"
+            )
             raise AppError(f"tickers: {msg}", fields={"tickers": msg})
     missing = [t for t in agent_tickers if t not in dataset.tickers]
     if missing:
@@ -151,7 +154,11 @@ def backtest_create(
     dataset = task.dataset
     start_day, end_day = _parse_day(start, "start"), _parse_day(end, "end")
     check_range(task=task, dataset=dataset, start=start_day, end=end_day, allow_overlap=bool(allow_overlap))
-    chosen = _check_tickers(list(task.tickers), dataset, tickers)
+    # the agent's own universe (its checkpoint's tickers), not the task's list
+    chosen = _check_tickers(list(agent.tickers or task.tickers), dataset, tickers)
+    engine.check_benchmark_coverage(
+        {"": (str(start_day), str(end_day))}, benchmark_path=settings.PADDOCK_BENCHMARK_FILE
+    )
     with transaction.atomic():
         backtest = Backtest.objects.create(
             owner=user,
@@ -222,9 +229,12 @@ def backtests_for_run(*, run_id: int, top: int | None = None) -> list[Backtest]:
         return []
     test = _split(run.task, "test")
     if test is None:
+        _refused(run, "the task has no test split")
         return []
     count = top if top is not None else getattr(run, "backtest_top", None) or DEFAULT_TOP_AGENTS
     agents = list(run.agents.filter(on_leaderboard=True).exclude(checkpoint="")[: max(0, int(count))])
+    if not agents:
+        _refused(run, "the run has no agent with a checkpoint on its leaderboard")
     ensemble = _end_of_run_ensemble(run)
     if ensemble is not None:
         agents.append(ensemble)
@@ -244,9 +254,17 @@ def backtests_for_run(*, run_id: int, top: int | None = None) -> list[Backtest]:
             )
         except IntegrityError:  # a concurrent trigger created it first
             continue
-        except AppError as exc:  # e.g. a test split the dataset no longer covers
+        except AppError as exc:  # e.g. a test split the benchmark file does not cover
             logger.warning("end-of-run backtest of agent %s refused: %s", agent.id, exc.message, extra={"run": run.id})
+            _refused(run, f"agent #{agent.id}: {exc.message}")
     return created
+
+
+def _refused(run: Run, reason: str) -> None:
+    """Record on the run why its end-of-run backtests cannot run: its page (the reports
+    section, which ``static/js/run_reports.js`` refreshes) and API show it instead of
+    "being backtested"."""
+    Run.objects.filter(pk=run.pk).update(backtest_error=f"End-of-run backtests could not run: {reason}"[:2000])
 
 
 def backtest_claim(*, backtest_id: int) -> bool:
@@ -322,6 +340,7 @@ def daily_csv_name(backtest: Backtest) -> str:
 def _config(backtest: Backtest, output: dict[str, Any]) -> dict[str, Any]:
     agent, run, task = backtest.agent, backtest.run, backtest.run.task
     env = output["env_config"]
+    basis = output.get("price_basis") or {}
     return {
         "agent": {
             "id": agent.id,
@@ -354,7 +373,10 @@ def _config(backtest: Backtest, output: dict[str, Any]) -> dict[str, Any]:
         "benchmark": {
             "ticker": engine.BENCHMARK_TICKER,
             "file": Path(settings.PADDOCK_BENCHMARK_FILE).name,
-            "price": "adjusted close",
+            # read from the file actually used, not assumed
+            "price": basis.get("benchmark", "unknown"),
+            "agent_price": basis.get("agent", "unknown"),
+            "same_basis": basis.get("benchmark") == basis.get("agent"),
         },
         "policy": output["policy"],
         "notes": output["notes"],

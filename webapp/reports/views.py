@@ -48,17 +48,21 @@ def metric_table(columns: list[tuple[str, str, dict[str, Any]]]) -> list[dict[st
         tests and scripts can read it from ``data-value``.
     """
     rows = []
+    withheld = [engine.withheld_metrics(m) for _, _, m in columns]
     for row in selectors.METRIC_ROWS:
         values = [m.get(row.key) for _, _, m in columns]
-        best = selectors.best_marks(values, row.better)
+        # an annualised figure of a short window is shown as "n/a (...)" and never ranks best;
+        # its value stays in data-value and in the JSON, flagged short_window
+        shown = [None if row.key in w else v for w, v in zip(withheld, values)]
+        best = selectors.best_marks(shown, row.better)
         cells = [
             {
                 "series": series,
                 "raw": "" if v is None else repr(v) if isinstance(v, float) else str(v),
-                "text": format_metric(v, row.kind),
+                "text": w.get(row.key) or format_metric(v, row.kind),
                 "best": b,
             }
-            for (series, _, _), v, b in zip(columns, values, best)
+            for (series, _, _), v, b, w in zip(columns, values, best, withheld)
         ]
         rows.append({"key": row.key, "label": row.label, "better": row.better or "", "cells": cells})
     return rows

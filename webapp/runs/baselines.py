@@ -14,19 +14,11 @@ the trainer's ``evaluate_policy`` fills; see ``trainer.pod.GenerationResult.metr
 
 from __future__ import annotations
 
-import math
 import statistics
 from typing import Any
 
 from webapp.runs.models import Agent
-
-
-def _num(value: Any) -> float | None:
-    try:
-        value = float(value)
-    except (TypeError, ValueError):
-        return None
-    return value if math.isfinite(value) else None
+from webapp.runs.telemetry import finite_or_none
 
 
 def agent_baselines(agent: Agent) -> dict[str, Any]:
@@ -34,18 +26,18 @@ def agent_baselines(agent: Agent) -> dict[str, Any]:
     "windows": {"count", "days", "total_return_min", "total_return_mean", "total_return_max"}}``
     (``None`` where the evaluation did not record a value)."""
     m = agent.metrics or {}
-    subs = [_num(w.get("sharpe")) for w in m.get("sub_windows") or [] if isinstance(w, dict)]
+    subs = [finite_or_none(w.get("sharpe")) for w in m.get("sub_windows") or [] if isinstance(w, dict)]
     subs = [s for s in subs if s is not None]
     noise = statistics.stdev(subs) if len(subs) >= 2 else None
-    untrained = _num((m.get("untrained") or {}).get("score"))
-    score = _num(agent.score)
+    untrained = finite_or_none((m.get("untrained") or {}).get("score"))
+    score = finite_or_none(agent.score)
     windows = m.get("random_windows") or {}
     return {
         "score": score,
-        "sharpe": _num(m.get("sharpe_ratio")),
+        "sharpe": finite_or_none(m.get("sharpe_ratio")),
         "untrained": untrained,
-        "equal_weight": _num((m.get("vs_equal_weight") or {}).get("baseline_sharpe")),
-        "qqq": _num((m.get("vs_QQQ") or {}).get("baseline_sharpe")),
+        "equal_weight": finite_or_none((m.get("vs_equal_weight") or {}).get("baseline_sharpe")),
+        "qqq": finite_or_none((m.get("vs_QQQ") or {}).get("baseline_sharpe")),
         "noise": noise,
         "within_noise": (
             score is not None and untrained is not None and noise is not None and abs(score - untrained) <= noise

@@ -4,17 +4,24 @@ On connect the consumer checks the session user owns the run (close 4401 when si
 4404 for a run that is not theirs or does not exist), joins the run's group ``run-<id>``
 BEFORE reading the snapshot (so no event can fall between the two), and sends the snapshot.
 Events of the group are then forwarded as they are; their ``seq`` lets the client spot a gap,
-on which it sends ``{"type": "snapshot.request"}`` and gets a fresh snapshot.
+on which it sends ``{"type": "snapshot.request"}`` and gets a fresh snapshot. A gap at the end
+(the last event lost: channel layers drop group messages over capacity without a word) has no
+later event to reveal it, so while the connection is idle the consumer sends a ``heartbeat``
+with the run's latest ``seq`` every ``PADDOCK_LIVE_HEARTBEAT_S`` seconds; a client behind it
+resyncs as for any gap.
 """
 
 from __future__ import annotations
 
+import asyncio
 import logging
+import time
 from typing import Any
 
 import redis
 from channels.db import database_sync_to_async
 from channels.generic.websocket import AsyncJsonWebsocketConsumer
+from django.conf import settings
 
 from webapp.runs import events, queries, selectors
 
@@ -57,6 +64,8 @@ class RunConsumer(AsyncJsonWebsocketConsumer):
 
     run_id: int | None = None
     group: str | None = None
+    _heartbeat: asyncio.Task | None = None
+    _last_sent: float = 0.0
 
     async def __call__(self, scope, receive, send) -> None:
         # The consumer also waits on its channel in Redis; when Redis goes away that wait
@@ -93,13 +102,36 @@ class RunConsumer(AsyncJsonWebsocketConsumer):
         _outage.ok()
         self.group = group
         await self._send_snapshot()
+        self._heartbeat = asyncio.create_task(self._heartbeat_loop())
 
     async def disconnect(self, code: int) -> None:
+        if self._heartbeat is not None:
+            self._heartbeat.cancel()
         if self.group:
             try:
                 await self.channel_layer.group_discard(self.group, self.channel_name)
             except Exception as exc:  # Redis down: the membership expires with the layer's expiry
                 _outage.failed("leave", exc)
+
+    async def send_json(self, content: Any, close: bool = False) -> None:
+        self._last_sent = time.monotonic()
+        await super().send_json(content, close=close)
+
+    async def _heartbeat_loop(self) -> None:
+        """Every ``PADDOCK_LIVE_HEARTBEAT_S`` of silence, send ``{"type": "heartbeat", "seq"}``
+        with the run's latest event number (one indexed read of ``Run.event_seq``)."""
+        interval = float(getattr(settings, "PADDOCK_LIVE_HEARTBEAT_S", 3.0))
+        while True:
+            await asyncio.sleep(max(0.05, interval - (time.monotonic() - self._last_sent)))
+            if time.monotonic() - self._last_sent < interval:
+                continue
+            seq = await self._latest_seq(self.run_id)
+            if seq is None:
+                return
+            try:
+                await self.send_json({"type": events.HEARTBEAT, "seq": seq, "run_id": self.run_id})
+            except Exception:  # the socket is closing; disconnect() cancels this task
+                return
 
     async def receive_json(self, content: Any, **kwargs) -> None:
         kind = content.get("type") if isinstance(content, dict) else None
@@ -118,6 +150,12 @@ class RunConsumer(AsyncJsonWebsocketConsumer):
             await self.close(code=CLOSE_NOT_FOUND)
             return
         await self.send_json(snapshot)
+
+    @database_sync_to_async
+    def _latest_seq(self, run_id: int) -> int | None:
+        from webapp.runs.models import Run
+
+        return Run.objects.filter(pk=run_id).values_list("event_seq", flat=True).first()
 
     @database_sync_to_async
     def _owns(self, user, run_id: int) -> bool:

@@ -40,6 +40,11 @@ Between a client and its consumer (``webapp.runs.consumers``), never sent to the
     Client to server: send me a fresh ``run.snapshot`` (the client saw a gap in ``seq``).
 ``error``
     Server to client: a message the server did not understand, ``error`` says why.
+``heartbeat``
+    Server to client, after ``PADDOCK_LIVE_HEARTBEAT_S`` seconds without any message:
+    ``seq``, the run's latest event number. A client whose highest ``seq`` is lower lost the
+    tail of the stream (nothing later would reveal the gap) and resyncs with
+    ``snapshot.request`` after the usual grace period.
 """
 
 from __future__ import annotations
@@ -70,6 +75,7 @@ TYPES = (RUN_SNAPSHOT, RUN_UPDATE, POD_UPDATE, LEADERBOARD_UPDATE, PROGRESS, MET
 
 SNAPSHOT_REQUEST = "snapshot.request"
 ERROR = "error"
+HEARTBEAT = "heartbeat"
 CHANNEL_MESSAGE_TYPE = "run.event"
 PROGRESS_PER_S = 4.0
 

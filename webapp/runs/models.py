@@ -71,6 +71,12 @@ class Task(models.Model):
     selection = models.JSONField(default=dict, blank=True, help_text="validation scoring rule; {} = the default")
     algorithm = models.CharField(max_length=20)
     hyperparameters = models.JSONField(default=dict)
+    data_notes = models.JSONField(
+        default=list,
+        blank=True,
+        help_text="what the data pipeline decided for the task's range (dropped tickers, filled days, warm-up, "
+        "adjusted or raw prices), one line each",
+    )
     created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:
@@ -123,6 +129,9 @@ class Run(models.Model):
     device = models.CharField(max_length=20, default="auto")
     status = models.CharField(max_length=12, choices=Status.choices, default=Status.QUEUED)
     status_reason = models.CharField(max_length=300, blank=True)
+    backtest_error = models.TextField(
+        blank=True, help_text="why the end-of-run backtests could not run (empty when they could)"
+    )
     stop_requested = models.BooleanField(default=False, help_text="cancel running generations (user stop)")
     event_seq = models.BigIntegerField(default=0)
     best_score = models.FloatField(null=True, blank=True)
@@ -259,6 +268,7 @@ class Agent(models.Model):
     score = models.FloatField(null=True, blank=True, help_text="validation score; null when it has none (NaN)")
     metrics = models.JSONField(default=dict)
     hyperparameters = models.JSONField(default=dict)
+    tickers = models.JSONField(default=list, blank=True, help_text="the tickers it trades, from its checkpoint")
     checkpoint = models.CharField(max_length=300, help_text="name in the default storage")
     sha256 = models.CharField(max_length=64)
     created_seq = models.PositiveIntegerField()

@@ -267,6 +267,10 @@ def _read_sidecar(agent: Agent) -> Bundle | None:
         with default_storage.open(name, "rb") as fh:
             info = json.loads(fh.read().decode())
         bundle = Bundle(name=info["name"], sha256=info["sha256"], size=int(info["size"]))
+        # a sidecar of another checkpoint (an older agent under the same id, e.g. a reused
+        # storage folder after the database was recreated) is stale: export again
+        if info["checkpoint_sha256"] != agent.sha256:
+            return None
     except (ValueError, KeyError, TypeError):
         return None
     return bundle if default_storage.exists(bundle.name) else None
@@ -286,6 +290,8 @@ def agent_bundle(agent: Agent) -> Bundle:
     found = _read_sidecar(agent)
     if found is not None:
         return found
+    if default_storage.exists(_sidecar_name(agent)):  # stale or unreadable: replaced below
+        default_storage.delete(_sidecar_name(agent))
     if not agent.checkpoint or not default_storage.exists(agent.checkpoint):
         raise AppError("this agent has no checkpoint to export", status=404)
     with tempfile.TemporaryDirectory(prefix="paddock-bundle-") as tmp:
@@ -300,7 +306,7 @@ def agent_bundle(agent: Agent) -> Bundle:
         default_storage.delete(stored)
         return again
     bundle = Bundle(name=stored, sha256=sha256, size=size)
-    payload = json.dumps({"name": stored, "sha256": sha256, "size": size}).encode()
+    payload = json.dumps({"name": stored, "sha256": sha256, "size": size, "checkpoint_sha256": agent.sha256}).encode()
     default_storage.save(_sidecar_name(agent), ContentFile(payload))
     logger.info("exported bundle of agent %s (%d bytes)", agent.id, size, extra={"run": agent.run_id})
     return bundle

@@ -70,6 +70,7 @@ class TaskSerializer(serializers.ModelSerializer):
             "dataset",
             "kind",
             "tickers",
+            "data_notes",
             "splits",
             "env",
             "algorithm",
@@ -128,6 +129,15 @@ class RunSerializer(serializers.ModelSerializer):
     agents_count = serializers.IntegerField(read_only=True, default=None)
     env_steps_done = serializers.IntegerField(read_only=True, default=None)
     budget_progress = serializers.SerializerMethodField()
+    tickers = serializers.ListField(
+        source="task.tickers", child=serializers.CharField(), read_only=True, help_text="the tickers traded"
+    )
+    data_notes = serializers.ListField(
+        source="task.data_notes",
+        child=serializers.CharField(),
+        read_only=True,
+        help_text="what the data pipeline decided for the task's range",
+    )
 
     class Meta:
         model = Run
@@ -137,6 +147,9 @@ class RunSerializer(serializers.ModelSerializer):
             "owner",
             "task",
             "algorithm",
+            "tickers",
+            "data_notes",
+            "backtest_error",
             "budget",
             "status",
             "status_reason",
@@ -248,6 +261,7 @@ class AgentSerializer(serializers.ModelSerializer):
             "metrics",
             "hyperparameters",
             "mutations",
+            "tickers",
             "sha256",
             "created_seq",
             "on_leaderboard",

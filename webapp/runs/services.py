@@ -269,7 +269,12 @@ def task_create(
     if tickers is not None and not [t for t in tickers if str(t).strip()]:
         fields["tickers"] = "choose at least one ticker, or leave the field out for all of the dataset's tickers"
         tickers = None
-    tickers = list(dataset.tickers) if tickers is None else [str(t).strip().upper() for t in tickers if str(t).strip()]
+    named = tickers is not None
+    if named:
+        cleaned = bounds.collect(fields, engine.clean_tickers, [t for t in tickers if str(t).strip()])
+        tickers = cleaned if cleaned is not None else []
+    else:
+        tickers = list(dataset.tickers)
     unknown = [t for t in tickers if t not in dataset.tickers]
     if unknown:
         fields["tickers"] = f"{', '.join(unknown)} not in dataset {dataset.name!r}"
@@ -294,13 +299,18 @@ def task_create(
     if isinstance(hyperparameters, dict):
         fields.update(bounds.hyperparameter_errors(algorithm, hyperparameters, engine.validate_hyperparameters))
     base = bounds.collect(fields, engine.validate_task, {**spec, "env": {}, "hyperparameters": {}})
-    if base is not None and not unknown:
-        bounds.collect(
+    decided = None
+    if base is not None and not unknown and not any(k.startswith("tickers") for k in fields):
+        # the tickers actually traded over the task's range, and every data decision
+        decided = bounds.collect(
             fields,
-            engine.check_task_splits,
+            engine.check_task_data,
             {k: base[k] for k in ("train", "validation", "test")},
             paths=dataset.source_paths(),
             tickers=tickers,
+            named=named,
+            file_names=dataset.file_names(),
+            benchmark_path=settings.PADDOCK_BENCHMARK_FILE,
         )
     bounds.raise_all(fields)
     normalized = engine.validate_task(spec)  # what depends on several fields at once
@@ -308,7 +318,8 @@ def task_create(
         owner=owner,
         name=name,
         dataset=dataset,
-        tickers=normalized["data"].get("tickers") or tickers,
+        tickers=decided["tickers"],  # the tickers actually traded
+        data_notes=[*dataset.notes, *decided["notes"]],
         splits={k: dict(normalized[k]) for k in ("train", "validation", "test")},
         env=normalized["env"],
         algorithm=normalized["algorithm"],
@@ -1005,6 +1016,7 @@ def _generation_complete_locked(claim: Claim, result: dict[str, Any], stored: st
             score=result.get("score"),
             metrics=result.get("metrics") or {},
             hyperparameters=gen.hyperparameters,
+            tickers=list(result.get("tickers") or []),
             checkpoint=stored,
             sha256=result.get("sha256", ""),
             created_seq=seq,

@@ -91,14 +91,15 @@ def parse_names(raw: str | None, *, algorithm: str | None = None) -> list[str]:
 
 
 def _row(point: Mapping[str, Any]) -> dict[str, Any]:
-    row = {name: _finite(point.get(name)) for name in METRICS}
+    row = {name: finite_or_none(point.get(name)) for name in METRICS}
     row["total_env_steps"] = int(point.get("total_env_steps") or 0)
     row["env_steps"] = int(point.get("generation_env_steps", point.get("env_steps")) or 0)
-    row["elapsed_s"] = _finite(point.get("elapsed_s")) or 0.0
+    row["elapsed_s"] = finite_or_none(point.get("elapsed_s")) or 0.0
     return row
 
 
-def _finite(value: Any) -> float | None:
+def finite_or_none(value: Any) -> float | None:
+    """``value`` as a float, ``None`` when it is missing, not a number, NaN or infinite."""
     try:
         value = float(value)
     except (TypeError, ValueError):

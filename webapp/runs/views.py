@@ -220,6 +220,7 @@ def run_new(request: HttpRequest) -> HttpResponse:
             "help": forms.HYPERPARAMETER_HELP,
             "estimate": inputs,
         },
+        status=400 if request.method == "POST" else 200,  # a POST only gets here with errors
     )
 
 

@@ -198,3 +198,18 @@ def test_qqq_2021_metrics_equal_empyricals_on_the_same_series(qqq_2021):
     # the drawdown dates bracket the worst fall of the adjusted close
     peak, trough = pd.Timestamp(m["max_drawdown_peak"]), pd.Timestamp(m["max_drawdown_trough"])
     assert qqq_2021[trough] / qqq_2021[peak] - 1 == pytest.approx(m["max_drawdown"], abs=1e-12)
+
+
+def test_windows_shorter_than_63_days_are_flagged_with_per_day_figures_beside_the_annualised_ones():
+    from trainer.backtest.metrics import MIN_ANNUALISED_DAYS, compute_metrics
+
+    days = pd.bdate_range("2021-01-04", periods=80)
+    r = pd.Series(np.random.default_rng(3).normal(0.002, 0.01, 80), index=days)
+    short, long = compute_metrics(r.iloc[:5]), compute_metrics(r.iloc[:MIN_ANNUALISED_DAYS])
+    assert short["short_window"] is True and long["short_window"] is False
+    assert short["min_annualised_days"] == MIN_ANNUALISED_DAYS == 63
+    # values are kept (flagged), and the per-day figures are what a short window can say
+    assert short["annual_return"] is not None
+    assert short["daily_mean_return"] == pytest.approx(r.iloc[:5].mean(), rel=1e-12)
+    assert short["daily_volatility"] == pytest.approx(r.iloc[:5].std(ddof=1), rel=1e-12)
+    assert short["daily_sharpe_ratio"] == pytest.approx(r.iloc[:5].mean() / r.iloc[:5].std(ddof=1), rel=1e-12)

@@ -149,7 +149,8 @@ def test_tickers_present_in_two_files_with_identical_rows_are_kept_once_with_a_n
 def test_ticker_in_two_files_with_different_rows_is_an_error_naming_both_files(dow30_path, tmp_path):
     raw = _raw(dow30_path, ["AAPL"]).head(20)
     raw.to_csv(tmp_path / "a.csv", index=False)
-    raw.assign(adj_close=raw["adj_close"] * 1.01).to_csv(tmp_path / "b.csv", index=False)
+    scaled = {c: raw[c] * 1.01 for c in ("adj_open", "adj_high", "adj_low", "adj_close")}
+    raw.assign(**scaled).to_csv(tmp_path / "b.csv", index=False)
     with pytest.raises(DataError, match=r"AAPL is in both a\.csv and b\.csv") as err:
         load_panel([tmp_path / "a.csv", tmp_path / "b.csv"])
     assert err.value.details["ticker"] == "AAPL"

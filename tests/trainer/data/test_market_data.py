@@ -167,21 +167,59 @@ def test_nasdaq100_start_later_starts_when_the_last_ticker_lists(nasdaq100_panel
 
 
 def test_ticker_that_stops_before_the_range_end_is_dropped_with_a_note(dow30_panel):
-    cut = dow30_panel[~((dow30_panel["tic"] == "KO") & (dow30_panel["date"] > "2021-06-30"))].reset_index(drop=True)
+    cut = dow30_panel[~((dow30_panel["tic"] == "KO") & (dow30_panel["date"] > "2021-06-30"))]
+    cut = cut[cut["tic"].isin(["AAPL", "KO", "MSFT"])].reset_index(drop=True)
     for policy in ("drop", "start_later"):
-        data = build_market_data(cut, tickers=["AAPL", "KO", "MSFT"], start="2021-01-04", missing_policy=policy)
+        data = build_market_data(cut, start="2021-01-04", missing_policy=policy)
         assert data.tickers == ("AAPL", "MSFT")
         assert any(n.startswith("KO: dropped, its last row 2021-06-30") for n in data.notes)
+
+
+def test_a_named_ticker_that_does_not_cover_the_range_is_an_error_naming_its_days_and_the_range(dow30_panel):
+    cut = dow30_panel[~((dow30_panel["tic"] == "KO") & (dow30_panel["date"] > "2021-06-30"))].reset_index(drop=True)
+    with pytest.raises(DataError) as err:
+        build_market_data(cut, tickers=["AAPL", "KO"], start="2021-01-04", end="2022-11-15")
+    assert err.value.details["ticker"] == "KO"
+    message = str(err.value)
+    assert "2010-01-04 to 2021-06-30" in message and "range 2021-01-04 to 2022-11-15" in message
+    # DOW lists 2019-03-20: named for a range from 2018 it is refused, from 2020 it is kept
+    with pytest.raises(DataError, match="DOW does not cover the range 2018-01-02 to 2020-12-31"):
+        build_market_data(dow30_panel, tickers=["DOW", "KO"], start="2018-01-02", end="2020-12-31")
+    assert build_market_data(dow30_panel, tickers=["DOW", "KO"], start="2020-01-02", end="2020-12-31").tickers == (
+        "DOW",
+        "KO",
+    )
+
+
+def test_late_listing_is_judged_against_the_range_start_not_the_files_first_row(dow30_panel):
+    # AAPL's first row one trading day after MSFT's: irrelevant for a range starting months later
+    two = dow30_panel[dow30_panel["tic"].isin(["AAPL", "MSFT"])]
+    two = two[~((two["tic"] == "AAPL") & (two["date"] == two["date"].min()))].reset_index(drop=True)
+    for tickers in (None, ["AAPL", "MSFT"]):
+        data = build_market_data(two, tickers=tickers, start="2010-06-01", end="2012-12-31")
+        assert data.tickers == ("AAPL", "MSFT")
+        assert not any("dropped" in n for n in data.notes)
+    # from the file's first day AAPL is late: dropped with a note when not named, an error when named
+    data = build_market_data(two, start="2010-01-04", end="2012-12-31")
+    assert data.tickers == ("MSFT",) and any(n.startswith("AAPL: dropped, its first row 2010-01-05") for n in data.notes)
+    with pytest.raises(DataError, match="AAPL does not cover"):
+        build_market_data(two, tickers=["AAPL", "MSFT"], start="2010-01-04", end="2012-12-31")
 
 
 def test_long_gap_drops_the_ticker_but_short_gap_is_filled(dow30_panel):
     def without(tic, first, last):
         gone = (dow30_panel["tic"] == tic) & dow30_panel["date"].between(first, last)
-        return dow30_panel[~gone].reset_index(drop=True)
+        panel = dow30_panel[~gone]
+        return panel[panel["tic"].isin(["IBM", "KO"])].reset_index(drop=True)
 
-    long_gap = build_market_data(without("IBM", "2012-03-01", "2012-03-31"), tickers=["IBM", "KO"])
+    long_gap = build_market_data(without("IBM", "2012-03-01", "2012-03-31"))
     assert long_gap.tickers == ("KO",)
     assert any(n.startswith("IBM: dropped, 22 consecutive trading days missing") for n in long_gap.notes)
+    with pytest.raises(DataError, match="IBM does not cover"):
+        build_market_data(without("IBM", "2012-03-01", "2012-03-31"), tickers=["IBM", "KO"])
+    # a long gap before the range is warm-up history, not a reason to drop
+    later = build_market_data(without("IBM", "2012-03-01", "2012-03-31"), tickers=["IBM", "KO"], start="2013-01-02")
+    assert later.tickers == ("IBM", "KO")
     short_gap = build_market_data(without("IBM", "2012-03-05", "2012-03-07"), tickers=["IBM", "KO"])
     assert short_gap.tickers == ("IBM", "KO")
     ibm, day = 0, _day(short_gap, "2012-03-07")
@@ -208,8 +246,9 @@ def test_no_ticker_left_is_an_error(dow30_panel):
     gone = ((dow30_panel["tic"] == "IBM") & dow30_panel["date"].between("2012-03-01", "2012-03-31")) | (
         (dow30_panel["tic"] == "KO") & dow30_panel["date"].between("2012-05-01", "2012-05-31")
     )
+    both = dow30_panel[~gone]
     with pytest.raises(DataError, match="no ticker is left"):
-        build_market_data(dow30_panel[~gone].reset_index(drop=True), tickers=["IBM", "KO"])
+        build_market_data(both[both["tic"].isin(["IBM", "KO"])].reset_index(drop=True))
 
 
 def test_split_helper_cuts_chronological_ranges_and_rejects_overlap(dow30_data):

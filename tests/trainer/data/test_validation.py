@@ -75,10 +75,10 @@ def test_duplicate_date_and_ticker_names_both_rows(good_lines, tmp_path):
 @pytest.mark.parametrize(
     ("column", "value", "message"),
     [
-        ("adj_close", "0", "close is 0.0"),
+        ("adj_close", "0", "close is 0;"),
         ("adj_low", "-1.5", "low is -1.5"),
         ("adj_open", "", "open is nan"),
-        ("close", "0", r"close \(raw\) is 0.0"),
+        ("close", "0", r"close \(raw\) is 0;"),
     ],
 )
 def test_non_positive_or_missing_price_names_ticker_date_and_row(good_lines, tmp_path, column, value, message):
@@ -93,7 +93,7 @@ def test_non_positive_or_missing_price_names_ticker_date_and_row(good_lines, tmp
 def test_text_in_a_price_column_is_not_a_number(good_lines, tmp_path):
     lines = list(good_lines)
     lines[1] = _edit(lines[1], adj_high="n/a?")
-    with pytest.raises(DataError, match=r"row 2 \(line 3\): adj_high 'n/a\?' is not a number") as err:
+    with pytest.raises(DataError, match=r"row 2 \(line 3\) \(AMGN 2010-01-04\): adj_high 'n/a\?' is not a number") as err:
         load_panel(_write(tmp_path, lines))
     assert err.value.details["row"] == 2
 

@@ -10,7 +10,7 @@ from django.core.files.uploadedfile import SimpleUploadedFile
 pytestmark = pytest.mark.django_db
 
 GOOD_CSV = "date,tic,open,high,low,close,volume\n" + "".join(
-    f"2021-01-{d:02d},{t},10,11,9,{10 + d / 10},1000\n" for d in (4, 5, 6, 7, 8, 11, 12) for t in ("AAA", "BBB")
+    f"2021-01-{d:02d},{t},10,12,9,{10 + d / 10},1000\n" for d in (4, 5, 6, 7, 8, 11, 12) for t in ("AAA", "BBB")
 )
 
 
@@ -27,7 +27,8 @@ def test_a_dataset_is_uploaded_validated_and_previewed(api_client):
 
 
 def test_a_bad_row_in_an_upload_is_a_400_naming_row_and_ticker(api_client):
-    bad = GOOD_CSV.replace("2021-01-06,BBB,10,11,9,10.6,1000", "2021-01-06,BBB,10,11,9,-5,1000")
+    bad = GOOD_CSV.replace("2021-01-06,BBB,10,12,9,10.6,1000", "2021-01-06,BBB,10,12,9,-5,1000")
+    assert bad != GOOD_CSV
     upload = SimpleUploadedFile("prices.csv", io.BytesIO(bad.encode()).read(), content_type="text/csv")
     response = api_client.post("/api/datasets/", {"name": "bad", "file": upload}, format="multipart")
     assert response.status_code == 400

@@ -48,6 +48,7 @@ def make_agent(user, task, trained_checkpoint) -> Callable:
             score=score,
             metrics=trained_checkpoint["metrics"],
             hyperparameters=trained_checkpoint["hyperparameters"],
+            tickers=trained_checkpoint["tickers"],
             checkpoint=name,
             sha256=trained_checkpoint["sha256"],
             created_seq=seq["n"],
