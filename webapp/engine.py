@@ -254,6 +254,14 @@ def check_task_data(
     return {"tickers": kept, "notes": plan.all_notes() + notes}
 
 
+def min_env_steps(algorithm: str, hyperparameters: dict[str, Any]) -> int:
+    """Env steps of one learning chunk (``trainer.pod.min_env_steps``): one rollout
+    (``num_envs x rollout_steps``) for PPO and A2C, one vector step (``num_envs``) off-policy."""
+    from trainer.pod import min_env_steps as chunk
+
+    return chunk(algorithm, hyperparameters)
+
+
 def check_generation_steps(algorithm: str, hyperparameters: dict[str, Any], generation_steps: int) -> None:
     """Refuse generations shorter than one PPO rollout or one SAC vector step
     (``trainer.pod.check_env_steps``).
@@ -924,8 +932,9 @@ def measure_training_throughput(
     it is the rate a generation trains at (evaluation and checkpointing come on top).
 
     Args:
-        task: a normalized task spec (``validate_task``'s output); its hyperparameters set the
-            env count and network sizes.
+        task: a normalized task spec (``validate_task``'s output) of any algorithm; its
+            hyperparameters set the env count and network sizes. A chunk is one rollout
+            (``num_envs x rollout_steps``) on-policy, one vector step (``num_envs``) off-policy.
         device: ``"auto"``, ``"cpu"``, ``"cuda"``...
         seconds: measuring time after the warm-up (> 0).
         data_dir, cache_dir: as for :func:`train_generation` (the processed data is cached,
@@ -954,7 +963,10 @@ def measure_training_throughput(
     env = make_env(train, spec.env, num_envs=int(hp["num_envs"]), device=torch_device, seed=0)
     agent = make_agent(spec.algorithm, env.obs_dim, env.action_dim, hp, device=torch_device, seed=0)
     chunk = int(hp["num_envs"]) * int(hp.get("rollout_steps", 1))
-    agent.learn(env, chunk)
+    # Off-policy agents act at random without updates for their first ``learning_starts``
+    # steps: the warm-up runs past them, so that the timed steps include the updates.
+    warmup = max(chunk, -(-int(hp.get("learning_starts", 0)) // chunk) * chunk + chunk)
+    agent.learn(env, warmup)
 
     def sync() -> None:
         if torch_device.type == "cuda":

@@ -324,7 +324,7 @@
 
   // --- leaderboard and chart ------------------------------------------------------------
 
-  const COLUMNS = ["rank", "agent", "score", "baselines", "dsr", "generation", "parent", "pod", "hyperparameters", "env_steps", "age"];
+  const COLUMNS = ["rank", "agent", "score", "baselines", "dsr", "generation", "parent", "pod", "algorithm", "hyperparameters", "env_steps", "age"];
 
   function newRow(agent) {
     const tr = document.createElement("tr");
@@ -361,6 +361,7 @@
       ? '<a href="' + agentUrl(agent.parent_id) + '">#' + agent.parent_id + "</a>"
       : '<span class="muted">fresh</span>';
     cell("pod").textContent = agent.pod;
+    cell("algorithm").textContent = (agent.algorithm || "").toUpperCase();
     const code = document.createElement("code");
     code.textContent = fmtHyper(agent.hyperparameters);
     cell("hyperparameters").replaceChildren(code);

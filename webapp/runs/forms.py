@@ -196,6 +196,15 @@ class RunForm(forms.Form):
         widget=forms.Textarea(attrs={"rows": 10, "spellcheck": "false"}),
         help_text="JSON object of the algorithm's settings; keys left out keep their defaults.",
     )
+    algorithms = forms.MultipleChoiceField(
+        choices=[(a, a.upper()) for a in queries.ALGORITHMS],
+        required=False,
+        widget=forms.CheckboxSelectMultiple,
+        label="Mixed tournament",
+        help_text="Other algorithms fresh pods may train, round-robin by pod index (pod 0 the algorithm above); "
+        "they take the settings above that they share and their defaults for the rest. Children keep their "
+        "parent's algorithm. None ticked = the algorithm above alone.",
+    )
 
     budget = forms.ModelChoiceField(queryset=None, help_text="The compute this run draws on.")
     num_pods = _bounded(
@@ -261,6 +270,7 @@ class RunForm(forms.Form):
             "env": self._env(),
             "algorithm": d["algorithm"],
             "hyperparameters": d["hyperparameters"],
+            "algorithms": [d["algorithm"], *(a for a in d.get("algorithms") or [] if a != d["algorithm"])],
             "kind": d.get("kind") or "stock_trading",
             "selection": {"rule": d.get("selection_rule") or "mean_minus_std"},
         }
@@ -351,6 +361,7 @@ def initial_from_run(run: Run) -> dict[str, Any]:
         "dataset": task.dataset_id,
         "tickers": ", ".join(task.tickers),
         "algorithm": task.algorithm,
+        "algorithms": list(task.algorithms or [])[1:],
         "hyperparameters": task.hyperparameters,
         "kind": task.kind,
         "selection_rule": (task.selection or {}).get("rule", "mean_minus_std"),

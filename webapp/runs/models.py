@@ -71,6 +71,11 @@ class Task(models.Model):
     selection = models.JSONField(default=dict, blank=True, help_text="validation scoring rule; {} = the default")
     algorithm = models.CharField(max_length=20)
     hyperparameters = models.JSONField(default=dict)
+    algorithms = models.JSONField(
+        default=list,
+        blank=True,
+        help_text="the algorithms a run's fresh pods may train, ``algorithm`` first; [] = only ``algorithm``",
+    )
     data_notes = models.JSONField(
         default=list,
         blank=True,
@@ -224,6 +229,7 @@ class Generation(models.Model):
     pod = models.ForeignKey(Pod, on_delete=models.CASCADE, related_name="generations")
     number = models.PositiveIntegerField(help_text="1-based, per pod")
     parent = models.ForeignKey("Agent", on_delete=models.SET_NULL, null=True, blank=True, related_name="+")
+    algorithm = models.CharField(max_length=20, blank=True, help_text="set when claimed; its parent's, if any")
     hyperparameters = models.JSONField(default=dict, blank=True)
     mutations = models.JSONField(default=dict, blank=True, help_text="{name: [old, new]}")
     env_steps = models.BigIntegerField(default=0, help_text="planned before the run, trained after it")
@@ -267,6 +273,7 @@ class Agent(models.Model):
     parent = models.ForeignKey("self", on_delete=models.SET_NULL, null=True, blank=True, related_name="children")
     score = models.FloatField(null=True, blank=True, help_text="validation score; null when it has none (NaN)")
     metrics = models.JSONField(default=dict)
+    algorithm = models.CharField(max_length=20, blank=True, help_text="the algorithm it was trained with")
     hyperparameters = models.JSONField(default=dict)
     tickers = models.JSONField(default=list, blank=True, help_text="the tickers it trades, from its checkpoint")
     checkpoint = models.CharField(max_length=300, help_text="name in the default storage")

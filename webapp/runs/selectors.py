@@ -236,6 +236,7 @@ def agent_payload(agent: Agent, run_sharpes: deflated.RunSharpes | None = None) 
         "lineage": agent.lineage_id,
         "parent_id": agent.parent_id,
         "created_seq": agent.created_seq,
+        "algorithm": agent.algorithm,
         "hyperparameters": agent.hyperparameters,
         "sha256": agent.sha256,
         "created_at": _iso(agent.created_at),

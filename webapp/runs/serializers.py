@@ -74,6 +74,7 @@ class TaskSerializer(serializers.ModelSerializer):
             "splits",
             "env",
             "algorithm",
+            "algorithms",
             "hyperparameters",
             "selection",
             "created_at",
@@ -106,6 +107,15 @@ class TaskCreateSerializer(serializers.Serializer):
     )
     algorithm = serializers.ChoiceField(choices=queries.ALGORITHMS, default="ppo")
     hyperparameters = serializers.DictField(required=False, default=dict)
+    algorithms = serializers.ListField(
+        child=serializers.CharField(max_length=20),
+        required=False,
+        default=None,
+        allow_null=True,
+        help_text="a mixed tournament: the algorithms fresh pods may train, round-robin by pod index; it must "
+        "contain `algorithm` (whose hyperparameters are set; the others take the shared ones and their "
+        "defaults). Leave it out for `algorithm` alone",
+    )
     selection = serializers.DictField(
         required=False,
         default=dict,
@@ -259,6 +269,7 @@ class AgentSerializer(serializers.ModelSerializer):
             "parent",
             "score",
             "metrics",
+            "algorithm",
             "hyperparameters",
             "mutations",
             "tickers",

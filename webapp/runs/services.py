@@ -244,6 +244,7 @@ def task_create(
     hyperparameters: dict[str, Any] | None = None,
     kind: str = "stock_trading",
     selection: dict[str, Any] | None = None,
+    algorithms: list[str] | None = None,
 ) -> Task:
     """Create a task after validating it with the trainer's config classes.
 
@@ -258,6 +259,10 @@ def task_create(
         hyperparameters: the algorithm's config fields, defaults for the rest.
         kind: ``"stock_trading"`` or ``"portfolio"``.
         selection: the validation scoring rule (``rule``, ``windows``, ``k``); ``{}`` = default.
+        algorithms: the algorithms a run's fresh pods may train (a mixed tournament); it
+            must contain ``algorithm``; ``None`` or ``[]`` = only ``algorithm``. See
+            :func:`algorithm_hyperparameters` for the other algorithms' settings and
+            :func:`fresh_algorithm` for which pod trains which.
 
     Raises:
         AppError: naming the field (``tickers``, ``splits.validation``, ``env.hmax``,
@@ -299,6 +304,7 @@ def task_create(
     if isinstance(hyperparameters, dict):
         fields.update(bounds.hyperparameter_errors(algorithm, hyperparameters, engine.validate_hyperparameters))
     base = bounds.collect(fields, engine.validate_task, {**spec, "env": {}, "hyperparameters": {}})
+    allowed = _allowed_algorithms(fields, algorithms, algorithm, hyperparameters)
     decided = None
     if base is not None and not unknown and not any(k.startswith("tickers") for k in fields):
         # the tickers actually traded over the task's range, and every data decision
@@ -324,21 +330,87 @@ def task_create(
         env=normalized["env"],
         algorithm=normalized["algorithm"],
         hyperparameters=normalized["hyperparameters"],
+        algorithms=allowed,
         kind=normalized["kind"],
         selection=normalized["selection"],
     )
 
 
-def task_spec(task: Task) -> dict[str, Any]:
-    """The ``trainer.pod.TaskSpec`` dict a generation trains on."""
+def _allowed_algorithms(fields: dict[str, str], algorithms: Any, algorithm: str, hyperparameters: Any) -> list[str]:
+    """The normalized allowed list (``algorithm`` first, no repeats); errors go to ``fields["algorithms"]``."""
+    if algorithms is None or algorithms == []:
+        return [str(algorithm).strip().lower()]
+    if not isinstance(algorithms, list | tuple) or not all(isinstance(a, str) for a in algorithms):
+        fields["algorithms"] = "a list of algorithm names"
+        return []
+    names = list(dict.fromkeys(a.strip().lower() for a in algorithms))
+    known = engine.algorithms()
+    unknown = [a for a in names if a not in known]
+    if unknown:
+        fields["algorithms"] = f"{', '.join(map(repr, unknown))} not one of {', '.join(known)}"
+        return []
+    primary = str(algorithm).strip().lower()
+    if primary not in names:
+        fields["algorithms"] = f"must include the task's algorithm {primary!r} (its hyperparameters are set)"
+        return []
+    if isinstance(hyperparameters, dict) and "hyperparameters" not in fields:
+        for name in names:
+            if name != primary:
+                try:
+                    _shared_hyperparameters(name, hyperparameters)
+                except AppError as exc:
+                    fields["algorithms"] = f"{name}: {exc.message}"
+                    return []
+    return [primary, *(a for a in names if a != primary)]
+
+
+def _shared_hyperparameters(algorithm: str, hyperparameters: dict[str, Any]) -> dict[str, Any]:
+    own = engine.validate_hyperparameters(algorithm, {})
+    return engine.validate_hyperparameters(algorithm, {k: v for k, v in hyperparameters.items() if k in own})
+
+
+def task_algorithms(task: Task) -> list[str]:
+    """The algorithms ``task``'s runs may train, ``task.algorithm`` first."""
+    return list(task.algorithms or [task.algorithm])
+
+
+def algorithm_hyperparameters(task: Task, algorithm: str) -> dict[str, Any]:
+    """The hyperparameters ``algorithm`` trains with on ``task``: the task's own for
+    ``task.algorithm``; for another allowed algorithm, the task's values of the names the two
+    share (``num_envs``, ``hidden_sizes``, ``gamma``...) and that algorithm's defaults for the rest.
+    """
+    if algorithm == task.algorithm:
+        return dict(task.hyperparameters)
+    return _shared_hyperparameters(algorithm, task.hyperparameters)
+
+
+def fresh_algorithm(task: Task, pod_index: int) -> str:
+    """The algorithm a fresh agent of pod ``pod_index`` trains: round-robin over the task's
+    allowed list by pod index (pod 0 the first, pod 1 the second, ...), so a run with at least
+    as many pods as algorithms trains each of them. Children keep their parent's algorithm."""
+    allowed = task_algorithms(task)
+    return allowed[pod_index % len(allowed)]
+
+
+def mutation_for(mutation: dict[str, Any], hyperparameters: dict[str, Any]) -> dict[str, Any]:
+    """``mutation`` restricted to the bounds of hyperparameters the agent has (a mixed run's
+    bounds may name another algorithm's hyperparameters, e.g. SAC's ``actor_learning_rate``)."""
+    bounds_ = mutation.get("bounds") or {}
+    return {**mutation, "bounds": {k: v for k, v in bounds_.items() if k in hyperparameters}}
+
+
+def task_spec(task: Task, algorithm: str | None = None) -> dict[str, Any]:
+    """The ``trainer.pod.TaskSpec`` dict a generation trains on (with ``algorithm``, one of
+    the task's allowed algorithms; ``None`` = ``task.algorithm``)."""
+    algorithm = algorithm or task.algorithm
     return {
         "data": {"paths": task.dataset.source_paths(), "tickers": list(task.tickers)},
         "train": task.splits["train"],
         "validation": task.splits["validation"],
         "test": task.splits["test"],
         "env": task.env,
-        "algorithm": task.algorithm,
-        "hyperparameters": task.hyperparameters,
+        "algorithm": algorithm,
+        "hyperparameters": algorithm_hyperparameters(task, algorithm),
         "kind": task.kind,
         "selection": task.selection or {},
     }
@@ -394,9 +466,19 @@ def run_create(
         seed=seed,
         device=device,
     )
-    if "generation_steps" not in fields:
-        bounds.collect(fields, engine.check_generation_steps, task.algorithm, task.hyperparameters, generation_steps)
-    bounds.collect(fields, engine.check_mutation, mutation, task.hyperparameters)
+    every = {a: algorithm_hyperparameters(task, a) for a in task_algorithms(task)}
+    for algorithm, hyperparameters in every.items():
+        if "generation_steps" not in fields:
+            bounds.collect(fields, engine.check_generation_steps, algorithm, hyperparameters, generation_steps)
+        if len(every) == 1:
+            bounds.collect(fields, engine.check_mutation, mutation, hyperparameters)
+        elif isinstance(mutation.get("bounds") or {}, dict):
+            bounds.collect(fields, engine.check_mutation, mutation_for(mutation, hyperparameters), hyperparameters)
+    named = mutation.get("bounds") or {}
+    if len(every) > 1 and isinstance(named, dict):
+        stray = [k for k in named if not any(k in hp for hp in every.values())]
+        if stray:
+            fields[f"mutation.bounds.{stray[0]}"] = f"no allowed algorithm ({', '.join(every)}) has {stray[0]!r}"
     bounds.raise_all(fields)
     return Run.objects.create(
         owner=owner,
@@ -806,12 +888,15 @@ def generation_claim(*, generation_id: int, worker: str = "", device: str = "") 
         parent = None if decision.agent_id is None else Agent.objects.get(pk=decision.agent_id)
         mutations: dict[str, list[Any]] = {}
         if parent is None:
-            hyperparameters = dict(run.task.hyperparameters)
+            algorithm = fresh_algorithm(run.task, pod.index)
+            hyperparameters = algorithm_hyperparameters(run.task, algorithm)
         elif decision.action == "parent":
+            algorithm = parent.algorithm or run.task.algorithm
             hyperparameters, mutations = engine.mutate_hyperparameters(
-                parent.hyperparameters, mutation=run.mutation, rng=rng
+                parent.hyperparameters, mutation=mutation_for(run.mutation, parent.hyperparameters), rng=rng
             )
         else:
+            algorithm = parent.algorithm or run.task.algorithm
             hyperparameters = dict(parent.hyperparameters)
         now = timezone.now()
         n = Generation.objects.filter(pk=gen.pk, status__in=Generation.CLAIMABLE).update(
@@ -820,6 +905,7 @@ def generation_claim(*, generation_id: int, worker: str = "", device: str = "") 
             worker=worker[:200],
             device=device[:40],
             parent=parent,
+            algorithm=algorithm,
             hyperparameters=hyperparameters,
             mutations=mutations,
             started_at=now,
@@ -840,7 +926,7 @@ def generation_claim(*, generation_id: int, worker: str = "", device: str = "") 
             run_id=run.pk,
             pod_index=pod.index,
             number=gen.number,
-            task=task_spec(run.task),
+            task=task_spec(run.task, algorithm),
             env_steps=gen.env_steps,
             parent_id=None if parent is None else parent.pk,
             parent_checkpoint=None if parent is None else parent.checkpoint,
@@ -1015,6 +1101,7 @@ def _generation_complete_locked(claim: Claim, result: dict[str, Any], stored: st
             parent_id=gen.parent_id,
             score=result.get("score"),
             metrics=result.get("metrics") or {},
+            algorithm=gen.algorithm or run.task.algorithm,
             hyperparameters=gen.hyperparameters,
             tickers=list(result.get("tickers") or []),
             checkpoint=stored,
