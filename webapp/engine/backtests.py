@@ -154,7 +154,12 @@ def backtest_agent(
     # window lacks is an error naming it, never a silent change of universe.
     if info["tickers"]:
         spec.data.tickers = list(info["tickers"])
-    spec.data.start, spec.data.end = str(start)[:10], str(end)[:10]
+    # From the task's first day (or the backtest's, if earlier) to the backtest's last: the
+    # indicators and the scale-free lookbacks (up to 63 days) of the first backtest day need the
+    # days before it, exactly as in training and validation.
+    first = str(start)[:10]
+    spec.data.start = min(first, spec.data.start) if spec.data.start else first
+    spec.data.end = str(end)[:10]
     market = _market_data(spec, data_dir=data_dir, cache_dir=cache_dir)
     read = prepare_market(market, spec.env).feature_names  # what the agent's observation holds
     if info["feature_names"] and list(read) != info["feature_names"]:

@@ -146,8 +146,9 @@ def measure_training_throughput(
     it is the rate a generation trains at (evaluation and checkpointing come on top).
 
     Args:
-        task: a normalized task spec (``validate_task``'s output); its hyperparameters set the
-            env count and network sizes.
+        task: a normalized task spec (``validate_task``'s output) of any algorithm; its
+            hyperparameters set the env count and network sizes. A chunk is one rollout
+            (``num_envs x rollout_steps``) on-policy, one vector step (``num_envs``) off-policy.
         device: ``"auto"``, ``"cpu"``, ``"cuda"``...
         seconds: measuring time after the warm-up (> 0).
         data_dir, cache_dir: as for :func:`train_generation` (the processed data is cached,
@@ -176,7 +177,10 @@ def measure_training_throughput(
     env = make_env(train, spec.env, num_envs=int(hp["num_envs"]), device=torch_device, seed=0)
     agent = make_agent(spec.algorithm, env.obs_dim, env.action_dim, hp, device=torch_device, seed=0)
     chunk = int(hp["num_envs"]) * int(hp.get("rollout_steps", 1))
-    agent.learn(env, chunk)
+    # Off-policy agents act at random without updates for their first ``learning_starts``
+    # steps: the warm-up runs past them, so that the timed steps include the updates.
+    warmup = max(chunk, -(-int(hp.get("learning_starts", 0)) // chunk) * chunk + chunk)
+    agent.learn(env, warmup)
 
     def sync() -> None:
         if torch_device.type == "cuda":

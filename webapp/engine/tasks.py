@@ -324,3 +324,11 @@ def resolve_device(requested: str, worker: str = "auto") -> str:
     if kind == "cuda" and not worker.startswith("cuda"):
         return str(pick_device("cuda"))
     return str(pick_device(worker))
+
+
+def min_env_steps(algorithm: str, hyperparameters: dict[str, Any]) -> int:
+    """Env steps of one learning chunk (``trainer.pod.min_env_steps``): one rollout
+    (``num_envs x rollout_steps``) for PPO and A2C, one vector step (``num_envs``) off-policy."""
+    from trainer.task import min_env_steps as chunk
+
+    return chunk(algorithm, hyperparameters)

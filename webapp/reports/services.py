@@ -184,8 +184,31 @@ def _send(backtest_id: int) -> None:
         logger.warning("could not send backtest %s", backtest_id, exc_info=True)
 
 
+def _end_of_run_ensemble(run: Run) -> Agent | None:
+    """The top-3 ensemble of a finished run (built once; ``None`` with fewer than 2 leaderboard
+    agents or when the trainer refuses it, which is logged)."""
+    from webapp.runs import ensembles
+
+    top = list(
+        run.agents.filter(on_leaderboard=True)
+        .exclude(checkpoint="")
+        .values_list("id", flat=True)[: ensembles.DEFAULT_K]
+    )
+    if len(top) < 2:
+        return None
+    existing = run.agents.filter(hyperparameters__ensemble_of=top).first()
+    if existing is not None:
+        return existing
+    try:
+        return ensembles.ensemble_create(run=run, k=len(top))
+    except AppError as exc:
+        logger.warning("end-of-run ensemble of run %s refused: %s", run.id, exc.message, extra={"run": run.id})
+        return None
+
+
 def backtests_for_run(*, run_id: int, top: int | None = None) -> list[Backtest]:
-    """Queue end-of-run backtests of a run's best agents on its task's test split.
+    """Queue end-of-run backtests of a run's best agents, and of the ensemble of its top 3
+    (:mod:`webapp.runs.ensembles`, built here once), on its task's test split.
 
     Idempotent: an agent already backtested on that window by the end-of-run trigger is not
     queued again.
@@ -210,6 +233,9 @@ def backtests_for_run(*, run_id: int, top: int | None = None) -> list[Backtest]:
     agents = list(run.agents.filter(on_leaderboard=True).exclude(checkpoint="")[: max(0, int(count))])
     if not agents:
         _refused(run, "the run has no agent with a checkpoint on its leaderboard")
+    ensemble = _end_of_run_ensemble(run)
+    if ensemble is not None:
+        agents.append(ensemble)
     created = []
     for agent in agents:
         if Backtest.objects.filter(agent=agent, start=test[0], end=test[1], source=Backtest.Source.END_OF_RUN).exists():

@@ -1,4 +1,4 @@
-"""The demo: Dow-30 data, a demo budget and a PPO tournament sized to this machine.
+"""The demo: Dow-30 data, a demo budget and a PPO (or ``--algorithm``) tournament sized to this machine.
 
 ``manage.py demo_setup`` (run by ``./paddock demo``) and the acceptance test
 (``tests/e2e/test_acceptance.py``) both build on these definitions:
@@ -9,9 +9,9 @@
   command stops with a message saying which files to copy where. The dataset keeps the tickers
   with full history from the first day of the file: DOW (listed 2019-03-20) is dropped, and a
   note on the dataset says so.
-* **Task.** PPO; train 2010-01-01 to 2019-12-31, validation 2020, test 2021-01-01 to
+* **Task.** PPO (``demo_setup --algorithm`` trains A2C, SAC, TD3 or DDPG instead); train 2010-01-01 to 2019-12-31, validation 2020, test 2021-01-01 to
   2022-11-15 (held out: backtested against QQQ when the run ends).
-* **Sizing.** The PPO training rate is measured for a few seconds on the device the training
+* **Sizing.** The chosen algorithm's training rate is measured for a few seconds on the device the training
   workers use; a generation is sized to last about :attr:`DemoProfile.generation_s` and the run
   to train for about :attr:`DemoProfile.training_s` in all (about 8 minutes on a 2-core CPU, 5
   with a GPU, where the profile also trains 4x as many envs).
@@ -72,13 +72,22 @@ SPLITS = {name: [_DEMO_TASK[name]["start"], _DEMO_TASK[name]["end"]] for name in
 DEMO_USERNAME = "demo"
 DATASET_NAME = "Dow 30 daily 2010-2022"
 BUDGET_NAME = "Demo budget"
-TASK_NAME = "Dow 30 PPO demo"
-RUN_NAME = "Dow 30 PPO demo"
-#: Names of the runs the demo starts: ``RUN_NAME`` and a number.
-DEMO_RUN_NAME = re.compile(re.escape(RUN_NAME) + r" #\d+")
+DEMO_ALGORITHM = "ppo"
+
+
+def task_name(algorithm: str = DEMO_ALGORITHM) -> str:
+    """The demo task's name for ``algorithm`` (``"Dow 30 PPO demo"``)."""
+    return f"Dow 30 {algorithm.upper()} demo"
+
+
+TASK_NAME = task_name()
+RUN_NAME = task_name()
+#: Names of the runs the demo starts: the task's name and a number (``"Dow 30 TD3 demo #2"``).
+DEMO_RUN_NAME = re.compile(r"Dow 30 [A-Z0-9]+ demo #\d+")
 LEADERBOARD_SIZE = 5
 FRESH_PROBABILITY = 0.1
-#: PBT: a copied agent's learning rate and entropy weight are multiplied by 0.8 or 1.25.
+#: PBT: a copied agent's learning rate and entropy weight are multiplied by 0.8 or 1.25
+#: (PPO, A2C); :func:`demo_mutation` gives the off-policy algorithms' (actor and critic rates).
 MUTATION = {
     "bounds": {"learning_rate": [1e-5, 3e-3], "ent_coef": [0.0, 0.1]},
     "factors": [0.8, 1.25],
@@ -102,13 +111,15 @@ class DemoProfile:
     Attributes:
         name: ``"cpu"``, ``"gpu"`` or ``"ci"``.
         num_pods: the training pool (generations wanted at once).
-        hyperparameters: PPO settings (env count, rollout length); the rest keep PPO's defaults.
+        hyperparameters: PPO settings (env count, rollout length); the rest keep the defaults.
         training_s: seconds of training the whole run should take (budget wall clock).
         generation_s: seconds one generation should take; sets ``generation_steps``.
         tickers: tickers to trade (``None``: every ticker of the dataset).
         generation_steps: fixed env steps per generation (``None``: from the measured rate).
         generations: fixed number of generations of the run (``None``: from ``training_s``).
         kind: the task kind, ``"portfolio"`` (:data:`DEMO_KIND`) or ``"stock_trading"``.
+        algorithm: the trainer's algorithm (``demo_setup --algorithm``); the hyperparameters it
+            does not have (an off-policy algorithm's ``rollout_steps``) are left out for it.
     """
 
     name: str
@@ -120,12 +131,14 @@ class DemoProfile:
     generation_steps: int | None = None
     generations: int | None = None
     kind: str = "portfolio"
+    algorithm: str = DEMO_ALGORITHM
 
     @property
     def rollout_batch(self) -> int:
-        """Env steps of one PPO rollout (``num_envs * rollout_steps``); generations are whole
-        multiples of it."""
-        return int(self.hyperparameters["num_envs"]) * int(self.hyperparameters["rollout_steps"])
+        """Env steps of one learning chunk, of which generations are whole multiples: one
+        rollout (``num_envs * rollout_steps``) for PPO and A2C, one vector step (``num_envs``)
+        for the off-policy algorithms (``engine.min_env_steps``)."""
+        return engine.min_env_steps(self.algorithm, _hyperparameters(self))
 
 
 #: The demo's task kind, chosen on validation scores only: in ``benchmarks/learning_quality.py``
@@ -173,7 +186,7 @@ class Sizing:
     """A profile turned into numbers for one machine.
 
     Attributes:
-        steps_per_s: measured PPO training rate of one pod (env steps per second), or
+        steps_per_s: measured training rate of one pod (the profile's algorithm) (env steps per second), or
             ``None`` when nothing was measured.
         device: the device it was measured on.
         concurrent_pods: generations trained at once (training workers, at most ``num_pods``).
@@ -200,7 +213,7 @@ def size_run(profile: DemoProfile, *, steps_per_s: float | None, device: str, tr
 
     A generation trains ``GENERATION_EFFICIENCY * steps_per_s * generation_s`` env steps (the
     measured rate leaves out a generation's validation and bookkeeping), rounded down to whole
-    PPO rollouts (at least one); the run trains as many generations as fit in ``training_s`` with
+    learning chunks (:attr:`DemoProfile.rollout_batch`, at least one); the run trains as many generations as fit in ``training_s`` with
     ``min(training_workers, num_pods)`` of them at once, and at least two per pod so that every
     pod continues from the leaderboard at least once. The env-step cap (``env_steps``) ends the
     run; the wall-clock limit, ``WALL_CLOCK_MARGIN * training_s`` plus one generation, is a
@@ -425,7 +438,7 @@ def import_demo_dataset(
 def measure_rate(
     profile: DemoProfile, dataset: Dataset, *, device: str = "auto", seconds: float = 4.0
 ) -> dict[str, Any]:
-    """PPO training rate of one pod of ``profile`` on ``dataset`` (see
+    """Training rate of one pod of ``profile`` (its algorithm) on ``dataset`` (see
     ``engine.measure_training_throughput``); the processed data lands in the shared cache."""
     spec = engine.validate_task(_task_spec(dataset, profile))
     engine.configure_process(threads=settings.PADDOCK_TORCH_THREADS)  # as a training worker does
@@ -442,7 +455,19 @@ def _hyperparameters(profile: DemoProfile) -> dict[str, Any]:
     hp = dict(profile.hyperparameters)
     if profile.kind == "portfolio":
         hp.setdefault("reward_scale", PORTFOLIO_REWARD_SCALE)
-    return hp
+    own = engine.validate_hyperparameters(profile.algorithm, {})
+    return {k: v for k, v in hp.items() if k in own}
+
+
+def demo_mutation(algorithm: str) -> dict[str, Any]:
+    """The demo run's PBT mutation for ``algorithm``: :data:`MUTATION`'s bounds that it has,
+    else (SAC, TD3, DDPG) its actor and critic learning rates in the same range."""
+    own = engine.validate_hyperparameters(algorithm, {})
+    bounds = {k: v for k, v in MUTATION["bounds"].items() if k in own}
+    if not bounds:
+        low_high = MUTATION["bounds"]["learning_rate"]
+        bounds = {k: list(low_high) for k in ("actor_learning_rate", "critic_learning_rate") if k in own}
+    return {**MUTATION, "bounds": bounds}
 
 
 def _task_spec(dataset: Dataset, profile: DemoProfile) -> dict[str, Any]:
@@ -452,7 +477,7 @@ def _task_spec(dataset: Dataset, profile: DemoProfile) -> dict[str, Any]:
         "validation": SPLITS["validation"],
         "test": SPLITS["test"],
         "kind": profile.kind,
-        "algorithm": "ppo",
+        "algorithm": profile.algorithm,
         "hyperparameters": _hyperparameters(profile),
     }
 
@@ -485,17 +510,20 @@ def ensure_task(owner, dataset: Dataset, profile: DemoProfile) -> Task:
     different (wider networks, more epochs) is not reused."""
     tickers = list(profile.tickers or dataset.tickers)
     wanted = engine.validate_task(_task_spec(dataset, profile))["hyperparameters"]
-    for task in Task.objects.filter(owner=owner, name=TASK_NAME, dataset=dataset, algorithm="ppo", kind=profile.kind):
+    name = task_name(profile.algorithm)
+    for task in Task.objects.filter(
+        owner=owner, name=name, dataset=dataset, algorithm=profile.algorithm, kind=profile.kind
+    ):
         same_hp = task.hyperparameters == wanted
         if task.tickers == tickers and same_hp and task.splits["test"]["end"] == SPLITS["test"][1]:
             return task
     return services.task_create(
         owner=owner,
         dataset=dataset,
-        name=TASK_NAME,
+        name=name,
         tickers=tickers,
         splits=SPLITS,
-        algorithm="ppo",
+        algorithm=profile.algorithm,
         hyperparameters=_hyperparameters(profile),
         kind=profile.kind,
     )
@@ -504,7 +532,13 @@ def ensure_task(owner, dataset: Dataset, profile: DemoProfile) -> Task:
 def is_demo_run(run: Run) -> bool:
     """Whether ``run`` is one the demo started: on the demo budget and task, named as
     :func:`start_demo_run` names them (``"Dow 30 PPO demo #3"``)."""
-    return bool(run.budget.name == BUDGET_NAME and run.task.name == TASK_NAME and DEMO_RUN_NAME.fullmatch(run.name))
+    name = task_name(run.task.algorithm)
+    return bool(
+        run.budget.name == BUDGET_NAME
+        and run.task.name == name
+        and DEMO_RUN_NAME.fullmatch(run.name)
+        and run.name.startswith(f"{name} #")
+    )
 
 
 def active_demo_run(owner) -> Run | None:
@@ -517,8 +551,7 @@ def active_demo_run(owner) -> Run | None:
     candidates = Run.objects.filter(
         owner=owner,
         budget__name=BUDGET_NAME,
-        task__name=TASK_NAME,
-        name__startswith=f"{RUN_NAME} #",
+        task__name__regex=r"^Dow 30 [A-Z0-9]+ demo$",
         status__in=Run.ACTIVE,
     ).select_related("budget", "task")
     for run in candidates.order_by("-created_at", "-id"):
@@ -544,12 +577,12 @@ def start_demo_run(owner, dataset: Dataset, profile: DemoProfile, sizing: Sizing
         owner=owner,
         task=task,
         budget=budget,
-        name=f"{RUN_NAME} #{seed + 1}",
+        name=f"{task.name} #{seed + 1}",
         num_pods=profile.num_pods,
         generation_steps=sizing.generation_steps,
         leaderboard_size=LEADERBOARD_SIZE,
         fresh_probability=FRESH_PROBABILITY,
-        mutation=MUTATION,
+        mutation=demo_mutation(profile.algorithm),
         seed=seed,
     )
     run = services.run_start(run=run)

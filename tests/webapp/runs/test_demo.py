@@ -268,3 +268,39 @@ def test_the_demo_trains_the_portfolio_task_the_benchmark_chose_and_stock_tradin
     assert demo.ensure_task(user, dataset, demo.CI_PROFILE) == task  # reused, not duplicated
     stock = demo.ensure_task(user, dataset, dataclasses.replace(demo.CI_PROFILE, kind="stock_trading"))
     assert stock.kind == "stock_trading" and stock != task
+
+
+def test_the_demo_measures_sizes_and_starts_the_chosen_algorithm(user, data_dir, settings, monkeypatch):
+    import dataclasses
+
+    from webapp import engine
+
+    settings.PADDOCK_DATA_DIR = data_dir
+    dataset, _ = demo.import_demo_dataset(user, root=data_dir, allow_download=False)
+    profile = dataclasses.replace(demo.CI_PROFILE, algorithm="td3", generation_steps=None, generations=None)
+    measured = []
+    real = engine.measure_training_throughput
+    monkeypatch.setattr(
+        engine, "measure_training_throughput", lambda spec, **k: measured.append(spec) or real(spec, **k)
+    )
+    rate = demo.measure_rate(profile, dataset, device="cpu", seconds=0.5)
+    assert [spec["algorithm"] for spec in measured] == ["td3"]
+    assert "rollout_steps" not in measured[0]["hyperparameters"]  # a PPO setting TD3 has not
+    assert rate["steps_per_s"] > 0
+    sizing = demo.size_run(profile, steps_per_s=rate["steps_per_s"], device="cpu", training_workers=1)
+    assert profile.rollout_batch == 32  # one vector step of 32 envs, not a 32 x 16 rollout
+    assert sizing.generation_steps > 0 and sizing.generation_steps % 32 == 0
+    run, _ = demo.start_demo_run(user, dataset, profile, sizing)
+    assert run.task.algorithm == "td3" and run.name == "Dow 30 TD3 demo #1" and run.task.name == "Dow 30 TD3 demo"
+    assert set(run.mutation["bounds"]) == {"actor_learning_rate", "critic_learning_rate"}
+    assert demo.is_demo_run(run) and demo.active_demo_run(user) == run
+
+
+def test_demo_setup_trains_the_algorithm_asked_for(user, data_dir, settings, monkeypatch):
+    settings.PADDOCK_DATA_DIR = data_dir
+    _fake_measurement(monkeypatch)
+    out = io.StringIO()
+    call_command("demo_setup", username=user.username, no_download=True, algorithm="a2c", stdout=out)
+    assert "measuring A2C training speed" in out.getvalue() and "pods, A2C, train" in out.getvalue()
+    run = demo.active_demo_run(user)
+    assert run.task.algorithm == "a2c" and set(run.mutation["bounds"]) == {"learning_rate", "ent_coef"}

@@ -53,7 +53,7 @@ class Command(BaseCommand):
             help="size for this device (default: what the training workers report)",
         )
         parser.add_argument(
-            "--measure-seconds", type=float, default=4.0, help="seconds of PPO training to measure (default 4)"
+            "--measure-seconds", type=float, default=4.0, help="seconds of training to measure (default 4)"
         )
         parser.add_argument("--new-run", action="store_true", help="start a new run even if a demo run is going")
         parser.add_argument(
@@ -61,6 +61,12 @@ class Command(BaseCommand):
             choices=("portfolio", "stock_trading"),
             default=demo.DEMO_KIND,
             help="task kind (default portfolio: target weights over the 29 stocks and cash, starting at equal weight)",
+        )
+        parser.add_argument(
+            "--algorithm",
+            choices=demo.engine.algorithms(),
+            default=demo.DEMO_ALGORITHM,
+            help="algorithm to train (default ppo); its training speed sizes the run",
         )
         parser.add_argument("--no-download", action="store_true", help="never download absent data files")
         parser.add_argument(
@@ -113,9 +119,9 @@ class Command(BaseCommand):
         workers, worker_device = _training_workers()
         device = worker_device if options["device"] == "auto" else options["device"]
         profile = demo.GPU_PROFILE if device == "cuda" else demo.CPU_PROFILE
-        profile = dataclasses.replace(profile, kind=options["kind"])
+        profile = dataclasses.replace(profile, kind=options["kind"], algorithm=options["algorithm"])
         self.say(
-            f"measuring PPO training speed on {device} for {options['measure_seconds']:g} s "
+            f"measuring {profile.algorithm.upper()} training speed on {device} for {options['measure_seconds']:g} s "
             f"({profile.hyperparameters['num_envs']} envs, {len(dataset.tickers)} tickers)"
         )
         rate = demo.measure_rate(profile, dataset, device=device, seconds=options["measure_seconds"])
@@ -136,7 +142,7 @@ class Command(BaseCommand):
                 self.say(f"stopped the previous demo run #{active.pk}")
         run, budget = demo.start_demo_run(user, dataset, profile, sizing)
         self.say(
-            f"run #{run.pk} started: {run.num_pods} pods, PPO, train {demo.SPLITS['train'][0]}..{demo.SPLITS['train'][1]}, "
+            f"run #{run.pk} started: {run.num_pods} pods, {profile.algorithm.upper()}, train {demo.SPLITS['train'][0]}..{demo.SPLITS['train'][1]}, "
             f"validation 2020, test {demo.SPLITS['test'][0]}..{demo.SPLITS['test'][1]}; budget {budget.name!r} "
             f"(env-step cap {budget.env_step_cap:,}, {budget.max_wall_clock_s} s per run); "
             f"set up in {time.monotonic() - started:.0f} s"
