@@ -49,11 +49,13 @@ sys.path.insert(0, str(REPO))
 
 from trainer import tournament  # noqa: E402
 from trainer.backtest.engine import load_benchmark_close  # noqa: E402
-from trainer.bundle import _build_agent, load_checkpoint  # noqa: E402
+from trainer.backtest.policy_run import run_policy  # noqa: E402
+from trainer.bundle import build_agent, load_checkpoint  # noqa: E402
 from trainer.data import load_market_data  # noqa: E402
 from trainer.envs.kinds import make_env, prepare_market  # noqa: E402
 from trainer.envs.observations import FeatureStats  # noqa: E402
-from trainer.pod import TaskSpec, _eval_config, _run_episodes, run_generation  # noqa: E402
+from trainer.evaluation import eval_config  # noqa: E402
+from trainer.pod import TaskSpec, run_generation  # noqa: E402
 from trainer.selection import annual_sharpe  # noqa: E402
 
 DOW30 = "dow30_daily_eodhd_2010-01-04_2022-11-15.csv.gz"
@@ -158,7 +160,7 @@ def run_tournament(lineage: Lineage, pods: int, generations: int, seed: int) -> 
 
 def policy_of(checkpoints: list[Path]):
     """Deterministic policy of one checkpoint, or the average action of several (an ensemble)."""
-    modules = [_build_agent(load_checkpoint(c)).policy_module().eval() for c in checkpoints]
+    modules = [build_agent(load_checkpoint(c)).policy_module().eval() for c in checkpoints]
 
     @torch.no_grad()
     def policy(obs: torch.Tensor) -> torch.Tensor:
@@ -174,9 +176,8 @@ def test_returns(checkpoints: list[Path], market) -> np.ndarray:
     prepared = prepare_market(market, task.env)
     test = prepared.slice(*task.test, name="test")
     stats = FeatureStats.from_dict(state["feature_stats"]) if state.get("feature_stats") else None
-    env = make_env(test, _eval_config(task.env), num_envs=1, feature_stats=stats)
-    values, _ = _run_episodes(policy_of(checkpoints), env, start_day=0, seed=0)
-    v = values[0]
+    env = make_env(test, eval_config(task.env), num_envs=1, feature_stats=stats)
+    v = run_policy(policy_of(checkpoints), env, start_day=0, seed=0).values[0]
     return v[1:] / v[:-1] - 1.0
 
 

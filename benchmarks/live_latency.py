@@ -83,6 +83,7 @@ def setup_world():
 
 def commit_agent(run, checkpoint: Path, score: float) -> tuple[int, float]:
     """Submit one agent through the services; returns (agent id, commit time in ms since epoch)."""
+    from webapp import engine
     from webapp.runs import services
     from webapp.runs.models import Agent, Generation
 
@@ -98,15 +99,15 @@ def commit_agent(run, checkpoint: Path, score: float) -> tuple[int, float]:
     try:
         agent = services.generation_complete(
             claim=claim,
-            result={
-                "sha256": "0" * 64,
-                "score": score,
-                "metrics": {},
-                "env_steps": 256,
-                "hyperparameters": claim.hyperparameters,
-                "cancelled": False,
-                "duration_s": 0.1,
-            },
+            result=engine.TrainedGeneration(
+                sha256="0" * 64,
+                score=score,
+                metrics={},
+                env_steps=256,
+                hyperparameters=claim.hyperparameters,
+                cancelled=False,
+                duration_s=0.1,
+            ),
             local_checkpoint=str(checkpoint),
         )
     finally:

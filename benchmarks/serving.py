@@ -137,13 +137,13 @@ def main() -> None:
 
     from tests.harness import free_port
     from trainer.serving import ServedPolicy
-    from webapp.runs import queries
+    from webapp.runs import services
 
     call_command("migrate", verbosity=0)
     user, agent = setup_agent()
     from django.core.files.storage import default_storage
 
-    bundle = Path(default_storage.path(queries.agent_bundle(agent).name))
+    bundle = Path(default_storage.path(services.agent_bundle(agent).name))
     policy = ServedPolicy.load(bundle)
     token = Token.objects.create(user=user).key
     rng = np.random.default_rng(0)

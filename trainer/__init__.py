@@ -3,7 +3,7 @@
 Pure PyTorch/NumPy/pandas; it never imports Django, Celery or ``webapp``.
 """
 
-__version__ = "0.1.0"
+from trainer.version import __version__
 
 __all__ = ["__version__", "load_agent"]
 

@@ -1,18 +1,6 @@
-"""Checkpoints (resumable training state) and downloadable agent bundles (inference only).
-
-**Checkpoint**: one ``torch.save`` file of plain containers and tensors (no pickled classes),
-so it loads with ``torch.load(weights_only=True)``. Keys (``CHECKPOINT_FORMAT`` version 1):
-
-* ``format``, ``format_version``, ``paddock_version``, ``created_at`` (UTC ISO 8601);
-* ``algorithm``, ``hyperparameters`` (the agent's full dict), ``agent`` (``agent.state_dict()``:
-  networks, optimizers, observation normalizer, RNG state (``generator``, with its device type
-  in ``generator_device``; a state from another device type reseeds, see
-  :func:`trainer.agents._common.restore_generator`) and step counters);
-* ``obs_dim``, ``action_dim``, ``observation_layout`` (the env's JSON layout), ``env_config``;
-* ``task`` (:meth:`trainer.pod.TaskSpec.to_dict`), ``data_window`` (tickers, feature names,
-  first/last day of each split actually used, content hash of the panel);
-* ``score``, ``metrics`` (validation), ``env_steps`` (this generation), ``total_env_steps``,
-  ``generation``, ``parent_sha256``, ``seed``, ``cancelled``.
+"""Downloadable agent bundles (inference only): the format and :func:`export_bundle`; reading a
+bundle back is :mod:`trainer.bundle_reader` (re-exported here), checkpoints are
+:mod:`trainer.checkpoints`.
 
 **Bundle**: a zip for users, holding
 
@@ -26,41 +14,42 @@ so it loads with ``torch.load(weights_only=True)``. Keys (``CHECKPOINT_FORMAT`` 
 * ``README.md``: a short model card;
 * ``SHA256SUMS``: ``<sha256>  <name>`` of every other member, checked on load.
 
-Every file is written atomically: a temporary file in the destination folder, ``fsync``, then
-``os.replace``, so a crash never leaves a half-written checkpoint under the final name.
-Loading never unpickles arbitrary objects: checkpoints go through ``weights_only=True``,
-bundles through safetensors and JSON only.
+Every file is written atomically (:func:`trainer.checkpoints.atomic_write_bytes`). Loading
+never unpickles arbitrary objects: bundles go through safetensors and JSON only.
 """
 
 from __future__ import annotations
 
 import contextlib
-import copy
 import datetime as _dt
-import hashlib
 import io
 import json
-import os
-import tempfile
 import warnings
 import zipfile
-import zlib
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 import torch
 
-from trainer import __version__
-from trainer.errors import BundleError, ConfigError, TrainerError
-from trainer.nonfinite import nonfinite_tensors
+from trainer.bundle_reader import BUNDLE_FORMAT, BUNDLE_MEMBERS, BUNDLE_VERSION, LoadedAgent, load_agent
+from trainer.checkpoints import (
+    CHECKPOINT_FORMAT,
+    atomic_write_bytes,
+    load_checkpoint,
+    save_checkpoint,
+    sha256_bytes,
+    sha256_file,
+)
+from trainer.errors import BundleError
+from trainer.rebuild import build_agent
+from trainer.version import __version__
 
 __all__ = [
     "BUNDLE_MEMBERS",
     "CHECKPOINT_FORMAT",
     "LoadedAgent",
     "atomic_write_bytes",
+    "build_agent",
     "export_bundle",
     "load_agent",
     "load_checkpoint",
@@ -68,242 +57,6 @@ __all__ = [
     "sha256_bytes",
     "sha256_file",
 ]
-
-CHECKPOINT_FORMAT = "paddock.checkpoint"
-CHECKPOINT_VERSION = 1
-BUNDLE_FORMAT = "paddock.bundle"
-BUNDLE_VERSION = 1
-#: Members of a bundle zip; every one but ``SHA256SUMS`` is listed in ``SHA256SUMS``.
-BUNDLE_MEMBERS = ("policy.safetensors", "config.json", "policy.onnx", "README.md", "SHA256SUMS")
-_REQUIRED_CHECKPOINT_KEYS = (
-    "algorithm",
-    "hyperparameters",
-    "agent",
-    "obs_dim",
-    "action_dim",
-    "observation_layout",
-    "env_config",
-    "task",
-)
-
-
-# ---------------------------------------------------------------------------- file helpers
-def sha256_bytes(data: bytes) -> str:
-    """Hex SHA-256 digest of ``data``."""
-    return hashlib.sha256(data).hexdigest()
-
-
-def sha256_file(path: str | Path) -> str:
-    """Hex SHA-256 digest of a file's bytes, read in 1 MiB chunks.
-
-    Raises:
-        BundleError: the file cannot be read (``file`` names it).
-    """
-    h = hashlib.sha256()
-    try:
-        with open(path, "rb") as f:
-            for chunk in iter(lambda: f.read(1 << 20), b""):
-                h.update(chunk)
-    except OSError as exc:
-        raise BundleError(f"{path}: cannot be read ({exc.strerror or exc})", file=str(path)) from exc
-    return h.hexdigest()
-
-
-def atomic_write_bytes(path: str | Path, data: bytes) -> str:
-    """Write ``data`` to ``path`` atomically and durably; return its hex SHA-256.
-
-    The bytes go to a temporary file in the same folder (same file system, so the rename is
-    atomic), are flushed and fsynced, and the file is renamed over ``path`` with
-    ``os.replace``; the folder is fsynced too where the OS allows it. Readers see either the
-    old file or the complete new one. Missing parent folders are created.
-
-    Raises:
-        BundleError: the folder cannot be created or written (``file`` names ``path``).
-    """
-    path = Path(path)
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    except OSError as exc:
-        raise BundleError(f"{path}: cannot write here ({exc.strerror or exc})", file=str(path)) from exc
-    try:
-        with os.fdopen(fd, "wb") as f:
-            f.write(data)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException as exc:
-        with contextlib.suppress(OSError):
-            os.unlink(tmp)
-        if isinstance(exc, OSError):
-            raise BundleError(f"{path}: cannot write ({exc.strerror or exc})", file=str(path)) from exc
-        raise
-    with contextlib.suppress(OSError):  # not possible on every platform (e.g. Windows)
-        dir_fd = os.open(path.parent, os.O_RDONLY)
-        try:
-            os.fsync(dir_fd)
-        finally:
-            os.close(dir_fd)
-    return sha256_bytes(data)
-
-
-def utc_now() -> str:
-    """Current UTC time as ISO 8601 with a ``Z`` suffix, to the second."""
-    return _dt.datetime.now(_dt.UTC).replace(microsecond=0).isoformat().replace("+00:00", "Z")
-
-
-# ---------------------------------------------------------------------------- checkpoints
-def _on_cpu(value: Any) -> Any:
-    """``value`` with every tensor of its dicts, lists and tuples detached and on the CPU."""
-    if isinstance(value, torch.Tensor):
-        return value.detach().cpu()
-    if isinstance(value, dict):
-        return {k: _on_cpu(v) for k, v in value.items()}
-    if isinstance(value, list | tuple):
-        return type(value)(_on_cpu(v) for v in value)
-    return value
-
-
-def save_checkpoint(state: dict[str, Any], path: str | Path) -> str:
-    """Serialize a checkpoint dict with ``torch.save`` and write it atomically.
-
-    Tensors are stored on the CPU (a checkpoint written by a GPU worker loads anywhere, and
-    its bytes do not depend on which GPU wrote it).
-
-    Args:
-        state: plain containers (dict/list/tuple), str/int/float/bool/None and tensors only
-            (what ``torch.load(weights_only=True)`` accepts). ``format``/``format_version``/
-            ``paddock_version`` are filled in when missing.
-        path: destination file (conventionally ``*.pt``).
-
-    Returns:
-        Hex SHA-256 of the written file.
-
-    Raises:
-        BundleError: the state holds an object that would need unpickling to load (it is
-            checked by loading it back from memory before anything is written), or the file
-            cannot be written.
-    """
-    state = _on_cpu(
-        {
-            "format": CHECKPOINT_FORMAT,
-            "format_version": CHECKPOINT_VERSION,
-            "paddock_version": __version__,
-            **state,
-        }
-    )
-    buf = io.BytesIO()
-    torch.save(state, buf)
-    data = buf.getvalue()
-    try:
-        torch.load(io.BytesIO(data), map_location="cpu", weights_only=True)
-    except Exception as exc:  # an unsafe type would make the file unloadable later
-        raise BundleError(
-            f"{path}: checkpoint state holds an object that weights_only loading refuses ({exc})", file=str(path)
-        ) from exc
-    return atomic_write_bytes(path, data)
-
-
-def load_checkpoint(path: str | Path, *, expected_sha256: str | None = None) -> dict[str, Any]:
-    """Load a checkpoint written by :func:`save_checkpoint` onto the CPU.
-
-    Uses ``torch.load(weights_only=True)`` only: no arbitrary object is ever unpickled.
-
-    Args:
-        path: the checkpoint file.
-        expected_sha256: when given, the file's SHA-256 must equal it (tamper/corruption check).
-
-    Returns:
-        The checkpoint dict (tensors on the CPU); see the module doc for its keys.
-
-    Raises:
-        BundleError: the file is missing, unreadable, truncated, not a Paddock checkpoint, of a
-            newer format, or its SHA-256 differs from ``expected_sha256`` (``file`` names it).
-    """
-    path = Path(path)
-    if not path.is_file():
-        raise BundleError(f"checkpoint {path} does not exist", file=str(path))
-    if expected_sha256 is not None:
-        actual = sha256_file(path)
-        if actual != expected_sha256.lower():
-            raise BundleError(
-                f"checkpoint {path}: SHA-256 {actual} does not match the expected {expected_sha256}", file=str(path)
-            )
-    try:
-        state = torch.load(path, map_location="cpu", weights_only=True)
-    except Exception as exc:  # truncated zip, foreign pickle, unsafe globals...
-        raise BundleError(f"checkpoint {path} cannot be loaded: {_one_line(exc)}", file=str(path)) from exc
-    if not isinstance(state, dict) or state.get("format") != CHECKPOINT_FORMAT:
-        raise BundleError(f"{path} is not a Paddock checkpoint", file=str(path))
-    if int(state.get("format_version", 0)) > CHECKPOINT_VERSION:
-        raise BundleError(
-            f"checkpoint {path} has format version {state['format_version']}; this Paddock reads up to "
-            f"{CHECKPOINT_VERSION}",
-            file=str(path),
-        )
-    missing = [k for k in _REQUIRED_CHECKPOINT_KEYS if k not in state]
-    if missing:
-        raise BundleError(f"checkpoint {path} lacks {', '.join(missing)}", file=str(path))
-    return state
-
-
-def _one_line(exc: BaseException) -> str:
-    text = str(exc).strip().splitlines()
-    return text[0][:300] if text else type(exc).__name__
-
-
-# ---------------------------------------------------------------------------- bundles
-def _refuse_nonfinite(tensors: Any, what: str) -> None:
-    """Raise BundleError when a tensor of ``tensors`` (nested) holds NaN or inf.
-
-    Training refuses to save a diverged agent, but a checkpoint or bundle may come from
-    elsewhere (an older Paddock, a hand-edited file); its policy would emit NaN actions.
-    """
-    bad = nonfinite_tensors(tensors)
-    if bad:
-        more = f" and {len(bad) - 1} more" if len(bad) > 1 else ""
-        raise BundleError(
-            f"{what} holds NaN or infinite parameters ({bad[0]}{more}): the agent diverged in training and "
-            "cannot be exported, evaluated or backtested",
-            field="parameters",
-        )
-
-
-def build_agent(state: dict[str, Any], *, device: str | torch.device = "cpu") -> Any:
-    """Rebuild the agent of a checkpoint with its full training state (CPU by default); an
-    ensemble checkpoint gives a :class:`trainer.ensemble.EnsembleAgent`.
-
-    Raises:
-        BundleError: the state does not rebuild into an agent, or holds NaN or infinite
-            numbers (a diverged agent).
-    """
-    from trainer.agents import make_agent
-    from trainer.ensemble import ENSEMBLE, build_members
-
-    _refuse_nonfinite(state.get("agent"), "the agent state")  # an ensemble's members too
-    if state.get("algorithm") == ENSEMBLE:
-        try:
-            return build_members(state, make_agent, device=device)
-        except (ConfigError, KeyError, RuntimeError, TypeError, ValueError) as exc:
-            raise BundleError(f"ensemble checkpoint does not rebuild: {_one_line(exc)}") from exc
-    try:
-        agent = make_agent(
-            state["algorithm"],
-            int(state["obs_dim"]),
-            int(state["action_dim"]),
-            dict(state["hyperparameters"]),
-            device=device,
-            seed=int(state.get("seed", 0) or 0),
-        )
-        agent.load_state_dict(state["agent"])
-    except (ConfigError, KeyError, RuntimeError, TypeError, ValueError) as exc:
-        raise BundleError(
-            f"checkpoint does not rebuild into a {state.get('algorithm')!r} agent: {_one_line(exc)}"
-        ) from exc
-    return agent
-
-
-_build_agent = build_agent
 
 
 def _export_onnx(policy: torch.nn.Module, obs_dim: int) -> bytes:
@@ -344,7 +97,7 @@ def _model_card(config: dict[str, Any]) -> str:
         f"# Paddock agent ({config['algorithm'].upper()})",
         "",
         "A deep-RL stock-trading policy trained by Paddock (tournament-based ensemble training,",
-        "ElegantRL-Podracer, arXiv 2112.05923). Research artefact, not investment advice.",
+        "ElegantRL-Podracer, Liu et al. 2021, arXiv 2112.05923). Research artefact, not investment advice.",
         "",
         "## What it does",
         "",
@@ -442,7 +195,7 @@ def export_bundle(checkpoint_path: str | Path, out_path: str | Path) -> str:
     checkpoint_sha = sha256_file(checkpoint_path)
     state = load_checkpoint(checkpoint_path)
     try:
-        agent = _build_agent(state)
+        agent = build_agent(state)
     except BundleError as exc:
         raise BundleError(f"checkpoint {checkpoint_path}: {exc.message}", file=str(checkpoint_path)) from exc
     policy = agent.policy_module().to("cpu").eval()
@@ -514,313 +267,3 @@ def export_bundle(checkpoint_path: str | Path, out_path: str | Path) -> str:
     sums = "".join(f"{sha256_bytes(data)}  {name}\n" for name, data in members.items())
     members["SHA256SUMS"] = sums.encode()
     return atomic_write_bytes(out_path, _zip_bytes(members, state.get("created_at")))
-
-
-def _read_bundle(path: Path) -> dict[str, bytes]:
-    """Read and verify every member of a bundle zip.
-
-    Raises:
-        BundleError: not a zip / truncated, a member missing, a CRC or SHA-256 mismatch; the
-            message names the bundle and the member, ``details`` has ``file`` and ``member``.
-    """
-    if not path.is_file():
-        raise BundleError(f"bundle {path} does not exist", file=str(path))
-    try:
-        zf = zipfile.ZipFile(path)
-    except (zipfile.BadZipFile, OSError, EOFError) as exc:
-        raise BundleError(
-            f"bundle {path} is not a readable zip file (truncated or corrupt): {_one_line(exc)}", file=str(path)
-        ) from exc
-    members: dict[str, bytes] = {}
-    with zf:
-        names = set(zf.namelist())
-        for name in BUNDLE_MEMBERS:
-            if name not in names:
-                raise BundleError(
-                    f"bundle {path}: {name} is missing (incomplete or truncated bundle)", file=str(path), member=name
-                )
-            try:
-                members[name] = zf.read(name)
-            except (zipfile.BadZipFile, OSError, EOFError, zlib.error) as exc:
-                raise BundleError(
-                    f"bundle {path}: {name} is corrupt ({_one_line(exc)})", file=str(path), member=name
-                ) from exc
-    listed: dict[str, str] = {}
-    for line in members["SHA256SUMS"].decode("utf-8", errors="replace").splitlines():
-        parts = line.strip().split(maxsplit=1)
-        if len(parts) == 2:
-            listed[parts[1].lstrip("*")] = parts[0].lower()
-    for name in BUNDLE_MEMBERS[:-1]:
-        if name not in listed:
-            raise BundleError(f"bundle {path}: SHA256SUMS does not list {name}", file=str(path), member="SHA256SUMS")
-        if sha256_bytes(members[name]) != listed[name]:
-            raise BundleError(
-                f"bundle {path}: {name} does not match its SHA-256 in SHA256SUMS (modified or corrupt)",
-                file=str(path),
-                member=name,
-            )
-    return members
-
-
-class LoadedAgent:
-    """A bundle's policy, ready for inference (no optimizer, no critic, no pickle).
-
-    Attributes:
-        config: the bundle's ``config.json`` as a dict.
-        tickers: (N,) ticker symbols in action/observation order.
-        feature_names: indicator names in observation order.
-        observation_layout: the env's layout dict (see ``StockTradingVecEnv.observation_layout``).
-        obs_dim, action_dim: sizes of one observation and one action.
-        policy: the CPU ``torch.nn.Module`` (raw obs -> action), in eval mode.
-    """
-
-    def __init__(
-        self, config: dict[str, Any], policy: torch.nn.Module, path: Path, device: torch.device | None = None
-    ) -> None:
-        self.config = config
-        self.path = path
-        self.tickers: tuple[str, ...] = tuple(config["tickers"])
-        self.feature_names: tuple[str, ...] = tuple(config["indicators"])
-        self.observation_layout: dict[str, Any] = config["observation_layout"]
-        self.obs_dim = int(config["architecture"]["obs_dim"])
-        self.action_dim = int(config["architecture"]["action_dim"])
-        self.algorithm: str = config["algorithm"]
-        self.policy = policy.eval()
-        self._by_device: dict[str, torch.nn.Module] = {"cpu": self.policy}
-        self.device = device or torch.device("cpu")
-        self._policy_on(self.device)
-
-    def __repr__(self) -> str:
-        return f"LoadedAgent({self.algorithm}, {len(self.tickers)} tickers, obs_dim={self.obs_dim}, path={str(self.path)!r})"
-
-    def _policy_on(self, device: torch.device) -> torch.nn.Module:
-        key = str(device)
-        if key not in self._by_device:
-            self._by_device[key] = copy.deepcopy(self.policy).to(device).eval()
-        return self._by_device[key]
-
-    @torch.no_grad()
-    def act(self, obs: np.ndarray | torch.Tensor) -> np.ndarray | torch.Tensor:
-        """Deterministic actions for a batch of raw observations.
-
-        Args:
-            obs: (B, obs_dim) or (obs_dim,) float observations built as the layout says
-                (numpy array, or a torch tensor on any device).
-
-        Returns:
-            (B, action_dim) (or (action_dim,)) float32 actions in [-1, 1]: a numpy array for
-            numpy input, a tensor on the input's device for tensor input.
-
-        Raises:
-            DataError: the last dimension is not ``obs_dim``.
-        """
-        from trainer.errors import DataError
-
-        as_numpy = not isinstance(obs, torch.Tensor)
-        x = torch.as_tensor(np.asarray(obs, dtype=np.float32)) if as_numpy else obs
-        if x.ndim not in (1, 2) or x.shape[-1] != self.obs_dim:
-            raise DataError(f"obs has shape {tuple(x.shape)}; this agent needs (batch, {self.obs_dim})", field="obs")
-        single = x.ndim == 1
-        x = x.to(torch.float32)
-        out = self._policy_on(x.device)(x[None] if single else x)
-        out = out[0] if single else out
-        return out.cpu().numpy() if as_numpy else out
-
-    def policy_fn(self, device: str | torch.device | None = None) -> Callable[[torch.Tensor], torch.Tensor]:
-        """A callable obs (B, obs_dim) float32 tensor -> action (B, action_dim) tensor on ``device``.
-
-        This is the policy signature of :func:`trainer.pod.evaluate_policy` and of the
-        backtest engine.
-        """
-        target = torch.device(device) if device is not None else self.device
-        module = self._policy_on(target)
-
-        @torch.no_grad()
-        def policy(obs: torch.Tensor) -> torch.Tensor:
-            return module(obs.to(device=target, dtype=torch.float32))
-
-        # the observation statistics travel with the policy, so a backtest of it needs no more
-        policy.feature_stats = self.feature_stats  # type: ignore[attr-defined]
-        return policy
-
-    backtest_policy = policy_fn
-
-    def env_config(self, **changes: Any) -> Any:
-        """The trading rules the agent was trained with (``EnvConfig``), with ``changes``.
-
-        Raises:
-            ConfigError: a change is invalid (field ``env.<name>``).
-        """
-        from trainer.envs.kinds import config_class
-
-        cls = config_class(self.config.get("kind", "stock_trading"))
-        known = {f for f in cls.__dataclass_fields__}
-        return cls.from_dict({**self.config["env_config"], **{k: v for k, v in changes.items() if k in known}})
-
-    @property
-    def kind(self) -> str:
-        """``"stock_trading"`` or ``"portfolio"``."""
-        return self.config.get("kind", "stock_trading")
-
-    @property
-    def feature_stats(self) -> Any:
-        """The train split's z-score statistics (``FeatureStats``) or ``None`` (FinRL layout)."""
-        from trainer.envs.observations import FeatureStats
-
-        stats = self.config.get("feature_stats")
-        return FeatureStats.from_dict(stats) if stats else None
-
-    def prepare_market(self, market_data: Any) -> Any:
-        """The panel this agent's env reads (scale-free features when it was trained on them);
-        pass the whole history, then slice, so lookbacks reach before the first day."""
-        from trainer.envs.kinds import prepare_market
-
-        return prepare_market(market_data, self.env_config())
-
-    def check_market(self, market_data: Any) -> None:
-        """Raise DataError unless ``market_data`` has this agent's tickers and indicators, in order
-        (for a scale-free agent: after :meth:`prepare_market`)."""
-        from trainer.errors import DataError
-
-        market_data = self.prepare_market(market_data)
-        if tuple(market_data.tickers) != self.tickers:
-            missing = [t for t in self.tickers if t not in market_data.tickers]
-            raise DataError(
-                "market data tickers differ from the agent's"
-                + (f": missing {', '.join(missing)}" if missing else " (order or extra tickers)"),
-                field="tickers",
-                ticker=missing[0] if missing else None,
-            )
-        if tuple(market_data.feature_names) != self.feature_names:
-            raise DataError(
-                f"market data indicators {list(market_data.feature_names)} differ from the agent's {list(self.feature_names)}",
-                field="indicators",
-            )
-
-    def make_env(
-        self,
-        market_data: Any,
-        env_config: Any = None,
-        *,
-        num_envs: int = 1,
-        device: str | torch.device = "cpu",
-        seed: int = 0,
-    ) -> Any:
-        """The env (stock trading or portfolio) over ``market_data`` whose observations this agent reads.
-
-        Args:
-            market_data: a ``MarketData`` with the agent's tickers and indicators (e.g. the
-                test split from :func:`trainer.data.load_market_data` with ``tickers`` set),
-                passed through :meth:`prepare_market` first for a scale-free agent.
-            env_config: trading rules; default the training rules with a fixed start (no
-                random start, no random wealth) for backtests.
-            num_envs, device, seed: as for the env.
-
-        Raises:
-            DataError: other tickers or indicators than the agent's.
-        """
-        from trainer.envs.kinds import make_env
-
-        market_data = self.prepare_market(market_data)
-        self.check_market(market_data)
-        if env_config is None:
-            env_config = self.env_config(random_start=False, randomize_initial=False, episode_length=None)
-        return make_env(
-            market_data, env_config, num_envs=num_envs, device=device, seed=seed, feature_stats=self.feature_stats
-        )
-
-    def evaluate(
-        self, market_data: Any, env_config: Any = None, *, device: str | torch.device = "cpu", **kwargs: Any
-    ) -> dict[str, Any]:
-        """Metrics of the deterministic policy over ``market_data`` (see :func:`trainer.pod.evaluate_policy`)."""
-        from trainer.pod import evaluate_policy
-
-        market_data = self.prepare_market(market_data)
-        self.check_market(market_data)
-        env_config = env_config if env_config is not None else self.env_config()
-        return evaluate_policy(
-            self.policy_fn(device), market_data, env_config, device=device, feature_stats=self.feature_stats, **kwargs
-        )
-
-
-def load_agent(path: str | Path, *, device: str | torch.device = "cpu") -> LoadedAgent:
-    """Open an agent bundle written by :func:`export_bundle`, verifying every checksum.
-
-    Only JSON (``config.json``) and safetensors (``policy.safetensors``) are parsed; the
-    actor is rebuilt from the recorded algorithm, sizes and hyperparameters with Paddock's own
-    classes, then its weights are loaded strictly (every tensor, exact shapes).
-
-    Args:
-        path: the bundle zip.
-        device: device of the returned policy for tensor inputs (``act`` also follows the
-            device of each input tensor).
-
-    Returns:
-        :class:`LoadedAgent`.
-
-    Raises:
-        BundleError: a missing, truncated, tampered or incompatible bundle, or one whose policy
-            holds NaN or infinite parameters (a diverged agent); the message names the bundle
-            file and the bad member (``details["member"]``).
-    """
-    from safetensors import SafetensorError
-    from safetensors.torch import load as safetensors_load
-
-    path = Path(path)
-    members = _read_bundle(path)
-    try:
-        config = json.loads(members["config.json"].decode("utf-8"))
-    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise BundleError(
-            f"bundle {path}: config.json is not valid JSON ({exc})", file=str(path), member="config.json"
-        ) from exc
-    if not isinstance(config, dict) or config.get("format") != BUNDLE_FORMAT:
-        raise BundleError(
-            f"bundle {path}: config.json is not a Paddock bundle config", file=str(path), member="config.json"
-        )
-    if int(config.get("format_version", 0)) > BUNDLE_VERSION:
-        raise BundleError(
-            f"bundle {path}: format version {config['format_version']} is newer than this Paddock reads ({BUNDLE_VERSION})",
-            file=str(path),
-            member="config.json",
-        )
-    try:
-        tensors = safetensors_load(members["policy.safetensors"])
-    except (SafetensorError, ValueError, RuntimeError) as exc:
-        raise BundleError(
-            f"bundle {path}: policy.safetensors cannot be read ({_one_line(exc)})",
-            file=str(path),
-            member="policy.safetensors",
-        ) from exc
-    try:
-        _refuse_nonfinite(tensors, f"bundle {path}: policy.safetensors")
-    except BundleError as exc:
-        raise BundleError(exc.message, file=str(path), member="policy.safetensors") from None
-    from trainer.agents import make_agent
-    from trainer.ensemble import ENSEMBLE, ensemble_policy_from_config
-
-    try:
-        arch = config["architecture"]
-        if config["algorithm"] == ENSEMBLE:
-            policy = ensemble_policy_from_config(config, make_agent)
-        else:
-            agent = make_agent(
-                config["algorithm"],
-                int(arch["obs_dim"]),
-                int(arch["action_dim"]),
-                dict(config["hyperparameters"]),
-                device="cpu",
-                seed=0,
-            )
-            policy = agent.policy_module()
-        policy = policy.to("cpu")
-        policy.load_state_dict(tensors, strict=True)
-    except (TrainerError, KeyError, RuntimeError, TypeError, ValueError) as exc:
-        raise BundleError(
-            f"bundle {path}: policy.safetensors does not fit the architecture in config.json ({_one_line(exc)})",
-            file=str(path),
-            member="policy.safetensors",
-        ) from exc
-    from trainer.device import pick_device
-
-    return LoadedAgent(config, policy, path, pick_device(str(device)))

@@ -27,8 +27,8 @@ from typing import Any, NoReturn
 
 import yaml
 
-from trainer import __version__
 from trainer.errors import BundleError, ConfigError, DataError, Diverged, TrainerError
+from trainer.version import __version__
 
 EXIT_TRAINING_FAILED = 1
 EXIT_USAGE = 2
@@ -249,7 +249,7 @@ def task_from_args(args: argparse.Namespace) -> dict[str, Any]:
     Raises:
         ConfigError: an unreadable task file.
     """
-    from trainer.pod import demo_task_dict
+    from trainer.task import demo_task_dict
 
     task = _read_task_file(args.task) if args.task else demo_task_dict()
     if not isinstance(task.get("data"), dict):
@@ -369,7 +369,8 @@ def cmd_train(args: argparse.Namespace) -> int:
     from trainer.bundle import export_bundle
     from trainer.data.splits import check_split_days
     from trainer.device import set_cpu_threads
-    from trainer.pod import SPLITS, TaskSpec, check_env_steps, run_generation
+    from trainer.pod import run_generation
+    from trainer.task import SPLITS, TaskSpec, check_env_steps
 
     task = TaskSpec.from_dict(task_from_args(args))
     total = args.env_steps
@@ -564,12 +565,15 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
     """Metrics of a checkpoint's or bundle's deterministic policy over a split or range."""
     import dataclasses
 
-    from trainer.bundle import _build_agent, load_agent, load_checkpoint
+    from trainer.bundle import load_agent
+    from trainer.checkpoints import load_checkpoint
     from trainer.data.pipeline import DataSpec
     from trainer.device import pick_device, set_cpu_threads
     from trainer.envs.kinds import prepare_market
     from trainer.envs.observations import FeatureStats
-    from trainer.pod import TaskSpec, evaluate_policy
+    from trainer.evaluation import evaluate_policy
+    from trainer.rebuild import build_agent
+    from trainer.task import TaskSpec
 
     set_cpu_threads()
     path = Path(args.path)
@@ -584,7 +588,7 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
         task_dict, tickers = state["task"], list(state["observation_layout"]["tickers"])
         stats = state.get("feature_stats")
         try:
-            trained = _build_agent(state, device=device)
+            trained = build_agent(state, device=device)
         except BundleError as exc:
             raise BundleError(f"checkpoint {path}: {exc.message}", file=str(path)) from exc
 

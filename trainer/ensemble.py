@@ -10,7 +10,7 @@ for the stock-trading env it is the average trade. All members must read the sam
 (same kind, tickers, indicators, layout and train-split statistics): they come from one run.
 
 Averaging the decisions of several selected agents is the ensemble step of ElegantRL-Podracer
-(Li et al. 2021, arXiv 2112.05923) and of FinRL's ensemble strategy (Yang et al. 2020, "Deep
+(Liu et al. 2021, arXiv 2112.05923) and of FinRL's ensemble strategy (Yang et al. 2020, "Deep
 Reinforcement Learning for Automated Stock Trading: An Ensemble Strategy"); it reduces the
 variance that selection on one validation path leaves in a single agent.
 """
@@ -24,8 +24,10 @@ from typing import Any
 import torch
 from torch import nn
 
-from trainer import __version__
+from trainer.checkpoints import load_checkpoint, save_checkpoint, utc_now
 from trainer.errors import BundleError, ConfigError
+from trainer.files import sha256_file
+from trainer.version import __version__
 
 __all__ = ["ENSEMBLE", "EnsembleAgent", "EnsemblePolicy", "build_ensemble", "ensemble_policy_from_config"]
 
@@ -143,7 +145,6 @@ def build_ensemble(
             observations (field ``agents``); BundleError: an unreadable member.
     """
     from trainer.agents import make_agent
-    from trainer.bundle import load_checkpoint, save_checkpoint, sha256_file, utc_now
 
     paths = [str(p) for p in checkpoints]
     if not 2 <= len(paths) <= MAX_MEMBERS:

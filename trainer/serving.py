@@ -97,11 +97,11 @@ class ServedPolicy:
         """
         import onnxruntime as ort
 
-        from trainer.bundle import _read_bundle
+        from trainer.bundle_reader import read_bundle
 
         path = Path(path)
         signature = _signature(path)
-        members = _read_bundle(path)
+        members = read_bundle(path)
         config = json.loads(members["config.json"].decode("utf-8"))
         options = ort.SessionOptions()
         options.intra_op_num_threads = threads

@@ -1,6 +1,6 @@
 """Leaderboard policy of tournament-based ensemble training (pure functions, no I/O).
 
-ElegantRL-Podracer (Liu et al., 2021, arXiv 2112.05923, section 3) trains a population of
+ElegantRL-Podracer (Liu et al. 2021, arXiv 2112.05923, section 3) trains a population of
 agents in pods. After each generation a pod submits its agent to a leaderboard that keeps the
 best ``K``; a pod starting a new generation either starts from scratch or takes an agent from
 the leaderboard, sampled with probability growing with its score. Population-based training

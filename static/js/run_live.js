@@ -43,33 +43,12 @@
 
   // --- formatting -----------------------------------------------------------------------
 
-  function fmtNumber(value, digits) {
-    if (value === null || value === undefined || Number.isNaN(value)) return "–";
-    return Number(value).toFixed(digits);
-  }
-
-  function fmtCount(value) {
-    if (value === null || value === undefined || Number.isNaN(value)) return "–";
-    return Number(value).toLocaleString("en-US", { maximumFractionDigits: 0 });
-  }
-
-  function fmtHyper(values) {
-    const parts = [];
-    for (const key of cfg.hp_keys) {
-      if (!(key in (values || {}))) continue;
-      const v = values[key];
-      parts.push(key + "=" + (typeof v === "number" ? String(parseFloat(v.toPrecision(4))) : String(v)));
-    }
-    return parts.join(" ");
-  }
-
-  function fmtDuration(seconds) {
-    if (!Number.isFinite(seconds) || seconds < 0) return "–";
-    if (seconds < 60) return Math.round(seconds) + " s";
-    if (seconds < 3600) return Math.floor(seconds / 60) + " min " + Math.round(seconds % 60) + " s";
-    if (seconds < 86400) return Math.floor(seconds / 3600) + " h " + Math.round((seconds % 3600) / 60) + " min";
-    return Math.floor(seconds / 86400) + " d " + Math.round((seconds % 86400) / 3600) + " h";
-  }
+  // One formatter for the page and the server (static/js/format.js, webapp/core/formatting.py).
+  const fmt = window.PaddockFormat;
+  const fmtNumber = fmt.number;
+  const fmtCount = fmt.count;
+  const fmtDuration = fmt.duration;
+  const fmtHyper = (values) => fmt.hyperparameters(values, cfg.hp_keys);
 
   function agentUrl(id) {
     return cfg.agent_url.replace(/\/0\/$/, "/" + id + "/");

@@ -1,6 +1,8 @@
 // Run page: once the run has finished, refresh the "Backtest reports" section (end-of-run
-// backtests of the best agents) from the server every few seconds until every report is done,
-// without reloading the page (the live leaderboard and its WebSocket stay as they are).
+// backtests of the best agents) every few seconds until every report is done, without
+// reloading the page. Only the section is fetched (GET <run>/reports/), and never while the
+// run's WebSocket is open: the live page closes it when the run ends, and until then the
+// reports cannot have changed.
 (function () {
   "use strict";
   const POLL_MS = 3000;
@@ -12,18 +14,25 @@
   const status = () => (document.getElementById("run-status") || {}).dataset || {};
   // done when every report is done, or when the server says the backtests could not run
   const complete = (el) => el && (el.dataset.refused || (Number(el.dataset.reports) > 0 && !el.dataset.pending));
+  const socketOpen = () => {
+    const live = window.paddockLive;
+    return Boolean(live && live.ws && live.ws.readyState === WebSocket.OPEN);
+  };
+  const url = location.pathname.replace(/\/?$/, "/") + "reports/";
 
   async function refresh() {
     timer = null;
-    try {
-      const response = await fetch(location.pathname, { credentials: "same-origin", headers: { Accept: "text/html" } });
-      if (response.ok) {
-        const doc = new DOMParser().parseFromString(await response.text(), "text/html");
-        const fresh = doc.getElementById("run-reports");
-        if (fresh && section()) section().replaceWith(fresh);
+    if (!socketOpen()) {
+      try {
+        const response = await fetch(url, { credentials: "same-origin", headers: { Accept: "text/html" } });
+        if (response.ok) {
+          const doc = new DOMParser().parseFromString(await response.text(), "text/html");
+          const fresh = doc.getElementById("run-reports");
+          if (fresh && section()) section().replaceWith(fresh);
+        }
+      } catch (err) {
+        // offline for a moment: try again at the next tick
       }
-    } catch (err) {
-      // offline for a moment: try again at the next tick
     }
     schedule();
   }

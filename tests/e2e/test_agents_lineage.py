@@ -19,10 +19,10 @@ def test_all_agents_lineage_tree_and_scatter(
     monkeypatch,
     trained_checkpoint,  # noqa: F811
 ):
-    from webapp.runs import services
     from webapp.runs.models import Agent
+    from webapp.runs.services import budgets
 
-    monkeypatch.setattr(services, "_send_generation_tasks", lambda ids: None)  # no worker takes them
+    monkeypatch.setattr(budgets, "send_generation_tasks", lambda ids: None)  # no worker takes them
     world = make_world(e2e_user, "lineage", checkpoint=trained_checkpoint, scores=[0.5, 1.5, 1.0, 0.2, 0.9, 1.1])
     login(page, e2e_user)
     page.goto(f"/runs/{world.run.id}/")

@@ -3,6 +3,8 @@ was training never ranks, the tab title and a notice say so, and ages stop ticki
 
 from __future__ import annotations
 
+from types import SimpleNamespace
+
 import pytest
 
 from tests.webapp.conftest import create_dataset, create_task, submit_agent, trained_checkpoint  # noqa: F401
@@ -21,10 +23,11 @@ def test_a_stopped_run_is_cancelled_and_its_running_generation_never_ranks(
 ):
     from webapp.runs import services
     from webapp.runs.models import Agent, Generation, Run
+    from webapp.runs.services import budgets
 
-    monkeypatch.setattr(services, "_send_generation_tasks", lambda ids: None)  # this test is the worker
+    monkeypatch.setattr(budgets, "send_generation_tasks", lambda ids: None)  # this test is the worker
     triggered = []
-    monkeypatch.setattr(services, "_trigger_backtests", triggered.append)
+    monkeypatch.setattr("webapp.reports.receivers.backtest_top_agents", SimpleNamespace(delay=triggered.append))
     task = create_task(e2e_user, create_dataset(e2e_user))
     budget = services.budget_create(actor=e2e_user, name="stop me", max_concurrent_pods=2, env_step_cap=10**9)
     run = services.run_start(

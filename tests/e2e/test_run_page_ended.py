@@ -15,10 +15,11 @@ def test_a_run_that_fails_while_watched_shows_failed_and_stops_listening(
 ):
     from webapp.runs import services
     from webapp.runs.models import Generation
+    from webapp.runs.services import budgets
 
     # This test plays the worker: no task message, so a Celery worker of another test of the
     # session cannot claim the generation first.
-    monkeypatch.setattr(services, "_send_generation_tasks", lambda ids: None)
+    monkeypatch.setattr(budgets, "send_generation_tasks", lambda ids: None)
 
     task = create_task(e2e_user, create_dataset(e2e_user))
     budget = services.budget_create(actor=e2e_user, name="ended", max_concurrent_pods=1, max_wall_clock_s=3600)

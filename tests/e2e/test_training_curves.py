@@ -28,8 +28,9 @@ def test_training_curves_grow_live_and_follow_lineage_pod_smoothing_and_log_x(
 ):
     from webapp.runs import services, telemetry
     from webapp.runs.models import Agent, Generation
+    from webapp.runs.services import budgets
 
-    monkeypatch.setattr(services, "_send_generation_tasks", lambda ids: None)  # this test is the worker
+    monkeypatch.setattr(budgets, "send_generation_tasks", lambda ids: None)  # this test is the worker
     task = create_task(e2e_user, create_dataset(e2e_user))
     budget = services.budget_create(actor=e2e_user, name="curves", max_concurrent_pods=2, env_step_cap=10**9)
     run = services.run_start(

@@ -14,7 +14,7 @@ import torch
 import trainer
 from trainer.bundle import (
     BUNDLE_MEMBERS,
-    _build_agent,
+    build_agent,
     export_bundle,
     load_agent,
     load_checkpoint,
@@ -71,7 +71,7 @@ def bundle(checkpoint, tmp_path_factory):
 @pytest.fixture(scope="module")
 def real_obs(task, market, checkpoint):
     """(253, obs_dim) observations of the validation year, with holdings built by the agent."""
-    agent = _build_agent(load_checkpoint(checkpoint))
+    agent = build_agent(load_checkpoint(checkpoint))
     from trainer.envs.stock_trading import StockTradingVecEnv
 
     env = StockTradingVecEnv(market.slice(*task.validation), task.env, num_envs=1, seed=0)
@@ -114,7 +114,7 @@ def test_config_describes_observations_tickers_and_normalization(bundle, checkpo
 
 
 def test_loaded_agent_acts_exactly_like_the_trained_agents_deterministic_policy(bundle, checkpoint, real_obs):
-    trained = _build_agent(load_checkpoint(checkpoint))
+    trained = build_agent(load_checkpoint(checkpoint))
     expected = trained.act(real_obs, deterministic=True)
     assert expected.abs().max() > 0.01  # the policy is not trivially zero
     loaded = trainer.load_agent(bundle[0])

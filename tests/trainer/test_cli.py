@@ -14,7 +14,7 @@ import onnxruntime as ort
 import pytest
 import torch
 
-from trainer.bundle import _build_agent, load_agent, load_checkpoint, sha256_file
+from trainer.bundle import build_agent, load_agent, load_checkpoint, sha256_file
 from trainer.cli import main
 
 REPO = Path(__file__).resolve().parents[2]
@@ -126,7 +126,7 @@ def test_tiny_train_run_writes_a_bundle_with_the_checkpoints_actions(tiny_run, d
     state = load_checkpoint(checkpoint)
     assert state["observation_layout"]["tickers"] == ["AAPL", "MSFT"]
     assert state["score"] == tiny_run["score"]
-    trained = _build_agent(state)
+    trained = build_agent(state)
     loaded = load_agent(bundle)
     obs = torch.randn(64, loaded.obs_dim) * 4  # normalised-space noise still exercises every weight
     np.testing.assert_array_equal(loaded.act(obs.numpy()), trained.act(obs, deterministic=True).numpy())
@@ -172,7 +172,16 @@ def test_evaluate_prints_a_table_for_the_test_split(tiny_run, data_dir, cache_di
 def test_evaluate_on_a_short_range_shows_annualised_figures_as_na_and_keeps_them_in_json(
     tiny_run, data_dir, cache_dir, capsys
 ):
-    common = ["--data-dir", str(data_dir), "--cache-dir", str(cache_dir), "--start", "2021-01-04", "--end", "2021-02-12"]
+    common = [
+        "--data-dir",
+        str(data_dir),
+        "--cache-dir",
+        str(cache_dir),
+        "--start",
+        "2021-01-04",
+        "--end",
+        "2021-02-12",
+    ]
     assert main(["evaluate", tiny_run["bundle"], *common]) == 0
     lines = {line.split("  ")[0]: line for line in capsys.readouterr().out.splitlines()}
     for label in ("annual return", "Sharpe ratio", "Sortino ratio", "Calmar ratio"):
@@ -236,7 +245,7 @@ def test_train_with_each_new_algorithm_writes_a_bundle_whose_onnx_matches_the_ch
     loaded = load_agent(result["bundle"])
     assert loaded.algorithm == algo
     obs = torch.randn(8, loaded.obs_dim) * 4
-    expected = _build_agent(state).act(obs, deterministic=True).numpy()
+    expected = build_agent(state).act(obs, deterministic=True).numpy()
     np.testing.assert_array_equal(loaded.act(obs.numpy()), expected)
     onnx_bytes = zipfile.ZipFile(result["bundle"]).read("policy.onnx")
     session = ort.InferenceSession(onnx_bytes, providers=["CPUExecutionProvider"])

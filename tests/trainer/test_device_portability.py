@@ -18,7 +18,7 @@ import torch
 
 from trainer.agents._common import reseed_from_state, restore_generator
 from trainer.backtest.engine import run_backtest
-from trainer.bundle import _build_agent, export_bundle, load_agent, load_checkpoint, save_checkpoint
+from trainer.bundle import build_agent, export_bundle, load_agent, load_checkpoint, save_checkpoint
 from trainer.cli import main
 from trainer.data.pipeline import load_market_data
 from trainer.pod import TaskSpec, demo_task_dict, run_generation
@@ -121,7 +121,7 @@ def test_a_gpu_checkpoint_evaluates_from_the_command_line(gpu_checkpoint, cpu_ch
 
 
 def test_a_gpu_checkpoint_backtests_on_the_cpu(gpu_checkpoint, task, market):
-    agent = _build_agent(load_checkpoint(gpu_checkpoint))
+    agent = build_agent(load_checkpoint(gpu_checkpoint))
     result = run_backtest(agent.policy_module(), market, task.env, start="2021-01-04", end="2021-03-31")
     assert result.metrics["agent"]["num_days"] > 50
     assert result.daily["account_value"].iloc[0] == task.env.initial_cash

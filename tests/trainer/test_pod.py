@@ -9,7 +9,8 @@ import pytest
 import torch
 
 from trainer.agents import make_agent
-from trainer.bundle import _build_agent, load_checkpoint, sha256_file
+from trainer.backtest.engine import run_backtest
+from trainer.bundle import build_agent, load_checkpoint, sha256_file
 from trainer.data.pipeline import DataSpec, load_market_data
 from trainer.envs.stock_trading import EnvConfig, StockTradingVecEnv
 from trainer.errors import BundleError, ConfigError
@@ -148,9 +149,23 @@ def test_score_is_the_validation_sharpe_of_the_checkpointed_policy(first_generat
     assert m["random_windows"]["count"] == 4 and m["random_windows"]["days"] == 63
     # the policy saved in the checkpoint scores exactly the reported score
     state = load_checkpoint(result.checkpoint_path)
-    again = evaluate_checkpoint_state(_build_agent(state), state, market_data=market)
+    again = evaluate_checkpoint_state(build_agent(state), state, market_data=market)
     assert again["score"] == result.score
     assert again["random_windows"] == m["random_windows"]
+
+
+def test_a_backtest_over_the_validation_dates_reproduces_the_validation_metrics_exactly(first_generation, task, market):
+    """The validation score and the backtest run the policy through one loop
+    (``trainer.backtest.policy_run.run_policy``): over the same dates they agree to the bit."""
+    result, _ = first_generation
+    agent = build_agent(load_checkpoint(result.checkpoint_path))
+    start, end = task.validation
+    backtest = run_backtest(lambda obs: agent.act(obs, deterministic=True), market, task.env, start=start, end=end)
+    agent_metrics = backtest.metrics["agent"]
+    shared = set(agent_metrics) & set(result.metrics)
+    assert {"sharpe_ratio", "cumulative_return", "max_drawdown", "num_days", "start", "end"} <= shared
+    assert {k: agent_metrics[k] for k in shared} == {k: result.metrics[k] for k in shared}
+    assert backtest.daily["account_value"].iloc[-1] == result.metrics["final_value"]
 
 
 def test_progress_reports_training_then_evaluation_then_the_score(first_generation):
@@ -204,7 +219,7 @@ def test_resuming_continues_the_counters_and_matches_training_in_one_process(fir
 def test_checkpoint_state_round_trips_into_a_fresh_agent(first_generation):
     result, _ = first_generation
     state = load_checkpoint(result.checkpoint_path)
-    agent = _build_agent(state)
+    agent = build_agent(state)
     again = agent.state_dict()
     assert again["env_steps"] == state["agent"]["env_steps"]
     assert torch.equal(again["generator"], state["agent"]["generator"])
@@ -312,7 +327,7 @@ def test_a_sac_task_trains_resumes_and_exports(market, tmp_path):
     assert second.hyperparameters["actor_learning_rate"] == 1e-4
     export_bundle(second.checkpoint_path, tmp_path / "s.zip")
     loaded = load_agent(tmp_path / "s.zip")
-    agent = _build_agent(load_checkpoint(second.checkpoint_path))
+    agent = build_agent(load_checkpoint(second.checkpoint_path))
     obs = torch.randn(16, loaded.obs_dim) * 3
     np.testing.assert_array_equal(loaded.act(obs.numpy()), agent.act(obs, deterministic=True).numpy())
 

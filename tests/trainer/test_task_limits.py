@@ -15,6 +15,8 @@ import torch
 from trainer.cli import default_data_dir, main
 from trainer.data.splits import MIN_SPLIT_DAYS, check_split_days
 from trainer.device import buffer_memory_limit
+from trainer.envs.kinds import observation_dim
+from trainer.envs.stock_trading import EnvConfig
 from trainer.errors import ConfigError
 from trainer.pod import (
     MAX_BUFFER_BYTES,
@@ -23,7 +25,6 @@ from trainer.pod import (
     check_buffer_memory,
     check_env_steps,
     demo_task_dict,
-    observation_size,
     run_generation,
 )
 
@@ -81,7 +82,7 @@ def test_a_replay_buffer_over_the_devices_memory_limit_is_refused_naming_buffer_
     task["algorithm"] = "sac"
     task["hyperparameters"] = {"buffer_size": 2**22}
     spec = TaskSpec.from_dict(task)  # under the 48 GiB any device may get: a valid task
-    obs_dim = observation_size(30, 8)
+    obs_dim, _ = observation_dim(EnvConfig(observation="finrl"), 30, 8)
     with pytest.raises(ConfigError, match=r"9\.9 GiB, more than the 8 GiB allowed") as err:
         check_buffer_memory("sac", spec.hyperparameters, obs_dim, 30, limit=8 * 2**30)  # a 24 GB GPU
     assert err.value.details["field"] == "hyperparameters.buffer_size"
@@ -100,7 +101,7 @@ def test_the_buffer_limit_of_a_gpu_is_a_third_of_its_memory():
 
 
 def test_the_default_ppo_rollout_of_the_dow_30_needs_about_22_mb():
-    obs_dim = observation_size(29, 8)
+    obs_dim, _ = observation_dim(EnvConfig(observation="finrl"), 29, 8)
     assert obs_dim == 291
     hp = TaskSpec.from_dict(demo_task_dict()).hyperparameters
     assert buffer_bytes("ppo", hp, obs_dim, 29) == 16 * 1024 * (291 + 29 + 8) * 4

@@ -8,6 +8,7 @@ for each of ada's objects and find none of them in any list; ``staff`` (sam) man
 
 from __future__ import annotations
 
+import dataclasses
 import random
 import types
 from collections.abc import Callable
@@ -142,7 +143,7 @@ def trained_checkpoint(data_dir, tmp_path_factory) -> dict[str, Any]:
         data_dir=str(data_dir),
         cache_dir=str(tmp_path_factory.getbasetemp() / "market-cache"),
     )
-    return {"path": out, **result}
+    return {"path": out, **dataclasses.asdict(result)}
 
 
 def submit_agent(run, checkpoint: dict[str, Any], score: float | None):
@@ -156,6 +157,7 @@ def submit_agent(run, checkpoint: dict[str, Any], score: float | None):
     assert gen is not None, "the run has no queued generation"
     claim = services.generation_claim(generation_id=gen.id, worker="test-worker")
     assert claim is not None, "the generation could not be claimed"
+    from webapp import engine
     from webapp.runs.models import Agent
 
     # the checkpoint's training curve, placed after the parent's line as the trainer would
@@ -163,17 +165,17 @@ def submit_agent(run, checkpoint: dict[str, Any], score: float | None):
     curve = [
         {**p, "total_env_steps": parent_total + p["generation_env_steps"]} for p in checkpoint.get("telemetry", [])
     ]
-    result = {
-        "sha256": checkpoint["sha256"],
-        "score": score,
-        "metrics": {**checkpoint["metrics"], "score": score},
-        "env_steps": claim.env_steps,
-        "hyperparameters": claim.hyperparameters,
-        "cancelled": False,
-        "duration_s": 0.5,
-        "tickers": checkpoint["tickers"],
-        "telemetry": curve,
-    }
+    result = engine.TrainedGeneration(
+        sha256=checkpoint["sha256"],
+        score=score,
+        metrics={**checkpoint["metrics"], "score": score},
+        env_steps=claim.env_steps,
+        hyperparameters=claim.hyperparameters,
+        cancelled=False,
+        duration_s=0.5,
+        telemetry=curve,
+        tickers=checkpoint["tickers"],
+    )
     return services.generation_complete(claim=claim, result=result, local_checkpoint=str(checkpoint["path"]))
 
 

@@ -44,7 +44,7 @@ def generation(data_dir, tmp_path_factory):
 
 def test_a_portfolio_generation_is_scored_by_its_rule_next_to_equal_weight_and_qqq(generation):
     _, _, result = generation
-    metrics = result["metrics"]
+    metrics = result.metrics
     assert metrics["selection"]["rule"] == "mean_minus_std" and len(metrics["sub_windows"]) == 4
     assert set(metrics["vs_equal_weight"]) >= {"excess_return", "sharpe_difference"}
     assert metrics["vs_QQQ"]["baseline_total_return"] == pytest.approx(0.48, abs=0.05)  # QQQ in 2020
@@ -58,12 +58,12 @@ def test_a_portfolio_checkpoint_and_its_bundle_backtest_against_qqq_and_equal_we
         "end": "2022-11-15",
         "benchmark_path": str(data_dir / BENCHMARK_FILE),
     }
-    from_checkpoint = engine.backtest_agent(agent_path=checkpoint, expected_sha256=result["sha256"], **common)
-    assert set(from_checkpoint["metrics"]) == {"agent", "equal_weight", "QQQ"}
-    assert from_checkpoint["env_config"]["reward"] == "excess_log_return"
+    from_checkpoint = engine.backtest_agent(agent_path=checkpoint, expected_sha256=result.sha256, **common)
+    assert set(from_checkpoint.metrics) == {"agent", "equal_weight", "QQQ"}
+    assert from_checkpoint.env_config["reward"] == "excess_log_return"
     bundle = tmp_path / "agent.zip"
     engine.export_bundle(checkpoint, bundle)
     from_bundle = engine.backtest_agent(agent_path=bundle, **common)
-    assert from_bundle["daily"]["account_value"].iloc[-1] == pytest.approx(
-        from_checkpoint["daily"]["account_value"].iloc[-1], rel=1e-6
+    assert from_bundle.daily["account_value"].iloc[-1] == pytest.approx(
+        from_checkpoint.daily["account_value"].iloc[-1], rel=1e-6
     )

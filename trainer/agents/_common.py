@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
-import math
 import time
 import types
 import typing
@@ -16,6 +15,7 @@ from typing import Any, ClassVar
 import torch
 
 from trainer.errors import ConfigError, Diverged
+from trainer.jsonable import finite_or_none
 from trainer.nonfinite import labelled
 
 ProgressFn = Callable[[dict], None]
@@ -41,7 +41,7 @@ def _coerce(value: Any, hint: Any, field: str) -> Any:
     """Check ``value`` against a field's type hint and return it in canonical form.
 
     Accepted: ``bool``; ``int`` (also an integral float such as JSON's ``1e6``); ``float`` (ints
-    too); ``tuple[int, ...]`` from a list or tuple; ``X | None``.
+    too); ``str``; ``tuple[int, ...]`` from a list or tuple; ``X | None``.
 
     Raises:
         ConfigError: the value has the wrong type; ``field`` names it.
@@ -66,6 +66,10 @@ def _coerce(value: Any, hint: Any, field: str) -> Any:
         if isinstance(value, int | float) and not isinstance(value, bool):
             return float(value)
         raise ConfigError(f"{field} must be a number, got {value!r}", field=field)
+    if hint is str:
+        if isinstance(value, str):
+            return value
+        raise ConfigError(f"{field} must be a string, got {value!r}", field=field)
     if origin is tuple:
         if not isinstance(value, list | tuple):
             raise ConfigError(f"{field} must be a list of integers, got {value!r}", field=field)
@@ -139,15 +143,11 @@ class AgentConfig:
     def validate(self) -> None:  # pragma: no cover - overridden
         raise NotImplementedError
 
-    def _require_hidden_sizes(self) -> None:
-        """``hidden_sizes``: 1 to :data:`MAX_HIDDEN_LAYERS` layers, each 1 to :data:`MAX_HIDDEN_SIZE` wide."""
-        sizes = self.hidden_sizes
-        self._require(
-            1 <= len(sizes) <= MAX_HIDDEN_LAYERS, "hidden_sizes", f"must list 1 to {MAX_HIDDEN_LAYERS} layer widths"
-        )
-        self._require(
-            all(1 <= h <= MAX_HIDDEN_SIZE for h in sizes), "hidden_sizes", f"must be in [1, {MAX_HIDDEN_SIZE}] each"
-        )
+    def _require_hidden_sizes(self, name: str = "hidden_sizes") -> None:
+        """Field ``name``: 1 to :data:`MAX_HIDDEN_LAYERS` layers, each 1 to :data:`MAX_HIDDEN_SIZE` wide."""
+        sizes = getattr(self, name)
+        self._require(1 <= len(sizes) <= MAX_HIDDEN_LAYERS, name, f"must list 1 to {MAX_HIDDEN_LAYERS} layer widths")
+        self._require(all(1 <= h <= MAX_HIDDEN_SIZE for h in sizes), name, f"must be in [1, {MAX_HIDDEN_SIZE}] each")
 
     def _require(self, ok: bool, name: str, message: str) -> None:
         """Raise ``ConfigError`` for field ``name`` unless ``ok``."""
@@ -257,12 +257,6 @@ class TelemetryClock:
         rate = (collected - self._last_steps) / dt if dt > 0 else 0.0
         self._last_time, self._last_steps = now, collected
         return {"elapsed_s": now - self.start, "steps_per_s": rate}
-
-
-def finite_or_none(value: float) -> float | None:
-    """``value`` as a float, or ``None`` when it is NaN or infinite (JSON has neither)."""
-    value = float(value)
-    return value if math.isfinite(value) else None
 
 
 def make_adam(params: Any, lr: float, device: torch.device) -> torch.optim.Adam:

@@ -20,7 +20,6 @@ __all__ = [
     "DeterministicPolicy",
     "FlatActorCritic",
     "FlatAdam",
-    "actor_critic_forward",
     "fast_tanh",
     "mlp_forward",
     "GaussianActor",
@@ -136,23 +135,9 @@ class RunningMeanStd(nn.Module):
         return torch.clamp((x - mean) / std, -self.clip, self.clip)
 
 
-class _SigmoidTanh(torch.autograd.Function):
-    """``tanh`` computed as ``2 sigmoid(2x) - 1`` with the usual ``1 - tanh^2`` backward."""
-
-    @staticmethod
-    def forward(ctx, x: torch.Tensor) -> torch.Tensor:
-        y = torch.sigmoid(x * 2.0).mul_(2.0).sub_(1.0)
-        ctx.save_for_backward(y)
-        return y
-
-    @staticmethod
-    def backward(ctx, grad: torch.Tensor) -> torch.Tensor:
-        (y,) = ctx.saved_tensors
-        return torch.ops.aten.tanh_backward(grad, y)
-
-
 def fast_tanh(x: torch.Tensor) -> torch.Tensor:
-    """Hyperbolic tangent through the identity ``tanh(x) = 2 sigmoid(2x) - 1``.
+    """Hyperbolic tangent through the identity ``tanh(x) = 2 sigmoid(2x) - 1``, for forward
+    passes outside autograd (rollouts, the hand-written PPO step).
 
     PyTorch's CPU ``tanh`` kernel costs ~6x its ``sigmoid`` kernel (0.67 ms vs 0.12 ms for a
     4096 x 64 float32 tensor on one AVX-512 core), and in PPO's small MLPs that made the
@@ -163,10 +148,8 @@ def fast_tanh(x: torch.Tensor) -> torch.Tensor:
         x: any float tensor.
 
     Returns:
-        ``tanh(x)``, same shape and dtype; differentiable (backward ``grad * (1 - y^2)``).
+        ``tanh(x)``, same shape and dtype (not differentiable: use ``torch.tanh`` under autograd).
     """
-    if torch.is_grad_enabled() and x.requires_grad:
-        return _SigmoidTanh.apply(x)
     return torch.sigmoid(x * 2.0).mul_(2.0).sub_(1.0)
 
 
@@ -228,7 +211,8 @@ class GaussianActor(nn.Module):
         return actions, diag_gaussian_log_prob_from_noise(noise, self.log_std)
 
     def evaluate(self, obs: torch.Tensor, actions: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        """Log densities (B,) and entropies (B,) of given unclipped actions under the current policy."""
+        """Log densities (B,) and entropies (B,) of given unclipped actions under the current policy
+        (A2C's autograd update)."""
         mean = self.mean(obs)
         entropy = diag_gaussian_entropy(self.log_std).expand(obs.shape[0])
         return diag_gaussian_log_prob(actions, mean, self.log_std), entropy
@@ -296,41 +280,6 @@ class ValueCritic(nn.Module):
         return self.net(obs).squeeze(-1)
 
 
-def actor_critic_forward(
-    actor: GaussianActor, critic: ValueCritic, obs: torch.Tensor
-) -> tuple[torch.Tensor, torch.Tensor]:
-    """Policy means and state values of PPO's separate actor and critic in one pass.
-
-    Equal to ``(actor(obs), critic(obs))`` up to float rounding; the two MLPs keep separate
-    parameters (no shared trunk, as recommended by Andrychowicz et al. 2021, arXiv 2006.05990,
-    sec. 3.1). When both have the same hidden sizes their first layers run as one matrix
-    product over the concatenated weights, so the (B, obs_dim) observations are read once, and
-    every activation uses :func:`fast_tanh`. Gradients reach each module's own parameters.
-
-    Args:
-        actor: a :class:`GaussianActor`.
-        critic: a :class:`ValueCritic`.
-        obs: (B, obs_dim) float32 normalised observations.
-
-    Returns:
-        ``(means (B, A) float32, values (B,) float32)``.
-    """
-    a_layers, c_layers = _linears(actor.mean), _linears(critic.net)
-    if len(a_layers) < 2 or len(a_layers) != len(c_layers) or a_layers[0].out_features != c_layers[0].out_features:
-        return mlp_forward(actor.mean, obs), mlp_forward(critic.net, obs).squeeze(-1)
-    width = a_layers[0].out_features
-    weight = torch.cat([a_layers[0].weight, c_layers[0].weight])
-    bias = torch.cat([a_layers[0].bias, c_layers[0].bias])
-    hidden = fast_tanh(F.linear(obs, weight, bias))
-    ha, hc = hidden[:, :width], hidden[:, width:]
-    for a_layer, c_layer in zip(a_layers[1:-1], c_layers[1:-1], strict=True):
-        ha = fast_tanh(F.linear(ha, a_layer.weight, a_layer.bias))
-        hc = fast_tanh(F.linear(hc, c_layer.weight, c_layer.bias))
-    means = F.linear(ha, a_layers[-1].weight, a_layers[-1].bias)
-    values = F.linear(hc, c_layers[-1].weight, c_layers[-1].bias).squeeze(-1)
-    return means, values
-
-
 class TwinQ(nn.Module):
     """Two independent action-value networks Q1, Q2(s, a) (Fujimoto et al. 2018, TD3)."""
 
@@ -386,21 +335,29 @@ class FlatActorCritic:
         actor: a :class:`GaussianActor` whose parameters are rebound to views of ``flat``.
         critic: a :class:`ValueCritic` with the same hidden sizes, rebound likewise.
 
-    Raises:
-        ValueError: the two MLPs have different hidden sizes.
+    When the two MLPs have different hidden sizes the layers cannot be stacked: the parameters
+    are still one flat tensor (so the optimizer state has one layout), :attr:`fast` is false,
+    :meth:`forward` runs the modules and the agent updates with the autograd reference
+    (:mod:`trainer.agents.ppo_reference`) instead of :meth:`backward`.
     """
 
     def __init__(self, actor: GaussianActor, critic: ValueCritic) -> None:
         a_layers, c_layers = _linears(actor.mean), _linears(critic.net)
-        if [lin.weight.shape for lin in a_layers[:-1]] != [lin.weight.shape for lin in c_layers[:-1]]:
-            raise ValueError("actor and critic must have the same hidden sizes")
+        self.actor, self.critic = actor, critic
+        #: whether :meth:`backward` (the hand-written gradient) can serve these networks: the
+        #: actor and the critic must have the same hidden sizes (their layers are stacked)
+        self.fast = [lin.weight.shape for lin in a_layers[:-1]] == [lin.weight.shape for lin in c_layers[:-1]]
         device = actor.log_std.device
         # (owner, attribute name, shape, initial value): stacked hidden layers first
         slots: list[tuple[list[tuple[nn.Module, str]], tuple[int, ...], torch.Tensor]] = []
-        for a, c in zip(a_layers[:-1], c_layers[:-1], strict=True):
-            slots.append(([(a, "weight"), (c, "weight")], (2, *a.weight.shape), torch.stack([a.weight, c.weight])))
-            slots.append(([(a, "bias"), (c, "bias")], (2, *a.bias.shape), torch.stack([a.bias, c.bias])))
-        for lin in (a_layers[-1], c_layers[-1]):
+        if self.fast:
+            for a, c in zip(a_layers[:-1], c_layers[:-1], strict=True):
+                slots.append(([(a, "weight"), (c, "weight")], (2, *a.weight.shape), torch.stack([a.weight, c.weight])))
+                slots.append(([(a, "bias"), (c, "bias")], (2, *a.bias.shape), torch.stack([a.bias, c.bias])))
+            last = (a_layers[-1], c_layers[-1])
+        else:  # one slot per tensor: the flat storage (and Adam's state) without the fast layout
+            last = (*a_layers, *c_layers)
+        for lin in last:
             slots.append(([(lin, "weight")], tuple(lin.weight.shape), lin.weight))
             slots.append(([(lin, "bias")], tuple(lin.bias.shape), lin.bias))
         slots.append(([(actor, "log_std")], tuple(actor.log_std.shape), actor.log_std))
@@ -419,24 +376,40 @@ class FlatActorCritic:
                 for i, (module, name) in enumerate(owners):
                     setattr(module, name, nn.Parameter(view[i] if len(owners) > 1 else view))
                 offset += size
+        self.log_std, self.grad_log_std = params[-1], grads[-1]
+        if not self.fast:
+            return
         n = len(a_layers) - 1
         # hidden layers: (2, out, in) weights and (2, 1, out) biases (broadcast over the batch)
         self.weights, self.biases = params[0 : 2 * n : 2], [b.unsqueeze(1) for b in params[1 : 2 * n : 2]]
-        self.actor_out, self.critic_out, self.log_std = (
-            params[2 * n : 2 * n + 2],
-            params[2 * n + 2 : 2 * n + 4],
-            params[-1],
-        )
+        self.actor_out, self.critic_out = params[2 * n : 2 * n + 2], params[2 * n + 2 : 2 * n + 4]
         self.grad_weights, self.grad_biases = grads[0 : 2 * n : 2], grads[1 : 2 * n : 2]
         self.grad_actor_out, self.grad_critic_out = grads[2 * n : 2 * n + 2], grads[2 * n + 2 : 2 * n + 4]
-        self.grad_log_std = grads[-1]
+
+    def autograd_parameters(self) -> tuple[dict[str, torch.Tensor], dict[str, torch.Tensor]]:
+        """The actor's and the critic's parameters as differentiable views of :attr:`flat`.
+
+        For ``torch.func.functional_call``: a loss built from them back-propagates into
+        ``flat.grad`` (which is :attr:`grad`), in the layout :class:`FlatAdam` and
+        ``torch.optim.Adam([flat])`` update.
+        """
+
+        def views(module: nn.Module) -> dict[str, torch.Tensor]:
+            return {
+                name: self.flat.as_strided(p.shape, p.stride(), p.storage_offset())
+                for name, p in module.named_parameters()
+            }
+
+        return views(self.actor), views(self.critic)
 
     def forward(self, obs: torch.Tensor, keep: list[torch.Tensor] | None = None) -> tuple[torch.Tensor, torch.Tensor]:
         """Policy means (B, A) and state values (B,) float32 of normalised obs (B, obs_dim).
 
         Not tracked by autograd. When ``keep`` is a list, the input and the hidden activations
-        are appended to it for :meth:`backward`.
+        are appended to it for :meth:`backward` (only when :attr:`fast`).
         """
+        if not self.fast:
+            return mlp_forward(self.actor.mean, obs), mlp_forward(self.critic.net, obs).squeeze(-1)
         # alpha = beta = 2 yields 2 z, the argument of the sigmoid in tanh(z) = 2 sigmoid(2 z) - 1.
         # The first layer is one (B, in) x (in, 2 H) product over both networks' weights (the
         # observations are read once), its output seen as (2, B, H) without a copy.
@@ -456,7 +429,7 @@ class FlatActorCritic:
     def backward(
         self, keep: list[torch.Tensor], grad_means: torch.Tensor, grad_values: torch.Tensor, grad_log_std: torch.Tensor
     ) -> None:
-        """Write the gradient of a loss into ``self.grad`` (overwriting it).
+        """Write the gradient of a loss into ``self.grad`` (overwriting it); only when :attr:`fast`.
 
         Args:
             keep: what :meth:`forward` appended for this batch.

@@ -50,11 +50,12 @@ from trainer.agents.networks import (
     ValueCritic,
     mlp_forward,
 )
-from trainer.buffers.rollout import RolloutBuffer
+from trainer.agents.ppo_reference import reference_optimizer, reference_step
+from trainer.buffers.rollout import RolloutBatch, RolloutBuffer
 from trainer.errors import ConfigError
 from trainer.nonfinite import first_nonfinite, nonfinite_kind
 from trainer.ops.gae import compute_gae
-from trainer.ops.losses import ppo_loss_gradients
+from trainer.ops.losses import diag_gaussian_log_normalizer, ppo_loss_gradients
 
 __all__ = ["PENDULUM_PPO", "PPOAgent", "PPOConfig"]
 
@@ -75,7 +76,7 @@ MAX_UPDATE_EPOCHS = 100
 class PPOConfig(AgentConfig):
     """PPO hyperparameters. Defaults target the stock-trading env (1024 envs, ~300 obs, 29 actions).
 
-    The defaults follow ElegantRL-Podracer (Li et al. 2021, arXiv 2112.05923, sec. 4): many
+    The defaults follow ElegantRL-Podracer (Liu et al. 2021, arXiv 2112.05923, sec. 4): many
     envs, a short horizon and few passes over each large rollout, so a pod's time goes into
     collecting fresh data rather than re-fitting old data. On the Dow-30 env (one CPU thread)
     they train ~15x faster per env step than the earlier (256, 256) x 8-epoch defaults, and
@@ -87,7 +88,7 @@ class PPOConfig(AgentConfig):
             transitions (16 384 by default, a large batch in the spirit of ElegantRL-Podracer).
         rollout_steps: steps T per env and rollout, 1..4 096. The rollout buffer holds about
             ``T * E * (obs_dim + action_dim + 8) * 4`` bytes (22 MB at the defaults with 300-dim
-            observations); a task whose buffer would pass ``trainer.pod.MAX_BUFFER_BYTES`` is refused.
+            observations); a task whose buffer would pass ``trainer.task.MAX_BUFFER_BYTES`` is refused.
         hidden_sizes: widths of the actor and critic MLPs (tanh), 1 to 8 layers of 1..4 096 each.
             (64, 64) is also Stable-Baselines3's default; the first layer (obs_dim x 64) dominates
             the cost.
@@ -111,6 +112,14 @@ class PPOConfig(AgentConfig):
         init_log_std: initial log std of the Gaussian policy in action units ([-1, 1] scale).
         reward_scale: rewards are multiplied by this before learning, > 0 (statistics report the
             env's unscaled returns).
+        critic_hidden_sizes: widths of the critic MLP when it differs from the actor's, or None
+            (the same as ``hidden_sizes``). Different widths cannot use the fast update.
+        update_impl: how a minibatch gradient step is computed: ``"fast"``, the hand-written
+            closed-form gradient and fused Adam (:class:`~trainer.agents.networks.FlatActorCritic`,
+            several times faster on a CPU), or ``"autograd"``, the readable reference
+            (``torch.autograd`` + ``torch.optim.Adam`` + ``clip_grad_norm_``,
+            :mod:`trainer.agents.ppo_reference`). Both give the same update (to float rounding);
+            networks the fast path cannot handle use the reference whatever this says.
     """
 
     algorithm: ClassVar[str] = "ppo"
@@ -133,9 +142,12 @@ class PPOConfig(AgentConfig):
     obs_clip: float = 10.0
     init_log_std: float = -0.5
     reward_scale: float = 1.0
+    critic_hidden_sizes: tuple[int, ...] | None = None
+    update_impl: str = "fast"
 
     # fields that shape the networks or statistics and cannot change after the agent exists
-    FIXED: ClassVar[tuple[str, ...]] = ("hidden_sizes", "normalize_observations", "init_log_std")
+    FIXED: ClassVar[tuple[str, ...]] = ("hidden_sizes", "critic_hidden_sizes", "normalize_observations", "init_log_std")
+    UPDATE_IMPLS: ClassVar[tuple[str, ...]] = ("fast", "autograd")
 
     def validate(self) -> None:
         """Raise :class:`ConfigError` naming the first impossible field."""
@@ -157,6 +169,9 @@ class PPOConfig(AgentConfig):
         r(self.obs_clip > 0, "obs_clip", "must be > 0")
         r(-20 <= self.init_log_std <= 2, "init_log_std", "must be in [-20, 2]")
         r(math.isfinite(self.reward_scale) and self.reward_scale > 0, "reward_scale", "must be > 0")
+        if self.critic_hidden_sizes is not None:
+            self._require_hidden_sizes("critic_hidden_sizes")
+        r(self.update_impl in self.UPDATE_IMPLS, "update_impl", f"must be one of {', '.join(self.UPDATE_IMPLS)}")
 
 
 #: Hyperparameters that swing up :class:`~trainer.envs.pendulum.PendulumVecEnv` fast: 64 envs x
@@ -198,7 +213,7 @@ class PPOAgent(AgentBase):
 
     algorithm = "ppo"
     config_class = PPOConfig
-    SHAPE_FIELDS = ("hidden_sizes", "normalize_observations")
+    SHAPE_FIELDS = ("hidden_sizes", "critic_hidden_sizes", "normalize_observations")
     STEP_SIZE_FIELDS = ("learning_rate",)
 
     def __init__(
@@ -219,7 +234,7 @@ class PPOAgent(AgentBase):
         cfg = self.config
         with seeded_init(seed):
             self.actor = GaussianActor(obs_dim, action_dim, cfg.hidden_sizes, cfg.init_log_std)
-            self.critic = ValueCritic(obs_dim, cfg.hidden_sizes)
+            self.critic = ValueCritic(obs_dim, cfg.critic_hidden_sizes or cfg.hidden_sizes)
         self.actor.to(self.device)
         self.critic.to(self.device)
         # every parameter becomes a view into one flat tensor (see FlatActorCritic)
@@ -341,7 +356,7 @@ class PPOAgent(AgentBase):
             with torch.no_grad():
                 # the std is fixed during a rollout, so its exp and the log-density constant are hoisted
                 std = self.net.log_std.exp()
-                log_norm = self.net.log_std.sum() + 0.5 * math.log(2.0 * math.pi) * self.action_dim
+                log_norm = diag_gaussian_log_normalizer(self.net.log_std)
                 for t in range(num_steps):
                     x = self._normalize(obs, update=True)
                     buf.obs[t] = x
@@ -431,15 +446,18 @@ class PPOAgent(AgentBase):
     def _update(self, buf: RolloutBuffer, should_stop: StopFn | None) -> tuple[torch.Tensor, int]:
         """K epochs of minibatch gradient steps on one rollout.
 
-        Statistics stay on the device (no host sync per step); ``should_stop`` is polled
-        between epochs.
+        Each step is the hand-written one (:meth:`_fast_step`) or, when ``update_impl`` is
+        ``"autograd"`` or the networks do not fit the fast layout, the autograd reference
+        (:func:`trainer.agents.ppo_reference.reference_step`). Statistics stay on the device
+        (no host sync per step); ``should_stop`` is polled between epochs.
 
         Returns:
             ``(rows, count)``: rows (K * M, 6) float32 whose first ``count`` rows (the gradient
             steps taken) hold each step's :data:`UPDATE_STATS`.
         """
         cfg = self.config
-        net = self.net
+        reference = cfg.update_impl == "autograd" or not self.net.fast
+        adam = reference_optimizer(self.net, self.optimizer) if reference else None
         flat = buf.flatten()
         rows = torch.zeros((cfg.update_epochs * cfg.num_minibatches, len(UPDATE_STATS)), device=self.device)
         count = 0
@@ -449,32 +467,44 @@ class PPOAgent(AgentBase):
             perm = torch.randperm(buf.size, device=self.device, generator=self.generator)
             for indices in torch.tensor_split(perm, cfg.num_minibatches):
                 batch = RolloutBuffer.gather(flat, indices)
-                keep: list[torch.Tensor] = []
-                mean, new_values = net.forward(batch.obs, keep)
-                grads = ppo_loss_gradients(
-                    mean,
-                    new_values,
-                    net.log_std,
-                    batch.actions,
-                    batch.log_probs,
-                    batch.advantages,
-                    batch.values,
-                    batch.returns,
-                    clip_coef=cfg.clip_coef,
-                    value_clip_coef=cfg.value_clip_coef,
-                    ent_coef=cfg.ent_coef,
-                    vf_coef=cfg.vf_coef,
-                )
-                net.backward(keep, grads.means, grads.values, grads.log_std)
-                # global gradient-norm clip, as torch.nn.utils.clip_grad_norm_
-                grad_norm = torch.linalg.vector_norm(net.grad)
-                net.grad.mul_(torch.clamp(cfg.max_grad_norm / (grad_norm + 1e-6), max=1.0))
-                self.optimizer.step()
-                rows[count, :5] = grads.stats
+                if adam is not None:
+                    stats, grad_norm = reference_step(self.net, adam, batch, cfg)
+                    self.optimizer.steps += 1  # the moments are shared; the step count is not
+                else:
+                    stats, grad_norm = self._fast_step(batch)
+                rows[count, :5] = stats
                 rows[count, 5] = grad_norm
                 self.updates += 1
                 count += 1
         return rows, count
+
+    def _fast_step(self, batch: RolloutBatch) -> tuple[torch.Tensor, torch.Tensor]:
+        """One minibatch step with the closed-form gradient and :class:`FlatAdam`; returns the
+        (5,) statistics of :func:`~trainer.ops.losses.ppo_loss_gradients` and the gradient norm
+        before clipping."""
+        cfg, net = self.config, self.net
+        keep: list[torch.Tensor] = []
+        mean, new_values = net.forward(batch.obs, keep)
+        grads = ppo_loss_gradients(
+            mean,
+            new_values,
+            net.log_std,
+            batch.actions,
+            batch.log_probs,
+            batch.advantages,
+            batch.values,
+            batch.returns,
+            clip_coef=cfg.clip_coef,
+            value_clip_coef=cfg.value_clip_coef,
+            ent_coef=cfg.ent_coef,
+            vf_coef=cfg.vf_coef,
+        )
+        net.backward(keep, grads.means, grads.values, grads.log_std)
+        # global gradient-norm clip, as torch.nn.utils.clip_grad_norm_
+        grad_norm = torch.linalg.vector_norm(net.grad)
+        net.grad.mul_(torch.clamp(cfg.max_grad_norm / (grad_norm + 1e-6), max=1.0))
+        self.optimizer.step()
+        return grads.stats, grad_norm
 
     def _stats(self, collected: int, episodes: int, start: float, losses: dict, cancelled: bool) -> dict[str, Any]:
         return {**self._base_stats(collected, episodes, start, cancelled), **losses}

@@ -55,13 +55,13 @@ class SACConfig(AgentConfig):
         batch_size: transitions per gradient update, 1..65 536.
         buffer_size: replay capacity in transitions, num_envs..2**22. Memory is about
             ``buffer_size * (2 obs_dim + action_dim + 2) * 4`` bytes (660 MB at the default with
-            300-dim observations); a task whose buffer would pass ``trainer.pod.MAX_BUFFER_BYTES``
+            300-dim observations); a task whose buffer would pass ``trainer.task.MAX_BUFFER_BYTES``
             is refused.
         learning_starts: transitions collected (uniform random actions) before the first update,
             >= 0; updates also wait until the buffer holds ``max(learning_starts, batch_size)``.
         updates_per_step: gradient updates after each vector env step, 1..64. The replay ratio
             (updates per transition) is ``updates_per_step / num_envs``; with many envs the
-            large batch compensates (ElegantRL-Podracer, arXiv 2112.05923, sec. 4).
+            large batch compensates (ElegantRL-Podracer, Liu et al. 2021, arXiv 2112.05923, sec. 4).
         gamma: discount in (0, 1].
         tau: Polyak coefficient of the target critics in (0, 1] (paper: 0.005).
         initial_alpha: starting entropy temperature, > 0.

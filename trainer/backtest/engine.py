@@ -4,7 +4,8 @@ The backtest is the trading env itself (:class:`~trainer.envs.stock_trading.Stoc
 :class:`~trainer.envs.portfolio.PortfolioVecEnv` for a portfolio agent) with one env, starting on the first day, no random start, no episode length), so a policy is
 evaluated under exactly the trading rules, costs and observation it was trained with. The
 policy on day ``t`` sees only the observation of day ``t`` (prices and indicators up to ``t``,
-its own cash and holdings) and trades at day ``t``'s close.
+its own cash and holdings) and trades at day ``t``'s close. The day loop is
+:func:`trainer.backtest.policy_run.run_policy`, the one the validation score uses too.
 
 Benchmarks start from the same capital on the same first day and are valued on exactly the same
 dates: QQQ buy-and-hold (adjusted close, so dividends are reinvested) and an equal-weight
@@ -15,31 +16,30 @@ without transaction costs (the usual reference lines of FinRL/ElegantRL backtest
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pandas as pd
-import torch
 
 from trainer.backtest.metrics import METRIC_CONTRACT, compute_metrics, returns_from_values, turnover_series
+from trainer.backtest.policy_run import Policy, PolicyTrace, run_policy
 from trainer.data.market import MarketData
+from trainer.dates import parse_day
 from trainer.envs.kinds import make_env, prepare_market
 from trainer.envs.observations import FeatureStats, fit_feature_stats
 from trainer.envs.portfolio import PortfolioConfig
 from trainer.envs.stock_trading import EnvConfig
 from trainer.errors import ConfigError, DataError
-from trainer.nonfinite import check_policy_actions
+from trainer.jsonable import finite_or_none
 
 #: Fewest days before a backtest window to fit observation statistics on when none are given.
 MIN_STATS_DAYS = 126
 AGENT = "agent"
 QQQ = "QQQ"
 EQUAL_WEIGHT = "equal_weight"
-
-Policy = Callable[[torch.Tensor], Any]
 
 
 @dataclass
@@ -120,7 +120,7 @@ class BacktestResult:
 
 
 def _floats(series: pd.Series) -> list[float | None]:
-    return [float(x) if np.isfinite(x) else None for x in series.to_numpy(dtype=np.float64)]
+    return [finite_or_none(x) for x in series.to_numpy(dtype=np.float64)]
 
 
 def load_benchmark_close(path: str | Path, ticker: str = "QQQ") -> pd.Series:
@@ -182,9 +182,9 @@ def _select_tickers(data: MarketData, tickers: Sequence[str] | None) -> MarketDa
 
 def _day(value, name: str) -> np.datetime64:
     try:
-        return np.datetime64(str(pd.Timestamp(value).date()), "D")
-    except (TypeError, ValueError) as exc:
-        raise DataError(f"{name} {value!r} is not a YYYY-MM-DD date", field=name) from exc
+        return np.datetime64(parse_day(value, name), "D")
+    except ConfigError as exc:  # a bad backtest range is bad input data here
+        raise DataError(exc.message, field=name) from exc
 
 
 def _select_dates(data: MarketData, start, end) -> MarketData:
@@ -233,17 +233,50 @@ def _aligned_close(benchmark_close: pd.Series, dates: np.ndarray) -> np.ndarray:
     return values
 
 
-def _as_action(raw: Any, action_dim: int) -> torch.Tensor:
-    action = torch.as_tensor(raw).detach().to(device="cpu", dtype=torch.float32)
-    if action.shape == (action_dim,):
-        action = action[None]
-    if tuple(action.shape) != (1, action_dim):
-        raise ConfigError(
-            f"policy returned an action of shape {tuple(action.shape)}; expected (1, {action_dim}), "
-            "one per ticker (and one for cash in a portfolio task)",
-            field="policy",
-        )
-    return action
+def agent_metrics(daily: pd.DataFrame, benchmark_returns: pd.Series | None = None) -> dict[str, Any]:
+    """Metrics of a policy's account from its daily frame (:attr:`BacktestResult.daily`).
+
+    The one definition behind a backtest's ``agent`` metrics and a generation's validation
+    metrics: :func:`~trainer.backtest.metrics.compute_metrics` of the account's daily returns,
+    with its turnover (the last day trades nothing) and ``benchmark_returns`` if given.
+    """
+    return compute_metrics(
+        returns_from_values(daily["account_value"]),
+        benchmark_returns,
+        turnover=daily["turnover"].iloc[:-1],
+        start_date=daily.index[0],
+    )
+
+
+def daily_frame(trace: PolicyTrace, window: MarketData) -> pd.DataFrame:
+    """The daily account of a one-env :func:`~trainer.backtest.policy_run.run_policy` trace.
+
+    Args:
+        trace: a trace of one env over every day of ``window`` (``start_day=0``, no random
+            start or episode length).
+        window: the market data the env traded.
+
+    Returns:
+        DataFrame indexed by date (``DatetimeIndex`` named ``date``): ``account_value``,
+        ``cash``, ``holdings_<T>``, ``trades_<T>``, ``traded_value``, ``costs``, ``turnover``
+        (see :attr:`BacktestResult.daily`).
+    """
+    value, cash, holdings, costs = trace.values[0], trace.cash[0], trace.holdings[0], trace.costs[0]
+    dates = pd.DatetimeIndex(window.dates.astype("datetime64[ns]"), name="date")
+    trades = np.zeros_like(holdings)
+    trades[:-1] = np.diff(holdings, axis=0)
+    traded_value = np.abs(trades * window.close).sum(axis=1)
+    daily = pd.DataFrame({"account_value": value, "cash": cash}, index=dates)
+    for i, tic in enumerate(window.tickers):
+        daily[f"holdings_{tic}"] = holdings[:, i]
+    for i, tic in enumerate(window.tickers):
+        daily[f"trades_{tic}"] = trades[:, i]
+    for i, tic in enumerate(window.tickers):
+        daily[f"weight_{tic}"] = holdings[:, i] * window.close[:, i] / value
+    daily["traded_value"] = traded_value
+    daily["costs"] = costs
+    daily["turnover"] = turnover_series(daily["traded_value"], daily["account_value"])
+    return daily
 
 
 def run_backtest(
@@ -321,41 +354,9 @@ def run_backtest(
             notes.append("observation statistics fitted on the backtest window itself (no agent statistics given)")
 
     env = make_env(window, config, num_envs=1, device=device, seed=0, feature_stats=feature_stats)
-    num_days, n = window.num_days, window.num_stocks
-    value = np.zeros(num_days)
-    cash = np.zeros(num_days)
-    holdings = np.zeros((num_days, n))
-    costs = np.zeros(num_days)
-    actions = np.full((num_days - 1, env.action_dim), np.nan, dtype=np.float32)
-
-    obs, info = env.reset(options={"start_day": 0})
-    value[0], cash[0] = float(info["portfolio_value"][0]), float(info["cash"][0])
-    holdings[0] = info["holdings"][0].cpu().numpy()
-    with torch.no_grad():
-        for day in range(num_days - 1):
-            action = _as_action(policy(obs), env.action_dim)
-            check_policy_actions(action, policy=policy_name, date=window.dates[day])
-            actions[day] = action[0].numpy()
-            obs, _, _, _, info = env.step(action.to(env.device))
-            value[day + 1] = float(info["portfolio_value"][0])
-            cash[day + 1] = float(info["cash"][0])
-            holdings[day + 1] = info["holdings"][0].cpu().numpy()
-            costs[day] = float(info["costs"][0])
-
-    dates = pd.DatetimeIndex(window.dates.astype("datetime64[ns]"), name="date")
-    trades = np.zeros_like(holdings)
-    trades[:-1] = np.diff(holdings, axis=0)
-    traded_value = np.abs(trades * window.close).sum(axis=1)
-    daily = pd.DataFrame({"account_value": value, "cash": cash}, index=dates)
-    for i, tic in enumerate(window.tickers):
-        daily[f"holdings_{tic}"] = holdings[:, i]
-    for i, tic in enumerate(window.tickers):
-        daily[f"trades_{tic}"] = trades[:, i]
-    for i, tic in enumerate(window.tickers):
-        daily[f"weight_{tic}"] = holdings[:, i] * window.close[:, i] / value
-    daily["traded_value"] = traded_value
-    daily["costs"] = costs
-    daily["turnover"] = turnover_series(daily["traded_value"], daily["account_value"])
+    trace = run_policy(policy, env, start_day=0, seed=0, policy_name=policy_name)
+    daily = daily_frame(trace, window)
+    dates, n = daily.index, window.num_stocks
 
     capital = float(config.initial_cash)
     benchmarks = pd.DataFrame(index=dates)
@@ -364,25 +365,17 @@ def run_backtest(
     if qqq is not None:
         benchmarks[QQQ] = capital * qqq / qqq[0]
 
-    first_day = dates[0]
     bench_returns = returns_from_values(benchmarks[QQQ]) if qqq is not None else None
-    metrics = {
-        AGENT: compute_metrics(
-            returns_from_values(daily["account_value"]),
-            bench_returns,
-            turnover=daily["turnover"].iloc[:-1],
-            start_date=first_day,
-        )
-    }
+    metrics = {AGENT: agent_metrics(daily, bench_returns)}
     for name in benchmarks.columns:
-        metrics[name] = compute_metrics(returns_from_values(benchmarks[name]), bench_returns, start_date=first_day)
+        metrics[name] = compute_metrics(returns_from_values(benchmarks[name]), bench_returns, start_date=dates[0])
     notes = [f"{window.num_days} trading days, {n} tickers, {window.dates[0]} to {window.dates[-1]}", *notes]
     return BacktestResult(
         daily=daily,
         benchmarks=benchmarks,
         metrics=metrics,
         actions=pd.DataFrame(
-            actions,
+            trace.actions[0],
             index=dates[:-1],
             columns=list(window.tickers) + (["cash"] if env.action_dim > n else []),
         ),

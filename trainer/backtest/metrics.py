@@ -19,6 +19,7 @@ import numpy as np
 import pandas as pd
 
 from trainer.errors import DataError
+from trainer.jsonable import finite_or_none
 
 TRADING_DAYS_PER_YEAR = 252
 """Periods per year used to annualise daily figures (empyrical's ``DAILY`` factor)."""
@@ -105,14 +106,6 @@ def _label(value: Any) -> str | None:
     if hasattr(value, "isoformat"):
         return value.isoformat()[:10]
     return str(value)
-
-
-def _clean(value: Any) -> float | None:
-    """A JSON-able float, or ``None`` for NaN/inf/None."""
-    if value is None:
-        return None
-    value = float(value)
-    return value if math.isfinite(value) else None
 
 
 def returns_from_values(values: pd.Series) -> pd.Series:
@@ -237,7 +230,7 @@ def calmar_from(annual_return_value: float, max_drawdown_value: float) -> float 
         The ratio, or ``None`` when there is no drawdown (``max_drawdown_value == 0``) or an
         input is missing/NaN (empyrical returns NaN in those cases).
     """
-    a, m = _clean(annual_return_value), _clean(max_drawdown_value)
+    a, m = finite_or_none(annual_return_value), finite_or_none(max_drawdown_value)
     if a is None or m is None or m >= 0:
         return None
     return a / abs(m)
@@ -403,7 +396,7 @@ def _daily_sharpe(r: pd.Series, risk_free: float) -> float | None:
     """mean(r - rf) / std(r - rf, ddof 1), per day (not annualised); None when undefined."""
     excess = (r - risk_free).dropna()
     sd = float(excess.std(ddof=1)) if len(excess) > 1 else float("nan")
-    return _clean(float(excess.mean()) / sd) if sd > 0 else None
+    return finite_or_none(float(excess.mean()) / sd) if sd > 0 else None
 
 
 def compute_metrics(
@@ -453,22 +446,22 @@ def compute_metrics(
         "num_days": int(len(r)),
         "start": _label(r.index[0]) if len(r) else None,
         "end": _label(r.index[-1]) if len(r) else None,
-        "cumulative_return": _clean(cumulative_return(r)),
-        "annual_return": _clean(ann),
-        "annual_volatility": _clean(annual_volatility(r)),
-        "sharpe_ratio": _clean(sharpe_ratio(r, risk_free)),
-        "sortino_ratio": _clean(sortino_ratio(r, risk_free)),
+        "cumulative_return": finite_or_none(cumulative_return(r)),
+        "annual_return": finite_or_none(ann),
+        "annual_volatility": finite_or_none(annual_volatility(r)),
+        "sharpe_ratio": finite_or_none(sharpe_ratio(r, risk_free)),
+        "sortino_ratio": finite_or_none(sortino_ratio(r, risk_free)),
         "calmar_ratio": calmar_from(ann, mdd),
-        "max_drawdown": _clean(mdd),
+        "max_drawdown": finite_or_none(mdd),
         "max_drawdown_peak": dd["peak_date"],
         "max_drawdown_trough": dd["trough_date"],
         "max_drawdown_recovery": dd["recovery_date"],
         "max_drawdown_duration_days": dd["duration_days"],
-        "win_rate": _clean(win_rate(r)),
+        "win_rate": finite_or_none(win_rate(r)),
         "risk_free": float(risk_free),
         # per-day figures, never annualised: what a short window can honestly say
-        "daily_mean_return": _clean(r.mean()) if len(r) else None,
-        "daily_volatility": _clean(r.std(ddof=1)) if len(r) > 1 else None,
+        "daily_mean_return": finite_or_none(r.mean()) if len(r) else None,
+        "daily_volatility": finite_or_none(r.std(ddof=1)) if len(r) > 1 else None,
         "daily_sharpe_ratio": _daily_sharpe(r, risk_free),
         "short_window": bool(len(r) < MIN_ANNUALISED_DAYS),
         "min_annualised_days": MIN_ANNUALISED_DAYS,
@@ -476,15 +469,15 @@ def compute_metrics(
     if benchmark_returns is not None:
         b = _aligned_benchmark(r, benchmark_returns)
         alpha, beta = alpha_beta(r, b, risk_free)
-        out["alpha"] = _clean(alpha)
-        out["beta"] = _clean(beta)
-        out["information_ratio"] = _clean(information_ratio(r, b))
-        out["benchmark_cumulative_return"] = _clean(cumulative_return(b)) if len(b) else None
+        out["alpha"] = finite_or_none(alpha)
+        out["beta"] = finite_or_none(beta)
+        out["information_ratio"] = finite_or_none(information_ratio(r, b))
+        out["benchmark_cumulative_return"] = finite_or_none(cumulative_return(b)) if len(b) else None
     if turnover is not None:
         t = pd.Series(turnover, dtype="float64").dropna()
         if (t < 0).any() or not np.isfinite(t.to_numpy()).all():
             raise DataError("turnover must be finite and non-negative", field="turnover")
         mean = float(t.mean()) if len(t) else float("nan")
-        out["turnover_daily_mean"] = _clean(mean)
-        out["turnover_annual"] = _clean(mean * TRADING_DAYS_PER_YEAR)
+        out["turnover_daily_mean"] = finite_or_none(mean)
+        out["turnover_annual"] = finite_or_none(mean * TRADING_DAYS_PER_YEAR)
     return out

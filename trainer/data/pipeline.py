@@ -25,12 +25,8 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
-import re
-import tempfile
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
-from datetime import date
 from pathlib import Path
 
 import numpy as np
@@ -42,7 +38,9 @@ import stockstats
 from trainer.data.indicators import DEFAULT_INDICATORS, compute_indicators, turbulence_index, validate_indicators
 from trainer.data.loading import check_ticker, expand_paths, load_panel
 from trainer.data.market import MarketData
+from trainer.dates import parse_day
 from trainer.errors import ConfigError, DataError
+from trainer.files import atomic_write_bytes
 
 MISSING_POLICIES = ("drop", "start_later")
 MAX_FILL_DAYS = 5
@@ -51,22 +49,11 @@ MAX_FILL_DAYS = 5
 CACHE_FORMAT = 2
 """Bump when the cache layout or any computation changes, so old cache files are ignored."""
 
-_DATE_RE = re.compile(r"^\d{4}-\d{2}-\d{2}$")
 _OHLCV = ("open", "high", "low", "close", "volume")
 
 
 def _check_date(value, field_name: str) -> str | None:
-    if value is None:
-        return None
-    if isinstance(value, date | np.datetime64):
-        value = str(value)[:10]
-    if not isinstance(value, str) or not _DATE_RE.match(value):
-        raise ConfigError(f"{field_name}: {value!r} is not a YYYY-MM-DD date", field=field_name)
-    try:
-        date.fromisoformat(value)
-    except ValueError as exc:
-        raise ConfigError(f"{field_name}: {value!r} is not a calendar date", field=field_name) from exc
-    return value
+    return None if value is None else parse_day(value, field_name)
 
 
 @dataclass
@@ -663,15 +650,9 @@ def _write_cache(data: MarketData, path: Path, key: str) -> None:
         "source": data.source,
     }
     table = pa.table(columns).replace_schema_metadata({"paddock": json.dumps(meta)})
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=path.name, suffix=".tmp")
-    os.close(fd)
-    try:
-        pq.write_table(table, tmp)
-        os.replace(tmp, path)
-    finally:
-        if os.path.exists(tmp):
-            os.remove(tmp)
+    sink = pa.BufferOutputStream()
+    pq.write_table(table, sink)
+    atomic_write_bytes(path, sink.getvalue().to_pybytes())
 
 
 def _read_cache(path: Path, key: str) -> MarketData | None:

@@ -5,7 +5,7 @@ of a :class:`~trainer.data.market.MarketData` panel. One :meth:`StockTradingVecE
 all envs at once with fused tensor ops (no Python loop over envs or stocks), following the
 daily-rebalancing MDP of FinRL (Liu et al. 2020, "FinRL: A Deep Reinforcement Learning Library
 for Automated Stock Trading in Quantitative Finance", arXiv 2011.09607, section 3) as used by the
-ElegantRL-Podracer paper (Li et al. 2021, arXiv 2112.05923):
+ElegantRL-Podracer paper (Liu et al. 2021, arXiv 2112.05923):
 
 * the agent sees day ``t``'s close prices and indicators, trades at day ``t``'s close, and is
   rewarded with the change of its portfolio value from day ``t`` (before trading) to day ``t+1``

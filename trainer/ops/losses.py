@@ -17,6 +17,7 @@ __all__ = [
     "PolicyLoss",
     "diag_gaussian_entropy",
     "diag_gaussian_log_prob",
+    "diag_gaussian_log_normalizer",
     "diag_gaussian_log_prob_from_noise",
     "ppo_loss_gradients",
     "ppo_policy_loss",
@@ -49,8 +50,7 @@ def diag_gaussian_log_prob(x: torch.Tensor, mean: torch.Tensor, log_std: torch.T
     Returns:
         (B,) float32 log densities (nats).
     """
-    z = (x - mean) * torch.exp(-log_std)
-    return (-0.5 * z.pow(2) - log_std - 0.5 * _LOG_2PI).sum(dim=-1)
+    return diag_gaussian_log_prob_from_noise((x - mean) * torch.exp(-log_std), log_std)
 
 
 def diag_gaussian_log_prob_from_noise(noise: torch.Tensor, log_std: torch.Tensor) -> torch.Tensor:
@@ -66,7 +66,22 @@ def diag_gaussian_log_prob_from_noise(noise: torch.Tensor, log_std: torch.Tensor
     Returns:
         (B,) float32 log densities (nats).
     """
-    return (-0.5 * noise.pow(2) - log_std - 0.5 * _LOG_2PI).sum(dim=-1)
+    return noise.pow(2).sum(dim=-1).mul(-0.5) - diag_gaussian_log_normalizer(log_std)
+
+
+def diag_gaussian_log_normalizer(log_std: torch.Tensor) -> torch.Tensor:
+    """The part of a diagonal Gaussian's log density that does not depend on the point:
+    ``sum_i log sigma_i + A log(2 pi) / 2`` (``log N = -|z|^2 / 2 -`` this). The one place
+    the Gaussian log-density's constant is written (the rollout hoists it, the closed-form PPO
+    gradient and :func:`diag_gaussian_log_prob_from_noise` subtract it).
+
+    Args:
+        log_std: (A,) or (B, A) float32 natural-log standard deviations.
+
+    Returns:
+        () or (B,) float32 (nats).
+    """
+    return log_std.sum(dim=-1) + 0.5 * _LOG_2PI * log_std.shape[-1]
 
 
 def diag_gaussian_entropy(log_std: torch.Tensor) -> torch.Tensor:
@@ -233,7 +248,7 @@ def ppo_loss_gradients(
     inv_std = torch.exp(-log_std)
     z = (actions - means).mul_(inv_std)
     z2 = z * z
-    log_prob = z2.sum(-1).mul_(-0.5).sub_(log_std.sum() + 0.5 * _LOG_2PI * log_std.shape[-1])
+    log_prob = z2.sum(-1).mul_(-0.5).sub_(diag_gaussian_log_normalizer(log_std))
     log_ratio = log_prob.sub_(old_log_prob)
     ratio = torch.exp(log_ratio)
     unclipped = ratio * advantages

@@ -1,13 +1,10 @@
 """Root URL configuration: pages, the REST API under ``/api/`` and its OpenAPI docs.
 
-Apps that arrive later plug in here without editing this file: a ``webapp.reports.urls``
-module is included under the ``reports`` namespace, and a ``register(router)`` function in
-``webapp.reports.api`` adds its viewsets (backtests) to the API router.
+Each app's pages come from its ``urls`` module; the reports app adds its viewsets
+(backtests) to the API router with ``webapp.reports.api.register``.
 """
 
 from __future__ import annotations
-
-import importlib
 
 from django.conf import settings
 from django.contrib import admin
@@ -19,6 +16,7 @@ from rest_framework.routers import DefaultRouter
 
 from webapp.core import api as core_api
 from webapp.market import api as market_api
+from webapp.reports import api as reports_api
 from webapp.runs import api as runs_api
 from webapp.serving import api as serving_api
 
@@ -52,19 +50,7 @@ router.register("runs", runs_api.RunViewSet, basename="run")
 router.register("agents", runs_api.AgentViewSet, basename="agent")
 
 
-def _optional(module: str):
-    """Import a module of an app that may not exist yet; ``None`` if it does not."""
-    try:
-        return importlib.import_module(module)
-    except ModuleNotFoundError as exc:
-        if exc.name and module.startswith(exc.name):
-            return None
-        raise
-
-
-_reports_api = _optional("webapp.reports.api")
-if _reports_api is not None and hasattr(_reports_api, "register"):
-    _reports_api.register(router)
+reports_api.register(router)
 
 api_patterns = [
     path("auth/token/", core_api.TokenView.as_view(), name="token"),
@@ -78,6 +64,7 @@ urlpatterns = [
     path("", include("webapp.core.urls")),
     path("", include("webapp.runs.urls")),
     path("", include("webapp.market.urls")),
+    path("", include("webapp.reports.urls")),
     path("", include("webapp.serving.urls")),
     path("account/token/", core_api.token_page, name="token"),
     path("admin/", admin.site.urls),
@@ -91,9 +78,6 @@ urlpatterns = [
     ),
     path("api/docs/", login_required(SpectacularSwaggerView.as_view(url_name="api-schema")), name="api-docs"),
 ]
-
-if _optional("webapp.reports.urls") is not None:
-    urlpatterns.append(path("", include("webapp.reports.urls")))
 
 # Last: any other /api/ URL answers the API's error format (a JSON 404), not an HTML page.
 urlpatterns.append(re_path(r"^api/", core_api.not_found, name="api-not-found"))

@@ -3,22 +3,20 @@
 Services raise :class:`AppError` (or let ``webapp.engine.TrainerError`` through); DRF views
 get the mapping from :func:`api_exception_handler`, plain views from :func:`error_response`.
 
-``webapp.engine`` imports this module at load time, so the trainer error type is looked up
-from the engine when an error is handled, not when this module loads.
+This module is a leaf: it imports nothing from ``webapp``. ``webapp.engine`` tells it which
+exception type the trainer raises (:func:`register_trainer_error`) when the engine loads, so
+the handlers below convert a trainer error that got through to the single error format.
 """
 
 from __future__ import annotations
 
 import logging
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from django.http import Http404, JsonResponse
 from rest_framework import exceptions, status
 from rest_framework.response import Response
 from rest_framework.views import exception_handler
-
-if TYPE_CHECKING:
-    from webapp.engine import TrainerError
 
 logger = logging.getLogger(__name__)
 
@@ -55,17 +53,18 @@ class AppError(Exception):
         return out
 
     @classmethod
-    def from_trainer(cls, exc: TrainerError, *, prefix: str = "") -> AppError:
+    def from_trainer(cls, exc: Exception, *, prefix: str = "") -> AppError:
         """Convert a trainer error, keeping its field name (and row/ticker/date details).
 
         The trainer's message names its field first (``"train.end: 2010-01-01 is before
         ..."``, right for the CLI); ``error`` keeps it, while ``fields[name]`` says it once,
         without the name that is already its key.
         """
-        details = dict(exc.details)
+        details = dict(getattr(exc, "details", {}) or {})
         field = details.pop("field", None)
         name = f"{prefix}{field}" if field else (prefix.rstrip(".") or "non_field_errors")
-        return cls(exc.message, fields={name: without_field_name(field or name, exc.message)}, details=details)
+        message = getattr(exc, "message", None) or str(exc)
+        return cls(message, fields={name: without_field_name(field or name, message)}, details=details)
 
     def with_names(self, names: dict[str, str]) -> AppError:
         """The same error with each server path of ``names`` replaced by what the user knows
@@ -112,11 +111,21 @@ def _flatten(detail: Any, prefix: str = "") -> dict[str, Any]:
     return {prefix.rstrip(".") or "non_field_errors": str(detail)}
 
 
+#: The trainer's error type, set by ``webapp.engine`` when it loads (the web side's one door to
+#: the trainer); until then no exception is taken for a trainer error.
+_trainer_error_types: tuple[type[Exception], ...] = ()
+
+
+def register_trainer_error(exc_type: type[Exception]) -> None:
+    """Tell the handlers which exception type is the trainer's (called by ``webapp.engine``)."""
+    global _trainer_error_types
+    if exc_type not in _trainer_error_types:
+        _trainer_error_types = (*_trainer_error_types, exc_type)
+
+
 def _from_trainer_error(exc: Exception) -> Exception:
     """``exc`` as an :class:`AppError` when the trainer raised it, else unchanged."""
-    from webapp.engine import TrainerError
-
-    return AppError.from_trainer(exc) if isinstance(exc, TrainerError) else exc
+    return AppError.from_trainer(exc) if isinstance(exc, _trainer_error_types) else exc
 
 
 def api_exception_handler(exc: Exception, context: dict) -> Response | None:
@@ -141,7 +150,7 @@ def api_exception_handler(exc: Exception, context: dict) -> Response | None:
     return response
 
 
-def error_response(exc: AppError | TrainerError) -> JsonResponse:
+def error_response(exc: Exception) -> JsonResponse:
     """JSON response for plain Django views."""
     exc = _from_trainer_error(exc)
     return JsonResponse(exc.to_dict(), status=exc.status)

@@ -175,11 +175,17 @@ class Beacon(bootsteps.StartStopStep):
             self.stopping.wait(HEARTBEAT_EVERY_S)
 
 
+#: The runs app's periodic sweep (``webapp.runs.tasks.reap_stale_generations``).
+REAP_TASK = "webapp.runs.tasks.reap_stale_generations"
+
+
 def _sweep_after_reconnect() -> None:
+    from celery import current_app
     from django.db import connection
 
-    from webapp.runs.tasks import reap_stale_generations
-
+    # By name from this worker's task registry: the runs app's tasks import the Celery app,
+    # which imports this module, so this module does not import them.
+    reap_stale_generations = current_app.tasks[REAP_TASK]
     try:
         logger.info("reconnect sweep: %s", reap_stale_generations())
     except Exception:

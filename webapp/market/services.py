@@ -72,10 +72,10 @@ def dataset_create_from_files(*, owner, name: str, paths: list[str], tickers: li
             owner=owner,
             name=name,
             paths=rel,
-            tickers=info["tickers"],
-            start_date=info["start"],
-            end_date=info["end"],
-            notes=info["notes"],
+            tickers=info.tickers,
+            start_date=info.start,
+            end_date=info.end,
+            notes=info.notes,
         )
     dataset_preview_build(dataset)
     return dataset
@@ -103,11 +103,11 @@ def dataset_create_from_upload(*, owner, name: str, upload: UploadedFile) -> Dat
     except AppError as exc:
         dataset.upload.delete(save=False)
         raise exc.with_names({stored[0]: shown, Path(stored[0]).name: shown}) from exc
-    dataset.tickers = info["tickers"]
-    dataset.start_date = info["start"]
-    dataset.end_date = info["end"]
+    dataset.tickers = info.tickers
+    dataset.start_date = info.start
+    dataset.end_date = info.end
     stored_name = Path(stored[0]).name
-    dataset.notes = [note.replace(stored_name, shown) for note in info["notes"]]
+    dataset.notes = [note.replace(stored_name, shown) for note in info.notes]
     with transaction.atomic():
         dataset.save()
     dataset_preview_build(dataset)

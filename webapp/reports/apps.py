@@ -5,3 +5,10 @@ class ReportsConfig(AppConfig):
     name = "webapp.reports"
     label = "reports"
     default_auto_field = "django.db.models.BigAutoField"
+
+    def ready(self) -> None:
+        # The runs app announces a finished run; it never imports this app.
+        from webapp.reports import receivers
+        from webapp.runs.signals import run_ended
+
+        run_ended.connect(receivers.queue_end_of_run_backtests, dispatch_uid="reports.end_of_run_backtests")

@@ -28,12 +28,18 @@ from django.db import IntegrityError, transaction
 from django.utils import timezone
 
 from webapp import engine
+from webapp.config.celery import app as celery_app
 from webapp.core.errors import AppError
 from webapp.market.models import Dataset
 from webapp.reports.models import Backtest
 from webapp.runs.models import Agent, Run
+from webapp.runs.selectors import task_spec
+from webapp.runs.services.storage import local_copy_of_checkpoint
 
 logger = logging.getLogger(__name__)
+
+#: The Celery task that runs one backtest (``webapp.reports.tasks.run_backtest``).
+RUN_BACKTEST_TASK = "webapp.reports.tasks.run_backtest"
 
 #: Agents of a finished run backtested automatically when the run has no own setting.
 DEFAULT_TOP_AGENTS = 3
@@ -42,14 +48,7 @@ END_OF_RUN_TRIGGER_WINDOW = dt.timedelta(days=1)
 
 
 def _parse_day(value: Any, field: str) -> dt.date:
-    if isinstance(value, dt.datetime):
-        return value.date()
-    if isinstance(value, dt.date):
-        return value
-    try:
-        return dt.date.fromisoformat(str(value).strip())
-    except ValueError:
-        raise AppError(f"{field}: {value!r} is not a YYYY-MM-DD date", fields={field: "expected YYYY-MM-DD"}) from None
+    return dt.date.fromisoformat(engine.parse_day(value, field))
 
 
 def _split(task, name: str) -> tuple[dt.date, dt.date] | None:
@@ -178,16 +177,38 @@ def backtest_create(
 
 
 def _send(backtest_id: int) -> None:
-    from webapp.reports.tasks import run_backtest
-
+    # By task name: ``webapp.reports.tasks`` imports this module, so this one does not import it.
     try:
-        run_backtest.delay(backtest_id)
+        celery_app.send_task(RUN_BACKTEST_TASK, args=[backtest_id])
     except Exception:  # broker down: the row stays queued and can be sent again
         logger.warning("could not send backtest %s", backtest_id, exc_info=True)
 
 
+def _end_of_run_ensemble(run: Run) -> Agent | None:
+    """The top-3 ensemble of a finished run (built once; ``None`` with fewer than 2 leaderboard
+    agents or when the trainer refuses it, which is logged)."""
+    from webapp.runs import ensembles
+
+    top = list(
+        run.agents.filter(on_leaderboard=True)
+        .exclude(checkpoint="")
+        .values_list("id", flat=True)[: ensembles.DEFAULT_K]
+    )
+    if len(top) < 2:
+        return None
+    existing = run.agents.filter(hyperparameters__ensemble_of=top).first()
+    if existing is not None:
+        return existing
+    try:
+        return ensembles.ensemble_create(run=run, k=len(top))
+    except AppError as exc:
+        logger.warning("end-of-run ensemble of run %s refused: %s", run.id, exc.message, extra={"run": run.id})
+        return None
+
+
 def backtests_for_run(*, run_id: int, top: int | None = None) -> list[Backtest]:
-    """Queue end-of-run backtests of a run's best agents on its task's test split.
+    """Queue end-of-run backtests of a run's best agents, and of the ensemble of its top 3
+    (:mod:`webapp.runs.ensembles`, built here once), on its task's test split.
 
     Idempotent: an agent already backtested on that window by the end-of-run trigger is not
     queued again.
@@ -212,6 +233,9 @@ def backtests_for_run(*, run_id: int, top: int | None = None) -> list[Backtest]:
     agents = list(run.agents.filter(on_leaderboard=True).exclude(checkpoint="")[: max(0, int(count))])
     if not agents:
         _refused(run, "the run has no agent with a checkpoint on its leaderboard")
+    ensemble = _end_of_run_ensemble(run)
+    if ensemble is not None:
+        agents.append(ensemble)
     created = []
     for agent in agents:
         if Backtest.objects.filter(agent=agent, start=test[0], end=test[1], source=Backtest.Source.END_OF_RUN).exists():
@@ -311,10 +335,10 @@ def daily_csv_name(backtest: Backtest) -> str:
     return f"backtests/{backtest.owner_id}/backtest-{backtest.id}-daily.csv"
 
 
-def _config(backtest: Backtest, output: dict[str, Any]) -> dict[str, Any]:
+def _config(backtest: Backtest, output: engine.AgentBacktest) -> dict[str, Any]:
     agent, run, task = backtest.agent, backtest.run, backtest.run.task
-    env = output["env_config"]
-    basis = output.get("price_basis") or {}
+    env = output.env_config
+    basis = output.price_basis or {}
     return {
         "agent": {
             "id": agent.id,
@@ -328,10 +352,10 @@ def _config(backtest: Backtest, output: dict[str, Any]) -> dict[str, Any]:
         "task": {"id": task.id, "name": task.name, "splits": task.splits},
         "data": {
             "dataset": backtest.dataset.name,
-            "tickers": output["tickers"],
+            "tickers": output.tickers,
             "requested": [str(backtest.start), str(backtest.end)],
-            "window": [output["start"], output["end"]],
-            "trading_days": output["num_days"],
+            "window": [output.start, output.end],
+            "trading_days": output.num_days,
             "held_out": not backtest.allow_overlap,
         },
         "kind": task.kind,
@@ -352,9 +376,9 @@ def _config(backtest: Backtest, output: dict[str, Any]) -> dict[str, Any]:
             "agent_price": basis.get("agent", "unknown"),
             "same_basis": basis.get("benchmark") == basis.get("agent"),
         },
-        "policy": output["policy"],
-        "notes": output["notes"],
-        "metric_contract": output["metric_contract"],
+        "policy": output.policy,
+        "notes": output.notes,
+        "metric_contract": output.metric_contract,
     }
 
 
@@ -369,15 +393,12 @@ def backtest_execute(*, backtest_id: int) -> Backtest:
     agent = backtest.agent
     if not default_storage.exists(agent.checkpoint):
         raise AppError(f"the agent's checkpoint {agent.checkpoint} is missing from the storage")
-    from webapp.runs.services import task_spec
-
     spec = task_spec(backtest.run.task)
     spec["data"]["tickers"] = list(backtest.tickers)
     with tempfile.TemporaryDirectory(prefix="paddock-backtest-") as tmp:
-        local = Path(tmp) / ("agent" + (Path(agent.checkpoint).suffix or ".pt"))
-        with default_storage.open(agent.checkpoint, "rb") as src, open(local, "wb") as out:
-            for chunk in iter(lambda: src.read(1 << 20), b""):
-                out.write(chunk)
+        local = local_copy_of_checkpoint(
+            agent.checkpoint, Path(tmp) / ("agent" + (Path(agent.checkpoint).suffix or ".pt"))
+        )
         output = engine.backtest_agent(
             agent_path=str(local),
             task=spec,
@@ -390,13 +411,13 @@ def backtest_execute(*, backtest_id: int) -> Backtest:
             agent_name=f"agent {agent.pk}",
         )
     buf = io.StringIO()
-    output["daily"].to_csv(buf, index_label="date", date_format="%Y-%m-%d")  # full float precision
+    output.daily.to_csv(buf, index_label="date", date_format="%Y-%m-%d")  # full float precision
     name = default_storage.save(daily_csv_name(backtest), ContentFile(buf.getvalue().encode("utf-8")))
     updated = Backtest.objects.filter(pk=backtest.pk, status=Backtest.Status.RUNNING).update(
         status=Backtest.Status.DONE,
-        metrics=output["metrics"],
+        metrics=output.metrics,
         config=_config(backtest, output),
-        num_days=output["num_days"],
+        num_days=output.num_days,
         daily_csv=name,
         finished_at=timezone.now(),
     )

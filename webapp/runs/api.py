@@ -1,6 +1,6 @@
 """REST API of the runs app: budgets, tasks, runs (with lifecycle actions), agents.
 
-Every queryset is the request user's own (``queries``), so another user's object is a 404.
+Every queryset is the request user's own (``selectors``), so another user's object is a 404.
 Errors use the one format ``{"error", "fields"}`` (``webapp.core.errors``).
 """
 
@@ -16,14 +16,15 @@ from rest_framework.renderers import BaseRenderer, BrowsableAPIRenderer, JSONRen
 from rest_framework.request import Request
 from rest_framework.response import Response
 
+from webapp import engine
+from webapp.core.downloads import serve_file
 from webapp.core.errors import AppError
-from webapp.runs import archive, queries, serializers, services, telemetry
+from webapp.runs import archive, selectors, serializers, services, telemetry
 from webapp.runs.models import Agent, ClusterBudget, Run, Task
-from webapp.runs.views import serve_file
 
 RUN_FILTERS = [
     OpenApiParameter("status", str, enum=[s.value for s in Run.Status], description="only runs in this status"),
-    OpenApiParameter("algorithm", str, enum=list(queries.ALGORITHMS), description="only runs of this algorithm"),
+    OpenApiParameter("algorithm", str, enum=list(engine.algorithms()), description="only runs of this algorithm"),
     OpenApiParameter("search", str, description="run name, task name or run id"),
 ]
 
@@ -85,7 +86,7 @@ class BudgetViewSet(
     http_method_names = ["get", "post", "patch", "head", "options"]
 
     def get_queryset(self):
-        return queries.budget_queryset(user=self.request.user)
+        return selectors.budget_queryset(user=self.request.user)
 
     def perform_create(self, serializer):
         data = dict(serializer.validated_data)
@@ -106,7 +107,7 @@ class TaskViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, mixins.Creat
     serializer_class = serializers.TaskSerializer
 
     def get_queryset(self):
-        return queries.task_queryset(user=self.request.user)
+        return selectors.task_queryset(user=self.request.user)
 
     def create(self, request: Request, *args, **kwargs) -> Response:
         form = serializers.TaskCreateSerializer(data=request.data, context={"request": request})
@@ -135,7 +136,7 @@ class RunViewSet(
 
     def get_queryset(self):
         params = self.request.query_params
-        return queries.run_list(
+        return selectors.run_list(
             user=self.request.user,
             status=params.get("status", ""),
             algorithm=params.get("algorithm", ""),
@@ -238,7 +239,7 @@ class RunViewSet(
     @action(detail=True, methods=["get"])
     def leaderboard(self, request: Request, pk=None) -> Response:
         run = self.get_object()
-        page = self.paginate_queryset(queries.leaderboard_queryset(run))
+        page = self.paginate_queryset(selectors.leaderboard_queryset(run))
         data = serializers.AgentSerializer(page, many=True, context=self.get_serializer_context()).data
         return self.get_paginated_response(data)
 
@@ -268,7 +269,7 @@ class AgentViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.Ge
     serializer_class = serializers.AgentSerializer
 
     def get_queryset(self):
-        qs = queries.agent_queryset(user=self.request.user)
+        qs = selectors.agent_queryset(user=self.request.user)
         params = self.request.query_params
         if params.get("run"):
             if not params["run"].isdigit():
@@ -301,7 +302,7 @@ class AgentViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.Ge
     @action(detail=True, methods=["get", "head"])
     def bundle(self, request: Request, pk=None):
         agent = self.get_object()
-        bundle = queries.agent_bundle(agent)
+        bundle = services.agent_bundle(agent)
         return serve_file(
             request, bundle.name, size=bundle.size, sha256=bundle.sha256, filename=f"paddock-agent-{agent.id}.zip"
         )

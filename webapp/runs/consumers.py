@@ -23,7 +23,7 @@ from channels.db import database_sync_to_async
 from channels.generic.websocket import AsyncJsonWebsocketConsumer
 from django.conf import settings
 
-from webapp.runs import events, queries, selectors
+from webapp.runs import events, selectors
 
 logger = logging.getLogger(__name__)
 
@@ -159,7 +159,7 @@ class RunConsumer(AsyncJsonWebsocketConsumer):
 
     @database_sync_to_async
     def _owns(self, user, run_id: int) -> bool:
-        return queries.run_get(user=user, run_id=run_id) is not None
+        return selectors.run_get(user=user, run_id=run_id) is not None
 
     @database_sync_to_async
     def _snapshot(self, run_id: int) -> dict[str, Any] | None:

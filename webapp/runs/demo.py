@@ -50,8 +50,10 @@ from webapp.runs.models import ClusterBudget, Run, Task
 
 logger = logging.getLogger(__name__)
 
+#: The demo task as the trainer defines it (``trainer.demo``): data file, data range, splits.
+_DEMO_TASK = engine.demo_task()
 #: The shared offline copy (see ``../shared/data/README.md``); adjusted close in ``adj_close``.
-DOW30_FILE = "dow30_daily_eodhd_2010-01-04_2022-11-15.csv.gz"
+DOW30_FILE = _DEMO_TASK["data"]["paths"][0]
 #: Where a Yahoo Finance download of the same tickers is written when DOW30_FILE is absent.
 DOW30_DOWNLOAD_FILE = "dow30_daily_yfinance_2010-01-01_2022-11-15.csv.gz"
 #: The Dow Jones Industrial Average members of 2022 (DOW listed on 2019-03-20).
@@ -60,16 +62,12 @@ DOW30_TICKERS = (
     "GS", "HD", "HON", "IBM", "INTC", "JNJ", "JPM", "KO", "MCD", "MMM",
     "MRK", "MSFT", "NKE", "PG", "TRV", "UNH", "V", "VZ", "WBA", "WMT",
 )  # fmt: skip
-DATA_START = "2010-01-01"
-DATA_END = "2022-11-15"
+DATA_START = _DEMO_TASK["data"]["start"]
+DATA_END = _DEMO_TASK["data"]["end"]
 BENCHMARK_TICKER = engine.BENCHMARK_TICKER
 
 #: Inclusive ``YYYY-MM-DD`` bounds of the demo task's splits.
-SPLITS = {
-    "train": ["2010-01-01", "2019-12-31"],
-    "validation": ["2020-01-01", "2020-12-31"],
-    "test": ["2021-01-01", "2022-11-15"],
-}
+SPLITS = {name: [_DEMO_TASK[name]["start"], _DEMO_TASK[name]["end"]] for name in ("train", "validation", "test")}
 
 DEMO_USERNAME = "demo"
 DATASET_NAME = "Dow 30 daily 2010-2022"
@@ -368,13 +366,13 @@ def ensure_demo_files(
         )
         files.prices = DOW30_DOWNLOAD_FILE
         files.messages.append(
-            f"downloaded {info['rows']} rows of {len(info['tickers'])} tickers to {root / DOW30_DOWNLOAD_FILE}"
+            f"downloaded {info.rows} rows of {len(info.tickers)} tickers to {root / DOW30_DOWNLOAD_FILE}"
         )
     if benchmark_name in missing:
         say(f"downloading {BENCHMARK_TICKER} daily prices from Yahoo Finance (the backtests' benchmark)")
         benchmark.parent.mkdir(parents=True, exist_ok=True)
         info = engine.download_daily_bars([BENCHMARK_TICKER], start=DATA_START, end=DATA_END, out_path=benchmark)
-        files.messages.append(f"downloaded {info['rows']} rows of {BENCHMARK_TICKER} to {benchmark}")
+        files.messages.append(f"downloaded {info.rows} rows of {BENCHMARK_TICKER} to {benchmark}")
     return files
 
 

@@ -22,7 +22,7 @@ from django.utils import timezone
 
 from webapp import engine
 from webapp.core.errors import AppError
-from webapp.runs import queries, services
+from webapp.runs import selectors, services
 from webapp.runs.models import Agent, Generation, Run
 
 #: Members of the one-click ensemble and of the end-of-run comparison.
@@ -46,7 +46,7 @@ def ensemble_create(*, run: Run, k: int = DEFAULT_K) -> Agent:
     """
     if isinstance(k, bool) or not isinstance(k, int) or not 2 <= k <= MAX_K:
         raise AppError(f"k: an ensemble has 2 to {MAX_K} agents, got {k!r}", fields={"k": f"2 to {MAX_K}"})
-    members = list(queries.leaderboard_queryset(run)[:k])
+    members = list(selectors.leaderboard_queryset(run)[:k])
     if len(members) < 2:
         raise AppError(
             f"k: the leaderboard holds {len(members)} agent(s); an ensemble needs at least 2",
@@ -68,11 +68,11 @@ def ensemble_create(*, run: Run, k: int = DEFAULT_K) -> Agent:
             raise AppError.from_trainer(exc) from exc
         with open(out, "rb") as fh:
             stored = default_storage.save(f"runs/{run.id}/ensemble-{'-'.join(map(str, ids))}.pt", File(fh))
-    metrics = {**result["metrics"], "ensemble": {"members": ids, "k": len(ids)}}
+    metrics = {**result.metrics, "ensemble": {"members": ids, "k": len(ids)}}
     for _ in range(3):  # a pod may take the next generation number at the same moment
         try:
             with transaction.atomic():
-                return _record(run, members, stored, result["sha256"], result["score"], metrics)
+                return _record(run, members, stored, result.sha256, result.score, metrics)
         except IntegrityError:
             continue
     default_storage.delete(stored)

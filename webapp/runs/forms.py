@@ -6,7 +6,6 @@ values, and their errors come back next to the field they name (:func:`map_app_e
 
 from __future__ import annotations
 
-import functools
 import re
 from typing import Any
 
@@ -15,7 +14,7 @@ from django.core.validators import MaxValueValidator, MinValueValidator
 
 from webapp import engine
 from webapp.core.errors import AppError, without_field_name
-from webapp.runs import bounds, lineage, queries
+from webapp.runs import bounds, lineage, selectors
 from webapp.runs.models import ClusterBudget, Run
 from webapp.runs.services import DEFAULT_GENERATION_STEPS
 
@@ -28,7 +27,7 @@ def default_mutation(algorithm: str) -> dict[str, Any]:
     between 1e-5 and 1e-2, moved by x0.8 or x1.25."""
     names = [
         k
-        for k in default_hyperparameters(algorithm)
+        for k in engine.default_hyperparameters(algorithm)
         if k in ("learning_rate", "actor_learning_rate", "critic_learning_rate")
     ]
     return {**DEFAULT_MUTATION, "bounds": {name: [1e-5, 1e-2] for name in names}}
@@ -88,19 +87,6 @@ _SPLIT_FIELDS = {
     f"{split}.{end}": f"{split}_{end}" for split in ("train", "validation", "test") for end in ("start", "end")
 }
 _ENV_FIELDS = ("initial_cash", "hmax", "buy_cost_pct", "sell_cost_pct", "reward_scaling", "turbulence_threshold")
-
-
-@functools.cache
-def default_hyperparameters(algorithm: str) -> dict[str, Any]:
-    """The algorithm's full hyperparameter dict with the trainer's defaults."""
-    spec = {
-        "data": {"paths": ["defaults.csv"]},
-        "train": ["2000-01-03", "2000-01-04"],
-        "validation": ["2000-01-05", "2000-01-06"],
-        "test": ["2000-01-07", "2000-01-10"],
-        "algorithm": algorithm,
-    }
-    return engine.validate_task(spec)["hyperparameters"]
 
 
 def _bounded(field_class, bound: bounds.Bound, *, help_text: str = "", **kwargs):
@@ -191,13 +177,13 @@ class RunForm(forms.Form):
         help_text="Sell everything on days at or above this turbulence; empty = never.",
     )
 
-    algorithm = forms.ChoiceField(choices=[(a, a.upper()) for a in queries.ALGORITHMS], initial="ppo")
+    algorithm = forms.ChoiceField(choices=[(a, a.upper()) for a in engine.algorithms()], initial="ppo")
     hyperparameters = forms.JSONField(
         widget=forms.Textarea(attrs={"rows": 10, "spellcheck": "false"}),
         help_text="JSON object of the algorithm's settings; keys left out keep their defaults.",
     )
     algorithms = forms.MultipleChoiceField(
-        choices=[(a, a.upper()) for a in queries.ALGORITHMS],
+        choices=[(a, a.upper()) for a in engine.algorithms()],
         required=False,
         widget=forms.CheckboxSelectMultiple,
         label="Mixed tournament",
@@ -235,10 +221,12 @@ class RunForm(forms.Form):
 
     def __init__(self, *args, user, **kwargs) -> None:
         super().__init__(*args, **kwargs)
-        self.fields["dataset"].queryset = queries.dataset_queryset(user=user)
-        self.fields["budget"].queryset = queries.budget_queryset(user=user).filter(owner=user)
+        self.fields["dataset"].queryset = selectors.dataset_queryset(user=user)
+        self.fields["budget"].queryset = selectors.budget_queryset(user=user).filter(owner=user)
         if not self.is_bound:
-            self.initial.setdefault("hyperparameters", default_hyperparameters(self.initial.get("algorithm", "ppo")))
+            self.initial.setdefault(
+                "hyperparameters", engine.default_hyperparameters(self.initial.get("algorithm", "ppo"))
+            )
             self.initial.setdefault("mutation", default_mutation(self.initial.get("algorithm", "ppo")))
 
     def clean_hyperparameters(self) -> dict:
@@ -391,7 +379,7 @@ class RunFilterForm(forms.Form):
 
     status = forms.ChoiceField(choices=[("", "Any status"), *Run.Status.choices], required=False)
     algorithm = forms.ChoiceField(
-        choices=[("", "Any algorithm"), *((a, a.upper()) for a in queries.ALGORITHMS)], required=False
+        choices=[("", "Any algorithm"), *((a, a.upper()) for a in engine.algorithms())], required=False
     )
     q = forms.CharField(required=False, label="Search", widget=forms.TextInput(attrs={"placeholder": "name or id"}))
     tag = forms.CharField(required=False, label="Tag", widget=forms.TextInput(attrs={"placeholder": "tag"}))
@@ -421,7 +409,7 @@ class BudgetForm(forms.ModelForm):
 
     def __init__(self, *args, **kwargs) -> None:
         super().__init__(*args, **kwargs)
-        self.fields["owner"].queryset = queries.users_for_budgets()
+        self.fields["owner"].queryset = selectors.users_for_budgets()
         # The bounds the services enforce, as labels, ranges and input limits; a field checked
         # here never reaches the model's database constraints (whose messages are raw).
         for name, bound in bounds.BUDGET.items():

@@ -1,6 +1,6 @@
 """Training runs: budgets, tasks, runs, pods, generations and the agents they produce.
 
-A :class:`Run` trains a tournament-based ensemble (ElegantRL-Podracer, arXiv 2112.05923): its
+A :class:`Run` trains a tournament-based ensemble (ElegantRL-Podracer, Liu et al. 2021, arXiv 2112.05923): its
 training pool has ``num_pods`` :class:`Pod` slots; each pod runs one :class:`Generation` at a
 time (a Celery task on a GPU worker) that trains an agent for ``generation_steps`` env steps,
 scores it on the validation window and submits it as an :class:`Agent` to the run's leaderboard
@@ -153,7 +153,7 @@ class Run(models.Model):
             models.CheckConstraint(condition=Q(num_pods__gte=0), name="run_pods_gte_0"),
             models.CheckConstraint(condition=Q(leaderboard_size__gte=1), name="run_k_gte_1"),
         ]
-        # The runs list (``queries.run_list``): a user's runs newest first, optionally of one
+        # The runs list (``selectors.run_list``): a user's runs newest first, optionally of one
         # status; both read in index order, no sort.
         indexes = [
             models.Index(fields=["owner", "-created_at", "-id"], name="runs_run_owner_created"),
@@ -297,7 +297,7 @@ class Agent(models.Model):
     class Meta:
         ordering = ["run", models.F("score").desc(nulls_last=True), "created_seq"]
         constraints = [models.UniqueConstraint(fields=["run", "created_seq"], name="runs_agent_run_seq_unique")]
-        # The leaderboard (``queries.leaderboard_queryset``), best first; partial: few agents
+        # The leaderboard (``selectors.leaderboard_queryset``), best first; partial: few agents
         # rank. No NULLS LAST in the index itself: SQLite rejects it in CREATE INDEX.
         indexes = [
             models.Index(

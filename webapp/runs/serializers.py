@@ -7,7 +7,8 @@ from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
-from webapp.runs import deflated, queries, services
+from webapp import engine
+from webapp.runs import deflated, selectors, services
 from webapp.runs.models import Agent, ClusterBudget, Run, Task
 
 
@@ -56,7 +57,7 @@ class BudgetSerializer(serializers.ModelSerializer):
     def get_progress(self, obj: ClusterBudget) -> float | None:
         """Largest fraction spent of any limit, the wall clock of the budget's active runs
         included (``selectors.budget_progress``; ``null`` when the budget has no limit)."""
-        return queries.budget_progress(obj)["fraction"]
+        return selectors.budget_progress(obj)["fraction"]
 
 
 class TaskSerializer(serializers.ModelSerializer):
@@ -87,7 +88,7 @@ class TaskCreateSerializer(serializers.Serializer):
     dotted field, e.g. ``hyperparameters.learning_rate``)."""
 
     name = serializers.CharField(max_length=200)
-    dataset = _UserScopedPK(queries.dataset_queryset)
+    dataset = _UserScopedPK(selectors.dataset_queryset)
     tickers = serializers.ListField(
         child=serializers.CharField(max_length=20),
         required=False,
@@ -105,7 +106,7 @@ class TaskCreateSerializer(serializers.Serializer):
     env = serializers.DictField(
         required=False, default=dict, help_text="settings of the kind's env; keys left out keep their defaults"
     )
-    algorithm = serializers.ChoiceField(choices=queries.ALGORITHMS, default="ppo")
+    algorithm = serializers.ChoiceField(choices=engine.algorithms(), default="ppo")
     hyperparameters = serializers.DictField(required=False, default=dict)
     algorithms = serializers.ListField(
         child=serializers.CharField(max_length=20),
@@ -189,14 +190,14 @@ class RunSerializer(serializers.ModelSerializer):
     def get_budget_progress(self, obj: Run) -> float | None:
         """Largest fraction spent of any limit of the run's budget, its own wall clock included
         (``selectors.budget_progress``, as the run page shows it)."""
-        return queries.budget_progress(obj.budget, obj)["fraction"]
+        return selectors.budget_progress(obj.budget, obj)["fraction"]
 
 
 class RunCreateSerializer(serializers.Serializer):
     """Input of ``POST /api/runs/``: a task and budget of the user's, tournament settings."""
 
-    task = _UserScopedPK(queries.task_queryset)
-    budget = _UserScopedPK(queries.budget_queryset)
+    task = _UserScopedPK(selectors.task_queryset)
+    budget = _UserScopedPK(selectors.budget_queryset)
     name = serializers.CharField(max_length=200, required=False, allow_blank=True, default="")
     num_pods = serializers.IntegerField(default=2, help_text="size of the training pool")
     generation_steps = serializers.IntegerField(

@@ -134,9 +134,7 @@ def run_generation(self, generation_id: int) -> None:
                 local_checkpoint=str(out_path) if out_path.exists() else None,
             )
         if agent is not None:
-            logger.info(
-                "generation %s done (score %s, agent %s)", claim.number, result.get("score"), agent.pk, extra=log
-            )
+            logger.info("generation %s done (score %s, agent %s)", claim.number, result.score, agent.pk, extra=log)
         elif services.generation_superseded(generation_id=claim.generation_id, attempt=claim.attempt):
             logger.warning(
                 "generation %s attempt %s: result discarded (the generation was reaped and is another attempt's)",
@@ -145,7 +143,7 @@ def run_generation(self, generation_id: int) -> None:
                 extra=log,
             )
         else:
-            logger.info("generation %s cancelled after %s env steps", claim.number, result.get("env_steps"), extra=log)
+            logger.info("generation %s cancelled after %s env steps", claim.number, result.env_steps, extra=log)
     except engine.Diverged as exc:
         # permanent, but for this generation only: not retried, the run goes on
         env_steps = int((exc.details.get("stats") or {}).get("env_steps") or 0)

@@ -12,6 +12,7 @@ urlpatterns = [
     path("runs/compare/", views.run_compare, name="compare"),
     path("runs/<int:run_id>/", views.run_detail, name="detail"),
     path("runs/<int:run_id>/agents/", views.run_agents, name="agents"),
+    path("runs/<int:run_id>/reports/", views.run_reports, name="reports"),
     path("runs/<int:run_id>/<slug:action>/", views.run_control, name="control"),
     path("agents/<int:agent_id>/", views.agent_detail, name="agent"),
     path("agents/<int:agent_id>/bundle/", views.agent_bundle, name="agent-bundle"),

@@ -1,27 +1,27 @@
 """Pages of the runs app: list, new/clone, live detail, controls, agent, budgets; and the
 resumable file download shared with the API.
 
-Views stay thin: forms parse, ``services`` write, ``queries``/``selectors`` read. Objects of
+Views stay thin: forms parse, ``services`` write, ``selectors`` read. Objects of
 other users are 404s (every lookup is scoped to ``request.user``).
 """
 
 from __future__ import annotations
 
-import re
-from collections.abc import Iterator
 from typing import Any
 
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
-from django.core.files.storage import default_storage
 from django.core.paginator import Paginator
 from django.db import transaction
-from django.http import Http404, HttpRequest, HttpResponse, HttpResponseBase, StreamingHttpResponse
+from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 from django.urls import NoReverseMatch, reverse
 from django.views.decorators.http import require_GET, require_http_methods, require_POST, require_safe
 
+from webapp import engine
+from webapp.core.downloads import serve_file
 from webapp.core.errors import AppError
+from webapp.core.formatting import format_duration, format_hyperparameters
 from webapp.runs import (
     archive,
     baselines,
@@ -30,7 +30,6 @@ from webapp.runs import (
     estimate,
     forms,
     lineage,
-    queries,
     selectors,
     services,
     telemetry,
@@ -40,103 +39,13 @@ from webapp.runs import (
 PAGE_SIZE = 50
 #: leaderboard rows the run page shows (the API pages through all of them)
 LEADERBOARD_ROWS = 100
-CHUNK_BYTES = 256 * 1024
-
-
-# --- downloads -----------------------------------------------------------------------------
-
-_RANGE = re.compile(r"^\s*bytes\s*=\s*(\d*)\s*-\s*(\d*)\s*$")
-UNSATISFIABLE = "unsatisfiable"
-
-
-def parse_range(header: str, size: int) -> tuple[int, int] | str | None:
-    """Parse a single-range ``Range`` header (RFC 9110 sec. 14.2).
-
-    Returns:
-        ``(first, last)`` inclusive byte positions; :data:`UNSATISFIABLE` when the range lies
-        outside the file; ``None`` when the header is malformed or asks for several ranges (the
-        whole file is then sent, as the RFC allows).
-    """
-    match = _RANGE.match(header or "")
-    if not match or (not match.group(1) and not match.group(2)):
-        return None
-    first, last = match.group(1), match.group(2)
-    if not first:  # suffix: the last N bytes
-        n = int(last)
-        if n == 0 or size == 0:
-            return UNSATISFIABLE
-        return max(0, size - n), size - 1
-    start = int(first)
-    if last and int(last) < start:
-        return None
-    if start >= size:
-        return UNSATISFIABLE
-    end = int(last) if last else size - 1
-    return start, min(end, size - 1)
-
-
-def _chunks(name: str, start: int, length: int) -> Iterator[bytes]:
-    with default_storage.open(name, "rb") as fh:
-        fh.seek(start)
-        while length > 0:
-            data = fh.read(min(CHUNK_BYTES, length))
-            if not data:
-                break
-            length -= len(data)
-            yield data
-
-
-def serve_file(request, name: str, *, size: int, sha256: str, filename: str, content_type: str = "application/zip"):
-    """Stream a stored file with ``Content-Length``, a strong ``ETag`` (its SHA-256) and
-    single-range support, so an interrupted download resumes (``Range`` + ``If-Range``).
-
-    Answers 304 to a matching ``If-None-Match``, 206 with ``Content-Range`` to a satisfiable
-    range (when ``If-Range``, if sent, still matches the ETag), 416 with ``Content-Range:
-    bytes */size`` to an unsatisfiable one, else 200 with the whole file.
-    """
-    etag = f'"{sha256}"'
-    headers = request.headers
-    if_none_match = headers.get("If-None-Match")
-    if if_none_match and (
-        if_none_match.strip() == "*" or etag in [t.strip().removeprefix("W/") for t in if_none_match.split(",")]
-    ):
-        response: HttpResponseBase = HttpResponse(status=304)
-        response["ETag"] = etag
-        return response
-    start, end, status = 0, size - 1, 200
-    range_header = headers.get("Range")
-    if_range = headers.get("If-Range")
-    if range_header and (if_range is None or if_range.strip() == etag):
-        parsed = parse_range(range_header, size)
-        if parsed == UNSATISFIABLE:
-            response = HttpResponse(status=416)
-            response["Content-Range"] = f"bytes */{size}"
-            response["ETag"] = etag
-            response["Accept-Ranges"] = "bytes"
-            return response
-        if parsed is not None:
-            start, end = parsed
-            status = 206
-    length = max(0, end - start + 1)
-    if request.method == "HEAD":  # the GET's headers, no body (and no file read)
-        response = HttpResponse(status=status, content_type=content_type)
-    else:
-        response = StreamingHttpResponse(_chunks(name, start, length), status=status, content_type=content_type)
-    response["Content-Length"] = str(length)
-    response["Accept-Ranges"] = "bytes"
-    response["ETag"] = etag
-    response["Cache-Control"] = "private, no-transform"
-    response["Content-Disposition"] = f'attachment; filename="{filename}"'
-    if status == 206:
-        response["Content-Range"] = f"bytes {start}-{end}/{size}"
-    return response
 
 
 # --- runs ----------------------------------------------------------------------------------
 
 
 def _run_or_404(request: HttpRequest, run_id: int):
-    run = queries.run_get(user=request.user, run_id=run_id)
+    run = selectors.run_get(user=request.user, run_id=run_id)
     if run is None:
         raise Http404("run not found")
     return run
@@ -148,7 +57,7 @@ def run_list(request: HttpRequest) -> HttpResponse:
     """Paginated runs with filters (status, algorithm, search)."""
     filters = forms.RunFilterForm(request.GET or None)
     values = filters.cleaned_data if filters.is_valid() else {}
-    qs = queries.run_list(
+    qs = selectors.run_list(
         user=request.user,
         status=values.get("status", ""),
         algorithm=values.get("algorithm", ""),
@@ -158,7 +67,7 @@ def run_list(request: HttpRequest) -> HttpResponse:
     if values.get("tag"):
         qs = qs.filter(tags__contains=[values["tag"].strip().lower()])
     page = Paginator(qs, PAGE_SIZE).get_page(request.GET.get("page"))
-    rows = [(run, queries.budget_progress(run.budget, run)) for run in page.object_list]
+    rows = [(run, selectors.budget_progress(run.budget, run)) for run in page.object_list]
     query = request.GET.copy()
     query.pop("page", None)
     return render(
@@ -200,16 +109,16 @@ def run_new(request: HttpRequest) -> HttpResponse:
         initial = {}
         clone_id = request.GET.get("clone", "")
         if clone_id:
-            source = queries.run_get(user=request.user, run_id=int(clone_id)) if clone_id.isdigit() else None
+            source = selectors.run_get(user=request.user, run_id=int(clone_id)) if clone_id.isdigit() else None
             if source is None:
                 raise Http404("run not found")
             initial = forms.initial_from_run(source)
         elif request.GET.get("dataset", "").isdigit():
             initial = {"dataset": int(request.GET["dataset"])}
         form = forms.RunForm(initial=initial, user=request.user)
-    defaults = {algo: forms.default_hyperparameters(algo) for algo in queries.ALGORITHMS}
-    mutations = {algo: forms.default_mutation(algo) for algo in queries.ALGORITHMS}
-    inputs = estimate.estimate_inputs(budgets=form.fields["budget"].queryset, algorithms=queries.ALGORITHMS)
+    defaults = {algo: engine.default_hyperparameters(algo) for algo in engine.algorithms()}
+    mutations = {algo: forms.default_mutation(algo) for algo in engine.algorithms()}
+    inputs = estimate.estimate_inputs(budgets=form.fields["budget"].queryset, algorithms=engine.algorithms())
     return render(
         request,
         "runs/new.html",
@@ -232,8 +141,8 @@ def run_detail(request: HttpRequest, run_id: int) -> HttpResponse:
     # The pieces of ``selectors.run_snapshot`` the first paint needs, without serializing a
     # leaderboard of thousands of agents that the page shows only the top of.
     run_data = selectors.run_payload(run)
-    pods = [selectors.pod_payload(p) for p in queries.run_pods(run)]
-    board = queries.leaderboard_queryset(run)
+    pods = [selectors.pod_payload(p) for p in selectors.run_pods(run)]
+    board = selectors.leaderboard_queryset(run)
     run_sharpes = deflated.run_sharpes(run.pk)
     hp_keys = hyperparameter_columns(run)
     live = {
@@ -264,7 +173,7 @@ def run_detail(request: HttpRequest, run_id: int) -> HttpResponse:
             ],
             "max_rows": LEADERBOARD_ROWS,
             "pods": pods,
-            "history": queries.score_history(run),
+            "history": selectors.score_history(run),
             "usage": run_data["budget"],
             "progress": run_data["budget"]["progress"],
             "wall_clock_limit": format_duration(run.budget.max_wall_clock_s),
@@ -277,6 +186,16 @@ def run_detail(request: HttpRequest, run_id: int) -> HttpResponse:
             ),
         },
     )
+
+
+@login_required
+def run_reports(request: HttpRequest, run_id: int) -> HttpResponse:
+    """The run page's "Backtest reports" section alone (``static/js/run_reports.js`` refreshes
+    it from here instead of re-reading the whole page)."""
+    run = selectors.run_get(user=request.user, run_id=run_id)
+    if run is None:
+        raise Http404("run not found")
+    return render(request, "runs/_reports.html", {"run": run})
 
 
 def metrics_config(*, api: str, algorithm: str, group: str, title: str = "") -> dict[str, Any]:
@@ -292,20 +211,6 @@ def metrics_config(*, api: str, algorithm: str, group: str, title: str = "") -> 
     }
 
 
-def format_duration(seconds: float | None) -> str:
-    """``5400`` -> ``"1 h 30 min"``, as the run page's script writes durations."""
-    if seconds is None:
-        return "–"
-    seconds = round(seconds)
-    if seconds < 60:
-        return f"{seconds} s"
-    if seconds < 3600:
-        return f"{seconds // 60} min" + (f" {seconds % 60} s" if seconds % 60 else "")
-    if seconds < 86400:
-        return f"{seconds // 3600} h" + (f" {seconds % 3600 // 60} min" if seconds % 3600 // 60 else "")
-    return f"{seconds // 86400} d" + (f" {seconds % 86400 // 3600} h" if seconds % 86400 // 3600 else "")
-
-
 def hyperparameter_columns(run) -> list[str]:
     """Hyperparameters the leaderboard shows: those the tournament mutates, else the
     learning rate(s)."""
@@ -313,16 +218,6 @@ def hyperparameter_columns(run) -> list[str]:
     if bounds:
         return bounds
     return [k for k in run.task.hyperparameters if "learning_rate" in k] or list(run.task.hyperparameters)[:2]
-
-
-def format_hyperparameters(values: dict, keys: list[str]) -> str:
-    """``"learning_rate=0.0003 ent_coef=0.01"`` (4 significant digits), as ``run_live.js`` does."""
-    parts = []
-    for key in keys:
-        if key in values:
-            value = values[key]
-            parts.append(f"{key}={float(value):.4g}" if isinstance(value, int | float) else f"{key}={value}")
-    return " ".join(parts)
 
 
 CONTROLS = {
@@ -373,7 +268,7 @@ def run_control(request: HttpRequest, run_id: int, action: str) -> HttpResponse:
 
 
 def _agent_or_404(request: HttpRequest, agent_id: int):
-    agent = queries.agent_get(user=request.user, agent_id=agent_id)
+    agent = selectors.agent_get(user=request.user, agent_id=agent_id)
     if agent is None:
         raise Http404("agent not found")
     return agent
@@ -464,7 +359,7 @@ def agent_detail(request: HttpRequest, agent_id: int) -> HttpResponse:
         backtest_url = None
     try:
         # the zip a user downloads (exported once, on the first view or download)
-        bundle = queries.agent_bundle(agent)
+        bundle = services.agent_bundle(agent)
     except AppError:
         bundle = None
     return render(
@@ -482,7 +377,7 @@ def agent_detail(request: HttpRequest, agent_id: int) -> HttpResponse:
                         k: [_hyperparameter_text(v) for v in change] for k, change in step["mutations"].items()
                     },
                 }
-                for step in queries.agent_lineage(agent)
+                for step in selectors.agent_lineage(agent)
             ],
             "backtest_url": backtest_url,
             "bundle": bundle,
@@ -506,7 +401,7 @@ def agent_bundle(request: HttpRequest, agent_id: int):
     """Download the agent's bundle (exported on first use); ``HEAD`` gives its headers."""
     agent = _agent_or_404(request, agent_id)
     try:
-        bundle = queries.agent_bundle(agent)
+        bundle = services.agent_bundle(agent)
     except AppError as exc:
         messages.error(request, exc.message)
         return redirect("runs:agent", agent_id=agent.pk)
@@ -538,7 +433,7 @@ def budget_list(request: HttpRequest) -> HttpResponse:
     elif request.method == "POST":
         raise Http404("not allowed")
     return render(
-        request, "runs/budgets.html", {"budgets": queries.budgets_with_usage(user=request.user), "form": form}
+        request, "runs/budgets.html", {"budgets": selectors.budgets_with_usage(user=request.user), "form": form}
     )
 
 
@@ -650,7 +545,7 @@ def run_compare(request: HttpRequest) -> HttpResponse:
     agents' hyperparameters and scores as parallel coordinates, the settings (differences only
     by default)."""
     ids = [int(i) for i in request.GET.getlist("ids") if i.isdigit()]
-    runs = [r for r in (queries.run_get(user=request.user, run_id=i) for i in dict.fromkeys(ids)) if r is not None]
+    runs = [r for r in (selectors.run_get(user=request.user, run_id=i) for i in dict.fromkeys(ids)) if r is not None]
     error = None
     if not 2 <= len(runs) <= compare.MAX_RUNS:
         error = f"Tick 2 to {compare.MAX_RUNS} of your runs to compare them (got {len(runs)})."

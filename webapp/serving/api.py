@@ -11,7 +11,7 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from webapp.core.errors import AppError
-from webapp.runs import queries
+from webapp.runs import selectors
 from webapp.serving import services
 from webapp.serving.auth import ServeTokenAuthentication
 from webapp.serving.models import ServeToken
@@ -42,7 +42,7 @@ class AgentActView(APIView):
         token = request.auth if isinstance(request.auth, ServeToken) else None
         if token is not None and token.agent_id is not None and token.agent_id != agent_id:
             raise AppError(f"this serve token may only call agent #{token.agent_id}", status=403)
-        agent = queries.agent_get(user=request.user, agent_id=agent_id)
+        agent = selectors.agent_get(user=request.user, agent_id=agent_id)
         if agent is None:
             raise AppError("agent not found", status=404)
         # keyed by the token's own (random) key, or the user and their join time: ids restart in a

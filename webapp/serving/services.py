@@ -23,7 +23,8 @@ from django.utils import timezone
 
 from webapp import engine
 from webapp.core.errors import AppError
-from webapp.runs import queries
+from webapp.runs import selectors
+from webapp.runs import services as runs_services
 from webapp.runs.models import Agent
 from webapp.serving.models import AgentServeStats, ServeToken
 
@@ -40,7 +41,7 @@ def serve_token_create(*, owner, name: str, agent_id: int | None = None) -> Serv
         raise AppError("a token needs a name of 1 to 100 characters", fields={"name": "1 to 100 characters"})
     agent = None
     if agent_id is not None:
-        agent = queries.agent_get(user=owner, agent_id=agent_id)
+        agent = selectors.agent_get(user=owner, agent_id=agent_id)
         if agent is None:
             raise AppError(f"agent #{agent_id} is not one of your agents", fields={"agent": "not one of your agents"})
     return ServeToken.objects.create(owner=owner, name=name, agent=agent)
@@ -78,7 +79,7 @@ def rate_limit_check(identity: str) -> int | None:
 
 
 def _bundle_path(agent: Agent) -> Path:
-    bundle = queries.agent_bundle(agent)
+    bundle = runs_services.agent_bundle(agent)
     return Path(default_storage.path(bundle.name))
 
 

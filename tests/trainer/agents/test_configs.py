@@ -104,6 +104,12 @@ def test_make_agent_rejects_unknown_algorithm():
     assert err.value.details["field"] == "algorithm"
 
 
+def test_the_torch_free_algorithm_names_match_the_agents_built():
+    from trainer.algorithms import ALGORITHM_NAMES
+
+    assert list(ALGORITHM_NAMES) == list(ALGORITHMS)
+
+
 def test_ddpg_is_td3_with_one_critic_no_target_smoothing_and_no_delay():
     td3, ddpg = make_agent("td3", 5, 2, {"num_envs": 2}), make_agent("ddpg", 5, 2, {"num_envs": 2})
     assert (td3.config.twin_critics, td3.config.target_policy_noise, td3.config.policy_delay) == (True, 0.2, 2)

@@ -92,7 +92,7 @@ def test_flat_positive_returns_give_no_infinite_sharpe_in_the_output():
 
 
 def test_papers_table_calmar_is_annual_return_over_max_drawdown():
-    # ElegantRL-Podracer (arXiv 2112.05923), stock trading table: 103.591 % annual return,
+    # ElegantRL-Podracer (Liu et al. 2021, arXiv 2112.05923), stock trading table: 103.591 % annual return,
     # -17.187 % max drawdown, Calmar 6.027.
     assert round(calmar_from(1.03591, -0.17187), 3) == 6.027
     assert calmar_from(0.2, 0.0) is None

@@ -201,7 +201,9 @@ def test_late_listing_is_judged_against_the_range_start_not_the_files_first_row(
         assert not any("dropped" in n for n in data.notes)
     # from the file's first day AAPL is late: dropped with a note when not named, an error when named
     data = build_market_data(two, start="2010-01-04", end="2012-12-31")
-    assert data.tickers == ("MSFT",) and any(n.startswith("AAPL: dropped, its first row 2010-01-05") for n in data.notes)
+    assert data.tickers == ("MSFT",) and any(
+        n.startswith("AAPL: dropped, its first row 2010-01-05") for n in data.notes
+    )
     with pytest.raises(DataError, match="AAPL does not cover"):
         build_market_data(two, tickers=["AAPL", "MSFT"], start="2010-01-04", end="2012-12-31")
 

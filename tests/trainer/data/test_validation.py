@@ -93,7 +93,9 @@ def test_non_positive_or_missing_price_names_ticker_date_and_row(good_lines, tmp
 def test_text_in_a_price_column_is_not_a_number(good_lines, tmp_path):
     lines = list(good_lines)
     lines[1] = _edit(lines[1], adj_high="n/a?")
-    with pytest.raises(DataError, match=r"row 2 \(line 3\) \(AMGN 2010-01-04\): adj_high 'n/a\?' is not a number") as err:
+    with pytest.raises(
+        DataError, match=r"row 2 \(line 3\) \(AMGN 2010-01-04\): adj_high 'n/a\?' is not a number"
+    ) as err:
         load_panel(_write(tmp_path, lines))
     assert err.value.details["row"] == 2
 

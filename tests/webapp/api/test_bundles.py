@@ -109,14 +109,14 @@ def test_head_on_a_bundle_gives_the_download_headers_without_a_body(bundle, api_
 def test_a_sidecar_of_another_checkpoint_is_not_served(bundle, api_client):
     """Agent ids restart in a new database while the storage folder stays: a bundle exported for
     an older agent #N must not be served for the new agent #N."""
-    from webapp.runs import queries
+    from webapp.runs import services
 
     agent, first, _ = bundle
-    old = queries.agent_bundle(agent)
+    old = services.agent_bundle(agent)
     agent.sha256 = "f" * 64  # another checkpoint under the same agent id
-    fresh = queries.agent_bundle(agent)
+    fresh = services.agent_bundle(agent)
     assert fresh.name != old.name
-    assert queries.agent_bundle(agent) == fresh  # exported once, then served from storage again
+    assert services.agent_bundle(agent) == fresh  # exported once, then served from storage again
 
 
 def test_a_gpu_trained_agent_downloads_from_a_cpu_server(user, trained_checkpoint, api_client, tmp_path):

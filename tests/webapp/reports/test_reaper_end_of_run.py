@@ -34,7 +34,7 @@ def test_a_finished_run_whose_trigger_was_lost_gets_its_end_of_run_backtests_onc
     services.backtest_reap(stale_after_s=600, redispatch_after_s=60)
     services.backtest_reap(stale_after_s=600, redispatch_after_s=60)
 
-    assert _end_of_run(run_id) == 2, "one per leaderboard agent, however often the reaper ticks"
+    assert _end_of_run(run_id) == 3, "one per leaderboard agent and their ensemble, however often the reaper ticks"
 
 
 def test_a_run_that_just_finished_is_left_to_its_own_trigger(make_agent):

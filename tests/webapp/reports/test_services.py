@@ -99,13 +99,16 @@ def test_other_user_cannot_backtest_my_agent(other_user, agent):
 def test_finished_run_queues_its_best_agents_on_the_test_split_once(make_agent):
     best = make_agent(score=2.0)
     second = make_agent(score=1.0)
-    make_agent(score=0.5)
+    third = make_agent(score=0.5)
     make_agent(score=9.0, on_leaderboard=False)  # pruned from the leaderboard: not backtested
 
     created = services.backtests_for_run(run_id=best.run_id, top=2)
     again = services.backtests_for_run(run_id=best.run_id, top=2)
 
-    assert [b.agent_id for b in created] == [best.id, second.id]
+    # the 2 best agents, then the ensemble of the leaderboard's top 3 (built once)
+    assert [b.agent_id for b in created][:2] == [best.id, second.id]
+    ensemble = created[2].agent
+    assert len(created) == 3 and ensemble.metrics["ensemble"]["members"] == [best.id, second.id, third.id]
     assert again == []
     for backtest in created:
         assert (str(backtest.start), str(backtest.end)) == tuple(SPLITS["test"])
@@ -117,7 +120,8 @@ def test_finished_run_backtests_three_agents_by_default(make_agent):
 
     created = services.backtests_for_run(run_id=agents[0].run_id)
 
-    assert len(created) == services.DEFAULT_TOP_AGENTS == 3
+    assert len(created) == services.DEFAULT_TOP_AGENTS + 1 == 4  # and the top-3 ensemble
+    assert created[-1].agent.hyperparameters["ensemble_of"] == [a.id for a in agents[::-1][:3]]
 
 
 def test_reaper_requeues_a_backtest_whose_worker_died_and_sends_it_again(user, agent):

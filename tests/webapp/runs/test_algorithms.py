@@ -9,7 +9,6 @@ import pytest
 from tests.webapp.conftest import SPLITS
 from tests.webapp.test_pages import _run_form
 from webapp import engine
-from webapp.runs.forms import default_hyperparameters
 
 pytestmark = pytest.mark.django_db
 
@@ -31,9 +30,9 @@ def test_the_form_offers_every_trainer_algorithm_with_its_defaults(ada, world):
     page = ada.get("/runs/new/").content.decode()
     for algo in engine.algorithms():
         assert f'value="{algo}"' in page
-    assert default_hyperparameters("ddpg")["twin_critics"] is False
-    assert default_hyperparameters("td3")["policy_delay"] == 2
-    assert default_hyperparameters("a2c")["rollout_steps"] == 16
+    assert engine.default_hyperparameters("ddpg")["twin_critics"] is False
+    assert engine.default_hyperparameters("td3")["policy_delay"] == 2
+    assert engine.default_hyperparameters("a2c")["rollout_steps"] == 16
 
 
 @pytest.mark.parametrize("algo", ["a2c", "td3", "ddpg"])
@@ -74,7 +73,7 @@ def test_the_api_creates_a_ddpg_task_and_filters_runs_by_algorithm(api_client, w
 def test_each_algorithms_default_mutation_is_usable(algo):
     from webapp.runs.forms import default_mutation
 
-    engine.check_mutation(default_mutation(algo), default_hyperparameters(algo))  # raises when unusable
+    engine.check_mutation(default_mutation(algo), engine.default_hyperparameters(algo))  # raises when unusable
     assert default_mutation(algo)["bounds"]
 
 

@@ -10,6 +10,7 @@ from django.utils import timezone
 
 from tests.webapp.api.test_task_limits import post_task
 from tests.webapp.runs.test_form_errors import _errors
+from webapp.core.errors import AppError
 from webapp.runs import bounds, services
 
 pytestmark = pytest.mark.django_db
@@ -49,7 +50,7 @@ def test_a_run_with_absurd_settings_gets_every_error_at_once(api_client, world):
 
 def test_budgets_refuse_a_past_deadline_a_duplicate_name_and_zero_pods_together(user):
     services.budget_create(actor=user, name="gpu week")
-    with pytest.raises(services.AppError) as caught:
+    with pytest.raises(AppError) as caught:
         services.budget_create(
             actor=user,
             name="gpu week",

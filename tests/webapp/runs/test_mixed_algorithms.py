@@ -27,15 +27,15 @@ def _claim(run, pod_index):
 def _complete(claim, score, tmp_path):
     path = tmp_path / f"agent-{claim.generation_id}.pt"
     path.write_bytes(b"not a real checkpoint: the services only store the file")
-    result = {
-        "sha256": "0" * 64,
-        "score": score,
-        "metrics": {"total_return": 0.01},
-        "env_steps": claim.env_steps,
-        "hyperparameters": claim.hyperparameters,
-        "cancelled": False,
-        "duration_s": 0.1,
-    }
+    result = engine.TrainedGeneration(
+        sha256="0" * 64,
+        score=score,
+        metrics={"total_return": 0.01},
+        env_steps=claim.env_steps,
+        hyperparameters=claim.hyperparameters,
+        cancelled=False,
+        duration_s=0.1,
+    )
     return services.generation_complete(claim=claim, result=result, local_checkpoint=str(path))
 
 

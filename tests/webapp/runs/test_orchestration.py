@@ -17,6 +17,15 @@ from webapp.runs.models import Agent, Generation, Run
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.slow]
 
 
+def _generation_intervals(run) -> list[tuple]:
+    """``(started_at, finished_at)`` of the run's finished generations, by start time."""
+    return list(
+        Generation.objects.filter(run=run, finished_at__isnull=False, started_at__isnull=False)
+        .order_by("started_at")
+        .values_list("started_at", "finished_at")
+    )
+
+
 def _wait(predicate: Callable[[], bool], *, timeout: float, reap_after: float | None = None, what: str) -> None:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
@@ -75,7 +84,7 @@ def test_a_three_pod_run_completes_within_its_budget_and_ranks_its_agents(worker
     assert budget.env_steps_used == 9 * 256
     assert budget.gpu_seconds_used > 0
     # The concurrency cap held across both workers.
-    assert _max_overlap(selectors.generation_intervals(run)) <= 2
+    assert _max_overlap(_generation_intervals(run)) <= 2
     assert len(set(Generation.objects.filter(run=run).exclude(worker="").values_list("worker", flat=True))) == 2
     assert any(a.parent_id for a in agents), "later generations start from leaderboard agents"
 
@@ -129,7 +138,7 @@ def test_a_worker_added_mid_run_takes_work_and_pods_scaled_up_train(workers, mak
     workers_used = set(Generation.objects.filter(run=run).exclude(worker="").values_list("worker", flat=True))
     assert len(workers_used) >= 2
     _assert_one_agent_per_done_generation(run)
-    assert _max_overlap(selectors.generation_intervals(run)) <= 3
+    assert _max_overlap(_generation_intervals(run)) <= 3
 
 
 def test_watchers_receive_numbered_progress_pod_leaderboard_and_run_events(workers, make_budget, make_run):

@@ -27,7 +27,7 @@ from tests.webapp.runs.test_redis_restart import PrivateRedis, private_redis, wo
 from webapp.config.asgi import application  # set up now: Django's logging set-up would drop caplog's handler
 from webapp.core import db
 from webapp.core.beat import RetryingScheduler
-from webapp.runs import events, services, tasks
+from webapp.runs import broker, events, services, tasks
 from webapp.runs.models import Agent, Generation, Run
 
 pytestmark = [pytest.mark.django_db(transaction=True)]
@@ -238,7 +238,7 @@ def test_the_sweep_sends_again_only_messages_that_are_really_lost(private_redis,
     waiting = _messages(private_redis)
     assert len(waiting) == 2
     ids = {int(g) for g in Generation.objects.filter(run=run).values_list("id", flat=True)}
-    assert {services.broker._TASK_ID.search(m).group(1).decode() for m in waiting} == {str(i) for i in ids}
+    assert {broker._TASK_ID.search(m).group(1).decode() for m in waiting} == {str(i) for i in ids}
     assert lost not in waiting, "the lost generation got a new message"
 
 

@@ -99,3 +99,25 @@ def test_agent_metrics_read_as_words_with_units(client, user, world):
         "Sharpe ratio": "1.235",
         "Final value": "$1,073,400",
     }
+
+
+def test_the_reports_section_is_served_alone_and_only_to_the_runs_owner(
+    client, user, other_user, make_budget, make_run
+):
+    run = make_run(make_budget())
+    client.force_login(user)
+    section = _soup(client, f"/runs/{run.id}/reports/")
+    assert section.select_one("#run-reports") is not None
+    assert section.select_one("#leaderboard") is None  # the section, not the page
+    client.force_login(other_user)
+    assert client.get(f"/runs/{run.id}/reports/").status_code == 404
+
+
+def test_the_run_page_writes_numbers_as_its_script_does(client, user, make_budget, make_run):
+    budget = make_budget(env_step_cap=9_000_000)
+    run = services.run_start(run=make_run(budget, num_pods=1))
+    ClusterBudget.objects.filter(pk=budget.pk).update(env_steps_used=1_234_567)
+    client.force_login(user)
+    page = _soup(client, f"/runs/{run.id}/")
+    assert page.select_one("#budget-steps").get_text() == "1,234,567"  # format.js's count()
+    assert page.select_one("#best-score").get_text() == "–"

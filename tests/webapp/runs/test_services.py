@@ -6,9 +6,12 @@ transactions); the orchestration tests run real workers.
 
 from __future__ import annotations
 
+from types import SimpleNamespace
+
 import pytest
 from django.core.files.storage import default_storage
 
+from webapp import engine
 from webapp.core.errors import AppError
 from webapp.runs import events, selectors, services
 from webapp.runs.models import Agent, ClusterBudget, Generation, Pod, Run
@@ -17,15 +20,15 @@ pytestmark = pytest.mark.django_db
 
 
 def _result(score, env_steps=256, cancelled=False):
-    return {
-        "sha256": "0" * 64,
-        "score": score,
-        "metrics": {"total_return": 0.01},
-        "env_steps": env_steps,
-        "hyperparameters": {"learning_rate": 3e-4},
-        "cancelled": cancelled,
-        "duration_s": 0.1,
-    }
+    return engine.TrainedGeneration(
+        sha256="0" * 64,
+        score=score,
+        metrics={"total_return": 0.01},
+        env_steps=env_steps,
+        hyperparameters={"learning_rate": 3e-4},
+        cancelled=cancelled,
+        duration_s=0.1,
+    )
 
 
 def _checkpoint(tmp_path, name="agent.pt"):
@@ -135,8 +138,12 @@ def test_the_leaderboard_keeps_the_best_k_agents_best_first(make_budget, make_ru
     board = selectors.leaderboard(run)
     assert [a.score for a in board] == [0.9, 0.5]
     assert Agent.objects.filter(run=run).count() == 4
-    lineage = selectors.run_lineage(run)
-    assert [a["created_seq"] for a in lineage] == [1, 2, 3, 4]
+    assert list(Agent.objects.filter(run=run).order_by("created_seq").values_list("created_seq", flat=True)) == [
+        1,
+        2,
+        3,
+        4,
+    ]
 
 
 def test_a_late_result_of_a_reaped_attempt_is_discarded(make_budget, make_run, tmp_path):
@@ -204,7 +211,8 @@ def test_stopping_backtests_the_best_agents_only_when_asked(
     make_budget, make_run, monkeypatch, django_capture_on_commit_callbacks
 ):
     triggered = []
-    monkeypatch.setattr(services, "_trigger_backtests", triggered.append)
+    # the runs app announces the end (runs.signals.run_ended); the reports app's receiver queues
+    monkeypatch.setattr("webapp.reports.receivers.backtest_top_agents", SimpleNamespace(delay=triggered.append))
     for backtest in (False, True):
         run = services.run_start(run=make_run(make_budget(), num_pods=1))
         with django_capture_on_commit_callbacks(execute=True):

@@ -21,8 +21,8 @@ from rest_framework.authtoken.models import Token
 from rest_framework.test import APIClient
 
 from trainer.bundle import load_agent
-from webapp import engine
-from webapp.runs import queries
+from webapp.engine import market as engine_market
+from webapp.runs import services as runs_services
 from webapp.serving.models import AgentServeStats, ServeToken
 
 pytestmark = pytest.mark.django_db
@@ -166,14 +166,14 @@ def test_a_changed_bundle_is_reloaded(agent, api_client, bundle):
     """The session cache keys on the bundle file; exporting it again (new file) reloads it."""
     obs = {"observations": np.ones((1, bundle.obs_dim)).tolist()}
     api_client.post(f"/api/agents/{agent.id}/act", obs, format="json")
-    loads = engine._serving_cache.loads
+    loads = engine_market._serving_cache.loads
     api_client.post(f"/api/agents/{agent.id}/act", obs, format="json")
-    assert engine._serving_cache.loads == loads  # cached
-    path = Path(default_storage.path(queries.agent_bundle(agent).name))
+    assert engine_market._serving_cache.loads == loads  # cached
+    path = Path(default_storage.path(runs_services.agent_bundle(agent).name))
     data = path.read_bytes()
     assert zipfile.ZipFile(io.BytesIO(data)).namelist()
     time.sleep(0.01)
     path.write_bytes(data)  # the same bytes rewritten: a new mtime, treated as a new bundle
     os.utime(path, ns=(time.time_ns(), time.time_ns()))
     api_client.post(f"/api/agents/{agent.id}/act", obs, format="json")
-    assert engine._serving_cache.loads == loads + 1
+    assert engine_market._serving_cache.loads == loads + 1

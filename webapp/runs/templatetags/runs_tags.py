@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from django import template
 
-from webapp.runs import queries
+from webapp.runs import selectors
 
 register = template.Library()
 
@@ -15,4 +15,4 @@ def recent_runs(context, count: int = 10):
     request = context.get("request")
     if request is None or not request.user.is_authenticated:
         return []
-    return list(queries.run_list(user=request.user)[:count])
+    return list(selectors.run_list(user=request.user)[:count])

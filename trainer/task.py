@@ -1,0 +1,332 @@
+"""What a run learns (:class:`TaskSpec`) and the checks a task must pass before training:
+hyperparameters, buffer memory and the env steps of one generation.
+
+A :class:`TaskSpec` fixes the market data, three consecutive date splits (train < validation
+< test, no overlap), the kind of env with its rules, the algorithm with its hyperparameters
+and the selection rule. Training uses only the train split; the score uses only the validation
+split; the test split is left untouched for backtests.
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from trainer.agents import ALGORITHMS, OFF_POLICY
+from trainer.data.pipeline import DataSpec
+from trainer.data.splits import MIN_SPLIT_DAYS
+from trainer.dates import parse_day
+from trainer.demo import DEMO_DATA_FILE, demo_task_dict
+from trainer.envs.kinds import DEFAULT_KIND, check_kind, env_config_from_dict, observation_dim
+from trainer.envs.stock_trading import EnvConfig
+from trainer.errors import ConfigError
+from trainer.selection import SelectionRule
+
+__all__ = [
+    "DEMO_DATA_FILE",
+    "MAX_BUFFER_BYTES",
+    "MIN_SPLIT_DAYS",
+    "SPLITS",
+    "TaskSpec",
+    "buffer_bytes",
+    "check_buffer_memory",
+    "check_env_steps",
+    "demo_task_dict",
+    "min_env_steps",
+    "reprefix",
+    "validate_hyperparameters",
+]
+
+SPLITS = ("train", "validation", "test")
+#: Largest rollout (PPO) or replay (SAC) buffer any task may ask for: 48 GiB, a third of the
+#: largest GPUs (141 GB). Checked with :func:`buffer_bytes` when the task is created and the
+#: observation size is known (the task names its tickers); the pod then checks the buffer
+#: against the memory of the device it trains on (``trainer.device.buffer_memory_limit``: a
+#: third of a GPU, a quarter of the CPU machine's RAM).
+MAX_BUFFER_BYTES = 48 * 2**30
+
+
+# ---------------------------------------------------------------------------- task spec
+def reprefix(exc: ConfigError, prefix: str, inner: str | None = None) -> ConfigError:
+    """Return a copy of ``exc`` whose field path lives under ``prefix``.
+
+    Args:
+        exc: the error raised by a nested config class.
+        prefix: e.g. ``"hyperparameters"``.
+        inner: the nested class's own prefix to swap out (e.g. ``"ppo"`` for ``ppo.lr``).
+    """
+    name = str(exc.details.get("field") or "")
+    message = exc.message
+    if inner and (name == inner or name.startswith(inner + ".")):
+        rest = name[len(inner) :].lstrip(".")
+        new = f"{prefix}.{rest}" if rest else prefix
+        message = message.replace(name, new, 1) if name in message else f"{new}: {message}"
+    elif name == prefix or name.startswith(prefix + "."):
+        return exc
+    else:
+        new = f"{prefix}.{name}" if name else prefix
+        message = message.replace(name, new, 1) if name and name in message else f"{new}: {message}"
+    return ConfigError(message, **{**exc.details, "field": new})
+
+
+def _parse_range(value: Any, name: str) -> tuple[str, str]:
+    """Accept ``{"start": a, "end": b}`` or ``[a, b]``; return ``(a, b)`` validated, a <= b."""
+    if isinstance(value, Mapping):
+        unknown = set(value) - {"start", "end"}
+        if unknown:
+            key = sorted(unknown)[0]
+            raise ConfigError(f"{name}.{key}: unknown field (expected start and end)", field=f"{name}.{key}")
+        for key in ("start", "end"):
+            if key not in value:
+                raise ConfigError(f"{name}.{key} is required", field=f"{name}.{key}")
+        start, end = value["start"], value["end"]
+    elif isinstance(value, list | tuple) and len(value) == 2:
+        start, end = value
+    else:
+        raise ConfigError(f"{name} must be {{start: YYYY-MM-DD, end: YYYY-MM-DD}}, got {value!r}", field=name)
+    start = parse_day(start, f"{name}.start")
+    end = parse_day(end, f"{name}.end")
+    if start > end:
+        raise ConfigError(f"{name}.end: {end} is before {name}.start {start}", field=f"{name}.end")
+    return start, end
+
+
+@dataclass
+class TaskSpec:
+    """What a run learns: data, date splits, trading rules, algorithm and hyperparameters.
+
+    Build it with :meth:`from_dict`, which validates everything; the constructor does not.
+
+    Attributes:
+        data: which files/tickers/indicators (see :class:`trainer.data.pipeline.DataSpec`).
+        train: ``(start, end)`` ``YYYY-MM-DD`` inclusive; the agent learns on these days only.
+        validation: ``(start, end)`` after ``train``; generations are scored on it.
+        test: ``(start, end)`` after ``validation``; kept for backtests.
+        env: rules of the env: an :class:`EnvConfig` (``kind="stock_trading"``) or a
+            :class:`~trainer.envs.portfolio.PortfolioConfig` (``kind="portfolio"``).
+        algorithm: a key of :data:`trainer.agents.ALGORITHMS` (``"ppo"``, ``"a2c"``, ``"sac"``,
+            ``"td3"``, ``"ddpg"``).
+        hyperparameters: the algorithm config's full dict (every field, defaults filled in),
+            including ``num_envs`` and ``hidden_sizes``.
+        kind: ``"stock_trading"`` or ``"portfolio"`` (:mod:`trainer.envs.kinds`).
+        selection: how validation episodes are scored (:class:`trainer.selection.SelectionRule`).
+    """
+
+    data: DataSpec
+    train: tuple[str, str]
+    validation: tuple[str, str]
+    test: tuple[str, str]
+    env: EnvConfig = field(default_factory=EnvConfig)
+    algorithm: str = "ppo"
+    hyperparameters: dict[str, Any] = field(default_factory=dict)
+    kind: str = DEFAULT_KIND
+    selection: SelectionRule = field(default_factory=SelectionRule)
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> TaskSpec:
+        """Validate a JSON/YAML task and build the spec.
+
+        Args:
+            data: keys ``data`` (DataSpec dict, required), ``train``, ``validation``, ``test``
+                (each ``{start, end}`` or ``[start, end]``, required), ``env`` (EnvConfig dict,
+                default ``{}``), ``algorithm`` (default ``"ppo"``), ``hyperparameters``
+                (default ``{}``), ``kind`` (default ``"stock_trading"``; ``env`` is read with the
+                kind's config class), ``selection`` (a :class:`SelectionRule` dict, default
+                mean - 1 x std of 4 sub-window Sharpe ratios).
+
+        Raises:
+            ConfigError: the first problem found, with ``details["field"]`` a dotted path such
+                as ``"data.paths"``, ``"validation.start"``, ``"env.hmax"``,
+                ``"hyperparameters.learning_rate"``; also when splits overlap or are out of
+                order (train < validation < test), or lie outside ``data.start``/``data.end``;
+                also when ``data.tickers`` is given and the agent's buffer would need more than
+                :data:`MAX_BUFFER_BYTES` (:func:`check_buffer_memory`). Whether the splits hold
+                enough trading days is checked when the data is loaded (:func:`run_generation`).
+        """
+        if not isinstance(data, Mapping):
+            raise ConfigError("task must be an object", field="task")
+        known = ("data", "train", "validation", "test", "env", "algorithm", "hyperparameters", "kind", "selection")
+        for key in data:
+            if key not in known:
+                raise ConfigError(f"{key}: unknown task field (expected one of {', '.join(known)})", field=str(key))
+        for key in ("data", *SPLITS):
+            if key not in data or data[key] is None:
+                raise ConfigError(f"{key} is required", field=key)
+        try:
+            spec = DataSpec.from_dict(
+                dict(data["data"]) if isinstance(data["data"], Mapping) else data["data"], prefix="data"
+            )
+        except ConfigError as exc:
+            raise reprefix(exc, "data") from None
+        ranges = {name: _parse_range(data[name], name) for name in SPLITS}
+        for earlier, later in (("train", "validation"), ("validation", "test")):
+            if ranges[later][0] <= ranges[earlier][1]:
+                raise ConfigError(
+                    f"{later}.start: {ranges[later][0]} must be after {earlier}.end {ranges[earlier][1]} "
+                    f"(splits are consecutive and do not overlap)",
+                    field=f"{later}.start",
+                )
+        if spec.start and ranges["train"][0] < spec.start:
+            raise ConfigError(
+                f"train.start: {ranges['train'][0]} is before data.start {spec.start}", field="train.start"
+            )
+        if spec.end and ranges["test"][1] > spec.end:
+            raise ConfigError(f"test.end: {ranges['test'][1]} is after data.end {spec.end}", field="test.end")
+        # Missing-data decisions (late listings, early ends, gaps) are judged against the
+        # task's own range, train.start to test.end, never against the files' first row.
+        spec.start = spec.start or ranges["train"][0]
+        spec.end = spec.end or ranges["test"][1]
+        kind = check_kind(data.get("kind") or DEFAULT_KIND)
+        selection = SelectionRule.from_dict(data.get("selection"))
+        try:
+            env = env_config_from_dict(kind, data.get("env"), prefix="env")
+        except ConfigError as exc:
+            raise reprefix(exc, "env") from None
+        except TypeError as exc:  # e.g. a non-string key
+            raise ConfigError(f"env: {exc}", field="env") from None
+        algorithm = data.get("algorithm", "ppo")
+        if not isinstance(algorithm, str) or algorithm.strip().lower() not in ALGORITHMS:
+            raise ConfigError(
+                f"algorithm: {algorithm!r} is not one of {', '.join(sorted(ALGORITHMS))}", field="algorithm"
+            )
+        algorithm = algorithm.strip().lower()
+        hyperparameters = validate_hyperparameters(algorithm, data.get("hyperparameters") or {})
+        if spec.tickers is not None:  # else the observation size is known once the data is loaded
+            n = len(spec.tickers)
+            obs_dim, action_dim = observation_dim(env, n, len(spec.indicators))
+            check_buffer_memory(algorithm, hyperparameters, obs_dim, action_dim)
+        return cls(
+            data=spec,
+            train=ranges["train"],
+            validation=ranges["validation"],
+            test=ranges["test"],
+            env=env,
+            algorithm=algorithm,
+            hyperparameters=hyperparameters,
+            kind=kind,
+            selection=selection,
+        )
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-able dict that :meth:`from_dict` accepts (splits as ``{start, end}``)."""
+        out: dict[str, Any] = {"data": self.data.to_dict()}
+        for name in SPLITS:
+            start, end = getattr(self, name)
+            out[name] = {"start": start, "end": end}
+        out["env"] = self.env.to_dict()
+        out["algorithm"] = self.algorithm
+        out["hyperparameters"] = copy.deepcopy(self.hyperparameters)
+        out["kind"] = self.kind
+        out["selection"] = self.selection.to_dict()
+        return out
+
+    def split(self, name: str) -> tuple[str, str]:
+        """``(start, end)`` of ``"train"``, ``"validation"`` or ``"test"``.
+
+        Raises:
+            ConfigError: an unknown split name (field ``split``).
+        """
+        if name not in SPLITS:
+            raise ConfigError(f"split: {name!r} is not one of {', '.join(SPLITS)}", field="split")
+        return getattr(self, name)
+
+
+def validate_hyperparameters(algorithm: str, hyperparameters: Any) -> dict[str, Any]:
+    """Validate hyperparameters with the algorithm's config class; return its full dict.
+
+    Raises:
+        ConfigError: unknown key or bad value, field ``"hyperparameters.<key>"``; unknown
+            algorithm, field ``"algorithm"``.
+    """
+    if algorithm not in ALGORITHMS:
+        raise ConfigError(f"algorithm: {algorithm!r} is not one of {', '.join(sorted(ALGORITHMS))}", field="algorithm")
+    config_cls = ALGORITHMS[algorithm][1]
+    if not isinstance(hyperparameters, Mapping):
+        raise ConfigError("hyperparameters must be an object", field="hyperparameters")
+    try:
+        return config_cls.from_dict(dict(hyperparameters)).to_dict()
+    except ConfigError as exc:
+        raise reprefix(exc, "hyperparameters", inner=algorithm) from None
+
+
+def buffer_bytes(algorithm: str, hyperparameters: Mapping[str, Any], obs_dim: int, action_dim: int) -> int:
+    """Bytes of the agent's largest allocation: an on-policy rollout buffer or a replay buffer.
+
+    PPO and A2C store ``rollout_steps x num_envs`` transitions of obs, action and 8 float32
+    scalars (log-prob, reward, value, final value, episode return, advantage, return, done
+    flags); SAC, TD3 and DDPG (:data:`trainer.agents.OFF_POLICY`) store ``buffer_size``
+    transitions of obs, next obs, action, reward and done (see :mod:`trainer.buffers`).
+    Networks and activations come on top.
+
+    Args:
+        algorithm: a key of :data:`trainer.agents.ALGORITHMS`.
+        hyperparameters: the algorithm's validated hyperparameter dict.
+        obs_dim, action_dim: sizes of the env's observation and action vectors.
+    """
+    hp = hyperparameters
+    if algorithm in OFF_POLICY:
+        return int(hp["buffer_size"]) * (2 * obs_dim + action_dim + 2) * 4
+    return int(hp["rollout_steps"]) * int(hp["num_envs"]) * (obs_dim + action_dim + 8) * 4
+
+
+def check_buffer_memory(
+    algorithm: str,
+    hyperparameters: Mapping[str, Any],
+    obs_dim: int,
+    action_dim: int,
+    *,
+    limit: int | None = None,
+) -> None:
+    """Refuse hyperparameters whose buffer (:func:`buffer_bytes`) exceeds the limit.
+
+    Args:
+        limit: bytes allowed; default :data:`MAX_BUFFER_BYTES` (any device). A pod passes its
+            device's :func:`trainer.device.buffer_memory_limit`.
+
+    Raises:
+        ConfigError: naming ``hyperparameters.buffer_size`` (off-policy) or ``hyperparameters.num_envs``
+            (PPO, A2C: the buffer is ``rollout_steps x num_envs`` transitions).
+    """
+    size = buffer_bytes(algorithm, hyperparameters, obs_dim, action_dim)
+    cap_bytes = min(MAX_BUFFER_BYTES, limit) if limit is not None else MAX_BUFFER_BYTES
+    if size <= cap_bytes:
+        return
+    gib, cap = size / 2**30, round(cap_bytes / 2**30, 1)
+    if algorithm in OFF_POLICY:
+        raise ConfigError(
+            f"hyperparameters.buffer_size: a replay buffer of {hyperparameters['buffer_size']} transitions of "
+            f"{obs_dim}-dim observations needs {gib:.1f} GiB, more than the {cap:g} GiB allowed; make it smaller",
+            field="hyperparameters.buffer_size",
+        )
+    raise ConfigError(
+        f"hyperparameters.num_envs: a rollout of rollout_steps x num_envs = {hyperparameters['rollout_steps']} x "
+        f"{hyperparameters['num_envs']} transitions of {obs_dim}-dim observations needs {gib:.1f} GiB, more than "
+        f"the {cap:g} GiB allowed; lower num_envs or rollout_steps",
+        field="hyperparameters.num_envs",
+    )
+
+
+def min_env_steps(algorithm: str, hyperparameters: Mapping[str, Any]) -> int:
+    """Fewest env steps a generation can train: one PPO rollout (``num_envs x rollout_steps``)
+    or one SAC vector step (``num_envs`` transitions)."""
+    n = int(hyperparameters["num_envs"])
+    return n if algorithm in OFF_POLICY else n * int(hyperparameters["rollout_steps"])
+
+
+def check_env_steps(algorithm: str, hyperparameters: Mapping[str, Any], env_steps: int, *, field: str) -> None:
+    """Refuse a generation budget smaller than :func:`min_env_steps`.
+
+    Raises:
+        ConfigError: naming ``field`` (e.g. ``"generation_steps"``).
+    """
+    need = min_env_steps(algorithm, hyperparameters)
+    if env_steps < need:
+        what = (
+            f"one vector step of num_envs = {need}"
+            if algorithm in OFF_POLICY
+            else f"one rollout of num_envs x rollout_steps = {hyperparameters['num_envs']} x "
+            f"{hyperparameters['rollout_steps']} = {need}"
+        )
+        raise ConfigError(f"{field}: {env_steps} env steps are less than {what}", field=field)

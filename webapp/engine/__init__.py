@@ -1,0 +1,109 @@
+"""The one door between the web side and ``trainer``: calls it and converts types and errors.
+
+Everything under ``webapp/`` imports this package, never ``trainer`` directly
+(``tests/webapp/test_architecture.py`` enforces it); its modules are the only ones that do.
+Trainer errors are turned into :class:`~webapp.core.errors.AppError` (HTTP 400 naming the
+dotted field) where a user's input caused them; functions documented as raising
+:class:`TrainerError` let it through, and callers catch it under that name from here. Results
+come back as frozen dataclasses of plain types. Heavy trainer modules (torch) are imported
+inside the functions that need them, so web processes that only validate input do not pay for
+them at start-up.
+
+- :mod:`.tasks`: task validation, algorithms and defaults, split and size checks, process setup;
+- :mod:`.tournament`: parent choice, mutation, leaderboard pruning;
+- :mod:`.market`: market files (inspect, download) and the per-process data cache;
+- :mod:`.generations`: training one generation, the demo's throughput measurement;
+- :mod:`.backtests`: backtests of stored agents, series metrics, bundle export.
+"""
+
+# also the names the rest of webapp catches them by (Diverged is a TrainerError: catch it first)
+from trainer.errors import Diverged as Diverged  # re-exported
+from trainer.errors import TrainerError
+from webapp.core.errors import register_trainer_error
+
+register_trainer_error(TrainerError)
+
+from webapp.engine.backtests import (  # noqa: E402 - after the error type is registered
+    BENCHMARK_TICKER,
+    AgentBacktest,
+    backtest_agent,
+    benchmark_values,
+    deflated_sharpe_ratio,
+    export_bundle,
+    series_metrics,
+    withheld_metrics,
+)
+from webapp.engine.generations import (  # noqa: E402
+    BuiltEnsemble,
+    TrainedGeneration,
+    build_ensemble,
+    measure_training_throughput,
+    train_generation,
+)
+from webapp.engine.market import MarketFiles, download_daily_bars, inspect_market_files, serve_act  # noqa: E402
+from webapp.engine.tasks import (  # noqa: E402
+    algorithms,
+    check_benchmark_coverage,
+    check_generation_steps,
+    check_run_device,
+    check_task_data,
+    clean_tickers,
+    configure_process,
+    default_hyperparameters,
+    demo_task,
+    min_env_steps,
+    parse_day,
+    preload_trainer,
+    resolve_device,
+    validate_hyperparameters,
+    validate_task,
+)
+from webapp.engine.tournament import (  # noqa: E402
+    ParentDecision,
+    check_mutation,
+    choose_parent,
+    mutate_hyperparameters,
+    prune_leaderboard,
+)
+
+__all__ = [
+    "BENCHMARK_TICKER",
+    "AgentBacktest",
+    "BuiltEnsemble",
+    "MarketFiles",
+    "ParentDecision",
+    "TrainedGeneration",
+    "Diverged",
+    "TrainerError",
+    "algorithms",
+    "backtest_agent",
+    "benchmark_values",
+    "build_ensemble",
+    "check_generation_steps",
+    "check_mutation",
+    "check_run_device",
+    "check_benchmark_coverage",
+    "check_task_data",
+    "clean_tickers",
+    "choose_parent",
+    "configure_process",
+    "default_hyperparameters",
+    "deflated_sharpe_ratio",
+    "demo_task",
+    "download_daily_bars",
+    "export_bundle",
+    "inspect_market_files",
+    "measure_training_throughput",
+    "min_env_steps",
+    "mutate_hyperparameters",
+    "parse_day",
+    "preload_trainer",
+    "prune_leaderboard",
+    "resolve_device",
+    "series_metrics",
+    "serve_act",
+    "train_generation",
+    "validate_hyperparameters",
+    "validate_task",
+    "withheld_metrics",
+]

@@ -1,0 +1,319 @@
+"""Backtests of stored agents, metrics of account series, and agent bundle export."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from trainer.errors import TrainerError
+from trainer.jsonable import to_jsonable
+from webapp.core.errors import AppError
+from webapp.engine.market import _market_data
+
+#: The benchmark's ticker in the ``PADDOCK_BENCHMARK_FILE`` price file (adjusted close).
+BENCHMARK_TICKER = "QQQ"
+
+_benchmark_cache: dict[tuple[str, float, str], Any] = {}
+
+
+def _benchmark_close(path: str | Path, ticker: str) -> Any:
+    """QQQ's adjusted close (``trainer.backtest.engine.load_benchmark_close``), kept per worker
+    process and reloaded when the file changes."""
+    from trainer.backtest.engine import load_benchmark_close
+
+    p = Path(path)
+    key = (str(p), p.stat().st_mtime if p.exists() else 0.0, ticker)
+    if key not in _benchmark_cache:
+        _benchmark_cache.clear()
+        _benchmark_cache[key] = load_benchmark_close(p, ticker=ticker)
+    return _benchmark_cache[key]
+
+
+def _policy_from_file(path: str | Path, *, expected_sha256: str | None) -> tuple[Any, dict[str, Any]]:
+    """The deterministic policy of a checkpoint (``*.pt``) or bundle (``*.zip``) on the CPU.
+
+    Returns:
+        ``(policy, info)``: ``policy`` maps obs (1, obs_dim) float32 to action (1, N) in
+        [-1, 1]; ``info`` is ``{"kind", "algorithm", "tickers", "feature_names"}``.
+    """
+    path = Path(path)
+    if path.suffix == ".zip":
+        from trainer.bundle import load_agent
+
+        loaded = load_agent(path)
+        info = {
+            "kind": "bundle",
+            "algorithm": loaded.algorithm,
+            "tickers": list(loaded.tickers),
+            "feature_names": list(loaded.feature_names),
+            "feature_stats": loaded.config.get("feature_stats"),
+        }
+        return loaded.policy_fn("cpu"), info
+
+    from trainer.checkpoints import load_checkpoint
+    from trainer.rebuild import build_agent
+
+    state = load_checkpoint(path, expected_sha256=expected_sha256)
+    agent = build_agent(state)  # refuses NaN or infinite parameters (a diverged agent)
+    layout = state.get("observation_layout") or {}
+    info = {
+        "kind": "checkpoint",
+        "algorithm": state["algorithm"],
+        "tickers": list(layout.get("tickers") or []),
+        "feature_names": list(layout.get("feature_names") or []),
+        "feature_stats": state.get("feature_stats"),
+    }
+    return agent.policy_module(), info
+
+
+@dataclass(frozen=True)
+class AgentBacktest:
+    """What :func:`backtest_agent` returns.
+
+    Attributes:
+        daily: DataFrame indexed by date (``DatetimeIndex``) with the engine's columns
+            (``account_value``, ``cash``, ``holdings_<T>``, ``trades_<T>``, ``traded_value``,
+            ``costs``, ``turnover``; USD, shares, fractions) plus ``benchmark_equal_weight`` and
+            ``benchmark_QQQ`` (USD value from the same initial capital).
+        metrics: ``{"agent": {...}, "equal_weight": {...}, "QQQ": {...}}`` (JSON-able).
+        tickers: the traded tickers, in the policy's action order.
+        env_config: the trading rules used (JSON-able).
+        start, end: first and last day, ``YYYY-MM-DD``.
+        num_days: trading days in the window.
+        metric_contract: how the metrics are defined (``trainer.backtest.metrics``).
+        notes: what the backtest engine noted.
+        policy: ``{"kind": "checkpoint" | "bundle", "algorithm": ...}``.
+        price_basis: ``{"agent", "benchmark"}``, the close each side used, read from the
+            files: ``"adjusted close"`` or ``"raw close"``.
+    """
+
+    daily: Any
+    metrics: dict[str, Any]
+    tickers: list[str]
+    env_config: dict[str, Any]
+    start: str
+    end: str
+    num_days: int
+    metric_contract: str
+    notes: list[str]
+    policy: dict[str, Any]
+    price_basis: dict[str, str] = field(default_factory=dict)
+
+
+def backtest_agent(
+    *,
+    agent_path: str | Path,
+    task: dict[str, Any],
+    start: str,
+    end: str,
+    benchmark_path: str | Path,
+    expected_sha256: str | None = None,
+    data_dir: str | None = None,
+    cache_dir: str | None = None,
+    agent_name: str = "the agent",
+) -> AgentBacktest:
+    """Backtest a stored agent over ``[start, end]`` with ``trainer.backtest.run_backtest``.
+
+    The market data is the task's (same files, tickers and indicators the agent trained on,
+    indicators computed over the whole file so the first backtest day has its full history);
+    the trading rules are the task's env (costs, hmax, initial cash). QQQ's adjusted close
+    from ``benchmark_path`` and an equal-weight buy-and-hold of the tickers are the benchmarks.
+
+    Args:
+        agent_path: local checkpoint (``*.pt``) or bundle (``*.zip``).
+        task: the run's ``TaskSpec`` dict (``webapp.runs.selectors.task_spec``).
+        start, end: first and last day, ``YYYY-MM-DD``, inclusive.
+        benchmark_path: daily price file holding QQQ (setting ``PADDOCK_BENCHMARK_FILE``).
+        expected_sha256: checkpoint digest to verify (tampering/corruption).
+        agent_name: who the agent is in errors, e.g. ``"agent 12"``.
+
+    Returns:
+        :class:`AgentBacktest`.
+
+    Raises:
+        trainer.errors.TrainerError: the agent file is unreadable or does not fit the data
+            (``BundleError``/``DataError`` naming the field), or the range is outside the data;
+            the agent diverged: its parameters hold NaN or inf (``BundleError``) or its policy
+            emits such actions (``PolicyError``), each message naming ``agent_name``.
+    """
+    from trainer.backtest.engine import run_backtest
+    from trainer.backtest.metrics import METRIC_CONTRACT
+    from trainer.envs.kinds import prepare_market
+    from trainer.envs.observations import FeatureStats
+    from trainer.errors import BundleError, DataError
+    from trainer.task import TaskSpec
+
+    spec = TaskSpec.from_dict(task)
+    try:
+        policy, info = _policy_from_file(agent_path, expected_sha256=expected_sha256)
+    except BundleError as exc:
+        raise BundleError(f"{agent_name}: {exc.message}", **exc.details) from None
+    # The agent's own universe over the backtest's own window: a ticker it trades that the
+    # window lacks is an error naming it, never a silent change of universe.
+    if info["tickers"]:
+        spec.data.tickers = list(info["tickers"])
+    # From the task's first day (or the backtest's, if earlier) to the backtest's last: the
+    # indicators and the scale-free lookbacks (up to 63 days) of the first backtest day need the
+    # days before it, exactly as in training and validation.
+    first = str(start)[:10]
+    spec.data.start = min(first, spec.data.start) if spec.data.start else first
+    spec.data.end = str(end)[:10]
+    market = _market_data(spec, data_dir=data_dir, cache_dir=cache_dir)
+    read = prepare_market(market, spec.env).feature_names  # what the agent's observation holds
+    if info["feature_names"] and list(read) != info["feature_names"]:
+        raise DataError(
+            f"the agent reads indicators {info['feature_names']}, the data has {list(read)}",
+            field="indicators",
+        )
+    stats = FeatureStats.from_dict(info["feature_stats"]) if info.get("feature_stats") else None
+    result = run_backtest(
+        policy,
+        market,
+        spec.env,
+        benchmark_close=_benchmark_close(benchmark_path, BENCHMARK_TICKER),
+        start=start,
+        end=end,
+        tickers=info["tickers"] or None,
+        device="cpu",
+        feature_stats=stats,
+        policy_name=agent_name,
+    )
+    from trainer.data.loading import price_basis
+
+    basis = {"agent": price_basis(list(spec.data.paths)), "benchmark": price_basis(benchmark_path)}
+    daily = result.daily.copy()
+    for column in result.benchmarks.columns:
+        daily[f"benchmark_{column}"] = result.benchmarks[column].to_numpy()
+    return AgentBacktest(
+        daily=daily,
+        metrics=to_jsonable(result.metrics),
+        tickers=list(result.tickers),
+        env_config=to_jsonable(result.env_config.to_dict()),
+        start=str(daily.index[0].date()),
+        end=str(daily.index[-1].date()),
+        num_days=int(len(daily)),
+        metric_contract=METRIC_CONTRACT,
+        notes=[str(n) for n in result.notes],
+        policy={"kind": info["kind"], "algorithm": info["algorithm"]},
+        price_basis=basis,
+    )
+
+
+def series_metrics(values: Any, benchmark_values: Any = None, turnover: Any = None) -> dict[str, Any]:
+    """``trainer.backtest.metrics.compute_metrics`` of an account-value series.
+
+    Args:
+        values: (T,) positive USD values indexed by increasing dates (pandas Series).
+        benchmark_values: optional (T,) benchmark values on the same dates (QQQ).
+        turnover: optional (T',) daily turnover fractions of the days traded.
+
+    Returns:
+        The metrics dict (JSON-able; undefined values are ``None``).
+
+    Raises:
+        AppError: the series cannot be scored (non-positive values, fewer than 2 days).
+    """
+    from trainer.backtest.metrics import compute_metrics, returns_from_values
+
+    if len(values) < 2:
+        raise AppError("at least 2 days are needed to compute metrics", fields={"dates": "fewer than 2 days"})
+    try:
+        bench = returns_from_values(benchmark_values) if benchmark_values is not None else None
+        return to_jsonable(
+            compute_metrics(returns_from_values(values), bench, turnover=turnover, start_date=values.index[0])
+        )
+    except TrainerError as exc:
+        raise AppError.from_trainer(exc) from exc
+
+
+def export_bundle(checkpoint_path: str | Path, out_path: str | Path) -> str:
+    """Write the downloadable bundle zip of a local checkpoint (``trainer.bundle.export_bundle``).
+
+    Args:
+        checkpoint_path: a local checkpoint file written by :func:`train_generation` (copy a
+            stored one to a local file first; the storage may be remote).
+        out_path: destination zip, written atomically.
+
+    Returns:
+        Hex SHA-256 of the zip (exporting the same checkpoint twice gives the same bytes).
+
+    Raises:
+        AppError: the checkpoint is missing, corrupt or does not rebuild into an agent (400).
+    """
+    from trainer.bundle import export_bundle as export
+
+    try:
+        return str(export(str(checkpoint_path), str(out_path)))
+    except TrainerError as exc:
+        raise AppError.from_trainer(exc) from exc
+
+
+def benchmark_values(path: str | Path, tickers: Sequence[str], dates: Any, initial_value: float) -> dict[str, Any]:
+    """Buy-and-hold account values of extra benchmarks (SPY, DIA...) on a backtest's dates.
+
+    Args:
+        path: the benchmark price file (``PADDOCK_BENCHMARK_FILE``).
+        tickers: benchmarks to value; one the file lacks, or that misses a date, is left out.
+        dates: the backtest's ``DatetimeIndex``.
+        initial_value: USD invested on the first date (the agent's initial capital).
+
+    Returns:
+        ``{ticker: pandas.Series}`` of USD values indexed by ``dates``.
+    """
+    import pandas as pd
+
+    from trainer.backtest.engine import load_benchmark_close
+
+    out = {}
+    for ticker in tickers:
+        try:
+            close = load_benchmark_close(Path(path), ticker=ticker)
+        except TrainerError:
+            continue
+        aligned = close.reindex(pd.DatetimeIndex(dates).normalize())
+        if aligned.isna().any() or float(aligned.iloc[0]) <= 0:
+            continue
+        out[ticker] = pd.Series(aligned.to_numpy() / float(aligned.iloc[0]) * initial_value, index=dates, name=ticker)
+    return out
+
+
+def deflated_sharpe_ratio(
+    annual_sharpe: float, *, num_trials: int, annual_sharpe_variance: float, num_observations: int
+) -> float | None:
+    """Deflated Sharpe Ratio of an agent (``trainer.selection.deflated_sharpe_ratio``, Bailey &
+    López de Prado 2014) from annualised figures: its validation Sharpe ratio, the number of
+    agents the run evaluated and the variance of their Sharpe ratios, converted to daily ones
+    (divided by sqrt(252) and 252); returns are taken as normal (skewness 0, kurtosis 3).
+
+    Returns:
+        The probability in [0, 1] that the agent's true Sharpe ratio is above the best one
+        expected from ``num_trials`` agents of no skill; ``None`` when undefined.
+    """
+    import math
+
+    from trainer.selection import TRADING_DAYS
+    from trainer.selection import deflated_sharpe_ratio as dsr
+
+    return dsr(
+        annual_sharpe / math.sqrt(TRADING_DAYS),
+        num_trials=int(num_trials),
+        sharpe_variance=float(annual_sharpe_variance) / TRADING_DAYS,
+        num_observations=int(num_observations),
+    )
+
+
+def withheld_metrics(metrics: dict[str, Any]) -> dict[str, str]:
+    """The annualised figures a page or export must not show for a short window, and the text
+    it shows instead (``trainer.backtest.metrics``: fewer than 63 trading days).
+
+    Returns:
+        ``{key: "n/a (window shorter than 63 days)"}``; empty for a long enough window.
+    """
+    from trainer.backtest.metrics import ANNUALISED_KEYS, short_window_text
+
+    if not (metrics or {}).get("short_window"):
+        return {}
+    text = short_window_text(int(metrics.get("min_annualised_days") or 63))
+    return {key: text for key in ANNUALISED_KEYS}

@@ -1,0 +1,189 @@
+"""Market data: inspect uploaded files, download daily bars, and the processed data each
+worker process keeps in memory between generations."""
+
+from __future__ import annotations
+
+import io
+import threading
+from collections import OrderedDict
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from trainer.errors import TrainerError
+from webapp.core.errors import AppError
+
+
+@dataclass(frozen=True)
+class MarketFiles:
+    """What a set of daily price files holds (:func:`inspect_market_files`,
+    :func:`download_daily_bars`).
+
+    Attributes:
+        tickers: the tickers, sorted.
+        start, end: first and last date, ``YYYY-MM-DD``.
+        rows: rows of the long layout (one per ticker and day).
+        notes: the loader's report (adjustments, merged duplicates...) and every ticker that
+            starts late, ends early or misses days (named with the dates).
+    """
+
+    tickers: list[str]
+    start: str
+    end: str
+    rows: int
+    notes: list[str]
+
+
+def inspect_market_files(paths: Sequence[str | Path], *, tickers: Sequence[str] | None = None) -> MarketFiles:
+    """Load and validate daily OHLCV files; report what they hold.
+
+    Args:
+        paths: absolute file (or folder) paths.
+        tickers: keep only these tickers (``None`` = all in the files).
+
+    Returns:
+        :class:`MarketFiles`.
+
+    Raises:
+        AppError: the files cannot be used (missing, bad rows, unknown tickers), naming the
+            file, row or ticker in ``fields``.
+    """
+    from trainer.data.loading import load_panel
+    from trainer.data.pipeline import coverage_notes
+
+    try:
+        panel = load_panel([str(p) for p in paths], tickers=tickers)
+    except TrainerError as exc:
+        raise AppError.from_trainer(exc, prefix="") from exc
+    if panel.empty:
+        raise AppError("the files hold no rows", fields={"paths": "the files hold no rows"})
+    dates = panel["date"]
+    notes = [str(n) for n in panel.attrs.get("notes", [])] + coverage_notes(panel[["date", "tic"]])
+    return MarketFiles(
+        tickers=sorted(str(t) for t in panel["tic"].unique()),
+        start=dates.min().strftime("%Y-%m-%d"),
+        end=dates.max().strftime("%Y-%m-%d"),
+        rows=int(len(panel)),
+        notes=notes,
+    )
+
+
+_market_cache: OrderedDict[str, Any] = OrderedDict()
+_market_lock = threading.Lock()
+_MARKET_CACHE_SIZE = 4
+
+
+def _market_data(task_spec: Any, *, data_dir: str | None, cache_dir: str | None) -> Any:
+    """The task's processed market data, kept in memory between generations of one worker
+    process (a generation then starts without re-reading the files)."""
+    return _market_data_of(task_spec.data, data_dir=data_dir, cache_dir=cache_dir)
+
+
+def _market_data_of(data_spec: Any, *, data_dir: str | None, cache_dir: str | None) -> Any:
+    """:func:`_market_data` for a ``trainer.data.DataSpec`` (the LRU of this process)."""
+    from trainer.data import load_market_data
+
+    key = repr(data_spec.to_dict())
+    with _market_lock:
+        if key in _market_cache:
+            _market_cache.move_to_end(key)
+            return _market_cache[key]
+    data = load_market_data(data_spec, data_dir=data_dir, cache_dir=cache_dir)
+    with _market_lock:
+        _market_cache[key] = data
+        while len(_market_cache) > _MARKET_CACHE_SIZE:
+            _market_cache.popitem(last=False)
+    return data
+
+
+_serving_cache: Any = None
+_serving_lock = threading.Lock()
+
+
+def serve_act(
+    key: Any,
+    bundle_path: str | Path,
+    body: Any,
+    *,
+    cache_size: int,
+    data_dir: str | None = None,
+    cache_dir: str | None = None,
+) -> dict[str, Any]:
+    """Answer one act request with the agent's ONNX policy (``trainer.serving.answer``).
+
+    One onnxruntime session per agent is kept in a process-wide LRU of ``cache_size``
+    (``trainer.serving.PolicyCache``), reloaded when the bundle file changes; no torch code
+    runs. ``{"date": ...}`` requests read the task's data files through the same in-memory
+    cache as training.
+
+    Args:
+        key: the agent's id (cache key).
+        bundle_path: local path of the agent's bundle zip.
+        body: the decoded JSON body.
+        cache_size: sessions kept (the first call's value sizes the cache).
+
+    Returns:
+        The JSON answer (see ``trainer/serving.py``).
+
+    Raises:
+        TrainerError: bad body (``DataError`` naming the field) or an unreadable bundle.
+    """
+    global _serving_cache
+    from trainer.data import DataSpec
+    from trainer.serving import PolicyCache, answer
+
+    with _serving_lock:
+        if _serving_cache is None:
+            _serving_cache = PolicyCache(cache_size)
+    policy = _serving_cache.get(key, bundle_path)
+
+    def load_market() -> Any:
+        spec = DataSpec.from_dict(policy.config["task"]["data"], prefix="data.")
+        return _market_data_of(spec, data_dir=data_dir, cache_dir=cache_dir)
+
+    return answer(policy, body, load_market=load_market)
+
+
+def download_daily_bars(tickers: Sequence[str], *, start: str, end: str, out_path: str | Path) -> MarketFiles:
+    """Download daily bars from Yahoo Finance (``trainer.data.download_yfinance``) into a file.
+
+    The file is a gzipped long CSV ``date, tic, open, high, low, close, volume`` with prices
+    already adjusted (the loader reads it back like any other file); it is written atomically
+    (``trainer.checkpoints.atomic_write_bytes``), so an interrupted download leaves nothing behind.
+
+    Args:
+        tickers: Yahoo symbols.
+        start, end: inclusive ``YYYY-MM-DD`` range.
+        out_path: the ``.csv.gz`` file to write; its folder is created.
+
+    Returns:
+        :class:`MarketFiles` of what was written.
+
+    Raises:
+        AppError: the download failed (no network, unknown symbol, empty answer), naming why.
+    """
+    from trainer.checkpoints import atomic_write_bytes
+    from trainer.data import download_yfinance
+
+    try:
+        panel = download_yfinance(list(tickers), str(start), str(end))
+    except TrainerError as exc:
+        raise AppError.from_trainer(exc, prefix="") from exc
+    except Exception as exc:  # yfinance surfaces network failures as assorted exception types
+        raise AppError(
+            f"downloading {', '.join(tickers)} from Yahoo Finance failed: {type(exc).__name__}: {exc}",
+            fields={"download": str(exc)[:300]},
+        ) from exc
+    frame = panel[["date", "tic", "open", "high", "low", "close", "volume"]].copy()
+    frame["date"] = frame["date"].dt.strftime("%Y-%m-%d")
+    buffer = io.BytesIO()
+    frame.to_csv(buffer, index=False, compression={"method": "gzip", "mtime": 0})
+    atomic_write_bytes(out_path, buffer.getvalue())
+    return MarketFiles(
+        tickers=sorted(str(t) for t in panel["tic"].unique()),
+        start=str(frame["date"].min()),
+        end=str(frame["date"].max()),
+        rows=int(len(frame)),
+        notes=[str(n) for n in panel.attrs.get("notes", [])],
+    )

@@ -1,0 +1,334 @@
+"""Tasks: validate a task spec, list the algorithms and their defaults, check splits and
+generation sizes; per-process trainer setup (threads, device, preloading)."""
+
+from __future__ import annotations
+
+import copy
+import functools
+import threading
+from collections import OrderedDict
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from trainer.errors import TrainerError
+from webapp.core.errors import AppError
+from webapp.engine.backtests import BENCHMARK_TICKER
+
+
+def configure_process(*, threads: int) -> None:
+    """Per-worker-process setup: torch thread count (1 per process on a 2-core machine)."""
+    from trainer.device import set_cpu_threads
+
+    set_cpu_threads(threads)
+
+
+def validate_task(spec: dict[str, Any]) -> dict[str, Any]:
+    """Validate a task spec with the trainer's own config classes and normalize it.
+
+    Args:
+        spec: ``trainer.task.TaskSpec`` dict: ``data`` (DataSpec dict), ``train``,
+            ``validation``, ``test`` (``[start, end]``), ``env`` (EnvConfig dict),
+            ``algorithm``, ``hyperparameters``.
+
+    Returns:
+        ``TaskSpec.from_dict(spec).to_dict()``: defaults filled in, JSON-able.
+
+    Raises:
+        AppError: a bad value; ``fields`` names it with a dotted path (``env.hmax``,
+            ``hyperparameters.learning_rate``).
+    """
+    from trainer.task import TaskSpec
+
+    try:
+        return TaskSpec.from_dict(spec).to_dict()
+    except TrainerError as exc:
+        raise AppError.from_trainer(exc) from exc
+
+
+def demo_task() -> dict[str, Any]:
+    """The built-in demo task's spec (``trainer.demo.demo_task_dict``; a fresh dict): data file
+    relative to the data folder, ``{"start", "end"}`` of the data and of each split, PPO."""
+    from trainer.demo import demo_task_dict
+
+    return demo_task_dict()
+
+
+def validate_hyperparameters(algorithm: str, hyperparameters: dict[str, Any]) -> dict[str, Any]:
+    """The algorithm's full hyperparameters with ``hyperparameters`` applied and validated.
+
+    Raises:
+        AppError: unknown key or bad value (field ``hyperparameters.<key>``), unknown algorithm.
+    """
+    from trainer.task import validate_hyperparameters as validate
+
+    try:
+        return validate(algorithm, hyperparameters)
+    except TrainerError as exc:
+        raise AppError.from_trainer(exc) from exc
+
+
+def algorithms() -> tuple[str, ...]:
+    """Names of the algorithms a task may use (``"ppo"``, ``"sac"``); loads no torch."""
+    from trainer.algorithms import ALGORITHM_NAMES
+
+    return ALGORITHM_NAMES
+
+
+def default_hyperparameters(algorithm: str) -> dict[str, Any]:
+    """The algorithm's full hyperparameter dict with the trainer's defaults (a fresh copy the
+    caller may change).
+
+    Raises:
+        AppError: an unknown algorithm (field ``algorithm``).
+    """
+    return copy.deepcopy(_default_hyperparameters(algorithm))
+
+
+@functools.cache
+def _default_hyperparameters(algorithm: str) -> dict[str, Any]:
+    from trainer.errors import ConfigError
+    from trainer.task import validate_hyperparameters
+
+    try:
+        return validate_hyperparameters(algorithm, {})
+    except ConfigError as exc:
+        raise AppError.from_trainer(exc, prefix="") from exc
+
+
+def parse_day(value: Any, field: str) -> str:
+    """A ``YYYY-MM-DD`` day (``trainer.dates.parse_day``, the trainer's one date parser).
+
+    Raises:
+        AppError: not such a day, naming ``field``.
+    """
+    from trainer.dates import parse_day as trainer_parse_day
+
+    try:
+        return trainer_parse_day(value, field)
+    except TrainerError as exc:
+        raise AppError.from_trainer(exc) from exc
+
+
+def clean_tickers(values: Sequence[Any], *, field: str = "tickers") -> list[str]:
+    """Ticker symbols a user typed, stripped and upper-cased (``trainer.data.loading.check_ticker``:
+    1 to 20 letters, digits, ``.``, ``-``, ``^``, ``=``).
+
+    Raises:
+        AppError: 400 naming ``<field>.<i>``; control characters in the value are escaped.
+    """
+    from trainer.data.loading import check_ticker
+
+    out = []
+    for i, value in enumerate(values):
+        try:
+            out.append(check_ticker(value, field=f"{field}.{i}"))
+        except TrainerError as exc:
+            raise AppError.from_trainer(exc) from exc
+    return out
+
+
+_days_cache: OrderedDict[tuple, Any] = OrderedDict()
+_days_lock = threading.Lock()
+
+
+_DAYS_CACHE_SIZE = 16
+
+
+def _ticker_days(paths: Sequence[str | Path], tickers: Sequence[str] | None = None) -> Any:
+    """``trainer.data.loading.ticker_days`` of the files, kept per process and file version."""
+    from trainer.data.loading import ticker_days
+
+    key = (
+        tuple((str(p), Path(p).stat().st_mtime_ns if Path(p).exists() else 0) for p in paths),
+        None if tickers is None else tuple(sorted(tickers)),
+    )
+    with _days_lock:
+        pairs = _days_cache.get(key)
+    if pairs is None:
+        pairs = ticker_days([str(p) for p in paths], tickers=tickers)
+        with _days_lock:
+            _days_cache[key] = pairs
+            while len(_days_cache) > _DAYS_CACHE_SIZE:
+                _days_cache.popitem(last=False)
+    return pairs
+
+
+def benchmark_days(benchmark_path: str | Path, ticker: str | None = None) -> Any:
+    """(D,) ``datetime64[D]`` days the benchmark file holds for ``ticker`` (QQQ)."""
+    pairs = _ticker_days([str(benchmark_path)], [ticker or BENCHMARK_TICKER])
+    return np.unique(pairs["date"].to_numpy().astype("datetime64[D]"))
+
+
+def check_benchmark_coverage(ranges: dict[str, Any], *, benchmark_path: str | Path) -> None:
+    """Refuse ranges the benchmark file does not cover, naming the file and its first/last day.
+
+    Args:
+        ranges: name -> ``{"start", "end"}`` or ``(start, end)``, e.g. ``{"test": ...}``.
+        benchmark_path: ``PADDOCK_BENCHMARK_FILE``.
+
+    Raises:
+        AppError: ``test.end: 2026-08-31 is after the last QQQ day 2024-04-19 in
+            benchmark_etfs_daily_eodhd.csv.gz`` (field ``test.end``); a missing or unreadable
+            benchmark file (field ``benchmark``).
+    """
+    from trainer.data.splits import check_coverage
+
+    path = Path(benchmark_path)
+    if not path.exists():
+        raise AppError(
+            f"benchmark: the benchmark file {path.name} does not exist (PADDOCK_BENCHMARK_FILE); backtests need it",
+            fields={"benchmark": f"{path.name} not found"},
+        )
+    try:
+        days = benchmark_days(path)
+        check_coverage(_as_pairs(ranges), days, what=BENCHMARK_TICKER, file=path.name)
+    except TrainerError as exc:
+        raise AppError.from_trainer(exc).with_names({str(path): path.name}) from exc
+
+
+def _as_pairs(ranges: dict[str, Any]) -> dict[str, tuple[str, str]]:
+    return {
+        name: (str(r["start"]), str(r["end"])) if isinstance(r, dict) else (str(r[0]), str(r[1]))
+        for name, r in ranges.items()
+    }
+
+
+def check_task_data(
+    splits: dict[str, Any],
+    *,
+    paths: Sequence[str | Path],
+    tickers: Sequence[str],
+    named: bool,
+    file_names: dict[str, str],
+    benchmark_path: str | Path,
+) -> dict[str, Any]:
+    """Decide a task's tickers over its range and check its splits, when the task is created.
+
+    The same rules training applies (``trainer.data.pipeline.plan_tickers``: late listings,
+    early ends and gaps judged against train.start to test.end), then the splits against the
+    trading days of the kept tickers (``check_split_days``: train 126, validation 20, test 20
+    days at least) and against the benchmark file (QQQ must cover every split, so that the
+    validation score and the backtests have their baseline). Only the date and ticker columns
+    are read, once per process and file version: no prices, indicators or torch.
+
+    Args:
+        splits: ``{"train": {"start", "end"}, ...}`` as ``validate_task`` returns them.
+        paths: absolute data file paths of the dataset.
+        tickers: the dataset's tickers (``named=False``) or the ones the user named.
+        named: the user named ``tickers``: one that cannot cover the range is a 400 naming it,
+            its first and last day and the range; otherwise it is dropped with a note.
+        file_names: server path -> the name the user knows the file by.
+        benchmark_path: ``PADDOCK_BENCHMARK_FILE``.
+
+    Returns:
+        ``{"tickers": [...] traded, "notes": [...]}``: every decision (dropped tickers,
+        forward-filled days, warm-up days, a split starting after the data's first day).
+
+    Raises:
+        AppError: naming ``tickers``, ``<split>.start`` or ``<split>.end``; or an unreadable file.
+    """
+    from trainer.data.pipeline import plan_tickers
+    from trainer.data.splits import check_coverage, check_split_days
+
+    ranges = _as_pairs(splits)
+    shown = ", ".join(sorted(set(file_names.values()))) or "the data"
+    try:
+        pairs = _ticker_days(paths, tickers)
+        plan = plan_tickers(
+            pairs, tickers=list(tickers) if named else None, start=ranges["train"][0], end=ranges["test"][1]
+        )
+        kept = list(plan.tickers)
+        days = np.unique(pairs.loc[pairs["tic"].isin(kept), "date"].to_numpy().astype("datetime64[D]"))
+        check_split_days(ranges, days)
+        notes = check_coverage(ranges, days, what="data", file=shown, strict_start=False)
+    except TrainerError as exc:
+        raise AppError.from_trainer(exc).with_names(file_names) from exc
+    check_benchmark_coverage(splits, benchmark_path=benchmark_path)
+    return {"tickers": kept, "notes": plan.all_notes() + notes}
+
+
+def check_generation_steps(algorithm: str, hyperparameters: dict[str, Any], generation_steps: int) -> None:
+    """Refuse generations shorter than one PPO rollout or one SAC vector step
+    (``trainer.task.check_env_steps``).
+
+    Raises:
+        AppError: naming ``generation_steps``.
+    """
+    from trainer.task import check_env_steps
+
+    try:
+        check_env_steps(algorithm, hyperparameters, int(generation_steps), field="generation_steps")
+    except TrainerError as exc:
+        raise AppError.from_trainer(exc) from exc
+
+
+def preload_trainer() -> threading.Thread:
+    """Import the trainer's task validation (and with it torch, about 3 s) in a background
+    thread, so that a web process's first task validation does not wait for it.
+
+    Returns:
+        The started daemon thread.
+    """
+
+    def load() -> None:
+        import trainer.pod  # noqa: F401
+
+    thread = threading.Thread(target=load, name="paddock-preload-trainer", daemon=True)
+    thread.start()
+    return thread
+
+
+def check_run_device(device: str) -> None:
+    """Refuse a run device other than ``auto``, ``cpu`` or ``cuda`` (``trainer.device.check_run_device``).
+
+    Raises:
+        AppError: naming ``device`` (e.g. for ``"cuda:1"``: the worker picks the GPU).
+    """
+    from trainer.device import check_run_device as check
+
+    try:
+        check(device)
+    except TrainerError as exc:
+        raise AppError.from_trainer(exc) from exc
+
+
+def resolve_device(requested: str, worker: str = "auto") -> str:
+    """The device a generation uses in this worker process, e.g. ``"cuda:0"`` or ``"cpu"``.
+
+    The run says which kind of device it wants; the worker says which one it has. A worker
+    pinned to a GPU with ``CUDA_VISIBLE_DEVICES=N`` sees it as ``cuda:0``.
+
+    Args:
+        requested: the run's device, ``"auto"``, ``"cpu"`` or ``"cuda"``. A ``"cuda:N"`` stored
+            before runs lost their ordinal counts as ``"cuda"``.
+        worker: this worker's device (``webapp.core.workers.worker_device``): ``"auto"``,
+            ``"cpu"``, ``"cuda"`` or ``"cuda:N"`` (an ordinal among the GPUs it sees).
+
+    Raises:
+        trainer.errors.ConfigError: a CUDA run on a CPU-only worker, or a worker ordinal this
+            process cannot see (``field="device"``).
+    """
+    from trainer.device import pick_device
+    from trainer.errors import ConfigError
+
+    kind = requested.split(":", 1)[0]
+    if kind == "cpu":
+        return "cpu"
+    if kind == "cuda" and worker == "cpu":
+        raise ConfigError(
+            "device: the run trains on cuda but this worker has no GPU (it trains on cpu)", field="device"
+        )
+    if kind == "cuda" and not worker.startswith("cuda"):
+        return str(pick_device("cuda"))
+    return str(pick_device(worker))
+
+
+def min_env_steps(algorithm: str, hyperparameters: dict[str, Any]) -> int:
+    """Env steps of one learning chunk (``trainer.pod.min_env_steps``): one rollout
+    (``num_envs x rollout_steps``) for PPO and A2C, one vector step (``num_envs``) off-policy."""
+    from trainer.task import min_env_steps as chunk
+
+    return chunk(algorithm, hyperparameters)

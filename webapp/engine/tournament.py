@@ -1,0 +1,99 @@
+"""The leaderboard policy (``trainer.tournament``) in the web's plain types: parents, mutations,
+pruning."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from trainer.errors import TrainerError
+from webapp.core.errors import AppError
+
+
+@dataclass(frozen=True)
+class ParentDecision:
+    """What a generation starts from: ``action`` is ``fresh``, ``keep_current`` or ``parent``;
+    ``agent_id`` the agent to load (``None`` when fresh)."""
+
+    action: str
+    agent_id: int | None
+
+
+def choose_parent(
+    leaderboard: Sequence[tuple[int, float | None, int]],
+    *,
+    current: tuple[int, float | None] | None,
+    fresh_probability: float,
+    rng: np.random.Generator,
+) -> ParentDecision:
+    """Pick the agent a pod's next generation starts from (``trainer.tournament.select_parent``).
+
+    Args:
+        leaderboard: ``(agent_id, score, created_seq)`` of the agents on the leaderboard.
+        current: ``(agent_id, score)`` of the pod's own last agent, ``None`` if it has none.
+        fresh_probability: chance in [0, 1] of starting from a new random agent.
+        rng: NumPy generator (seeded per run, pod and generation for reproducibility).
+    """
+    from trainer import tournament
+
+    entries = [tournament.Entry(agent_id=a, score=s, created_seq=q) for a, s, q in leaderboard]
+    choice = tournament.select_parent(
+        entries,
+        current_score=None if current is None else current[1],
+        fresh_probability=fresh_probability,
+        rng=rng,
+    )
+    if choice.action == tournament.PARENT:
+        return ParentDecision(tournament.PARENT, int(choice.parent.agent_id))
+    if choice.action == tournament.KEEP_CURRENT and current is not None:
+        return ParentDecision(tournament.KEEP_CURRENT, current[0])
+    return ParentDecision(tournament.FRESH, None)
+
+
+def mutate_hyperparameters(
+    hyperparameters: dict[str, Any], *, mutation: dict[str, Any], rng: np.random.Generator
+) -> tuple[dict[str, Any], dict[str, list[Any]]]:
+    """PBT perturbation of a copied agent's hyperparameters (``trainer.tournament.mutate``).
+
+    Args:
+        hyperparameters: the parent's values.
+        mutation: the run's settings ``{"bounds": {name: [low, high]}, "factors": [...],
+            "probability": p}``; no bounds means no mutation.
+
+    Returns:
+        ``(new_hyperparameters, {name: [old, new]})``.
+    """
+    from trainer import tournament
+
+    bounds = mutation.get("bounds") or {}
+    if not bounds:
+        return dict(hyperparameters), {}
+    return tournament.mutate(
+        hyperparameters,
+        {k: tuple(v) for k, v in bounds.items()},
+        factors=tuple(mutation.get("factors") or (0.8, 1.25)),
+        rng=rng,
+        probability=float(mutation.get("probability", 1.0)),
+    )
+
+
+def check_mutation(mutation: dict[str, Any], hyperparameters: dict[str, Any]) -> None:
+    """Raise :class:`AppError` (fields ``mutation.*``) if a run's mutation settings are unusable."""
+    try:
+        mutate_hyperparameters(hyperparameters, mutation=mutation, rng=np.random.default_rng(0))
+    except TrainerError as exc:
+        raise AppError.from_trainer(exc, prefix="mutation.") from exc
+    except (TypeError, ValueError) as exc:
+        raise AppError(f"mutation: {exc}", fields={"mutation": str(exc)}) from exc
+
+
+def prune_leaderboard(entries: Sequence[tuple[int, float | None, int]], k: int) -> tuple[list[int], list[int]]:
+    """Split ``(agent_id, score, created_seq)`` entries into the ``k`` best ids (best first)
+    and the ids to drop (``trainer.tournament.prune``)."""
+    from trainer import tournament
+
+    keep, drop = tournament.prune([tournament.Entry(a, s, q) for a, s, q in entries], k)
+    return [int(e.agent_id) for e in keep], [int(e.agent_id) for e in drop]

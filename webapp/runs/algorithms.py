@@ -1,0 +1,51 @@
+"""Which algorithm a task's pods train: a task may allow several (a mixed tournament); fresh
+pods take them round-robin, children keep their parent's, each with the task's shared
+hyperparameters and its own defaults for the rest."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from webapp import engine
+from webapp.runs.models import Task
+
+
+def shared_hyperparameters(algorithm: str, hyperparameters: dict[str, Any]) -> dict[str, Any]:
+    """``algorithm``'s full hyperparameters: its defaults, with ``hyperparameters``' values of
+    the names it has.
+
+    Raises:
+        AppError: a shared value is invalid for ``algorithm`` (naming the field).
+    """
+    own = engine.validate_hyperparameters(algorithm, {})
+    return engine.validate_hyperparameters(algorithm, {k: v for k, v in hyperparameters.items() if k in own})
+
+
+def task_algorithms(task: Task) -> list[str]:
+    """The algorithms ``task``'s runs may train, ``task.algorithm`` first."""
+    return list(task.algorithms or [task.algorithm])
+
+
+def algorithm_hyperparameters(task: Task, algorithm: str) -> dict[str, Any]:
+    """The hyperparameters ``algorithm`` trains with on ``task``: the task's own for
+    ``task.algorithm``; for another allowed algorithm, the task's values of the names the two
+    share (``num_envs``, ``hidden_sizes``, ``gamma``...) and that algorithm's defaults for the rest.
+    """
+    if algorithm == task.algorithm:
+        return dict(task.hyperparameters)
+    return shared_hyperparameters(algorithm, task.hyperparameters)
+
+
+def fresh_algorithm(task: Task, pod_index: int) -> str:
+    """The algorithm a fresh agent of pod ``pod_index`` trains: round-robin over the task's
+    allowed list by pod index (pod 0 the first, pod 1 the second, ...), so a run with at least
+    as many pods as algorithms trains each of them. Children keep their parent's algorithm."""
+    allowed = task_algorithms(task)
+    return allowed[pod_index % len(allowed)]
+
+
+def mutation_for(mutation: dict[str, Any], hyperparameters: dict[str, Any]) -> dict[str, Any]:
+    """``mutation`` restricted to the bounds of hyperparameters the agent has (a mixed run's
+    bounds may name another algorithm's hyperparameters, e.g. SAC's ``actor_learning_rate``)."""
+    bounds_ = mutation.get("bounds") or {}
+    return {**mutation, "bounds": {k: v for k, v in bounds_.items() if k in hyperparameters}}

@@ -1,0 +1,115 @@
+"""Writes of the runs app, one concept per module:
+
+- :mod:`.budgets`: budgets, :func:`budget_verdict` (the one "is the budget spent?" rule) and
+  dispatching queued generations into free slots;
+- :mod:`.tasks`: creating tasks;
+- :mod:`.lifecycle`: create, start, pause, resume, stop, scale and finish runs;
+- :mod:`.generations`: the generation protocol below, worker side (claim, heartbeat, progress);
+- :mod:`.results`: what a finished attempt leaves (agent, leaderboard, usage, next generation;
+  divergence and failure);
+- :mod:`.housekeeping`: the periodic sweeps (dead workers, lost messages);
+- :mod:`.storage`: checkpoint copies and agent bundles in the default storage;
+- :mod:`.common`: settings, limits, the row locks and the events they publish.
+
+Generation protocol (one Celery task per generation, ids only, see ``webapp/runs/tasks.py``):
+
+1. A generation row is created ``queued`` with ``dispatched_at = NULL``.
+   :func:`budget_dispatch` sends task messages for the oldest undispatched queued generations
+   of a budget, as many as it has free slots, and stamps ``dispatched_at``.
+2. :func:`generation_claim` locks the budget row (``select_for_update``), checks the run, the
+   budget's verdict and free slots, picks the parent (``trainer.tournament``) and claims the
+   row with a conditional update ``filter(id=..., status__in=(queued, stale)).update(status=
+   running, attempt=attempt + 1)``. Zero rows updated means another delivery has it: a no-op.
+   A generation that must wait for a slot gets ``dispatched_at = NULL`` again, so the next
+   finishing generation of the budget dispatches it.
+3. :func:`generation_complete` stores the agent, prunes the leaderboard, accounts usage and
+   queues the pod's next generation in ONE transaction, and only if the row is still
+   ``running`` with the same ``attempt`` (a late copy of a reaped generation is discarded).
+4. :func:`generations_reap_stale` marks running generations whose heartbeat is too old
+   ``stale`` and sends them again; :func:`runs_ensure_work` re-sends queued generations whose
+   message was lost (Redis restart) and gives idle pods of running runs a generation.
+
+Lock order, everywhere two rows are written: budget row first, then run, generations, pods
+(:func:`webapp.runs.services.common.lock_budget_and_run`; each lock site says so).
+"""
+
+from webapp.runs.selectors import task_spec
+from webapp.runs.services.budgets import (
+    BUDGET_EDITABLE,
+    BudgetVerdict,
+    budget_create,
+    budget_dispatch,
+    budget_errors,
+    budget_update,
+    budget_verdict,
+)
+from webapp.runs.services.common import (
+    DEFAULT_GENERATION_STEPS,
+    LOST_MESSAGE_AFTER_S,
+    MAX_ATTEMPTS,
+    PAUSE_AFTER_FAILURES,
+    redispatch_after_s,
+    stale_after_s,
+)
+from webapp.runs.services.generations import (
+    Claim,
+    checkpoint_name,
+    generation_claim,
+    generation_heartbeat,
+    generation_progress_event,
+    generation_still_mine,
+    generation_superseded,
+)
+from webapp.runs.services.housekeeping import generations_reap_stale, runs_ensure_work
+from webapp.runs.services.lifecycle import (
+    run_create,
+    run_pause,
+    run_resume,
+    run_scale,
+    run_settings_errors,
+    run_start,
+    run_stop,
+)
+from webapp.runs.services.results import generation_complete, generation_diverged, generation_fail
+from webapp.runs.services.storage import Bundle, agent_bundle, local_copy_of_checkpoint
+from webapp.runs.services.tasks import task_create
+
+__all__ = [
+    "BUDGET_EDITABLE",
+    "DEFAULT_GENERATION_STEPS",
+    "MAX_ATTEMPTS",
+    "LOST_MESSAGE_AFTER_S",
+    "PAUSE_AFTER_FAILURES",
+    "Bundle",
+    "BudgetVerdict",
+    "Claim",
+    "agent_bundle",
+    "budget_create",
+    "budget_errors",
+    "budget_dispatch",
+    "budget_update",
+    "budget_verdict",
+    "checkpoint_name",
+    "generation_claim",
+    "generation_complete",
+    "generation_diverged",
+    "generation_fail",
+    "generation_heartbeat",
+    "generation_progress_event",
+    "generation_still_mine",
+    "generation_superseded",
+    "generations_reap_stale",
+    "local_copy_of_checkpoint",
+    "redispatch_after_s",
+    "run_create",
+    "run_pause",
+    "run_resume",
+    "run_scale",
+    "run_settings_errors",
+    "run_start",
+    "run_stop",
+    "runs_ensure_work",
+    "stale_after_s",
+    "task_create",
+    "task_spec",
+]

@@ -1,0 +1,80 @@
+"""What every part of the runs services shares: settings, limits, row locks and the events
+that tell live pages a budget, run or pod changed.
+
+Lock order, wherever two rows are written in one transaction: the budget row first
+(:func:`lock_budget`), then the run (:func:`lock_budget_and_run`), then generations and pods
+(conditional updates, no row locks). Every service that locks takes them in this order, so two
+transactions never wait on each other in a circle.
+"""
+
+from __future__ import annotations
+
+from django.conf import settings
+
+from webapp.runs import events, selectors
+from webapp.runs.models import ClusterBudget, Generation, Pod, Run
+
+MAX_ATTEMPTS = 3
+#: A run pauses itself when the last this-many finished generations of every pod failed the
+#: same way (e.g. all diverged): more of the same would only spend the budget.
+PAUSE_AFTER_FAILURES = 3
+#: Env steps per generation when a run does not say (the New run form and the API): one PPO
+#: rollout at the default hyperparameters (1 024 envs x 16 steps).
+DEFAULT_GENERATION_STEPS = 16_384
+#: Seconds after its dispatch from which a queued generation whose message is not in the
+#: broker (neither waiting nor delivered to a worker) counts as lost and is sent again. The
+#: message goes out milliseconds after the dispatching transaction commits, so a few seconds
+#: are plenty; a message that only waits for a worker is never sent twice, however long it waits.
+LOST_MESSAGE_AFTER_S = 3.0
+
+
+def setting(name: str, default: float) -> float:
+    return float(getattr(settings, name, default))
+
+
+def stale_after_s() -> float:
+    """Seconds without a heartbeat after which a running generation is presumed dead."""
+    return setting("PADDOCK_STALE_AFTER_S", 120.0)
+
+
+def redispatch_after_s() -> float:
+    """See :data:`LOST_MESSAGE_AFTER_S`."""
+    return LOST_MESSAGE_AFTER_S
+
+
+def lock_budget(budget_id: int) -> ClusterBudget:
+    """Lock a budget row (``SELECT ... FOR UPDATE``) for the rest of the transaction.
+
+    Lock order: the budget row is always the FIRST lock a service takes; a run row, if any,
+    comes after it (:func:`lock_budget_and_run`).
+    """
+    return ClusterBudget.objects.select_for_update().get(pk=budget_id)
+
+
+def lock_budget_and_run(run: Run) -> tuple[ClusterBudget, Run]:
+    """Lock ``run``'s budget row, then the run row, in that order (the one lock order of the
+    runs services), and return both freshly read."""
+    budget = lock_budget(run.budget_id)  # lock order: 1. budget
+    locked = Run.objects.select_for_update().get(pk=run.pk)  # lock order: 2. run
+    return budget, locked
+
+
+def publish_run(run: Run) -> None:
+    run.refresh_from_db()
+    events.publish(run.id, events.RUN_UPDATE, {"run": selectors.run_payload(run)})
+
+
+def publish_budget_usage(budget_id: int, run: Run | None = None) -> None:
+    """Send ``run.update`` to ``run`` and to every other active run on the budget: its usage
+    (pods running, env steps, GPU hours) is on each of their pages and has changed."""
+    if run is not None:
+        publish_run(run)
+    others = Run.objects.filter(budget_id=budget_id).exclude(status__in=Run.TERMINAL)
+    if run is not None:
+        others = others.exclude(pk=run.pk)
+    for other in others.select_related("budget"):
+        events.publish(other.id, events.RUN_UPDATE, {"run": selectors.run_payload(other)})
+
+
+def publish_pod(pod: Pod, gen: Generation | None = None) -> None:
+    events.publish(pod.run_id, events.POD_UPDATE, {"pod": selectors.pod_payload(pod, gen)})

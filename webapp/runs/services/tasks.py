@@ -1,0 +1,150 @@
+"""Tasks (what a run trains: data, splits, env, algorithm, hyperparameters), validated by the
+trainer's config classes through :mod:`webapp.engine`. A task's ``TaskSpec`` dict is a read:
+:func:`webapp.runs.selectors.task_spec`."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.conf import settings
+from django.db import transaction
+
+from webapp import engine
+from webapp.core.errors import AppError
+from webapp.market.models import Dataset
+from webapp.runs import bounds
+from webapp.runs.algorithms import shared_hyperparameters
+from webapp.runs.models import Task
+
+
+@transaction.atomic
+def task_create(
+    *,
+    owner,
+    dataset: Dataset,
+    name: str,
+    tickers: list[str] | None,
+    splits: dict[str, list[str]],
+    env: dict[str, Any] | None = None,
+    algorithm: str = "ppo",
+    hyperparameters: dict[str, Any] | None = None,
+    kind: str = "stock_trading",
+    selection: dict[str, Any] | None = None,
+    algorithms: list[str] | None = None,
+) -> Task:
+    """Create a task after validating it with the trainer's config classes.
+
+    Args:
+        dataset: one of ``owner``'s datasets.
+        tickers: a non-empty subset of the dataset's tickers (``None`` = all of them).
+        splits: ``{"train": [start, end] or {"start", "end"}, "validation": ..., "test": ...}``,
+            inclusive ``YYYY-MM-DD`` bounds (stored as ``{"start", "end"}``).
+        env: fields of the kind's env config (stock trading: costs, hmax, initial cash...;
+            portfolio: cost_pct, reward...), defaults for the rest.
+        algorithm: ``"ppo"`` or ``"sac"``.
+        hyperparameters: the algorithm's config fields, defaults for the rest.
+        kind: ``"stock_trading"`` or ``"portfolio"``.
+        selection: the validation scoring rule (``rule``, ``windows``, ``k``); ``{}`` = default.
+        algorithms: the algorithms a run's fresh pods may train (a mixed tournament); it
+            must contain ``algorithm``; ``None`` or ``[]`` = only ``algorithm``. See
+            :func:`algorithm_hyperparameters` for the other algorithms' settings and
+            :func:`fresh_algorithm` for which pod trains which.
+
+    Raises:
+        AppError: naming the field (``tickers``, ``splits.validation``, ``env.hmax``,
+            ``hyperparameters.learning_rate``...).
+    """
+    if dataset.owner_id != owner.id:
+        raise AppError("dataset not found", fields={"dataset": "not found"}, status=404)
+    fields: dict[str, str] = {}
+    if tickers is not None and not [t for t in tickers if str(t).strip()]:
+        fields["tickers"] = "choose at least one ticker, or leave the field out for all of the dataset's tickers"
+        tickers = None
+    named = tickers is not None
+    if named:
+        cleaned = bounds.collect(fields, engine.clean_tickers, [t for t in tickers if str(t).strip()])
+        tickers = cleaned if cleaned is not None else []
+    else:
+        tickers = list(dataset.tickers)
+    unknown = [t for t in tickers if t not in dataset.tickers]
+    if unknown:
+        fields["tickers"] = f"{', '.join(unknown)} not in dataset {dataset.name!r}"
+    if not isinstance(splits, dict) or any(k not in splits for k in ("train", "validation", "test")):
+        raise AppError("splits: train, validation and test ranges are required", fields={"splits": "required"})
+    env = env or {}
+    hyperparameters = hyperparameters or {}
+    spec = {
+        "data": {"paths": dataset.source_paths(), "tickers": tickers},
+        "train": splits["train"],
+        "validation": splits["validation"],
+        "test": splits["test"],
+        "env": env,
+        "algorithm": algorithm,
+        "hyperparameters": hyperparameters,
+        "kind": kind,
+        "selection": selection or {},
+    }
+    # Every error at once: env bounds, each hyperparameter alone, then data and splits alone.
+    if isinstance(env, dict) and kind == "stock_trading":
+        fields.update(bounds.errors(env, bounds.ENV, prefix="env."))
+    if isinstance(hyperparameters, dict):
+        fields.update(bounds.hyperparameter_errors(algorithm, hyperparameters, engine.validate_hyperparameters))
+    base = bounds.collect(fields, engine.validate_task, {**spec, "env": {}, "hyperparameters": {}})
+    allowed = _allowed_algorithms(fields, algorithms, algorithm, hyperparameters)
+    decided = None
+    if base is not None and not unknown and not any(k.startswith("tickers") for k in fields):
+        # the tickers actually traded over the task's range, and every data decision
+        decided = bounds.collect(
+            fields,
+            engine.check_task_data,
+            {k: base[k] for k in ("train", "validation", "test")},
+            paths=dataset.source_paths(),
+            tickers=tickers,
+            named=named,
+            file_names=dataset.file_names(),
+            benchmark_path=settings.PADDOCK_BENCHMARK_FILE,
+        )
+    bounds.raise_all(fields)
+    normalized = engine.validate_task(spec)  # what depends on several fields at once
+    return Task.objects.create(
+        owner=owner,
+        name=name,
+        dataset=dataset,
+        tickers=decided["tickers"],  # the tickers actually traded
+        data_notes=[*dataset.notes, *decided["notes"]],
+        splits={k: dict(normalized[k]) for k in ("train", "validation", "test")},
+        env=normalized["env"],
+        algorithm=normalized["algorithm"],
+        hyperparameters=normalized["hyperparameters"],
+        algorithms=allowed,
+        kind=normalized["kind"],
+        selection=normalized["selection"],
+    )
+
+
+def _allowed_algorithms(fields: dict[str, str], algorithms: Any, algorithm: str, hyperparameters: Any) -> list[str]:
+    """The normalized allowed list (``algorithm`` first, no repeats); errors go to ``fields["algorithms"]``."""
+    if algorithms is None or algorithms == []:
+        return [str(algorithm).strip().lower()]
+    if not isinstance(algorithms, list | tuple) or not all(isinstance(a, str) for a in algorithms):
+        fields["algorithms"] = "a list of algorithm names"
+        return []
+    names = list(dict.fromkeys(a.strip().lower() for a in algorithms))
+    known = engine.algorithms()
+    unknown = [a for a in names if a not in known]
+    if unknown:
+        fields["algorithms"] = f"{', '.join(map(repr, unknown))} not one of {', '.join(known)}"
+        return []
+    primary = str(algorithm).strip().lower()
+    if primary not in names:
+        fields["algorithms"] = f"must include the task's algorithm {primary!r} (its hyperparameters are set)"
+        return []
+    if isinstance(hyperparameters, dict) and "hyperparameters" not in fields:
+        for name in names:
+            if name != primary:
+                try:
+                    shared_hyperparameters(name, hyperparameters)
+                except AppError as exc:
+                    fields["algorithms"] = f"{name}: {exc.message}"
+                    return []
+    return [primary, *(a for a in names if a != primary)]
