@@ -82,8 +82,6 @@ def setup_agent():
         claim.task, env_steps=256, out_path=str(out), parent_path=None, hyperparameters=claim.hyperparameters,
         seed=0, device="cpu", data_dir=str(settings.PADDOCK_DATA_DIR), cache_dir=str(settings.PADDOCK_CACHE_DIR),
     )  # fmt: skip
-    result = {k: result[k] for k in ("sha256", "score", "metrics", "env_steps", "hyperparameters", "cancelled",
-                                     "duration_s")}  # fmt: skip
     agent = services.generation_complete(claim=claim, result=result, local_checkpoint=str(out))
     return user, agent
 
