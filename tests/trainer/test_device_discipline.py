@@ -25,7 +25,7 @@ import torch
 from tests.trainer.discipline import DEVICE_TYPE, DisciplineError, stand_in_accelerator
 from trainer.agents import make_agent
 from trainer.agents._off_policy import DRAIN_EVERY
-from trainer.bundle import _build_agent, export_bundle, load_agent, load_checkpoint, save_checkpoint
+from trainer.bundle import build_agent, export_bundle, load_agent, load_checkpoint, save_checkpoint
 from trainer.data.pipeline import load_market_data
 from trainer.envs import EnvConfig, StockTradingVecEnv
 from trainer.pod import TaskSpec, demo_task_dict, run_generation
@@ -154,7 +154,7 @@ def test_a_generation_trains_on_the_accelerator_evaluates_on_the_cpu_and_checkpo
     )
     assert "train" in phases and "evaluate" in phases
     state = load_checkpoint(result.checkpoint_path)
-    policy_tensors = len(_build_agent(state).policy_module().state_dict())
+    policy_tensors = len(build_agent(state).policy_module().state_dict())
     # After "evaluate" the pod copies the policy off the device, evaluates on the CPU and saves
     # the checkpoint: device-to-host copies only, one per tensor.
     copies = policy_tensors + _count_tensors(state["agent"])
@@ -167,7 +167,7 @@ def test_a_generation_trains_on_the_accelerator_evaluates_on_the_cpu_and_checkpo
     # bundle export of the accelerator-trained checkpoint: the agent is rebuilt on the CPU (with
     # the mode, no device operation), then the ONNX exporter runs without it (see ``suspended``)
     with mode.in_phase("bundle export"):
-        agent = _build_agent(state)
+        agent = build_agent(state)
         agent.policy_module()(torch.zeros(1, agent.obs_dim))
         with mode.suspended():
             export_bundle(result.checkpoint_path, tmp_path / "agent.zip")
