@@ -25,10 +25,11 @@ import torch
 from tests.trainer.discipline import DEVICE_TYPE, DisciplineError, stand_in_accelerator
 from trainer.agents import make_agent
 from trainer.agents._off_policy import DRAIN_EVERY
-from trainer.bundle import build_agent, export_bundle, load_agent, load_checkpoint, save_checkpoint
+from trainer.bundle import export_bundle, load_agent, load_checkpoint, save_checkpoint
 from trainer.data.pipeline import load_market_data
 from trainer.envs import EnvConfig, StockTradingVecEnv
 from trainer.pod import TaskSpec, demo_task_dict, run_generation
+from trainer.rebuild import build_agent
 
 TICKERS = ["AAPL", "MSFT", "JPM"]
 SMALL = {"num_envs": 16, "hidden_sizes": [16, 16]}
