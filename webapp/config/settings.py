@@ -117,6 +117,13 @@ if DATABASES["default"]["ENGINE"].endswith("sqlite3"):
     # path). One file per test run: two runs in one checkout must not share it.
     DATABASES["default"]["TEST"] = {"NAME": str(VAR_DIR / f"test-paddock-{os.getpid()}.sqlite3")}
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
+# PostgreSQL connection pool of the web server (``webapp/config/asgi.py`` applies it; Celery
+# workers and manage.py keep one connection per use: they fork, and a pool must not cross a
+# fork). Django's ASGI handler runs every request in a thread of its own, so without a pool each
+# request opened a new connection (persistent connections cannot be reused across threads).
+# Django checks each pooled connection on checkout, so a restarted database costs one failed
+# check, not a failed request. ``PADDOCK_DB_POOL_SIZE=0`` turns the pool off.
+PADDOCK_WEB_DB_POOL_SIZE = env_int("PADDOCK_DB_POOL_SIZE", 8, minimum=0)
 
 REDIS_URL = env_url("REDIS_URL", "redis://127.0.0.1:6379/0", schemes=("redis", "rediss", "unix"))
 

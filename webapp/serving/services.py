@@ -105,8 +105,11 @@ def agent_act(*, agent: Agent, body: Any, token: ServeToken | None) -> dict[str,
         _count(agent.id, calls=0, observations=0, errors=1)
         raise AppError.from_trainer(exc) from None
     rows = len(out["actions"]) if "actions" in out else 1
-    _count(agent.id, calls=1, observations=rows, errors=0)
-    if token is not None:
+    if token is None:
+        _count(agent.id, calls=1, observations=rows, errors=0)
+        return out
+    with transaction.atomic():  # one commit for both counters
+        _count(agent.id, calls=1, observations=rows, errors=0)
         ServeToken.objects.filter(pk=token.pk).update(calls=F("calls") + 1, last_used_at=timezone.now())
     return out
 

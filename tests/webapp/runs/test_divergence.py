@@ -43,16 +43,20 @@ def diverge(run: Run, index: int, line: str = LINE) -> None:
 
 
 def succeed(run: Run, index: int, checkpoint: dict) -> Agent:
+    from webapp import engine
+
     claim = claim_pod(run, index)
-    result = {
-        "sha256": checkpoint["sha256"],
-        "score": 0.5,
-        "metrics": checkpoint["metrics"],
-        "env_steps": claim.env_steps,
-        "hyperparameters": claim.hyperparameters,
-        "cancelled": False,
-        "duration_s": 0.5,
-    }
+    result = engine.TrainedGeneration(
+        sha256=checkpoint["sha256"],
+        score=0.5,
+        metrics=checkpoint["metrics"],
+        env_steps=claim.env_steps,
+        hyperparameters=claim.hyperparameters,
+        cancelled=False,
+        duration_s=0.5,
+        telemetry=[],
+        tickers=checkpoint["tickers"],
+    )
     return services.generation_complete(claim=claim, result=result, local_checkpoint=str(checkpoint["path"]))
 
 
@@ -159,7 +163,7 @@ def test_exploding_learning_rate_through_a_celery_worker_fails_generations_and_p
 
     _wait(
         lambda: Run.objects.values_list("status", flat=True).get(pk=run.pk) == Run.Status.PAUSED,
-        timeout=180,
+        timeout=300,  # six tiny generations; generous for a loaded machine
         what="the run to pause itself",
     )
 
