@@ -8,9 +8,10 @@ syncs per phase. The budgets asserted here are today's:
 * env step: 0 host syncs;
 * PPO and A2C ``learn``: 1 per call (the env seed drawn from the agent's generator) and 2 per
   rollout (the finished episodes' returns and the update's mean losses);
-* one SAC or TD3 gradient update: 0; their ``learn``: 1 per call (env seed), 1 per 64 env steps
-  (finished episodes' returns), and the divergence checks: 1 per vector step with updates (the
-  losses) and 1 at the end (the parameters);
+* one SAC or TD3 gradient update: 0, and 0 per vector step of their ``learn`` (the divergence
+  check of the losses is flagged on the device); per ``learn`` call: 1 (env seed), 2 per 64 env
+  steps and at the end (finished episodes' returns; the losses and their divergence flag) and 1
+  at the end (the parameters' divergence check);
 * evaluation runs on the CPU: after copying the policy off the device, no device operation.
 """
 
@@ -28,6 +29,7 @@ from trainer.agents._off_policy import DRAIN_EVERY
 from trainer.bundle import export_bundle, load_agent, load_checkpoint, save_checkpoint
 from trainer.data.pipeline import load_market_data
 from trainer.envs import EnvConfig, StockTradingVecEnv
+from trainer.errors import Diverged
 from trainer.pod import TaskSpec, demo_task_dict, run_generation
 from trainer.rebuild import build_agent
 
@@ -128,16 +130,34 @@ def test_off_policy_gradient_updates_need_no_host_sync(accelerator, train, algor
     vector_steps = DRAIN_EVERY + 2
     with mode.in_phase("learn"):
         agent.learn(env, vector_steps * 16)
-    with_updates = vector_steps - (OFF_POLICY["learning_starts"] // 16 - 1)  # the replay holds 64 rows
-    # the env seed; finished-episode returns every 64 steps and at the end; the divergence check
-    # of the losses (one per vector step with updates) and of the parameters at the end
-    budget = 1 + math.ceil(vector_steps / DRAIN_EVERY) + with_updates + 1
+    # the env seed; every 64 steps and at the end, the finished-episode returns and the losses
+    # with their divergence flag; the parameters' divergence check at the end. Nothing per step.
+    budget = 1 + 2 * math.ceil(vector_steps / DRAIN_EVERY) + 1
     assert mode.syncs["learn"] == budget, dict(mode.sync_ops["learn"])
     with mode.in_phase("gradient updates"):
         for _ in range(3):
             agent._update()
     assert mode.device_ops["gradient updates"] > 0
     assert mode.syncs["gradient updates"] == 0, dict(mode.sync_ops["gradient updates"])
+
+
+def test_off_policy_divergence_found_on_the_device_names_the_same_update_as_on_the_cpu(accelerator, train):
+    # The device flag is read every DRAIN_EVERY steps, yet the error names the first bad update.
+    device, mode = accelerator
+    exploding = {**OFF_POLICY, "actor_learning_rate": 1e6, "critic_learning_rate": 1e6}
+    errors = []
+    for dev in (torch.device("cpu"), device):
+        env = StockTradingVecEnv(train, _env_config(train), num_envs=16, device=dev, seed=0)
+        agent = make_agent("sac", env.obs_dim, env.action_dim, dict(exploding), device=dev, seed=0)
+        with pytest.raises(Diverged) as caught:
+            agent.learn(env, 3 * DRAIN_EVERY * 16)
+        errors.append(caught.value)
+    on_cpu, on_device = (e.details for e in errors)
+    assert on_device["update"] < agent.updates  # found after later updates had run
+    assert str(errors[1]) == str(errors[0])
+    assert [on_device[k] for k in ("update", "quantity", "value")] == [
+        on_cpu[k] for k in ("update", "quantity", "value")
+    ]
 
 
 def test_a_generation_trains_on_the_accelerator_evaluates_on_the_cpu_and_checkpoints(

@@ -94,9 +94,11 @@ class OffPolicyAgent(AgentBase):
             ConfigError: the env's dimensions differ from the agent's, it has more envs than the
                 replay capacity, or ``env_steps`` is negative.
             Diverged: an update's ``LOSS_NAMES`` entry is NaN or infinite (checked after each
-                vector step's updates, in one host sync), or a parameter is (checked when
-                progress is reported and at the end); the message names the first such update
-                and quantity and the learning rates.
+                vector step's updates; on an accelerator flagged on the device and read only every
+                ``DRAIN_EVERY`` steps, at progress and telemetry points and at the end, see
+                :class:`_LossWatch`), or a parameter is (checked when progress is reported and at
+                the end); the message names the first such update and quantity and the learning
+                rates.
         """
         cfg = self.config
         check_env(env, self.obs_dim, self.action_dim, self.algorithm)
@@ -114,6 +116,7 @@ class OffPolicyAgent(AgentBase):
         clock = TelemetryClock(start)
         collected, episodes, cancelled = 0, 0, False
         last_losses: list[float] | None = None
+        watch = _LossWatch(self.LOSS_NAMES, self.device)
         # (episode_return, done) of recent steps, kept on the device and moved to the host
         # together (one sync per DRAIN_EVERY steps or progress report, none per env step)
         pending_returns: list[tuple[torch.Tensor, torch.Tensor]] = []
@@ -144,25 +147,18 @@ class OffPolicyAgent(AgentBase):
             collected += num_envs
             self.env_steps += num_envs
 
-            diverged = None
             if self.replay.size >= max(cfg.learning_starts, cfg.batch_size):
                 rows = torch.stack([self._update() for _ in range(cfg.updates_per_step)])
-                updates = rows.tolist()  # one host sync per vector step: the divergence check
-                last_losses = updates[-1]
-                first_update = self.updates - len(updates) + 1
-                for i, row in enumerate(updates):
-                    bad = first_nonfinite(zip(self.LOSS_NAMES, row))
-                    if bad is not None:
-                        diverged, last_losses = (first_update + i, *bad), row
-                        break
-            if telemetry is not None and (diverged or telemetry_due(step, vector_steps)):
+                watch.add(rows, self.updates - len(rows) + 1)
+            due = telemetry is not None and telemetry_due(step, vector_steps)
+            if due or throttle.due() or len(pending_returns) >= DRAIN_EVERY or step == vector_steps - 1:
+                watch.read()
+            last_losses = watch.last
+            if telemetry is not None and (watch.diverged or due):
                 episodes += self._drain(pending_returns)
                 values = dict(zip(self.LOSS_NAMES, last_losses)) if last_losses is not None else {}
                 telemetry(self._telemetry_point(collected, clock, {**values, "learning_rate": cfg.actor_learning_rate}))
-            if diverged is not None:
-                update, quantity, value = diverged
-                stats = self._stats(collected, episodes, start, last_losses, cancelled)
-                raise self.divergence(update=update, quantity=quantity, value=value, stats=stats)
+            self._raise_diverged(watch, collected, episodes, start, cancelled)
             if throttle.due():
                 self._check_parameters(collected, episodes, start, last_losses, cancelled)
             if throttle.due() or len(pending_returns) >= DRAIN_EVERY:
@@ -170,8 +166,18 @@ class OffPolicyAgent(AgentBase):
             if throttle.due():
                 throttle(self._stats(collected, episodes, start, last_losses, cancelled))
         episodes += self._drain(pending_returns)
+        watch.read()  # no-op unless cancelled before the last step's read
+        self._raise_diverged(watch, collected, episodes, start, cancelled)
+        last_losses = watch.last
         self._check_parameters(collected, episodes, start, last_losses, cancelled)
         return self._stats(collected, episodes, start, last_losses, cancelled)
+
+    def _raise_diverged(self, watch: _LossWatch, collected: int, episodes: int, start: float, cancelled: bool) -> None:
+        """Raise :class:`~trainer.errors.Diverged` for the first non-finite update ``watch`` has read."""
+        if watch.diverged is not None:
+            update, quantity, value = watch.diverged
+            stats = self._stats(collected, episodes, start, watch.last, cancelled)
+            raise self.divergence(update=update, quantity=quantity, value=value, stats=stats)
 
     def _learned_tensors(self) -> list[torch.Tensor]:
         """The tensors :meth:`_check_parameters` watches: actor and critic parameters."""
@@ -204,3 +210,73 @@ class OffPolicyAgent(AgentBase):
         if losses is not None:
             stats.update(zip(self.LOSS_NAMES, losses))
         return stats
+
+
+#: "No non-finite update yet" in :class:`_LossWatch`'s device flag (exact in float64).
+_NONE = 2**62
+
+
+class _LossWatch:
+    """The per-update divergence check of the off-policy losses, without a host sync per update
+    on an accelerator (issue 18).
+
+    :meth:`add` takes each vector step's losses ``rows`` (U, len(names)) of updates
+    ``first_update .. first_update + U - 1``. On the CPU it reads them at once (a host read costs
+    nothing there). Elsewhere it keeps on the device the number of the first update with a
+    non-finite entry (int64 scalar, ``_NONE`` when none), that update's row and the latest row;
+    :meth:`read` moves the three to the host in one sync. After a read, ``last`` holds the latest
+    losses (the diverged update's once one diverged) and ``diverged`` is
+    ``(update, name, "NaN" | "inf" | "-inf")`` of the first non-finite update, else None.
+    """
+
+    def __init__(self, names: tuple[str, ...], device: torch.device) -> None:
+        self.names = names
+        self.on_host = device.type == "cpu"
+        self.last: list[float] | None = None
+        self.diverged: tuple[int, str, str] | None = None
+        self._first_bad: torch.Tensor | None = None
+        self._bad_row: torch.Tensor | None = None
+        self._last_row: torch.Tensor | None = None
+        self._unread = False
+
+    def add(self, rows: torch.Tensor, first_update: int) -> None:
+        if self.diverged is not None:
+            return
+        if self.on_host:
+            self._check(rows.tolist(), first_update)
+            return
+        count = rows.shape[0]
+        bad = ~torch.isfinite(rows).all(dim=1)
+        numbers = torch.arange(first_update, first_update + count, device=rows.device)
+        candidate = torch.where(bad, numbers, _NONE).amin()
+        if self._first_bad is None:
+            self._first_bad = torch.full((), _NONE, dtype=torch.int64, device=rows.device)
+            self._bad_row = torch.zeros_like(rows[0])
+        first = (self._first_bad == _NONE) & (candidate != _NONE)
+        index = (candidate - first_update).clamp(0, count - 1).view(1)
+        self._bad_row = torch.where(first, rows.index_select(0, index)[0], self._bad_row)
+        self._first_bad = torch.minimum(self._first_bad, candidate)
+        self._last_row = rows[-1]
+        self._unread = True
+
+    def read(self) -> None:
+        """Fetch the device flag and rows (one host sync; none on the CPU or with nothing new)."""
+        if not self._unread:
+            return
+        self._unread = False
+        size = len(self.names)
+        parts = (self._last_row, self._bad_row, self._first_bad.view(1))
+        values = torch.cat([t.to(torch.float64) for t in parts]).tolist()
+        first = int(values[-1])
+        if first == _NONE:
+            self.last = values[:size]
+        else:
+            self._check([values[size : 2 * size]], first)
+
+    def _check(self, rows: list[list[float]], first_update: int) -> None:
+        self.last = rows[-1]
+        for i, row in enumerate(rows):
+            bad = first_nonfinite(zip(self.names, row))
+            if bad is not None:
+                self.diverged, self.last = (first_update + i, *bad), row
+                return

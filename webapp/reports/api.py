@@ -1,4 +1,4 @@
-"""REST API of backtests: list, create, retrieve and the daily series as CSV.
+"""REST API of backtests: list, create, retrieve, the daily series and the metrics as CSV.
 
 Owner-scoped: another user's backtest (or agent) answers 404. Errors use the project's one
 format, ``{"error": ..., "fields": {...}}``.
@@ -15,12 +15,14 @@ from rest_framework.response import Response
 from webapp.core.errors import AppError
 from webapp.reports import selectors, services
 from webapp.reports.serializers import BacktestCreateSerializer, BacktestDetailSerializer, BacktestListSerializer
+from webapp.reports.views import csv_download
 from webapp.runs.models import Agent
 
 
 class BacktestViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.GenericViewSet):
     """``/api/backtests/``: GET list, POST create (queued; runs on a ``cpu`` worker),
-    GET ``<id>/``, GET ``<id>/daily.csv``."""
+    GET ``<id>/``, GET ``<id>/daily.csv``, GET ``<id>/metrics.csv`` (one row per series, with the
+    ``short_window`` flag)."""
 
     def get_queryset(self):
         return selectors.backtest_list(user=self.request.user)
@@ -52,10 +54,11 @@ class BacktestViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets
 
     @action(detail=True, methods=["get"], url_path="daily.csv", url_name="daily-csv")
     def daily_csv(self, request: Request, pk: str | None = None) -> HttpResponse:
-        backtest = self.get_object()
-        response = HttpResponse(selectors.backtest_csv_bytes(backtest), content_type="text/csv; charset=utf-8")
-        response["Content-Disposition"] = f'attachment; filename="paddock-backtest-{backtest.id}-daily.csv"'
-        return response
+        return csv_download(self.get_object(), "daily")
+
+    @action(detail=True, methods=["get"], url_path="metrics.csv", url_name="metrics-csv")
+    def metrics_csv(self, request: Request, pk: str | None = None) -> HttpResponse:
+        return csv_download(self.get_object(), "metrics")
 
 
 def register(router) -> None:

@@ -6,6 +6,7 @@ answer 404, never 403, so ids do not leak).
 
 from __future__ import annotations
 
+import csv
 import io
 from dataclasses import dataclass
 from typing import Any
@@ -116,6 +117,41 @@ def backtest_csv_bytes(backtest: Backtest) -> bytes:
     backtest_daily(backtest)  # same checks
     with default_storage.open(backtest.daily_csv, "rb") as fh:
         return fh.read()
+
+
+#: Columns of the metrics CSV ahead of the metric rows: the series and the short-window rule.
+METRICS_CSV_HEAD = ("series", "label", "num_days", "short_window", "min_annualised_days")
+
+
+def backtest_metrics_csv(backtest: Backtest) -> str:
+    """The report's metrics as CSV text: one row per series (agent, QQQ, equal weight).
+
+    Columns: :data:`METRICS_CSV_HEAD`, then every :data:`METRIC_ROWS` key (per-day mean return,
+    volatility and Sharpe ratio included). Values are raw (``repr`` of floats, "" when
+    undefined). ``short_window`` is ``true`` when the window has fewer than
+    ``min_annualised_days`` daily returns: the annualised columns (``trainer.backtest.metrics.
+    ANNUALISED_KEYS``) then keep their values but are not meaningful, as pages and the HTML
+    export say ("n/a (window shorter than 63 days)"); read the per-day columns instead.
+
+    Raises:
+        AppError: 409 while the backtest is not done.
+    """
+    if backtest.status != Backtest.Status.DONE:
+        raise AppError(f"backtest is {backtest.status}; its metrics are not ready", status=409)
+    out = io.StringIO()
+    writer = csv.writer(out, lineterminator="\n")
+    writer.writerow([*METRICS_CSV_HEAD, *(row.key for row in METRIC_ROWS)])
+    for name in SERIES:
+        metrics = (backtest.metrics or {}).get(name)
+        if metrics is None:
+            continue
+        cells = [name, SERIES_LABELS[name], metrics.get("num_days", "")]
+        cells += ["true" if metrics.get("short_window") else "false", metrics.get("min_annualised_days", "")]
+        for row in METRIC_ROWS:
+            value = metrics.get(row.key)
+            cells.append("" if value is None else repr(value) if isinstance(value, float) else value)
+        writer.writerow(cells)
+    return out.getvalue()
 
 
 def series_values(daily: pd.DataFrame) -> dict[str, pd.Series]:

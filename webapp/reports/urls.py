@@ -17,4 +17,5 @@ urlpatterns = [
     path("reports/<int:backtest_id>/", views.backtest_detail, name="backtest-detail"),
     path("reports/<int:backtest_id>/export.html", views.backtest_export_html, name="backtest-export-html"),
     path("reports/<int:backtest_id>/daily.csv", views.backtest_daily_csv, name="backtest-daily-csv"),
+    path("reports/<int:backtest_id>/metrics.csv", views.backtest_metrics_csv, name="backtest-metrics-csv"),
 ]

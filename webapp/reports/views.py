@@ -20,6 +20,7 @@ from webapp import engine
 from webapp.core.errors import AppError
 from webapp.reports import charts, selectors, services
 from webapp.reports.models import Backtest
+from webapp.runs import deflated
 from webapp.runs.models import Agent
 
 
@@ -75,6 +76,18 @@ def _get(request: HttpRequest, backtest_id: int) -> Backtest:
         raise Http404(exc.message) from exc
 
 
+def _selection_context(agent: Agent) -> dict[str, Any]:
+    """The agent's Deflated Sharpe Ratio (``webapp.runs.deflated``): its validation Sharpe ratio
+    deflated by the number of agents its run has evaluated and the variance of their Sharpe
+    ratios (Bailey & López de Prado 2014)."""
+    stats = deflated.run_sharpes(agent.run_id)
+    return {
+        "dsr": deflated.agent_dsr(agent, stats),
+        "trials": stats.trials,
+        "validation_sharpe": (agent.metrics or {}).get("sharpe_ratio"),
+    }
+
+
 def _report_context(backtest: Backtest) -> dict[str, Any]:
     columns = [
         (name, selectors.SERIES_LABELS[name], backtest.metrics[name])
@@ -88,6 +101,7 @@ def _report_context(backtest: Backtest) -> dict[str, Any]:
         "rows": metric_table(columns),
         "config": config,
         "contract": config.get("metric_contract", ""),
+        "selection": _selection_context(backtest.agent),
     }
 
 
@@ -188,18 +202,41 @@ def backtest_export_html(request: HttpRequest, backtest_id: int) -> HttpResponse
     return response
 
 
+#: The report's CSV downloads: name in the file name -> how to read it from a finished backtest.
+CSV_EXPORTS = {"daily": selectors.backtest_csv_bytes, "metrics": selectors.backtest_metrics_csv}
+
+
+def csv_download(backtest: Backtest, kind: str) -> HttpResponse:
+    """One of :data:`CSV_EXPORTS` as an attachment ``paddock-backtest-<id>-<kind>.csv``.
+
+    Raises:
+        AppError: as the reader (409 while not done, 404 when the file is gone).
+    """
+    response = HttpResponse(CSV_EXPORTS[kind](backtest), content_type="text/csv; charset=utf-8")
+    response["Content-Disposition"] = f'attachment; filename="paddock-backtest-{backtest.id}-{kind}.csv"'
+    return response
+
+
+def _csv_page(request: HttpRequest, backtest_id: int, kind: str) -> HttpResponse:
+    backtest = _get(request, backtest_id)
+    try:
+        return csv_download(backtest, kind)
+    except AppError as exc:
+        return HttpResponse(exc.message, status=exc.status, content_type="text/plain")
+
+
 @login_required
 @require_GET
 def backtest_daily_csv(request: HttpRequest, backtest_id: int) -> HttpResponse:
     """The daily series as CSV (account value, cash, holdings, trades, costs, benchmarks)."""
-    backtest = _get(request, backtest_id)
-    try:
-        data = selectors.backtest_csv_bytes(backtest)
-    except AppError as exc:
-        return HttpResponse(exc.message, status=exc.status, content_type="text/plain")
-    response = HttpResponse(data, content_type="text/csv; charset=utf-8")
-    response["Content-Disposition"] = f'attachment; filename="paddock-backtest-{backtest.id}-daily.csv"'
-    return response
+    return _csv_page(request, backtest_id, "daily")
+
+
+@login_required
+@require_GET
+def backtest_metrics_csv(request: HttpRequest, backtest_id: int) -> HttpResponse:
+    """The metrics table as CSV, one row per series, with the ``short_window`` flag."""
+    return _csv_page(request, backtest_id, "metrics")
 
 
 @login_required

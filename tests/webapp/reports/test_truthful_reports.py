@@ -97,3 +97,45 @@ def test_a_raw_close_benchmark_is_labelled_raw_and_the_mismatch_is_said(
     page = BeautifulSoup(client.get(f"/reports/{backtest.id}/").content, "html.parser")
     assert "raw close, qqq_raw.csv.gz" in page.select_one("#benchmark-label").get_text(" ", strip=True)
     assert "the bases differ" in page.select_one("#price-basis-differs").get_text()
+
+
+def _metrics_csv(response) -> dict[str, dict[str, str]]:
+    import csv
+    import io
+
+    assert response.status_code == 200 and response["Content-Type"].startswith("text/csv")
+    return {row["series"]: row for row in csv.DictReader(io.StringIO(response.content.decode()))}
+
+
+def test_the_metrics_csv_flags_a_short_window_and_keeps_raw_and_per_day_figures(
+    client, api_client, user, short_backtest
+):
+    client.force_login(user)
+    page = BeautifulSoup(client.get(f"/reports/{short_backtest.id}/").content, "html.parser")
+    href = page.select_one("#export-metrics-csv")["href"]
+    for response in (client.get(href), api_client.get(f"/api/backtests/{short_backtest.id}/metrics.csv/")):
+        rows = _metrics_csv(response)
+        assert set(rows) == {"agent", "QQQ", "equal_weight"}
+        for name, row in rows.items():
+            metrics = short_backtest.metrics[name]
+            assert row["short_window"] == "true" and row["min_annualised_days"] == "63" and row["num_days"] == "4"
+            for key in ("annual_return", "calmar_ratio", "daily_mean_return", "daily_volatility"):
+                assert float(row[key]) == metrics[key]  # raw values, exactly, flagged above
+
+
+def test_the_metrics_csv_of_a_long_window_is_not_flagged(client, api_client, user, done_backtest):
+    client.force_login(user)
+    for response in (
+        client.get(f"/reports/{done_backtest.id}/metrics.csv"),
+        api_client.get(f"/api/backtests/{done_backtest.id}/metrics.csv/"),
+    ):
+        rows = _metrics_csv(response)
+        agent = rows["agent"]
+        assert agent["short_window"] == "false" and int(agent["num_days"]) >= 63
+        assert float(agent["sharpe_ratio"]) == done_backtest.metrics["agent"]["sharpe_ratio"]
+        assert float(agent["daily_sharpe_ratio"]) == done_backtest.metrics["agent"]["daily_sharpe_ratio"]
+
+
+def test_the_metrics_csv_of_anothers_backtest_is_not_found(client, other_user, done_backtest):
+    client.force_login(other_user)
+    assert client.get(f"/reports/{done_backtest.id}/metrics.csv").status_code == 404
