@@ -179,7 +179,15 @@ def test_exploding_learning_rate_through_a_celery_worker_fails_generations_and_p
     for gen in failed:  # no checkpoint was stored (names as services.checkpoint_name makes them)
         folder = f"runs/{run.pk}/pod{gen.pod.index}"
         stored = default_storage.listdir(folder)[1] if default_storage.exists(folder) else []
-        assert not [name for name in stored if name.startswith(f"gen{gen.number}-") and f"-{gen.pk}" in name]
+        # gen<number>-a<attempt>-<generation id>.pt, written since this run started (the storage
+        # folder outlives test sessions, whose fresh databases reuse run and generation ids)
+        written = [
+            n
+            for n in stored
+            if re.fullmatch(rf"gen{gen.number}-a\d+-{gen.pk}\.pt", n)
+            and default_storage.get_modified_time(f"{folder}/{n}") >= run.started_at
+        ]
+        assert not written
     assert run.status_reason.startswith(
         f"paused: the last 3 generations of every pod diverged (latest: {algorithm.upper()} diverged"
     )
