@@ -38,6 +38,12 @@ def _wait(predicate: Callable[[], bool], *, timeout: float, reap_after: float | 
     raise AssertionError(f"timed out after {timeout} s waiting for {what}")
 
 
+def _trained_agents(run: Run):
+    """The run's agents that pods trained: the end-of-run backtests add the top-3 ensemble as an
+    agent of its own (on a synthetic generation), whenever the backtest worker gets to it."""
+    return Agent.objects.filter(run=run).exclude(generation__hyperparameters__has_key="ensemble_of")
+
+
 def _status(run: Run) -> str:
     return Run.objects.values_list("status", flat=True).get(pk=run.pk)
 
@@ -69,7 +75,7 @@ def test_a_three_pod_run_completes_within_its_budget_and_ranks_its_agents(worker
     _wait(lambda: _status(run) == Run.Status.FINISHED, timeout=120, reap_after=60, what="the run to finish")
 
     run.refresh_from_db()
-    agents = Agent.objects.filter(run=run)
+    agents = _trained_agents(run)
     assert agents.count() == 9
     _assert_one_agent_per_done_generation(run)
     board = selectors.leaderboard(run)
@@ -111,8 +117,7 @@ def test_a_worker_killed_mid_generation_loses_no_agent_and_makes_no_duplicate(wo
     victim_gen.refresh_from_db()
     assert victim_gen.status == Generation.Status.DONE
     assert victim_gen.attempt >= 2 and victim_gen.worker != victim
-    # Trained agents only: the end-of-run backtests add the top-3 ensemble as an agent of its own.
-    assert Agent.objects.filter(run=run).exclude(generation__hyperparameters__has_key="ensemble_of").count() == 3
+    assert _trained_agents(run).count() == 3
     _assert_one_agent_per_done_generation(run)
 
 
