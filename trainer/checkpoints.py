@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import datetime as _dt
 import io
+import zipfile
 from pathlib import Path
 from typing import Any
 
@@ -140,10 +141,22 @@ def load_checkpoint(path: str | Path, *, expected_sha256: str | None = None) -> 
             raise BundleError(
                 f"checkpoint {path}: SHA-256 {actual} does not match the expected {expected_sha256}", file=str(path)
             )
+    if zipfile.is_zipfile(path):
+        with zipfile.ZipFile(path) as archive:
+            if "policy.safetensors" in archive.namelist():
+                raise BundleError(
+                    f"{path} is an agent bundle, not a checkpoint: give the generation's .pt file "
+                    "(a bundle loads with trainer.load_agent)",
+                    file=str(path),
+                )
     try:
         state = torch.load(path, map_location="cpu", weights_only=True)
     except Exception as exc:  # truncated zip, foreign pickle, unsafe globals...
-        raise BundleError(f"checkpoint {path} cannot be loaded: {error_summary(exc)}", file=str(path)) from exc
+        # torch's own message suggests weights_only=False, which would run the file's code
+        raise BundleError(
+            f"{path} is not a Paddock checkpoint (torch cannot read it as one: {type(exc).__name__})",
+            file=str(path),
+        ) from exc
     if not isinstance(state, dict) or state.get("format") != CHECKPOINT_FORMAT:
         raise BundleError(f"{path} is not a Paddock checkpoint", file=str(path))
     if int(state.get("format_version", 0)) > CHECKPOINT_VERSION:

@@ -235,6 +235,19 @@ def test_checkpoint_loading_never_unpickles_arbitrary_objects(tmp_path):
     assert not (tmp_path / "never.pt").exists()
 
 
+def test_a_bundle_or_a_text_file_given_as_a_checkpoint_says_what_it_is(bundle, tmp_path):
+    with pytest.raises(BundleError) as info:
+        load_checkpoint(bundle[0])
+    assert "is an agent bundle, not a checkpoint" in info.value.message
+    text = tmp_path / "README.md"
+    text.write_text("# not a checkpoint\n")
+    with pytest.raises(BundleError) as info:
+        load_checkpoint(text)
+    # one line of our own: never torch's advice to load with weights_only=False
+    assert "is not a Paddock checkpoint" in info.value.message
+    assert "weights_only" not in info.value.message and "\n" not in info.value.message
+
+
 def test_truncated_or_altered_checkpoints_are_refused(checkpoint, tmp_path):
     data = checkpoint.read_bytes()
     cut = tmp_path / "cut.pt"

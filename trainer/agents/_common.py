@@ -179,7 +179,8 @@ class AgentConfig:
         for key, value in data.items():
             field = f"{cls.algorithm}.{key}"
             if key not in names:
-                raise ConfigError(f"unknown hyperparameter {field}", field=field)
+                known = ", ".join(sorted(names))
+                raise ConfigError(f"unknown hyperparameter {field} ({cls.algorithm} has: {known})", field=field)
             kwargs[key] = _coerce(value, hints[key], field)
         config = cls(**kwargs)
         config.validate()

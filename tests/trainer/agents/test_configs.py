@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 
 import pytest
@@ -54,6 +55,9 @@ def test_unknown_key_is_rejected_by_name(config_cls):
     with pytest.raises(ConfigError) as err:
         config_cls.from_dict({"learning_rat": 1e-3})
     assert err.value.details["field"] == f"{config_cls.algorithm}.learning_rat"
+    # the message lists the names the algorithm does have (SAC/TD3 have no plain learning_rate)
+    some_field = dataclasses.fields(config_cls)[0].name
+    assert f"{config_cls.algorithm} has: " in err.value.message and some_field in err.value.message
 
 
 @pytest.mark.parametrize(
