@@ -21,6 +21,7 @@ def test_a_stopped_run_is_cancelled_and_its_running_generation_never_ranks(
     monkeypatch,
     trained_checkpoint,  # noqa: F811
 ):
+    from webapp import engine
     from webapp.runs import services
     from webapp.runs.models import Agent, Generation, Run
     from webapp.runs.services import budgets
@@ -55,15 +56,15 @@ def test_a_stopped_run_is_cancelled_and_its_running_generation_never_ranks(
     assert triggered == []
 
     # the generation that was training completes after the stop: it does not rank
-    result = {
-        "sha256": trained_checkpoint["sha256"],
-        "score": 9.9,
-        "metrics": trained_checkpoint["metrics"],
-        "env_steps": claim.env_steps,
-        "hyperparameters": claim.hyperparameters,
-        "cancelled": False,
-        "duration_s": 0.5,
-    }
+    result = engine.TrainedGeneration(
+        sha256=trained_checkpoint["sha256"],
+        score=9.9,
+        metrics=trained_checkpoint["metrics"],
+        env_steps=claim.env_steps,
+        hyperparameters=claim.hyperparameters,
+        cancelled=False,
+        duration_s=0.5,
+    )
     assert (
         services.generation_complete(claim=claim, result=result, local_checkpoint=str(trained_checkpoint["path"]))
         is None

@@ -58,7 +58,7 @@ def test_a_lost_final_update_is_noticed_by_the_heartbeat_and_resynced_within_sec
     from webapp.runs import events, services
     from webapp.runs.models import Run
 
-    monkeypatch.setattr(services, "_send_generation_tasks", lambda ids: None)  # no worker plays along
+    monkeypatch.setattr(services.budgets, "send_generation_tasks", lambda ids: None)  # no worker plays along
     task = create_task(e2e_user, create_dataset(e2e_user))
     budget = services.budget_create(actor=e2e_user, name="lost tail", max_concurrent_pods=1)
     run = services.run_start(

@@ -21,7 +21,7 @@ def test_two_runs_compared_from_the_runs_list(
 ):
     from webapp.runs import services
 
-    monkeypatch.setattr(services, "_send_generation_tasks", lambda ids: None)
+    monkeypatch.setattr(services.budgets, "send_generation_tasks", lambda ids: None)
     first = make_world(e2e_user, "first", checkpoint=trained_checkpoint, scores=[0.5, 1.2, 0.8])
     second = make_world(e2e_user, "second", checkpoint=trained_checkpoint, scores=[0.3, 0.9])
     errors = []

@@ -24,7 +24,7 @@ def test_a_serve_token_made_in_the_browser_calls_the_agent_and_the_page_counts_i
 ):
     from webapp.runs import services
 
-    monkeypatch.setattr(services, "_send_generation_tasks", lambda ids: None)  # no worker takes them
+    monkeypatch.setattr(services.budgets, "send_generation_tasks", lambda ids: None)  # no worker takes them
     world = make_world(e2e_user, "serving", checkpoint=trained_checkpoint, scores=[1.0])
     agent = world.agents[0]
     login(page, e2e_user)

@@ -23,6 +23,7 @@ from pathlib import Path
 
 import pytest
 import redis
+from kombu import pools as kombu_pools
 
 from tests.e2e.conftest import database_url, free_port, log_tail, start_process, stop_process, wait_until
 from webapp.reports.models import Backtest
@@ -102,9 +103,12 @@ class PrivateRedis:
 
 
 def _point_celery_at(app, url: str) -> None:
-    # Drop the cached connection and producer pools so the next send uses the new URL.
+    # Drop the cached connection and producer pools so the next send uses the new URL. kombu
+    # keeps its pools in a process-wide registry keyed by connection: reset it too, or pointing
+    # back at the old URL would hand out the pool closed here ("Acquire on closed pool").
     if app._pool is not None:
         app._pool.force_close_all()
+    kombu_pools.reset()
     app.conf.broker_url = url
     app._pool = None
     app.amqp._producer_pool = None
