@@ -11,15 +11,22 @@ os.environ.setdefault("DEBUG", "1")
 # Redis database 15 for tests, so a running dev stack (database 0) never sees test messages.
 os.environ.setdefault("REDIS_URL", "redis://127.0.0.1:6379/15")
 if "PADDOCK_VAR_DIR" not in os.environ:
-    os.environ["PADDOCK_VAR_DIR"] = os.path.join(
-        os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "var", "test"
-    )
-    # Each test session starts with empty stored files: its fresh test database numbers runs,
-    # generations and agents from 1 again, so files an earlier session left under the same names
-    # (checkpoints, bundles, uploads) would stand in for ones this session never wrote. The data
-    # cache and the secret key stay (they do not depend on database ids).
-    for _name in ("artifacts", "uploads", "worker-logs"):
-        shutil.rmtree(os.path.join(os.environ["PADDOCK_VAR_DIR"], _name), ignore_errors=True)
+    # Each test session keeps its files (checkpoints, bundles, uploads, caches) in a folder of its
+    # own: its fresh test database numbers runs, generations and agents from 1 again, so files an
+    # earlier session left under the same names would stand in for ones this session never
+    # wrote, and two sessions at once must not share them. Folders of sessions whose process has
+    # ended are removed. Child processes (workers, servers, a child pytest) inherit the variable.
+    _base = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "var", "test")
+    os.makedirs(_base, exist_ok=True)
+    for _name in os.listdir(_base):
+        if _name.startswith("session-") and _name[8:].isdigit():
+            try:
+                os.kill(int(_name[8:]), 0)
+            except ProcessLookupError:
+                shutil.rmtree(os.path.join(_base, _name), ignore_errors=True)
+            except PermissionError:
+                pass  # another user's live process
+    os.environ["PADDOCK_VAR_DIR"] = os.path.join(_base, f"session-{os.getpid()}")
 
 # Two cores shared by the test process and the worker subprocesses it starts: multithreaded
 # BLAS made the turbulence loop 20x slower here. Set before numpy is first imported.
