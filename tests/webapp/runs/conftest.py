@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import os
 import random
+import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -104,3 +105,28 @@ def workers(isolated_redis, data_dir) -> Iterator[Workers]:
     pool = Workers(env, log_dir)
     yield pool
     pool.stop_all()
+
+
+@pytest.fixture(autouse=True)
+def _workers_quiet_at_teardown(request) -> Iterator[None]:
+    """After a test that used the worker processes, stop its runs and wait until the workers
+    hold no task and the queues are empty. The database flush that follows truncates every
+    table; a worker still writing (an end-of-run backtest, say) made that flush fail with a
+    lock conflict and left rows for the next test."""
+    yield
+    if "workers" not in request.fixturenames:
+        return
+    from webapp.config.celery import app
+    from webapp.runs import services
+    from webapp.runs.models import Run
+
+    for run in Run.objects.filter(status__in=[Run.Status.QUEUED, *Run.ACTIVE]):
+        services.run_stop(run=run)
+    client = redis.Redis.from_url(request.getfixturevalue("isolated_redis"))
+    quiet_polls, deadline = 0, time.monotonic() + 120
+    while quiet_polls < 2 and time.monotonic() < deadline:
+        active = app.control.inspect(timeout=1.0).active() or {}
+        busy = any(active.values()) or client.llen("gpu") or client.llen("cpu")
+        quiet_polls = 0 if busy else quiet_polls + 1
+        time.sleep(0.5)
+    client.close()
