@@ -12,8 +12,7 @@ from rest_framework.views import APIView
 
 from webapp.core.errors import AppError
 from webapp.serving import services
-from webapp.serving.auth import CachedTokenAuthentication, ServeTokenAuthentication
-from webapp.serving.cache import Credential
+from webapp.serving.auth import CachedTokenAuthentication, ServeTokenAuthentication, TokenAuth
 
 
 class AgentActView(APIView):
@@ -21,8 +20,8 @@ class AgentActView(APIView):
     (``srv_...``, which may be limited to one agent). Rate-limited per token (429 + Retry-After).
 
     With a token, a request reads no database row once the token and the agent are cached
-    (``webapp/serving/cache.py``): one Redis GET for the token, one round trip for the rate
-    limit and the agent, one for the call counters."""
+    (``webapp/serving/cache.py``): one Redis round trip for the token, the rate limit and the
+    agent (``services.act_preflight``), one for the call counters."""
 
     authentication_classes = [ServeTokenAuthentication, CachedTokenAuthentication, SessionAuthentication]
     permission_classes = [IsAuthenticated]
@@ -42,18 +41,22 @@ class AgentActView(APIView):
         examples=[OpenApiExample("one observation", value={"observations": [[0.0, 0.1, 0.2]]}, request_only=True)],
     )
     def post(self, request, agent_id: int):
-        credential = request.auth if isinstance(request.auth, Credential) else None
+        auth = request.auth if isinstance(request.auth, TokenAuth) else None
+        credential = auth.credential if auth is not None else None
         if credential is not None and credential.agent_id is not None and credential.agent_id != agent_id:
             raise AppError(f"this serve token may only call agent #{credential.agent_id}", status=403)
-        identity = services.rate_identity(request.user, credential)
-        wait, cached = services.act_preflight(identity=identity, agent_id=agent_id)
-        if wait is not None:
+        preflight = (
+            auth.preflight
+            if auth is not None
+            else services.act_preflight(identity=services.user_identity(request.user), agent_id=agent_id)
+        )
+        if preflight.retry_after is not None:
             return Response(
                 {"error": "rate limit exceeded: too many act requests this minute", "fields": {}},
                 status=status.HTTP_429_TOO_MANY_REQUESTS,
-                headers={"Retry-After": str(wait)},
+                headers={"Retry-After": str(preflight.retry_after)},
             )
-        entry = services.agent_entry(user=request.user, agent_id=agent_id, cached=cached)
+        entry = services.agent_entry(user=request.user, agent_id=agent_id, cached=preflight.entry)
         if entry is None:
             raise AppError("agent not found", status=404)
         return Response(services.agent_act(entry=entry, body=request.data, credential=credential))

@@ -1,10 +1,11 @@
 """``Authorization: Token ...`` for the act endpoint, through the serving cache.
 
 :class:`ServeTokenAuthentication` accepts serve tokens (``srv_...``, which open the act
-endpoint only); :class:`CachedTokenAuthentication` accepts account tokens. Both answer from
-``webapp/serving/cache.py`` (one Redis GET) and read the database only on a miss, so a steady
-stream of act calls never queries it; both set a :class:`~webapp.serving.cache.Credential` as
-``request.auth``.
+endpoint only); :class:`CachedTokenAuthentication` accepts account tokens. Both read the
+token's credential from ``webapp/serving/cache.py`` in the act request's one preflight round
+trip to Redis (``services.act_preflight``: the token's rate-limit count, the agent's cached
+entry, the credential) and read the database only on a miss, so a steady stream of act calls
+never queries it. ``request.auth`` is a :class:`TokenAuth` carrying both results.
 
 On a hit, ``request.user`` is a ``User`` built from the cached fields (id, username, join
 time, active), not loaded from the database: the act endpoint reads only its id and join time.
@@ -13,13 +14,22 @@ time, active), not loaded from the database: the act endpoint reads only its id 
 from __future__ import annotations
 
 import hashlib
+from dataclasses import dataclass
 
 from django.contrib.auth import get_user_model
 from rest_framework import authentication, exceptions
 from rest_framework.authtoken.models import Token
 
-from webapp.serving import cache
+from webapp.serving import cache, services
 from webapp.serving.models import KEY_PREFIX, ServeToken
+
+
+@dataclass(frozen=True)
+class TokenAuth:
+    """``request.auth`` of a token request: who the token is and the request's preflight."""
+
+    credential: cache.Credential
+    preflight: services.Preflight
 
 
 def _token_key(request) -> str | None:
@@ -72,7 +82,9 @@ class _CachedAuthentication(authentication.BaseAuthentication):
         key = _token_key(request)
         if key is None or not self.accepts(key):
             return None
-        credential = cache.credential_get(key)
+        agent_id = int(request.parser_context["kwargs"]["agent_id"])
+        preflight = services.act_preflight(identity=services.token_identity(key), agent_id=agent_id, token_key=key)
+        credential = preflight.credential
         if credential is None:
             credential = self.load(key)
             if credential is None:
@@ -80,7 +92,7 @@ class _CachedAuthentication(authentication.BaseAuthentication):
             cache.credential_store(key, credential)
         if not credential.is_active:
             raise exceptions.AuthenticationFailed("User inactive or deleted.")
-        return _user_of(credential), credential
+        return _user_of(credential), TokenAuth(credential, preflight)
 
     def authenticate_header(self, request) -> str:
         return self.keyword

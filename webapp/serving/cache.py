@@ -110,14 +110,14 @@ class Credential:
         return self.kind == "serve"
 
 
-def credential_get(token_key: str) -> Credential | None:
-    """The cached credential of ``token_key``, or ``None`` on a miss (or when Redis is down:
-    the caller then reads the database)."""
-    try:
-        raw = redis_client().get(_credential_key(token_key))
-    except redis.RedisError as exc:
-        logger.warning("serving cache unavailable (%s); reading the database", exc.__class__.__name__)
-        return None
+def queue_credential_get(pipe: Any, token_key: str) -> None:
+    """Add the GET of ``token_key``'s credential to a Redis pipeline (decode with
+    :func:`credential_from_raw`)."""
+    pipe.get(_credential_key(token_key))
+
+
+def credential_from_raw(raw: bytes | None) -> Credential | None:
+    """Decode a cached credential (``None`` for a miss or an unreadable value)."""
     if raw is None:
         return None
     try:

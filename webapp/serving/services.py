@@ -1,14 +1,17 @@
 """Writes and rules of policy serving: serve tokens and act calls.
 
-An act request, once its token is authenticated (``auth.py``, cached), costs one Redis round
-trip for the rate limit and the agent's cached entry (:func:`act_preflight`), the inference,
-and one for the call counters (``counters.py``); the database is read only on a cache miss.
+An act request costs one Redis round trip for the rate limit, the agent's cached entry and the
+token's cached credential (:func:`act_preflight`, called by the token authentication classes
+of ``auth.py``), the inference, and one round trip for the call counters (``counters.py``);
+the database is read only on a cache miss.
 Over the rate limit the endpoint answers 429 with ``Retry-After`` (seconds to the next minute).
 """
 
 from __future__ import annotations
 
+import hashlib
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -48,22 +51,35 @@ def serve_token_revoke(*, owner, token_id: int) -> None:
     ServeToken.objects.filter(owner=owner, pk=token_id).delete()
 
 
-def rate_identity(user, credential: cache.Credential | None) -> str:
-    """Whose count a request adds to: a serve token by its key's hash; a session or an account
-    token by the user and their join time (ids restart in a fresh database while Redis keeps
-    counting)."""
-    if credential is not None and credential.is_serve_token:
-        return f"token-{credential.key_hash[:32]}"
+def token_identity(token_key: str) -> str:
+    """Whose rate-limit count a token request adds to: the token's own (its key's hash)."""
+    return "token-" + hashlib.sha256(token_key.encode()).hexdigest()[:32]
+
+
+def user_identity(user) -> str:
+    """Whose count a session request adds to: the user, with their join time (ids restart in a
+    fresh database while Redis keeps counting)."""
     return f"user-{user.pk}-{user.date_joined.timestamp():.0f}"
 
 
-def act_preflight(*, identity: str, agent_id: int) -> tuple[int | None, cache.AgentEntry | None]:
-    """Count the request against ``identity``'s rate limit and read ``agent_id``'s cached
-    entry, in one Redis round trip.
+@dataclass(frozen=True)
+class Preflight:
+    """What one Redis round trip says about an act request before it is served.
 
-    Returns:
-        ``(retry_after, entry)``: seconds until the next window when over the limit (else
-        ``None``), and the cached entry (``None`` on a miss; check its owner before use).
+    Attributes:
+        retry_after: seconds until the next rate-limit window when over the limit, else ``None``.
+        entry: the agent's cached entry (``None`` on a miss; check its owner before use).
+        credential: the token's cached credential (``None`` on a miss or without a token).
+    """
+
+    retry_after: int | None
+    entry: cache.AgentEntry | None
+    credential: cache.Credential | None = None
+
+
+def act_preflight(*, identity: str, agent_id: int, token_key: str | None = None) -> Preflight:
+    """Count the request against ``identity``'s rate limit and read ``agent_id``'s cached entry
+    (and ``token_key``'s cached credential), in one Redis round trip.
 
     Raises:
         AppError: 503 when Redis cannot be reached (the limit cannot be enforced).
@@ -73,10 +89,16 @@ def act_preflight(*, identity: str, agent_id: int) -> tuple[int | None, cache.Ag
         pipe = cache.redis_client().pipeline(transaction=False)
         counters.queue_rate_count(pipe, identity, now)
         cache.queue_agent_get(pipe, agent_id)
-        count, _, raw = pipe.execute()
+        if token_key is not None:
+            cache.queue_credential_get(pipe, token_key)
+        count, _, raw_entry, *raw_credential = pipe.execute()
     except redis.RedisError as exc:
         raise AppError(f"the rate limiter is unavailable ({exc.__class__.__name__}); try again", status=503) from None
-    return counters.retry_after(count, now), cache.agent_entry_from_raw(raw)
+    return Preflight(
+        retry_after=counters.retry_after(count, now),
+        entry=cache.agent_entry_from_raw(raw_entry),
+        credential=cache.credential_from_raw(raw_credential[0]) if raw_credential else None,
+    )
 
 
 def agent_entry(*, user, agent_id: int, cached: cache.AgentEntry | None) -> cache.AgentEntry | None:
