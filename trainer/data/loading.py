@@ -1,4 +1,8 @@
-"""Read daily OHLCV files into one validated long-layout panel.
+"""Read daily or intraday OHLCV files into one validated long-layout panel.
+
+Intraday files (several rows per ticker and day) are handled by :mod:`trainer.data.timestamps`
+and :mod:`trainer.data.intraday`: their ``date`` becomes naive America/New_York time labelled
+at the bar end, and ``panel.attrs["bars"]`` describes the bars. What follows is common to both.
 
 Supported inputs (CSV, CSV.gz or Parquet, chosen by the file suffix):
 
@@ -31,6 +35,7 @@ which pandas skips, are not counted).
 from __future__ import annotations
 
 from collections.abc import Sequence
+from functools import partial
 from pathlib import Path
 
 import numpy as np
@@ -49,6 +54,7 @@ from trainer.data.files import (  # noqa: F401  (re-exported: callers import the
     ticker_from_filename,
     trading_dates,
 )
+from trainer.data.intraday import DAILY, check_options, complete_sessions, intraday_file
 from trainer.errors import ConfigError, DataError
 
 PANEL_COLUMNS = ("date", "tic", "open", "high", "low", "close", "volume")
@@ -228,7 +234,7 @@ def parse_dates(values: pd.Series, *, origin: str, file: str | None, csv_lines: 
 
 
 def validate_rows(
-    frame: pd.DataFrame, *, origin: str, file: str | None = None, csv_lines: bool = False
+    frame: pd.DataFrame, *, origin: str, file: str | None = None, csv_lines: bool = False, keep_time: bool = False
 ) -> pd.DataFrame:
     """Check one source's normalized rows and return them sorted by ``(date, tic)``.
 
@@ -238,17 +244,20 @@ def validate_rows(
 
     Args:
         frame: output of :func:`normalize_frame` (maybe filtered to some tickers).
+        keep_time: ``date`` already holds intraday bar-end stamps
+            (:func:`trainer.data.intraday.prepare_intraday`): kept as they are, not cut to days.
 
     Returns:
-        Columns ``date`` (datetime64[ns], midnight), ``tic`` (str), ``open, high, low, close,
-        volume`` (float64), sorted by ``date, tic``, index reset.
+        Columns ``date`` (datetime64[ns], midnight; the bar-end stamp when ``keep_time``),
+        ``tic`` (str), ``open, high, low, close, volume`` (float64), sorted by ``date, tic``,
+        index reset.
     """
     rows = frame[_ROW].to_numpy()
 
     def fail(i: int, what: str, column: str | None = None) -> None:
         row = int(rows[i])
         tic = str(frame["tic"].iloc[i])
-        day = str(frame["date"].iloc[i])[:10]
+        day = str(frame["date"].iloc[i])[: 16 if keep_time else 10]
         raise DataError(
             f"{_where(origin, row, csv=csv_lines)} ({shown(tic)[1:-1]} {shown(day)[1:-1]}): {what}",
             file=file,
@@ -277,7 +286,8 @@ def validate_rows(
             field="tic",
         )
     frame = frame.assign(tic=tic_text.astype(str).to_numpy())
-    frame = frame.assign(date=parse_dates(frame["date"], origin=origin, file=file, csv_lines=csv_lines, rows=rows))
+    if not keep_time:
+        frame = frame.assign(date=parse_dates(frame["date"], origin=origin, file=file, csv_lines=csv_lines, rows=rows))
 
     # raw columns first: a zero raw close makes the derived adjusted prices inf/NaN
     price_cols = [c for c in frame.columns if c.startswith("raw_")] + [c for c in PRICE_COLUMNS]
@@ -368,8 +378,19 @@ def load_panel(
     *,
     tickers: Sequence[str] | None = None,
     ticker: str | None = None,
+    timezone: str = "auto",
+    bar_label: str = "auto",
+    session: str = "regular",
 ) -> pd.DataFrame:
-    """Load and validate daily OHLCV files into one long-layout panel.
+    """Load and validate daily or intraday OHLCV files into one long-layout panel.
+
+    Intraday files (a ticker has several rows a day) go through
+    :func:`trainer.data.intraday.prepare_intraday` and :func:`~trainer.data.intraday.complete_sessions`:
+    ``date`` becomes naive America/New_York time labelled at the bar **end**, missing bars are
+    filled with the previous close (volume 0) and reported, and ``attrs["bars"]`` holds the
+    :class:`~trainer.data.intraday.BarInfo` (interval, session, periods per year, missing-bar
+    report). Daily panels get :data:`~trainer.data.intraday.DAILY` there and are otherwise
+    loaded exactly as before.
 
     Args:
         paths: a file, a folder (every data file in it, one ticker per file) or a list of both.
@@ -377,6 +398,10 @@ def load_panel(
         tickers: keep only these tickers (case-insensitive); rows of other tickers are not
             validated, so a file holding many tickers can be used for a few of them.
         ticker: ticker of a single file that has no ticker column.
+        timezone: zone of intraday stamps without an offset: ``"auto"`` (column name, else a
+            guess, reported in the notes), ``"UTC"`` or ``"America/New_York"``.
+        bar_label: what intraday stamps mark: ``"auto"`` (detected, reported), ``"start"``, ``"end"``.
+        session: ``"regular"`` (intraday bars outside 09:30-16:00 ET are errors) or ``"extended"``.
 
     Returns:
         DataFrame with columns ``date`` (datetime64[ns]), ``tic`` (str, upper case), ``open,
@@ -387,11 +412,16 @@ def load_panel(
 
     Raises:
         DataError: a missing/empty/unreadable file, a missing column, a bad row (see
-            :func:`validate_rows`), a ticker held by two files with different rows, or a
-            requested ticker that no file holds.
-        ConfigError: ``ticker`` given while several files lack a ticker column.
+            :func:`validate_rows` and :func:`~trainer.data.intraday.prepare_intraday`), a
+            ticker held by two files with different rows, a requested ticker that no file
+            holds, or daily and intraday files (or two intervals) mixed.
+        ConfigError: ``ticker`` given while several files lack a ticker column; an unknown
+            ``timezone``, ``bar_label`` or ``session``.
     """
+    options = check_options(timezone=timezone, bar_label=bar_label, session=session)
     files = expand_paths(paths)
+    bars: list = []
+    daily_files: list[str] = []
     wanted = None if tickers is None else list(dict.fromkeys(str(t).strip().upper() for t in tickers))
     frames: list[pd.DataFrame] = []
     notes: list[str] = []
@@ -416,7 +446,25 @@ def load_panel(
             frame = frame[frame["tic"].astype("string").str.strip().str.upper().isin(wanted).fillna(False).to_numpy()]
             if frame.empty:
                 continue
-        clean = validate_rows(frame, origin=path.name, file=str(path), csv_lines=csv_lines)
+        column = next(str(c) for c in raw.columns if _canonical(c) == "date")
+        frame, found = intraday_file(
+            frame,
+            column=column,
+            origin=path.name,
+            file=str(path),
+            where=partial(_where, path.name, csv=csv_lines),
+            **options,
+        )
+        (bars.append(found) if found else daily_files.append(path.name))
+        if bars and daily_files:
+            daily_name = path.name if not found else daily_files[0]
+            raise DataError(
+                f"{daily_name} holds daily bars but {path.name if found else 'the files before it'} hold intraday "
+                "bars; load daily and intraday files apart",
+                file=str(path),
+                field="paths",
+            )
+        clean = validate_rows(frame, origin=path.name, file=str(path), csv_lines=csv_lines, keep_time=bool(found))
         notes.extend(file_notes)
         if any(_canonical(c).startswith("adj_") for c in raw.columns):
             notes.extend(split_like_moves(clean, origin=path.name))
@@ -454,4 +502,7 @@ def load_panel(
     panel.attrs["notes"] = notes
     panel.attrs["files"] = dict(owner)
     panel.attrs["source"] = ", ".join(p.name for p in files)
+    if bars and not panel.empty:
+        return complete_sessions(panel, bars, session=options["session"])
+    panel.attrs["bars"] = DAILY
     return panel
