@@ -14,6 +14,7 @@ import stockstats
 
 from trainer.data.loading import expand_paths
 from trainer.data.market import MarketData
+from trainer.data.sessions import bar_dates
 from trainer.data.spec import DataSpec
 from trainer.files import atomic_write_bytes
 
@@ -97,7 +98,7 @@ def _read_cache(path: Path, key: str) -> MarketData | None:
         else np.zeros((t, n, 0), dtype="float32")
     )
     return MarketData(
-        dates=table.column("date").to_numpy()[::n].astype("datetime64[D]"),
+        dates=bar_dates(table.column("date").to_numpy()[::n]),
         tickers=tuple(meta["tickers"]),
         close=np.ascontiguousarray(close),
         features=np.ascontiguousarray(feats.astype("float32")),

@@ -37,6 +37,7 @@ from trainer.data.coverage import (
 from trainer.data.indicators import DEFAULT_INDICATORS, compute_indicators, turbulence_index, validate_indicators
 from trainer.data.loading import load_panel
 from trainer.data.market import MarketData
+from trainer.data.sessions import SESSION_FEATURES, bar_dates, is_intraday, session_features
 from trainer.data.spec import DataSpec
 from trainer.errors import ConfigError, DataError
 
@@ -111,9 +112,11 @@ def build_market_data(
         source: description stored in ``MarketData.source`` (default ``attrs["source"]``).
 
     Returns:
-        MarketData with ``close`` (T, N) float64 adjusted close in USD, ``features`` (T, N, F)
-        float32 in ``indicators`` order, ``turbulence`` (T,) float64 and notes on everything the
-        missing-data policy did.
+        MarketData with ``dates`` (T,) ``datetime64[D]`` (a daily panel) or ``datetime64[s]``
+        (an intraday panel: naive exchange time, bar end), ``close`` (T, N) float64 adjusted
+        close in USD, ``features`` (T, N, F) float32 in ``indicators`` order (an intraday panel
+        appends :data:`~trainer.data.sessions.SESSION_FEATURES`), ``turbulence`` (T,) float64
+        (its window counts bars) and notes on everything the missing-data policy did.
 
     Raises:
         ConfigError: unknown ``missing_policy``, an unsupported indicator, ``start`` after ``end``.
@@ -175,21 +178,25 @@ def build_market_data(
     for n in range(len(kept)):
         bars = pd.DataFrame({c: arrays[c][first[n] :, n] for c in _OHLCV})
         feats[first[n] :, n, :] = compute_indicators(bars, indicators)
+    names = tuple(indicators)
+    if is_intraday(calendar):  # bar-of-day and overnight gap (trainer.data.sessions)
+        feats = np.concatenate([feats, session_features(calendar, arrays["open"], arrays["close"])], axis=2)
+        names += SESSION_FEATURES
     if turbulence:
         turb = turbulence_index(arrays["close"])
     else:
         turb = np.zeros(len(calendar))
         notes.append("turbulence not computed (all 0)")
-    _check_finite_features(feats[start_pos:], turb[start_pos:], out_dates, kept, indicators)
+    _check_finite_features(feats[start_pos:], turb[start_pos:], out_dates, kept, names)
     if start_pos > 0:
         notes.append(_warmup_note(start_pos, out_dates[0]))
 
     return MarketData(
-        dates=out_dates.to_numpy().astype("datetime64[D]"),
+        dates=bar_dates(out_dates),
         tickers=tuple(kept),
         close=np.ascontiguousarray(arrays["close"][start_pos:]),
         features=np.ascontiguousarray(feats[start_pos:].astype("float32")),
-        feature_names=tuple(indicators),
+        feature_names=names,
         turbulence=np.ascontiguousarray(turb[start_pos:]),
         notes=tuple(notes),
         source=source,
