@@ -13,6 +13,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from trainer.data.sessions import is_intraday
 from trainer.errors import ConfigError
 
 
@@ -80,4 +81,21 @@ def check_episode_setup(num_days: int, first: Any, last: Any, episode_length: in
             f"env.episode_length: {episode_length} steps do not fit in {num_days} days of data "
             f"({first} to {last}); use at most {num_days - 1}",
             field="env.episode_length",
+        )
+
+
+def check_flatten_at_close(flatten: bool, dates: Any, *, field: str = "env.flatten_at_close") -> None:
+    """Refuse ``flatten_at_close`` on a daily panel (every day would be a session close).
+
+    Args:
+        flatten: the config's ``flatten_at_close``; dates: the env data's (T,) dates.
+
+    Raises:
+        ConfigError: naming ``field``.
+    """
+    if flatten and not is_intraday(dates):
+        raise ConfigError(
+            f"{field}: flattening at the session close needs intraday bars; this data is daily "
+            f"({dates[0]} to {dates[-1]})",
+            field=field,
         )

@@ -50,6 +50,10 @@ the first rebalance pays ``cost_pct`` on the invested fraction.
   with ``eta = dsr_eta``. Each episode starts from ``A_0 = 0`` and ``B_0 = DSR_PRIOR_VARIANCE``
   (a 1 % daily volatility prior) so that the first step is defined (with ``B_0 = 0`` it is 0/0).
 
+**Intraday panels**: one step is one bar (the env never looks at the clock); lookbacks and
+episode lengths count bars. With ``flatten_at_close`` the target of a session's last bar is
+all cash, so the overnight gap is never held.
+
 **Observation** (``observation``):
 
 * ``"scale_free"`` (default, :mod:`trainer.envs.observations`): z-scored log returns over 1, 5,
@@ -71,7 +75,8 @@ import numpy as np
 import torch
 
 from trainer.data.market import MarketData
-from trainer.envs.episodes import EpisodeStarts, check_episode_setup
+from trainer.data.sessions import session_close_mask
+from trainer.envs.episodes import EpisodeStarts, check_episode_setup, check_flatten_at_close
 from trainer.envs.observations import (
     FeatureStats,
     check_observation,
@@ -105,8 +110,12 @@ class PortfolioConfig:
         cash_bias: logit of cash at a zero cash action is ``-cash_bias`` (>= 0), so a zero
             action holds equal weights with (almost) no cash.
         observation: ``"scale_free"`` (default) or ``"finrl"``.
-        episode_length: steps per episode; ``None`` runs to the last day of the data.
+        episode_length: steps per episode (days, or bars of an intraday panel); ``None`` runs
+            to the last row of the data.
         random_start: draw each episode's first day at random (per env); ``False``: day 0.
+        flatten_at_close: intraday panels only: on the last bar of every session the target
+            is all cash whatever the action (turnover costs paid), so no position is held
+            overnight; the next session's first bar invests again. An error on daily data.
     """
 
     initial_cash: float = 1e6
@@ -119,6 +128,7 @@ class PortfolioConfig:
     observation: str = "scale_free"
     episode_length: int | None = None
     random_start: bool = True
+    flatten_at_close: bool = False
 
     def validate(self, *, prefix: str = "env") -> PortfolioConfig:
         """Check every field and return ``self``.
@@ -157,6 +167,8 @@ class PortfolioConfig:
                 raise bad("episode_length", "must be a whole number >= 1 or null")
         if not isinstance(self.random_start, bool):
             raise bad("random_start", "must be true or false")
+        if not isinstance(self.flatten_at_close, bool):
+            raise bad("flatten_at_close", "must be true or false")
         return self
 
     def to_dict(self) -> dict[str, Any]:
@@ -241,6 +253,7 @@ class PortfolioVecEnv(EpisodeStarts):
         _check_market(data)
         num_days = data.num_days
         check_episode_setup(num_days, data.dates[0], data.dates[-1], config.episode_length, num_envs)
+        check_flatten_at_close(config.flatten_at_close, data.dates)
         self.config = config
         self.num_envs = num_envs
         self.device = torch.device(device)
@@ -285,6 +298,10 @@ class PortfolioVecEnv(EpisodeStarts):
         self._fixed_start: int | None = None
         self._all_cash = torch.zeros(n + 1, dtype=torch.float64, device=dev)
         self._all_cash[n] = 1.0
+        # (T,) bool, the last bar of each session; only read when flatten_at_close is on
+        self._session_close = torch.as_tensor(
+            session_close_mask(data.dates) if config.flatten_at_close else np.zeros(num_days, dtype=bool), device=dev
+        )
         self.reset()
 
     # ------------------------------------------------------------------ layout
@@ -422,6 +439,8 @@ class PortfolioVecEnv(EpisodeStarts):
         day, weights, value = self._day, self._weights, self._value
         finite = torch.isfinite(action).all()
         target = target_weights(action.to(self.device), logit_scale=cfg.logit_scale, cash_bias=cfg.cash_bias)
+        if cfg.flatten_at_close:  # all cash on a session's last bar (no host sync)
+            target = torch.where(self._session_close.index_select(0, day)[:, None], self._all_cash, target)
         turnover = (target[:, :n] - weights[:, :n]).abs_().sum(1)
         kept = 1.0 - cfg.cost_pct * turnover  # fraction of value left after costs
         gross = self._gross.index_select(0, day)  # (E, N) close[t+1] / close[t]
