@@ -76,7 +76,13 @@ import torch
 
 from trainer.data.market import MarketData
 from trainer.data.sessions import session_close_mask
-from trainer.envs.episodes import EpisodeStarts, check_episode_setup, check_flatten_at_close
+from trainer.envs.episodes import (
+    MIN_EPISODE_STEPS,
+    EpisodeStarts,
+    check_episode_setup,
+    check_flatten_at_close,
+    check_market,
+)
 from trainer.envs.observations import (
     FeatureStats,
     check_observation,
@@ -84,15 +90,21 @@ from trainer.envs.observations import (
     is_scale_free,
     scale_free_market,
 )
-from trainer.envs.stock_trading import MIN_EPISODE_STEPS, PRICE_SCALE, _check_market, feature_scale
+from trainer.envs.stock_layout import PRICE_SCALE, feature_scale
 from trainer.errors import ConfigError
 from trainer.nonfinite import nonfinite_action_error
 
-__all__ = ["DSR_PRIOR_VARIANCE", "REWARDS", "PortfolioConfig", "PortfolioVecEnv", "target_weights"]
+__all__ = ["DSR_PRIOR_VARIANCE", "REWARDS", "PortfolioConfig", "PortfolioVecEnv", "portfolio_obs_dim", "target_weights"]
 
 REWARDS = ("log_return", "excess_log_return", "differential_sharpe")
 #: ``B_0`` of the differential Sharpe ratio: the second moment of a 1 % daily return.
 DSR_PRIOR_VARIANCE = 1e-4
+
+
+def portfolio_obs_dim(num_stocks: int, num_features: int) -> int:
+    """``N*K + N + 1``: ``K`` market features per ticker (feature-major), then the ``N + 1``
+    current weights (stocks and cash)."""
+    return num_stocks * num_features + num_stocks + 1
 
 
 @dataclass
@@ -250,7 +262,7 @@ class PortfolioVecEnv(EpisodeStarts):
         feature_stats: FeatureStats | None = None,
     ) -> None:
         config = (config or PortfolioConfig()).validate()
-        _check_market(data)
+        check_market(data)
         num_days = data.num_days
         check_episode_setup(num_days, data.dates[0], data.dates[-1], config.episode_length, num_envs)
         check_flatten_at_close(config.flatten_at_close, data.dates)
@@ -279,7 +291,7 @@ class PortfolioVecEnv(EpisodeStarts):
             )
         self.data = data
         self.num_features = market.shape[2]
-        self.obs_dim = n * self.num_features + n + 1
+        self.obs_dim = portfolio_obs_dim(n, self.num_features)
         dev = self.device
         table = np.zeros((num_days, self.obs_dim), dtype=np.float32)
         table[:, : n * self.num_features] = np.transpose(market, (0, 2, 1)).reshape(num_days, -1)
