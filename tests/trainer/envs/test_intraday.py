@@ -10,6 +10,8 @@ from tests.intraday import intraday_panel
 from trainer.data import build_market_data
 from trainer.data.sessions import session_close_mask
 from trainer.envs.portfolio import PortfolioConfig, PortfolioVecEnv
+from trainer.envs.stock_config import EnvConfig
+from trainer.envs.stock_trading import StockTradingVecEnv
 from trainer.errors import ConfigError
 
 
@@ -75,3 +77,49 @@ def test_flatten_at_close_is_validated_and_refused_on_daily_data(two_stocks):
         PortfolioVecEnv(two_stocks, PortfolioConfig(flatten_at_close=True))
     assert err.value.details["field"] == "env.flatten_at_close"
     assert "intraday" in err.value.message
+
+
+def _stock(data, **config):
+    env = StockTradingVecEnv(data, EnvConfig(random_start=False, hmax=10, **config), num_envs=2)
+    env.reset(options={"start_day": 0})
+    return env
+
+
+def test_stock_trading_env_steps_one_bar_at_a_time(bars):
+    env = _stock(bars, buy_cost_pct=0.0, sell_cost_pct=0.0)
+    _, _, _, _, info = env.step(torch.ones(2, 3))  # buy 10 shares of each at bar 0's close
+    np.testing.assert_array_equal(info["holdings"][0].numpy(), [10, 10, 10])
+    for t in range(1, 100):
+        before = info["portfolio_value"][0].item()
+        _, _, _, _, info = env.step(torch.zeros(2, 3))
+        assert info["day"][0].item() == t + 1
+        moved = float(np.dot([10, 10, 10], bars.close[t + 1] - bars.close[t]))
+        assert info["portfolio_value"][0].item() - before == pytest.approx(moved, abs=1e-6)
+
+
+def test_stock_trading_flatten_at_close_sells_everything_on_the_session_s_last_bar(bars):
+    flat = _stock(bars, flatten_at_close=True)
+    held = _stock(bars)
+    buy = torch.ones(2, 3)
+    for t in range(78):
+        _, _, _, _, info = flat.step(buy)
+        _, _, _, _, held_info = held.step(buy)
+        if t < 77:
+            np.testing.assert_array_equal(info["holdings"].numpy(), held_info["holdings"].numpy())
+    # bar 77 is 16:00: the step from it sold everything at its close instead of buying more
+    assert str(bars.dates[77])[11:16] == "16:00"
+    np.testing.assert_array_equal(info["holdings"].numpy(), np.zeros((2, 3)))
+    np.testing.assert_array_equal(held_info["holdings"][0].numpy(), [780, 780, 780])  # 78 buys of 10
+    # overnight the flat env holds only cash: its value does not move with the gap
+    assert info["portfolio_value"][0].item() == pytest.approx(info["cash"][0].item(), rel=1e-12)
+    _, _, _, _, info = flat.step(buy)  # the next session's first bar buys again
+    np.testing.assert_array_equal(info["holdings"][0].numpy(), [10, 10, 10])
+
+
+def test_stock_trading_flatten_at_close_is_validated_and_refused_on_daily_data(two_stocks):
+    with pytest.raises(ConfigError) as err:
+        EnvConfig.from_dict({"flatten_at_close": 1})
+    assert err.value.details["field"] == "env.flatten_at_close"
+    with pytest.raises(ConfigError) as err:
+        StockTradingVecEnv(two_stocks, EnvConfig(flatten_at_close=True))
+    assert err.value.details["field"] == "env.flatten_at_close"
