@@ -12,6 +12,7 @@ import pytest
 
 from tests.intraday import intraday_panel
 from trainer.data import DEFAULT_INDICATORS, build_market_data
+from trainer.data.indicators import turbulence_index, turbulence_index_batched
 from trainer.data.sessions import SESSION_FEATURES, is_intraday, session_close_mask, session_index
 from trainer.envs.observations import scale_free_market
 
@@ -112,3 +113,12 @@ def test_daily_panels_get_no_session_features(dow30_panel):
     assert data.dates.dtype == np.dtype("datetime64[D]")
     assert data.feature_names == DEFAULT_INDICATORS
     assert not is_intraday(data.dates)
+
+
+def test_batched_turbulence_equals_finrl_loop_on_bars_with_a_late_ticker(panel):
+    close = panel.pivot(index="date", columns="tic", values="close").to_numpy().copy()
+    close[:300, 2] = np.nan  # NVDA "lists" at bar 300: windows with missing returns use the loop
+    loop, batched = turbulence_index(close), turbulence_index_batched(close)
+    assert (loop > 0).sum() > 400
+    np.testing.assert_array_equal(loop > 0, batched > 0)
+    np.testing.assert_allclose(batched, loop, rtol=1e-9, atol=0)
