@@ -242,7 +242,7 @@ def plan_tickers(
     notes: list[str] = []
     df = pairs[pairs["tic"].isin(chosen)]
     if hi is not None:
-        df = df[df["date"] <= hi]
+        df = df[df["date"] < hi + pd.Timedelta(days=1)]  # the whole end day (every bar of it)
     in_range = df if lo is None else df[df["date"] >= lo]
     counts = in_range.groupby("tic").size()
     range_text = (

@@ -150,7 +150,7 @@ def build_market_data(
     range_start = plan.range_start
     df = panel[panel["tic"].isin(kept)]
     if hi is not None:
-        df = df[df["date"] <= hi]
+        df = df[df["date"] < hi + pd.Timedelta(days=1)]  # the whole end day (every bar of it)
     wide = {c: df.pivot(index="date", columns="tic", values=c).reindex(columns=kept) for c in _OHLCV}
 
     # rebuild the calendar from the kept tickers only, then forward-fill short gaps
