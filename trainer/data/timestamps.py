@@ -239,3 +239,30 @@ def _share_in_session(local: np.ndarray) -> float:
 def stamp_text(value) -> str:
     """A naive stamp as ``YYYY-MM-DD HH:MM`` for messages."""
     return str(pd.Timestamp(value))[:16]
+
+
+def has_time_of_day(index) -> bool:
+    """True when any stamp of ``index`` (naive ``datetime64``/``Timestamp`` labels) is not at
+    midnight, i.e. the labels are intraday bars rather than days."""
+    try:
+        stamps = pd.DatetimeIndex(index)
+    except (TypeError, ValueError):
+        return False
+    return bool(len(stamps)) and bool((stamps != stamps.normalize()).any())
+
+
+def infer_periods_per_year(index) -> int:
+    """Periods per year of a series labelled by ``index``: 252 for days; for intraday bar-end
+    stamps ``bars_per_session(m) * 252`` where ``m`` is the most common gap in minutes between
+    consecutive bars of one day (5 -> 78 x 252 = 19,656). 252 when it cannot be told (no two
+    bars on one day, or labels that are not dates)."""
+    if not has_time_of_day(index):
+        return TRADING_DAYS_PER_YEAR
+    ns = pd.DatetimeIndex(index).to_numpy().astype("datetime64[ns]").astype(np.int64)
+    day = ns // (86_400 * 10**9)
+    step = np.diff(ns) // (60 * 10**9)
+    step = step[(day[1:] == day[:-1]) & (step > 0)]
+    if step.size == 0:
+        return TRADING_DAYS_PER_YEAR
+    uniq, counts = np.unique(step, return_counts=True)
+    return bars_per_session(int(uniq[np.argmax(counts)])) * TRADING_DAYS_PER_YEAR

@@ -49,7 +49,8 @@ def test_intraday_qqq_bars_are_compared_bar_by_bar(bars, qqq_bars):
     assert len(qqq) == 390 and qqq.index[0] == pd.Timestamp("2024-03-11 09:35")
     expected = CAPITAL * qqq_bars.to_numpy() / qqq_bars.iloc[0]
     np.testing.assert_allclose(qqq.to_numpy(), expected, rtol=1e-12)
-    assert result.metrics["QQQ"]["num_days"] == 389  # one return per bar after the first
+    # one return per bar after the first (num_periods), over five sessions (num_days)
+    assert result.metrics["QQQ"]["num_periods"] == 389 and result.metrics["QQQ"]["num_days"] == 5
     assert result.metrics["agent"]["beta"] is not None
     assert any("intraday bars" in n for n in result.notes)
     out = result.to_dict()
@@ -70,7 +71,8 @@ def test_daily_qqq_is_compared_at_session_closes_and_the_report_says_so(bars, be
     assert np.all(qqq[closes[0] + 1 : closes[1]] == qqq[closes[0]])
     metrics = result.metrics
     assert metrics["QQQ"]["num_days"] == 4  # daily returns between the five session closes
-    assert metrics["agent"]["num_days"] == 389  # the agent's own figures use every bar
+    assert metrics["agent"]["num_periods"] == 389  # the agent's own figures use every bar
+    assert metrics["agent"]["num_days"] == 5 and metrics["agent"]["daily"]["num_days"] == 5
     assert metrics["agent"]["relative_basis"] == "session_closes"
     agent_daily = result.daily["account_value"].to_numpy()[closes]
     assert metrics["agent"]["benchmark_cumulative_return"] == pytest.approx(days[-1] / days[0] - 1, rel=1e-9)
