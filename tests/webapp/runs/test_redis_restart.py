@@ -279,9 +279,9 @@ def test_redis_restarts_mid_run_lose_no_generation_and_no_end_of_run_backtest(
     assert done.count() == GENERATIONS
     assert trained.count() == GENERATIONS > agents_before
     assert Agent.objects.filter(run=run).count() <= GENERATIONS + 1, "at most the ensemble besides"
-    assert set(trained.values_list("generation_id", flat=True)) == set(done.values_list("id", flat=True)), (
-        "exactly one agent per done generation"
-    )
+    assert set(trained.values_list("generation_id", flat=True)) == set(
+        done.values_list("id", flat=True)
+    ), "exactly one agent per done generation"
     assert not Generation.objects.filter(run=run, status__in=Generation.OPEN).exists(), "no generation is stuck"
     assert not Generation.objects.filter(run=run, status=Generation.Status.FAILED).exists()
     kept = Generation.objects.get(pk=interrupted[0].pk)
