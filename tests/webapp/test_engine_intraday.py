@@ -56,7 +56,7 @@ def generation(data_dir, tmp_path_factory):
 def test_an_intraday_generation_is_scored_next_to_qqq_bars(generation):
     _, _, result = generation
     assert "vs_QQQ" in result.metrics
-    assert result.metrics["num_days"] > 9 * 78  # one return per bar (May 1-15 2024: 10-11 sessions)
+    assert result.metrics["num_periods"] > 9 * 78  # one return per bar (May 1-15 2024: 10-11 sessions)
 
 
 def test_an_intraday_backtest_compares_with_qqq_bars_of_the_same_file(generation, data_dir):
@@ -79,4 +79,4 @@ def test_an_intraday_backtest_compares_with_qqq_bars_of_the_same_file(generation
     first = raw.loc[raw["datetime_utc"] == "2024-05-16 13:30:00", "close"].item()  # the 09:35 bar
     last = raw.loc[raw["datetime_utc"] == "2024-05-16 13:35:00", "close"].item()
     assert qqq.iloc[1] / qqq.iloc[0] == pytest.approx(last / first, rel=1e-12)
-    assert out.metrics["QQQ"]["num_days"] == len(qqq) - 1
+    assert out.metrics["QQQ"]["num_periods"] == len(qqq) - 1
