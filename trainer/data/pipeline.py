@@ -149,8 +149,8 @@ def build_market_data(
     kept = list(plan.tickers)
     range_start = plan.range_start
     df = panel[panel["tic"].isin(kept)]
-    if hi is not None:
-        df = df[df["date"] < hi + pd.Timedelta(days=1)]  # the whole end day (every bar of it)
+    if hi is not None:  # the whole end day: an intraday day's bars are stamped after its midnight
+        df = df[df["date"] < hi + pd.Timedelta(days=1)]
     wide = {c: df.pivot(index="date", columns="tic", values=c).reindex(columns=kept) for c in _OHLCV}
 
     # rebuild the calendar from the kept tickers only, then forward-fill short gaps
