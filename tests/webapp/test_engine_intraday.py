@@ -13,10 +13,10 @@ from webapp import engine
 from webapp.engine.backtests import validation_benchmark_returns
 
 TASK = {
-    "data": {"paths": [FIVE_MIN_FILE], "tickers": ["AAPL", "MSFT"], "start": "2024-03-11", "end": "2024-05-31"},
-    "train": ["2024-03-11", "2024-04-30"],
-    "validation": ["2024-05-01", "2024-05-15"],
-    "test": ["2024-05-16", "2024-05-31"],
+    "data": {"paths": [FIVE_MIN_FILE], "tickers": ["AAPL", "MSFT"], "start": "2024-03-11", "end": "2024-12-03"},
+    "train": ["2024-03-11", "2024-09-30"],
+    "validation": ["2024-10-01", "2024-10-31"],
+    "test": ["2024-11-01", "2024-12-03"],
     "kind": "portfolio",
     "env": {"flatten_at_close": True},
     "algorithm": "ppo",
@@ -56,7 +56,7 @@ def generation(data_dir, tmp_path_factory):
 def test_an_intraday_generation_is_scored_next_to_qqq_bars(generation):
     _, _, result = generation
     assert "vs_QQQ" in result.metrics
-    assert result.metrics["num_periods"] > 9 * 78  # one return per bar (May 1-15 2024: 10-11 sessions)
+    assert result.metrics["num_periods"] == 23 * 78 - 1  # one return per bar (October 2024: 23 sessions)
 
 
 def test_an_intraday_backtest_compares_with_qqq_bars_of_the_same_file(generation, data_dir):
@@ -65,18 +65,19 @@ def test_an_intraday_backtest_compares_with_qqq_bars_of_the_same_file(generation
         agent_path=checkpoint,
         expected_sha256=result.sha256,
         task=task,
-        start="2024-05-16",
-        end="2024-05-31",
+        start="2024-11-26",
+        end="2024-12-03",
         benchmark_path=str(data_dir / BENCHMARK_FILE),
         data_dir=str(data_dir),
     )
     assert any("intraday bars from the same file" in n for n in out.notes)
     qqq = out.daily["benchmark_QQQ"]
-    assert qqq.index[0] == pd.Timestamp("2024-05-16 09:35")
-    assert str(qqq.index[1]) == "2024-05-16 09:40:00"
+    assert qqq.index[0] == pd.Timestamp("2024-11-26 09:35")
+    assert str(qqq.index[1]) == "2024-11-26 09:40:00"
     raw = pd.read_csv(data_dir / FIVE_MIN_FILE)
     raw = raw[raw["tic"] == "QQQ"]
-    first = raw.loc[raw["datetime_utc"] == "2024-05-16 13:30:00", "close"].item()  # the 09:35 bar
-    last = raw.loc[raw["datetime_utc"] == "2024-05-16 13:35:00", "close"].item()
+    first = raw.loc[raw["datetime_utc"] == "2024-11-26 14:30:00", "close"].item()  # the 09:35 bar (EST)
+    last = raw.loc[raw["datetime_utc"] == "2024-11-26 14:35:00", "close"].item()
     assert qqq.iloc[1] / qqq.iloc[0] == pytest.approx(last / first, rel=1e-12)
-    assert out.metrics["QQQ"]["num_periods"] == len(qqq) - 1
+    assert out.metrics["QQQ"]["num_periods"] == len(qqq) - 1 == 4 * 78 + 42 - 1  # 2024-11-29 is a half day
+    assert qqq.index[-1] == pd.Timestamp("2024-12-03 16:00")
