@@ -241,8 +241,8 @@ def plan_tickers(
         raise DataError("the data holds no ticker")
     notes: list[str] = []
     df = pairs[pairs["tic"].isin(chosen)]
-    if hi is not None:
-        df = df[df["date"] <= hi]
+    if hi is not None:  # the whole end day: an intraday day's bars are stamped after its midnight
+        df = df[df["date"] < hi + pd.Timedelta(days=1)]
     in_range = df if lo is None else df[df["date"] >= lo]
     counts = in_range.groupby("tic").size()
     range_text = (

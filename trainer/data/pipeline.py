@@ -34,7 +34,13 @@ from trainer.data.coverage import (
     fit_tickers,
     plan_tickers,
 )
-from trainer.data.indicators import DEFAULT_INDICATORS, compute_indicators, turbulence_index, validate_indicators
+from trainer.data.indicators import (
+    DEFAULT_INDICATORS,
+    compute_indicators,
+    turbulence_index,
+    turbulence_index_batched,
+    validate_indicators,
+)
 from trainer.data.loading import load_panel
 from trainer.data.market import MarketData
 from trainer.data.sessions import SESSION_FEATURES, bar_dates, is_intraday, session_features
@@ -143,8 +149,8 @@ def build_market_data(
     kept = list(plan.tickers)
     range_start = plan.range_start
     df = panel[panel["tic"].isin(kept)]
-    if hi is not None:
-        df = df[df["date"] <= hi]
+    if hi is not None:  # the whole end day: an intraday day's bars are stamped after its midnight
+        df = df[df["date"] < hi + pd.Timedelta(days=1)]
     wide = {c: df.pivot(index="date", columns="tic", values=c).reindex(columns=kept) for c in _OHLCV}
 
     # rebuild the calendar from the kept tickers only, then forward-fill short gaps
@@ -182,8 +188,8 @@ def build_market_data(
     if is_intraday(calendar):  # bar-of-day and overnight gap (trainer.data.sessions)
         feats = np.concatenate([feats, session_features(calendar, arrays["open"], arrays["close"])], axis=2)
         names += SESSION_FEATURES
-    if turbulence:
-        turb = turbulence_index(arrays["close"])
+    if turbulence:  # the same index; batched on long intraday panels (bit-identical loop for daily)
+        turb = (turbulence_index_batched if is_intraday(calendar) else turbulence_index)(arrays["close"])
     else:
         turb = np.zeros(len(calendar))
         notes.append("turbulence not computed (all 0)")

@@ -53,6 +53,12 @@ def bar_dates(dates) -> np.ndarray:
     return index.to_numpy().astype(unit)
 
 
+def stamp_text(value) -> str:
+    """``YYYY-MM-DD`` for a midnight stamp (a daily row), ``YYYY-MM-DD HH:MM`` otherwise."""
+    stamp = pd.Timestamp(value)
+    return str(stamp.date()) if stamp == stamp.normalize() else stamp.strftime("%Y-%m-%d %H:%M")
+
+
 def session_index(dates) -> np.ndarray:
     """(T,) int64 session number of each bar: 0 for the panel's first exchange date, +1 per date.
 

@@ -14,6 +14,7 @@ import numpy as np
 import torch
 
 from trainer.data.market import MarketData
+from trainer.data.sessions import is_intraday
 from trainer.errors import ConfigError, DataError
 
 #: With ``episode_length=None`` and a random start, an episode still has at least this many
@@ -111,4 +112,21 @@ def check_market(data: MarketData) -> None:
             ticker=data.tickers[n],
             date=str(data.dates[t]),
             field=data.feature_names[f],
+        )
+
+
+def check_flatten_at_close(flatten: bool, dates: Any, *, field: str = "env.flatten_at_close") -> None:
+    """Refuse ``flatten_at_close`` on a daily panel (every day would be a session close).
+
+    Args:
+        flatten: the config's ``flatten_at_close``; dates: the env data's (T,) dates.
+
+    Raises:
+        ConfigError: naming ``field``.
+    """
+    if flatten and not is_intraday(dates):
+        raise ConfigError(
+            f"{field}: flattening at the session close needs intraday bars; this data is daily "
+            f"({dates[0]} to {dates[-1]})",
+            field=field,
         )

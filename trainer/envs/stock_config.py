@@ -28,8 +28,8 @@ class EnvConfig:
         turbulence_threshold: when set, on days whose ``MarketData.turbulence`` is >= this
             value the env sells all holdings and refuses buys (FinRL's risk control); ``None``
             disables it. Must be >= 0.
-        episode_length: steps (trading days) per episode; ``None`` runs to the last day of the
-            data. Must be >= 1 and less than the number of days.
+        episode_length: steps (trading days, or bars of an intraday panel) per episode; ``None``
+            runs to the last row of the data. Must be >= 1 and less than the number of rows.
         random_start: draw each episode's first day uniformly at random (per env) so that envs
             are decorrelated; ``False`` starts every episode on day 0.
         randomize_initial: training aid: start each episode with a random total wealth in
@@ -39,6 +39,9 @@ class EnvConfig:
             portfolio value and the z-scored scale-free features of
             :mod:`trainer.envs.observations`; ``"finrl"``: FinRL's layout of cash, prices,
             holdings and indicators times constant scales (to compare with FinRL).
+        flatten_at_close: intraday panels only: on the last bar of every session the env sells
+            all holdings at that bar's close (sell costs paid) and buys nothing, whatever the
+            action, so no position is held overnight. An error on daily data.
     """
 
     initial_cash: float = 1e6
@@ -51,6 +54,7 @@ class EnvConfig:
     random_start: bool = True
     randomize_initial: bool = False
     observation: str = "scale_free"
+    flatten_at_close: bool = False
 
     def validate(self, *, prefix: str = "env") -> EnvConfig:
         """Check every field and return ``self``.
@@ -92,7 +96,7 @@ class EnvConfig:
             raise bad("turbulence_threshold", "must be >= 0 or null")
         if self.episode_length is not None and integer("episode_length") < 1:
             raise bad("episode_length", "must be >= 1 or null")
-        for name in ("random_start", "randomize_initial"):
+        for name in ("random_start", "randomize_initial", "flatten_at_close"):
             if not isinstance(getattr(self, name), bool):
                 raise bad(name, "must be true or false")
         check_observation(self.observation, field=f"{prefix}.observation")

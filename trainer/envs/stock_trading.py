@@ -50,7 +50,14 @@ import numpy as np
 import torch
 
 from trainer.data.market import MarketData
-from trainer.envs.episodes import MIN_EPISODE_STEPS, EpisodeStarts, check_episode_setup, check_market
+from trainer.data.sessions import session_close_mask
+from trainer.envs.episodes import (
+    MIN_EPISODE_STEPS,
+    EpisodeStarts,
+    check_episode_setup,
+    check_flatten_at_close,
+    check_market,
+)
 from trainer.envs.observations import FeatureStats, fit_feature_stats, scale_free_market
 from trainer.envs.stock_config import EnvConfig
 from trainer.envs.stock_layout import (
@@ -115,7 +122,8 @@ class StockTradingVecEnv(EpisodeStarts):
        every buy of that env is scaled by the same factor ``cash / B`` and floored to whole
        shares, so the env spends at most its cash and keeps its intended mix across stocks;
     4. with a turbulence threshold, on a day with ``turbulence[t] >= threshold`` the env sells
-       all holdings instead and buys nothing.
+       all holdings instead and buys nothing; so does ``flatten_at_close`` on the last bar of
+       each session of an intraday panel (one step is one bar there).
 
     The env then moves to day ``t+1``; the reward is ``(V[t+1] - V[t]) * reward_scaling``,
     where ``V = cash + holdings . close`` (costs reduce it). An episode ends by truncation on its
@@ -162,6 +170,7 @@ class StockTradingVecEnv(EpisodeStarts):
         check_market(data)
         num_days = data.num_days
         check_episode_setup(num_days, data.dates[0], data.dates[-1], config.episode_length, num_envs)
+        check_flatten_at_close(config.flatten_at_close, data.dates)
         self.feature_stats: FeatureStats | None = None
         self._scale_free = config.observation == "scale_free"
         if self._scale_free:
@@ -190,6 +199,15 @@ class StockTradingVecEnv(EpisodeStarts):
         # (E,) float64 USD value of (E, N) shares at (E, N) prices
         self._dot = torch.linalg.vecdot if self.share_dtype == torch.float64 else _value_float32
         self._turbulence = torch.tensor(data.turbulence, dtype=torch.float64, device=dev)
+        # (T,) bool: rows on which every env sells everything and buys nothing (turbulent days,
+        # session closes with flatten_at_close); None when no row can be one
+        liquidate = np.zeros(num_days, dtype=bool)
+        if config.turbulence_threshold is not None:
+            liquidate |= data.turbulence >= config.turbulence_threshold
+        if config.flatten_at_close:
+            liquidate |= session_close_mask(data.dates)
+        use_mask = config.turbulence_threshold is not None or config.flatten_at_close
+        self._liquidate = torch.as_tensor(liquidate, device=dev) if use_mask else None
         # The market part of every day's observation, precomputed once: one row gather per step.
         table = np.zeros((num_days, self.obs_dim), dtype=np.float32)
         if self._scale_free:
@@ -363,9 +381,9 @@ class StockTradingVecEnv(EpisodeStarts):
 
         sells = torch.minimum(shares.neg(), holdings).clamp_(min=0.0)  # = min(max(-q, 0), holdings)
         buys = shares.clamp_(min=0.0)
-        if cfg.turbulence_threshold is not None:
-            # Liquidate everything and refuse buys on turbulent days.
-            panic = self._turbulence.index_select(0, day) >= cfg.turbulence_threshold
+        if self._liquidate is not None:
+            # Liquidate everything and refuse buys on turbulent days (and session closes).
+            panic = self._liquidate.index_select(0, day)
             if self.sync_free:
                 sells = torch.where(panic[:, None], holdings, sells)
                 buys.masked_fill_(panic[:, None], 0.0)

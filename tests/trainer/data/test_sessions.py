@@ -1,7 +1,7 @@
 """Session-aware features of intraday panels: bar of day, overnight gap, no look-ahead.
 
-The panel is the real 5-minute file (``intraday_5min_ib_...``, UTC bar-start stamps) put into
-the panel convention by hand here: naive America/New_York time labelling the bar's end.
+The panel is the real 5-minute file in the panel convention (naive America/New_York bar-end
+stamps), see ``tests/intraday.py``.
 """
 
 from __future__ import annotations
@@ -10,31 +10,18 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from tests.intraday import intraday_panel
 from trainer.data import DEFAULT_INDICATORS, build_market_data
+from trainer.data.indicators import turbulence_index, turbulence_index_batched
 from trainer.data.sessions import SESSION_FEATURES, is_intraday, session_close_mask, session_index
 from trainer.envs.observations import scale_free_market
-
-FIVE_MIN = "intraday_5min_ib_2024-03-11_2026-08-21.csv.gz"
-
-
-def _intraday_panel(path, tickers, first_day, last_day) -> pd.DataFrame:
-    raw = pd.read_csv(path)
-    raw = raw[raw["tic"].isin(tickers)]
-    start = pd.to_datetime(raw["datetime_utc"]).dt.tz_localize("UTC")
-    end = (start + pd.Timedelta(minutes=5)).dt.tz_convert("America/New_York").dt.tz_localize(None)
-    panel = pd.DataFrame({"date": end, "tic": raw["tic"]})
-    for c in ("open", "high", "low", "close", "volume"):
-        panel[c] = raw[c].astype("float64")
-    day = panel["date"].dt.normalize()
-    panel = panel[(day >= pd.Timestamp(first_day)) & (day <= pd.Timestamp(last_day))]
-    return panel.sort_values(["date", "tic"]).reset_index(drop=True)
 
 
 @pytest.fixture(scope="module")
 def panel(data_dir):
     # 2024-03-11 .. 2024-03-22: ten sessions of 78 bars, 780 bars (turbulence's 252-bar
     # window is full from the fourth session on)
-    return _intraday_panel(data_dir / FIVE_MIN, ["AAPL", "MSFT", "NVDA"], "2024-03-11", "2024-03-22")
+    return intraday_panel(data_dir, ["AAPL", "MSFT", "NVDA"], "2024-03-11", "2024-03-22")
 
 
 @pytest.fixture(scope="module")
@@ -126,3 +113,12 @@ def test_daily_panels_get_no_session_features(dow30_panel):
     assert data.dates.dtype == np.dtype("datetime64[D]")
     assert data.feature_names == DEFAULT_INDICATORS
     assert not is_intraday(data.dates)
+
+
+def test_batched_turbulence_equals_finrl_loop_on_bars_with_a_late_ticker(panel):
+    close = panel.pivot(index="date", columns="tic", values="close").to_numpy().copy()
+    close[:300, 2] = np.nan  # NVDA "lists" at bar 300: windows with missing returns use the loop
+    loop, batched = turbulence_index(close), turbulence_index_batched(close)
+    assert (loop > 0).sum() > 400
+    np.testing.assert_array_equal(loop > 0, batched > 0)
+    np.testing.assert_allclose(batched, loop, rtol=1e-9, atol=0)
