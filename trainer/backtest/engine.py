@@ -168,7 +168,9 @@ def _select_dates(data: MarketData, start, end) -> MarketData:
     first, last = data.dates[0], data.dates[-1]
     lo = _day(start, "start") if start is not None else first
     hi = _day(end, "end") if end is not None else last
-    if lo < first or hi > last:
+    # compared by day: an intraday window from day a to day b holds every bar of both days
+    day = "datetime64[D]"
+    if lo.astype(day) < first.astype(day) or hi.astype(day) > last.astype(day):
         raise DataError(
             f"backtest range {lo} to {hi} is outside the market data, which covers {first} to {last}",
             field="start" if lo < first else "end",

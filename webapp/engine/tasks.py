@@ -15,7 +15,7 @@ import numpy as np
 
 from trainer.errors import TrainerError
 from webapp.core.errors import AppError
-from webapp.engine.backtests import BENCHMARK_TICKER
+from webapp.engine.backtests import BENCHMARK_TICKER, benchmark_path_for
 
 
 def configure_process(*, threads: int) -> None:
@@ -246,7 +246,7 @@ def check_task_data(
         notes = check_coverage(ranges, days, what="data", file=shown, strict_start=False)
     except TrainerError as exc:
         raise AppError.from_trainer(exc).with_names(file_names) from exc
-    check_benchmark_coverage(splits, benchmark_path=benchmark_path)
+    check_benchmark_coverage(splits, benchmark_path=benchmark_path_for(paths, default=benchmark_path))
     return {"tickers": kept, "notes": plan.all_notes() + notes}
 
 
