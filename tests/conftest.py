@@ -16,6 +16,8 @@ DATA_DIR = Path(os.environ.get("PADDOCK_DATA_DIR") or REPO_ROOT.parent / "shared
 DOW30_FILE = "dow30_daily_eodhd_2010-01-04_2022-11-15.csv.gz"
 NASDAQ100_FILE = "nasdaq100_daily_eodhd_2010-01-04_2022-11-15.csv.gz"
 BENCHMARK_FILE = "benchmark_etfs_daily_eodhd.csv.gz"
+INTRADAY_5MIN_FILE = "intraday_5min_ib_2024-03-11_2026-08-21.csv.gz"  # UTC, bar-start stamps
+INTRADAY_1MIN_FILE = "intraday_1min_2019-02-11_2019-02-15.csv"  # US/Eastern, bar-end stamps
 
 
 @pytest.fixture(scope="session")
@@ -39,6 +41,18 @@ def nasdaq100_path(data_dir: Path) -> Path:
 @pytest.fixture(scope="session")
 def benchmark_path(data_dir: Path) -> Path:
     return data_dir / BENCHMARK_FILE
+
+
+@pytest.fixture(scope="session")
+def intraday_5min_path(data_dir: Path) -> Path:
+    """5-minute bars of AAPL, MSFT, NVDA, QQQ, SPY (2024-03-11..2026-08-21), UTC bar starts."""
+    return data_dir / INTRADAY_5MIN_FILE
+
+
+@pytest.fixture(scope="session")
+def intraday_1min_path(data_dir: Path) -> Path:
+    """One week of 1-minute bars of six tickers, US/Eastern bar ends, a few minutes missing."""
+    return data_dir / INTRADAY_1MIN_FILE
 
 
 def pytest_collection_modifyitems(config, items):

@@ -19,6 +19,7 @@ from trainer.backtest.metrics import sharpe_ratio
 from trainer.backtest.policy_run import Policy, run_policy
 from trainer.data.market import MarketData
 from trainer.data.pipeline import load_market_data
+from trainer.data.timestamps import infer_periods_per_year
 from trainer.envs.kinds import make_env, prepare_market
 from trainer.envs.observations import FeatureStats
 from trainer.selection import SelectionRule, baseline_relative, equal_weight_returns, robust_score, window_bounds
@@ -139,11 +140,12 @@ def evaluate_policy(
             data, cfg, num_envs=random_windows, device=device, seed=seed + 1, feature_stats=feature_stats
         )
         trace = run_policy(policy, win_env, start_day=None, seed=seed + 1, policy_name=policy_name)
+        periods_per_year = infer_periods_per_year(data.dates)  # 252 for days, bars per session x 252 for bars
         totals, sharpes = [], []
         for i in range(random_windows):
             row = trace.values[i][~np.isnan(trace.values[i])]
             totals.append(float(row[-1] / row[0] - 1.0))
-            sharpe = sharpe_ratio(pd.Series(row[1:] / row[:-1] - 1.0))
+            sharpe = sharpe_ratio(pd.Series(row[1:] / row[:-1] - 1.0), periods_per_year=periods_per_year)
             if math.isfinite(sharpe):
                 sharpes.append(sharpe)
         windows = {

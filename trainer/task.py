@@ -17,7 +17,7 @@ from typing import Any
 from trainer.agents import ALGORITHMS, OFF_POLICY
 from trainer.data.pipeline import DataSpec
 from trainer.data.splits import MIN_SPLIT_DAYS
-from trainer.dates import parse_day
+from trainer.dates import parse_moment, range_bound
 from trainer.demo import DEMO_DATA_FILE, demo_task_dict
 from trainer.envs.kinds import DEFAULT_KIND, check_kind, env_config_from_dict, observation_dim
 from trainer.envs.stock_trading import EnvConfig
@@ -72,7 +72,11 @@ def reprefix(exc: ConfigError, prefix: str, inner: str | None = None) -> ConfigE
 
 
 def _parse_range(value: Any, name: str) -> tuple[str, str]:
-    """Accept ``{"start": a, "end": b}`` or ``[a, b]``; return ``(a, b)`` validated, a <= b."""
+    """Accept ``{"start": a, "end": b}`` or ``[a, b]``; return ``(a, b)`` validated, a <= b.
+
+    Bounds are days ``YYYY-MM-DD`` or, for intraday data, exchange-time moments
+    ``YYYY-MM-DD HH:MM`` (:func:`trainer.dates.parse_moment`; a day covers the whole day).
+    """
     if isinstance(value, Mapping):
         unknown = set(value) - {"start", "end"}
         if unknown:
@@ -86,9 +90,9 @@ def _parse_range(value: Any, name: str) -> tuple[str, str]:
         start, end = value
     else:
         raise ConfigError(f"{name} must be {{start: YYYY-MM-DD, end: YYYY-MM-DD}}, got {value!r}", field=name)
-    start = parse_day(start, f"{name}.start")
-    end = parse_day(end, f"{name}.end")
-    if start > end:
+    start = parse_moment(start, f"{name}.start")
+    end = parse_moment(end, f"{name}.end")
+    if range_bound(start, end=False) > range_bound(end, end=True):
         raise ConfigError(f"{name}.end: {end} is before {name}.start {start}", field=f"{name}.end")
     return start, end
 
@@ -101,7 +105,9 @@ class TaskSpec:
 
     Attributes:
         data: which files/tickers/indicators (see :class:`trainer.data.pipeline.DataSpec`).
-        train: ``(start, end)`` ``YYYY-MM-DD`` inclusive; the agent learns on these days only.
+        train: ``(start, end)`` ``YYYY-MM-DD`` inclusive (intraday data: also exchange-time
+            ``YYYY-MM-DD HH:MM`` moments, see :func:`trainer.dates.parse_moment`); the agent
+            learns on these days (bars) only.
         validation: ``(start, end)`` after ``train``; generations are scored on it.
         test: ``(start, end)`` after ``validation``; kept for backtests.
         env: rules of the env: an :class:`EnvConfig` (``kind="stock_trading"``) or a
@@ -162,22 +168,22 @@ class TaskSpec:
             raise reprefix(exc, "data") from None
         ranges = {name: _parse_range(data[name], name) for name in SPLITS}
         for earlier, later in (("train", "validation"), ("validation", "test")):
-            if ranges[later][0] <= ranges[earlier][1]:
+            if range_bound(ranges[later][0], end=False) <= range_bound(ranges[earlier][1], end=True):
                 raise ConfigError(
                     f"{later}.start: {ranges[later][0]} must be after {earlier}.end {ranges[earlier][1]} "
                     f"(splits are consecutive and do not overlap)",
                     field=f"{later}.start",
                 )
-        if spec.start and ranges["train"][0] < spec.start:
+        if spec.start and ranges["train"][0][:10] < spec.start:
             raise ConfigError(
                 f"train.start: {ranges['train'][0]} is before data.start {spec.start}", field="train.start"
             )
-        if spec.end and ranges["test"][1] > spec.end:
+        if spec.end and ranges["test"][1][:10] > spec.end:
             raise ConfigError(f"test.end: {ranges['test'][1]} is after data.end {spec.end}", field="test.end")
         # Missing-data decisions (late listings, early ends, gaps) are judged against the
         # task's own range, train.start to test.end, never against the files' first row.
-        spec.start = spec.start or ranges["train"][0]
-        spec.end = spec.end or ranges["test"][1]
+        spec.start = spec.start or ranges["train"][0][:10]  # the data range is whole days
+        spec.end = spec.end or ranges["test"][1][:10]
         kind = check_kind(data.get("kind") or DEFAULT_KIND)
         selection = SelectionRule.from_dict(data.get("selection"))
         try:

@@ -14,6 +14,7 @@ from typing import Any, ClassVar
 
 import torch
 
+from trainer.agents.networks import RunningMeanStd
 from trainer.errors import ConfigError, Diverged
 from trainer.jsonable import finite_or_none
 from trainer.nonfinite import labelled
@@ -297,6 +298,50 @@ class AgentBase:
     config_class: ClassVar[type]
     SHAPE_FIELDS: ClassVar[tuple[str, ...]]
     STEP_SIZE_FIELDS: ClassVar[tuple[str, ...]]
+
+    def _init_agent(
+        self, obs_dim: int, action_dim: int, config: Any, device: str | torch.device, *, check_type: bool = False
+    ) -> None:
+        """Check the dimensions, validate ``config`` (``config_class()`` when None) and set
+        ``config``, ``obs_dim``, ``action_dim`` and ``device``.
+
+        Args:
+            check_type: refuse a config that is not a ``config_class`` (TD3 and DDPG share a class).
+
+        Raises:
+            ConfigError: a dimension below 1 (field ``env``), a config of another class, or an
+                impossible hyperparameter.
+        """
+        if obs_dim < 1 or action_dim < 1:
+            raise ConfigError(f"obs_dim and action_dim must be >= 1, got {obs_dim}, {action_dim}", field="env")
+        self.config = config if config is not None else self.config_class()
+        if check_type and not isinstance(self.config, self.config_class):
+            raise ConfigError(f"{self.algorithm} needs a {self.config_class.__name__}", field=self.algorithm)
+        self.config.validate()
+        self.obs_dim, self.action_dim = obs_dim, action_dim
+        self.device = torch.device(device)
+
+    def _make_normalizer(self) -> RunningMeanStd | None:
+        """The running observation normalizer on the agent's device when the config asks for one
+        (``normalize_observations``, clipped to ``obs_clip``), else None."""
+        cfg = self.config
+        return RunningMeanStd(self.obs_dim, clip=cfg.obs_clip).to(self.device) if cfg.normalize_observations else None
+
+    def _init_counters(self, seed: int) -> None:
+        """The agent's generator (seeded with ``seed``) and its life counters, all at zero."""
+        self.generator = torch.Generator(device=self.device)
+        self.generator.manual_seed(seed)
+        self.env_steps = 0  # transitions collected over the agent's life
+        self.updates = 0  # gradient steps over the agent's life
+        self.recent_returns: deque[float] = deque(maxlen=100)
+
+    def _reset_env(self, env: Any) -> torch.Tensor:
+        """Reset ``env`` with a seed drawn from the agent's generator and return its first
+        observations (E, obs_dim): what makes learning in two calls (or after a save and load)
+        equal learning in one."""
+        env_seed = int(torch.randint(0, 2**31 - 1, (1,), device=self.device, generator=self.generator).item())
+        obs, _ = env.reset(seed=env_seed)
+        return obs
 
     def divergence(self, *, update: int, quantity: str, value: str, stats: dict[str, Any]) -> Diverged:
         """The error of a divergence found after gradient step ``update`` (1-based, over the

@@ -16,7 +16,9 @@ from typing import Any, ClassVar
 import torch
 
 from trainer.agents._common import (
+    MAX_NUM_ENVS,
     AgentBase,
+    AgentConfig,
     ProgressFn,
     StopFn,
     TelemetryClock,
@@ -32,8 +34,45 @@ from trainer.nonfinite import first_nonfinite, nonfinite_kind
 #: Env steps whose finished-episode returns wait on the device before one host sync fetches
 #: them (progress reports fetch them sooner).
 DRAIN_EVERY = 64
+#: Largest replay buffer, in transitions (4.2 M; 10.6 GB with 300-dim observations).
+MAX_BUFFER_SIZE = 2**22
+#: Largest minibatch of one gradient update.
+MAX_BATCH_SIZE = 65_536
+#: Most gradient updates after one vector env step.
+MAX_UPDATES_PER_STEP = 64
 
-__all__ = ["OffPolicyAgent"]
+__all__ = ["MAX_BATCH_SIZE", "MAX_BUFFER_SIZE", "MAX_UPDATES_PER_STEP", "OffPolicyAgent", "OffPolicyConfig"]
+
+
+class OffPolicyConfig(AgentConfig):
+    """The checks of the fields SAC's and TD3's configs share, in the order each ``validate``
+    calls them (so the first impossible field is still the one named)."""
+
+    def _check_replay_fields(self, learning_rates: tuple[str, ...]) -> None:
+        """``num_envs``, ``hidden_sizes``, the ``learning_rates`` fields, ``batch_size``,
+        ``buffer_size``, ``learning_starts``, ``updates_per_step``, ``gamma`` and ``tau``."""
+        r = self._require
+        r(1 <= self.num_envs <= MAX_NUM_ENVS, "num_envs", f"must be in [1, {MAX_NUM_ENVS}]")
+        self._require_hidden_sizes()
+        for name in learning_rates:
+            value = getattr(self, name)
+            r(math.isfinite(value) and value > 0, name, "must be > 0")
+        r(1 <= self.batch_size <= MAX_BATCH_SIZE, "batch_size", f"must be in [1, {MAX_BATCH_SIZE}]")
+        r(self.buffer_size >= self.num_envs, "buffer_size", f"must be >= num_envs ({self.num_envs})")
+        r(self.buffer_size <= MAX_BUFFER_SIZE, "buffer_size", f"must be <= {MAX_BUFFER_SIZE} (2**22)")
+        r(self.learning_starts >= 0, "learning_starts", "must be >= 0")
+        r(
+            1 <= self.updates_per_step <= MAX_UPDATES_PER_STEP,
+            "updates_per_step",
+            f"must be in [1, {MAX_UPDATES_PER_STEP}]",
+        )
+        r(0 < self.gamma <= 1, "gamma", "must be in (0, 1]")
+        r(0 < self.tau <= 1, "tau", "must be in (0, 1]")
+
+    def _check_observation_fields(self) -> None:
+        """``obs_clip`` and ``reward_scale``."""
+        self._require(self.obs_clip > 0, "obs_clip", "must be > 0")
+        self._require(math.isfinite(self.reward_scale) and self.reward_scale > 0, "reward_scale", "must be > 0")
 
 
 class OffPolicyAgent(AgentBase):
@@ -121,8 +160,7 @@ class OffPolicyAgent(AgentBase):
         # together (one sync per DRAIN_EVERY steps or progress report, none per env step)
         pending_returns: list[tuple[torch.Tensor, torch.Tensor]] = []
 
-        env_seed = int(torch.randint(0, 2**31 - 1, (1,), device=self.device, generator=self.generator).item())
-        obs, _ = env.reset(seed=env_seed)
+        obs = self._reset_env(env)
         for step in range(vector_steps):
             if should_stop is not None and should_stop():
                 cancelled = True

@@ -4,8 +4,10 @@ Schulman et al. 2017, "Proximal Policy Optimization Algorithms" (arXiv 1707.0634
 implementation choices studied by Andrychowicz et al. 2021, "What Matters in On-Policy
 Reinforcement Learning?" (arXiv 2006.05990): separate actor and critic MLPs, a Gaussian policy
 with state-independent log std, GAE, advantage normalisation, running observation
-normalisation, global gradient-norm clipping. The loop reads top to bottom in
-:meth:`PPOAgent.learn`; the formulas live in :mod:`trainer.ops`.
+normalisation, global gradient-norm clipping. The loop, shared with A2C, reads top to bottom
+in :meth:`trainer.agents._on_policy.OnPolicyAgent.learn`; PPO's collection and update are
+:meth:`PPOAgent._collect` and :meth:`PPOAgent._train_on_rollout`; the formulas live in
+:mod:`trainer.ops`.
 
 Resuming is exact: every :meth:`PPOAgent.learn` call starts by resetting the env with a seed
 drawn from the agent's own generator, so ``learn(N); learn(M)`` on one agent and ``learn(N)``,
@@ -17,44 +19,18 @@ reseeded deterministically from the saved one (:func:`trainer.agents._common.res
 
 from __future__ import annotations
 
-import copy
-import math
-import time
-from collections import deque
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
 import torch
-from torch import nn
 
-from trainer.agents._common import (
-    MAX_NUM_ENVS,
-    AgentBase,
-    AgentConfig,
-    ProgressFn,
-    StopFn,
-    TelemetryClock,
-    TelemetryFn,
-    Throttle,
-    check_env,
-    seeded_init,
-    set_lr,
-    telemetry_due,
-)
-from trainer.agents.networks import (
-    DeterministicPolicy,
-    FlatActorCritic,
-    FlatAdam,
-    GaussianActor,
-    RunningMeanStd,
-    ValueCritic,
-    mlp_forward,
-)
+from trainer.agents._common import StopFn, seeded_init
+from trainer.agents._on_policy import Divergence, OnPolicyAgent, OnPolicyConfig
+from trainer.agents.networks import FlatActorCritic, FlatAdam, GaussianActor, ValueCritic, mlp_forward
 from trainer.agents.ppo_reference import reference_optimizer, reference_step
 from trainer.buffers.rollout import RolloutBatch, RolloutBuffer
 from trainer.errors import ConfigError
 from trainer.nonfinite import first_nonfinite, nonfinite_kind
-from trainer.ops.gae import compute_gae
 from trainer.ops.losses import diag_gaussian_log_normalizer, ppo_loss_gradients
 
 __all__ = ["PENDULUM_PPO", "PPOAgent", "PPOConfig"]
@@ -66,14 +42,12 @@ UPDATE_STATS = ("policy_loss", "value_loss", "entropy", "approx_kl", "clip_fract
 #: Per-rollout statistics in stats and telemetry: the means of :data:`UPDATE_STATS` over the
 #: rollout's gradient steps, plus the explained variance of its value predictions.
 LOSS_NAMES = (*UPDATE_STATS, "explained_variance")
-#: Longest rollout per env (16 years of trading days; the default is 16).
-MAX_ROLLOUT_STEPS = 4_096
 #: Most passes over one rollout (the PPO paper uses 3-15).
 MAX_UPDATE_EPOCHS = 100
 
 
 @dataclass
-class PPOConfig(AgentConfig):
+class PPOConfig(OnPolicyConfig):
     """PPO hyperparameters. Defaults target the stock-trading env (1024 envs, ~300 obs, 29 actions).
 
     The defaults follow ElegantRL-Podracer (Liu et al. 2021, arXiv 2112.05923, sec. 4): many
@@ -152,23 +126,14 @@ class PPOConfig(AgentConfig):
     def validate(self) -> None:
         """Raise :class:`ConfigError` naming the first impossible field."""
         r = self._require
-        r(1 <= self.num_envs <= MAX_NUM_ENVS, "num_envs", f"must be in [1, {MAX_NUM_ENVS}]")
-        r(1 <= self.rollout_steps <= MAX_ROLLOUT_STEPS, "rollout_steps", f"must be in [1, {MAX_ROLLOUT_STEPS}]")
-        self._require_hidden_sizes()
-        r(math.isfinite(self.learning_rate) and self.learning_rate > 0, "learning_rate", "must be > 0")
+        self._check_rollout_fields()
         r(1 <= self.update_epochs <= MAX_UPDATE_EPOCHS, "update_epochs", f"must be in [1, {MAX_UPDATE_EPOCHS}]")
         batch = self.rollout_steps * self.num_envs
         r(1 <= self.num_minibatches <= batch, "num_minibatches", f"must be in [1, rollout_steps * num_envs = {batch}]")
-        r(0 < self.gamma <= 1, "gamma", "must be in (0, 1]")
-        r(0 <= self.gae_lambda <= 1, "gae_lambda", "must be in [0, 1]")
+        self._check_return_fields()
         r(self.clip_coef > 0, "clip_coef", "must be > 0")
         r(self.value_clip_coef is None or self.value_clip_coef > 0, "value_clip_coef", "must be > 0 or null")
-        r(self.ent_coef >= 0, "ent_coef", "must be >= 0")
-        r(self.vf_coef >= 0, "vf_coef", "must be >= 0")
-        r(self.max_grad_norm > 0, "max_grad_norm", "must be > 0")
-        r(self.obs_clip > 0, "obs_clip", "must be > 0")
-        r(-20 <= self.init_log_std <= 2, "init_log_std", "must be in [-20, 2]")
-        r(math.isfinite(self.reward_scale) and self.reward_scale > 0, "reward_scale", "must be > 0")
+        self._check_loss_fields()
         if self.critic_hidden_sizes is not None:
             self._require_hidden_sizes("critic_hidden_sizes")
         r(self.update_impl in self.UPDATE_IMPLS, "update_impl", f"must be one of {', '.join(self.UPDATE_IMPLS)}")
@@ -196,7 +161,7 @@ PENDULUM_PPO: dict[str, Any] = {
 }
 
 
-class PPOAgent(AgentBase):
+class PPOAgent(OnPolicyAgent):
     """PPO agent: owns its networks, optimizer, observation statistics, RNG and counters.
 
     Args:
@@ -206,6 +171,12 @@ class PPOAgent(AgentBase):
         device: where networks, rollouts and sampling live (should be the env's device).
         seed: seeds network initialisation and the agent's generator (action noise,
             minibatch order, env reset seeds).
+
+    :meth:`learn` (:class:`~trainer.agents._on_policy.OnPolicyAgent`'s) reports the last
+    rollout's mean ``policy_loss``, ``value_loss``, ``entropy``, ``approx_kl``,
+    ``clip_fraction`` and ``grad_norm`` (the global gradient norm before clipping) over its
+    gradient steps, and its ``explained_variance``; ``should_stop`` is also polled between
+    epochs. A divergence names the first gradient step whose statistic went non-finite.
 
     Raises:
         ConfigError: invalid config or dimensions.
@@ -225,12 +196,7 @@ class PPOAgent(AgentBase):
         device: str | torch.device = "cpu",
         seed: int = 0,
     ) -> None:
-        if obs_dim < 1 or action_dim < 1:
-            raise ConfigError(f"obs_dim and action_dim must be >= 1, got {obs_dim}, {action_dim}", field="env")
-        self.config = config if config is not None else PPOConfig()
-        self.config.validate()
-        self.obs_dim, self.action_dim = obs_dim, action_dim
-        self.device = torch.device(device)
+        self._init_agent(obs_dim, action_dim, config, device)
         cfg = self.config
         with seeded_init(seed):
             self.actor = GaussianActor(obs_dim, action_dim, cfg.hidden_sizes, cfg.init_log_std)
@@ -239,186 +205,63 @@ class PPOAgent(AgentBase):
         self.critic.to(self.device)
         # every parameter becomes a view into one flat tensor (see FlatActorCritic)
         self.net = FlatActorCritic(self.actor, self.critic)
-        self.obs_rms = (
-            RunningMeanStd(obs_dim, clip=cfg.obs_clip).to(self.device) if cfg.normalize_observations else None
-        )
+        self.obs_rms = self._make_normalizer()
         self.optimizer = FlatAdam(self.net.flat.data, self.net.grad, lr=cfg.learning_rate, eps=1e-5)
-        self.generator = torch.Generator(device=self.device)
-        self.generator.manual_seed(seed)
-        self.env_steps = 0  # transitions collected over the agent's life
-        self.updates = 0  # gradient steps over the agent's life
-        self.recent_returns: deque[float] = deque(maxlen=100)
-
-    def _normalize(self, obs: torch.Tensor, update: bool = False) -> torch.Tensor:
-        if self.obs_rms is None:
-            return obs
-        if update:
-            self.obs_rms.update(obs)
-        return self.obs_rms(obs)
-
-    # ------------------------------------------------------------------ acting
-    @torch.no_grad()
-    def act(self, obs: torch.Tensor, deterministic: bool = True) -> torch.Tensor:
-        """Actions for a batch of raw observations.
-
-        Args:
-            obs: (B, obs_dim) float32 raw observations (any device; moved to the agent's).
-            deterministic: the policy mean when true, a Gaussian sample (drawn from the agent's
-                generator, which advances it) otherwise.
-
-        Returns:
-            (B, action_dim) float32 actions in [-1, 1] on the agent's device.
-        """
-        x = self._normalize(obs.to(self.device, torch.float32))
-        if deterministic:
-            action = self.actor(x)
-        else:
-            action, _ = self.actor.sample(x, self.generator)
-        return action.clamp(-1.0, 1.0)
-
-    def policy_module(self) -> nn.Module:
-        """A detached copy: raw obs (B, obs_dim) -> clipped policy mean (B, A), normalizer baked in."""
-        return copy.deepcopy(DeterministicPolicy(self.actor, self.obs_rms)).eval()
+        self._init_counters(seed)
 
     # ---------------------------------------------------------------- learning
-    def learn(
-        self,
-        env: Any,
-        env_steps: int,
-        *,
-        progress: ProgressFn | None = None,
-        should_stop: StopFn | None = None,
-        telemetry: TelemetryFn | None = None,
-    ) -> dict[str, Any]:
-        """Train for at least ``env_steps`` transitions (whole rollouts of T * E).
-
-        The env is reset first with a seed from the agent's generator (see the module docstring).
-
-        Args:
-            env: vectorized env following ``docs/architecture.md`` on the agent's device.
-            env_steps: transitions to collect, >= 0.
-            progress: called at most ~4 times a second with ``env_steps`` (this call),
-                ``total_env_steps``, ``steps_per_s``, ``episode_return_mean`` (last 100 finished
-                episodes, unscaled, None before any) and the latest losses.
-            should_stop: polled between rollouts and between epochs; when it returns true the
-                call ends early with ``stats["cancelled"] = True``.
-            telemetry: called after the updates of at most ``TELEMETRY_MAX_POINTS`` rollouts,
-                evenly spread (:func:`~trainer.agents._common.telemetry_due`), and after the
-                last one (also the one that diverged), with a point of
-                :meth:`AgentBase._telemetry_point` holding that rollout's mean losses (as in
-                the returned stats) and ``learning_rate``.
-
-        Returns:
-            Stats dict: ``env_steps``, ``total_env_steps``, ``updates``, ``duration_s``,
-            ``steps_per_s``, ``episode_return_mean``, ``episodes``, ``cancelled`` and the last
-            rollout's mean ``policy_loss``, ``value_loss``, ``entropy``, ``approx_kl``,
-            ``clip_fraction`` and ``explained_variance`` (``1 - Var(R - V) / Var(R)`` of the
-            rollout's GAE returns R and value predictions V, as cleanrl and SB3 log it; 1 is a
-            perfect critic, <= 0 one no better than a constant; NaN when Var(R) = 0), and
-            ``grad_norm``, the mean global gradient norm before clipping.
-
-        Raises:
-            ConfigError: the env's dimensions differ from the agent's, or there are more minibatches
-                than samples in the env's rollout.
-            Diverged: after a rollout's updates, a gradient step's loss, entropy, KL, clip
-                fraction or gradient norm, or a parameter, is NaN or infinite (checked once per
-                rollout, in the host sync its statistics need anyway); the message names the
-                first such gradient step and quantity and the learning rate.
-        """
+    def _check_rollout_size(self, num_envs: int) -> None:
         cfg = self.config
-        check_env(env, self.obs_dim, self.action_dim, self.algorithm)
-        num_envs, num_steps = env.num_envs, cfg.rollout_steps
-        if cfg.num_minibatches > num_steps * num_envs:
+        if cfg.num_minibatches > cfg.rollout_steps * num_envs:
             raise ConfigError(
-                f"ppo.num_minibatches {cfg.num_minibatches} exceeds rollout_steps * env.num_envs = {num_steps * num_envs}",
+                f"ppo.num_minibatches {cfg.num_minibatches} exceeds rollout_steps * env.num_envs = "
+                f"{cfg.rollout_steps * num_envs}",
                 field="ppo.num_minibatches",
             )
-        if env_steps < 0:
-            raise ConfigError(f"env_steps must be >= 0, got {env_steps}", field="env_steps")
-        iterations = math.ceil(env_steps / (num_steps * num_envs))
-        buf = RolloutBuffer(num_steps, num_envs, self.obs_dim, self.action_dim, self.device)
-        throttle = Throttle(progress)
-        start = time.monotonic()
-        clock = TelemetryClock(start)
-        collected, episodes, cancelled = 0, 0, False
-        losses: dict[str, float] = {}
 
-        env_seed = int(torch.randint(0, 2**31 - 1, (1,), device=self.device, generator=self.generator).item())
-        obs, _ = env.reset(seed=env_seed)
+    def _collect(self, env: Any, obs: torch.Tensor, buf: RolloutBuffer) -> tuple[torch.Tensor, torch.Tensor]:
+        cfg = self.config
         # On the CPU a host sync is free, so V(final obs) is computed only for the (usually few)
         # truncated rows; on an accelerator it is computed for every row to avoid the sync.
         sparse_final = self.device.type == "cpu"
-        for iteration in range(iterations):
-            if should_stop is not None and should_stop():
-                cancelled = True
-                break
-            # ---- collect T steps in E envs
-            with torch.no_grad():
-                # the std is fixed during a rollout, so its exp and the log-density constant are hoisted
-                std = self.net.log_std.exp()
-                log_norm = diag_gaussian_log_normalizer(self.net.log_std)
-                for t in range(num_steps):
-                    x = self._normalize(obs, update=True)
-                    buf.obs[t] = x
-                    mean, buf.values[t] = self.net.forward(x)
-                    noise = torch.randn(mean.shape, device=self.device, generator=self.generator)
-                    # log N(mean + std * noise; mean, std) = -|noise|^2 / 2 - sum log std - A log(2 pi) / 2
-                    torch.sub(noise.square().sum(-1).mul_(-0.5), log_norm, out=buf.log_probs[t])
-                    action = torch.addcmul(mean, noise, std, out=buf.actions[t])
-                    obs, reward, terminated, truncated, info = env.step(action.clamp(-1.0, 1.0))
-                    torch.mul(reward, cfg.reward_scale, out=buf.rewards[t])
-                    buf.terminated[t], buf.truncated[t] = terminated, truncated
-                    buf.episode_returns[t] = info["episode_return"]
-                    buf.final_values[t] = self._final_values(info["final_observation"], truncated, sparse_final)
-                last_values = mlp_forward(self.critic.net, self._normalize(obs)).squeeze(-1)
-                buf.advantages[:], buf.returns[:] = compute_gae(
-                    buf.rewards,
-                    buf.values,
-                    last_values,
-                    buf.terminated,
-                    buf.truncated,
-                    buf.final_values,
-                    gamma=cfg.gamma,
-                    gae_lambda=cfg.gae_lambda,
-                )
-                explained = 1.0 - torch.var(buf.returns - buf.values) / torch.var(buf.returns)
-                if cfg.normalize_advantages:
-                    std, mean_adv = torch.std_mean(buf.advantages)
-                    buf.advantages.sub_(mean_adv).div_(std + 1e-8)
-            collected += buf.size
-            self.env_steps += buf.size
-            finished = buf.finished_episode_returns()
-            episodes += len(finished)
-            self.recent_returns.extend(finished)
+        # the std is fixed during a rollout, so its exp and the log-density constant are hoisted
+        std = self.net.log_std.exp()
+        log_norm = diag_gaussian_log_normalizer(self.net.log_std)
+        for t in range(cfg.rollout_steps):
+            x = self._normalize(obs, update=True)
+            buf.obs[t] = x
+            mean, buf.values[t] = self.net.forward(x)
+            noise = torch.randn(mean.shape, device=self.device, generator=self.generator)
+            # log N(mean + std * noise; mean, std) = -|noise|^2 / 2 - sum log std - A log(2 pi) / 2
+            torch.sub(noise.square().sum(-1).mul_(-0.5), log_norm, out=buf.log_probs[t])
+            action = torch.addcmul(mean, noise, std, out=buf.actions[t])
+            obs, reward, terminated, truncated, info = env.step(action.clamp(-1.0, 1.0))
+            torch.mul(reward, cfg.reward_scale, out=buf.rewards[t])
+            buf.terminated[t], buf.truncated[t] = terminated, truncated
+            buf.episode_returns[t] = info["episode_return"]
+            buf.final_values[t] = self._final_values(info["final_observation"], truncated, sparse_final)
+        return obs, mlp_forward(self.critic.net, self._normalize(obs)).squeeze(-1)
 
-            # ---- K epochs of minibatch updates on the clipped objective
-            rows, count = self._update(buf, should_stop)
-            if count < cfg.update_epochs * cfg.num_minibatches:
-                cancelled = True
-            diverged = None
-            if count:
-                # The one host sync of the update: every gradient step's statistics, the
-                # explained variance and whether all parameters are still finite.
-                params_finite = torch.isfinite(self.net.flat).all().to(rows.dtype).reshape(1)
-                host = torch.cat((rows[:count].reshape(-1), explained.reshape(1), params_finite)).tolist()
-                width = len(UPDATE_STATS)
-                steps = [host[i * width : (i + 1) * width] for i in range(count)]
-                means = [sum(column) / count for column in zip(*steps)]
-                losses = dict(zip(LOSS_NAMES, [*means, host[-2]]))
-                diverged = self._divergence_of(steps, params_finite=host[-1] == 1.0)
-                if diverged is not None:
-                    update, quantity, value = diverged
-                    losses = {**losses, **dict(zip(UPDATE_STATS, steps[update - (self.updates - count + 1)]))}
-            if telemetry is not None and (cancelled or diverged or telemetry_due(iteration, iterations)):
-                telemetry(self._telemetry_point(collected, clock, {**losses, "learning_rate": cfg.learning_rate}))
-            if diverged is not None:
-                stats = self._stats(collected, episodes, start, losses, cancelled)
-                raise self.divergence(update=update, quantity=quantity, value=value, stats=stats)
-            if throttle.due():
-                throttle(self._stats(collected, episodes, start, losses, cancelled))
-            if cancelled:
-                break
-        return self._stats(collected, episodes, start, losses, cancelled)
+    def _train_on_rollout(
+        self, buf: RolloutBuffer, explained: torch.Tensor, should_stop: StopFn | None, losses: dict[str, float]
+    ) -> tuple[dict[str, float], Divergence | None, bool]:
+        """K epochs of minibatch updates on the clipped objective, then one host sync reads every
+        gradient step's statistics, the explained variance and whether all parameters are finite."""
+        cfg = self.config
+        rows, count = self._update(buf, should_stop)
+        stopped = count < cfg.update_epochs * cfg.num_minibatches
+        if not count:
+            return losses, None, stopped
+        params_finite = torch.isfinite(self.net.flat).all().to(rows.dtype).reshape(1)
+        host = torch.cat((rows[:count].reshape(-1), explained.reshape(1), params_finite)).tolist()
+        width = len(UPDATE_STATS)
+        steps = [host[i * width : (i + 1) * width] for i in range(count)]
+        means = [sum(column) / count for column in zip(*steps)]
+        losses = dict(zip(LOSS_NAMES, [*means, host[-2]]))
+        diverged = self._divergence_of(steps, params_finite=host[-1] == 1.0)
+        if diverged is not None:
+            losses = {**losses, **dict(zip(UPDATE_STATS, steps[diverged[0] - (self.updates - count + 1)]))}
+        return losses, diverged, stopped
 
     def _final_values(self, final_obs: torch.Tensor, truncated: torch.Tensor, sparse: bool) -> torch.Tensor:
         """(E,) float32 V(final observation) where ``truncated``, 0 elsewhere (under no_grad)."""
@@ -505,31 +348,3 @@ class PPOAgent(AgentBase):
         net.grad.mul_(torch.clamp(cfg.max_grad_norm / (grad_norm + 1e-6), max=1.0))
         self.optimizer.step()
         return grads.stats, grad_norm
-
-    def _stats(self, collected: int, episodes: int, start: float, losses: dict, cancelled: bool) -> dict[str, Any]:
-        return {**self._base_stats(collected, episodes, start, cancelled), **losses}
-
-    # ------------------------------------------------------- hyperparameters
-    def set_hyperparameters(self, **changes: Any) -> None:
-        """Change hyperparameters between learn calls (PBT mutation); ``learning_rate`` reaches Adam.
-
-        Raises:
-            ConfigError: unknown key, bad value, or a field fixed at creation (``hidden_sizes``,
-                ``normalize_observations``, ``init_log_std``) given a different value.
-        """
-        self.config = self._changed_config(changes)
-        set_lr(self.optimizer, self.config.learning_rate)
-
-    # ------------------------------------------------------------ checkpoints
-    def state_dict(self) -> dict[str, Any]:
-        """Full training state as tensors and plain containers (``torch.load(weights_only=True)``-safe)."""
-        return {**self._common_state(), "optimizer": self.optimizer.state_dict()}
-
-    def load_state_dict(self, state: dict[str, Any]) -> None:
-        """Restore a :meth:`state_dict` (config included; networks must have the same shapes).
-
-        Raises:
-            ConfigError: the state belongs to another algorithm or other dimensions.
-        """
-        self._load_common_state(state)
-        self.optimizer.load_state_dict(state["optimizer"])

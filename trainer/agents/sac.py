@@ -17,32 +17,23 @@ from __future__ import annotations
 
 import copy
 import math
-from collections import deque
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
 import torch
 from torch import nn
 
-from trainer.agents._common import MAX_NUM_ENVS, AgentConfig, make_adam, seeded_init, set_lr
-from trainer.agents._off_policy import OffPolicyAgent
-from trainer.agents.networks import DeterministicPolicy, RunningMeanStd, SquashedGaussianActor, TwinQ
+from trainer.agents._common import make_adam, seeded_init, set_lr
+from trainer.agents._off_policy import OffPolicyAgent, OffPolicyConfig
+from trainer.agents.networks import DeterministicPolicy, SquashedGaussianActor, TwinQ
 from trainer.buffers.replay import ReplayBuffer
-from trainer.errors import ConfigError
 from trainer.ops.losses import sac_actor_loss, sac_critic_loss, sac_critic_target, sac_temperature_loss
 
 __all__ = ["PENDULUM_SAC", "SACAgent", "SACConfig"]
 
-#: Largest replay buffer, in transitions (4.2 M; 10.6 GB with 300-dim observations).
-MAX_BUFFER_SIZE = 2**22
-#: Largest minibatch of one gradient update.
-MAX_BATCH_SIZE = 65_536
-#: Most gradient updates after one vector env step.
-MAX_UPDATES_PER_STEP = 64
-
 
 @dataclass
-class SACConfig(AgentConfig):
+class SACConfig(OffPolicyConfig):
     """SAC hyperparameters. Defaults target the stock-trading env (1024 envs, ~300 obs, 29 actions).
 
     Attributes:
@@ -97,26 +88,10 @@ class SACConfig(AgentConfig):
     def validate(self) -> None:
         """Raise :class:`ConfigError` naming the first impossible field."""
         r = self._require
-        r(1 <= self.num_envs <= MAX_NUM_ENVS, "num_envs", f"must be in [1, {MAX_NUM_ENVS}]")
-        self._require_hidden_sizes()
-        for name in ("actor_learning_rate", "critic_learning_rate", "alpha_learning_rate"):
-            value = getattr(self, name)
-            r(math.isfinite(value) and value > 0, name, "must be > 0")
-        r(1 <= self.batch_size <= MAX_BATCH_SIZE, "batch_size", f"must be in [1, {MAX_BATCH_SIZE}]")
-        r(self.buffer_size >= self.num_envs, "buffer_size", f"must be >= num_envs ({self.num_envs})")
-        r(self.buffer_size <= MAX_BUFFER_SIZE, "buffer_size", f"must be <= {MAX_BUFFER_SIZE} (2**22)")
-        r(self.learning_starts >= 0, "learning_starts", "must be >= 0")
-        r(
-            1 <= self.updates_per_step <= MAX_UPDATES_PER_STEP,
-            "updates_per_step",
-            f"must be in [1, {MAX_UPDATES_PER_STEP}]",
-        )
-        r(0 < self.gamma <= 1, "gamma", "must be in (0, 1]")
-        r(0 < self.tau <= 1, "tau", "must be in (0, 1]")
+        self._check_replay_fields(("actor_learning_rate", "critic_learning_rate", "alpha_learning_rate"))
         r(math.isfinite(self.initial_alpha) and self.initial_alpha > 0, "initial_alpha", "must be > 0")
         r(self.target_entropy is None or math.isfinite(self.target_entropy), "target_entropy", "must be finite")
-        r(self.obs_clip > 0, "obs_clip", "must be > 0")
-        r(math.isfinite(self.reward_scale) and self.reward_scale > 0, "reward_scale", "must be > 0")
+        self._check_observation_fields()
 
 
 #: Hyperparameters that swing up :class:`~trainer.envs.pendulum.PendulumVecEnv` in ~20k transitions
@@ -168,32 +143,21 @@ class SACAgent(OffPolicyAgent):
         device: str | torch.device = "cpu",
         seed: int = 0,
     ) -> None:
-        if obs_dim < 1 or action_dim < 1:
-            raise ConfigError(f"obs_dim and action_dim must be >= 1, got {obs_dim}, {action_dim}", field="env")
-        self.config = config if config is not None else SACConfig()
-        self.config.validate()
+        self._init_agent(obs_dim, action_dim, config, device)
         cfg = self.config
-        self.obs_dim, self.action_dim = obs_dim, action_dim
-        self.device = torch.device(device)
         with seeded_init(seed):
             self.actor = SquashedGaussianActor(obs_dim, action_dim, cfg.hidden_sizes)
             self.critic = TwinQ(obs_dim, action_dim, cfg.hidden_sizes)
         self.critic_target = copy.deepcopy(self.critic).requires_grad_(False)
         for module in (self.actor, self.critic, self.critic_target):
             module.to(self.device)
-        self.obs_rms = (
-            RunningMeanStd(obs_dim, clip=cfg.obs_clip).to(self.device) if cfg.normalize_observations else None
-        )
+        self.obs_rms = self._make_normalizer()
         self.log_alpha = torch.tensor(math.log(cfg.initial_alpha), device=self.device, requires_grad=True)
         self.actor_optimizer = make_adam(self.actor.parameters(), cfg.actor_learning_rate, self.device)
         self.critic_optimizer = make_adam(self.critic.parameters(), cfg.critic_learning_rate, self.device)
         self.alpha_optimizer = make_adam([self.log_alpha], cfg.alpha_learning_rate, self.device)
         self.replay = ReplayBuffer(cfg.buffer_size, obs_dim, action_dim, self.device)
-        self.generator = torch.Generator(device=self.device)
-        self.generator.manual_seed(seed)
-        self.env_steps = 0  # transitions collected over the agent's life
-        self.updates = 0  # gradient updates over the agent's life
-        self.recent_returns: deque[float] = deque(maxlen=100)
+        self._init_counters(seed)
 
     @property
     def target_entropy(self) -> float:

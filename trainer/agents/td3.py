@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import copy
 import math
-from collections import deque
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, ClassVar
@@ -33,26 +32,18 @@ from typing import Any, ClassVar
 import torch
 from torch import nn
 
-from trainer.agents._common import MAX_NUM_ENVS, AgentConfig, make_adam, seeded_init, set_lr
-from trainer.agents._off_policy import OffPolicyAgent
-from trainer.agents.networks import DeterministicPolicy, RunningMeanStd, mlp
+from trainer.agents._common import make_adam, seeded_init, set_lr
+from trainer.agents._off_policy import OffPolicyAgent, OffPolicyConfig
+from trainer.agents.networks import DeterministicPolicy, mlp
 from trainer.agents.sac import PENDULUM_SAC
 from trainer.buffers.replay import ReplayBuffer
-from trainer.errors import ConfigError
 from trainer.ops.losses import td3_actor_loss, td3_critic_loss, td3_critic_target, td3_target_action
 
 __all__ = ["DDPGAgent", "DDPGConfig", "PENDULUM_TD3", "TD3Agent", "TD3Config"]
 
-#: Largest replay buffer, in transitions (as SAC's).
-MAX_BUFFER_SIZE = 2**22
-#: Largest minibatch of one gradient update.
-MAX_BATCH_SIZE = 65_536
-#: Most gradient updates after one vector env step.
-MAX_UPDATES_PER_STEP = 64
-
 
 @dataclass
-class TD3Config(AgentConfig):
+class TD3Config(OffPolicyConfig):
     """TD3 hyperparameters. Defaults target the stock-trading env (1024 envs, ~300 obs, 29 actions).
 
     Attributes:
@@ -104,28 +95,12 @@ class TD3Config(AgentConfig):
     def validate(self) -> None:
         """Raise :class:`ConfigError` naming the first impossible field."""
         r = self._require
-        r(1 <= self.num_envs <= MAX_NUM_ENVS, "num_envs", f"must be in [1, {MAX_NUM_ENVS}]")
-        self._require_hidden_sizes()
-        for name in ("actor_learning_rate", "critic_learning_rate"):
-            value = getattr(self, name)
-            r(math.isfinite(value) and value > 0, name, "must be > 0")
-        r(1 <= self.batch_size <= MAX_BATCH_SIZE, "batch_size", f"must be in [1, {MAX_BATCH_SIZE}]")
-        r(self.buffer_size >= self.num_envs, "buffer_size", f"must be >= num_envs ({self.num_envs})")
-        r(self.buffer_size <= MAX_BUFFER_SIZE, "buffer_size", f"must be <= {MAX_BUFFER_SIZE} (2**22)")
-        r(self.learning_starts >= 0, "learning_starts", "must be >= 0")
-        r(
-            1 <= self.updates_per_step <= MAX_UPDATES_PER_STEP,
-            "updates_per_step",
-            f"must be in [1, {MAX_UPDATES_PER_STEP}]",
-        )
-        r(0 < self.gamma <= 1, "gamma", "must be in (0, 1]")
-        r(0 < self.tau <= 1, "tau", "must be in (0, 1]")
+        self._check_replay_fields(("actor_learning_rate", "critic_learning_rate"))
         for name in ("exploration_noise", "target_policy_noise", "target_noise_clip"):
             value = getattr(self, name)
             r(math.isfinite(value) and value >= 0, name, "must be >= 0")
         r(1 <= self.policy_delay <= 100, "policy_delay", "must be in [1, 100]")
-        r(self.obs_clip > 0, "obs_clip", "must be > 0")
-        r(math.isfinite(self.reward_scale) and self.reward_scale > 0, "reward_scale", "must be > 0")
+        self._check_observation_fields()
 
 
 @dataclass
@@ -206,15 +181,8 @@ class TD3Agent(OffPolicyAgent):
         device: str | torch.device = "cpu",
         seed: int = 0,
     ) -> None:
-        if obs_dim < 1 or action_dim < 1:
-            raise ConfigError(f"obs_dim and action_dim must be >= 1, got {obs_dim}, {action_dim}", field="env")
-        self.config = config if config is not None else self.config_class()
-        if not isinstance(self.config, self.config_class):
-            raise ConfigError(f"{self.algorithm} needs a {self.config_class.__name__}", field=self.algorithm)
-        self.config.validate()
+        self._init_agent(obs_dim, action_dim, config, device, check_type=True)
         cfg = self.config
-        self.obs_dim, self.action_dim = obs_dim, action_dim
-        self.device = torch.device(device)
         with seeded_init(seed):
             self.actor = TanhActor(obs_dim, action_dim, cfg.hidden_sizes)
             self.critic = QNetworks(obs_dim, action_dim, cfg.hidden_sizes, 2 if cfg.twin_critics else 1)
@@ -222,17 +190,11 @@ class TD3Agent(OffPolicyAgent):
         self.critic_target = copy.deepcopy(self.critic).requires_grad_(False)
         for module in (self.actor, self.critic, self.actor_target, self.critic_target):
             module.to(self.device)
-        self.obs_rms = (
-            RunningMeanStd(obs_dim, clip=cfg.obs_clip).to(self.device) if cfg.normalize_observations else None
-        )
+        self.obs_rms = self._make_normalizer()
         self.actor_optimizer = make_adam(self.actor.parameters(), cfg.actor_learning_rate, self.device)
         self.critic_optimizer = make_adam(self.critic.parameters(), cfg.critic_learning_rate, self.device)
         self.replay = ReplayBuffer(cfg.buffer_size, obs_dim, action_dim, self.device)
-        self.generator = torch.Generator(device=self.device)
-        self.generator.manual_seed(seed)
-        self.env_steps = 0  # transitions collected over the agent's life
-        self.updates = 0  # critic updates over the agent's life
-        self.recent_returns: deque[float] = deque(maxlen=100)
+        self._init_counters(seed)
         self._last_actor_loss = torch.zeros((), device=self.device)
 
     # ------------------------------------------------------------------ acting

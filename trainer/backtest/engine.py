@@ -18,15 +18,17 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pandas as pd
 
+from trainer.backtest.benchmark import AlignedBenchmark, align_benchmark
+from trainer.backtest.benchmark import load_benchmark_close as load_benchmark_close
 from trainer.backtest.metrics import METRIC_CONTRACT, compute_metrics, returns_from_values, turnover_series
 from trainer.backtest.policy_run import Policy, PolicyTrace, run_policy
 from trainer.data.market import MarketData
+from trainer.data.sessions import stamp_text
 from trainer.dates import parse_day
 from trainer.envs.kinds import make_env, prepare_market
 from trainer.envs.observations import FeatureStats, fit_feature_stats
@@ -71,6 +73,9 @@ class BacktestResult:
         actions: DataFrame (days but the last) x tickers of the raw actions in [-1, 1].
         tickers: traded tickers, in the policy's action order.
         env_config: the trading rules used (random start and episode length switched off).
+        notes: what the backtest did (days, tickers, the benchmark's basis).
+        benchmark_basis: how QQQ was compared (:data:`trainer.backtest.benchmark.BASES`:
+            ``"daily"``, ``"bars"``, ``"session_closes"``), ``""`` without a benchmark.
     """
 
     daily: pd.DataFrame
@@ -80,6 +85,7 @@ class BacktestResult:
     tickers: tuple[str, ...]
     env_config: EnvConfig
     notes: list[str] = field(default_factory=list)
+    benchmark_basis: str = ""
 
     @property
     def holdings(self) -> pd.DataFrame:
@@ -104,7 +110,7 @@ class BacktestResult:
             "benchmarks": {name: [...]}, "metrics": {...}, "metric_contract", "notes"}``;
             dates are ``YYYY-MM-DD`` strings, money in USD, shares as floats.
         """
-        dates = [str(d.date()) for d in self.daily.index]
+        dates = [stamp_text(d) for d in self.daily.index]
         return {
             "start": dates[0],
             "end": dates[-1],
@@ -116,41 +122,12 @@ class BacktestResult:
             "metrics": self.metrics,
             "metric_contract": METRIC_CONTRACT,
             "notes": list(self.notes),
+            "benchmark_basis": self.benchmark_basis,
         }
 
 
 def _floats(series: pd.Series) -> list[float | None]:
     return [finite_or_none(x) for x in series.to_numpy(dtype=np.float64)]
-
-
-def load_benchmark_close(path: str | Path, ticker: str = "QQQ") -> pd.Series:
-    """Read one benchmark's adjusted close from a daily price file.
-
-    Uses :func:`trainer.data.loading.load_panel`, so any layout it accepts works: a panel with
-    a ``tic`` column (``benchmark_etfs_daily_eodhd.csv.gz``) or a one-ticker file
-    (``QQQ_daily_eodhd_1999-03-10_2024-04-19.csv``). The close is split/dividend-adjusted when
-    the file has an adjusted column.
-
-    Args:
-        path: the price file.
-        ticker: the benchmark's ticker (case-insensitive).
-
-    Returns:
-        (D,) float64 adjusted close in USD indexed by a ``DatetimeIndex`` named ``date``,
-        increasing; the series is named after the ticker.
-
-    Raises:
-        DataError: the file is missing or malformed, or does not hold ``ticker``.
-    """
-    from trainer.data.loading import load_panel
-
-    ticker = str(ticker).strip().upper()
-    panel = load_panel(path, tickers=[ticker])
-    close = panel.loc[panel["tic"] == ticker, ["date", "close"]]
-    series = pd.Series(
-        close["close"].to_numpy(dtype=np.float64), index=pd.DatetimeIndex(close["date"], name="date"), name=ticker
-    )
-    return series.sort_index()
 
 
 def _select_tickers(data: MarketData, tickers: Sequence[str] | None) -> MarketData:
@@ -191,46 +168,21 @@ def _select_dates(data: MarketData, start, end) -> MarketData:
     first, last = data.dates[0], data.dates[-1]
     lo = _day(start, "start") if start is not None else first
     hi = _day(end, "end") if end is not None else last
-    if lo < first or hi > last:
+    # compared by day: an intraday window from day a to day b holds every bar of both days
+    day = "datetime64[D]"
+    if lo.astype(day) < first.astype(day) or hi.astype(day) > last.astype(day):
         raise DataError(
             f"backtest range {lo} to {hi} is outside the market data, which covers {first} to {last}",
             field="start" if lo < first else "end",
             date=str(lo if lo < first else hi),
         )
-    window = data.slice(lo, hi, name="backtest")
+    window = data if start is None and end is None else data.slice(lo, hi, name="backtest")
     if window.num_days < 2:
         raise DataError(
             f"backtest range {lo} to {hi} holds {window.num_days} trading day(s); at least 2 are needed",
             field="start",
         )
     return window
-
-
-def _aligned_close(benchmark_close: pd.Series, dates: np.ndarray) -> np.ndarray:
-    """The benchmark close on exactly ``dates``; missing dates or bad prices raise DataError."""
-    if not isinstance(benchmark_close, pd.Series):
-        raise DataError("benchmark_close must be a pandas Series of prices indexed by date", field="benchmark_close")
-    name = str(benchmark_close.name or "benchmark")
-    index = pd.DatetimeIndex(benchmark_close.index).normalize()
-    if not index.is_unique:
-        dup = index[index.duplicated()][0]
-        raise DataError(f"{name} close has {dup.date()} twice", field="benchmark_close", date=str(dup.date()))
-    wanted = pd.DatetimeIndex(dates.astype("datetime64[ns]"))
-    missing = wanted.difference(index)
-    if len(missing):
-        shown = ", ".join(str(d.date()) for d in missing[:8])
-        more = f" and {len(missing) - 8} more" if len(missing) > 8 else ""
-        raise DataError(
-            f"{name} close lacks {len(missing)} trading day(s) of the backtest: {shown}{more}",
-            field="benchmark_close",
-            date=str(missing[0].date()),
-        )
-    values = pd.Series(benchmark_close.to_numpy(dtype=np.float64), index=index).reindex(wanted).to_numpy()
-    bad = ~(np.isfinite(values) & (values > 0))
-    if bad.any():
-        day = wanted[np.flatnonzero(bad)[0]].date()
-        raise DataError(f"{name} close on {day} is not a positive price", field="benchmark_close", date=str(day))
-    return values
 
 
 def agent_metrics(daily: pd.DataFrame, benchmark_returns: pd.Series | None = None) -> dict[str, Any]:
@@ -341,7 +293,7 @@ def run_backtest(
         feature_stats = getattr(policy, "feature_stats", None)
     prepared = prepare_market(_select_tickers(data, tickers), config)
     window = _select_dates(prepared, start, end)
-    qqq = _aligned_close(benchmark_close, window.dates) if benchmark_close is not None else None
+    aligned = align_benchmark(benchmark_close, window.dates) if benchmark_close is not None else None
     notes: list[str] = []
     if feature_stats is None and getattr(config, "observation", "finrl") == "scale_free":
         # No agent statistics: use the days before the window (no look-ahead) when there are
@@ -362,13 +314,10 @@ def run_backtest(
     benchmarks = pd.DataFrame(index=dates)
     # Equal weight: capital / N in each ticker at the first close, fractional shares, no costs.
     benchmarks[EQUAL_WEIGHT] = capital * (window.close / window.close[0]).mean(axis=1)
-    if qqq is not None:
-        benchmarks[QQQ] = capital * qqq / qqq[0]
-
-    bench_returns = returns_from_values(benchmarks[QQQ]) if qqq is not None else None
-    metrics = {AGENT: agent_metrics(daily, bench_returns)}
-    for name in benchmarks.columns:
-        metrics[name] = compute_metrics(returns_from_values(benchmarks[name]), bench_returns, start_date=dates[0])
+    if aligned is not None:
+        benchmarks[QQQ] = capital * aligned.close / aligned.close[0]
+        notes.append(aligned.note)
+    metrics = _score(daily, benchmarks, aligned)
     notes = [f"{window.num_days} trading days, {n} tickers, {window.dates[0]} to {window.dates[-1]}", *notes]
     return BacktestResult(
         daily=daily,
@@ -382,4 +331,31 @@ def run_backtest(
         tickers=tuple(window.tickers),
         env_config=config,
         notes=notes,
+        benchmark_basis=aligned.basis if aligned is not None else "",
     )
+
+
+def _relative(values: pd.Series, bench: pd.Series) -> dict[str, Any]:
+    keys = ("alpha", "beta", "information_ratio", "benchmark_cumulative_return")
+    scored = compute_metrics(returns_from_values(values), bench, start_date=values.index[0])
+    return {k: scored[k] for k in keys} | {"relative_basis": "session_closes"}
+
+
+def _score(daily: pd.DataFrame, benchmarks: pd.DataFrame, aligned: AlignedBenchmark | None) -> dict[str, Any]:
+    """Metrics of the agent and each benchmark; on the ``"session_closes"`` basis the agent's
+    and equal weight's own figures use every bar and their QQQ-relative ones (alpha, beta,
+    information ratio) the session closes, as QQQ's own figures do."""
+    start = daily.index[0]
+    if aligned is None or aligned.basis != "session_closes":
+        bench = returns_from_values(benchmarks[QQQ]) if aligned is not None else None
+        metrics = {AGENT: agent_metrics(daily, bench)}
+        for name in benchmarks.columns:
+            metrics[name] = compute_metrics(returns_from_values(benchmarks[name]), bench, start_date=start)
+        return metrics
+    at_close = benchmarks.iloc[aligned.rows]
+    bench = returns_from_values(at_close[QQQ])
+    metrics = {AGENT: agent_metrics(daily) | _relative(daily["account_value"].iloc[aligned.rows], bench)}
+    metrics[EQUAL_WEIGHT] = compute_metrics(returns_from_values(benchmarks[EQUAL_WEIGHT]), start_date=start)
+    metrics[EQUAL_WEIGHT] |= _relative(at_close[EQUAL_WEIGHT], bench)
+    metrics[QQQ] = compute_metrics(bench, bench, start_date=at_close.index[0]) | {"relative_basis": "session_closes"}
+    return metrics

@@ -1,4 +1,7 @@
-"""Performance metrics of daily return series, on empyrical's contract.
+"""Performance metrics of daily or intraday return series, on empyrical's contract.
+
+Intraday series (bar-end stamps) are annualised with the data's own periods per year (bars per
+session x 252) and also reported per session ("daily" figures); see :func:`compute_metrics`.
 
 Every ratio here is computed by (or checked against) `empyrical-reloaded`_ so that numbers in
 Paddock reports mean exactly what they mean in pyfolio/empyrical reports. This module adds what
@@ -24,56 +27,12 @@ from trainer.jsonable import finite_or_none
 TRADING_DAYS_PER_YEAR = 252
 """Periods per year used to annualise daily figures (empyrical's ``DAILY`` factor)."""
 
-MIN_ANNUALISED_DAYS = 63
-"""Fewest daily returns (a quarter) for which annualised figures are shown (the contract)."""
-
-ANNUALISED_KEYS = (
-    "annual_return",
-    "annual_volatility",
-    "sharpe_ratio",
-    "sortino_ratio",
-    "calmar_ratio",
-    "alpha",
-    "turnover_annual",
+from trainer.backtest.contract import (  # noqa: E402,F401  (re-exported: callers import them from here)
+    ANNUALISED_KEYS,
+    METRIC_CONTRACT,
+    MIN_ANNUALISED_DAYS,
+    short_window_text,
 )
-"""Metrics that extrapolate to a year: withheld on screen below :data:`MIN_ANNUALISED_DAYS`."""
-
-
-def short_window_text(min_days: int = MIN_ANNUALISED_DAYS) -> str:
-    """What pages and exports show instead of an annualised figure of a short window."""
-    return f"n/a (window shorter than {min_days} days)"
-
-
-METRIC_CONTRACT = """\
-Metrics follow empyrical's contract (empyrical-reloaded {version}).
-Inputs are simple daily returns (0.01 = 1 %) of consecutive trading days; a year is 252 days.
-- Cumulative return: product of (1 + r) minus 1.
-- Annual return (CAGR): (1 + cumulative return) ** (252 / number of days) - 1.
-- Annual volatility: sample standard deviation (ddof 1) of daily returns times sqrt(252).
-- Sharpe ratio: mean(r - rf) / std(r - rf, ddof 1) * sqrt(252), rf = per-day risk-free rate
-  (default 0).
-- Sortino ratio: mean(r - rf) * 252 / (sqrt(mean(min(r - rf, 0) ** 2)) * sqrt(252)).
-- Max drawdown: the largest fall of wealth from a running peak, wealth starting at 1 before the
-  first return; reported as a negative fraction with its peak, trough and recovery dates and
-  its duration in trading days from the peak to the recovery (or to the last day if the
-  drawdown has not recovered).
-- Calmar ratio: annual return / |max drawdown|; not defined (blank) without a drawdown.
-- Alpha and beta vs the benchmark (QQQ unless stated): beta = cov(r - rf, b - rf) / var(b - rf);
-  alpha = (1 + mean((r - rf) - beta * (b - rf))) ** 252 - 1 (annualised, compounded).
-- Information ratio: empyrical's excess Sharpe, mean(r - b) / std(r - b, ddof 1), per day
-  (not annualised; multiply by sqrt(252) for an annual figure).
-- Daily win rate: share of days with a return above zero.
-- Turnover: traded notional (buys + sells, USD) of a day / account value that day, averaged
-  over the days; the annual figure is the daily mean times 252.
-Missing (NaN) returns count as days for annualisation, as in empyrical, and are skipped by
-means and standard deviations.
-Windows shorter than {min_days} trading days: annual return, annual volatility, Sharpe, Sortino,
-Calmar, alpha and annual turnover are shown as "n/a (window shorter than {min_days} days)"
-(annualising a few days multiplies noise: a 5-day window can show a Calmar ratio of 954); the
-data keeps their values with short_window = true, next to the per-day mean return, per-day
-volatility and per-day Sharpe ratio (mean / std, not annualised).
-""".format(version=getattr(empyrical, "__version__", "?"), min_days=63)
-"""Plain-text description of the definitions above, for report footnotes."""
 
 
 def _as_returns(returns: Any, name: str = "returns") -> pd.Series:
@@ -98,11 +57,13 @@ def _as_returns(returns: Any, name: str = "returns") -> pd.Series:
 
 
 def _label(value: Any) -> str | None:
-    """A date label as ``YYYY-MM-DD`` (other labels as ``str``); ``None`` stays ``None``."""
+    """A date label as ``YYYY-MM-DD``, an intraday bar-end stamp as ``YYYY-MM-DD HH:MM``
+    (other labels as ``str``); ``None`` stays ``None``."""
     if value is None:
         return None
     if isinstance(value, pd.Timestamp | np.datetime64):
-        return str(pd.Timestamp(value).date())
+        stamp = pd.Timestamp(value)
+        return str(stamp.date()) if stamp == stamp.normalize() else str(stamp)[:16]
     if hasattr(value, "isoformat"):
         return value.isoformat()[:10]
     return str(value)
@@ -153,58 +114,75 @@ def cumulative_return(returns: pd.Series) -> float:
     return float(empyrical.cum_returns_final(r))
 
 
-def annual_return(returns: pd.Series) -> float:
-    """Compound annual growth rate over 252-day years (empyrical ``annual_return``).
+def _year(periods_per_year: int) -> dict[str, Any]:
+    """empyrical's annualisation arguments: its ``DAILY`` period for 252 (the daily path, as it
+    always was), else ``annualization=periods_per_year`` (e.g. 78 x 252 for 5-minute bars)."""
+    if periods_per_year == TRADING_DAYS_PER_YEAR:
+        return {"period": empyrical.DAILY}
+    if not (isinstance(periods_per_year, int | np.integer) and periods_per_year > 0):
+        raise DataError(
+            f"periods_per_year must be a positive integer, got {periods_per_year!r}", field="periods_per_year"
+        )
+    return {"annualization": int(periods_per_year)}
+
+
+def annual_return(returns: pd.Series, periods_per_year: int = TRADING_DAYS_PER_YEAR) -> float:
+    """Compound annual growth rate (empyrical ``annual_return``).
 
     Args:
-        returns: (T,) simple daily returns as fractions.
+        returns: (T,) simple returns per period (day, or bar for intraday data) as fractions.
+        periods_per_year: 252 for days; bars per session x 252 for bars.
 
     Returns:
-        ``(1 + cumulative) ** (252 / T) - 1`` as a fraction; NaN for an empty series.
+        ``(1 + cumulative) ** (periods_per_year / T) - 1`` as a fraction; NaN for an empty series.
     """
-    return float(empyrical.annual_return(_as_returns(returns), period=empyrical.DAILY))
+    return float(empyrical.annual_return(_as_returns(returns), **_year(periods_per_year)))
 
 
-def annual_volatility(returns: pd.Series) -> float:
-    """Sample standard deviation (ddof 1) of daily returns times sqrt(252) (empyrical).
+def annual_volatility(returns: pd.Series, periods_per_year: int = TRADING_DAYS_PER_YEAR) -> float:
+    """Sample standard deviation (ddof 1) of the returns times sqrt(periods_per_year) (empyrical).
 
     Args:
-        returns: (T,) simple daily returns as fractions.
+        returns: (T,) simple returns per period as fractions.
+        periods_per_year: 252 for days; bars per session x 252 for bars.
 
     Returns:
         Annualised volatility as a fraction; NaN with fewer than two returns.
     """
-    return float(empyrical.annual_volatility(_as_returns(returns), period=empyrical.DAILY))
+    return float(empyrical.annual_volatility(_as_returns(returns), **_year(periods_per_year)))
 
 
-def sharpe_ratio(returns: pd.Series, risk_free: float = 0.0) -> float:
-    """Annualised Sharpe ratio, ``mean(r - rf) / std(r - rf, ddof 1) * sqrt(252)`` (empyrical).
+def sharpe_ratio(returns: pd.Series, risk_free: float = 0.0, periods_per_year: int = TRADING_DAYS_PER_YEAR) -> float:
+    """Annualised Sharpe ratio, ``mean(r - rf) / std(r - rf, ddof 1) * sqrt(periods_per_year)``
+    (empyrical).
 
     Args:
-        returns: (T,) simple daily returns as fractions.
-        risk_free: per-day risk-free return as a fraction (not annual).
+        returns: (T,) simple returns per period (day, or bar) as fractions.
+        risk_free: per-period risk-free return as a fraction (not annual).
+        periods_per_year: 252 for days; bars per session x 252 for bars.
 
     Returns:
         The ratio; NaN with fewer than two returns, +/-inf when all excess returns are equal
         and non-zero.
     """
-    return float(empyrical.sharpe_ratio(_as_returns(returns), risk_free=risk_free, period=empyrical.DAILY))
+    return float(empyrical.sharpe_ratio(_as_returns(returns), risk_free=risk_free, **_year(periods_per_year)))
 
 
-def sortino_ratio(returns: pd.Series, risk_free: float = 0.0) -> float:
+def sortino_ratio(returns: pd.Series, risk_free: float = 0.0, periods_per_year: int = TRADING_DAYS_PER_YEAR) -> float:
     """Annualised Sortino ratio with the risk-free rate as required return (empyrical).
 
-    Formula (empyrical ``sortino_ratio``): ``mean(r - rf) * 252 / downside_risk`` where
-    ``downside_risk = sqrt(mean(min(r - rf, 0) ** 2)) * sqrt(252)``.
+    Formula (empyrical ``sortino_ratio``): ``mean(r - rf) * P / downside_risk`` where
+    ``downside_risk = sqrt(mean(min(r - rf, 0) ** 2)) * sqrt(P)``, ``P = periods_per_year``.
 
     Args:
-        returns: (T,) simple daily returns as fractions.
-        risk_free: per-day required return as a fraction.
+        returns: (T,) simple returns per period as fractions.
+        risk_free: per-period required return as a fraction.
+        periods_per_year: 252 for days; bars per session x 252 for bars.
 
     Returns:
         The ratio; NaN with fewer than two returns; inf when no return is below ``risk_free``.
     """
-    return float(empyrical.sortino_ratio(_as_returns(returns), required_return=risk_free, period=empyrical.DAILY))
+    return float(empyrical.sortino_ratio(_as_returns(returns), required_return=risk_free, **_year(periods_per_year)))
 
 
 def max_drawdown(returns: pd.Series) -> float:
@@ -236,17 +214,18 @@ def calmar_from(annual_return_value: float, max_drawdown_value: float) -> float 
     return a / abs(m)
 
 
-def calmar_ratio(returns: pd.Series) -> float | None:
+def calmar_ratio(returns: pd.Series, periods_per_year: int = TRADING_DAYS_PER_YEAR) -> float | None:
     """Annual return divided by |max drawdown| (empyrical ``calmar_ratio``).
 
     Args:
-        returns: (T,) simple daily returns as fractions.
+        returns: (T,) simple returns per period as fractions.
+        periods_per_year: 252 for days; bars per session x 252 for bars.
 
     Returns:
         The ratio, or ``None`` when the series never draws down or is empty.
     """
     r = _as_returns(returns)
-    return calmar_from(annual_return(r), max_drawdown(r))
+    return calmar_from(annual_return(r, periods_per_year), max_drawdown(r))
 
 
 def drawdown_details(returns: pd.Series, *, start_date: Any = None) -> dict[str, Any]:
@@ -311,11 +290,16 @@ def _aligned_benchmark(returns: pd.Series, benchmark_returns: Any) -> pd.Series:
     return bench.reindex(returns.index)
 
 
-def alpha_beta(returns: pd.Series, benchmark_returns: pd.Series, risk_free: float = 0.0) -> tuple[float, float]:
+def alpha_beta(
+    returns: pd.Series,
+    benchmark_returns: pd.Series,
+    risk_free: float = 0.0,
+    periods_per_year: int = TRADING_DAYS_PER_YEAR,
+) -> tuple[float, float]:
     """Jensen's alpha (annualised, compounded) and beta vs a benchmark (empyrical ``alpha_beta``).
 
-    ``beta = cov(r - rf, b - rf) / var(b - rf)`` over days where both are known;
-    ``alpha = (1 + mean((r - rf) - beta * (b - rf))) ** 252 - 1``.
+    ``beta = cov(r - rf, b - rf) / var(b - rf)`` over periods where both are known;
+    ``alpha = (1 + mean((r - rf) - beta * (b - rf))) ** periods_per_year - 1``.
 
     Args:
         returns: (T,) simple daily returns as fractions, indexed by date.
@@ -330,7 +314,7 @@ def alpha_beta(returns: pd.Series, benchmark_returns: pd.Series, risk_free: floa
     """
     r = _as_returns(returns)
     b = _aligned_benchmark(r, benchmark_returns)
-    a, be = empyrical.alpha_beta_aligned(r.to_numpy(), b.to_numpy(), risk_free=risk_free, period=empyrical.DAILY)
+    a, be = empyrical.alpha_beta_aligned(r.to_numpy(), b.to_numpy(), risk_free=risk_free, **_year(periods_per_year))
     return float(a), float(be)
 
 
@@ -406,19 +390,24 @@ def compute_metrics(
     risk_free: float = 0.0,
     turnover: pd.Series | None = None,
     start_date: Any = None,
+    periods_per_year: int | None = None,
 ) -> dict[str, Any]:
-    """All summary metrics of a daily return series as a JSON-able dict (see ``METRIC_CONTRACT``).
+    """All summary metrics of a return series as a JSON-able dict (see ``METRIC_CONTRACT``).
 
     Args:
-        returns: (T,) simple daily returns as fractions, indexed by date in increasing order.
-        benchmark_returns: optional benchmark daily returns (e.g. QQQ) covering every date of
-            ``returns`` (extra dates are ignored); adds ``alpha``, ``beta``,
+        returns: (T,) simple returns as fractions, one per day (midnight date labels) or per
+            intraday bar (naive exchange-time bar-end stamps), in increasing order.
+        benchmark_returns: optional benchmark returns (e.g. QQQ) on the same periods, covering
+            every label of ``returns`` (extra labels are ignored); adds ``alpha``, ``beta``,
             ``information_ratio`` and ``benchmark_cumulative_return``.
-        risk_free: per-day risk-free return as a fraction (default 0).
-        turnover: optional (T',) daily turnover fractions (:func:`turnover_series`); adds
-            ``turnover_daily_mean`` and ``turnover_annual`` (mean times 252).
-        start_date: label of the day before the first return (e.g. the first backtest day),
+        risk_free: per-period risk-free return as a fraction (default 0).
+        turnover: optional (T',) turnover fractions per period (:func:`turnover_series`); adds
+            ``turnover_daily_mean`` and ``turnover_annual`` (daily mean times 252).
+        start_date: label of the period before the first return (e.g. the first backtest day),
             used as the drawdown peak date when wealth peaks at its start.
+        periods_per_year: annualisation factor; ``None`` infers it from the labels
+            (:func:`trainer.data.timestamps.infer_periods_per_year`: 252 for days, bars per
+            session x 252 for bars).
 
     Returns:
         Dict with ``num_days`` (int), ``start``/``end`` (first/last return date),
@@ -427,30 +416,41 @@ def compute_metrics(
         ``max_drawdown_trough``, ``max_drawdown_recovery`` dates and
         ``max_drawdown_duration_days``, ``win_rate``, ``risk_free``, the per-day
         ``daily_mean_return``, ``daily_volatility`` and ``daily_sharpe_ratio``, and
-        ``short_window`` (fewer than :data:`MIN_ANNUALISED_DAYS` returns: the
+        ``short_window`` (fewer than :data:`MIN_ANNUALISED_DAYS` days: the
         :data:`ANNUALISED_KEYS` are kept but must be shown as :func:`short_window_text`) with
-        ``min_annualised_days`` (+ the benchmark and turnover keys above). Floats are plain Python floats; undefined values (NaN, inf,
-        e.g. the Sharpe ratio of a single day) are ``None``.
+        ``min_annualised_days`` (+ the benchmark and turnover keys above). Floats are plain
+        Python floats; undefined values (NaN, inf, e.g. the Sharpe ratio of a single day) are
+        ``None``. Intraday labels add ``num_periods`` (bars), ``periods_per_year``,
+        ``max_drawdown_duration_bars``, ``turnover_bar_mean`` (with ``turnover``) and
+        ``daily``: this same dict computed from the bars aggregated to session closes (252
+        periods a year); the per-day keys of the top level are then per bar (the contract).
 
     Raises:
-        DataError: infinite or duplicated returns, dates out of order, or a benchmark missing
-            dates of ``returns``.
+        DataError: infinite or duplicated returns, labels out of order, a benchmark missing
+            labels of ``returns``, or a ``periods_per_year`` that is not a positive integer.
     """
+    from trainer.backtest.bars import session_count, session_returns, session_sums, sessions_between
+    from trainer.data.timestamps import has_time_of_day, infer_periods_per_year
+
     r = _as_returns(returns)
     if not math.isfinite(risk_free):
         raise DataError(f"risk_free must be a finite per-day rate, got {risk_free}", field="risk_free")
+    intraday = has_time_of_day(r.index)
+    ppy = infer_periods_per_year(r.index) if periods_per_year is None else periods_per_year
+    _year(ppy)  # validates
     dd = drawdown_details(r, start_date=start_date)
     mdd = max_drawdown(r) if len(r) else float("nan")
-    ann = annual_return(r) if len(r) else float("nan")
+    ann = annual_return(r, ppy) if len(r) else float("nan")
+    sessions = session_count(r.index) if intraday else len(r)
     out: dict[str, Any] = {
-        "num_days": int(len(r)),
+        "num_days": int(sessions),
         "start": _label(r.index[0]) if len(r) else None,
         "end": _label(r.index[-1]) if len(r) else None,
         "cumulative_return": finite_or_none(cumulative_return(r)),
         "annual_return": finite_or_none(ann),
-        "annual_volatility": finite_or_none(annual_volatility(r)),
-        "sharpe_ratio": finite_or_none(sharpe_ratio(r, risk_free)),
-        "sortino_ratio": finite_or_none(sortino_ratio(r, risk_free)),
+        "annual_volatility": finite_or_none(annual_volatility(r, ppy)),
+        "sharpe_ratio": finite_or_none(sharpe_ratio(r, risk_free, ppy)),
+        "sortino_ratio": finite_or_none(sortino_ratio(r, risk_free, ppy)),
         "calmar_ratio": calmar_from(ann, mdd),
         "max_drawdown": finite_or_none(mdd),
         "max_drawdown_peak": dd["peak_date"],
@@ -459,25 +459,45 @@ def compute_metrics(
         "max_drawdown_duration_days": dd["duration_days"],
         "win_rate": finite_or_none(win_rate(r)),
         "risk_free": float(risk_free),
-        # per-day figures, never annualised: what a short window can honestly say
+        # per-day (per-bar for intraday) figures, never annualised: what a short window can honestly say
         "daily_mean_return": finite_or_none(r.mean()) if len(r) else None,
         "daily_volatility": finite_or_none(r.std(ddof=1)) if len(r) > 1 else None,
         "daily_sharpe_ratio": _daily_sharpe(r, risk_free),
-        "short_window": bool(len(r) < MIN_ANNUALISED_DAYS),
+        "short_window": bool(sessions < MIN_ANNUALISED_DAYS),
         "min_annualised_days": MIN_ANNUALISED_DAYS,
     }
+    b = None
     if benchmark_returns is not None:
         b = _aligned_benchmark(r, benchmark_returns)
-        alpha, beta = alpha_beta(r, b, risk_free)
+        alpha, beta = alpha_beta(r, b, risk_free, ppy)
         out["alpha"] = finite_or_none(alpha)
         out["beta"] = finite_or_none(beta)
         out["information_ratio"] = finite_or_none(information_ratio(r, b))
         out["benchmark_cumulative_return"] = finite_or_none(cumulative_return(b)) if len(b) else None
+    t = None
     if turnover is not None:
         t = pd.Series(turnover, dtype="float64").dropna()
         if (t < 0).any() or not np.isfinite(t.to_numpy()).all():
             raise DataError("turnover must be finite and non-negative", field="turnover")
-        mean = float(t.mean()) if len(t) else float("nan")
+        per_day = session_sums(t) if intraday and has_time_of_day(t.index) else t
+        mean = float(per_day.mean()) if len(per_day) else float("nan")
         out["turnover_daily_mean"] = finite_or_none(mean)
         out["turnover_annual"] = finite_or_none(mean * TRADING_DAYS_PER_YEAR)
+        if intraday:
+            out["turnover_bar_mean"] = finite_or_none(float(t.mean())) if len(t) else None
+    if intraday:
+        out["num_periods"] = int(len(r))
+        out["periods_per_year"] = int(ppy)
+        out["max_drawdown_duration_bars"] = dd["duration_days"]
+        if dd["duration_days"]:
+            out["max_drawdown_duration_days"] = sessions_between(r.index, dd["peak_date"], dd["recovery_date"])
+        bars_per_day = ppy / TRADING_DAYS_PER_YEAR
+        out["daily"] = compute_metrics(
+            session_returns(r),
+            session_returns(b) if b is not None else None,
+            risk_free=(1.0 + risk_free) ** bars_per_day - 1.0,
+            turnover=session_sums(t) if t is not None and has_time_of_day(t.index) else None,
+            start_date=pd.Timestamp(start_date).normalize() if start_date is not None else None,
+            periods_per_year=TRADING_DAYS_PER_YEAR,
+        )
     return out

@@ -1,6 +1,7 @@
 """Market data: loading, validation, calendar alignment, indicators, splits, caching."""
 
 from trainer.data.indicators import DEFAULT_INDICATORS, turbulence_index
+from trainer.data.intraday import DAILY, BarInfo, bar_info
 from trainer.data.loading import load_panel
 from trainer.data.market import MarketData
 from trainer.data.pipeline import DataSpec, build_market_data, load_market_data
@@ -8,6 +9,9 @@ from trainer.data.splits import split_market_data
 from trainer.data.yahoo import download_yfinance, panel_from_yfinance, yfinance_to_long
 
 __all__ = [
+    "DAILY",
+    "BarInfo",
+    "bar_info",
     "DEFAULT_INDICATORS",
     "DataSpec",
     "MarketData",

@@ -155,9 +155,75 @@ def turbulence_index(close: np.ndarray, *, window: int = TURBULENCE_WINDOW) -> n
     return out
 
 
-def _turbulence_loop(returns: np.ndarray, missing: np.ndarray, window: int, out: np.ndarray) -> None:
+def turbulence_index_batched(close: np.ndarray, *, window: int = TURBULENCE_WINDOW, chunk: int = 2048) -> np.ndarray:
+    """:func:`turbulence_index` computed in batches, for long intraday panels (one row per bar).
+
+    The same definition, FinRL's rules included, with the mean and covariance of each window
+    from running sums of the returns and their outer products, and the pseudo-inverse from a
+    batched eigen-decomposition (eigenvalues at or below ``1e-15`` times the largest are
+    dropped, as ``np.linalg.pinv(..., hermitian=True)`` does). Rows whose window holds a
+    missing return (a ticker before its first bar) use :func:`turbulence_index`'s loop. Equal
+    to the loop up to rounding (``tests/trainer/data/test_sessions.py``); the daily pipeline keeps
+    the loop, so daily features are unchanged bit for bit.
+
+    Args:
+        close: (T, N) float64 close in USD, NaN where a ticker has no price yet.
+        window: rows of returns behind each value (252 bars on an intraday panel).
+        chunk: rows per batch (memory about ``chunk * N * N * 8`` bytes, twice).
+
+    Returns:
+        (T,) float64 turbulence, 0 where undefined.
+    """
+    close = np.asarray(close, dtype="float64")
+    t_rows, n = close.shape
+    returns = np.full_like(close, np.nan)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        returns[1:] = close[1:] / close[:-1] - 1.0
+    raw = np.full(t_rows, np.nan)
+    if t_rows <= window or n == 0:
+        return np.zeros(t_rows)
+    missing = np.isnan(returns)
+    # rows t whose window t-window..t-1 and own return are complete take the batched path
+    bad = np.concatenate([[0], np.cumsum(missing.any(axis=1))])
+    full = np.zeros(t_rows, dtype=bool)
+    rows = np.arange(window, t_rows)
+    full[rows] = (bad[rows] - bad[rows - window] == 0) & ~missing[rows].any(axis=1)
+    r0 = np.where(missing, 0.0, returns)
+    csum = np.concatenate([np.zeros((1, n)), np.cumsum(r0, axis=0)])
+    with threadpool_limits(limits=1, user_api="blas"):
+        for a in range(window, t_rows, chunk):
+            b = min(a + chunk, t_rows)
+            idx = np.arange(a, b)[full[a:b]]
+            if not len(idx):
+                continue
+            lo = idx.min() - window
+            block = r0[lo : idx.max()]
+            outer = np.einsum("ti,tj->tij", block, block)
+            c2 = np.concatenate([np.zeros((1, n, n)), np.cumsum(outer, axis=0)])
+            s1 = csum[idx] - csum[idx - window]
+            s2 = c2[idx - lo] - c2[idx - window - lo]
+            mu = s1 / window
+            cov = (s2 - window * np.einsum("ti,tj->tij", mu, mu)) / (window - 1)
+            w, v = np.linalg.eigh(cov)
+            top = np.abs(w).max(axis=1, keepdims=True)
+            inv = np.where(np.abs(w) > 1e-15 * top, 1.0 / np.where(w == 0, 1.0, w), 0.0)
+            proj = np.einsum("tij,ti->tj", v, returns[idx] - mu)
+            raw[idx] = np.einsum("tj,tj->t", proj * proj, inv)
+        rest = np.flatnonzero(~full[window:]) + window
+        if len(rest):
+            partial = np.zeros(t_rows)
+            _turbulence_loop(returns, missing, window, partial, rows=rest, count_rule=False)
+            raw[rest] = np.where(partial[rest] > 0, partial[rest], np.nan)
+    positive = np.isfinite(raw) & (raw > 0)
+    seen = np.cumsum(positive)
+    return np.where(positive & (seen > 2), raw, 0.0)
+
+
+def _turbulence_loop(
+    returns: np.ndarray, missing: np.ndarray, window: int, out: np.ndarray, *, rows=None, count_rule: bool = True
+) -> None:
     positive_seen = 0
-    for t in range(window, returns.shape[0]):
+    for t in range(window, returns.shape[0]) if rows is None else rows:
         hist = returns[t - window : t]
         hist_missing = missing[t - window : t]
         skip = int(hist_missing.sum(axis=0).min()) if hist.shape[1] else 0
@@ -172,5 +238,5 @@ def _turbulence_loop(returns: np.ndarray, missing: np.ndarray, window: int, out:
         value = float(diff @ np.linalg.pinv(cov, hermitian=True) @ diff)
         if np.isfinite(value) and value > 0:
             positive_seen += 1
-            if positive_seen > 2:
+            if positive_seen > 2 or not count_rule:
                 out[t] = value

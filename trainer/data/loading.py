@@ -1,4 +1,8 @@
-"""Read daily OHLCV files into one validated long-layout panel.
+"""Read daily or intraday OHLCV files into one validated long-layout panel.
+
+Intraday files (several rows per ticker and day) are handled by :mod:`trainer.data.timestamps`
+and :mod:`trainer.data.intraday`: their ``date`` becomes naive America/New_York time labelled
+at the bar end, and ``panel.attrs["bars"]`` describes the bars. What follows is common to both.
 
 Supported inputs (CSV, CSV.gz or Parquet, chosen by the file suffix):
 
@@ -30,49 +34,32 @@ which pandas skips, are not counted).
 
 from __future__ import annotations
 
-import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
+from functools import partial
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 
+from trainer.data.files import (  # noqa: F401  (re-exported: callers import them from here)
+    TICKER_PATTERN,
+    _canonical,
+    _is_parquet,
+    _read_raw,
+    check_ticker,
+    expand_paths,
+    price_basis,
+    shown,
+    ticker_days,
+    ticker_from_filename,
+    trading_dates,
+)
+from trainer.data.intraday import DAILY, check_options, complete_sessions, intraday_file
 from trainer.errors import ConfigError, DataError
 
 PANEL_COLUMNS = ("date", "tic", "open", "high", "low", "close", "volume")
 PRICE_COLUMNS = ("open", "high", "low", "close")
 _ROW = "_row"  # original 1-based data row, carried until validation is done
-
-_ALIASES = {
-    "date": "date",
-    "datetime": "date",
-    "timestamp": "date",
-    "day": "date",
-    "tic": "tic",
-    "ticker": "tic",
-    "symbol": "tic",
-    "open": "open",
-    "high": "high",
-    "low": "low",
-    "close": "close",
-    "volume": "volume",
-    "vol": "volume",
-    "adj_close": "adj_close",
-    "adjclose": "adj_close",
-    "adjusted_close": "adj_close",
-    "adj_open": "adj_open",
-    "adjusted_open": "adj_open",
-    "adj_high": "adj_high",
-    "adjusted_high": "adj_high",
-    "adj_low": "adj_low",
-    "adjusted_low": "adj_low",
-}
-_FILE_SUFFIXES = (".csv", ".csv.gz", ".parquet", ".pq")
-
-TICKER_PATTERN = re.compile(r"[A-Z0-9.\-^=]{1,20}")
-"""Allowed ticker symbols (after upper-casing): 1 to 20 letters, digits, ``.``, ``-``, ``^``
-or ``=`` (``BRK.B``, ``BF-B``, ``^GSPC``, ``EURUSD=X``). Spaces, control and bidirectional
-Unicode characters and anything else are refused, naming the row."""
 
 MAX_PRICE = 1e7
 """Largest plausible price in USD (Berkshire Hathaway A traded near 7e5); above is an error."""
@@ -84,130 +71,6 @@ adjusted column gets a note: the adjustment may have missed a split."""
 SPLIT_TOLERANCE = 0.02
 _PRICE_SLACK = 1e-6
 """Relative slack of the close-inside-[low, high] check (rounded adjusted columns)."""
-
-
-def shown(value: object) -> str:
-    """``value`` quoted for a message, with control and invisible characters escaped (never
-    echoed raw into a page): ``'AAPL'``, ``'A\\u202eB'``."""
-    text = str(value)
-    if text.isprintable() and not any(
-        0x200B <= ord(c) <= 0x200F or 0x202A <= ord(c) <= 0x202E or 0x2066 <= ord(c) <= 0x2069 or c == "\ufeff"
-        for c in text
-    ):
-        return repr(text)
-    return ascii(text)
-
-
-def check_ticker(value: object, *, field: str = "tickers", **details: object) -> str:
-    """One ticker symbol, stripped and upper-cased, or an error naming it.
-
-    Raises:
-        DataError: the symbol is empty, longer than 20 characters or holds a character
-            outside :data:`TICKER_PATTERN` (the message escapes control characters).
-    """
-    text = str(value).strip().upper()
-    if not TICKER_PATTERN.fullmatch(text):
-        raise DataError(
-            f"{field}: ticker {shown(value)} is not a ticker symbol (1 to 20 letters, digits, '.', '-', '^' or '=')",
-            field=field,
-            **details,
-        )
-    return text
-
-
-def _canonical(name: object) -> str:
-    key = re.sub(r"[\s\-.]+", "_", str(name).strip().lower())
-    return _ALIASES.get(key, key)
-
-
-def _is_parquet(path: Path) -> bool:
-    return path.name.lower().endswith((".parquet", ".pq"))
-
-
-def ticker_from_filename(path: str | Path) -> str:
-    """Return the ticker a per-ticker file name stands for.
-
-    The name up to its first ``_`` or ``.``, upper-cased: ``aapl.csv.gz`` -> ``AAPL``,
-    ``QQQ_daily_eodhd_1999-03-10_2024-04-19.csv`` -> ``QQQ``.
-    """
-    return re.split(r"[_.]", Path(path).name, maxsplit=1)[0].strip().upper()
-
-
-def expand_paths(paths: str | Path | Iterable[str | Path]) -> list[Path]:
-    """Turn a file, a folder, or a list of both into a sorted-per-folder list of data files.
-
-    Raises:
-        DataError: a path does not exist, or a folder holds no data file (``file`` names it).
-    """
-    if isinstance(paths, str | Path):
-        paths = [paths]
-    out: list[Path] = []
-    for raw in paths:
-        p = Path(raw)
-        if p.is_dir():
-            found = sorted(f for f in p.iterdir() if f.is_file() and f.name.lower().endswith(_FILE_SUFFIXES))
-            if not found:
-                raise DataError(f"folder {p} holds no .csv, .csv.gz, .parquet or .pq file", file=str(p))
-            out.extend(found)
-        elif p.is_file():
-            out.append(p)
-        else:
-            raise DataError(f"data file {p.absolute()} does not exist", file=str(p))
-    if not out:
-        raise DataError("no data file given", field="paths")
-    return out
-
-
-def _check_text(path: Path) -> None:
-    """Refuse a CSV (or gzipped CSV) that is not UTF-8 text before pandas guesses at it.
-
-    Raises:
-        DataError: ``"<name>: not a text CSV file ..."`` for NUL bytes, bytes that are not
-            UTF-8 (the offset and byte named), or a ``.gz`` name on a file that is not gzip.
-    """
-    import codecs
-    import gzip
-
-    try:
-        if path.name.lower().endswith(".gz"):
-            with gzip.open(path, "rb") as f:
-                head = f.read(1 << 16)
-        else:
-            with open(path, "rb") as f:
-                head = f.read(1 << 16)
-    except (OSError, EOFError) as exc:
-        raise DataError(f"{path.name}: not a text CSV file (not readable as gzip: {exc})", file=str(path)) from exc
-    nul = head.find(b"\x00")
-    if nul >= 0:
-        raise DataError(
-            f"{path.name}: not a text CSV file (it holds binary data, a NUL byte at offset {nul})", file=str(path)
-        )
-    try:
-        codecs.getincrementaldecoder("utf-8")().decode(head, final=False)
-    except UnicodeDecodeError as exc:
-        raise DataError(
-            f"{path.name}: not a text CSV file (byte 0x{head[exc.start]:02x} at offset {exc.start} is not UTF-8; "
-            "save the file as UTF-8 CSV)",
-            file=str(path),
-        ) from None
-
-
-def _read_raw(path: Path) -> pd.DataFrame:
-    try:
-        if _is_parquet(path):
-            frame = pd.read_parquet(path)
-        else:
-            _check_text(path)
-            frame = pd.read_csv(path, encoding="utf-8-sig")
-    except pd.errors.EmptyDataError as exc:
-        raise DataError(f"{path.name}: file is empty", file=str(path)) from exc
-    except UnicodeDecodeError as exc:  # past the first 64 KiB checked above
-        raise DataError(f"{path.name}: not a text CSV file ({exc.reason} at byte {exc.start})", file=str(path)) from exc
-    except (OSError, ValueError, pd.errors.ParserError) as exc:
-        raise DataError(f"{path.name}: cannot be read ({exc})", file=str(path)) from exc
-    if frame.empty:
-        raise DataError(f"{path.name}: file has a header but no data rows", file=str(path))
-    return frame
 
 
 def _where(origin: str, row: int, *, csv: bool) -> str:
@@ -371,7 +234,7 @@ def parse_dates(values: pd.Series, *, origin: str, file: str | None, csv_lines: 
 
 
 def validate_rows(
-    frame: pd.DataFrame, *, origin: str, file: str | None = None, csv_lines: bool = False
+    frame: pd.DataFrame, *, origin: str, file: str | None = None, csv_lines: bool = False, keep_time: bool = False
 ) -> pd.DataFrame:
     """Check one source's normalized rows and return them sorted by ``(date, tic)``.
 
@@ -381,17 +244,20 @@ def validate_rows(
 
     Args:
         frame: output of :func:`normalize_frame` (maybe filtered to some tickers).
+        keep_time: ``date`` already holds intraday bar-end stamps
+            (:func:`trainer.data.intraday.prepare_intraday`): kept as they are, not cut to days.
 
     Returns:
-        Columns ``date`` (datetime64[ns], midnight), ``tic`` (str), ``open, high, low, close,
-        volume`` (float64), sorted by ``date, tic``, index reset.
+        Columns ``date`` (datetime64[ns], midnight; the bar-end stamp when ``keep_time``),
+        ``tic`` (str), ``open, high, low, close, volume`` (float64), sorted by ``date, tic``,
+        index reset.
     """
     rows = frame[_ROW].to_numpy()
 
     def fail(i: int, what: str, column: str | None = None) -> None:
         row = int(rows[i])
         tic = str(frame["tic"].iloc[i])
-        day = str(frame["date"].iloc[i])[:10]
+        day = str(frame["date"].iloc[i])[: 16 if keep_time else 10]
         raise DataError(
             f"{_where(origin, row, csv=csv_lines)} ({shown(tic)[1:-1]} {shown(day)[1:-1]}): {what}",
             file=file,
@@ -420,7 +286,8 @@ def validate_rows(
             field="tic",
         )
     frame = frame.assign(tic=tic_text.astype(str).to_numpy())
-    frame = frame.assign(date=parse_dates(frame["date"], origin=origin, file=file, csv_lines=csv_lines, rows=rows))
+    if not keep_time:
+        frame = frame.assign(date=parse_dates(frame["date"], origin=origin, file=file, csv_lines=csv_lines, rows=rows))
 
     # raw columns first: a zero raw close makes the derived adjusted prices inf/NaN
     price_cols = [c for c in frame.columns if c.startswith("raw_")] + [c for c in PRICE_COLUMNS]
@@ -511,8 +378,19 @@ def load_panel(
     *,
     tickers: Sequence[str] | None = None,
     ticker: str | None = None,
+    timezone: str = "auto",
+    bar_label: str = "auto",
+    session: str = "regular",
 ) -> pd.DataFrame:
-    """Load and validate daily OHLCV files into one long-layout panel.
+    """Load and validate daily or intraday OHLCV files into one long-layout panel.
+
+    Intraday files (a ticker has several rows a day) go through
+    :func:`trainer.data.intraday.prepare_intraday` and :func:`~trainer.data.intraday.complete_sessions`:
+    ``date`` becomes naive America/New_York time labelled at the bar **end**, missing bars are
+    filled with the previous close (volume 0) and reported, and ``attrs["bars"]`` holds the
+    :class:`~trainer.data.intraday.BarInfo` (interval, session, periods per year, missing-bar
+    report). Daily panels get :data:`~trainer.data.intraday.DAILY` there and are otherwise
+    loaded exactly as before.
 
     Args:
         paths: a file, a folder (every data file in it, one ticker per file) or a list of both.
@@ -520,6 +398,10 @@ def load_panel(
         tickers: keep only these tickers (case-insensitive); rows of other tickers are not
             validated, so a file holding many tickers can be used for a few of them.
         ticker: ticker of a single file that has no ticker column.
+        timezone: zone of intraday stamps without an offset: ``"auto"`` (column name, else a
+            guess, reported in the notes), ``"UTC"`` or ``"America/New_York"``.
+        bar_label: what intraday stamps mark: ``"auto"`` (detected, reported), ``"start"``, ``"end"``.
+        session: ``"regular"`` (intraday bars outside 09:30-16:00 ET are errors) or ``"extended"``.
 
     Returns:
         DataFrame with columns ``date`` (datetime64[ns]), ``tic`` (str, upper case), ``open,
@@ -530,11 +412,16 @@ def load_panel(
 
     Raises:
         DataError: a missing/empty/unreadable file, a missing column, a bad row (see
-            :func:`validate_rows`), a ticker held by two files with different rows, or a
-            requested ticker that no file holds.
-        ConfigError: ``ticker`` given while several files lack a ticker column.
+            :func:`validate_rows` and :func:`~trainer.data.intraday.prepare_intraday`), a
+            ticker held by two files with different rows, a requested ticker that no file
+            holds, or daily and intraday files (or two intervals) mixed.
+        ConfigError: ``ticker`` given while several files lack a ticker column; an unknown
+            ``timezone``, ``bar_label`` or ``session``.
     """
+    options = check_options(timezone=timezone, bar_label=bar_label, session=session)
     files = expand_paths(paths)
+    bars: list = []
+    daily_files: list[str] = []
     wanted = None if tickers is None else list(dict.fromkeys(str(t).strip().upper() for t in tickers))
     frames: list[pd.DataFrame] = []
     notes: list[str] = []
@@ -559,7 +446,25 @@ def load_panel(
             frame = frame[frame["tic"].astype("string").str.strip().str.upper().isin(wanted).fillna(False).to_numpy()]
             if frame.empty:
                 continue
-        clean = validate_rows(frame, origin=path.name, file=str(path), csv_lines=csv_lines)
+        column = next(str(c) for c in raw.columns if _canonical(c) == "date")
+        frame, found = intraday_file(
+            frame,
+            column=column,
+            origin=path.name,
+            file=str(path),
+            where=partial(_where, path.name, csv=csv_lines),
+            **options,
+        )
+        (bars.append(found) if found else daily_files.append(path.name))
+        if bars and daily_files:
+            daily_name = path.name if not found else daily_files[0]
+            raise DataError(
+                f"{daily_name} holds daily bars but {path.name if found else 'the files before it'} hold intraday "
+                "bars; load daily and intraday files apart",
+                file=str(path),
+                field="paths",
+            )
+        clean = validate_rows(frame, origin=path.name, file=str(path), csv_lines=csv_lines, keep_time=bool(found))
         notes.extend(file_notes)
         if any(_canonical(c).startswith("adj_") for c in raw.columns):
             notes.extend(split_like_moves(clean, origin=path.name))
@@ -597,93 +502,7 @@ def load_panel(
     panel.attrs["notes"] = notes
     panel.attrs["files"] = dict(owner)
     panel.attrs["source"] = ", ".join(p.name for p in files)
+    if bars and not panel.empty:
+        return complete_sessions(panel, bars, session=options["session"])
+    panel.attrs["bars"] = DAILY
     return panel
-
-
-def price_basis(paths: str | Path | Sequence[str | Path]) -> str:
-    """Which close the loader uses for these files, read from their headers only.
-
-    Returns:
-        ``"adjusted close"`` when every file has an adjusted close (``adj_close`` or all four
-        ``adj_*`` columns), ``"raw close"`` when none has, ``"mixed (adjusted and raw close)"``
-        otherwise.
-
-    Raises:
-        DataError: a path does not exist or a file cannot be read.
-    """
-    kinds = set()
-    for path in expand_paths(paths):
-        try:
-            if _is_parquet(path):
-                import pyarrow.parquet as pq
-
-                names = pq.read_schema(path).names
-            else:
-                names = list(pd.read_csv(path, nrows=0, encoding="utf-8-sig").columns)
-        except (OSError, ValueError, pd.errors.ParserError) as exc:
-            raise DataError(f"{path.name}: cannot be read ({exc})", file=str(path)) from exc
-        kinds.add("adjusted close" if "adj_close" in {_canonical(c) for c in names} else "raw close")
-    return kinds.pop() if len(kinds) == 1 else "mixed (adjusted and raw close)"
-
-
-def ticker_days(paths: str | Path | Sequence[str | Path], *, tickers: Sequence[str] | None = None) -> pd.DataFrame:
-    """The ``(date, tic)`` pairs of the files, reading only the date and ticker columns.
-
-    Cheap (no price validation, no indicators): for checking a task's tickers and date splits
-    against files that :func:`load_panel` has already accepted. Unparseable dates are skipped.
-
-    Args:
-        paths: as for :func:`load_panel`.
-        tickers: only rows of these tickers (case-insensitive); ``None`` = every row.
-
-    Returns:
-        Columns ``date`` (datetime64[ns]) and ``tic`` (str, upper case), unique pairs.
-
-    Raises:
-        DataError: a path does not exist, a file cannot be read or has no date column.
-    """
-    wanted = None if tickers is None else {str(t).strip().upper() for t in tickers}
-    found: list[pd.DataFrame] = []
-    for path in expand_paths(paths):
-        try:
-            if _is_parquet(path):
-                import pyarrow.parquet as pq
-
-                names = pq.read_schema(path).names
-                frame = pd.read_parquet(path, columns=[c for c in names if _canonical(c) in ("date", "tic")])
-            else:
-                frame = pd.read_csv(path, usecols=lambda c: _canonical(c) in ("date", "tic"), dtype=str)
-        except (OSError, ValueError, pd.errors.ParserError) as exc:
-            raise DataError(f"{path.name}: cannot be read ({exc})", file=str(path)) from exc
-        frame = frame.set_axis([_canonical(c) for c in frame.columns], axis=1)
-        if "date" not in frame.columns:
-            raise DataError(f"{path.name}: missing column(s) date", file=str(path), field="date")
-        if "tic" in frame.columns:
-            frame = frame.assign(tic=frame["tic"].astype(str).str.strip().str.upper())
-        else:
-            frame = frame.assign(tic=ticker_from_filename(path))
-        if wanted is not None:
-            frame = frame[frame["tic"].isin(wanted).to_numpy()]
-        days = frame["date"]
-        if not pd.api.types.is_datetime64_any_dtype(days):
-            days = pd.to_datetime(days.astype(str).str.strip().str.slice(0, 10), format="%Y-%m-%d", errors="coerce")
-        else:
-            days = days.dt.tz_localize(None) if getattr(days.dt, "tz", None) is not None else days
-            days = days.dt.normalize()
-        found.append(pd.DataFrame({"date": days.to_numpy(), "tic": frame["tic"].to_numpy()}).dropna())
-    if not found:
-        return pd.DataFrame({"date": pd.Series([], dtype="datetime64[ns]"), "tic": pd.Series([], dtype=str)})
-    return pd.concat(found, ignore_index=True).drop_duplicates().reset_index(drop=True)
-
-
-def trading_dates(paths: str | Path | Sequence[str | Path], *, tickers: Sequence[str] | None = None) -> np.ndarray:
-    """The days on which any of ``tickers`` has a row (see :func:`ticker_days`).
-
-    Returns:
-        (T,) sorted unique ``datetime64[D]``.
-
-    Raises:
-        DataError: a path does not exist, a file cannot be read or has no date column.
-    """
-    days = ticker_days(paths, tickers=tickers)["date"].to_numpy().astype("datetime64[D]")
-    return np.unique(days)

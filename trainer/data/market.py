@@ -22,7 +22,8 @@ class MarketData:
     """Daily prices and features of ``N`` tickers on one trading calendar of ``T`` days.
 
     Attributes:
-        dates: (T,) datetime64[D], strictly increasing exchange dates.
+        dates: (T,) datetime64[D], strictly increasing exchange dates; for intraday data
+            datetime64[s] naive America/New_York bar-end stamps (``trainer.data.timestamps``).
         tickers: (N,) ticker symbols, in column order of every array below.
         close: (T, N) float64, split/dividend-adjusted close in USD (raw close when the source
             has no adjusted column). This is the execution price of the trading env.
@@ -64,9 +65,16 @@ class MarketData:
     def slice(self, start=None, end=None, *, name: str = "range") -> MarketData:
         """Return the days with ``start <= date <= end`` (inclusive, ``YYYY-MM-DD`` or dates).
 
+        Intraday data (bar-end stamps) takes days or exchange-time moments ``YYYY-MM-DD HH:MM``
+        (:func:`trainer.dates.range_bound`: a start day from its 00:00, an end day to its end,
+        a moment compared with the bar-end stamps inclusively), so a range may start or end
+        inside a session.
+
         Raises:
             DataError: the range is empty or inverted, naming ``name`` (e.g. "validation").
         """
+        if self.dates.dtype != np.dtype("datetime64[D]"):
+            return self._slice_bars(start, end, name=name)
         lo = _to_day(start) if start is not None else self.dates[0]
         hi = _to_day(end) if end is not None else self.dates[-1]
         if lo > hi:
@@ -78,7 +86,31 @@ class MarketData:
                 field=name,
             )
         idx = np.flatnonzero(mask)
-        s = slice(idx[0], idx[-1] + 1)
+        return self.take(slice(idx[0], idx[-1] + 1))
+
+    def _slice_bars(self, start, end, *, name: str) -> MarketData:
+        from trainer.dates import range_bound
+        from trainer.errors import ConfigError
+
+        try:
+            lo = range_bound(start, end=False) if start is not None else self.dates[0]
+            hi = range_bound(end, end=True) if end is not None else self.dates[-1]
+        except ConfigError as exc:
+            raise DataError(f"{name}: {exc.message}", field=name) from None
+        if start is not None and end is not None and lo > hi:
+            raise DataError(f"{name}: start {start} is after end {end}", field=name)
+        first = int(np.searchsorted(self.dates, lo, side="left"))
+        stop = int(np.searchsorted(self.dates, hi, side="right"))
+        if stop <= first:
+            raise DataError(
+                f"{name}: no bars between {start} and {end}; data covers {str(self.dates[0])[:16]} to "
+                f"{str(self.dates[-1])[:16]}".replace("T", " "),
+                field=name,
+            )
+        return self.take(slice(first, stop))
+
+    def take(self, s: slice) -> MarketData:
+        """The rows ``s`` (a slice of the time axis) of every per-row array, other fields kept."""
         return MarketData(
             dates=self.dates[s],
             tickers=self.tickers,
@@ -95,6 +127,7 @@ class MarketData:
         h = hashlib.sha256()
         h.update("|".join(self.tickers).encode())
         h.update("|".join(self.feature_names).encode())
-        for arr in (self.dates.astype("datetime64[D]").astype(np.int64), self.close, self.features, self.turbulence):
+        stamps = self.dates if self.dates.dtype != np.dtype("datetime64[D]") else self.dates.astype("datetime64[D]")
+        for arr in (stamps.astype(np.int64), self.close, self.features, self.turbulence):
             h.update(np.ascontiguousarray(arr).tobytes())
         return h.hexdigest()

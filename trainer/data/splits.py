@@ -1,4 +1,11 @@
-"""Cut one :class:`MarketData` into named, chronological, non-overlapping date ranges."""
+"""Cut one :class:`MarketData` into named, chronological, non-overlapping date ranges.
+
+Daily data splits on days. Intraday data (bar-end stamps) splits on timestamps: a bound is a day
+(the whole day) or an exchange-time moment ``YYYY-MM-DD HH:MM`` (:func:`trainer.dates.parse_moment`),
+so a split may start or end inside a session. Minimum sizes are trading days
+(:data:`MIN_SPLIT_DAYS`); for bars they are also stated in bars, ``days x bars per session``
+(20 days of 5-minute bars = 1,560 bars), and a split must hold that many bars.
+"""
 
 from __future__ import annotations
 
@@ -53,6 +60,7 @@ def check_split_days(
     dates: np.ndarray,
     *,
     minimum: Mapping[str, int] = MIN_SPLIT_DAYS,
+    intraday: bool | None = None,
 ) -> dict[str, int]:
     """Check that every split holds data and at least ``minimum[name]`` trading days.
 
@@ -62,6 +70,10 @@ def check_split_days(
         dates: (T,) sorted trading days of the data (``datetime64[D]`` or anything NumPy turns
             into it), e.g. ``MarketData.dates``.
         minimum: name -> fewest trading days (names not in it need 1).
+        intraday: whether the data is intraday, which allows ``YYYY-MM-DD HH:MM`` bounds;
+            ``None`` = it is when ``dates`` hold times of day (bar-end stamps, which are then
+            checked bar by bar: :func:`check_split_bars`). Pass ``True`` to check the days of
+            an intraday dataset (the web does, before any bar is loaded).
 
     Returns:
         name -> number of trading days in the split.
@@ -71,6 +83,19 @@ def check_split_days(
             starts after the last day, ``"<name>.end"`` when it ends before the first) or is
             shorter than its minimum (``"<name>.end"``); the message gives the data's range.
     """
+    from trainer.data.timestamps import has_time_of_day
+
+    stamps = np.asarray(dates)
+    if stamps.size and has_time_of_day(stamps):
+        return {name: sizes["days"] for name, sizes in check_split_bars(ranges, stamps, minimum=minimum).items()}
+    if not intraday:
+        for name, (start, end) in ranges.items():
+            for key, value in (("start", start), ("end", end)):
+                if len(str(value).strip()) > 10 and str(value)[10:].strip() not in ("", "00:00", "00:00:00"):
+                    raise ConfigError(
+                        f"{name}.{key}: {value} has a time of day, but the data is daily; give YYYY-MM-DD",
+                        field=f"{name}.{key}",
+                    )
     days = np.asarray(dates, dtype="datetime64[D]")
     if days.size == 0:
         raise ConfigError("the data holds no trading day", field="data")
@@ -147,3 +172,56 @@ def check_coverage(
                 raise ConfigError(message, field=start_field, file=file)
             notes.append(f"{message}; the {name} split starts {first}")
     return notes
+
+
+def check_split_bars(
+    ranges: Mapping[str, tuple[str, str]],
+    stamps: np.ndarray,
+    *,
+    minimum: Mapping[str, int] = MIN_SPLIT_DAYS,
+) -> dict[str, dict[str, int]]:
+    """Check intraday splits bar by bar: each must hold ``minimum[name]`` trading days' worth of
+    bars (``days x bars per session``, bars per session read from the stamps).
+
+    Args:
+        ranges: name -> inclusive ``(start, end)``, days or ``YYYY-MM-DD HH:MM`` moments.
+        stamps: (T,) sorted naive exchange-time bar-end stamps (``MarketData.dates``).
+        minimum: name -> fewest trading days.
+
+    Returns:
+        name -> ``{"bars": n, "days": d}``: bars in the split and days with at least one.
+
+    Raises:
+        ConfigError: as :func:`check_split_days`; a split too short names both sizes, e.g.
+            ``validation.end: the validation split 2025-07-01 to 2025-07-10 holds 546 bars on 7
+            trading day(s); it needs at least 20 trading days = 1,560 bars (78 a day) (...)``.
+    """
+    from trainer.data.timestamps import TRADING_DAYS_PER_YEAR, infer_periods_per_year
+    from trainer.dates import range_bound
+
+    bars = np.asarray(stamps).astype("datetime64[s]")
+    per_day = infer_periods_per_year(bars) // TRADING_DAYS_PER_YEAR
+    first, last = bars[0], bars[-1]
+    shown_first, shown_last = (str(x)[:16].replace("T", " ") for x in (first, last))
+    covers = f"the data covers {shown_first} to {shown_last}"
+    sizes: dict[str, dict[str, int]] = {}
+    for name, (start, end) in ranges.items():
+        lo, hi = range_bound(start, end=False), range_bound(end, end=True)
+        if lo > last:
+            raise ConfigError(
+                f"{name}.start: {start} is after the last bar of the data ({covers})", field=f"{name}.start"
+            )
+        if hi < first:
+            raise ConfigError(f"{name}.end: {end} is before the first bar of the data ({covers})", field=f"{name}.end")
+        inside = bars[np.searchsorted(bars, lo, side="left") : np.searchsorted(bars, hi, side="right")]
+        count = int(inside.size)
+        days = int(np.unique(inside.astype("datetime64[D]")).size)
+        need = int(minimum.get(name, 1))
+        if count < need * per_day:
+            raise ConfigError(
+                f"{name}.end: the {name} split {start} to {end} holds {count:,} bars on {days} trading day(s); "
+                f"it needs at least {need} trading day(s) = {need * per_day:,} bars ({per_day} a day) ({covers})",
+                field=f"{name}.end",
+            )
+        sizes[name] = {"bars": count, "days": days}
+    return sizes

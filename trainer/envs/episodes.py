@@ -1,4 +1,4 @@
-"""Episode starts and ends shared by the market envs (stock trading, portfolio).
+"""Episode starts and ends, and the checks of the market panel, shared by the market envs (stock trading, portfolio).
 
 Both envs keep a per-env day index; an episode starts on a day drawn by :meth:`EpisodeStarts._draw_starts`
 and is truncated on :meth:`EpisodeStarts._end_days`. The mixin expects the env to set
@@ -13,7 +13,14 @@ from typing import Any
 import numpy as np
 import torch
 
-from trainer.errors import ConfigError
+from trainer.data.market import MarketData
+from trainer.data.sessions import is_intraday
+from trainer.errors import ConfigError, DataError
+
+#: With ``episode_length=None`` and a random start, an episode still has at least this many
+#: steps (or the whole split when it is shorter): starts are drawn from the first
+#: ``T - 1 - MIN_EPISODE_STEPS`` days. 63 trading days is one quarter.
+MIN_EPISODE_STEPS = 63
 
 
 class EpisodeStarts:
@@ -80,4 +87,46 @@ def check_episode_setup(num_days: int, first: Any, last: Any, episode_length: in
             f"env.episode_length: {episode_length} steps do not fit in {num_days} days of data "
             f"({first} to {last}); use at most {num_days - 1}",
             field="env.episode_length",
+        )
+
+
+def check_market(data: MarketData) -> None:
+    """Raise DataError naming the ticker and date of the first unusable price or feature."""
+    if data.num_days < 2:
+        raise DataError(f"the trading env needs at least 2 days of data, got {data.num_days}", field="data")
+    if data.num_stocks < 1:
+        raise DataError("the trading env needs at least one ticker", field="data")
+    bad = ~(np.isfinite(data.close) & (data.close > 0))
+    if bad.any():
+        t, n = np.argwhere(bad)[0]
+        raise DataError(
+            f"close price of {data.tickers[n]} on {data.dates[t]} is {data.close[t, n]!r}; prices must be positive",
+            ticker=data.tickers[n],
+            date=str(data.dates[t]),
+        )
+    bad = ~np.isfinite(data.features)
+    if bad.any():
+        t, n, f = np.argwhere(bad)[0]
+        raise DataError(
+            f"feature {data.feature_names[f]} of {data.tickers[n]} on {data.dates[t]} is not a finite number",
+            ticker=data.tickers[n],
+            date=str(data.dates[t]),
+            field=data.feature_names[f],
+        )
+
+
+def check_flatten_at_close(flatten: bool, dates: Any, *, field: str = "env.flatten_at_close") -> None:
+    """Refuse ``flatten_at_close`` on a daily panel (every day would be a session close).
+
+    Args:
+        flatten: the config's ``flatten_at_close``; dates: the env data's (T,) dates.
+
+    Raises:
+        ConfigError: naming ``field``.
+    """
+    if flatten and not is_intraday(dates):
+        raise ConfigError(
+            f"{field}: flattening at the session close needs intraday bars; this data is daily "
+            f"({dates[0]} to {dates[-1]})",
+            field=field,
         )

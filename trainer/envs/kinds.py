@@ -19,7 +19,8 @@ import torch
 
 from trainer.data.market import MarketData
 from trainer.envs.observations import LOOKBACKS, FeatureStats, fit_feature_stats, scale_free_market
-from trainer.envs.portfolio import PortfolioConfig, PortfolioVecEnv
+from trainer.envs.portfolio import PortfolioConfig, PortfolioVecEnv, portfolio_obs_dim
+from trainer.envs.stock_layout import stock_obs_dim
 from trainer.envs.stock_trading import EnvConfig, StockTradingVecEnv
 from trainer.errors import ConfigError
 
@@ -112,9 +113,9 @@ def make_env(
 def observation_dim(config: Any, num_tickers: int, num_indicators: int) -> tuple[int, int]:
     """``(obs_dim, action_dim)`` of the env ``config`` builds over ``N`` tickers and ``F`` indicators."""
     n, f = num_tickers, num_indicators
+    scale_free = uses_scale_free(config)
+    # per ticker: the scale-free features (log returns, volatility, F indicators) or the F raw ones
+    k = len(LOOKBACKS) + 1 + f if scale_free else f
     if isinstance(config, PortfolioConfig):
-        per_ticker = (len(LOOKBACKS) + 1 + f) if uses_scale_free(config) else (1 + f)
-        return n * per_ticker + n + 1, n + 1
-    if uses_scale_free(config):
-        return 1 + n + n * (len(LOOKBACKS) + 1 + f), n
-    return 1 + 2 * n + n * f, n
+        return portfolio_obs_dim(n, k if scale_free else 1 + f), n + 1  # FinRL layout: close and F
+    return stock_obs_dim(n, k, scale_free=scale_free), n

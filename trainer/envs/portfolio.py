@@ -50,6 +50,10 @@ the first rebalance pays ``cost_pct`` on the invested fraction.
   with ``eta = dsr_eta``. Each episode starts from ``A_0 = 0`` and ``B_0 = DSR_PRIOR_VARIANCE``
   (a 1 % daily volatility prior) so that the first step is defined (with ``B_0 = 0`` it is 0/0).
 
+**Intraday panels**: one step is one bar (the env never looks at the clock); lookbacks and
+episode lengths count bars. With ``flatten_at_close`` the target of a session's last bar is
+all cash, so the overnight gap is never held.
+
 **Observation** (``observation``):
 
 * ``"scale_free"`` (default, :mod:`trainer.envs.observations`): z-scored log returns over 1, 5,
@@ -63,125 +67,41 @@ the first rebalance pays ``cost_pct`` on the invested fraction.
 
 from __future__ import annotations
 
-import math
-from dataclasses import asdict, dataclass, fields
 from typing import Any
 
 import numpy as np
 import torch
 
 from trainer.data.market import MarketData
-from trainer.envs.episodes import EpisodeStarts, check_episode_setup
+from trainer.data.sessions import session_close_mask
+from trainer.envs.episodes import (
+    MIN_EPISODE_STEPS,
+    EpisodeStarts,
+    check_episode_setup,
+    check_flatten_at_close,
+    check_market,
+)
 from trainer.envs.observations import (
     FeatureStats,
-    check_observation,
     fit_feature_stats,
     is_scale_free,
     scale_free_market,
 )
-from trainer.envs.stock_trading import MIN_EPISODE_STEPS, PRICE_SCALE, _check_market, feature_scale
+from trainer.envs.portfolio_config import REWARDS, PortfolioConfig
+from trainer.envs.stock_layout import PRICE_SCALE, feature_scale
 from trainer.errors import ConfigError
 from trainer.nonfinite import nonfinite_action_error
 
-__all__ = ["DSR_PRIOR_VARIANCE", "REWARDS", "PortfolioConfig", "PortfolioVecEnv", "target_weights"]
+__all__ = ["DSR_PRIOR_VARIANCE", "REWARDS", "PortfolioConfig", "PortfolioVecEnv", "portfolio_obs_dim", "target_weights"]
 
-REWARDS = ("log_return", "excess_log_return", "differential_sharpe")
 #: ``B_0`` of the differential Sharpe ratio: the second moment of a 1 % daily return.
 DSR_PRIOR_VARIANCE = 1e-4
 
 
-@dataclass
-class PortfolioConfig:
-    """Rules, reward and episode settings of :class:`PortfolioVecEnv`.
-
-    Attributes:
-        initial_cash: starting value of every env, USD (> 0), all in cash.
-        cost_pct: proportional cost of turnover (``1e-3`` = 0.1 % of the value traded), in [0, 1).
-        reward: one of :data:`REWARDS` (see the module docstring).
-        reward_scaling: multiplier of the reward (> 0); 1.0 keeps log-return units.
-        dsr_eta: adaptation rate ``eta`` of the differential Sharpe ratio, in (0, 1).
-        logit_scale: logits per unit of action (> 0); 4 lets one stock weigh up to
-            ``e^8`` times another.
-        cash_bias: logit of cash at a zero cash action is ``-cash_bias`` (>= 0), so a zero
-            action holds equal weights with (almost) no cash.
-        observation: ``"scale_free"`` (default) or ``"finrl"``.
-        episode_length: steps per episode; ``None`` runs to the last day of the data.
-        random_start: draw each episode's first day at random (per env); ``False``: day 0.
-    """
-
-    initial_cash: float = 1e6
-    cost_pct: float = 1e-3
-    reward: str = "log_return"
-    reward_scaling: float = 1.0
-    dsr_eta: float = 1.0 / 63.0
-    logit_scale: float = 4.0
-    cash_bias: float = 20.0
-    observation: str = "scale_free"
-    episode_length: int | None = None
-    random_start: bool = True
-
-    def validate(self, *, prefix: str = "env") -> PortfolioConfig:
-        """Check every field and return ``self``.
-
-        Raises:
-            ConfigError: naming the field, e.g. ``"env.reward"``.
-        """
-
-        def bad(name: str, why: str) -> ConfigError:
-            return ConfigError(f"{prefix}.{name}: {why} (got {getattr(self, name)!r})", field=f"{prefix}.{name}")
-
-        def real(name: str) -> float:
-            value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
-                raise bad(name, "must be a finite number")
-            return float(value)
-
-        if real("initial_cash") <= 0:
-            raise bad("initial_cash", "must be > 0")
-        if not 0 <= real("cost_pct") < 1:
-            raise bad("cost_pct", "must be a fraction in [0, 1), e.g. 0.001 for 0.1 %")
-        if self.reward not in REWARDS:
-            raise bad("reward", f"must be one of {', '.join(REWARDS)}")
-        if real("reward_scaling") <= 0:
-            raise bad("reward_scaling", "must be > 0")
-        if not 0 < real("dsr_eta") < 1:
-            raise bad("dsr_eta", "must be in (0, 1)")
-        if real("logit_scale") <= 0:
-            raise bad("logit_scale", "must be > 0")
-        if real("cash_bias") < 0:
-            raise bad("cash_bias", "must be >= 0")
-        check_observation(self.observation, field=f"{prefix}.observation")
-        if self.episode_length is not None:
-            value = self.episode_length
-            if isinstance(value, bool) or not isinstance(value, int | float) or value != int(value) or value < 1:
-                raise bad("episode_length", "must be a whole number >= 1 or null")
-        if not isinstance(self.random_start, bool):
-            raise bad("random_start", "must be true or false")
-        return self
-
-    def to_dict(self) -> dict[str, Any]:
-        """The fields as a JSON-able dict."""
-        return asdict(self)
-
-    @classmethod
-    def from_dict(cls, data: dict[str, Any] | None, *, prefix: str = "env") -> PortfolioConfig:
-        """Build and validate a config; missing keys keep their defaults.
-
-        Raises:
-            ConfigError: not a dict, an unknown key, or an invalid value.
-        """
-        if data is None:
-            data = {}
-        if not isinstance(data, dict):
-            raise ConfigError(f"{prefix}: must be an object", field=prefix)
-        known = {f.name for f in fields(cls)}
-        for key in data:
-            if key not in known:
-                raise ConfigError(
-                    f"{prefix}.{key}: unknown setting; expected one of {', '.join(sorted(known))}",
-                    field=f"{prefix}.{key}",
-                )
-        return cls(**data).validate(prefix=prefix)
+def portfolio_obs_dim(num_stocks: int, num_features: int) -> int:
+    """``N*K + N + 1``: ``K`` market features per ticker (feature-major), then the ``N + 1``
+    current weights (stocks and cash)."""
+    return num_stocks * num_features + num_stocks + 1
 
 
 def target_weights(action: torch.Tensor, *, logit_scale: float, cash_bias: float) -> torch.Tensor:
@@ -238,9 +158,10 @@ class PortfolioVecEnv(EpisodeStarts):
         feature_stats: FeatureStats | None = None,
     ) -> None:
         config = (config or PortfolioConfig()).validate()
-        _check_market(data)
+        check_market(data)
         num_days = data.num_days
         check_episode_setup(num_days, data.dates[0], data.dates[-1], config.episode_length, num_envs)
+        check_flatten_at_close(config.flatten_at_close, data.dates)
         self.config = config
         self.num_envs = num_envs
         self.device = torch.device(device)
@@ -266,7 +187,7 @@ class PortfolioVecEnv(EpisodeStarts):
             )
         self.data = data
         self.num_features = market.shape[2]
-        self.obs_dim = n * self.num_features + n + 1
+        self.obs_dim = portfolio_obs_dim(n, self.num_features)
         dev = self.device
         table = np.zeros((num_days, self.obs_dim), dtype=np.float32)
         table[:, : n * self.num_features] = np.transpose(market, (0, 2, 1)).reshape(num_days, -1)
@@ -285,6 +206,10 @@ class PortfolioVecEnv(EpisodeStarts):
         self._fixed_start: int | None = None
         self._all_cash = torch.zeros(n + 1, dtype=torch.float64, device=dev)
         self._all_cash[n] = 1.0
+        # (T,) bool, the last bar of each session; only read when flatten_at_close is on
+        self._session_close = torch.as_tensor(
+            session_close_mask(data.dates) if config.flatten_at_close else np.zeros(num_days, dtype=bool), device=dev
+        )
         self.reset()
 
     # ------------------------------------------------------------------ layout
@@ -422,6 +347,8 @@ class PortfolioVecEnv(EpisodeStarts):
         day, weights, value = self._day, self._weights, self._value
         finite = torch.isfinite(action).all()
         target = target_weights(action.to(self.device), logit_scale=cfg.logit_scale, cash_bias=cfg.cash_bias)
+        if cfg.flatten_at_close:  # all cash on a session's last bar (no host sync)
+            target = torch.where(self._session_close.index_select(0, day)[:, None], self._all_cash, target)
         turnover = (target[:, :n] - weights[:, :n]).abs_().sum(1)
         kept = 1.0 - cfg.cost_pct * turnover  # fraction of value left after costs
         gross = self._gross.index_select(0, day)  # (E, N) close[t+1] / close[t]

@@ -44,17 +44,32 @@ summed in float64 and differ from the float64 ones by about 1e-7 relatively (tes
 
 from __future__ import annotations
 
-import math
-from dataclasses import asdict, dataclass, fields
 from typing import Any
 
 import numpy as np
 import torch
 
 from trainer.data.market import MarketData
-from trainer.envs.episodes import EpisodeStarts, check_episode_setup
-from trainer.envs.observations import FeatureStats, check_observation, fit_feature_stats, scale_free_market
-from trainer.errors import ConfigError, DataError
+from trainer.data.sessions import session_close_mask
+from trainer.envs.episodes import (
+    MIN_EPISODE_STEPS,
+    EpisodeStarts,
+    check_episode_setup,
+    check_flatten_at_close,
+    check_market,
+)
+from trainer.envs.observations import FeatureStats, fit_feature_stats, scale_free_market
+from trainer.envs.stock_config import EnvConfig
+from trainer.envs.stock_layout import (
+    CASH_SCALE,
+    HOLDINGS_SCALE,
+    PRICE_SCALE,
+    build_observation,
+    feature_scale,
+    observation_layout,
+    stock_obs_dim,
+)
+from trainer.errors import ConfigError
 from trainer.nonfinite import nonfinite_action_error
 
 __all__ = [
@@ -67,199 +82,6 @@ __all__ = [
     "build_observation",
     "feature_scale",
 ]
-
-#: Observation scale of cash: 1,000,000 USD -> 15.3. (ElegantRL's vec env multiplies by 2**16.)
-CASH_SCALE = 2.0**-16
-#: Observation scale of close prices and price-like indicators: 128 USD -> 1.0.
-PRICE_SCALE = 2.0**-7
-#: Observation scale of holdings: 64 shares -> 1.0.
-HOLDINGS_SCALE = 2.0**-6
-#: With ``episode_length=None`` and a random start, an episode still has at least this many
-#: steps (or the whole split when it is shorter): starts are drawn from the first
-#: ``T - 1 - MIN_EPISODE_STEPS`` days. 63 trading days is one quarter.
-MIN_EPISODE_STEPS = 63
-
-# Fixed (data-independent) scales, so a policy trained on one split sees identically scaled
-# observations on any other split. Keys are matched against the feature name.
-_EXACT_FEATURE_SCALES = {
-    "macd": 2.0**-2,  # USD, typically within +-5
-    "volume": 2.0**-24,  # shares per day, ~1e7
-}
-_PREFIX_FEATURE_SCALES = (
-    ("rsi", 2.0**-6),  # 0..100
-    ("dx", 2.0**-6),  # 0..100
-    ("adx", 2.0**-6),  # 0..100
-    ("cci", 2.0**-7),  # roughly -300..300
-    ("boll", PRICE_SCALE),  # Bollinger bands are prices
-    ("close", PRICE_SCALE),  # close_30_sma, close_60_sma, ...
-    ("open", PRICE_SCALE),
-    ("high", PRICE_SCALE),
-    ("low", PRICE_SCALE),
-    ("adj_", PRICE_SCALE),
-)
-
-
-def feature_scale(name: str) -> float:
-    """Return the fixed observation scale of an indicator, chosen from its name.
-
-    Price-like indicators (Bollinger bands, moving averages of close, OHLC) share
-    :data:`PRICE_SCALE`; RSI/DX (0..100) use ``2**-6``; CCI ``2**-7``; MACD ``2**-2``.
-    Unknown names keep their natural units (scale 1.0) and are listed as such in
-    :meth:`StockTradingVecEnv.observation_layout`.
-
-    Args:
-        name: feature name as in ``MarketData.feature_names``, e.g. ``"rsi_30"``.
-
-    Returns:
-        The multiplier applied to the raw indicator value, a power of two.
-    """
-    key = name.lower()
-    if key in _EXACT_FEATURE_SCALES:
-        return _EXACT_FEATURE_SCALES[key]
-    for prefix, scale in _PREFIX_FEATURE_SCALES:
-        if key.startswith(prefix):
-            return scale
-    return 1.0
-
-
-@dataclass
-class EnvConfig:
-    """Trading rules and episode settings of :class:`StockTradingVecEnv`.
-
-    Attributes:
-        initial_cash: starting cash of every env, USD (> 0).
-        hmax: shares traded per unit of action: action ``a`` in [-1, 1] becomes
-            ``trunc(a * hmax)`` whole shares (an integer >= 1).
-        buy_cost_pct: transaction cost of buys as a fraction of the traded value
-            (``1e-3`` = 0.1 %), in [0, 1).
-        sell_cost_pct: same for sells, in [0, 1).
-        reward_scaling: multiplier of the daily change of portfolio value (USD) to get the
-            reward; ``1e-4`` makes a 10,000 USD day a reward of 1. Must be > 0.
-        turbulence_threshold: when set, on days whose ``MarketData.turbulence`` is >= this
-            value the env sells all holdings and refuses buys (FinRL's risk control); ``None``
-            disables it. Must be >= 0.
-        episode_length: steps (trading days) per episode; ``None`` runs to the last day of the
-            data. Must be >= 1 and less than the number of days.
-        random_start: draw each episode's first day uniformly at random (per env) so that envs
-            are decorrelated; ``False`` starts every episode on day 0.
-        randomize_initial: training aid: start each episode with a random total wealth in
-            ``[0.5, 1.5] * initial_cash``, a random part of it (up to half) already invested
-            in random whole-share holdings.
-        observation: ``"scale_free"`` (default): cash and holdings as fractions of the
-            portfolio value and the z-scored scale-free features of
-            :mod:`trainer.envs.observations`; ``"finrl"``: FinRL's layout of cash, prices,
-            holdings and indicators times constant scales (to compare with FinRL).
-    """
-
-    initial_cash: float = 1e6
-    hmax: int = 100
-    buy_cost_pct: float = 1e-3
-    sell_cost_pct: float = 1e-3
-    reward_scaling: float = 1e-4
-    turbulence_threshold: float | None = None
-    episode_length: int | None = None
-    random_start: bool = True
-    randomize_initial: bool = False
-    observation: str = "scale_free"
-
-    def validate(self, *, prefix: str = "env") -> EnvConfig:
-        """Check every field and return ``self``.
-
-        Args:
-            prefix: dotted path of this config inside a larger spec, used in error fields.
-
-        Raises:
-            ConfigError: a field has an impossible value; ``details["field"]`` is e.g.
-                ``"env.hmax"``.
-        """
-
-        def bad(name: str, why: str) -> ConfigError:
-            value = getattr(self, name)
-            return ConfigError(f"{prefix}.{name}: {why} (got {value!r})", field=f"{prefix}.{name}")
-
-        def real(name: str) -> float:
-            value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
-                raise bad(name, "must be a finite number")
-            return float(value)
-
-        def integer(name: str) -> int:
-            value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, int | float) or value != int(value):
-                raise bad(name, "must be a whole number")
-            return int(value)
-
-        if real("initial_cash") <= 0:
-            raise bad("initial_cash", "must be > 0")
-        if integer("hmax") < 1:
-            raise bad("hmax", "must be >= 1")
-        for name in ("buy_cost_pct", "sell_cost_pct"):
-            if not 0 <= real(name) < 1:
-                raise bad(name, "must be a fraction in [0, 1), e.g. 0.001 for 0.1 %")
-        if real("reward_scaling") <= 0:
-            raise bad("reward_scaling", "must be > 0")
-        if self.turbulence_threshold is not None and real("turbulence_threshold") < 0:
-            raise bad("turbulence_threshold", "must be >= 0 or null")
-        if self.episode_length is not None and integer("episode_length") < 1:
-            raise bad("episode_length", "must be >= 1 or null")
-        for name in ("random_start", "randomize_initial"):
-            if not isinstance(getattr(self, name), bool):
-                raise bad(name, "must be true or false")
-        check_observation(self.observation, field=f"{prefix}.observation")
-        return self
-
-    def to_dict(self) -> dict[str, Any]:
-        """Return the fields as a JSON-able dict."""
-        return asdict(self)
-
-    @classmethod
-    def from_dict(cls, data: dict[str, Any] | None, *, prefix: str = "env") -> EnvConfig:
-        """Build and validate a config from a dict; missing keys keep their defaults.
-
-        Args:
-            data: e.g. ``{"hmax": 50, "turbulence_threshold": 120}``; ``None`` means defaults.
-            prefix: dotted path used in error fields.
-
-        Raises:
-            ConfigError: ``data`` is not a dict, has an unknown key, or a value is invalid.
-        """
-        if data is None:
-            data = {}
-        if not isinstance(data, dict):
-            raise ConfigError(f"{prefix}: must be an object", field=prefix)
-        known = {f.name for f in fields(cls)}
-        for key in data:
-            if key not in known:
-                raise ConfigError(
-                    f"{prefix}.{key}: unknown setting; expected one of {', '.join(sorted(known))}",
-                    field=f"{prefix}.{key}",
-                )
-        return cls(**data).validate(prefix=prefix)
-
-
-def _check_market(data: MarketData) -> None:
-    """Raise DataError naming the ticker and date of the first unusable price or feature."""
-    if data.num_days < 2:
-        raise DataError(f"the trading env needs at least 2 days of data, got {data.num_days}", field="data")
-    if data.num_stocks < 1:
-        raise DataError("the trading env needs at least one ticker", field="data")
-    bad = ~(np.isfinite(data.close) & (data.close > 0))
-    if bad.any():
-        t, n = np.argwhere(bad)[0]
-        raise DataError(
-            f"close price of {data.tickers[n]} on {data.dates[t]} is {data.close[t, n]!r}; prices must be positive",
-            ticker=data.tickers[n],
-            date=str(data.dates[t]),
-        )
-    bad = ~np.isfinite(data.features)
-    if bad.any():
-        t, n, f = np.argwhere(bad)[0]
-        raise DataError(
-            f"feature {data.feature_names[f]} of {data.tickers[n]} on {data.dates[t]} is not a finite number",
-            ticker=data.tickers[n],
-            date=str(data.dates[t]),
-            field=data.feature_names[f],
-        )
 
 
 def _value_float32(shares: torch.Tensor, prices: torch.Tensor) -> torch.Tensor:
@@ -300,7 +122,8 @@ class StockTradingVecEnv(EpisodeStarts):
        every buy of that env is scaled by the same factor ``cash / B`` and floored to whole
        shares, so the env spends at most its cash and keeps its intended mix across stocks;
     4. with a turbulence threshold, on a day with ``turbulence[t] >= threshold`` the env sells
-       all holdings instead and buys nothing.
+       all holdings instead and buys nothing; so does ``flatten_at_close`` on the last bar of
+       each session of an intraday panel (one step is one bar there).
 
     The env then moves to day ``t+1``; the reward is ``(V[t+1] - V[t]) * reward_scaling``,
     where ``V = cash + holdings . close`` (costs reduce it). An episode ends by truncation on its
@@ -344,9 +167,10 @@ class StockTradingVecEnv(EpisodeStarts):
         feature_stats: FeatureStats | None = None,
     ) -> None:
         config = (config or EnvConfig()).validate()
-        _check_market(data)
+        check_market(data)
         num_days = data.num_days
         check_episode_setup(num_days, data.dates[0], data.dates[-1], config.episode_length, num_envs)
+        check_flatten_at_close(config.flatten_at_close, data.dates)
         self.feature_stats: FeatureStats | None = None
         self._scale_free = config.observation == "scale_free"
         if self._scale_free:
@@ -360,8 +184,7 @@ class StockTradingVecEnv(EpisodeStarts):
         self.num_features = len(data.feature_names)
         self.num_days = num_days
         self.action_dim = self.num_stocks
-        n_market = 1 if self._scale_free else 2  # holdings only, or prices and holdings
-        self.obs_dim = 1 + n_market * self.num_stocks + self.num_stocks * self.num_features
+        self.obs_dim = stock_obs_dim(self.num_stocks, self.num_features, scale_free=self._scale_free)
         self.tickers = tuple(data.tickers)
 
         n, dev = self.num_stocks, self.device
@@ -376,6 +199,15 @@ class StockTradingVecEnv(EpisodeStarts):
         # (E,) float64 USD value of (E, N) shares at (E, N) prices
         self._dot = torch.linalg.vecdot if self.share_dtype == torch.float64 else _value_float32
         self._turbulence = torch.tensor(data.turbulence, dtype=torch.float64, device=dev)
+        # (T,) bool: rows on which every env sells everything and buys nothing (turbulent days,
+        # session closes with flatten_at_close); None when no row can be one
+        liquidate = np.zeros(num_days, dtype=bool)
+        if config.turbulence_threshold is not None:
+            liquidate |= data.turbulence >= config.turbulence_threshold
+        if config.flatten_at_close:
+            liquidate |= session_close_mask(data.dates)
+        use_mask = config.turbulence_threshold is not None or config.flatten_at_close
+        self._liquidate = torch.as_tensor(liquidate, device=dev) if use_mask else None
         # The market part of every day's observation, precomputed once: one row gather per step.
         table = np.zeros((num_days, self.obs_dim), dtype=np.float32)
         if self._scale_free:
@@ -417,89 +249,7 @@ class StockTradingVecEnv(EpisodeStarts):
             ``order``), ``tickers``, ``feature_names``, ``action`` (dimension, range and share
             rule) and the trading ``config``. ``obs[offset:offset+size] = raw * scale``.
         """
-        n, f = self.num_stocks, self.num_features
-        if self._scale_free:
-            return self._scale_free_layout()
-        return {
-            "version": 1,
-            "obs_dim": self.obs_dim,
-            "blocks": [
-                {"name": "cash", "offset": 0, "size": 1, "shape": [1], "scale": CASH_SCALE, "unit": "USD"},
-                {
-                    "name": "close",
-                    "offset": 1,
-                    "size": n,
-                    "shape": [n],
-                    "scale": PRICE_SCALE,
-                    "unit": "USD (adjusted close of the current day)",
-                    "order": "tickers",
-                },
-                {
-                    "name": "holdings",
-                    "offset": 1 + n,
-                    "size": n,
-                    "shape": [n],
-                    "scale": HOLDINGS_SCALE,
-                    "unit": "shares",
-                    "order": "tickers",
-                },
-                {
-                    "name": "features",
-                    "offset": 1 + 2 * n,
-                    "size": n * f,
-                    "shape": [f, n],
-                    "scales": {name: float(s) for name, s in zip(self.data.feature_names, self._feature_scales)},
-                    "unit": "indicator units",
-                    "order": "feature-major: all tickers of feature_names[0], then feature_names[1], ...",
-                },
-            ],
-            "tickers": list(self.tickers),
-            "feature_names": list(self.data.feature_names),
-            "action": self._action_layout(),
-            "config": self.config.to_dict(),
-        }
-
-    def _action_layout(self) -> dict[str, Any]:
-        return {
-            "dim": self.num_stocks,
-            "low": -1.0,
-            "high": 1.0,
-            "order": "tickers",
-            "rule": "shares = trunc(clip(a, -1, 1) * hmax); negative sells, positive buys",
-            "hmax": self.config.hmax,
-        }
-
-    def _scale_free_layout(self) -> dict[str, Any]:
-        n, k = self.num_stocks, self.num_features
-        return {
-            "version": 1,
-            "observation": "scale_free",
-            "obs_dim": self.obs_dim,
-            "blocks": [
-                {"name": "cash", "offset": 0, "size": 1, "shape": [1], "unit": "fraction of portfolio value"},
-                {
-                    "name": "holdings",
-                    "offset": 1,
-                    "size": n,
-                    "shape": [n],
-                    "unit": "value held as a fraction of portfolio value",
-                    "order": "tickers",
-                },
-                {
-                    "name": "features",
-                    "offset": 1 + n,
-                    "size": n * k,
-                    "shape": [k, n],
-                    "unit": "z-scores with the train split's statistics (feature_stats), clipped to +-5",
-                    "feature_stats": self.feature_stats.to_dict(),
-                    "order": "feature-major: all tickers of feature_names[0], then feature_names[1], ...",
-                },
-            ],
-            "tickers": list(self.tickers),
-            "feature_names": list(self.data.feature_names),
-            "action": self._action_layout(),
-            "config": self.config.to_dict(),
-        }
+        return observation_layout(self)
 
     def _observe(self, day: torch.Tensor, cash: torch.Tensor, holdings: torch.Tensor) -> torch.Tensor:
         obs = torch.index_select(self._market_obs, 0, day)
@@ -631,9 +381,9 @@ class StockTradingVecEnv(EpisodeStarts):
 
         sells = torch.minimum(shares.neg(), holdings).clamp_(min=0.0)  # = min(max(-q, 0), holdings)
         buys = shares.clamp_(min=0.0)
-        if cfg.turbulence_threshold is not None:
-            # Liquidate everything and refuse buys on turbulent days.
-            panic = self._turbulence.index_select(0, day) >= cfg.turbulence_threshold
+        if self._liquidate is not None:
+            # Liquidate everything and refuse buys on turbulent days (and session closes).
+            panic = self._liquidate.index_select(0, day)
             if self.sync_free:
                 sells = torch.where(panic[:, None], holdings, sells)
                 buys.masked_fill_(panic[:, None], 0.0)
@@ -723,68 +473,3 @@ class StockTradingVecEnv(EpisodeStarts):
 
     def close(self) -> None:
         """Nothing to release; present for Gymnasium API symmetry."""
-
-
-def build_observation(
-    layout: dict[str, Any],
-    cash: np.ndarray | float,
-    holdings: np.ndarray,
-    close: np.ndarray,
-    features: np.ndarray,
-) -> np.ndarray:
-    """Rebuild observations from raw values using an exported :meth:`observation_layout`.
-
-    Used by saved agents (bundles) to act outside the env, e.g. on live prices.
-
-    Args:
-        layout: the dict returned by ``StockTradingVecEnv.observation_layout()``.
-        cash: (B,) or scalar, cash in USD.
-        holdings: (B, N) or (N,) shares, in ``layout["tickers"]`` order.
-        close: (B, N) or (N,) close prices in USD.
-        features: (B, N, F) or (N, F) raw indicators in ``layout["feature_names"]`` order; for a
-            scale-free layout the raw scale-free features of that day
-            (:func:`~trainer.envs.observations.scale_free_features` over the price history),
-            z-scored here with the layout's train statistics.
-
-    Returns:
-        (B, obs_dim) float32 observations (or (obs_dim,) for unbatched input).
-
-    Raises:
-        DataError: an input's shape does not match the layout's tickers/features.
-    """
-    blocks = {b["name"]: b for b in layout["blocks"]}
-    n, f = len(layout["tickers"]), len(layout["feature_names"])
-    single = np.ndim(holdings) == 1
-    cash = np.atleast_1d(np.asarray(cash, dtype=np.float64))
-    holdings = np.atleast_2d(np.asarray(holdings, dtype=np.float64))
-    close = np.atleast_2d(np.asarray(close, dtype=np.float64))
-    features = np.asarray(features, dtype=np.float64)
-    if features.ndim == 2:
-        features = features[None]
-    batch = holdings.shape[0]
-    for name, arr, shape in (
-        ("cash", cash, (batch,)),
-        ("holdings", holdings, (batch, n)),
-        ("close", close, (batch, n)),
-        ("features", features, (batch, n, f)),
-    ):
-        if arr.shape != shape:
-            raise DataError(f"{name} has shape {arr.shape}, the layout needs {shape}", field=name)
-    obs = np.empty((batch, layout["obs_dim"]), dtype=np.float32)
-    if layout.get("observation") == "scale_free":
-        stats = FeatureStats.from_dict(blocks["features"]["feature_stats"])
-        held = holdings * close
-        value = cash + held.sum(1)
-        obs[:, 0] = cash / value
-        obs[:, 1 : 1 + n] = held / value[:, None]
-        z = stats.apply(features, layout["feature_names"])
-        obs[:, 1 + n :] = np.transpose(z, (0, 2, 1)).reshape(batch, -1)
-        return obs[0] if single else obs
-    for name, raw in (("cash", cash[:, None]), ("close", close), ("holdings", holdings)):
-        b = blocks[name]
-        obs[:, b["offset"] : b["offset"] + b["size"]] = raw * b["scale"]
-    b = blocks["features"]
-    scales = np.array([b["scales"][name] for name in layout["feature_names"]], dtype=np.float64)
-    scaled = np.transpose(features * scales, (0, 2, 1)).reshape(batch, -1)
-    obs[:, b["offset"] : b["offset"] + b["size"]] = scaled
-    return obs[0] if single else obs

@@ -16,19 +16,77 @@ from webapp.engine.market import _market_data
 BENCHMARK_TICKER = "QQQ"
 
 _benchmark_cache: dict[tuple[str, float, str], Any] = {}
+_intraday_holders: dict[tuple[str, float], bool] = {}
 
 
 def _benchmark_close(path: str | Path, ticker: str) -> Any:
     """QQQ's adjusted close (``trainer.backtest.engine.load_benchmark_close``), kept per worker
-    process and reloaded when the file changes."""
+    process (the last 4 files) and reloaded when the file changes."""
     from trainer.backtest.engine import load_benchmark_close
 
     p = Path(path)
     key = (str(p), p.stat().st_mtime if p.exists() else 0.0, ticker)
     if key not in _benchmark_cache:
-        _benchmark_cache.clear()
+        while len(_benchmark_cache) >= 4:
+            _benchmark_cache.pop(next(iter(_benchmark_cache)))
         _benchmark_cache[key] = load_benchmark_close(p, ticker=ticker)
     return _benchmark_cache[key]
+
+
+def benchmark_path_for(paths: Sequence[str | Path], *, default: str | Path, data_dir: str | Path | None = None) -> Path:
+    """The file QQQ is read from for a task on ``paths``.
+
+    The first data file holding **intraday** QQQ bars (QQQ's bars from the same file as the
+    agent's: backtests compare bar by bar), else ``default`` (``PADDOCK_BENCHMARK_FILE``, daily:
+    an intraday backtest then compares at session closes, see
+    ``trainer.backtest.benchmark``). Decided once per process and file version.
+
+    Args:
+        paths: the task's data files (relative ones resolve against ``data_dir``).
+        default: ``PADDOCK_BENCHMARK_FILE``.
+
+    Raises:
+        AppError: a data file holding QQQ cannot be read.
+    """
+    from trainer.data.loading import expand_paths, ticker_days
+    from trainer.data.sessions import is_intraday
+
+    resolved = [Path(data_dir) / p if data_dir is not None and not Path(p).is_absolute() else Path(p) for p in paths]
+    try:
+        for path in expand_paths(resolved):
+            key = (str(path), path.stat().st_mtime)
+            if key not in _intraday_holders:
+                holds = bool(len(ticker_days([path], tickers=[BENCHMARK_TICKER])))
+                _intraday_holders[key] = holds and is_intraday(_benchmark_close(path, BENCHMARK_TICKER).index)
+            if _intraday_holders[key]:
+                return path
+    except TrainerError as exc:
+        raise AppError.from_trainer(exc) from exc
+    return Path(default)
+
+
+def validation_benchmark_returns(
+    paths: Sequence[str | Path], dates: Any, *, default: str | Path | None, data_dir: str | Path | None = None
+) -> Any:
+    """QQQ's returns for a generation's validation baseline, or None.
+
+    None without a readable file, and when its bars do not match the data's (daily QQQ for an
+    intraday task: the validation compares bar returns; the backtests then use session closes).
+    """
+    from trainer.data.sessions import is_intraday
+
+    if default is None:
+        return None
+    try:
+        path = benchmark_path_for(paths, default=default, data_dir=data_dir)
+        if not path.exists():
+            return None
+        close = _benchmark_close(path, BENCHMARK_TICKER)
+    except (TrainerError, AppError):
+        return None  # the baseline is optional here; backtests report the file's problem
+    if is_intraday(close.index) != is_intraday(dates):
+        return None
+    return close.pct_change().dropna()
 
 
 def _policy_from_file(path: str | Path, *, expected_sha256: str | None) -> tuple[Any, dict[str, Any]]:
@@ -168,6 +226,7 @@ def backtest_agent(
             field="indicators",
         )
     stats = FeatureStats.from_dict(info["feature_stats"]) if info.get("feature_stats") else None
+    benchmark_path = benchmark_path_for(spec.data.paths, default=benchmark_path, data_dir=data_dir)
     result = run_backtest(
         policy,
         market,

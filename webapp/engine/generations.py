@@ -10,9 +10,8 @@ from typing import Any
 
 import numpy as np
 
-from trainer.errors import TrainerError
 from trainer.jsonable import to_jsonable
-from webapp.engine.backtests import BENCHMARK_TICKER, _benchmark_close
+from webapp.engine.backtests import validation_benchmark_returns
 from webapp.engine.market import _market_data
 
 
@@ -93,12 +92,9 @@ def train_generation(
 
     spec = TaskSpec.from_dict(task)
     market = _market_data(spec, data_dir=data_dir, cache_dir=cache_dir)
-    benchmark_returns = None
-    if benchmark_path is not None and Path(benchmark_path).exists():
-        try:
-            benchmark_returns = _benchmark_close(benchmark_path, BENCHMARK_TICKER).pct_change().dropna()
-        except TrainerError:
-            benchmark_returns = None  # the baseline is optional here; backtests report the file's problem
+    benchmark_returns = validation_benchmark_returns(
+        spec.data.paths, market.dates, default=benchmark_path, data_dir=data_dir
+    )
     result = run_generation(
         spec,
         env_steps=int(env_steps),
@@ -234,9 +230,7 @@ def build_ensemble(
     def evaluate(agent: Any, state: dict[str, Any]) -> dict[str, Any]:
         spec = TaskSpec.from_dict(state["task"])
         market = _market_data(spec, data_dir=data_dir, cache_dir=cache_dir)
-        bench = None
-        if benchmark_path is not None and Path(benchmark_path).exists():
-            bench = _benchmark_close(benchmark_path, BENCHMARK_TICKER).pct_change().dropna()
+        bench = validation_benchmark_returns(spec.data.paths, market.dates, default=benchmark_path, data_dir=data_dir)
         return evaluate_checkpoint_state(agent, state, market_data=market, benchmark_returns=bench)
 
     digest, state = build([str(p) for p in checkpoint_paths], out_path, evaluate=evaluate)

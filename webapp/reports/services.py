@@ -156,7 +156,8 @@ def backtest_create(
     # the agent's own universe (its checkpoint's tickers), not the task's list
     chosen = _check_tickers(list(agent.tickers or task.tickers), dataset, tickers)
     engine.check_benchmark_coverage(
-        {"": (str(start_day), str(end_day))}, benchmark_path=settings.PADDOCK_BENCHMARK_FILE
+        {"": (str(start_day), str(end_day))},
+        benchmark_path=engine.benchmark_path_for(dataset.source_paths(), default=settings.PADDOCK_BENCHMARK_FILE),
     )
     with transaction.atomic():
         backtest = Backtest.objects.create(

@@ -15,6 +15,7 @@ from django.contrib.auth import get_user_model
 from django.core.management.base import BaseCommand, CommandError
 from django.urls import reverse
 
+from webapp import engine
 from webapp.core.errors import AppError
 from webapp.runs import demo
 
@@ -64,7 +65,7 @@ class Command(BaseCommand):
         )
         parser.add_argument(
             "--algorithm",
-            choices=demo.engine.algorithms(),
+            choices=engine.algorithms(),
             default=demo.DEMO_ALGORITHM,
             help="algorithm to train (default ppo); its training speed sizes the run",
         )

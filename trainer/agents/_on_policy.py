@@ -1,0 +1,270 @@
+"""The collect-GAE-update loop shared by the on-policy agents (PPO, A2C).
+
+Each rollout steps E envs for T steps into a :class:`~trainer.buffers.rollout.RolloutBuffer`,
+computes GAE advantages and returns (:func:`~trainer.ops.gae.compute_gae`) and the explained
+variance of the values, normalises the advantages, then hands the rollout to the algorithm's
+update. The algorithms differ only in how they collect (PPO's fused actor-critic forward, A2C's
+two modules: :meth:`OnPolicyAgent._collect`) and in the update that follows
+(:meth:`OnPolicyAgent._train_on_rollout`).
+
+Resuming is exact: every :meth:`OnPolicyAgent.learn` call starts by resetting the env with a
+seed drawn from the agent's own generator, so ``learn(N); learn(M)`` on one agent and
+``learn(N)``, save, load into a fresh agent, ``learn(M)`` (with an identically constructed env)
+give bit-identical parameters on CPU.
+"""
+
+from __future__ import annotations
+
+import copy
+import math
+import time
+from typing import Any
+
+import torch
+from torch import nn
+
+from trainer.agents._common import (
+    MAX_NUM_ENVS,
+    AgentBase,
+    AgentConfig,
+    ProgressFn,
+    StopFn,
+    TelemetryClock,
+    TelemetryFn,
+    Throttle,
+    check_env,
+    set_lr,
+    telemetry_due,
+)
+from trainer.agents.networks import DeterministicPolicy
+from trainer.buffers.rollout import RolloutBuffer
+from trainer.errors import ConfigError
+from trainer.ops.gae import compute_gae
+
+__all__ = ["MAX_ROLLOUT_STEPS", "OnPolicyAgent", "OnPolicyConfig"]
+
+#: Longest rollout per env (16 years of trading days; the default is 16).
+MAX_ROLLOUT_STEPS = 4_096
+
+#: ``(update, quantity, value)`` of the first non-finite statistic or parameter of an update.
+Divergence = tuple[int, str, str]
+
+
+class OnPolicyConfig(AgentConfig):
+    """The checks of the fields PPO's and A2C's configs share, in the order each ``validate``
+    calls them (so the first impossible field is still the one named)."""
+
+    def _check_rollout_fields(self) -> None:
+        """``num_envs``, ``rollout_steps``, ``hidden_sizes`` and ``learning_rate``."""
+        r = self._require
+        r(1 <= self.num_envs <= MAX_NUM_ENVS, "num_envs", f"must be in [1, {MAX_NUM_ENVS}]")
+        r(1 <= self.rollout_steps <= MAX_ROLLOUT_STEPS, "rollout_steps", f"must be in [1, {MAX_ROLLOUT_STEPS}]")
+        self._require_hidden_sizes()
+        r(math.isfinite(self.learning_rate) and self.learning_rate > 0, "learning_rate", "must be > 0")
+
+    def _check_return_fields(self) -> None:
+        """``gamma`` and ``gae_lambda``."""
+        self._require(0 < self.gamma <= 1, "gamma", "must be in (0, 1]")
+        self._require(0 <= self.gae_lambda <= 1, "gae_lambda", "must be in [0, 1]")
+
+    def _check_loss_fields(self) -> None:
+        """``ent_coef``, ``vf_coef``, ``max_grad_norm``, ``obs_clip``, ``init_log_std`` and ``reward_scale``."""
+        r = self._require
+        r(self.ent_coef >= 0, "ent_coef", "must be >= 0")
+        r(self.vf_coef >= 0, "vf_coef", "must be >= 0")
+        r(self.max_grad_norm > 0, "max_grad_norm", "must be > 0")
+        r(self.obs_clip > 0, "obs_clip", "must be > 0")
+        r(-20 <= self.init_log_std <= 2, "init_log_std", "must be in [-20, 2]")
+        r(math.isfinite(self.reward_scale) and self.reward_scale > 0, "reward_scale", "must be > 0")
+
+
+class OnPolicyAgent(AgentBase):
+    """Base of the rollout agents: owns acting, :meth:`learn`, hyperparameter changes and
+    checkpoints; subclasses build the networks and add :meth:`_collect` and :meth:`_train_on_rollout`.
+
+    Subclasses own ``actor`` (a :class:`~trainer.agents.networks.GaussianActor`), ``critic``,
+    ``optimizer``, ``obs_rms`` and ``config`` (with ``rollout_steps``, ``learning_rate``,
+    ``gamma``, ``gae_lambda``, ``normalize_advantages``) besides :class:`AgentBase`'s fields.
+    """
+
+    def _normalize(self, obs: torch.Tensor, update: bool = False) -> torch.Tensor:
+        if self.obs_rms is None:
+            return obs
+        if update:
+            self.obs_rms.update(obs)
+        return self.obs_rms(obs)
+
+    # ------------------------------------------------------------------ acting
+    @torch.no_grad()
+    def act(self, obs: torch.Tensor, deterministic: bool = True) -> torch.Tensor:
+        """Actions for a batch of raw observations.
+
+        Args:
+            obs: (B, obs_dim) float32 raw observations (any device; moved to the agent's).
+            deterministic: the policy mean when true, a Gaussian sample (drawn from the agent's
+                generator, which advances it) otherwise.
+
+        Returns:
+            (B, action_dim) float32 actions in [-1, 1] on the agent's device.
+        """
+        x = self._normalize(obs.to(self.device, torch.float32))
+        action = self.actor(x) if deterministic else self.actor.sample(x, self.generator)[0]
+        return action.clamp(-1.0, 1.0)
+
+    def policy_module(self) -> nn.Module:
+        """A detached copy: raw obs (B, obs_dim) -> clipped policy mean (B, A), normalizer baked in."""
+        return copy.deepcopy(DeterministicPolicy(self.actor, self.obs_rms)).eval()
+
+    # ---------------------------------------------------------------- learning
+    def learn(
+        self,
+        env: Any,
+        env_steps: int,
+        *,
+        progress: ProgressFn | None = None,
+        should_stop: StopFn | None = None,
+        telemetry: TelemetryFn | None = None,
+    ) -> dict[str, Any]:
+        """Train for at least ``env_steps`` transitions (whole rollouts of T * E).
+
+        The env is reset first with a seed from the agent's generator (see the module docstring).
+
+        Args:
+            env: vectorized env following ``docs/architecture.md`` on the agent's device.
+            env_steps: transitions to collect, >= 0.
+            progress: called at most ~4 times a second with ``env_steps`` (this call),
+                ``total_env_steps``, ``steps_per_s``, ``episode_return_mean`` (last 100 finished
+                episodes, unscaled, None before any) and the latest losses.
+            should_stop: polled between rollouts (PPO also between epochs); when it returns
+                true the call ends early with ``stats["cancelled"] = True``.
+            telemetry: called after the update of at most ``TELEMETRY_MAX_POINTS`` rollouts,
+                evenly spread (:func:`~trainer.agents._common.telemetry_due`), and after the
+                last one (also the one that diverged), with a point of
+                :meth:`AgentBase._telemetry_point` holding that rollout's losses (as in the
+                returned stats) and ``learning_rate``.
+
+        Returns:
+            Stats dict: ``env_steps``, ``total_env_steps``, ``updates``, ``duration_s``,
+            ``steps_per_s``, ``episode_return_mean``, ``episodes``, ``cancelled`` and the last
+            rollout's losses (the algorithm's class docstring lists them), among them
+            ``explained_variance`` (``1 - Var(R - V) / Var(R)`` of the rollout's GAE returns R
+            and value predictions V, as cleanrl and SB3 log it; 1 is a perfect critic, <= 0 one
+            no better than a constant; NaN when Var(R) = 0).
+
+        Raises:
+            ConfigError: the env's dimensions differ from the agent's, ``env_steps`` < 0, or
+                (PPO) there are more minibatches than samples in the env's rollout.
+            Diverged: after a rollout's update, a loss statistic or a parameter is NaN or
+                infinite (checked once per rollout, in the host sync its statistics need
+                anyway); the message names the first such gradient step and quantity and the
+                learning rate.
+        """
+        cfg = self.config
+        check_env(env, self.obs_dim, self.action_dim, self.algorithm)
+        self._check_rollout_size(env.num_envs)
+        if env_steps < 0:
+            raise ConfigError(f"env_steps must be >= 0, got {env_steps}", field="env_steps")
+        num_envs, num_steps = env.num_envs, cfg.rollout_steps
+        iterations = math.ceil(env_steps / (num_steps * num_envs))
+        buf = RolloutBuffer(num_steps, num_envs, self.obs_dim, self.action_dim, self.device)
+        throttle = Throttle(progress)
+        start = time.monotonic()
+        clock = TelemetryClock(start)
+        collected, episodes, cancelled = 0, 0, False
+        losses: dict[str, float] = {}
+
+        obs = self._reset_env(env)
+        for iteration in range(iterations):
+            if should_stop is not None and should_stop():
+                cancelled = True
+                break
+            # ---- collect T steps in E envs: buf.obs (T, E, obs_dim), buf.actions (T, E, A), rest (T, E)
+            with torch.no_grad():
+                obs, last_values = self._collect(env, obs, buf)
+                buf.advantages[:], buf.returns[:] = compute_gae(
+                    buf.rewards,
+                    buf.values,
+                    last_values,
+                    buf.terminated,
+                    buf.truncated,
+                    buf.final_values,
+                    gamma=cfg.gamma,
+                    gae_lambda=cfg.gae_lambda,
+                )
+                explained = 1.0 - torch.var(buf.returns - buf.values) / torch.var(buf.returns)
+                if cfg.normalize_advantages:
+                    std, mean_adv = torch.std_mean(buf.advantages)
+                    buf.advantages.sub_(mean_adv).div_(std + 1e-8)
+            collected += buf.size
+            self.env_steps += buf.size
+            finished = buf.finished_episode_returns()
+            episodes += len(finished)
+            self.recent_returns.extend(finished)
+
+            # ---- the algorithm's update on the rollout
+            losses, diverged, stopped = self._train_on_rollout(buf, explained, should_stop, losses)
+            cancelled = cancelled or stopped
+            if telemetry is not None and (cancelled or diverged or telemetry_due(iteration, iterations)):
+                telemetry(self._telemetry_point(collected, clock, {**losses, "learning_rate": cfg.learning_rate}))
+            if diverged is not None:
+                update, quantity, value = diverged
+                stats = self._stats(collected, episodes, start, losses, cancelled)
+                raise self.divergence(update=update, quantity=quantity, value=value, stats=stats)
+            if throttle.due():
+                throttle(self._stats(collected, episodes, start, losses, cancelled))
+            if cancelled:
+                break
+        return self._stats(collected, episodes, start, losses, cancelled)
+
+    def _check_rollout_size(self, num_envs: int) -> None:
+        """Refuse a rollout of ``rollout_steps * num_envs`` samples the update cannot split
+        (:class:`ConfigError`); any size suits by default."""
+
+    def _collect(self, env: Any, obs: torch.Tensor, buf: RolloutBuffer) -> tuple[torch.Tensor, torch.Tensor]:
+        """Step ``env`` for ``rollout_steps`` from ``obs`` (E, obs_dim) into ``buf`` (under no_grad):
+        normalised observations, values, actions, log-probabilities, scaled rewards, flags,
+        episode returns and V(final observation) of truncated rows. Returns the next raw
+        observations (E, obs_dim) and their values (E,).
+        """
+        raise NotImplementedError  # pragma: no cover - overridden
+
+    def _train_on_rollout(
+        self, buf: RolloutBuffer, explained: torch.Tensor, should_stop: StopFn | None, losses: dict[str, float]
+    ) -> tuple[dict[str, float], Divergence | None, bool]:
+        """Update on a collected rollout with advantages, returns and ``explained`` (() float32).
+
+        Returns:
+            ``(losses, diverged, stopped)``: the rollout's losses (``losses``, the previous
+            rollout's, when no gradient step ran), the first non-finite ``(update, quantity,
+            value)`` or None, and whether ``should_stop`` cut the update short.
+        """
+        raise NotImplementedError  # pragma: no cover - overridden
+
+    def _stats(self, collected: int, episodes: int, start: float, losses: dict, cancelled: bool) -> dict[str, Any]:
+        return {**self._base_stats(collected, episodes, start, cancelled), **losses}
+
+    # ------------------------------------------------------- hyperparameters
+    def set_hyperparameters(self, **changes: Any) -> None:
+        """Change hyperparameters between learn calls (PBT mutation); ``learning_rate`` reaches Adam.
+
+        Raises:
+            ConfigError: unknown key, bad value, or a field fixed at creation (``hidden_sizes``,
+                ``normalize_observations``, ``init_log_std``, PPO's ``critic_hidden_sizes``)
+                given a different value.
+        """
+        self.config = self._changed_config(changes)
+        set_lr(self.optimizer, self.config.learning_rate)
+
+    # ------------------------------------------------------------ checkpoints
+    def state_dict(self) -> dict[str, Any]:
+        """Full training state as tensors and plain containers (``torch.load(weights_only=True)``-safe)."""
+        return {**self._common_state(), "optimizer": self.optimizer.state_dict()}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        """Restore a :meth:`state_dict` (config included; networks must have the same shapes).
+
+        Raises:
+            ConfigError: the state belongs to another algorithm, other dimensions or hidden sizes.
+        """
+        self._load_common_state(state)
+        self.optimizer.load_state_dict(state["optimizer"])

@@ -1,0 +1,299 @@
+"""The ``python -m trainer`` commands (``train``, ``evaluate``, ``export``, ``serve``) and the exit
+statuses they return; :mod:`trainer.cli` parses the arguments and calls them."""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import datetime as _dt
+import json
+import signal
+import sys
+import zipfile
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+from trainer.cli_inputs import data_paths, load_market, task_from_args
+from trainer.cli_output import data_summary, fmt_score, format_data_summary, format_metrics
+from trainer.errors import BundleError, ConfigError, Diverged
+
+__all__ = ["EXIT_TRAINING_FAILED", "EXIT_USAGE", "cmd_evaluate", "cmd_export", "cmd_serve", "cmd_train"]
+
+#: Exit status of a training that failed (it diverged).
+EXIT_TRAINING_FAILED = 1
+#: Exit status of bad arguments or a user error (task, data, checkpoint or bundle).
+EXIT_USAGE = 2
+
+
+@contextlib.contextmanager
+def _graceful_interrupt() -> Iterator[dict[str, bool]]:
+    """First Ctrl-C asks training to stop after the current update (a checkpoint is still
+    written); a second one interrupts at once."""
+    flag = {"stop": False}
+    previous = signal.getsignal(signal.SIGINT)
+
+    def handler(signum: int, frame: Any) -> None:
+        if flag["stop"]:
+            signal.signal(signal.SIGINT, previous)
+            raise KeyboardInterrupt
+        flag["stop"] = True
+        sys.stderr.write("\nstopping after the current update (Ctrl-C again to abort)\n")
+
+    try:
+        signal.signal(signal.SIGINT, handler)
+    except ValueError:  # not the main thread
+        yield flag
+        return
+    try:
+        yield flag
+    finally:
+        signal.signal(signal.SIGINT, previous)
+
+
+def cmd_train(args: argparse.Namespace) -> int:
+    """Run ``--generations`` generations of one pod; export the best one's bundle."""
+    from tqdm import tqdm
+
+    from trainer.bundle import export_bundle
+    from trainer.data.splits import check_split_days
+    from trainer.device import set_cpu_threads
+    from trainer.pod import run_generation
+    from trainer.task import SPLITS, TaskSpec, check_env_steps
+
+    task = TaskSpec.from_dict(task_from_args(args))
+    total = args.env_steps
+    per_gen = [total // args.generations + (1 if i < total % args.generations else 0) for i in range(args.generations)]
+    check_env_steps(task.algorithm, task.hyperparameters, min(per_gen), field="env_steps")
+    out = Path(args.out) if args.out else Path("paddock-runs") / _dt.datetime.now(_dt.UTC).strftime("%Y%m%dT%H%M%SZ")
+    set_cpu_threads()
+    market = load_market(task.data, args)
+    check_split_days({name: task.split(name) for name in SPLITS}, market.dates)
+    bar = tqdm(
+        total=total,
+        unit="step",
+        unit_scale=True,
+        dynamic_ncols=True,
+        disable=True if args.no_progress else None,
+        file=sys.stderr,
+        desc="train",
+    )
+    best: Any = None
+    done_before = 0
+    results = []
+    with _graceful_interrupt() as interrupt, bar:
+        for gen, steps in enumerate(per_gen, start=1):
+            if steps < 1:
+                continue
+
+            best_score = best.score if best is not None else None
+
+            def on_progress(
+                p: dict[str, Any], _base: int = done_before, _gen: int = gen, _best: float | None = best_score
+            ) -> None:
+                bar.n = min(total, _base + int(p.get("generation_env_steps", 0)))
+                bar.set_postfix(
+                    gen=_gen,
+                    sps=f"{float(p.get('steps_per_s') or 0):,.0f}",
+                    best=fmt_score(_best if _best is not None else p.get("score")),
+                    refresh=False,
+                )
+                bar.refresh()
+
+            try:
+                result = run_generation(
+                    task,
+                    env_steps=steps,
+                    out_path=out / f"generation-{gen:03d}.pt",
+                    parent=best.checkpoint_path if best is not None else None,
+                    seed=args.seed + gen - 1,
+                    device=args.device,
+                    progress=on_progress,
+                    should_stop=lambda: interrupt["stop"],
+                    market_data=market,
+                )
+            except Diverged as exc:
+                bar.close()
+                return _training_failed(exc, args, generation=gen)
+            results.append(result)
+            done_before += result.env_steps
+            if best is None or result.score > best.score:
+                best = result
+            bar.set_postfix(gen=gen, best=fmt_score(best.score), refresh=True)
+            if result.cancelled:
+                break
+    bundle_path = out / "agent.zip"
+    bundle_sha = export_bundle(best.checkpoint_path, bundle_path)
+    summary = {
+        "status": "done",
+        "checkpoint": str(best.checkpoint_path),
+        "checkpoint_sha256": best.sha256,
+        "bundle": str(bundle_path),
+        "bundle_sha256": bundle_sha,
+        "score": best.score,
+        "validation_total_return": best.metrics.get("total_return"),
+        "env_steps": sum(r.env_steps for r in results),
+        "generations": len(results),
+        "cancelled": any(r.cancelled for r in results),
+        "duration_s": sum(r.duration_s for r in results),
+        "data": data_summary(market),
+    }
+    if args.json:
+        print(json.dumps(summary, indent=2))
+    else:
+        print(format_data_summary(summary["data"]))
+        print(f"checkpoint: {summary['checkpoint']}  (sha256 {best.sha256})")
+        print(f"bundle:     {summary['bundle']}  (sha256 {bundle_sha})")
+        ret = summary["validation_total_return"]
+        rule = (best.metrics.get("selection") or {}).get("description", "validation Sharpe ratio")
+        print(f"score:      {best.score:.4f} ({rule})")
+        vs_ew = (best.metrics.get("vs_equal_weight") or {}).get("excess_return")
+        print(
+            f"validation: total return {'n/a' if ret is None else f'{100 * ret:.2f} %'}, Sharpe ratio "
+            f"{fmt_score(best.metrics.get('sharpe_ratio'))}"
+            + ("" if vs_ew is None else f", {100 * vs_ew:+.2f} % vs equal weight (1/N) on the same days")
+        )
+        print(
+            f"trained:    {summary['env_steps']:,} env steps in {summary['generations']} generation(s), "
+            f"{summary['duration_s']:.1f} s" + (" (stopped early)" if summary["cancelled"] else "")
+        )
+    return 0
+
+
+def _training_failed(exc: Diverged, args: argparse.Namespace, *, generation: int) -> int:
+    """Report a diverged generation: ``error: <the one line>`` on stderr (and, with ``--json``,
+    ``{"status": "failed", "reason", "generation", "diverged", "stats"}`` on stdout); no bundle
+    is written. Returns :data:`EXIT_TRAINING_FAILED`."""
+    sys.stderr.write(f"error: {exc.message}\n")
+    if args.json:
+        details = {k: v for k, v in exc.details.items() if k != "stats"}
+        report = {
+            "status": "failed",
+            "reason": exc.message,
+            "generation": generation,
+            "diverged": details,
+            "stats": exc.details.get("stats"),
+        }
+        print(json.dumps(report, indent=2))
+    return EXIT_TRAINING_FAILED
+
+
+def _is_bundle(path: Path) -> bool:
+    try:
+        with zipfile.ZipFile(path) as zf:
+            return "SHA256SUMS" in zf.namelist() or "config.json" in zf.namelist()
+    except (zipfile.BadZipFile, OSError):
+        return path.suffix.lower() == ".zip"
+
+
+def cmd_evaluate(args: argparse.Namespace) -> int:
+    """Metrics of a checkpoint's or bundle's deterministic policy over a split or range."""
+    import dataclasses
+
+    from trainer.bundle import load_agent
+    from trainer.checkpoints import load_checkpoint
+    from trainer.data.pipeline import DataSpec
+    from trainer.device import pick_device, set_cpu_threads
+    from trainer.envs.kinds import prepare_market
+    from trainer.envs.observations import FeatureStats
+    from trainer.evaluation import evaluate_policy
+    from trainer.rebuild import build_agent
+    from trainer.task import TaskSpec
+
+    set_cpu_threads()
+    path = Path(args.path)
+    device = pick_device(args.device)
+    if _is_bundle(path):
+        agent = load_agent(path, device=device)
+        task_dict, tickers = agent.config["task"], list(agent.tickers)
+        stats = agent.config.get("feature_stats")
+        policy = agent.policy_fn(device)
+    else:
+        state = load_checkpoint(path)
+        task_dict, tickers = state["task"], list(state["observation_layout"]["tickers"])
+        stats = state.get("feature_stats")
+        try:
+            trained = build_agent(state, device=device)
+        except BundleError as exc:
+            raise BundleError(f"checkpoint {path}: {exc.message}", file=str(path)) from exc
+
+        def policy(obs: Any) -> Any:
+            return trained.act(obs, deterministic=True)
+
+    task = TaskSpec.from_dict(task_dict)
+    if args.start or args.end:
+        start = args.start or task.test[0]
+        end = args.end or task.test[1]
+        name = "range"
+    else:
+        start, end = task.split(args.split)
+        name = args.split
+    data_fields = task.data.to_dict()
+    data_fields["tickers"] = tickers  # the agent's universe, whatever the missing-data policy dropped
+    if args.data:
+        data_fields["paths"] = data_paths(args.data, args.data_dir)
+    if args.start or args.end:
+        data_fields["end"] = None if args.end else data_fields["end"]
+    spec = DataSpec.from_dict(data_fields, prefix="data")
+    market = load_market(spec, args)
+    # scale-free features over the whole history first, so the range's lookbacks are complete
+    window = prepare_market(market, task.env).slice(start, end, name=name)
+    metrics = evaluate_policy(
+        policy,
+        window,
+        dataclasses.replace(task.env),
+        device=device,
+        feature_stats=FeatureStats.from_dict(stats) if stats else None,
+        selection=task.selection,
+        policy_name=path.name,
+    )
+    if args.json:
+        print(
+            json.dumps(
+                {
+                    "path": str(path),
+                    "split": name,
+                    "start": start,
+                    "end": end,
+                    "metrics": metrics,
+                    "data": data_summary(market),
+                },
+                indent=2,
+            )
+        )
+    else:
+        print(f"{path.name}: {name} {window.dates[0]} to {window.dates[-1]}, {len(tickers)} tickers")
+        print(format_data_summary(data_summary(market)))
+        print(format_metrics(metrics))
+    return 0
+
+
+def cmd_export(args: argparse.Namespace) -> int:
+    """Write a bundle from a checkpoint and print its path and SHA-256."""
+    from trainer.bundle import export_bundle
+
+    out = Path(args.out) if args.out else Path(args.checkpoint).with_suffix(".zip")
+    digest = export_bundle(args.checkpoint, out)
+    print(f"bundle: {out}  (sha256 {digest})")
+    return 0
+
+
+def cmd_serve(args: argparse.Namespace) -> int:
+    """Serve a bundle over HTTP until interrupted; prints the address it listens on."""
+    from trainer.serving import make_server
+
+    try:
+        server = make_server(
+            args.bundle, host=args.host, port=args.port, data_dir=args.data_dir, cache_dir=args.cache_dir
+        )
+    except OSError as exc:
+        raise ConfigError(
+            f"port: cannot listen on {args.host}:{args.port} ({exc.strerror or exc})", field="port"
+        ) from None
+    host, port = server.server_address[:2]
+    print(f"serving {args.bundle} on http://{host}:{port}/act (Ctrl-C stops)", flush=True)
+    try:
+        server.serve_forever()
+    finally:
+        server.server_close()
+    return 0

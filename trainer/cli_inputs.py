@@ -1,0 +1,115 @@
+"""What the ``python -m trainer`` commands read from their arguments: the task (a file, or the
+demo task, with the flags applied), data paths typed on the command line and the market data."""
+
+from __future__ import annotations
+
+import argparse
+import json
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from trainer.errors import ConfigError, DataError
+
+__all__ = ["data_paths", "load_market", "read_task_file", "task_from_args"]
+
+
+def read_task_file(path: str) -> dict[str, Any]:
+    p = Path(path)
+    try:
+        text = p.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise ConfigError(f"task file {p}: cannot be read ({exc.strerror or exc})", field="task", file=str(p)) from None
+    try:
+        data = json.loads(text) if p.suffix.lower() == ".json" else yaml.safe_load(text)
+    except (json.JSONDecodeError, yaml.YAMLError) as exc:
+        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        raise ConfigError(
+            f"task file {p}: not valid {'JSON' if p.suffix.lower() == '.json' else 'YAML'} ({first})",
+            field="task",
+            file=str(p),
+        ) from None
+    if not isinstance(data, dict):
+        raise ConfigError(f"task file {p}: must hold a mapping of task fields", field="task", file=str(p))
+    return data
+
+
+def data_paths(paths: Sequence[str], data_dir: str | None) -> list[str]:
+    """Paths typed on the command line mean what they mean from the current folder."""
+    out = []
+    for p in paths:
+        if data_dir and not Path(p).is_absolute() and (Path(data_dir) / p).exists():
+            out.append(p)
+        else:
+            out.append(str(Path(p).resolve()))
+    return out
+
+
+def task_from_args(args: argparse.Namespace) -> dict[str, Any]:
+    """The task dict of a ``train`` command: the file (or demo task) with the flags applied.
+
+    Raises:
+        ConfigError: an unreadable task file.
+    """
+    from trainer.task import demo_task_dict
+
+    task = read_task_file(args.task) if args.task else demo_task_dict()
+    if not isinstance(task.get("data"), dict):
+        task["data"] = {} if task.get("data") is None else task["data"]
+    if args.data:
+        task["data"] = {**task["data"], "paths": data_paths(args.data, args.data_dir)}
+    if args.tickers:
+        task["data"] = {**task["data"], "tickers": [t for t in args.tickers.split(",") if t.strip()]}
+    for split in ("train", "validation", "test"):
+        value = getattr(args, split)
+        if value:
+            task[split] = {"start": value[0], "end": value[1]}
+    # a data range narrower than the splits given on the command line would only get in the way
+    if isinstance(task["data"], dict) and any(getattr(args, s) for s in ("train", "validation", "test")):
+        starts = [str(task[s]["start"]) for s in ("train",) if isinstance(task.get(s), dict) and "start" in task[s]]
+        ends = [str(task[s]["end"]) for s in ("test",) if isinstance(task.get(s), dict) and "end" in task[s]]
+        if starts and task["data"].get("start") and starts[0] < str(task["data"]["start"]):
+            task["data"]["start"] = starts[0]
+        if ends and task["data"].get("end") and ends[0] > str(task["data"]["end"]):
+            task["data"]["end"] = ends[0]
+    if args.env and args.env != task.get("kind", "stock_trading"):
+        task["kind"] = args.env
+        task["env"] = {}  # the other kind's settings do not apply
+    env = dict(task.get("env") or {})
+    if args.observation:
+        env["observation"] = args.observation
+    if args.reward:
+        env["reward"] = args.reward  # a stock-trading task refuses it by name (env.reward)
+    task["env"] = env
+    if args.algo:
+        if args.algo != task.get("algorithm", "ppo"):
+            task["hyperparameters"] = {}
+        task["algorithm"] = args.algo
+    hp = dict(task.get("hyperparameters") or {})
+    if args.num_envs:
+        hp["num_envs"] = args.num_envs
+    for key, value in args.hp:
+        hp[key] = value
+    task["hyperparameters"] = hp
+    return task
+
+
+def load_market(spec: Any, args: argparse.Namespace) -> Any:
+    """``load_market_data`` with the CLI's folders; a missing file's error says where it looked
+    and how to point elsewhere."""
+    from trainer.data.pipeline import load_market_data
+
+    try:
+        return load_market_data(spec, data_dir=args.data_dir, cache_dir=args.cache_dir)
+    except DataError as exc:
+        missing = exc.details.get("file")
+        if not missing or Path(missing).exists():
+            raise
+        where = f"--data-dir {args.data_dir}" if args.data_dir else "the current folder (no --data-dir)"
+        raise DataError(
+            f"{exc.message}; relative data paths resolve against {where}: pass --data-dir DIR or set "
+            "PADDOCK_DATA_DIR to the folder holding the data",
+            **exc.details,
+        ) from None

@@ -1,0 +1,267 @@
+"""Data files: finding them, reading them raw, column aliases, ticker symbols, and cheap
+header-only readers (:func:`price_basis`, :func:`ticker_days`, :func:`trading_dates`).
+
+:mod:`trainer.data.loading` turns what these read into a validated panel.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Sequence
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from trainer.errors import DataError
+
+_ALIASES = {
+    "date": "date",
+    "datetime": "date",
+    "timestamp": "date",
+    "datetime_utc": "date",
+    "datetime_et": "date",
+    "datetime_est": "date",
+    "datetime_ny": "date",
+    "timestamp_utc": "date",
+    "timestamp_et": "date",
+    "date_time": "date",
+    "day": "date",
+    "tic": "tic",
+    "ticker": "tic",
+    "symbol": "tic",
+    "open": "open",
+    "high": "high",
+    "low": "low",
+    "close": "close",
+    "volume": "volume",
+    "vol": "volume",
+    "adj_close": "adj_close",
+    "adjclose": "adj_close",
+    "adjusted_close": "adj_close",
+    "adj_open": "adj_open",
+    "adjusted_open": "adj_open",
+    "adj_high": "adj_high",
+    "adjusted_high": "adj_high",
+    "adj_low": "adj_low",
+    "adjusted_low": "adj_low",
+}
+_FILE_SUFFIXES = (".csv", ".csv.gz", ".parquet", ".pq")
+
+TICKER_PATTERN = re.compile(r"[A-Z0-9.\-^=]{1,20}")
+"""Allowed ticker symbols (after upper-casing): 1 to 20 letters, digits, ``.``, ``-``, ``^``
+or ``=`` (``BRK.B``, ``BF-B``, ``^GSPC``, ``EURUSD=X``). Spaces, control and bidirectional
+Unicode characters and anything else are refused, naming the row."""
+
+
+def shown(value: object) -> str:
+    """``value`` quoted for a message, with control and invisible characters escaped (never
+    echoed raw into a page): ``'AAPL'``, ``'A\\u202eB'``."""
+    text = str(value)
+    if text.isprintable() and not any(
+        0x200B <= ord(c) <= 0x200F or 0x202A <= ord(c) <= 0x202E or 0x2066 <= ord(c) <= 0x2069 or c == "\ufeff"
+        for c in text
+    ):
+        return repr(text)
+    return ascii(text)
+
+
+def check_ticker(value: object, *, field: str = "tickers", **details: object) -> str:
+    """One ticker symbol, stripped and upper-cased, or an error naming it.
+
+    Raises:
+        DataError: the symbol is empty, longer than 20 characters or holds a character
+            outside :data:`TICKER_PATTERN` (the message escapes control characters).
+    """
+    text = str(value).strip().upper()
+    if not TICKER_PATTERN.fullmatch(text):
+        raise DataError(
+            f"{field}: ticker {shown(value)} is not a ticker symbol (1 to 20 letters, digits, '.', '-', '^' or '=')",
+            field=field,
+            **details,
+        )
+    return text
+
+
+def _canonical(name: object) -> str:
+    key = re.sub(r"[\s\-.]+", "_", str(name).strip().lower())
+    return _ALIASES.get(key, key)
+
+
+def _is_parquet(path: Path) -> bool:
+    return path.name.lower().endswith((".parquet", ".pq"))
+
+
+def ticker_from_filename(path: str | Path) -> str:
+    """Return the ticker a per-ticker file name stands for.
+
+    The name up to its first ``_`` or ``.``, upper-cased: ``aapl.csv.gz`` -> ``AAPL``,
+    ``QQQ_daily_eodhd_1999-03-10_2024-04-19.csv`` -> ``QQQ``.
+    """
+    return re.split(r"[_.]", Path(path).name, maxsplit=1)[0].strip().upper()
+
+
+def expand_paths(paths: str | Path | Iterable[str | Path]) -> list[Path]:
+    """Turn a file, a folder, or a list of both into a sorted-per-folder list of data files.
+
+    Raises:
+        DataError: a path does not exist, or a folder holds no data file (``file`` names it).
+    """
+    if isinstance(paths, str | Path):
+        paths = [paths]
+    out: list[Path] = []
+    for raw in paths:
+        p = Path(raw)
+        if p.is_dir():
+            found = sorted(f for f in p.iterdir() if f.is_file() and f.name.lower().endswith(_FILE_SUFFIXES))
+            if not found:
+                raise DataError(f"folder {p} holds no .csv, .csv.gz, .parquet or .pq file", file=str(p))
+            out.extend(found)
+        elif p.is_file():
+            out.append(p)
+        else:
+            raise DataError(f"data file {p.absolute()} does not exist", file=str(p))
+    if not out:
+        raise DataError("no data file given", field="paths")
+    return out
+
+
+def _check_text(path: Path) -> None:
+    """Refuse a CSV (or gzipped CSV) that is not UTF-8 text before pandas guesses at it.
+
+    Raises:
+        DataError: ``"<name>: not a text CSV file ..."`` for NUL bytes, bytes that are not
+            UTF-8 (the offset and byte named), or a ``.gz`` name on a file that is not gzip.
+    """
+    import codecs
+    import gzip
+
+    try:
+        if path.name.lower().endswith(".gz"):
+            with gzip.open(path, "rb") as f:
+                head = f.read(1 << 16)
+        else:
+            with open(path, "rb") as f:
+                head = f.read(1 << 16)
+    except (OSError, EOFError) as exc:
+        raise DataError(f"{path.name}: not a text CSV file (not readable as gzip: {exc})", file=str(path)) from exc
+    nul = head.find(b"\x00")
+    if nul >= 0:
+        raise DataError(
+            f"{path.name}: not a text CSV file (it holds binary data, a NUL byte at offset {nul})", file=str(path)
+        )
+    try:
+        codecs.getincrementaldecoder("utf-8")().decode(head, final=False)
+    except UnicodeDecodeError as exc:
+        raise DataError(
+            f"{path.name}: not a text CSV file (byte 0x{head[exc.start]:02x} at offset {exc.start} is not UTF-8; "
+            "save the file as UTF-8 CSV)",
+            file=str(path),
+        ) from None
+
+
+def _read_raw(path: Path) -> pd.DataFrame:
+    try:
+        if _is_parquet(path):
+            frame = pd.read_parquet(path)
+        else:
+            _check_text(path)
+            frame = pd.read_csv(path, encoding="utf-8-sig")
+    except pd.errors.EmptyDataError as exc:
+        raise DataError(f"{path.name}: file is empty", file=str(path)) from exc
+    except UnicodeDecodeError as exc:  # past the first 64 KiB checked above
+        raise DataError(f"{path.name}: not a text CSV file ({exc.reason} at byte {exc.start})", file=str(path)) from exc
+    except (OSError, ValueError, pd.errors.ParserError) as exc:
+        raise DataError(f"{path.name}: cannot be read ({exc})", file=str(path)) from exc
+    if frame.empty:
+        raise DataError(f"{path.name}: file has a header but no data rows", file=str(path))
+    return frame
+
+
+def price_basis(paths: str | Path | Sequence[str | Path]) -> str:
+    """Which close the loader uses for these files, read from their headers only.
+
+    Returns:
+        ``"adjusted close"`` when every file has an adjusted close (``adj_close`` or all four
+        ``adj_*`` columns), ``"raw close"`` when none has, ``"mixed (adjusted and raw close)"``
+        otherwise.
+
+    Raises:
+        DataError: a path does not exist or a file cannot be read.
+    """
+    kinds = set()
+    for path in expand_paths(paths):
+        try:
+            if _is_parquet(path):
+                import pyarrow.parquet as pq
+
+                names = pq.read_schema(path).names
+            else:
+                names = list(pd.read_csv(path, nrows=0, encoding="utf-8-sig").columns)
+        except (OSError, ValueError, pd.errors.ParserError) as exc:
+            raise DataError(f"{path.name}: cannot be read ({exc})", file=str(path)) from exc
+        kinds.add("adjusted close" if "adj_close" in {_canonical(c) for c in names} else "raw close")
+    return kinds.pop() if len(kinds) == 1 else "mixed (adjusted and raw close)"
+
+
+def ticker_days(paths: str | Path | Sequence[str | Path], *, tickers: Sequence[str] | None = None) -> pd.DataFrame:
+    """The ``(date, tic)`` pairs of the files, reading only the date and ticker columns.
+
+    Cheap (no price validation, no indicators): for checking a task's tickers and date splits
+    against files that :func:`load_panel` has already accepted. Unparseable dates are skipped.
+
+    Args:
+        paths: as for :func:`load_panel`.
+        tickers: only rows of these tickers (case-insensitive); ``None`` = every row.
+
+    Returns:
+        Columns ``date`` (datetime64[ns]) and ``tic`` (str, upper case), unique pairs.
+
+    Raises:
+        DataError: a path does not exist, a file cannot be read or has no date column.
+    """
+    wanted = None if tickers is None else {str(t).strip().upper() for t in tickers}
+    found: list[pd.DataFrame] = []
+    for path in expand_paths(paths):
+        try:
+            if _is_parquet(path):
+                import pyarrow.parquet as pq
+
+                names = pq.read_schema(path).names
+                frame = pd.read_parquet(path, columns=[c for c in names if _canonical(c) in ("date", "tic")])
+            else:
+                frame = pd.read_csv(path, usecols=lambda c: _canonical(c) in ("date", "tic"), dtype=str)
+        except (OSError, ValueError, pd.errors.ParserError) as exc:
+            raise DataError(f"{path.name}: cannot be read ({exc})", file=str(path)) from exc
+        frame = frame.set_axis([_canonical(c) for c in frame.columns], axis=1)
+        if "date" not in frame.columns:
+            raise DataError(f"{path.name}: missing column(s) date", file=str(path), field="date")
+        if "tic" in frame.columns:
+            frame = frame.assign(tic=frame["tic"].astype(str).str.strip().str.upper())
+        else:
+            frame = frame.assign(tic=ticker_from_filename(path))
+        if wanted is not None:
+            frame = frame[frame["tic"].isin(wanted).to_numpy()]
+        days = frame["date"]
+        if not pd.api.types.is_datetime64_any_dtype(days):
+            days = pd.to_datetime(days.astype(str).str.strip().str.slice(0, 10), format="%Y-%m-%d", errors="coerce")
+        else:
+            days = days.dt.tz_localize(None) if getattr(days.dt, "tz", None) is not None else days
+            days = days.dt.normalize()
+        found.append(pd.DataFrame({"date": days.to_numpy(), "tic": frame["tic"].to_numpy()}).dropna())
+    if not found:
+        return pd.DataFrame({"date": pd.Series([], dtype="datetime64[ns]"), "tic": pd.Series([], dtype=str)})
+    return pd.concat(found, ignore_index=True).drop_duplicates().reset_index(drop=True)
+
+
+def trading_dates(paths: str | Path | Sequence[str | Path], *, tickers: Sequence[str] | None = None) -> np.ndarray:
+    """The days on which any of ``tickers`` has a row (see :func:`ticker_days`).
+
+    Returns:
+        (T,) sorted unique ``datetime64[D]``.
+
+    Raises:
+        DataError: a path does not exist, a file cannot be read or has no date column.
+    """
+    days = ticker_days(paths, tickers=tickers)["date"].to_numpy().astype("datetime64[D]")
+    return np.unique(days)

@@ -1,0 +1,512 @@
+"""Intraday bars: interval and label detection, session checks, missing bars, :class:`BarInfo`.
+
+The loader (:func:`trainer.data.load_panel`) calls :func:`prepare_intraday` on each file whose
+tickers have several rows per day, then :func:`complete_sessions` on the merged panel. The
+result's ``panel.attrs["bars"]`` is a :class:`BarInfo` (read it with :func:`bar_info`, which
+gives :data:`DAILY` for daily panels): the one place the rest of Paddock learns the interval,
+the session, the periods per year used to annualise metrics and the missing-bar report.
+
+Conventions (see :mod:`trainer.data.timestamps`): ``date`` holds naive America/New_York time
+labelled at the bar **end**; a file's stamps may be bar starts or ends (``bar_label``,
+detected when ``"auto"``), in UTC or exchange time, with or without offsets.
+
+Missing bars. The expected bars of a day are the regular session's: bar ends every interval
+from 09:30 + interval to 16:00 ET (the last one shorter for hourly bars), or to 13:00 ET on a
+half day (a day whose latest bar in the data ends in (12:00, 13:00]: half days are normal, not
+errors). Each ticker is expected to have every bar from its first bar to the end of its last
+day, on every day any loaded ticker trades. A missing bar is **filled by carrying the previous
+close forward**: ``open = high = low = close =`` the ticker's last known close, ``volume = 0``
+(past-only: nothing after the bar is used; bars before a ticker's first bar are never made
+up). Every fill is reported in :attr:`BarInfo.missing` and in ``attrs["notes"]``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+
+import numpy as np
+import pandas as pd
+
+from trainer.data.timestamps import (
+    BAR_LABELS,
+    EXTENDED_CLOSE,
+    EXTENDED_OPEN,
+    HALF_DAY_CLOSE,
+    INTERVALS,
+    SESSION_CLOSE,
+    SESSION_OPEN,
+    SESSIONS,
+    TIMEZONES,
+    TRADING_DAYS_PER_YEAR,
+    Stamps,
+    bars_per_session,
+    check_option,
+    minutes_of_day,
+    read_stamps,
+    stamp_text,
+)
+from trainer.errors import DataError
+
+_DAY_NS = 86_400 * 10**9
+_MIN_NS = 60 * 10**9
+
+
+@dataclass(frozen=True)
+class MissingBars:
+    """Bars one ticker misses inside its own span, all filled (see the module doc).
+
+    Attributes:
+        ticker: the symbol.
+        count: bars filled.
+        days: days with at least one filled bar.
+        worst: up to 5 ``(YYYY-MM-DD, bars filled)``, most first.
+    """
+
+    ticker: str
+    count: int
+    days: int
+    worst: tuple[tuple[str, int], ...] = ()
+
+
+@dataclass(frozen=True)
+class BarInfo:
+    """What the bars of a panel are; ``panel.attrs["bars"]`` (see :func:`bar_info`).
+
+    Attributes:
+        interval: ``"1d"``, ``"1h"``, ``"30m"``, ``"15m"``, ``"5m"`` or ``"1m"``.
+        minutes: bar length in minutes (1440 for daily bars).
+        session: ``"daily"``, ``"regular"`` (09:30-16:00 ET) or ``"extended"`` (04:00-20:00 ET).
+        bars_per_session: bars of a full regular session (78 for 5-minute bars; 1 for daily).
+        periods_per_year: ``bars_per_session * 252``: the factor metrics annualise with.
+        timezone: how the file's stamps were read (``"UTC (column name datetime_utc)"``).
+        bar_label: what the file's stamps mark, as used: ``"start"`` or ``"end"``.
+        bar_label_detected: what the stamps looked like (``"start"``, ``"end"`` or ``"unclear"``).
+        sessions: trading days in the panel.
+        half_days: ``YYYY-MM-DD`` of the early-close days found.
+        missing: per ticker with filled bars, :class:`MissingBars`.
+    """
+
+    interval: str = "1d"
+    minutes: int = 1440
+    session: str = "daily"
+    bars_per_session: int = 1
+    periods_per_year: int = TRADING_DAYS_PER_YEAR
+    timezone: str = ""
+    bar_label: str = "end"
+    bar_label_detected: str = "end"
+    sessions: int = 0
+    half_days: tuple[str, ...] = ()
+    missing: tuple[MissingBars, ...] = field(default=())
+
+    @property
+    def intraday(self) -> bool:
+        return self.interval != "1d"
+
+    @property
+    def missing_bars(self) -> int:
+        return sum(m.count for m in self.missing)
+
+    def to_dict(self) -> dict:
+        """JSON-able dict (tuples become lists); :meth:`from_dict` reads it back."""
+        d = asdict(self)
+        d["half_days"] = list(self.half_days)
+        d["missing"] = [{**asdict(m), "worst": [list(w) for w in m.worst]} for m in self.missing]
+        return d
+
+    @classmethod
+    def from_dict(cls, data: dict | None) -> BarInfo:
+        if not data:
+            return DAILY
+        data = dict(data)
+        data["half_days"] = tuple(data.get("half_days", ()))
+        data["missing"] = tuple(
+            MissingBars(m["ticker"], int(m["count"]), int(m["days"]), tuple((str(d), int(n)) for d, n in m["worst"]))
+            for m in data.get("missing", ())
+        )
+        return cls(**{k: v for k, v in data.items() if k in cls.__dataclass_fields__})
+
+    def summary(self) -> str:
+        """One line for pages and notes, e.g. ``5-minute bars, regular session 09:30-16:00 ET
+        (78 bars a session, 78 x 252 periods a year)``."""
+        if not self.intraday:
+            return "daily bars (252 periods a year)"
+        span = "09:30-16:00 ET" if self.session == "regular" else "04:00-20:00 ET"
+        size = f"{self.minutes}-minute" if self.minutes < 60 else "hourly"
+        return (
+            f"{size} bars, {self.session} session {span} ({self.bars_per_session} bars a session, "
+            f"{self.bars_per_session} x {TRADING_DAYS_PER_YEAR} periods a year)"
+        )
+
+
+DAILY = BarInfo()
+"""The :class:`BarInfo` of daily panels."""
+
+
+def bar_info(panel: pd.DataFrame) -> BarInfo:
+    """The panel's :class:`BarInfo` (``attrs["bars"]``), :data:`DAILY` when it has none."""
+    info = panel.attrs.get("bars")
+    if isinstance(info, BarInfo):
+        return info
+    return BarInfo.from_dict(info) if isinstance(info, dict) else DAILY
+
+
+@dataclass(frozen=True)
+class FileBars:
+    """What :func:`prepare_intraday` found in one file."""
+
+    minutes: int
+    bar_label: str
+    bar_label_detected: str
+    timezone: str
+    notes: tuple[str, ...]
+
+
+def looks_intraday(stamps: Stamps, tics: pd.Series) -> bool:
+    """True when a ticker has several rows on a typical day (median rows per ticker-day > 1)."""
+    days = stamps.values.astype("datetime64[ns]").astype(np.int64) // _DAY_NS
+    codes = pd.factorize(tics.astype("string").str.strip().str.upper())[0].astype(np.int64)
+    pairs = codes * 1_000_000 + (days - days.min() if days.size else days)
+    _, counts = np.unique(pairs, return_counts=True)
+    return bool(counts.size) and float(np.median(counts)) > 1
+
+
+def _mode(values: np.ndarray) -> int:
+    uniq, counts = np.unique(values, return_counts=True)
+    return int(uniq[np.argmax(counts)])
+
+
+def _day_closes(days: np.ndarray, minutes: np.ndarray, *, label: str, session: str) -> dict[int, int]:
+    """Close (minutes after midnight ET) of each day: 13:00 on half days, else 16:00 (20:00
+    for the extended session, which has no half-day rule)."""
+    frame = pd.DataFrame({"day": days, "m": minutes}).groupby("day")["m"].max()
+    if session == "extended":
+        return dict.fromkeys(frame.index.tolist(), EXTENDED_CLOSE)
+    if label == "start":
+        half = (frame < HALF_DAY_CLOSE) & (frame >= HALF_DAY_CLOSE - 60)
+    else:
+        half = (frame <= HALF_DAY_CLOSE) & (frame > HALF_DAY_CLOSE - 60)
+    return {int(d): (HALF_DAY_CLOSE if h else SESSION_CLOSE) for d, h in half.items()}
+
+
+def prepare_intraday(
+    frame: pd.DataFrame,
+    stamps: Stamps,
+    *,
+    bar_label: str = "auto",
+    session: str = "regular",
+    origin: str,
+    file: str | None,
+    where,
+) -> tuple[pd.DataFrame, FileBars]:
+    """Check one file's intraday rows and put their ``date`` on the bar-end ET convention.
+
+    Args:
+        frame: normalized rows (``tic``, prices, ``_row``) in file order; ``date`` is replaced.
+        stamps: the file's parsed ``date`` column (:func:`trainer.data.timestamps.read_stamps`).
+        bar_label: ``"auto"``, ``"start"`` or ``"end"``: what the file's stamps mark.
+        session: ``"regular"`` (bars outside 09:30-16:00 ET are errors) or ``"extended"``.
+        origin: file name for messages; file: path for details; where: ``row -> "file, row N"``.
+
+    Returns:
+        ``(frame, FileBars)``: ``date`` as ``datetime64[ns]`` naive ET bar ends.
+
+    Raises:
+        DataError: naming file, row, ticker and stamp: a ticker's rows out of time order or
+            repeated; bars not on a supported interval (1m, 5m, 15m, 30m, 1h) or off its grid;
+            a bar outside the session; a bar on a weekend.
+        ConfigError: an unknown ``bar_label`` or ``session``.
+    """
+    bar_label = check_option(bar_label, BAR_LABELS, "bar_label")
+    session = check_option(session, SESSIONS, "session")
+    rows = frame["_row"].to_numpy()
+    raw = frame["date"]
+    local = stamps.exchange_time()
+    ns = local.astype(np.int64)
+    tics = frame["tic"].astype("string").str.strip().str.upper().fillna("").to_numpy(dtype=object)
+    codes, names = pd.factorize(tics)
+    notes: list[str] = []
+
+    def fail(i: int, what: str, field: str = "date") -> DataError:
+        row = int(rows[i])
+        shown = f"{tics[i]} {raw.iloc[i]}"
+        return DataError(
+            f"{where(row)} ({shown}): {what}",
+            file=file,
+            row=row,
+            ticker=str(tics[i]),
+            date=str(raw.iloc[i]),
+            field=field,
+        )
+
+    # per ticker: no repeated stamp; strictly increasing in file order, or strictly decreasing
+    order = np.lexsort((rows, ns, codes))
+    repeat = np.flatnonzero((np.diff(ns[order]) == 0) & (np.diff(codes[order]) == 0))
+    if repeat.size:
+        first, again = order[repeat[0]], order[repeat[0] + 1]
+        raise fail(again, f"duplicate timestamp: row {int(rows[first])} has the same bar of {tics[again]}")
+    by_tic = np.argsort(codes, kind="stable")
+    reversed_tics = []
+    for code in range(len(names)):
+        idx = by_tic[codes[by_tic] == code]
+        if idx.size < 2:
+            continue
+        step = np.diff(ns[idx])
+        if (step > 0).all():
+            continue
+        if (step < 0).all():
+            reversed_tics.append(names[code])
+            continue
+        rising = step[0] > 0
+        j = int(np.flatnonzero((step > 0) != rising)[0])
+        raise fail(
+            idx[j + 1],
+            f"not in time order: this bar is {'earlier' if rising else 'later'} than row {int(rows[idx[j]])} "
+            f"({stamp_text(local[idx[j]])} ET), which comes before it in the file; sort each ticker's rows by time",
+        )
+    if reversed_tics:
+        notes.append(f"{origin}: rows of {', '.join(reversed_tics)} are newest-first; sorted by time")
+
+    order = np.lexsort((ns, codes))
+    s_ns, s_codes = ns[order], codes[order]
+    day = s_ns // _DAY_NS
+    step = np.diff(s_ns) // _MIN_NS
+    inside = (s_codes[1:] == s_codes[:-1]) & (day[1:] == day[:-1])
+    steps = step[inside]
+    if steps.size == 0:
+        raise fail(0, "no ticker has two bars on one day; cannot tell the bar interval")
+    minutes = _mode(steps)
+    if minutes not in INTERVALS.values():
+        raise DataError(
+            f"{origin}: bars are most often {minutes} minute(s) apart; supported intervals are "
+            f"{', '.join(INTERVALS)} (and daily bars)",
+            file=file,
+            field="date",
+        )
+    interval = next(k for k, v in INTERVALS.items() if v == minutes)
+
+    # bar label: start stamps run 09:30 .. close-interval, end stamps 09:30+interval .. close
+    mod = minutes_of_day(local)
+    has_open, has_close = bool((mod == SESSION_OPEN).any()), bool((mod == SESSION_CLOSE).any())
+    firsts = pd.Series(mod[order]).groupby([s_codes, day]).min().to_numpy()
+    if has_open != has_close:
+        detected, why = ("start", "bars at 09:30 ET") if has_open else ("end", "bars at 16:00 ET")
+    elif _mode(firsts) in (SESSION_OPEN, EXTENDED_OPEN):
+        detected, why = "start", f"days most often start at {_mode(firsts) // 60:02d}:{_mode(firsts) % 60:02d} ET"
+    elif _mode(firsts) in (SESSION_OPEN + minutes, EXTENDED_OPEN + minutes):
+        detected, why = "end", f"days most often start at {_mode(firsts) // 60:02d}:{_mode(firsts) % 60:02d} ET"
+    else:
+        detected, why = "unclear", "the first bars of the days match neither convention"
+    used = bar_label if bar_label != "auto" else ("start" if detected == "unclear" else detected)
+    if bar_label == "auto":
+        notes.append(
+            f"{origin}: {interval} bars; stamps read as bar {used}s ({why}"
+            + ("; assumed bar starts: set bar_label if that is wrong" if detected == "unclear" else "")
+            + f"); time zone: {stamps.zone} ({stamps.how})"
+        )
+    else:
+        clash = detected not in ("unclear", bar_label)
+        notes.append(
+            f"{origin}: {interval} bars; stamps read as bar {used}s (bar_label option"
+            + (f"; they look like bar {detected}s: {why}" if clash else "")
+            + f"); time zone: {stamps.zone} ({stamps.how})"
+        )
+
+    days_all = ns // _DAY_NS
+    closes = _day_closes(days_all, mod, label=used, session=session)
+    unique_days, day_pos = np.unique(days_all, return_inverse=True)
+    close_of = np.array([closes[int(d)] for d in unique_days], dtype=np.int64)[day_pos]
+    ends = mod + minutes if used == "start" else mod.copy()
+    ends = np.minimum(ends, close_of) if used == "start" else ends
+    lo, hi = (SESSION_OPEN, SESSION_CLOSE) if session == "regular" else (EXTENDED_OPEN, EXTENDED_CLOSE)
+    outside = (ends <= lo) | (ends > hi)
+    if outside.any():
+        i = int(np.flatnonzero(outside)[0])
+        start_m = ends[i] - minutes
+        hint = " (choose session='extended' to keep pre- and after-market bars)" if session == "regular" else ""
+        raise fail(
+            i,
+            f"the bar {start_m // 60:02d}:{start_m % 60:02d}-{ends[i] // 60:02d}:{ends[i] % 60:02d} ET is outside "
+            f"the {session} session {lo // 60:02d}:{lo % 60:02d}-{hi // 60:02d}:{hi % 60:02d} ET{hint}",
+        )
+    off_grid = ((ends - SESSION_OPEN) % minutes != 0) & (ends != close_of)
+    if minutes == 60 and session == "extended":
+        off_grid &= (ends - EXTENDED_OPEN) % minutes != 0
+    if off_grid.any():
+        i = int(np.flatnonzero(off_grid)[0])
+        raise fail(i, f"the bar ending {ends[i] // 60:02d}:{ends[i] % 60:02d} ET is off the {interval} grid from 09:30")
+    weekday = (days_all + 3) % 7  # 1970-01-01 was a Thursday: 0 = Monday
+    weekend = weekday >= 5
+    if weekend.any():
+        i = int(np.flatnonzero(weekend)[0])
+        raise fail(i, f"the bar falls on a {'Saturday' if weekday[i] == 5 else 'Sunday'} (exchange time)")
+
+    out_ns = days_all * _DAY_NS + ends * _MIN_NS
+    frame = frame.assign(date=out_ns.astype("datetime64[ns]"))
+    return frame, FileBars(minutes, used, detected, f"{stamps.zone} ({stamps.how})", tuple(notes))
+
+
+def intraday_file(
+    frame: pd.DataFrame,
+    *,
+    column: str,
+    origin: str,
+    file: str,
+    where,
+    timezone: str = "auto",
+    bar_label: str = "auto",
+    session: str = "regular",
+) -> tuple[pd.DataFrame, FileBars | None]:
+    """``(frame, FileBars)`` with ``date`` on the intraday convention when the file holds
+    intraday bars, else ``(frame, None)`` untouched (the daily path, exactly as before).
+
+    Args:
+        frame: one file's normalized rows (``date`` raw, ``tic``, prices, ``_row``).
+        column: the date column's name in the file; origin/file/where: for messages.
+        timezone, bar_label, session: the loader's options (see :func:`prepare_intraday`).
+
+    Raises:
+        DataError: see :func:`prepare_intraday` and :func:`~trainer.data.timestamps.read_stamps`.
+    """
+    values = frame["date"]
+    if pd.api.types.is_datetime64_any_dtype(values):
+        naive = values.dt.tz_localize(None) if getattr(values.dt, "tz", None) is not None else values
+        if (naive.dropna() == naive.dropna().dt.normalize()).all():
+            return frame, None
+    elif pd.api.types.is_numeric_dtype(values):
+        pass  # Unix times (read_stamps), else the daily path refuses them as before
+    elif not (values.astype("string").str.strip().str.len() > 10).any():
+        return frame, None  # plain YYYY-MM-DD days
+    rows = frame["_row"].to_numpy()
+    try:
+        stamps = read_stamps(values, column=column, timezone=timezone, file=file, rows=rows, where=where)
+    except DataError:
+        stamped = float((values.astype("string").str.strip().str.len() > 10).mean())
+        if stamped < 0.5 and timezone == "auto" and bar_label == "auto":
+            return frame, None  # mostly days: the daily path names the bad row as before
+        raise
+    if not looks_intraday(stamps, frame["tic"]):
+        return frame, None
+    return prepare_intraday(frame, stamps, bar_label=bar_label, session=session, origin=origin, file=file, where=where)
+
+
+def _grid(days: np.ndarray, closes: np.ndarray, minutes: int) -> np.ndarray:
+    """(B,) int64 ns bar ends of the regular session of each day (``days`` in epoch days)."""
+    counts = -(-(closes - SESSION_OPEN) // minutes)
+    k = np.arange(counts.sum()) - np.repeat(np.cumsum(counts) - counts, counts) + 1
+    end = np.minimum(SESSION_OPEN + k * minutes, np.repeat(closes, counts))
+    return np.repeat(days, counts) * _DAY_NS + end * _MIN_NS
+
+
+def complete_sessions(panel: pd.DataFrame, files: list[FileBars], *, session: str = "regular") -> pd.DataFrame:
+    """Fill missing bars (past-only rule of the module doc) and attach :class:`BarInfo`.
+
+    Args:
+        panel: validated intraday rows of every file, ``date`` on the bar-end ET convention.
+        files: what :func:`prepare_intraday` found in each file.
+        session: ``"regular"`` or ``"extended"`` (extended bars are kept, never filled).
+
+    Returns:
+        The panel with filled bars added, sorted by ``date, tic``; ``attrs["bars"]`` set and
+        notes on every fill appended to ``attrs["notes"]``.
+
+    Raises:
+        DataError: files with different intervals.
+    """
+    intervals = {f.minutes for f in files}
+    if len(intervals) > 1:
+        raise DataError(
+            "the files hold bars of different intervals ("
+            + ", ".join(f"{m} min" for m in sorted(intervals))
+            + "); use files of one interval",
+            field="paths",
+        )
+    minutes = files[0].minutes
+    interval = next(k for k, v in INTERVALS.items() if v == minutes)
+    attrs = dict(panel.attrs)
+    ns = panel["date"].to_numpy().astype("datetime64[ns]").astype(np.int64)
+    mod = (ns % _DAY_NS) // _MIN_NS
+    regular = (mod > SESSION_OPEN) & (mod <= SESSION_CLOSE)  # half days are judged on regular-hours bars
+    closes_by_day = _day_closes(ns[regular] // _DAY_NS, mod[regular], label="end", session="regular")
+    days = np.array(sorted(closes_by_day), dtype=np.int64)
+    closes = np.array([closes_by_day[int(d)] for d in days], dtype=np.int64)
+    grid = _grid(days, closes, minutes)
+    grid_end_of_day = dict(zip(days.tolist(), (days * _DAY_NS + closes * _MIN_NS).tolist()))
+
+    parts, reports = [], []
+    for tic, rows in panel.groupby("tic", sort=True):
+        sub = rows.set_index("date")[["open", "high", "low", "close", "volume"]]
+        t_ns = sub.index.to_numpy().astype("datetime64[ns]").astype(np.int64)
+        first, last = t_ns[0], grid_end_of_day[int(t_ns[-1] // _DAY_NS)]
+        expected = grid[(grid >= first) & (grid <= last)]
+        index = np.union1d(expected, t_ns)  # extended-hours bars (session="extended") are kept as they are
+        full = sub.reindex(pd.DatetimeIndex(index.astype("datetime64[ns]"), name="date"))
+        gap = full["close"].isna().to_numpy()
+        if gap.any():
+            prev = full["close"].ffill()
+            for c in ("open", "high", "low", "close"):
+                full.loc[gap, c] = prev[gap]
+            full.loc[gap, "volume"] = 0.0
+            per_day = pd.Series(index[gap] // _DAY_NS).value_counts()
+            per_day = per_day.sort_index().sort_values(ascending=False, kind="stable")
+            worst = tuple((str(np.datetime64(int(d), "D")), int(n)) for d, n in per_day.head(5).items())
+            reports.append(MissingBars(str(tic), int(gap.sum()), int(per_day.size), worst))
+        parts.append(full.reset_index().assign(tic=tic))
+
+    out = pd.concat(parts, ignore_index=True)[list(panel.columns)]
+    out = out.sort_values(["date", "tic"], kind="stable").reset_index(drop=True)
+    notes = list(attrs.get("notes", []))
+    for f in files:
+        notes.extend(n for n in f.notes if n not in notes)
+    for m in reports:
+        worst = ", ".join(f"{d} ({n})" for d, n in m.worst)
+        notes.append(
+            f"{m.ticker}: {m.count} missing {interval} bar(s) on {m.days} day(s) filled with the previous close "
+            f"(flat bar, volume 0); worst days: {worst}"
+        )
+    half = [str(np.datetime64(int(d), "D")) for d, c in zip(days, closes) if c == HALF_DAY_CLOSE]
+    unusual = [d for d in half if not _usual_half_day(pd.Timestamp(d))]
+    if half:
+        notes.append(
+            f"{len(half)} half day(s) (close 13:00 ET): {', '.join(half[:8])}{' ...' if len(half) > 8 else ''}"
+        )
+    if unusual:
+        notes.append(
+            f"the data ends at 13:00 ET on {', '.join(unusual)}, which is not a usual early-close day; "
+            "check that the afternoon bars are not missing"
+        )
+    label, detected = files[0].bar_label, files[0].bar_label_detected
+    info = BarInfo(
+        interval=interval,
+        minutes=minutes,
+        session=session,
+        bars_per_session=bars_per_session(minutes),
+        periods_per_year=bars_per_session(minutes) * TRADING_DAYS_PER_YEAR,
+        timezone="; ".join(dict.fromkeys(f.timezone for f in files)),
+        bar_label=label if all(f.bar_label == label for f in files) else "mixed",
+        bar_label_detected=detected if all(f.bar_label_detected == detected for f in files) else "mixed",
+        sessions=int(days.size),
+        half_days=tuple(half),
+        missing=tuple(reports),
+    )
+    out.attrs = {**attrs, "notes": notes, "bars": info}
+    return out
+
+
+def _usual_half_day(day: pd.Timestamp) -> bool:
+    if (day.month, day.day) in ((7, 3), (12, 24)):
+        return True
+    # the day after Thanksgiving (the fourth Thursday of November)
+    return day.month == 11 and day.weekday() == 4 and 23 <= day.day <= 29
+
+
+def check_options(*, timezone: str = "auto", bar_label: str = "auto", session: str = "regular") -> dict[str, str]:
+    """The loader's intraday options, checked and canonical.
+
+    Raises:
+        ConfigError: an unknown value, naming the option.
+    """
+    return {
+        "timezone": check_option(timezone, TIMEZONES, "timezone"),
+        "bar_label": check_option(bar_label, BAR_LABELS, "bar_label"),
+        "session": check_option(session, SESSIONS, "session"),
+    }

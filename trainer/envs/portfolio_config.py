@@ -1,0 +1,115 @@
+"""Rules, reward and episode settings of the portfolio env (:class:`PortfolioConfig`)."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass, fields
+from typing import Any
+
+from trainer.envs.observations import check_observation
+from trainer.errors import ConfigError
+
+__all__ = ["REWARDS", "PortfolioConfig"]
+
+REWARDS = ("log_return", "excess_log_return", "differential_sharpe")
+
+
+@dataclass
+class PortfolioConfig:
+    """Rules, reward and episode settings of :class:`PortfolioVecEnv`.
+
+    Attributes:
+        initial_cash: starting value of every env, USD (> 0), all in cash.
+        cost_pct: proportional cost of turnover (``1e-3`` = 0.1 % of the value traded), in [0, 1).
+        reward: one of :data:`REWARDS` (see the module docstring).
+        reward_scaling: multiplier of the reward (> 0); 1.0 keeps log-return units.
+        dsr_eta: adaptation rate ``eta`` of the differential Sharpe ratio, in (0, 1).
+        logit_scale: logits per unit of action (> 0); 4 lets one stock weigh up to
+            ``e^8`` times another.
+        cash_bias: logit of cash at a zero cash action is ``-cash_bias`` (>= 0), so a zero
+            action holds equal weights with (almost) no cash.
+        observation: ``"scale_free"`` (default) or ``"finrl"``.
+        episode_length: steps per episode (days, or bars of an intraday panel); ``None`` runs
+            to the last row of the data.
+        random_start: draw each episode's first day at random (per env); ``False``: day 0.
+        flatten_at_close: intraday panels only: on the last bar of every session the target
+            is all cash whatever the action (turnover costs paid), so no position is held
+            overnight; the next session's first bar invests again. An error on daily data.
+    """
+
+    initial_cash: float = 1e6
+    cost_pct: float = 1e-3
+    reward: str = "log_return"
+    reward_scaling: float = 1.0
+    dsr_eta: float = 1.0 / 63.0
+    logit_scale: float = 4.0
+    cash_bias: float = 20.0
+    observation: str = "scale_free"
+    episode_length: int | None = None
+    random_start: bool = True
+    flatten_at_close: bool = False
+
+    def validate(self, *, prefix: str = "env") -> PortfolioConfig:
+        """Check every field and return ``self``.
+
+        Raises:
+            ConfigError: naming the field, e.g. ``"env.reward"``.
+        """
+
+        def bad(name: str, why: str) -> ConfigError:
+            return ConfigError(f"{prefix}.{name}: {why} (got {getattr(self, name)!r})", field=f"{prefix}.{name}")
+
+        def real(name: str) -> float:
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
+                raise bad(name, "must be a finite number")
+            return float(value)
+
+        if real("initial_cash") <= 0:
+            raise bad("initial_cash", "must be > 0")
+        if not 0 <= real("cost_pct") < 1:
+            raise bad("cost_pct", "must be a fraction in [0, 1), e.g. 0.001 for 0.1 %")
+        if self.reward not in REWARDS:
+            raise bad("reward", f"must be one of {', '.join(REWARDS)}")
+        if real("reward_scaling") <= 0:
+            raise bad("reward_scaling", "must be > 0")
+        if not 0 < real("dsr_eta") < 1:
+            raise bad("dsr_eta", "must be in (0, 1)")
+        if real("logit_scale") <= 0:
+            raise bad("logit_scale", "must be > 0")
+        if real("cash_bias") < 0:
+            raise bad("cash_bias", "must be >= 0")
+        check_observation(self.observation, field=f"{prefix}.observation")
+        if self.episode_length is not None:
+            value = self.episode_length
+            if isinstance(value, bool) or not isinstance(value, int | float) or value != int(value) or value < 1:
+                raise bad("episode_length", "must be a whole number >= 1 or null")
+        if not isinstance(self.random_start, bool):
+            raise bad("random_start", "must be true or false")
+        if not isinstance(self.flatten_at_close, bool):
+            raise bad("flatten_at_close", "must be true or false")
+        return self
+
+    def to_dict(self) -> dict[str, Any]:
+        """The fields as a JSON-able dict."""
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any] | None, *, prefix: str = "env") -> PortfolioConfig:
+        """Build and validate a config; missing keys keep their defaults.
+
+        Raises:
+            ConfigError: not a dict, an unknown key, or an invalid value.
+        """
+        if data is None:
+            data = {}
+        if not isinstance(data, dict):
+            raise ConfigError(f"{prefix}: must be an object", field=prefix)
+        known = {f.name for f in fields(cls)}
+        for key in data:
+            if key not in known:
+                raise ConfigError(
+                    f"{prefix}.{key}: unknown setting; expected one of {', '.join(sorted(known))}",
+                    field=f"{prefix}.{key}",
+                )
+        return cls(**data).validate(prefix=prefix)

@@ -1,0 +1,131 @@
+"""Trading rules and episode settings of the stock-trading env (:class:`EnvConfig`)."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass, fields
+from typing import Any
+
+from trainer.envs.observations import check_observation
+from trainer.errors import ConfigError
+
+__all__ = ["EnvConfig"]
+
+
+@dataclass
+class EnvConfig:
+    """Trading rules and episode settings of :class:`StockTradingVecEnv`.
+
+    Attributes:
+        initial_cash: starting cash of every env, USD (> 0).
+        hmax: shares traded per unit of action: action ``a`` in [-1, 1] becomes
+            ``trunc(a * hmax)`` whole shares (an integer >= 1).
+        buy_cost_pct: transaction cost of buys as a fraction of the traded value
+            (``1e-3`` = 0.1 %), in [0, 1).
+        sell_cost_pct: same for sells, in [0, 1).
+        reward_scaling: multiplier of the daily change of portfolio value (USD) to get the
+            reward; ``1e-4`` makes a 10,000 USD day a reward of 1. Must be > 0.
+        turbulence_threshold: when set, on days whose ``MarketData.turbulence`` is >= this
+            value the env sells all holdings and refuses buys (FinRL's risk control); ``None``
+            disables it. Must be >= 0.
+        episode_length: steps (trading days, or bars of an intraday panel) per episode; ``None``
+            runs to the last row of the data. Must be >= 1 and less than the number of rows.
+        random_start: draw each episode's first day uniformly at random (per env) so that envs
+            are decorrelated; ``False`` starts every episode on day 0.
+        randomize_initial: training aid: start each episode with a random total wealth in
+            ``[0.5, 1.5] * initial_cash``, a random part of it (up to half) already invested
+            in random whole-share holdings.
+        observation: ``"scale_free"`` (default): cash and holdings as fractions of the
+            portfolio value and the z-scored scale-free features of
+            :mod:`trainer.envs.observations`; ``"finrl"``: FinRL's layout of cash, prices,
+            holdings and indicators times constant scales (to compare with FinRL).
+        flatten_at_close: intraday panels only: on the last bar of every session the env sells
+            all holdings at that bar's close (sell costs paid) and buys nothing, whatever the
+            action, so no position is held overnight. An error on daily data.
+    """
+
+    initial_cash: float = 1e6
+    hmax: int = 100
+    buy_cost_pct: float = 1e-3
+    sell_cost_pct: float = 1e-3
+    reward_scaling: float = 1e-4
+    turbulence_threshold: float | None = None
+    episode_length: int | None = None
+    random_start: bool = True
+    randomize_initial: bool = False
+    observation: str = "scale_free"
+    flatten_at_close: bool = False
+
+    def validate(self, *, prefix: str = "env") -> EnvConfig:
+        """Check every field and return ``self``.
+
+        Args:
+            prefix: dotted path of this config inside a larger spec, used in error fields.
+
+        Raises:
+            ConfigError: a field has an impossible value; ``details["field"]`` is e.g.
+                ``"env.hmax"``.
+        """
+
+        def bad(name: str, why: str) -> ConfigError:
+            value = getattr(self, name)
+            return ConfigError(f"{prefix}.{name}: {why} (got {value!r})", field=f"{prefix}.{name}")
+
+        def real(name: str) -> float:
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
+                raise bad(name, "must be a finite number")
+            return float(value)
+
+        def integer(name: str) -> int:
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int | float) or value != int(value):
+                raise bad(name, "must be a whole number")
+            return int(value)
+
+        if real("initial_cash") <= 0:
+            raise bad("initial_cash", "must be > 0")
+        if integer("hmax") < 1:
+            raise bad("hmax", "must be >= 1")
+        for name in ("buy_cost_pct", "sell_cost_pct"):
+            if not 0 <= real(name) < 1:
+                raise bad(name, "must be a fraction in [0, 1), e.g. 0.001 for 0.1 %")
+        if real("reward_scaling") <= 0:
+            raise bad("reward_scaling", "must be > 0")
+        if self.turbulence_threshold is not None and real("turbulence_threshold") < 0:
+            raise bad("turbulence_threshold", "must be >= 0 or null")
+        if self.episode_length is not None and integer("episode_length") < 1:
+            raise bad("episode_length", "must be >= 1 or null")
+        for name in ("random_start", "randomize_initial", "flatten_at_close"):
+            if not isinstance(getattr(self, name), bool):
+                raise bad(name, "must be true or false")
+        check_observation(self.observation, field=f"{prefix}.observation")
+        return self
+
+    def to_dict(self) -> dict[str, Any]:
+        """Return the fields as a JSON-able dict."""
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any] | None, *, prefix: str = "env") -> EnvConfig:
+        """Build and validate a config from a dict; missing keys keep their defaults.
+
+        Args:
+            data: e.g. ``{"hmax": 50, "turbulence_threshold": 120}``; ``None`` means defaults.
+            prefix: dotted path used in error fields.
+
+        Raises:
+            ConfigError: ``data`` is not a dict, has an unknown key, or a value is invalid.
+        """
+        if data is None:
+            data = {}
+        if not isinstance(data, dict):
+            raise ConfigError(f"{prefix}: must be an object", field=prefix)
+        known = {f.name for f in fields(cls)}
+        for key in data:
+            if key not in known:
+                raise ConfigError(
+                    f"{prefix}.{key}: unknown setting; expected one of {', '.join(sorted(known))}",
+                    field=f"{prefix}.{key}",
+                )
+        return cls(**data).validate(prefix=prefix)

@@ -1,0 +1,134 @@
+"""The demo's budget, task and run: created once per user and reused, a demo run told apart from
+the user's own runs (:func:`is_demo_run`), and a new run started (:func:`start_demo_run`)."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+from django.db import transaction
+from django.utils import timezone
+
+from webapp import engine
+from webapp.market.models import Dataset
+from webapp.runs import services
+from webapp.runs.demo.profiles import (
+    BUDGET_NAME,
+    DEMO_RUN_NAME,
+    FRESH_PROBABILITY,
+    LEADERBOARD_SIZE,
+    SPLITS,
+    DemoProfile,
+    _hyperparameters,
+    _task_spec,
+    demo_mutation,
+    task_name,
+)
+from webapp.runs.demo.sizing import Sizing
+from webapp.runs.models import ClusterBudget, Run, Task
+
+
+def ensure_budget(owner, sizing: Sizing) -> tuple[ClusterBudget, bool]:
+    """The owner's demo budget (created once), with limits for a new run of ``sizing``.
+
+    ``max_concurrent_pods`` and ``max_wall_clock_s`` are set to the sizing; the env-step cap
+    becomes what the budget has used so far plus the run's env steps.
+
+    Returns:
+        ``(budget, created)``.
+    """
+    with transaction.atomic():
+        budget = ClusterBudget.objects.select_for_update().filter(owner=owner, name=BUDGET_NAME).first()
+        created = budget is None
+        if created:
+            budget = services.budget_create(actor=owner, name=BUDGET_NAME, max_concurrent_pods=sizing.concurrent_pods)
+        budget.max_concurrent_pods = sizing.concurrent_pods
+        budget.max_wall_clock_s = sizing.max_wall_clock_s
+        budget.env_step_cap = budget.env_steps_used + sizing.env_steps
+        budget.save(update_fields=["max_concurrent_pods", "max_wall_clock_s", "env_step_cap"])
+    return budget, created
+
+
+def ensure_task(owner, dataset: Dataset, profile: DemoProfile) -> Task:
+    """The owner's demo task for ``profile`` (reused when one with the same settings exists).
+
+    Settings are compared in full, defaults filled in: a task made when PPO's defaults were
+    different (wider networks, more epochs) is not reused."""
+    tickers = list(profile.tickers or dataset.tickers)
+    wanted = engine.validate_task(_task_spec(dataset, profile))["hyperparameters"]
+    name = task_name(profile.algorithm)
+    for task in Task.objects.filter(
+        owner=owner, name=name, dataset=dataset, algorithm=profile.algorithm, kind=profile.kind
+    ):
+        same_hp = task.hyperparameters == wanted
+        if task.tickers == tickers and same_hp and task.splits["test"]["end"] == SPLITS["test"][1]:
+            return task
+    return services.task_create(
+        owner=owner,
+        dataset=dataset,
+        name=name,
+        tickers=tickers,
+        splits=SPLITS,
+        algorithm=profile.algorithm,
+        hyperparameters=_hyperparameters(profile),
+        kind=profile.kind,
+    )
+
+
+def is_demo_run(run: Run) -> bool:
+    """Whether ``run`` is one the demo started: on the demo budget and task, named as
+    :func:`start_demo_run` names them (``"Dow 30 PPO demo #3"``)."""
+    name = task_name(run.task.algorithm)
+    return bool(
+        run.budget.name == BUDGET_NAME
+        and run.task.name == name
+        and DEMO_RUN_NAME.fullmatch(run.name)
+        and run.name.startswith(f"{name} #")
+    )
+
+
+def active_demo_run(owner) -> Run | None:
+    """The owner's demo run that is still going (started, not ended, within its wall-clock
+    limit), if any.
+
+    Only runs the demo started count: a run of the owner's own on the demo budget (or on the
+    demo task), or a demo run that was created but never started, is left alone."""
+    now = timezone.now()
+    candidates = Run.objects.filter(
+        owner=owner,
+        budget__name=BUDGET_NAME,
+        task__name__regex=r"^Dow 30 [A-Z0-9]+ demo$",
+        status__in=Run.ACTIVE,
+    ).select_related("budget", "task")
+    for run in candidates.order_by("-created_at", "-id"):
+        if not is_demo_run(run):
+            continue
+        limit = run.budget.max_wall_clock_s
+        started = run.started_at or run.created_at
+        if limit is None or now - started < timedelta(seconds=limit + 60):
+            return run
+    return None
+
+
+def start_demo_run(owner, dataset: Dataset, profile: DemoProfile, sizing: Sizing) -> tuple[Run, ClusterBudget]:
+    """Create and start a demo run (its budget topped up for it).
+
+    Raises:
+        AppError: the task, run or budget is refused (naming the field).
+    """
+    task = ensure_task(owner, dataset, profile)
+    budget, _ = ensure_budget(owner, sizing)
+    seed = Run.objects.filter(owner=owner, budget=budget).count()
+    run = services.run_create(
+        owner=owner,
+        task=task,
+        budget=budget,
+        name=f"{task.name} #{seed + 1}",
+        num_pods=profile.num_pods,
+        generation_steps=sizing.generation_steps,
+        leaderboard_size=LEADERBOARD_SIZE,
+        fresh_probability=FRESH_PROBABILITY,
+        mutation=demo_mutation(profile.algorithm),
+        seed=seed,
+    )
+    run = services.run_start(run=run)
+    return run, budget

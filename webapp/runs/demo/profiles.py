@@ -1,0 +1,175 @@
+"""The demo's definitions: the Dow-30 task (data file, splits, names), the PBT settings and the
+machine profiles (:class:`DemoProfile`) with the task spec and hyperparameters they give.
+
+See :mod:`webapp.runs.demo` for what the demo is.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Any
+
+from webapp import engine
+from webapp.market.models import Dataset
+
+#: The demo task as the trainer defines it (``trainer.demo``): data file, data range, splits.
+_DEMO_TASK = engine.demo_task()
+#: The shared offline copy (see ``../shared/data/README.md``); adjusted close in ``adj_close``.
+DOW30_FILE = _DEMO_TASK["data"]["paths"][0]
+#: Where a Yahoo Finance download of the same tickers is written when DOW30_FILE is absent.
+DOW30_DOWNLOAD_FILE = "dow30_daily_yfinance_2010-01-01_2022-11-15.csv.gz"
+#: The Dow Jones Industrial Average members of 2022 (DOW listed on 2019-03-20).
+DOW30_TICKERS = (
+    "AAPL", "AMGN", "AXP", "BA", "CAT", "CRM", "CSCO", "CVX", "DIS", "DOW",
+    "GS", "HD", "HON", "IBM", "INTC", "JNJ", "JPM", "KO", "MCD", "MMM",
+    "MRK", "MSFT", "NKE", "PG", "TRV", "UNH", "V", "VZ", "WBA", "WMT",
+)  # fmt: skip
+DATA_START = _DEMO_TASK["data"]["start"]
+DATA_END = _DEMO_TASK["data"]["end"]
+BENCHMARK_TICKER = engine.BENCHMARK_TICKER
+
+#: Inclusive ``YYYY-MM-DD`` bounds of the demo task's splits.
+SPLITS = {name: [_DEMO_TASK[name]["start"], _DEMO_TASK[name]["end"]] for name in ("train", "validation", "test")}
+
+DEMO_USERNAME = "demo"
+DATASET_NAME = "Dow 30 daily 2010-2022"
+BUDGET_NAME = "Demo budget"
+DEMO_ALGORITHM = "ppo"
+
+
+def task_name(algorithm: str = DEMO_ALGORITHM) -> str:
+    """The demo task's name for ``algorithm`` (``"Dow 30 PPO demo"``)."""
+    return f"Dow 30 {algorithm.upper()} demo"
+
+
+TASK_NAME = task_name()
+RUN_NAME = task_name()
+#: Names of the runs the demo starts: the task's name and a number (``"Dow 30 TD3 demo #2"``).
+DEMO_RUN_NAME = re.compile(r"Dow 30 [A-Z0-9]+ demo #\d+")
+LEADERBOARD_SIZE = 5
+FRESH_PROBABILITY = 0.1
+#: PBT: a copied agent's learning rate and entropy weight are multiplied by 0.8 or 1.25
+#: (PPO, A2C); :func:`demo_mutation` gives the off-policy algorithms' (actor and critic rates).
+MUTATION = {
+    "bounds": {"learning_rate": [1e-5, 3e-3], "ent_coef": [0.0, 0.1]},
+    "factors": [0.8, 1.25],
+    "probability": 1.0,
+}
+YAHOO_HOST = ("query1.finance.yahoo.com", 443)
+#: Share of the measured learning rate a whole generation achieves: validation, checkpoint,
+#: heartbeats and the web server's share of the cores (0.7-0.8 measured on a 2-core VM).
+GENERATION_EFFICIENCY = 0.75
+#: The wall-clock backstop allows this many times the planned training time: the 4 s measurement
+#: runs on idle workers, while the run shares the cores with the web server, the cpu worker and
+#: whatever else the machine does (a loaded 2-core VM trained at 79 % of the plan). With twice
+#: the time, the env-step cap ends the run unless it trains at less than half the measured rate.
+WALL_CLOCK_MARGIN = 2.0
+
+
+@dataclass(frozen=True)
+class DemoProfile:
+    """How big a demo tournament is on one kind of machine.
+
+    Attributes:
+        name: ``"cpu"``, ``"gpu"`` or ``"ci"``.
+        num_pods: the training pool (generations wanted at once).
+        hyperparameters: PPO settings (env count, rollout length); the rest keep the defaults.
+        training_s: seconds of training the whole run should take (budget wall clock).
+        generation_s: seconds one generation should take; sets ``generation_steps``.
+        tickers: tickers to trade (``None``: every ticker of the dataset).
+        generation_steps: fixed env steps per generation (``None``: from the measured rate).
+        generations: fixed number of generations of the run (``None``: from ``training_s``).
+        kind: the task kind, ``"portfolio"`` (:data:`DEMO_KIND`) or ``"stock_trading"``.
+        algorithm: the trainer's algorithm (``demo_setup --algorithm``); the hyperparameters it
+            does not have (an off-policy algorithm's ``rollout_steps``) are left out for it.
+    """
+
+    name: str
+    num_pods: int
+    hyperparameters: dict[str, Any]
+    training_s: float
+    generation_s: float
+    tickers: tuple[str, ...] | None = None
+    generation_steps: int | None = None
+    generations: int | None = None
+    kind: str = "portfolio"
+    algorithm: str = DEMO_ALGORITHM
+
+    @property
+    def rollout_batch(self) -> int:
+        """Env steps of one learning chunk, of which generations are whole multiples: one
+        rollout (``num_envs * rollout_steps``) for PPO and A2C, one vector step (``num_envs``)
+        for the off-policy algorithms (``engine.min_env_steps``)."""
+        return engine.min_env_steps(self.algorithm, _hyperparameters(self))
+
+
+#: The demo's task kind, chosen on validation scores only: in ``benchmarks/learning_quality.py``
+#: (README, "Learning quality") the portfolio tournament had the best validation score averaged
+#: over the three windows (0.18; portfolio single pod 0.17, top-3 ensemble 0.13, stock-trading
+#: single pod 0.09). ``demo_setup --kind stock_trading`` runs the stock-trading task instead.
+DEMO_KIND = "portfolio"
+#: PPO's reward scale for the portfolio env's daily log returns (~0.01), as in the benchmark.
+PORTFOLIO_REWARD_SCALE = 100.0
+
+#: A 2-core CPU: 256 envs per pod, PPO's default networks (64x64) and epochs (2), which train
+#: about 5x the env steps of 128x128 networks in the same time and score a better validation
+#: Sharpe on Dow-30 (0.81-0.90 against 0.66); 25 s generations, 8 minutes of training.
+CPU_PROFILE = DemoProfile(
+    name="cpu",
+    num_pods=4,
+    hyperparameters={"num_envs": 256, "rollout_steps": 16},
+    training_s=480.0,
+    generation_s=25.0,
+)
+#: One or more GPUs: 1,024 envs per pod (the GPU's parallelism), PPO's default networks and
+#: epochs; 5 minutes of training.
+GPU_PROFILE = DemoProfile(
+    name="gpu",
+    num_pods=4,
+    hyperparameters={"num_envs": 1024, "rollout_steps": 16},
+    training_s=300.0,
+    generation_s=15.0,
+)
+#: The acceptance test: 2 pods, 5 tickers, tiny networks, 8 generations of 2,048 env steps.
+CI_PROFILE = DemoProfile(
+    name="ci",
+    num_pods=2,
+    hyperparameters={"num_envs": 32, "rollout_steps": 16, "hidden_sizes": [32, 32]},
+    training_s=150.0,
+    generation_s=5.0,
+    tickers=("AAPL", "JPM", "KO", "MSFT", "WMT"),
+    generation_steps=2048,
+    generations=8,
+)
+
+
+def _hyperparameters(profile: DemoProfile) -> dict[str, Any]:
+    hp = dict(profile.hyperparameters)
+    if profile.kind == "portfolio":
+        hp.setdefault("reward_scale", PORTFOLIO_REWARD_SCALE)
+    own = engine.validate_hyperparameters(profile.algorithm, {})
+    return {k: v for k, v in hp.items() if k in own}
+
+
+def demo_mutation(algorithm: str) -> dict[str, Any]:
+    """The demo run's PBT mutation for ``algorithm``: :data:`MUTATION`'s bounds that it has,
+    else (SAC, TD3, DDPG) its actor and critic learning rates in the same range."""
+    own = engine.validate_hyperparameters(algorithm, {})
+    bounds = {k: v for k, v in MUTATION["bounds"].items() if k in own}
+    if not bounds:
+        low_high = MUTATION["bounds"]["learning_rate"]
+        bounds = {k: list(low_high) for k in ("actor_learning_rate", "critic_learning_rate") if k in own}
+    return {**MUTATION, "bounds": bounds}
+
+
+def _task_spec(dataset: Dataset, profile: DemoProfile) -> dict[str, Any]:
+    return {
+        "data": {"paths": dataset.source_paths(), "tickers": list(profile.tickers or dataset.tickers)},
+        "train": SPLITS["train"],
+        "validation": SPLITS["validation"],
+        "test": SPLITS["test"],
+        "kind": profile.kind,
+        "algorithm": profile.algorithm,
+        "hyperparameters": _hyperparameters(profile),
+    }
