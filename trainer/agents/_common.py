@@ -14,6 +14,7 @@ from typing import Any, ClassVar
 
 import torch
 
+from trainer.agents.networks import RunningMeanStd
 from trainer.errors import ConfigError, Diverged
 from trainer.jsonable import finite_or_none
 from trainer.nonfinite import labelled
@@ -319,6 +320,12 @@ class AgentBase:
         self.config.validate()
         self.obs_dim, self.action_dim = obs_dim, action_dim
         self.device = torch.device(device)
+
+    def _make_normalizer(self) -> RunningMeanStd | None:
+        """The running observation normalizer on the agent's device when the config asks for one
+        (``normalize_observations``, clipped to ``obs_clip``), else None."""
+        cfg = self.config
+        return RunningMeanStd(self.obs_dim, clip=cfg.obs_clip).to(self.device) if cfg.normalize_observations else None
 
     def _init_counters(self, seed: int) -> None:
         """The agent's generator (seeded with ``seed``) and its life counters, all at zero."""

@@ -7,8 +7,9 @@ envs step together for T steps, then ONE gradient step on the whole rollout of T
 Advantages come from GAE (arXiv 1506.02438; ``gae_lambda = 1`` gives the paper's n-step
 returns). It shares PPO's rollout storage (:class:`~trainer.buffers.rollout.RolloutBuffer`),
 GAE (:func:`~trainer.ops.gae.compute_gae`), Gaussian actor, value critic and observation
-normalizer; what differs from PPO is the loss (no ratio, no clip) and one pass per rollout.
-Everything here runs on plain autograd, so the module reads top to bottom.
+normalizer, and its loop (:meth:`trainer.agents._on_policy.OnPolicyAgent.learn`); what differs
+from PPO is the loss (no ratio, no clip) and one pass per rollout. Everything here runs on
+plain autograd.
 
 Tensor shapes: observations (E, obs_dim), actions (E, A) per env step; the rollout is (T, E, ...)
 and is flattened to (T * E, ...) for the update.
@@ -27,7 +28,7 @@ from torch import nn
 
 from trainer.agents._common import StopFn, seeded_init
 from trainer.agents._on_policy import Divergence, OnPolicyAgent, OnPolicyConfig
-from trainer.agents.networks import GaussianActor, RunningMeanStd, ValueCritic
+from trainer.agents.networks import GaussianActor, ValueCritic
 from trainer.buffers.rollout import RolloutBuffer
 from trainer.nonfinite import first_nonfinite, nonfinite_kind
 from trainer.ops.losses import a2c_loss
@@ -146,9 +147,7 @@ class A2CAgent(OnPolicyAgent):
         with seeded_init(seed):
             self.actor = GaussianActor(obs_dim, action_dim, cfg.hidden_sizes, cfg.init_log_std).to(self.device)
             self.critic = ValueCritic(obs_dim, cfg.hidden_sizes).to(self.device)
-        self.obs_rms = (
-            RunningMeanStd(obs_dim, clip=cfg.obs_clip).to(self.device) if cfg.normalize_observations else None
-        )
+        self.obs_rms = self._make_normalizer()
         params = [*self.actor.parameters(), *self.critic.parameters()]
         self.optimizer = torch.optim.Adam(params, lr=cfg.learning_rate, eps=1e-5)
         self._init_counters(seed)

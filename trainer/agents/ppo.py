@@ -26,7 +26,7 @@ import torch
 
 from trainer.agents._common import StopFn, seeded_init
 from trainer.agents._on_policy import Divergence, OnPolicyAgent, OnPolicyConfig
-from trainer.agents.networks import FlatActorCritic, FlatAdam, GaussianActor, RunningMeanStd, ValueCritic, mlp_forward
+from trainer.agents.networks import FlatActorCritic, FlatAdam, GaussianActor, ValueCritic, mlp_forward
 from trainer.agents.ppo_reference import reference_optimizer, reference_step
 from trainer.buffers.rollout import RolloutBatch, RolloutBuffer
 from trainer.errors import ConfigError
@@ -205,9 +205,7 @@ class PPOAgent(OnPolicyAgent):
         self.critic.to(self.device)
         # every parameter becomes a view into one flat tensor (see FlatActorCritic)
         self.net = FlatActorCritic(self.actor, self.critic)
-        self.obs_rms = (
-            RunningMeanStd(obs_dim, clip=cfg.obs_clip).to(self.device) if cfg.normalize_observations else None
-        )
+        self.obs_rms = self._make_normalizer()
         self.optimizer = FlatAdam(self.net.flat.data, self.net.grad, lr=cfg.learning_rate, eps=1e-5)
         self._init_counters(seed)
 

@@ -25,7 +25,7 @@ from torch import nn
 
 from trainer.agents._common import make_adam, seeded_init, set_lr
 from trainer.agents._off_policy import OffPolicyAgent, OffPolicyConfig
-from trainer.agents.networks import DeterministicPolicy, RunningMeanStd, SquashedGaussianActor, TwinQ
+from trainer.agents.networks import DeterministicPolicy, SquashedGaussianActor, TwinQ
 from trainer.buffers.replay import ReplayBuffer
 from trainer.ops.losses import sac_actor_loss, sac_critic_loss, sac_critic_target, sac_temperature_loss
 
@@ -151,9 +151,7 @@ class SACAgent(OffPolicyAgent):
         self.critic_target = copy.deepcopy(self.critic).requires_grad_(False)
         for module in (self.actor, self.critic, self.critic_target):
             module.to(self.device)
-        self.obs_rms = (
-            RunningMeanStd(obs_dim, clip=cfg.obs_clip).to(self.device) if cfg.normalize_observations else None
-        )
+        self.obs_rms = self._make_normalizer()
         self.log_alpha = torch.tensor(math.log(cfg.initial_alpha), device=self.device, requires_grad=True)
         self.actor_optimizer = make_adam(self.actor.parameters(), cfg.actor_learning_rate, self.device)
         self.critic_optimizer = make_adam(self.critic.parameters(), cfg.critic_learning_rate, self.device)

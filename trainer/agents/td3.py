@@ -34,7 +34,7 @@ from torch import nn
 
 from trainer.agents._common import make_adam, seeded_init, set_lr
 from trainer.agents._off_policy import OffPolicyAgent, OffPolicyConfig
-from trainer.agents.networks import DeterministicPolicy, RunningMeanStd, mlp
+from trainer.agents.networks import DeterministicPolicy, mlp
 from trainer.agents.sac import PENDULUM_SAC
 from trainer.buffers.replay import ReplayBuffer
 from trainer.ops.losses import td3_actor_loss, td3_critic_loss, td3_critic_target, td3_target_action
@@ -190,9 +190,7 @@ class TD3Agent(OffPolicyAgent):
         self.critic_target = copy.deepcopy(self.critic).requires_grad_(False)
         for module in (self.actor, self.critic, self.actor_target, self.critic_target):
             module.to(self.device)
-        self.obs_rms = (
-            RunningMeanStd(obs_dim, clip=cfg.obs_clip).to(self.device) if cfg.normalize_observations else None
-        )
+        self.obs_rms = self._make_normalizer()
         self.actor_optimizer = make_adam(self.actor.parameters(), cfg.actor_learning_rate, self.device)
         self.critic_optimizer = make_adam(self.critic.parameters(), cfg.critic_learning_rate, self.device)
         self.replay = ReplayBuffer(cfg.buffer_size, obs_dim, action_dim, self.device)

@@ -106,15 +106,50 @@ def _bounded(field_class, bound: bounds.Bound, *, help_text: str = "", **kwargs)
     return field_class(label=bound.label, help_text=text, widget=widget, validators=[within], **kwargs)
 
 
-def _date(label: str) -> forms.DateField:
-    return forms.DateField(label=label, widget=forms.DateInput(attrs={"type": "date"}))
+class SplitBoundField(forms.CharField):
+    """A split bound: a day ``YYYY-MM-DD`` for any dataset, or ``YYYY-MM-DD HH:MM`` (exchange
+    time, America/New_York, compared with bar-end stamps) for an intraday dataset; the clean
+    value is that text (``engine.parse_moment``). Whether a time of day fits the dataset is
+    checked by :meth:`RunForm.clean`."""
+
+    widget = forms.TextInput
+
+    def __init__(self, **kwargs) -> None:
+        super().__init__(max_length=19, **kwargs)
+        self.widget.attrs.update(
+            {
+                "placeholder": "YYYY-MM-DD",
+                "pattern": r"\d{4}-\d{2}-\d{2}([ T]\d{2}:\d{2}(:\d{2})?)?",
+                "title": "YYYY-MM-DD, or YYYY-MM-DD HH:MM (exchange time) for an intraday dataset",
+                "class": "split-bound",
+            }
+        )
+
+    def to_python(self, value):
+        text = super().to_python(value)
+        if text in self.empty_values:
+            return text
+        try:
+            return engine.parse_moment(text, "date")
+        except AppError:
+            raise forms.ValidationError(
+                "Enter a date YYYY-MM-DD (or YYYY-MM-DD HH:MM, exchange time, for an intraday dataset)."
+            ) from None
+
+
+def _date(label: str) -> SplitBoundField:
+    return SplitBoundField(label=label)
 
 
 class RunForm(forms.Form):
     """Everything a new run needs: task (data, splits, env, algorithm) and tournament."""
 
     name = forms.CharField(max_length=200, required=False, help_text="Defaults to the task name.")
-    dataset = forms.ModelChoiceField(queryset=None, help_text="Daily OHLCV data; upload one on the Datasets page.")
+    dataset = forms.ModelChoiceField(
+        queryset=None,
+        help_text="Daily or intraday OHLCV data; upload one on the Datasets page. Split dates of an intraday "
+        "dataset may carry a time, YYYY-MM-DD HH:MM (exchange time, bar end).",
+    )
     tickers = forms.CharField(
         required=False, help_text="Comma-separated subset of the dataset's tickers; empty = all of them."
     )
@@ -229,6 +264,21 @@ class RunForm(forms.Form):
             )
             self.initial.setdefault("mutation", default_mutation(self.initial.get("algorithm", "ppo")))
 
+    def clean(self):
+        data = super().clean()
+        dataset = data.get("dataset")
+        if dataset is not None and not dataset.intraday:
+            for split in ("train", "validation", "test"):
+                for side in ("start", "end"):
+                    key = f"{split}_{side}"
+                    if len(data.get(key) or "") > 10:
+                        self.add_error(
+                            key,
+                            f"{dataset.name} holds daily bars: give a date YYYY-MM-DD (a time of day needs an "
+                            "intraday dataset)",
+                        )
+        return data
+
     def clean_hyperparameters(self) -> dict:
         value = self.cleaned_data["hyperparameters"]
         if not isinstance(value, dict):
@@ -252,9 +302,7 @@ class RunForm(forms.Form):
             "dataset": d["dataset"],
             "name": d["name"] or f"{d['dataset'].name} {d['algorithm']}",
             "tickers": d["tickers"] or None,
-            "splits": {
-                s: [d[f"{s}_start"].isoformat(), d[f"{s}_end"].isoformat()] for s in ("train", "validation", "test")
-            },
+            "splits": {s: [d[f"{s}_start"], d[f"{s}_end"]] for s in ("train", "validation", "test")},
             "env": self._env(),
             "algorithm": d["algorithm"],
             "hyperparameters": d["hyperparameters"],

@@ -112,7 +112,7 @@ def test_a_worker_killed_mid_generation_loses_no_agent_and_makes_no_duplicate(wo
     assert victim in workers.procs
     workers.kill9(victim)
     workers.start("gamma")
-    _wait(lambda: _status(run) == Run.Status.FINISHED, timeout=150, reap_after=3, what="the run to finish")
+    _wait(lambda: _status(run) == Run.Status.FINISHED, timeout=300, reap_after=3, what="the run to finish")
 
     victim_gen.refresh_from_db()
     assert victim_gen.status == Generation.Status.DONE

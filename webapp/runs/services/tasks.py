@@ -74,7 +74,7 @@ def task_create(
     env = env or {}
     hyperparameters = hyperparameters or {}
     spec = {
-        "data": {"paths": dataset.source_paths(), "tickers": tickers},
+        "data": {"paths": dataset.source_paths(), "tickers": tickers, **dataset.data_options()},
         "train": splits["train"],
         "validation": splits["validation"],
         "test": splits["test"],
@@ -103,6 +103,7 @@ def task_create(
             named=named,
             file_names=dataset.file_names(),
             benchmark_path=settings.PADDOCK_BENCHMARK_FILE,
+            intraday=dataset.intraday,
         )
     bounds.raise_all(fields)
     normalized = engine.validate_task(spec)  # what depends on several fields at once
