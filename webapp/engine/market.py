@@ -158,7 +158,7 @@ def serve_act(
         cache_size: sessions kept (the first call's value sizes the cache).
 
     Returns:
-        The JSON answer (see ``trainer/serving.py``).
+        The JSON answer (see ``trainer/serving/``).
 
     Raises:
         TrainerError: bad body (``DataError`` naming the field) or an unreadable bundle.

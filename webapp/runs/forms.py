@@ -222,9 +222,16 @@ class RunForm(forms.Form):
         required=False,
         widget=forms.CheckboxSelectMultiple,
         label="Mixed tournament",
-        help_text="Other algorithms fresh pods may train, round-robin by pod index (pod 0 the algorithm above); "
-        "they take the settings above that they share and their defaults for the rest. Children keep their "
-        "parent's algorithm. None ticked = the algorithm above alone.",
+        help_text="Other algorithms fresh pods may train, round-robin by pod index (pod 0 the algorithm above). "
+        "Children keep their parent's algorithm. None ticked = the algorithm above alone.",
+    )
+    algorithm_hyperparameters = forms.JSONField(
+        required=False,
+        label="Their settings",
+        widget=forms.Textarea(attrs={"rows": 4, "spellcheck": "false"}),
+        help_text='JSON object per ticked algorithm, e.g. {"sac": {"actor_learning_rate": 0.001}}. Each takes '
+        "these values, then the settings above that it shares (num_envs, gamma, hidden_sizes...), then its "
+        "defaults.",
     )
 
     budget = forms.ModelChoiceField(queryset=None, help_text="The compute this run draws on.")
@@ -285,6 +292,12 @@ class RunForm(forms.Form):
             raise forms.ValidationError('Enter a JSON object, e.g. {"learning_rate": 0.0003}.')
         return value
 
+    def clean_algorithm_hyperparameters(self) -> dict:
+        value = self.cleaned_data.get("algorithm_hyperparameters") or {}
+        if not isinstance(value, dict):
+            raise forms.ValidationError('Enter a JSON object, e.g. {"sac": {"tau": 0.01}}.')
+        return value
+
     def clean_mutation(self) -> dict:
         value = self.cleaned_data.get("mutation") or {}
         if not isinstance(value, dict):
@@ -307,6 +320,7 @@ class RunForm(forms.Form):
             "algorithm": d["algorithm"],
             "hyperparameters": d["hyperparameters"],
             "algorithms": [d["algorithm"], *(a for a in d.get("algorithms") or [] if a != d["algorithm"])],
+            "algorithm_hyperparameters": d.get("algorithm_hyperparameters") or {},
             "kind": d.get("kind") or "stock_trading",
             "selection": {"rule": d.get("selection_rule") or "mean_minus_std"},
         }
@@ -352,10 +366,11 @@ class RunForm(forms.Form):
 # Dotted names in service messages, as the form says them: the split bounds in words, and no
 # prefix on env fields and JSON keys (the form shows those under their own label / as typed).
 _DOTTED_NAME = re.compile(
-    r"\b(train|validation|test)\.(start|end)\b|\b(?:env|hyperparameters|mutation|ppo|a2c|sac|td3|ddpg)\.(?=\w)"
+    r"\b(train|validation|test)\.(start|end)\b"
+    r"|\b(?:env|algorithm_hyperparameters|hyperparameters|mutation|ppo|a2c|sac|td3|ddpg)\.(?=\w)"
 )
 _SPLIT_WORDS = {"train": "training", "validation": "validation", "test": "test"}
-_JSON_FIELDS = ("hyperparameters", "mutation")
+_JSON_FIELDS = ("hyperparameters", "mutation", "algorithm_hyperparameters")
 
 
 def field_error_text(name: str, target: str | None, message: str) -> str:
@@ -382,7 +397,7 @@ def _field_for(name: str, fields: dict) -> str | None:
         return f"{head}_start"
     if head == "env" and rest in fields:
         return rest
-    if head in ("hyperparameters", "mutation", "algorithm", "tickers"):
+    if head in ("hyperparameters", "mutation", "algorithm", "tickers", "algorithm_hyperparameters"):
         return head
     if head == "data":
         return "dataset"
@@ -398,6 +413,7 @@ def initial_from_run(run: Run) -> dict[str, Any]:
         "tickers": ", ".join(task.tickers),
         "algorithm": task.algorithm,
         "algorithms": list(task.algorithms or [])[1:],
+        "algorithm_hyperparameters": dict(task.algorithm_hyperparameters or {}),
         "hyperparameters": task.hyperparameters,
         "kind": task.kind,
         "selection_rule": (task.selection or {}).get("rule", "mean_minus_std"),
