@@ -192,6 +192,7 @@ def main() -> None:
         if n == 1 and floor_p50 is not None:
             verdict.append(f"{name}: {p50 - floor_p50:.2f} ms ({'met' if p50 - floor_p50 < 5 else 'MISSED'})")
     print("\ntarget: HTTP overhead p50 < 5 ms for one observation; " + "; ".join(verdict))
+    print(f"load average at the end (1, 5, 15 min): {', '.join(f'{x:.1f}' for x in os.getloadavg())}")
 
 
 if __name__ == "__main__":

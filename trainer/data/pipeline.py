@@ -237,7 +237,7 @@ def load_market_data(spec: DataSpec, *, data_dir=None, cache_dir=None) -> Market
             cached = _read_cache(path, key)
             if cached is not None:
                 return cached
-    panel = load_panel(files, tickers=spec.tickers)
+    panel = load_panel(files, tickers=spec.tickers, **spec.loader_options())
     data = build_market_data(
         panel,
         tickers=spec.tickers,

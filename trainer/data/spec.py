@@ -8,8 +8,11 @@ from pathlib import Path
 
 from trainer.data.coverage import MISSING_POLICIES, _check_date
 from trainer.data.indicators import DEFAULT_INDICATORS, validate_indicators
+from trainer.data.intraday import check_options
 from trainer.data.loading import check_ticker
 from trainer.errors import ConfigError, DataError
+
+_LOADER_DEFAULTS = {"timezone": "auto", "bar_label": "auto", "session": "regular"}
 
 
 @dataclass
@@ -26,6 +29,9 @@ class DataSpec:
         turbulence: compute FinRL's turbulence index (else it is all 0).
         missing_policy: ``"drop"`` drops late-listing tickers, ``"start_later"`` starts the
             range when every chosen ticker has data (see the module doc).
+        timezone, bar_label, session: the loader's intraday options (see
+            :func:`trainer.data.load_panel`: ``"auto"``, ``"auto"``, ``"regular"`` by default);
+            left out of :meth:`to_dict` at their defaults, so daily specs are unchanged.
 
     Raises:
         ConfigError: on construction, a field of the wrong type or value, naming the field.
@@ -38,6 +44,9 @@ class DataSpec:
     indicators: tuple[str, ...] = DEFAULT_INDICATORS
     turbulence: bool = True
     missing_policy: str = "drop"
+    timezone: str = "auto"
+    bar_label: str = "auto"
+    session: str = "regular"
 
     def __post_init__(self) -> None:
         if isinstance(self.paths, str | Path):
@@ -71,11 +80,20 @@ class DataSpec:
                 f"missing_policy must be one of {', '.join(MISSING_POLICIES)}, not {self.missing_policy!r}",
                 field="missing_policy",
             )
+        options = check_options(timezone=self.timezone, bar_label=self.bar_label, session=self.session)
+        self.timezone, self.bar_label, self.session = options["timezone"], options["bar_label"], options["session"]
+
+    def loader_options(self) -> dict[str, str]:
+        """``timezone``, ``bar_label`` and ``session`` for :func:`trainer.data.load_panel`."""
+        return {"timezone": self.timezone, "bar_label": self.bar_label, "session": self.session}
 
     def to_dict(self) -> dict:
         """Plain JSON-able dict (lists, strings, bools, null)."""
         d = asdict(self)
         d["indicators"] = list(self.indicators)
+        for key, default in _LOADER_DEFAULTS.items():
+            if d[key] == default:
+                del d[key]
         return d
 
     @classmethod
@@ -94,7 +112,7 @@ class DataSpec:
         dot = f"{prefix}." if prefix else ""
         if not isinstance(data, dict):
             raise ConfigError(f"{prefix or 'data'} must be an object", field=prefix or "data")
-        known = {"paths", "tickers", "start", "end", "indicators", "turbulence", "missing_policy"}
+        known = {"paths", "tickers", "start", "end", "indicators", "turbulence", "missing_policy", *_LOADER_DEFAULTS}
         for key in data:
             if key not in known:
                 raise ConfigError(

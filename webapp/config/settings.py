@@ -282,6 +282,12 @@ CELERY_BEAT_SCHEDULE = {
         "schedule": 60.0,
         "options": {"queue": "cpu", "expires": 60.0},
     },
+    # act-call counters are kept in Redis by the web processes (webapp/serving/counters.py)
+    "flush-serve-counters": {
+        "task": "webapp.serving.tasks.flush_serve_counters",
+        "schedule": 30.0,
+        "options": {"queue": "cpu", "expires": 30.0},
+    },
 }
 
 PADDOCK_TORCH_THREADS = env_int("PADDOCK_TORCH_THREADS", 1, minimum=1)

@@ -41,7 +41,13 @@ from webapp.engine.generations import (  # noqa: E402
     measure_training_throughput,
     train_generation,
 )
-from webapp.engine.market import MarketFiles, download_daily_bars, inspect_market_files, serve_act  # noqa: E402
+from webapp.engine.market import (  # noqa: E402
+    MarketFiles,
+    download_daily_bars,
+    inspect_market_files,
+    loader_options,
+    serve_act,
+)
 from webapp.engine.tasks import (  # noqa: E402
     algorithms,
     check_benchmark_coverage,
@@ -54,6 +60,7 @@ from webapp.engine.tasks import (  # noqa: E402
     demo_task,
     min_env_steps,
     parse_day,
+    parse_moment,
     preload_trainer,
     resolve_device,
     validate_hyperparameters,
@@ -95,10 +102,12 @@ __all__ = [
     "download_daily_bars",
     "export_bundle",
     "inspect_market_files",
+    "loader_options",
     "measure_training_throughput",
     "min_env_steps",
     "mutate_hyperparameters",
     "parse_day",
+    "parse_moment",
     "preload_trainer",
     "prune_leaderboard",
     "resolve_device",

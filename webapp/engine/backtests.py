@@ -139,12 +139,16 @@ class AgentBacktest:
         tickers: the traded tickers, in the policy's action order.
         env_config: the trading rules used (JSON-able).
         start, end: first and last day, ``YYYY-MM-DD``.
-        num_days: trading days in the window.
+        num_days: trading days (sessions) in the window.
         metric_contract: how the metrics are defined (``trainer.backtest.metrics``).
         notes: what the backtest engine noted.
         policy: ``{"kind": "checkpoint" | "bundle", "algorithm": ...}``.
         price_basis: ``{"agent", "benchmark"}``, the close each side used, read from the
             files: ``"adjusted close"`` or ``"raw close"``.
+        benchmark: ``{"file", "basis", "note"}``: the file QQQ was read from (the data file
+            itself when it holds intraday QQQ bars), the comparison basis (``"daily"``,
+            ``"bars"``, ``"session_closes"``, see ``trainer.backtest.benchmark``) and the
+            sentence saying so.
     """
 
     daily: Any
@@ -158,6 +162,7 @@ class AgentBacktest:
     notes: list[str]
     policy: dict[str, Any]
     price_basis: dict[str, str] = field(default_factory=dict)
+    benchmark: dict[str, str] = field(default_factory=dict)
 
 
 def backtest_agent(
@@ -252,11 +257,16 @@ def backtest_agent(
         env_config=to_jsonable(result.env_config.to_dict()),
         start=str(daily.index[0].date()),
         end=str(daily.index[-1].date()),
-        num_days=int(len(daily)),
+        num_days=int(daily.index.normalize().nunique()),  # sessions: an intraday day has many rows
         metric_contract=METRIC_CONTRACT,
         notes=[str(n) for n in result.notes],
         policy={"kind": info["kind"], "algorithm": info["algorithm"]},
         price_basis=basis,
+        benchmark={
+            "file": Path(benchmark_path).name,
+            "basis": result.benchmark_basis,
+            "note": next((n for n in result.notes if n.startswith(f"{BENCHMARK_TICKER}:")), ""),
+        },
     )
 
 

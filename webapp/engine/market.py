@@ -7,7 +7,7 @@ import io
 import threading
 from collections import OrderedDict
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -17,15 +17,17 @@ from webapp.core.errors import AppError
 
 @dataclass(frozen=True)
 class MarketFiles:
-    """What a set of daily price files holds (:func:`inspect_market_files`,
+    """What a set of daily or intraday price files holds (:func:`inspect_market_files`,
     :func:`download_daily_bars`).
 
     Attributes:
         tickers: the tickers, sorted.
         start, end: first and last date, ``YYYY-MM-DD``.
-        rows: rows of the long layout (one per ticker and day).
+        rows: rows of the long layout (one per ticker and day, or bar).
         notes: the loader's report (adjustments, merged duplicates...) and every ticker that
             starts late, ends early or misses days (named with the dates).
+        bars: ``trainer.data.intraday.BarInfo.to_dict()``: interval, session, periods per year,
+            bar label and time zone (used and detected), half days, missing-bar report.
     """
 
     tickers: list[str]
@@ -33,14 +35,40 @@ class MarketFiles:
     end: str
     rows: int
     notes: list[str]
+    bars: dict[str, Any] = field(default_factory=dict)
 
 
-def inspect_market_files(paths: Sequence[str | Path], *, tickers: Sequence[str] | None = None) -> MarketFiles:
-    """Load and validate daily OHLCV files; report what they hold.
+def loader_options(raw: dict[str, Any] | None) -> dict[str, str]:
+    """The intraday loader options a user chose (``timezone``, ``bar_label``, ``session``),
+    checked, with the defaults (``auto``, ``auto``, ``regular``) left out.
+
+    Raises:
+        AppError: an unknown value, naming the option in ``fields``.
+    """
+    from trainer.data.intraday import check_options
+    from trainer.errors import ConfigError
+
+    chosen = {k: v for k, v in (raw or {}).items() if v not in (None, "")}
+    unknown = sorted(set(chosen) - {"timezone", "bar_label", "session"})
+    if unknown:
+        raise AppError(f"{unknown[0]}: unknown loader option", fields={unknown[0]: "unknown option"})
+    try:
+        checked = check_options(**chosen)
+    except ConfigError as exc:
+        raise AppError.from_trainer(exc, prefix="") from exc
+    defaults = check_options()
+    return {k: v for k, v in checked.items() if v != defaults[k]}
+
+
+def inspect_market_files(
+    paths: Sequence[str | Path], *, tickers: Sequence[str] | None = None, options: dict[str, str] | None = None
+) -> MarketFiles:
+    """Load and validate daily or intraday OHLCV files; report what they hold.
 
     Args:
         paths: absolute file (or folder) paths.
         tickers: keep only these tickers (``None`` = all in the files).
+        options: intraday loader options (:func:`loader_options`), e.g. ``{"bar_label": "end"}``.
 
     Returns:
         :class:`MarketFiles`.
@@ -49,23 +77,29 @@ def inspect_market_files(paths: Sequence[str | Path], *, tickers: Sequence[str] 
         AppError: the files cannot be used (missing, bad rows, unknown tickers), naming the
             file, row or ticker in ``fields``.
     """
+    from trainer.data.intraday import bar_info
     from trainer.data.loading import load_panel
     from trainer.data.pipeline import coverage_notes
 
     try:
-        panel = load_panel([str(p) for p in paths], tickers=tickers)
+        panel = load_panel([str(p) for p in paths], tickers=tickers, **(options or {}))
     except TrainerError as exc:
         raise AppError.from_trainer(exc, prefix="") from exc
     if panel.empty:
         raise AppError("the files hold no rows", fields={"paths": "the files hold no rows"})
     dates = panel["date"]
-    notes = [str(n) for n in panel.attrs.get("notes", [])] + coverage_notes(panel[["date", "tic"]])
+    bars = bar_info(panel)
+    pairs = panel[["date", "tic"]]
+    if bars.intraday:  # coverage by day; missing bars inside a day are in the bar report
+        pairs = pairs.assign(date=dates.dt.normalize()).drop_duplicates()
+    notes = [str(n) for n in panel.attrs.get("notes", [])] + coverage_notes(pairs)
     return MarketFiles(
         tickers=sorted(str(t) for t in panel["tic"].unique()),
         start=dates.min().strftime("%Y-%m-%d"),
         end=dates.max().strftime("%Y-%m-%d"),
         rows=int(len(panel)),
         notes=notes,
+        bars=bars.to_dict(),
     )
 
 
@@ -124,7 +158,7 @@ def serve_act(
         cache_size: sessions kept (the first call's value sizes the cache).
 
     Returns:
-        The JSON answer (see ``trainer/serving.py``).
+        The JSON answer (see ``trainer/serving/``).
 
     Raises:
         TrainerError: bad body (``DataError`` naming the field) or an unreadable bundle.

@@ -112,6 +112,21 @@ def parse_day(value: Any, field: str) -> str:
         raise AppError.from_trainer(exc) from exc
 
 
+def parse_moment(value: Any, field: str) -> str:
+    """A split bound: ``YYYY-MM-DD``, or ``YYYY-MM-DD HH:MM`` exchange time for intraday data
+    (``trainer.dates.parse_moment``).
+
+    Raises:
+        AppError: neither, naming ``field``.
+    """
+    from trainer.dates import parse_moment as trainer_parse_moment
+
+    try:
+        return trainer_parse_moment(value, field)
+    except TrainerError as exc:
+        raise AppError.from_trainer(exc) from exc
+
+
 def clean_tickers(values: Sequence[Any], *, field: str = "tickers") -> list[str]:
     """Ticker symbols a user typed, stripped and upper-cased (``trainer.data.loading.check_ticker``:
     1 to 20 letters, digits, ``.``, ``-``, ``^``, ``=``).
@@ -204,6 +219,7 @@ def check_task_data(
     named: bool,
     file_names: dict[str, str],
     benchmark_path: str | Path,
+    intraday: bool = False,
 ) -> dict[str, Any]:
     """Decide a task's tickers over its range and check its splits, when the task is created.
 
@@ -222,6 +238,8 @@ def check_task_data(
             its first and last day and the range; otherwise it is dropped with a note.
         file_names: server path -> the name the user knows the file by.
         benchmark_path: ``PADDOCK_BENCHMARK_FILE``.
+        intraday: the dataset holds intraday bars: split bounds may then be ``YYYY-MM-DD HH:MM``
+            (checked here on days; training checks the bars themselves).
 
     Returns:
         ``{"tickers": [...] traded, "notes": [...]}``: every decision (dropped tickers,
@@ -238,11 +256,14 @@ def check_task_data(
     try:
         pairs = _ticker_days(paths, tickers)
         plan = plan_tickers(
-            pairs, tickers=list(tickers) if named else None, start=ranges["train"][0], end=ranges["test"][1]
+            pairs,
+            tickers=list(tickers) if named else None,
+            start=ranges["train"][0][:10],  # the day of a YYYY-MM-DD HH:MM bound
+            end=ranges["test"][1][:10],
         )
         kept = list(plan.tickers)
         days = np.unique(pairs.loc[pairs["tic"].isin(kept), "date"].to_numpy().astype("datetime64[D]"))
-        check_split_days(ranges, days)
+        check_split_days(ranges, days, intraday=intraday)
         notes = check_coverage(ranges, days, what="data", file=shown, strict_start=False)
     except TrainerError as exc:
         raise AppError.from_trainer(exc).with_names(file_names) from exc

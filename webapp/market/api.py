@@ -36,11 +36,14 @@ class DatasetViewSet(
         form = DatasetCreateSerializer(data=request.data)
         form.is_valid(raise_exception=True)
         d = form.validated_data
+        options = {k: d[k] for k in ("timezone", "bar_label", "session") if d.get(k)}
         if d.get("file"):
-            dataset = services.dataset_create_from_upload(owner=request.user, name=d["name"], upload=d["file"])
+            dataset = services.dataset_create_from_upload(
+                owner=request.user, name=d["name"], upload=d["file"], options=options
+            )
         else:
             dataset = services.dataset_create_from_files(
-                owner=request.user, name=d["name"], paths=d["paths"], tickers=d.get("tickers") or None
+                owner=request.user, name=d["name"], paths=d["paths"], tickers=d.get("tickers") or None, options=options
             )
         return Response(DatasetSerializer(dataset).data, status=status.HTTP_201_CREATED)
 

@@ -18,6 +18,27 @@ class DatasetForm(forms.Form):
         required=False, help_text="Or files of the shared data folder.", widget=forms.SelectMultiple(attrs={"size": 6})
     )
     tickers = forms.CharField(required=False, help_text="Comma-separated tickers to keep (data-folder files only).")
+    # intraday files only (several bars a day); daily files ignore them
+    timezone = forms.ChoiceField(
+        required=False,
+        choices=[("auto", "detect"), ("UTC", "UTC"), ("America/New_York", "exchange time (America/New_York)")],
+        initial="auto",
+        label="Intraday time zone",
+        help_text="Of stamps without an offset; detected from the column name (datetime_utc, datetime_et) or the times.",
+    )
+    bar_label = forms.ChoiceField(
+        required=False,
+        choices=[("auto", "detect"), ("start", "bar start"), ("end", "bar end")],
+        initial="auto",
+        label="Intraday stamps mark",
+        help_text="Whether a stamp is the bar's start or end; the guess is shown on the dataset page.",
+    )
+    session = forms.ChoiceField(
+        required=False,
+        choices=[("regular", "regular session 09:30-16:00 ET"), ("extended", "extended hours 04:00-20:00 ET")],
+        initial="regular",
+        label="Intraday session",
+    )
 
     def __init__(self, *args, **kwargs) -> None:
         super().__init__(*args, **kwargs)
@@ -27,6 +48,10 @@ class DatasetForm(forms.Form):
         raw = self.cleaned_data.get("tickers") or ""
         tickers = [t.strip().upper() for t in raw.split(",") if t.strip()]
         return tickers or None
+
+    def loader_options(self) -> dict[str, str]:
+        """The intraday loader options chosen (``services`` checks them)."""
+        return {k: self.cleaned_data.get(k) or "" for k in ("timezone", "bar_label", "session")}
 
     def clean(self):
         data = super().clean()

@@ -15,12 +15,16 @@ def uploads_storage() -> FileSystemStorage:
 
 
 class Dataset(models.Model):
-    """A set of daily OHLCV files, validated once when it was created.
+    """A set of daily or intraday OHLCV files, validated once when it was created.
 
     The source is either ``paths`` (files relative to ``PADDOCK_DATA_DIR``, shared read-only by
     every worker) or one ``upload`` stored under ``var/uploads``. ``tickers``, ``start_date``,
     ``end_date`` and ``notes`` are what the trainer's loader found when the dataset was
     created (adjustment choices, merged duplicates), shown to the user before a task is built.
+    ``interval`` (``1d``, ``1h``, ``30m``, ``15m``, ``5m``, ``1m``), ``session`` and ``bars``
+    (``trainer.data.intraday.BarInfo`` as a dict: bar label and time zone detected and used,
+    half days, missing-bar report) describe the bars; ``loader_options`` are the intraday
+    options the user chose (non-default ones only), passed to every task's data spec.
     """
 
     owner = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="datasets")
@@ -32,6 +36,12 @@ class Dataset(models.Model):
     start_date = models.DateField()
     end_date = models.DateField()
     notes = models.JSONField(default=list, blank=True, help_text="validation notes, one line each")
+    interval = models.CharField(max_length=8, default="1d", help_text="bar interval: 1d, 1h, 30m, 15m, 5m or 1m")
+    session = models.CharField(max_length=16, default="daily", help_text="daily, regular or extended")
+    bars = models.JSONField(default=dict, blank=True, help_text="what the loader found about the bars")
+    loader_options = models.JSONField(
+        default=dict, blank=True, help_text="intraday loader options chosen: timezone, bar_label, session"
+    )
     created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:
@@ -46,6 +56,15 @@ class Dataset(models.Model):
         if self.upload:
             return [self.upload.path]
         return [str(Path(settings.PADDOCK_DATA_DIR) / p) for p in self.paths]
+
+    @property
+    def intraday(self) -> bool:
+        return self.interval != "1d"
+
+    def data_options(self) -> dict[str, str]:
+        """The loader options a task's ``data`` spec needs to read these files as they were read
+        here (``trainer.data.DataSpec`` fields)."""
+        return dict(self.loader_options or {})
 
     def file_names(self) -> dict[str, str]:
         """Absolute path of each source file -> the name the user knows it by (for messages)."""

@@ -14,7 +14,21 @@ class DatasetSerializer(serializers.ModelSerializer):
 
     class Meta:
         model = Dataset
-        fields = ["id", "name", "source", "paths", "tickers", "start_date", "end_date", "notes", "created_at"]
+        fields = [
+            "id",
+            "name",
+            "source",
+            "paths",
+            "tickers",
+            "start_date",
+            "end_date",
+            "interval",
+            "session",
+            "bars",
+            "loader_options",
+            "notes",
+            "created_at",
+        ]
         read_only_fields = fields
 
     def get_source(self, obj: Dataset) -> str:
@@ -23,12 +37,17 @@ class DatasetSerializer(serializers.ModelSerializer):
 
 class DatasetCreateSerializer(serializers.Serializer):
     """``POST /api/datasets/``: multipart ``name`` + ``file``, or JSON ``name`` + ``paths``
-    (files relative to the shared data folder) and optional ``tickers``."""
+    (files relative to the shared data folder) and optional ``tickers``; intraday files take
+    the optional loader options ``timezone`` (``auto``, ``UTC``, ``America/New_York``),
+    ``bar_label`` (``auto``, ``start``, ``end``) and ``session`` (``regular``, ``extended``)."""
 
     name = serializers.CharField(max_length=200)
     file = serializers.FileField(required=False)
     paths = serializers.ListField(child=serializers.CharField(), required=False)
     tickers = serializers.ListField(child=serializers.CharField(max_length=20), required=False)
+    timezone = serializers.CharField(max_length=40, required=False, allow_blank=True)
+    bar_label = serializers.CharField(max_length=10, required=False, allow_blank=True)
+    session = serializers.CharField(max_length=10, required=False, allow_blank=True)
 
     def validate(self, attrs):
         if bool(attrs.get("file")) == bool(attrs.get("paths")):

@@ -43,7 +43,25 @@ def _relative_data_path(raw: str, index: int) -> str:
     return str(rel)
 
 
-def dataset_create_from_files(*, owner, name: str, paths: list[str], tickers: list[str] | None = None) -> Dataset:
+def _bars_fields(info, options: dict[str, str]) -> dict[str, Any]:
+    """The dataset fields that describe its bars, from the loader's report."""
+    bars = dict(info.bars or {})
+    return {
+        "interval": bars.get("interval", "1d"),
+        "session": bars.get("session", "daily"),
+        "bars": bars,
+        "loader_options": options,
+    }
+
+
+def dataset_create_from_files(
+    *,
+    owner,
+    name: str,
+    paths: list[str],
+    tickers: list[str] | None = None,
+    options: dict[str, Any] | None = None,
+) -> Dataset:
     """Create a dataset from files in ``PADDOCK_DATA_DIR``, validated by the trainer's loader.
 
     Args:
@@ -51,6 +69,8 @@ def dataset_create_from_files(*, owner, name: str, paths: list[str], tickers: li
         name: unique per user.
         paths: file (or folder) paths relative to the data folder.
         tickers: keep only these tickers (``None`` = all).
+        options: intraday loader options (``timezone``, ``bar_label``, ``session``); unset or
+            empty ones keep the defaults (detected zone and label, regular session).
 
     Raises:
         AppError: a path outside the data folder or missing (``paths.<i>``), or data the loader
@@ -62,9 +82,10 @@ def dataset_create_from_files(*, owner, name: str, paths: list[str], tickers: li
     rel = [_relative_data_path(p, i) for i, p in enumerate(paths)]
     if tickers is not None:
         tickers = engine.clean_tickers(tickers)
+    options = engine.loader_options(options)
     root = Path(settings.PADDOCK_DATA_DIR)
     try:
-        info = engine.inspect_market_files([root / p for p in rel], tickers=tickers)
+        info = engine.inspect_market_files([root / p for p in rel], tickers=tickers, options=options)
     except AppError as exc:  # name files as the user gave them, not by their server path
         raise exc.with_names({str(root / p): p for p in rel} | {f"{root}/": ""}) from exc
     with transaction.atomic():
@@ -76,13 +97,18 @@ def dataset_create_from_files(*, owner, name: str, paths: list[str], tickers: li
             start_date=info.start,
             end_date=info.end,
             notes=info.notes,
+            **_bars_fields(info, options),
         )
     dataset_preview_build(dataset)
     return dataset
 
 
-def dataset_create_from_upload(*, owner, name: str, upload: UploadedFile) -> Dataset:
+def dataset_create_from_upload(
+    *, owner, name: str, upload: UploadedFile, options: dict[str, Any] | None = None
+) -> Dataset:
     """Create a dataset from one uploaded CSV/CSV.gz/Parquet file (stored under var/uploads).
+
+    ``options`` are the intraday loader options, as for :func:`dataset_create_from_files`.
 
     Raises:
         AppError: a file type the loader does not read, or data it rejects; the stored file
@@ -94,12 +120,13 @@ def dataset_create_from_upload(*, owner, name: str, upload: UploadedFile) -> Dat
         raise AppError(
             "file: expected a .csv, .csv.gz or .parquet file", fields={"file": f"unsupported type: {upload.name}"}
         )
+    options = engine.loader_options(options)
     shown = Path(upload.name).name  # the user knows the file by its own name, not the stored one
     dataset = Dataset(owner=owner, name=name, start_date="1970-01-01", end_date="1970-01-01", upload_name=shown)
     dataset.upload.save(Path(upload.name).name, upload, save=False)
     stored = dataset.source_paths()
     try:
-        info = engine.inspect_market_files(stored)
+        info = engine.inspect_market_files(stored, options=options)
     except AppError as exc:
         dataset.upload.delete(save=False)
         raise exc.with_names({stored[0]: shown, Path(stored[0]).name: shown}) from exc
@@ -108,6 +135,9 @@ def dataset_create_from_upload(*, owner, name: str, upload: UploadedFile) -> Dat
     dataset.end_date = info.end
     stored_name = Path(stored[0]).name
     dataset.notes = [note.replace(stored_name, shown) for note in info.notes]
+    for key, value in _bars_fields(info, options).items():
+        setattr(dataset, key, value)
+    dataset.bars["timezone"] = str(dataset.bars.get("timezone", "")).replace(stored_name, shown)
     with transaction.atomic():
         dataset.save()
     dataset_preview_build(dataset)
@@ -117,7 +147,8 @@ def dataset_create_from_upload(*, owner, name: str, upload: UploadedFile) -> Dat
 def _read_prices(path: str) -> pd.DataFrame | None:
     """``date, tic, close`` rows of one already-validated file (adjusted close when present)."""
     lower = path.lower()
-    wanted = {"date", "tic", "ticker", "symbol", "adj_close", "adjusted_close", "close"}
+    stamps = ("date", "datetime", "timestamp", "datetime_utc", "datetime_et")
+    wanted = {*stamps, "tic", "ticker", "symbol", "adj_close", "adjusted_close", "close"}
     if lower.endswith((".parquet", ".pq")):
         frame = pd.read_parquet(path)
     else:  # only the columns the chart needs: under half the parsing time of the Dow-30 file
@@ -125,8 +156,10 @@ def _read_prices(path: str) -> pd.DataFrame | None:
     frame.columns = [str(c).strip().lower() for c in frame.columns]
     tic = next((c for c in ("tic", "ticker", "symbol") if c in frame.columns), None)
     close = next((c for c in ("adj_close", "adjusted_close", "close") if c in frame.columns), None)
-    if "date" not in frame.columns or close is None:
+    stamp = next((c for c in stamps if c in frame.columns), None)
+    if stamp is None or close is None:
         return None
+    frame = frame.rename(columns={stamp: "date"})
     out = pd.DataFrame(
         {
             "date": pd.to_datetime(frame["date"].astype(str).str.slice(0, 10), format="%Y-%m-%d", errors="coerce"),

@@ -33,11 +33,14 @@ def dataset_list(request: HttpRequest) -> HttpResponse:
     if request.method == "POST" and form.is_valid():
         d = form.cleaned_data
         try:
+            options = form.loader_options()
             if d["file"]:
-                dataset = services.dataset_create_from_upload(owner=request.user, name=d["name"], upload=d["file"])
+                dataset = services.dataset_create_from_upload(
+                    owner=request.user, name=d["name"], upload=d["file"], options=options
+                )
             else:
                 dataset = services.dataset_create_from_files(
-                    owner=request.user, name=d["name"], paths=d["paths"], tickers=d["tickers"]
+                    owner=request.user, name=d["name"], paths=d["paths"], tickers=d["tickers"], options=options
                 )
         except AppError as exc:
             error = exc

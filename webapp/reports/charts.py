@@ -38,6 +38,42 @@ def _layout(title: str, **extra: Any) -> dict[str, Any]:
     }
 
 
+def is_intraday(index: pd.Index) -> bool:
+    """True when the series' stamps carry a time of day (intraday bars, stamped at the bar end)."""
+    stamps = pd.DatetimeIndex(index)
+    return bool(len(stamps)) and bool((stamps != stamps.normalize()).any())
+
+
+def time_axis(index: pd.Index) -> dict[str, Any]:
+    """The x axis of a chart over ``index``: plain dates for daily series; for intraday bars a
+    date axis without the nights, weekends and exchange holidays (Plotly ``rangebreaks``), so a
+    session's last bar is drawn next to the next session's first."""
+    if not is_intraday(index):
+        return {}
+    stamps = pd.DatetimeIndex(index)
+    days = stamps.normalize().unique()
+    weekdays = pd.bdate_range(days[0], days[-1])
+    holidays = [d.strftime("%Y-%m-%d") for d in weekdays.difference(days)]
+    breaks: list[dict[str, Any]] = [{"bounds": ["sat", "mon"]}, {"bounds": [16, 9.5], "pattern": "hour"}]
+    if holidays:
+        breaks.append({"values": holidays})
+    return {"xaxis": {"type": "date", "rangebreaks": breaks}}
+
+
+def session_closes(values: pd.Series) -> pd.Series:
+    """Each session's last value, indexed by its day (a daily series is returned as it is)."""
+    if not is_intraday(values.index):
+        return values
+    stamps = pd.DatetimeIndex(values.index)
+    return values.groupby(stamps.normalize()).last()
+
+
+def stamp_label(value: Any) -> str:
+    """``YYYY-MM-DD`` for a daily row, ``YYYY-MM-DD HH:MM`` for an intraday bar."""
+    stamp = pd.Timestamp(value)
+    return stamp.strftime("%Y-%m-%d") if stamp == stamp.normalize() else stamp.strftime("%Y-%m-%d %H:%M")
+
+
 def drawdown(values: pd.Series) -> pd.Series:
     """Fall from the running peak of a value series, ``values / cummax(values) - 1``.
 
@@ -100,7 +136,11 @@ def equity_figure(daily: pd.DataFrame, extra: dict[str, pd.Series] | None = None
                 hovertemplate="%{y:$,.0f}",
             )
         )
-    fig.update_layout(**_layout("Equity curve", yaxis={"title": "account value (USD)", "tickformat": "$,.0f"}))
+    fig.update_layout(
+        **_layout(
+            "Equity curve", yaxis={"title": "account value (USD)", "tickformat": "$,.0f"}, **time_axis(daily.index)
+        )
+    )
     return fig
 
 
@@ -119,7 +159,9 @@ def drawdown_figure(daily: pd.DataFrame) -> go.Figure:
                 hovertemplate="%{y:.2%}",
             )
         )
-    fig.update_layout(**_layout("Drawdown (underwater)", yaxis={"title": "from peak", "tickformat": ".0%"}))
+    fig.update_layout(
+        **_layout("Drawdown (underwater)", yaxis={"title": "from peak", "tickformat": ".0%"}, **time_axis(daily.index))
+    )
     return fig
 
 
@@ -156,11 +198,14 @@ def monthly_heatmap_figure(daily: pd.DataFrame) -> go.Figure:
 
 
 def rolling_sharpe_figure(daily: pd.DataFrame, window: int = ROLLING_WINDOW) -> go.Figure:
-    """Trailing Sharpe ratio of the agent and QQQ."""
+    """Trailing Sharpe ratio of the agent and QQQ (intraday series: of their session closes,
+    so the window and the annualisation stay in trading days)."""
     fig = go.Figure()
+    days = len(session_closes(daily["account_value"]))
     for name, values in series_values(daily).items():
         if name == EQUAL_WEIGHT:
             continue
+        values = session_closes(values)
         fig.add_trace(
             go.Scatter(
                 x=values.index,
@@ -173,8 +218,8 @@ def rolling_sharpe_figure(daily: pd.DataFrame, window: int = ROLLING_WINDOW) -> 
             )
         )
     title = f"Rolling {window}-day Sharpe ratio"
-    if len(daily) <= window:
-        title += f" (needs more than {window} days; this backtest has {len(daily)})"
+    if days <= window:
+        title += f" (needs more than {window} days; this backtest has {days})"
     fig.update_layout(**_layout(title, yaxis={"title": "annualised Sharpe"}))
     return fig
 
@@ -223,7 +268,11 @@ def weights_figure(daily: pd.DataFrame) -> go.Figure | None:
     fig.add_trace(
         go.Scatter(x=daily.index, y=cash, name="cash", stackgroup="weights", mode="lines", hovertemplate="%{y:.1%}")
     )
-    fig.update_layout(**_layout("Positions: weight of each ticker", yaxis={"tickformat": ".0%", "range": [0, 1]}))
+    fig.update_layout(
+        **_layout(
+            "Positions: weight of each ticker", yaxis={"tickformat": ".0%", "range": [0, 1]}, **time_axis(daily.index)
+        )
+    )
     return fig
 
 
@@ -244,7 +293,7 @@ def trade_rows(daily: pd.DataFrame, *, limit: int = 200) -> tuple[list[dict[str,
                 )
             rows.append(
                 {
-                    "date": date.strftime("%Y-%m-%d"),
+                    "date": stamp_label(date),
                     "ticker": ticker,
                     "shares": float(shares),
                     "value": None if price is None else float(shares * price),

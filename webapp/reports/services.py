@@ -31,6 +31,7 @@ from webapp import engine
 from webapp.config.celery import app as celery_app
 from webapp.core.errors import AppError
 from webapp.market.models import Dataset
+from webapp.reports.charts import is_intraday
 from webapp.reports.models import Backtest
 from webapp.runs.models import Agent, Run
 from webapp.runs.selectors import task_spec
@@ -372,7 +373,11 @@ def _config(backtest: Backtest, output: engine.AgentBacktest) -> dict[str, Any]:
         },
         "benchmark": {
             "ticker": engine.BENCHMARK_TICKER,
-            "file": Path(settings.PADDOCK_BENCHMARK_FILE).name,
+            "file": (output.benchmark or {}).get("file") or Path(settings.PADDOCK_BENCHMARK_FILE).name,
+            # "daily", "bars" (QQQ's intraday bars) or "session_closes" (an intraday agent
+            # against daily QQQ), with the sentence saying so
+            "basis": (output.benchmark or {}).get("basis", ""),
+            "basis_note": (output.benchmark or {}).get("note", ""),
             # read from the file actually used, not assumed
             "price": basis.get("benchmark", "unknown"),
             "agent_price": basis.get("agent", "unknown"),
@@ -413,7 +418,8 @@ def backtest_execute(*, backtest_id: int) -> Backtest:
             agent_name=f"agent {agent.pk}",
         )
     buf = io.StringIO()
-    output.daily.to_csv(buf, index_label="date", date_format="%Y-%m-%d")  # full float precision
+    stamps = "%Y-%m-%d %H:%M" if is_intraday(output.daily.index) else "%Y-%m-%d"  # bars keep their time
+    output.daily.to_csv(buf, index_label="date", date_format=stamps)  # full float precision
     name = default_storage.save(daily_csv_name(backtest), ContentFile(buf.getvalue().encode("utf-8")))
     updated = Backtest.objects.filter(pk=backtest.pk, status=Backtest.Status.RUNNING).update(
         status=Backtest.Status.DONE,

@@ -1,6 +1,7 @@
 """Which algorithm a task's pods train: a task may allow several (a mixed tournament); fresh
-pods take them round-robin, children keep their parent's, each with the task's shared
-hyperparameters and its own defaults for the rest."""
+pods take them round-robin, children keep their parent's. Each algorithm trains with its own
+hyperparameters (``Task.algorithm_hyperparameters``, set when the task is created: the values
+given for it, the main algorithm's for the names they share, its defaults for the rest)."""
 
 from __future__ import annotations
 
@@ -27,12 +28,17 @@ def task_algorithms(task: Task) -> list[str]:
 
 
 def algorithm_hyperparameters(task: Task, algorithm: str) -> dict[str, Any]:
-    """The hyperparameters ``algorithm`` trains with on ``task``: the task's own for
-    ``task.algorithm``; for another allowed algorithm, the task's values of the names the two
-    share (``num_envs``, ``hidden_sizes``, ``gamma``...) and that algorithm's defaults for the rest.
+    """The hyperparameters ``algorithm`` trains with on ``task``: ``task.hyperparameters`` for
+    ``task.algorithm``; for another allowed algorithm, its entry of
+    ``task.algorithm_hyperparameters`` (complete, stored at creation); for a task created before
+    that field existed, the task's values of the names the two share (``num_envs``,
+    ``hidden_sizes``, ``gamma``...) and that algorithm's defaults for the rest.
     """
     if algorithm == task.algorithm:
         return dict(task.hyperparameters)
+    own = (task.algorithm_hyperparameters or {}).get(algorithm)
+    if own is not None:
+        return dict(own)
     return shared_hyperparameters(algorithm, task.hyperparameters)
 
 

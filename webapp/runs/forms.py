@@ -106,15 +106,50 @@ def _bounded(field_class, bound: bounds.Bound, *, help_text: str = "", **kwargs)
     return field_class(label=bound.label, help_text=text, widget=widget, validators=[within], **kwargs)
 
 
-def _date(label: str) -> forms.DateField:
-    return forms.DateField(label=label, widget=forms.DateInput(attrs={"type": "date"}))
+class SplitBoundField(forms.CharField):
+    """A split bound: a day ``YYYY-MM-DD`` for any dataset, or ``YYYY-MM-DD HH:MM`` (exchange
+    time, America/New_York, compared with bar-end stamps) for an intraday dataset; the clean
+    value is that text (``engine.parse_moment``). Whether a time of day fits the dataset is
+    checked by :meth:`RunForm.clean`."""
+
+    widget = forms.TextInput
+
+    def __init__(self, **kwargs) -> None:
+        super().__init__(max_length=19, **kwargs)
+        self.widget.attrs.update(
+            {
+                "placeholder": "YYYY-MM-DD",
+                "pattern": r"\d{4}-\d{2}-\d{2}([ T]\d{2}:\d{2}(:\d{2})?)?",
+                "title": "YYYY-MM-DD, or YYYY-MM-DD HH:MM (exchange time) for an intraday dataset",
+                "class": "split-bound",
+            }
+        )
+
+    def to_python(self, value):
+        text = super().to_python(value)
+        if text in self.empty_values:
+            return text
+        try:
+            return engine.parse_moment(text, "date")
+        except AppError:
+            raise forms.ValidationError(
+                "Enter a date YYYY-MM-DD (or YYYY-MM-DD HH:MM, exchange time, for an intraday dataset)."
+            ) from None
+
+
+def _date(label: str) -> SplitBoundField:
+    return SplitBoundField(label=label)
 
 
 class RunForm(forms.Form):
     """Everything a new run needs: task (data, splits, env, algorithm) and tournament."""
 
     name = forms.CharField(max_length=200, required=False, help_text="Defaults to the task name.")
-    dataset = forms.ModelChoiceField(queryset=None, help_text="Daily OHLCV data; upload one on the Datasets page.")
+    dataset = forms.ModelChoiceField(
+        queryset=None,
+        help_text="Daily or intraday OHLCV data; upload one on the Datasets page. Split dates of an intraday "
+        "dataset may carry a time, YYYY-MM-DD HH:MM (exchange time, bar end).",
+    )
     tickers = forms.CharField(
         required=False, help_text="Comma-separated subset of the dataset's tickers; empty = all of them."
     )
@@ -187,9 +222,16 @@ class RunForm(forms.Form):
         required=False,
         widget=forms.CheckboxSelectMultiple,
         label="Mixed tournament",
-        help_text="Other algorithms fresh pods may train, round-robin by pod index (pod 0 the algorithm above); "
-        "they take the settings above that they share and their defaults for the rest. Children keep their "
-        "parent's algorithm. None ticked = the algorithm above alone.",
+        help_text="Other algorithms fresh pods may train, round-robin by pod index (pod 0 the algorithm above). "
+        "Children keep their parent's algorithm. None ticked = the algorithm above alone.",
+    )
+    algorithm_hyperparameters = forms.JSONField(
+        required=False,
+        label="Their settings",
+        widget=forms.Textarea(attrs={"rows": 4, "spellcheck": "false"}),
+        help_text='JSON object per ticked algorithm, e.g. {"sac": {"actor_learning_rate": 0.001}}. Each takes '
+        "these values, then the settings above that it shares (num_envs, gamma, hidden_sizes...), then its "
+        "defaults.",
     )
 
     budget = forms.ModelChoiceField(queryset=None, help_text="The compute this run draws on.")
@@ -229,10 +271,31 @@ class RunForm(forms.Form):
             )
             self.initial.setdefault("mutation", default_mutation(self.initial.get("algorithm", "ppo")))
 
+    def clean(self):
+        data = super().clean()
+        dataset = data.get("dataset")
+        if dataset is not None and not dataset.intraday:
+            for split in ("train", "validation", "test"):
+                for side in ("start", "end"):
+                    key = f"{split}_{side}"
+                    if len(data.get(key) or "") > 10:
+                        self.add_error(
+                            key,
+                            f"{dataset.name} holds daily bars: give a date YYYY-MM-DD (a time of day needs an "
+                            "intraday dataset)",
+                        )
+        return data
+
     def clean_hyperparameters(self) -> dict:
         value = self.cleaned_data["hyperparameters"]
         if not isinstance(value, dict):
             raise forms.ValidationError('Enter a JSON object, e.g. {"learning_rate": 0.0003}.')
+        return value
+
+    def clean_algorithm_hyperparameters(self) -> dict:
+        value = self.cleaned_data.get("algorithm_hyperparameters") or {}
+        if not isinstance(value, dict):
+            raise forms.ValidationError('Enter a JSON object, e.g. {"sac": {"tau": 0.01}}.')
         return value
 
     def clean_mutation(self) -> dict:
@@ -252,13 +315,12 @@ class RunForm(forms.Form):
             "dataset": d["dataset"],
             "name": d["name"] or f"{d['dataset'].name} {d['algorithm']}",
             "tickers": d["tickers"] or None,
-            "splits": {
-                s: [d[f"{s}_start"].isoformat(), d[f"{s}_end"].isoformat()] for s in ("train", "validation", "test")
-            },
+            "splits": {s: [d[f"{s}_start"], d[f"{s}_end"]] for s in ("train", "validation", "test")},
             "env": self._env(),
             "algorithm": d["algorithm"],
             "hyperparameters": d["hyperparameters"],
             "algorithms": [d["algorithm"], *(a for a in d.get("algorithms") or [] if a != d["algorithm"])],
+            "algorithm_hyperparameters": d.get("algorithm_hyperparameters") or {},
             "kind": d.get("kind") or "stock_trading",
             "selection": {"rule": d.get("selection_rule") or "mean_minus_std"},
         }
@@ -304,10 +366,11 @@ class RunForm(forms.Form):
 # Dotted names in service messages, as the form says them: the split bounds in words, and no
 # prefix on env fields and JSON keys (the form shows those under their own label / as typed).
 _DOTTED_NAME = re.compile(
-    r"\b(train|validation|test)\.(start|end)\b|\b(?:env|hyperparameters|mutation|ppo|a2c|sac|td3|ddpg)\.(?=\w)"
+    r"\b(train|validation|test)\.(start|end)\b"
+    r"|\b(?:env|algorithm_hyperparameters|hyperparameters|mutation|ppo|a2c|sac|td3|ddpg)\.(?=\w)"
 )
 _SPLIT_WORDS = {"train": "training", "validation": "validation", "test": "test"}
-_JSON_FIELDS = ("hyperparameters", "mutation")
+_JSON_FIELDS = ("hyperparameters", "mutation", "algorithm_hyperparameters")
 
 
 def field_error_text(name: str, target: str | None, message: str) -> str:
@@ -334,7 +397,7 @@ def _field_for(name: str, fields: dict) -> str | None:
         return f"{head}_start"
     if head == "env" and rest in fields:
         return rest
-    if head in ("hyperparameters", "mutation", "algorithm", "tickers"):
+    if head in ("hyperparameters", "mutation", "algorithm", "tickers", "algorithm_hyperparameters"):
         return head
     if head == "data":
         return "dataset"
@@ -350,6 +413,7 @@ def initial_from_run(run: Run) -> dict[str, Any]:
         "tickers": ", ".join(task.tickers),
         "algorithm": task.algorithm,
         "algorithms": list(task.algorithms or [])[1:],
+        "algorithm_hyperparameters": dict(task.algorithm_hyperparameters or {}),
         "hyperparameters": task.hyperparameters,
         "kind": task.kind,
         "selection_rule": (task.selection or {}).get("rule", "mean_minus_std"),

@@ -76,6 +76,12 @@ class Task(models.Model):
         blank=True,
         help_text="the algorithms a run's fresh pods may train, ``algorithm`` first; [] = only ``algorithm``",
     )
+    algorithm_hyperparameters = models.JSONField(
+        default=dict,
+        blank=True,
+        help_text="{algorithm: full hyperparameters} of each allowed algorithm but ``algorithm`` (whose are "
+        "``hyperparameters``); an algorithm missing here takes the shared values of ``hyperparameters``",
+    )
     data_notes = models.JSONField(
         default=list,
         blank=True,

@@ -483,7 +483,7 @@ def task_spec(task: Task, algorithm: str | None = None) -> dict[str, Any]:
     the task's allowed algorithms; ``None`` = ``task.algorithm``)."""
     algorithm = algorithm or task.algorithm
     return {
-        "data": {"paths": task.dataset.source_paths(), "tickers": list(task.tickers)},
+        "data": {"paths": task.dataset.source_paths(), "tickers": list(task.tickers), **task.dataset.data_options()},
         "train": task.splits["train"],
         "validation": task.splits["validation"],
         "test": task.splits["test"],

@@ -77,6 +77,7 @@ class TaskSerializer(serializers.ModelSerializer):
             "algorithm",
             "algorithms",
             "hyperparameters",
+            "algorithm_hyperparameters",
             "selection",
             "created_at",
         ]
@@ -114,8 +115,14 @@ class TaskCreateSerializer(serializers.Serializer):
         default=None,
         allow_null=True,
         help_text="a mixed tournament: the algorithms fresh pods may train, round-robin by pod index; it must "
-        "contain `algorithm` (whose hyperparameters are set; the others take the shared ones and their "
-        "defaults). Leave it out for `algorithm` alone",
+        "contain `algorithm`. Leave it out for `algorithm` alone",
+    )
+    algorithm_hyperparameters = serializers.DictField(
+        required=False,
+        default=None,
+        allow_null=True,
+        help_text='settings of the other allowed algorithms, e.g. {"sac": {"tau": 0.01}}; each takes the values '
+        "given here, then `hyperparameters`' values of the names it shares with `algorithm`, then its defaults",
     )
     selection = serializers.DictField(
         required=False,

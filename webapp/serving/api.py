@@ -1,27 +1,29 @@
 """``POST /api/agents/{id}/act``: a trained agent's deterministic action for an observation
-batch or a market state (see ``trainer/serving.py`` for the bodies and answers)."""
+batch or a market state (see ``trainer/serving/`` for the bodies and answers)."""
 
 from __future__ import annotations
 
 from drf_spectacular.utils import OpenApiExample, OpenApiResponse, extend_schema
 from rest_framework import status
-from rest_framework.authentication import SessionAuthentication, TokenAuthentication
+from rest_framework.authentication import SessionAuthentication
 from rest_framework.permissions import IsAuthenticated
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from webapp.core.errors import AppError
-from webapp.runs import selectors
 from webapp.serving import services
-from webapp.serving.auth import ServeTokenAuthentication
-from webapp.serving.models import ServeToken
+from webapp.serving.auth import CachedTokenAuthentication, ServeTokenAuthentication, TokenAuth
 
 
 class AgentActView(APIView):
     """Only the agent's owner may call it: with the session, the account token or a serve token
-    (``srv_...``, which may be limited to one agent). Rate-limited per token (429 + Retry-After)."""
+    (``srv_...``, which may be limited to one agent). Rate-limited per token (429 + Retry-After).
 
-    authentication_classes = [ServeTokenAuthentication, TokenAuthentication, SessionAuthentication]
+    With a token, a request reads no database row once the token and the agent are cached
+    (``webapp/serving/cache.py``): one Redis round trip for the token, the rate limit and the
+    agent (``services.act_preflight``), one for the call counters."""
+
+    authentication_classes = [ServeTokenAuthentication, CachedTokenAuthentication, SessionAuthentication]
     permission_classes = [IsAuthenticated]
 
     @extend_schema(
@@ -39,21 +41,22 @@ class AgentActView(APIView):
         examples=[OpenApiExample("one observation", value={"observations": [[0.0, 0.1, 0.2]]}, request_only=True)],
     )
     def post(self, request, agent_id: int):
-        token = request.auth if isinstance(request.auth, ServeToken) else None
-        if token is not None and token.agent_id is not None and token.agent_id != agent_id:
-            raise AppError(f"this serve token may only call agent #{token.agent_id}", status=403)
-        agent = selectors.agent_get(user=request.user, agent_id=agent_id)
-        if agent is None:
-            raise AppError("agent not found", status=404)
-        # keyed by the token's own (random) key, or the user and their join time: ids restart in a
-        # fresh database while Redis keeps counting
-        user = request.user
-        identity = f"token-{token.key}" if token is not None else f"user-{user.pk}-{user.date_joined.timestamp():.0f}"
-        wait = services.rate_limit_check(identity)
-        if wait is not None:
+        auth = request.auth if isinstance(request.auth, TokenAuth) else None
+        credential = auth.credential if auth is not None else None
+        if credential is not None and credential.agent_id is not None and credential.agent_id != agent_id:
+            raise AppError(f"this serve token may only call agent #{credential.agent_id}", status=403)
+        preflight = (
+            auth.preflight
+            if auth is not None
+            else services.act_preflight(identity=services.user_identity(request.user), agent_id=agent_id)
+        )
+        if preflight.retry_after is not None:
             return Response(
                 {"error": "rate limit exceeded: too many act requests this minute", "fields": {}},
                 status=status.HTTP_429_TOO_MANY_REQUESTS,
-                headers={"Retry-After": str(wait)},
+                headers={"Retry-After": str(preflight.retry_after)},
             )
-        return Response(services.agent_act(agent=agent, body=request.data, token=token))
+        entry = services.agent_entry(user=request.user, agent_id=agent_id, cached=preflight.entry)
+        if entry is None:
+            raise AppError("agent not found", status=404)
+        return Response(services.agent_act(entry=entry, body=request.data, credential=credential))

@@ -1,16 +1,17 @@
-"""Writes and rules of policy serving: serve tokens, the per-token rate limit, act calls.
+"""Writes and rules of policy serving: serve tokens and act calls.
 
-Rate limit (documented in the README): at most ``PADDOCK_SERVE_RATE_LIMIT`` act requests (600
-by default) per token and calendar minute, counted in Redis (``INCR`` of a key per token and
-minute, expiring after two minutes), so every web process shares one count. A serve token is
-counted by its own id; a session or account token by its user. Over the limit the endpoint
-answers 429 with ``Retry-After`` (seconds to the next minute).
+An act request costs one Redis round trip for the rate limit, the agent's cached entry and the
+token's cached credential (:func:`act_preflight`, called by the token authentication classes
+of ``auth.py``), the inference, and one round trip for the call counters (``counters.py``);
+the database is read only on a cache miss.
+Over the rate limit the endpoint answers 429 with ``Retry-After`` (seconds to the next minute).
 """
 
 from __future__ import annotations
 
-import functools
+import hashlib
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -18,15 +19,13 @@ import redis
 from django.conf import settings
 from django.core.files.storage import default_storage
 from django.db import transaction
-from django.db.models import F
-from django.utils import timezone
 
 from webapp import engine
 from webapp.core.errors import AppError
 from webapp.runs import selectors
 from webapp.runs import services as runs_services
-from webapp.runs.models import Agent
-from webapp.serving.models import AgentServeStats, ServeToken
+from webapp.serving import cache, counters
+from webapp.serving.models import ServeToken
 
 
 @transaction.atomic
@@ -52,77 +51,107 @@ def serve_token_revoke(*, owner, token_id: int) -> None:
     ServeToken.objects.filter(owner=owner, pk=token_id).delete()
 
 
-@functools.cache
-def _redis() -> redis.Redis:
-    return redis.Redis.from_url(settings.REDIS_URL, socket_timeout=2, socket_connect_timeout=2)
+def token_identity(token_key: str) -> str:
+    """Whose rate-limit count a token request adds to: the token's own (its key's hash)."""
+    return "token-" + hashlib.sha256(token_key.encode()).hexdigest()[:32]
 
 
-def rate_limit_check(identity: str) -> int | None:
-    """Count one request of ``identity``; ``None`` when allowed, else seconds until the next window.
+def user_identity(user) -> str:
+    """Whose count a session request adds to: the user, with their join time (ids restart in a
+    fresh database while Redis keeps counting)."""
+    return f"user-{user.pk}-{user.date_joined.timestamp():.0f}"
+
+
+@dataclass(frozen=True)
+class Preflight:
+    """What one Redis round trip says about an act request before it is served.
+
+    Attributes:
+        retry_after: seconds until the next rate-limit window when over the limit, else ``None``.
+        entry: the agent's cached entry (``None`` on a miss; check its owner before use).
+        credential: the token's cached credential (``None`` on a miss or without a token).
+    """
+
+    retry_after: int | None
+    entry: cache.AgentEntry | None
+    credential: cache.Credential | None = None
+
+
+def act_preflight(*, identity: str, agent_id: int, token_key: str | None = None) -> Preflight:
+    """Count the request against ``identity``'s rate limit and read ``agent_id``'s cached entry
+    (and ``token_key``'s cached credential), in one Redis round trip.
 
     Raises:
         AppError: 503 when Redis cannot be reached (the limit cannot be enforced).
     """
     now = time.time()
-    minute = int(now // 60)
-    key = f"paddock:serve:rate:{identity}:{minute}"
     try:
-        pipe = _redis().pipeline()
-        pipe.incr(key)
-        pipe.expire(key, 120)
-        count = pipe.execute()[0]
+        pipe = cache.redis_client().pipeline(transaction=False)
+        counters.queue_rate_count(pipe, identity, now)
+        cache.queue_agent_get(pipe, agent_id)
+        if token_key is not None:
+            cache.queue_credential_get(pipe, token_key)
+        count, _, raw_entry, *raw_credential = pipe.execute()
     except redis.RedisError as exc:
         raise AppError(f"the rate limiter is unavailable ({exc.__class__.__name__}); try again", status=503) from None
-    if count > settings.PADDOCK_SERVE_RATE_LIMIT:
-        return max(1, int((minute + 1) * 60 - now + 0.999))
-    return None
+    return Preflight(
+        retry_after=counters.retry_after(count, now),
+        entry=cache.agent_entry_from_raw(raw_entry),
+        credential=cache.credential_from_raw(raw_credential[0]) if raw_credential else None,
+    )
 
 
-def _bundle_path(agent: Agent) -> Path:
+def agent_entry(*, user, agent_id: int, cached: cache.AgentEntry | None) -> cache.AgentEntry | None:
+    """What the act endpoint needs of one of ``user``'s agents: the cached entry when it is the
+    user's and its bundle is there, else read from the database (exporting the bundle on first
+    use, as downloads do) and cached. ``None`` when the agent is not one of the user's.
+
+    Raises:
+        AppError: the agent has no checkpoint (404) or it cannot be exported (400).
+    """
+    joined = cache.stamp(user.date_joined)
+    if cached is not None and cached.belongs_to(user.pk, joined) and cached.usable():
+        return cached
+    agent = selectors.agent_get(user=user, agent_id=agent_id)
+    if agent is None:
+        return None
     bundle = runs_services.agent_bundle(agent)
-    return Path(default_storage.path(bundle.name))
+    entry = cache.AgentEntry(
+        agent_id=agent.pk,
+        agent_stamp=cache.stamp(agent.created_at),
+        owner_id=user.pk,
+        owner_joined_us=joined,
+        bundle_path=str(Path(default_storage.path(bundle.name))),
+    )
+    cache.agent_entry_store(entry)
+    return entry
 
 
-def agent_act(*, agent: Agent, body: Any, token: ServeToken | None) -> dict[str, Any]:
-    """Answer an act request for ``agent`` and count it.
+def agent_act(*, entry: cache.AgentEntry, body: Any, credential: cache.Credential | None) -> dict[str, Any]:
+    """Answer an act request for the agent of ``entry`` and count it (in Redis, see
+    ``webapp/serving/counters.py``).
 
-    The agent's bundle is exported on first use (as for downloads); inference runs in the
-    engine's onnxruntime session cache.
+    Inference runs in the engine's onnxruntime session cache.
 
     Raises:
         AppError: a bad body (400 naming the field; counted as an error of the agent).
     """
+    agent = counters.agent_member(entry.agent_id, entry.agent_stamp)
+    token = None
+    if credential is not None and credential.is_serve_token:
+        token = counters.token_member(credential.token_id, credential.token_stamp)
     try:
         out = engine.serve_act(
-            agent.id,
-            _bundle_path(agent),
+            entry.agent_id,
+            entry.bundle_path,
             body,
             cache_size=settings.PADDOCK_SERVE_CACHE_SIZE,
             data_dir=str(settings.PADDOCK_DATA_DIR),
             cache_dir=str(settings.PADDOCK_CACHE_DIR),
         )
     except engine.TrainerError as exc:
-        _count(agent.id, calls=0, observations=0, errors=1)
+        counters.count(agent=agent, token=None, calls=0, observations=0, errors=1)
         raise AppError.from_trainer(exc) from None
     rows = len(out["actions"]) if "actions" in out else 1
-    if token is None:
-        _count(agent.id, calls=1, observations=rows, errors=0)
-        return out
-    with transaction.atomic():  # one commit for both counters
-        _count(agent.id, calls=1, observations=rows, errors=0)
-        ServeToken.objects.filter(pk=token.pk).update(calls=F("calls") + 1, last_used_at=timezone.now())
+    counters.count(agent=agent, token=token, calls=1, observations=rows, errors=0)
     return out
-
-
-def _count(agent_id: int, *, calls: int, observations: int, errors: int) -> None:
-    """Add to the agent's call counters (one UPDATE; the row is created on the first call)."""
-    changes = {
-        "calls": F("calls") + calls,
-        "observations": F("observations") + observations,
-        "errors": F("errors") + errors,
-    }
-    if calls:
-        changes["last_called_at"] = timezone.now()
-    if not AgentServeStats.objects.filter(agent_id=agent_id).update(**changes):
-        AgentServeStats.objects.get_or_create(agent_id=agent_id)
-        AgentServeStats.objects.filter(agent_id=agent_id).update(**changes)

@@ -8,8 +8,7 @@ from django.shortcuts import redirect, render
 from django.views.decorators.http import require_http_methods
 
 from webapp.core.errors import AppError
-from webapp.serving import services
-from webapp.serving.models import ServeToken
+from webapp.serving import selectors, services
 
 
 @login_required
@@ -37,7 +36,7 @@ def serve_tokens(request: HttpRequest) -> HttpResponse:
                 )
             except AppError as exc:
                 errors.update(exc.fields or {"name": exc.message})
-    tokens = ServeToken.objects.filter(owner=request.user).select_related("agent")
+    tokens = selectors.serve_tokens_of(request.user)
     return render(
         request,
         "serving/tokens.html",

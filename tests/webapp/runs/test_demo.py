@@ -304,3 +304,36 @@ def test_demo_setup_trains_the_algorithm_asked_for(user, data_dir, settings, mon
     assert "measuring A2C training speed" in out.getvalue() and "pods, A2C, train" in out.getvalue()
     run = demo.active_demo_run(user)
     assert run.task.algorithm == "a2c" and set(run.mutation["bounds"]) == {"learning_rate", "ent_coef"}
+
+
+def test_demo_setup_intraday_trains_on_5_minute_bars_beside_the_daily_demo(user, data_dir, settings, monkeypatch):
+    settings.PADDOCK_DATA_DIR = data_dir
+    _fake_measurement(monkeypatch)
+    call_command("demo_setup", username=user.username, no_download=True, stdout=io.StringIO())
+    daily = demo.active_demo_run(user)
+    out = io.StringIO()
+    call_command("demo_setup", username=user.username, intraday=True, stdout=out)
+    text = out.getvalue()
+    assert "5-minute bars in the same file" in text and "QQQ's 5-minute bars" in text
+    assert "train 2024-03-11..2025-06-30, validation 2025-07-01..2025-12-31, test 2026-01-02..2026-08-21" in text
+    run = demo.active_demo_run(user, intraday=True)
+    assert run is not None and run != daily and demo.is_demo_run(run)
+    assert run.name == "5-min AAPL MSFT NVDA PPO demo #1" and run.budget.name == demo.INTRADAY_BUDGET_NAME
+    task = run.task
+    assert task.tickers == ["AAPL", "MSFT", "NVDA"] and task.dataset.name == demo.INTRADAY_DATASET_NAME
+    assert {k: [v["start"], v["end"]] for k, v in task.splits.items()} == demo.INTRADAY_SPLITS
+    assert task.hyperparameters["reward_scale"] == demo.INTRADAY_REWARD_SCALE
+    assert any("5m bars" in n for n in task.data_notes)
+    assert demo.active_demo_run(user) == daily  # the daily demo run is left alone
+    # again: the intraday run is still going, so its page is printed again
+    again = io.StringIO()
+    call_command("demo_setup", username=user.username, intraday=True, stdout=again)
+    assert "already going" in again.getvalue()
+    assert Run.objects.filter(task=task).count() == 1
+
+
+def test_the_intraday_demo_names_its_file_when_it_is_missing(user, tmp_path, settings):
+    settings.PADDOCK_DATA_DIR = tmp_path
+    with pytest.raises(AppError) as err:
+        demo.import_intraday_dataset(user, root=tmp_path)
+    assert demo.INTRADAY_FILE in err.value.message and str(tmp_path) in err.value.message

@@ -23,7 +23,9 @@ from rest_framework.test import APIClient
 from trainer.bundle import load_agent
 from webapp.engine import market as engine_market
 from webapp.runs import services as runs_services
-from webapp.serving.models import AgentServeStats, ServeToken
+from webapp.serving import counters
+from webapp.serving.models import ServeToken
+from webapp.serving.selectors import agent_serve_stats
 
 pytestmark = pytest.mark.django_db
 
@@ -83,7 +85,7 @@ def test_bad_bodies_are_400s_naming_the_field_and_count_as_errors(agent, api_cli
     response = api_client.post(f"/api/agents/{agent.id}/act", body, format="json")
     assert response.status_code == 400
     assert field in response.json()["fields"]
-    assert AgentServeStats.objects.get(agent=agent).errors == 1
+    assert agent_serve_stats(agent)["errors"] == 1
 
 
 def test_other_users_get_404_and_anonymous_401(agent, other_client):
@@ -97,6 +99,7 @@ def test_account_tokens_and_serve_tokens_of_the_owner_may_call(agent, user, bund
     assert _token_client(account.key).post(f"/api/agents/{agent.id}/act", obs, format="json").status_code == 200
     serve = ServeToken.objects.create(owner=user, name="bot")
     assert _token_client(serve.key).post(f"/api/agents/{agent.id}/act", obs, format="json").status_code == 200
+    counters.flush()
     serve.refresh_from_db()
     assert serve.calls == 1 and serve.last_used_at is not None
 

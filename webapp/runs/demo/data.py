@@ -26,6 +26,9 @@ from webapp.runs.demo.profiles import (
     DOW30_DOWNLOAD_FILE,
     DOW30_FILE,
     DOW30_TICKERS,
+    INTRADAY_DATASET_NAME,
+    INTRADAY_FILE,
+    INTRADAY_TICKERS,
     SPLITS,
     YAHOO_HOST,
 )
@@ -205,4 +208,39 @@ def import_demo_dataset(
         if notes:
             dataset.notes = [*notes, *dataset.notes]
             dataset.save(update_fields=["notes"])
+    return dataset, True
+
+
+def import_intraday_dataset(
+    owner, *, root: Path | None = None, say: Callable[[str], None] = logger.info
+) -> tuple[Dataset, bool]:
+    """The owner's 5-minute demo dataset (``demo_setup --intraday``): AAPL, MSFT and NVDA from
+    :data:`INTRADAY_FILE`, whose QQQ bars are the backtests' benchmark; created once.
+
+    Never downloads: no free source serves two years of 5-minute bars.
+
+    Returns:
+        ``(dataset, created)``.
+
+    Raises:
+        AppError: the file is not in the data folder (naming it and the folder), or the loader
+            rejects it.
+    """
+    root = Path(root or data_dir())
+    if not (root / INTRADAY_FILE).exists():
+        raise AppError(
+            f"the intraday demo needs {INTRADAY_FILE} in PADDOCK_DATA_DIR={root} (5-minute bars of AAPL, MSFT, "
+            "NVDA and QQQ; see ../shared/data/README.md); copy it there or point PADDOCK_DATA_DIR at a folder "
+            "holding it",
+            fields={"data": f"missing: {INTRADAY_FILE}"},
+        )
+    existing = Dataset.objects.filter(owner=owner, name=INTRADAY_DATASET_NAME).first()
+    if existing is not None:
+        return existing, False
+    say(
+        f"importing {INTRADAY_FILE} ({', '.join(INTRADAY_TICKERS)}; {BENCHMARK_TICKER} stays in the file as the benchmark)"
+    )
+    dataset = dataset_create_from_files(
+        owner=owner, name=INTRADAY_DATASET_NAME, paths=[INTRADAY_FILE], tickers=list(INTRADAY_TICKERS)
+    )
     return dataset, True

@@ -13,10 +13,12 @@ from webapp.market.models import Dataset
 from webapp.runs import services
 from webapp.runs.demo.profiles import (
     BUDGET_NAME,
+    DAILY_PREFIX,
     DEMO_RUN_NAME,
     FRESH_PROBABILITY,
+    INTRADAY_BUDGET_NAME,
+    INTRADAY_PREFIX,
     LEADERBOARD_SIZE,
-    SPLITS,
     DemoProfile,
     _hyperparameters,
     _task_spec,
@@ -27,7 +29,7 @@ from webapp.runs.demo.sizing import Sizing
 from webapp.runs.models import ClusterBudget, Run, Task
 
 
-def ensure_budget(owner, sizing: Sizing) -> tuple[ClusterBudget, bool]:
+def ensure_budget(owner, sizing: Sizing, name: str = BUDGET_NAME) -> tuple[ClusterBudget, bool]:
     """The owner's demo budget (created once), with limits for a new run of ``sizing``.
 
     ``max_concurrent_pods`` and ``max_wall_clock_s`` are set to the sizing; the env-step cap
@@ -37,10 +39,10 @@ def ensure_budget(owner, sizing: Sizing) -> tuple[ClusterBudget, bool]:
         ``(budget, created)``.
     """
     with transaction.atomic():
-        budget = ClusterBudget.objects.select_for_update().filter(owner=owner, name=BUDGET_NAME).first()
+        budget = ClusterBudget.objects.select_for_update().filter(owner=owner, name=name).first()
         created = budget is None
         if created:
-            budget = services.budget_create(actor=owner, name=BUDGET_NAME, max_concurrent_pods=sizing.concurrent_pods)
+            budget = services.budget_create(actor=owner, name=name, max_concurrent_pods=sizing.concurrent_pods)
         budget.max_concurrent_pods = sizing.concurrent_pods
         budget.max_wall_clock_s = sizing.max_wall_clock_s
         budget.env_step_cap = budget.env_steps_used + sizing.env_steps
@@ -55,19 +57,19 @@ def ensure_task(owner, dataset: Dataset, profile: DemoProfile) -> Task:
     different (wider networks, more epochs) is not reused."""
     tickers = list(profile.tickers or dataset.tickers)
     wanted = engine.validate_task(_task_spec(dataset, profile))["hyperparameters"]
-    name = task_name(profile.algorithm)
+    name = task_name(profile.algorithm, profile.prefix)
     for task in Task.objects.filter(
         owner=owner, name=name, dataset=dataset, algorithm=profile.algorithm, kind=profile.kind
     ):
         same_hp = task.hyperparameters == wanted
-        if task.tickers == tickers and same_hp and task.splits["test"]["end"] == SPLITS["test"][1]:
+        if task.tickers == tickers and same_hp and task.splits["test"]["end"] == profile.splits["test"][1]:
             return task
     return services.task_create(
         owner=owner,
         dataset=dataset,
         name=name,
         tickers=tickers,
-        splits=SPLITS,
+        splits=profile.splits,
         algorithm=profile.algorithm,
         hyperparameters=_hyperparameters(profile),
         kind=profile.kind,
@@ -77,26 +79,30 @@ def ensure_task(owner, dataset: Dataset, profile: DemoProfile) -> Task:
 def is_demo_run(run: Run) -> bool:
     """Whether ``run`` is one the demo started: on the demo budget and task, named as
     :func:`start_demo_run` names them (``"Dow 30 PPO demo #3"``)."""
-    name = task_name(run.task.algorithm)
-    return bool(
-        run.budget.name == BUDGET_NAME
-        and run.task.name == name
-        and DEMO_RUN_NAME.fullmatch(run.name)
-        and run.name.startswith(f"{name} #")
-    )
+    for prefix, budget in ((DAILY_PREFIX, BUDGET_NAME), (INTRADAY_PREFIX, INTRADAY_BUDGET_NAME)):
+        name = task_name(run.task.algorithm, prefix)
+        if (
+            run.budget.name == budget
+            and run.task.name == name
+            and DEMO_RUN_NAME.fullmatch(run.name)
+            and run.name.startswith(f"{name} #")
+        ):
+            return True
+    return False
 
 
-def active_demo_run(owner) -> Run | None:
+def active_demo_run(owner, *, intraday: bool = False) -> Run | None:
     """The owner's demo run that is still going (started, not ended, within its wall-clock
     limit), if any.
 
     Only runs the demo started count: a run of the owner's own on the demo budget (or on the
     demo task), or a demo run that was created but never started, is left alone."""
     now = timezone.now()
+    prefix = INTRADAY_PREFIX if intraday else DAILY_PREFIX
     candidates = Run.objects.filter(
         owner=owner,
-        budget__name=BUDGET_NAME,
-        task__name__regex=r"^Dow 30 [A-Z0-9]+ demo$",
+        budget__name=INTRADAY_BUDGET_NAME if intraday else BUDGET_NAME,
+        task__name__regex=rf"^{prefix} [A-Z0-9]+ demo$",
         status__in=Run.ACTIVE,
     ).select_related("budget", "task")
     for run in candidates.order_by("-created_at", "-id"):
@@ -116,7 +122,7 @@ def start_demo_run(owner, dataset: Dataset, profile: DemoProfile, sizing: Sizing
         AppError: the task, run or budget is refused (naming the field).
     """
     task = ensure_task(owner, dataset, profile)
-    budget, _ = ensure_budget(owner, sizing)
+    budget, _ = ensure_budget(owner, sizing, profile.budget_name)
     seed = Run.objects.filter(owner=owner, budget=budget).count()
     run = services.run_create(
         owner=owner,

@@ -38,15 +38,20 @@ BUDGET_NAME = "Demo budget"
 DEMO_ALGORITHM = "ppo"
 
 
-def task_name(algorithm: str = DEMO_ALGORITHM) -> str:
-    """The demo task's name for ``algorithm`` (``"Dow 30 PPO demo"``)."""
-    return f"Dow 30 {algorithm.upper()} demo"
+#: Task-name prefixes of the two demos: daily Dow 30, and ``demo_setup --intraday``.
+DAILY_PREFIX = "Dow 30"
+INTRADAY_PREFIX = "5-min AAPL MSFT NVDA"
+
+
+def task_name(algorithm: str = DEMO_ALGORITHM, prefix: str = DAILY_PREFIX) -> str:
+    """The demo task's name for ``algorithm`` (``"Dow 30 PPO demo"``, ``"5-min AAPL MSFT NVDA PPO demo"``)."""
+    return f"{prefix} {algorithm.upper()} demo"
 
 
 TASK_NAME = task_name()
 RUN_NAME = task_name()
-#: Names of the runs the demo starts: the task's name and a number (``"Dow 30 TD3 demo #2"``).
-DEMO_RUN_NAME = re.compile(r"Dow 30 [A-Z0-9]+ demo #\d+")
+#: Names of the runs the demos start: the task's name and a number (``"Dow 30 TD3 demo #2"``).
+DEMO_RUN_NAME = re.compile(rf"(?:{DAILY_PREFIX}|{INTRADAY_PREFIX}) [A-Z0-9]+ demo #\d+")
 LEADERBOARD_SIZE = 5
 FRESH_PROBABILITY = 0.1
 #: PBT: a copied agent's learning rate and entropy weight are multiplied by 0.8 or 1.25
@@ -83,6 +88,10 @@ class DemoProfile:
         kind: the task kind, ``"portfolio"`` (:data:`DEMO_KIND`) or ``"stock_trading"``.
         algorithm: the trainer's algorithm (``demo_setup --algorithm``); the hyperparameters it
             does not have (an off-policy algorithm's ``rollout_steps``) are left out for it.
+        intraday: the 5-minute demo (``demo_setup --intraday``): its data, splits, names and
+            budget (:data:`INTRADAY_SPLITS`, :data:`INTRADAY_BUDGET_NAME`).
+        reward_scale: PPO's reward scale of the portfolio env's log returns (``None``:
+            :data:`PORTFOLIO_REWARD_SCALE`).
     """
 
     name: str
@@ -95,6 +104,20 @@ class DemoProfile:
     generations: int | None = None
     kind: str = "portfolio"
     algorithm: str = DEMO_ALGORITHM
+    intraday: bool = False
+    reward_scale: float | None = None
+
+    @property
+    def prefix(self) -> str:
+        return INTRADAY_PREFIX if self.intraday else DAILY_PREFIX
+
+    @property
+    def splits(self) -> dict[str, list[str]]:
+        return INTRADAY_SPLITS if self.intraday else SPLITS
+
+    @property
+    def budget_name(self) -> str:
+        return INTRADAY_BUDGET_NAME if self.intraday else BUDGET_NAME
 
     @property
     def rollout_batch(self) -> int:
@@ -144,10 +167,47 @@ CI_PROFILE = DemoProfile(
 )
 
 
+#: ``demo_setup --intraday``: 5-minute bars of AAPL, MSFT and NVDA (regular session), QQQ's
+#: bars of the same file as the benchmark. Train 2024-03-11..2025-06-30 (330 sessions),
+#: validation 2025-07..2025-12, test 2026-01-02..2026-08-21 (the file's last day).
+INTRADAY_FILE = "intraday_5min_ib_2024-03-11_2026-08-21.csv.gz"
+INTRADAY_TICKERS = ("AAPL", "MSFT", "NVDA")
+INTRADAY_DATASET_NAME = "AAPL MSFT NVDA 5-minute 2024-2026"
+INTRADAY_BUDGET_NAME = "Intraday demo budget"
+INTRADAY_SPLITS = {
+    "train": ["2024-03-11", "2025-06-30"],
+    "validation": ["2025-07-01", "2025-12-31"],
+    "test": ["2026-01-02", "2026-08-21"],
+}
+#: 5-minute log returns are about a ninth of daily ones (sqrt(78)); the reward is scaled up by
+#: as much to keep PPO's rewards the size of the daily demo's (chosen from that ratio alone).
+INTRADAY_REWARD_SCALE = 1000.0
+#: A 2-core CPU: the daily CPU profile's networks and envs, 15 s generations, 3 minutes of
+#: training (a generation also validates on ~9,800 bars of 2025's second half).
+INTRADAY_CPU_PROFILE = DemoProfile(
+    name="cpu",
+    num_pods=2,
+    hyperparameters={"num_envs": 256, "rollout_steps": 16},
+    training_s=180.0,
+    generation_s=15.0,
+    intraday=True,
+    reward_scale=INTRADAY_REWARD_SCALE,
+)
+INTRADAY_GPU_PROFILE = DemoProfile(
+    name="gpu",
+    num_pods=4,
+    hyperparameters={"num_envs": 1024, "rollout_steps": 16},
+    training_s=180.0,
+    generation_s=15.0,
+    intraday=True,
+    reward_scale=INTRADAY_REWARD_SCALE,
+)
+
+
 def _hyperparameters(profile: DemoProfile) -> dict[str, Any]:
     hp = dict(profile.hyperparameters)
     if profile.kind == "portfolio":
-        hp.setdefault("reward_scale", PORTFOLIO_REWARD_SCALE)
+        hp.setdefault("reward_scale", profile.reward_scale or PORTFOLIO_REWARD_SCALE)
     own = engine.validate_hyperparameters(profile.algorithm, {})
     return {k: v for k, v in hp.items() if k in own}
 
@@ -164,11 +224,12 @@ def demo_mutation(algorithm: str) -> dict[str, Any]:
 
 
 def _task_spec(dataset: Dataset, profile: DemoProfile) -> dict[str, Any]:
+    splits = profile.splits
     return {
         "data": {"paths": dataset.source_paths(), "tickers": list(profile.tickers or dataset.tickers)},
-        "train": SPLITS["train"],
-        "validation": SPLITS["validation"],
-        "test": SPLITS["test"],
+        "train": splits["train"],
+        "validation": splits["validation"],
+        "test": splits["test"],
         "kind": profile.kind,
         "algorithm": profile.algorithm,
         "hyperparameters": _hyperparameters(profile),

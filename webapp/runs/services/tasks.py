@@ -31,6 +31,7 @@ def task_create(
     kind: str = "stock_trading",
     selection: dict[str, Any] | None = None,
     algorithms: list[str] | None = None,
+    algorithm_hyperparameters: dict[str, dict[str, Any]] | None = None,
 ) -> Task:
     """Create a task after validating it with the trainer's config classes.
 
@@ -47,12 +48,17 @@ def task_create(
         selection: the validation scoring rule (``rule``, ``windows``, ``k``); ``{}`` = default.
         algorithms: the algorithms a run's fresh pods may train (a mixed tournament); it
             must contain ``algorithm``; ``None`` or ``[]`` = only ``algorithm``. See
-            :func:`algorithm_hyperparameters` for the other algorithms' settings and
             :func:`fresh_algorithm` for which pod trains which.
+        algorithm_hyperparameters: ``{name: {hyperparameter: value}}`` for allowed algorithms
+            other than ``algorithm``. Each of them trains with these values, the values of
+            ``hyperparameters`` for the names it shares with ``algorithm`` (``num_envs``,
+            ``gamma``, ``hidden_sizes``...) where not given here, and its defaults for the rest;
+            the complete dicts are stored (``Task.algorithm_hyperparameters``), so later changes
+            of the defaults do not change the task.
 
     Raises:
         AppError: naming the field (``tickers``, ``splits.validation``, ``env.hmax``,
-            ``hyperparameters.learning_rate``...).
+            ``hyperparameters.learning_rate``, ``algorithm_hyperparameters.sac.tau``...).
     """
     if dataset.owner_id != owner.id:
         raise AppError("dataset not found", fields={"dataset": "not found"}, status=404)
@@ -73,8 +79,12 @@ def task_create(
         raise AppError("splits: train, validation and test ranges are required", fields={"splits": "required"})
     env = env or {}
     hyperparameters = hyperparameters or {}
+    if isinstance(env, dict) and env.get("flatten_at_close") is True and not dataset.intraday:
+        fields["env.flatten_at_close"] = (
+            f"flattening at the session close needs intraday bars; dataset {dataset.name!r} is daily"
+        )
     spec = {
-        "data": {"paths": dataset.source_paths(), "tickers": tickers},
+        "data": {"paths": dataset.source_paths(), "tickers": tickers, **dataset.data_options()},
         "train": splits["train"],
         "validation": splits["validation"],
         "test": splits["test"],
@@ -91,6 +101,7 @@ def task_create(
         fields.update(bounds.hyperparameter_errors(algorithm, hyperparameters, engine.validate_hyperparameters))
     base = bounds.collect(fields, engine.validate_task, {**spec, "env": {}, "hyperparameters": {}})
     allowed = _allowed_algorithms(fields, algorithms, algorithm, hyperparameters)
+    overrides = _algorithm_overrides(fields, algorithm_hyperparameters, allowed)
     decided = None
     if base is not None and not unknown and not any(k.startswith("tickers") for k in fields):
         # the tickers actually traded over the task's range, and every data decision
@@ -103,9 +114,14 @@ def task_create(
             named=named,
             file_names=dataset.file_names(),
             benchmark_path=settings.PADDOCK_BENCHMARK_FILE,
+            intraday=dataset.intraday,
         )
     bounds.raise_all(fields)
     normalized = engine.validate_task(spec)  # what depends on several fields at once
+    per_algorithm = {
+        name: _other_algorithm_hyperparameters(spec, name, normalized["hyperparameters"], overrides.get(name, {}))
+        for name in allowed[1:]
+    }
     return Task.objects.create(
         owner=owner,
         name=name,
@@ -117,6 +133,7 @@ def task_create(
         algorithm=normalized["algorithm"],
         hyperparameters=normalized["hyperparameters"],
         algorithms=allowed,
+        algorithm_hyperparameters=per_algorithm,
         kind=normalized["kind"],
         selection=normalized["selection"],
     )
@@ -148,3 +165,61 @@ def _allowed_algorithms(fields: dict[str, str], algorithms: Any, algorithm: str,
                     fields["algorithms"] = f"{name}: {exc.message}"
                     return []
     return [primary, *(a for a in names if a != primary)]
+
+
+_OVERRIDES = "algorithm_hyperparameters"
+
+
+def _algorithm_overrides(fields: dict[str, str], value: Any, allowed: list[str]) -> dict[str, dict[str, Any]]:
+    """``algorithm_hyperparameters`` checked key by key (names lower-cased); errors go to
+    ``fields`` as ``algorithm_hyperparameters``, ``algorithm_hyperparameters.<name>`` or
+    ``algorithm_hyperparameters.<name>.<hyperparameter>``."""
+    if value is None or value == {} or not allowed:  # no allowed list: its error is reported already
+        return {}
+    if not isinstance(value, dict):
+        fields[_OVERRIDES] = 'an object {"sac": {"tau": 0.01}, ...} of the other algorithms\' settings'
+        return {}
+    out: dict[str, dict[str, Any]] = {}
+    for raw_name, values in value.items():
+        name = str(raw_name).strip().lower()
+        field = f"{_OVERRIDES}.{name}"
+        if name == allowed[0]:
+            fields[field] = f"{name} is the task's algorithm: set its values in hyperparameters"
+        elif name not in allowed:
+            others = ", ".join(allowed[1:]) or "none: tick algorithms for a mixed tournament first"
+            fields[field] = f"{name!r} is not one of the task's other algorithms ({others})"
+        elif not isinstance(values, dict):
+            fields[field] = f'an object of {name}\'s settings, e.g. {{"learning_rate": 0.001}}'
+        else:
+            errors = bounds.hyperparameter_errors(name, values, engine.validate_hyperparameters)
+            fields.update({_as_override_field(name, key): message for key, message in errors.items()})
+            out[name] = values
+    return out
+
+
+def _as_override_field(algorithm: str, field: str) -> str:
+    """``hyperparameters.tau`` -> ``algorithm_hyperparameters.sac.tau`` (``hyperparameters`` alone
+    -> ``algorithm_hyperparameters.sac``)."""
+    head, _, rest = field.partition(".")
+    if head != "hyperparameters":
+        return field
+    return f"{_OVERRIDES}.{algorithm}" + (f".{rest}" if rest else "")
+
+
+def _other_algorithm_hyperparameters(
+    spec: dict[str, Any], algorithm: str, primary: dict[str, Any], overrides: dict[str, Any]
+) -> dict[str, Any]:
+    """The complete hyperparameters of allowed algorithm ``algorithm``: ``overrides``, then the
+    main algorithm's values of shared names, then defaults; checked as a whole task (buffer
+    memory, sizes) with that algorithm.
+
+    Raises:
+        AppError: naming ``algorithm_hyperparameters.<algorithm>.<name>``.
+    """
+    merged = {**shared_hyperparameters(algorithm, primary), **overrides}
+    try:
+        return engine.validate_task({**spec, "algorithm": algorithm, "hyperparameters": merged})["hyperparameters"]
+    except AppError as exc:
+        fields = {_as_override_field(algorithm, k): v for k, v in exc.fields.items()}
+        message = exc.message.replace("hyperparameters.", f"{_OVERRIDES}.{algorithm}.", 1)
+        raise AppError(message, fields=fields, status=exc.status, details=exc.details) from None

@@ -16,7 +16,7 @@ def agent_serving(context, agent) -> dict:
     base = request.build_absolute_uri("/").rstrip("/") if request is not None else ""
     return {
         "agent": agent,
-        "stats": agent_serve_stats(agent.id),
+        "stats": agent_serve_stats(agent),
         "base_url": base,
         "rate_limit": settings.PADDOCK_SERVE_RATE_LIMIT,
     }

@@ -69,6 +69,12 @@ class Command(BaseCommand):
             default=demo.DEMO_ALGORITHM,
             help="algorithm to train (default ppo); its training speed sizes the run",
         )
+        parser.add_argument(
+            "--intraday",
+            action="store_true",
+            help="the 5-minute demo: AAPL, MSFT, NVDA bars 2024-03..2026-08 with QQQ's bars as the benchmark "
+            "(train 2024-03..2025-06, validation 2025-07..2025-12, test 2026-01..2026-08)",
+        )
         parser.add_argument("--no-download", action="store_true", help="never download absent data files")
         parser.add_argument(
             "--base-url", default=None, help="site URL for the printed link (default $PADDOCK_BASE_URL)"
@@ -103,23 +109,31 @@ class Command(BaseCommand):
 
     def _setup(self, user, options):
         started = time.monotonic()
-        dataset, created = demo.import_demo_dataset(user, say=self.say, allow_download=not options["no_download"])
+        intraday = options["intraday"]
+        if intraday:
+            dataset, created = demo.import_intraday_dataset(user, say=self.say)
+        else:
+            dataset, created = demo.import_demo_dataset(user, say=self.say, allow_download=not options["no_download"])
         self.say(
             f"dataset {dataset.name!r} {'created' if created else 'already there'}: {len(dataset.tickers)} tickers, "
             f"{dataset.start_date} to {dataset.end_date}, benchmark {demo.BENCHMARK_TICKER}"
+            + (" (its 5-minute bars in the same file)" if intraday else "")
         )
         for note in dataset.notes:
             if "dropped" in note:
                 self.say(f"  note: {note}")
 
         if not options["new_run"]:
-            active = demo.active_demo_run(user)
+            active = demo.active_demo_run(user, intraday=intraday)
             if active is not None:
                 return active, True
 
         workers, worker_device = _training_workers()
         device = worker_device if options["device"] == "auto" else options["device"]
-        profile = demo.GPU_PROFILE if device == "cuda" else demo.CPU_PROFILE
+        if intraday:
+            profile = demo.INTRADAY_GPU_PROFILE if device == "cuda" else demo.INTRADAY_CPU_PROFILE
+        else:
+            profile = demo.GPU_PROFILE if device == "cuda" else demo.CPU_PROFILE
         profile = dataclasses.replace(profile, kind=options["kind"], algorithm=options["algorithm"])
         self.say(
             f"measuring {profile.algorithm.upper()} training speed on {device} for {options['measure_seconds']:g} s "
@@ -135,18 +149,22 @@ class Command(BaseCommand):
             f"{sizing.generations} generations ({sizing.env_steps:,} env steps) within {sizing.max_wall_clock_s} s"
         )
         if options["new_run"]:
-            active = demo.active_demo_run(user)
+            active = demo.active_demo_run(user, intraday=intraday)
             if active is not None:
                 from webapp.runs import services
 
                 services.run_stop(run=active)
                 self.say(f"stopped the previous demo run #{active.pk}")
         run, budget = demo.start_demo_run(user, dataset, profile, sizing)
+        splits = profile.splits
         self.say(
-            f"run #{run.pk} started: {run.num_pods} pods, {profile.algorithm.upper()}, train {demo.SPLITS['train'][0]}..{demo.SPLITS['train'][1]}, "
-            f"validation 2020, test {demo.SPLITS['test'][0]}..{demo.SPLITS['test'][1]}; budget {budget.name!r} "
+            f"run #{run.pk} started: {run.num_pods} pods, {profile.algorithm.upper()}, train {splits['train'][0]}..{splits['train'][1]}, "
+            f"validation {splits['validation'][0]}..{splits['validation'][1]}, test {splits['test'][0]}..{splits['test'][1]}; budget {budget.name!r} "
             f"(env-step cap {budget.env_step_cap:,}, {budget.max_wall_clock_s} s per run); "
             f"set up in {time.monotonic() - started:.0f} s"
         )
-        self.say("when the budget is spent the best agents are backtested against QQQ on the test dates")
+        self.say(
+            "when the budget is spent the best agents are backtested against QQQ on the test dates"
+            + (" (QQQ's 5-minute bars)" if intraday else "")
+        )
         return run, False

@@ -1,0 +1,50 @@
+"""Serve a bundle's policy: ONNX inference, observations from market states, one request format.
+
+Modules: :mod:`.policy` (the onnxruntime session and its LRU cache), :mod:`.bodies` (checking
+request bodies: observations, holdings, cash, bars, dates), :mod:`.answers` (the answer to a
+body: actions, or the observation and orders of a market state), :mod:`.server` (the
+standalone HTTP server of ``python -m trainer serve``).
+
+The request path runs no torch code: actions come from the bundle's ``policy.onnx`` through
+onnxruntime (:class:`ServedPolicy`), observations are built with NumPy from the bundle's
+observation layout (:func:`trainer.envs.stock_trading.build_observation`) and indicators with
+the same pipeline that trained the agent (:func:`trainer.data.build_market_data`). The Django
+endpoint ``POST /api/agents/{id}/act`` and ``python -m trainer serve BUNDLE.zip`` both call
+:func:`answer`, so they give the same JSON for the same body.
+
+Request bodies (JSON objects), one of:
+
+* ``{"observations": [[...], ...]}``: a batch (B, obs_dim) of raw observations built as the
+  bundle's ``observation_layout`` says; answers ``actions`` (B, action_dim).
+* ``{"date": "YYYY-MM-DD"}``: the state of a trading day of the agent's dataset (the same data
+  files the task trained on); optional ``cash`` (USD) and ``holdings`` (``{ticker: shares}``),
+  default the env's initial cash and no shares.
+* ``{"bars": {ticker: [{"date", "open", "high", "low", "close", "volume"}, ...]}}``: recent
+  daily bars of every ticker of the agent, oldest first, ending on the day to act on, with at
+  least :func:`min_history_days` days; optional ``cash`` and ``holdings`` as above.
+
+A market state answers ``action`` (action_dim,), ``orders`` (one per ticker: ``shares`` signed,
+``side``, ``price``, ``value``) computed with the env's trade rule (sells capped by holdings,
+buys scaled to the cash), ``prices``, ``date``, ``cash``, ``holdings`` and the ``observation``
+it built. Bad input raises :class:`~trainer.errors.DataError` naming the field
+(``observations``, ``date``, ``bars.AAPL[3].close``, ``holdings.MSFT``...).
+
+Market states are served for the stock-trading env (``kind == "stock_trading"``); agents of
+other kinds answer observation batches only.
+"""
+
+from trainer.serving.answers import answer
+from trainer.serving.bodies import MAX_BARS, MAX_BATCH, min_history_days, parse_observations
+from trainer.serving.policy import PolicyCache, ServedPolicy
+from trainer.serving.server import make_server
+
+__all__ = [
+    "MAX_BARS",
+    "MAX_BATCH",
+    "PolicyCache",
+    "ServedPolicy",
+    "answer",
+    "make_server",
+    "min_history_days",
+    "parse_observations",
+]

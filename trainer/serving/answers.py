@@ -1,0 +1,160 @@
+"""The answer to an act request body: actions for observations, or for a market state the
+observation it builds, the action and the orders under the env's trade rule."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from typing import Any
+
+import numpy as np
+
+from trainer.errors import DataError, TrainerError
+from trainer.serving.bodies import bars_panel, cash_of, checked_date, holdings_of, min_history_days, parse_observations
+from trainer.serving.policy import ServedPolicy
+
+MarketLoader = Callable[[], Any]
+
+
+def _trade(
+    policy: ServedPolicy, action: np.ndarray, close: np.ndarray, cash: float, holdings: np.ndarray, turbulent: bool
+) -> list[dict[str, Any]]:
+    """Orders of one step under the env's trade rule (see ``StockTradingVecEnv``)."""
+    env = policy.config["env_config"]
+    hmax, buy_cost, sell_cost = int(env["hmax"]), float(env["buy_cost_pct"]), float(env["sell_cost_pct"])
+    act = np.nan_to_num(action.astype(np.float32), nan=0.0)
+    shares = np.trunc(np.clip(act, -1.0, 1.0) * np.float32(hmax)).astype(np.float64)
+    sells = np.clip(np.minimum(-shares, holdings), 0.0, None)
+    buys = np.clip(shares, 0.0, None)
+    if turbulent:
+        sells, buys = holdings.copy(), np.zeros_like(buys)
+    cash_after_sells = cash + float(sells @ close) * (1.0 - sell_cost)
+    buy_cost_total = float(buys @ close) * (1.0 + buy_cost)
+    if buy_cost_total > cash_after_sells:
+        buys = np.floor(buys * (cash_after_sells / buy_cost_total * (1.0 - 1e-12)))
+    orders = []
+    for i, t in enumerate(policy.tickers):
+        qty = float(buys[i] - sells[i])
+        orders.append({
+            "ticker": t,
+            "action": float(action[i]),
+            "shares": int(qty),
+            "side": "buy" if qty > 0 else "sell" if qty < 0 else "hold",
+            "price": float(close[i]),
+            "value": float(qty * close[i]),
+        })  # fmt: skip
+    return orders
+
+
+def _env_panel(policy: ServedPolicy, market: Any, env_config: Any) -> Any:
+    """The panel the agent's env reads (scale-free features over the whole history when the agent
+    uses them), kept for the last dataset so ``date`` requests compute it once."""
+    from trainer.envs.kinds import prepare_market
+
+    if policy.prepared is not None and policy.prepared[0] is market:
+        return policy.prepared[1]
+    panel = prepare_market(market, env_config)
+    policy.prepared = (market, panel)
+    return panel
+
+
+def _market_state(policy: ServedPolicy, body: Mapping[str, Any], load_market: MarketLoader | None) -> dict[str, Any]:
+    from trainer.data import DEFAULT_INDICATORS, build_market_data
+    from trainer.envs.kinds import env_config_from_dict, uses_scale_free
+    from trainer.envs.stock_trading import build_observation
+
+    if policy.kind != "stock_trading":
+        raise DataError(
+            f"market states are served for stock-trading agents; this {policy.kind} agent takes observations",
+            field="observations",
+        )
+    tickers = policy.tickers
+    env = policy.config["env_config"]
+    env_config = env_config_from_dict(policy.kind, env)
+    task_data = (policy.config.get("task") or {}).get("data") or {}
+    raw_indicators = list(task_data.get("indicators") or DEFAULT_INDICATORS)
+    cash = cash_of(body, env["initial_cash"])
+    holdings = holdings_of(body, tickers)
+    if "date" in body:
+        day = checked_date(body["date"], "date")
+        if load_market is None:
+            raise DataError("this server has no market data; start it with --data-dir, or send bars", field="date")
+        market = _env_panel(policy, load_market(), env_config)
+        dates = [str(d)[:10] for d in market.dates]
+        if day not in dates:
+            raise DataError(
+                f"date {day} is not a trading day of the agent's dataset ({dates[0]} to {dates[-1]})", field="date"
+            )
+        t = dates.index(day)
+    else:
+        need = min_history_days(raw_indicators, scale_free=uses_scale_free(env_config))
+        panel = bars_panel(body["bars"], tickers, need)
+        try:
+            market = build_market_data(
+                panel, tickers=tickers, indicators=raw_indicators, turbulence=True,
+                missing_policy=task_data.get("missing_policy", "drop"), source="request bars",
+            )  # fmt: skip
+        except TrainerError as exc:
+            raise DataError(
+                exc.message, field="bars", **{k: v for k, v in exc.details.items() if k != "field"}
+            ) from None
+        if len(market.dates) < need:
+            raise DataError(
+                f"bars cover {len(market.dates)} common days; the agent's indicators need at least {need}", field="bars"
+            )
+        market = _env_panel(policy, market, env_config)
+        t = len(market.dates) - 1
+        day = str(market.dates[t])[:10]
+    if list(market.tickers) != tickers or list(market.feature_names) != list(policy.config["indicators"]):
+        raise DataError(
+            f"the market data (tickers {list(market.tickers)}, features {list(market.feature_names)}) differs from the "
+            f"agent's (tickers {tickers}, features {list(policy.config['indicators'])})",
+            field="data",
+        )
+    close = np.asarray(market.close[t], dtype=np.float64)
+    if cash + float(holdings @ close) <= 0:
+        raise DataError("cash and holdings are worth nothing; send cash > 0 or some holdings", field="cash")
+    features = np.asarray(market.features[t], dtype=np.float64)  # (N, F)
+    obs = build_observation(policy.config["observation_layout"], cash, holdings, close, features)
+    action = policy.act(obs[None])[0]
+    threshold = env.get("turbulence_threshold")
+    turbulent = threshold is not None and float(market.turbulence[t]) >= float(threshold)
+    return {
+        "date": day,
+        "action": action.tolist(),
+        "orders": _trade(policy, action, close, cash, holdings, turbulent),
+        "prices": dict(zip(tickers, close.tolist())),
+        "cash": cash,
+        "holdings": dict(zip(tickers, holdings.tolist())),
+        "turbulent": turbulent,
+        "observation": obs.tolist(),
+    }
+
+
+def answer(policy: ServedPolicy, body: Any, *, load_market: MarketLoader | None = None) -> dict[str, Any]:
+    """The JSON answer to one act request (see the module doc for both forms).
+
+    Args:
+        policy: the agent's loaded policy.
+        body: the decoded JSON body.
+        load_market: returns the agent's dataset as ``MarketData`` (needed for ``date``).
+
+    Returns:
+        For observations: ``{"algorithm", "actions": (B, action_dim)}``; for a market state:
+        ``{"algorithm", "date", "action", "orders", "prices", "cash", "holdings", "turbulent",
+        "observation"}``.
+
+    Raises:
+        DataError: a bad body, naming the field.
+    """
+    if not isinstance(body, Mapping):
+        raise DataError("the request body must be a JSON object", field="body")
+    forms = [k for k in ("observations", "date", "bars") if k in body]
+    if len(forms) != 1:
+        raise DataError(
+            "send exactly one of observations (a batch), date (a dataset day) or bars (recent daily bars)",
+            field="observations" if not forms else forms[1],
+        )
+    if forms[0] == "observations":
+        obs = parse_observations(body["observations"], policy.obs_dim)
+        return {"algorithm": policy.config["algorithm"], "actions": policy.act(obs).tolist()}
+    return {"algorithm": policy.config["algorithm"], **_market_state(policy, body, load_market)}

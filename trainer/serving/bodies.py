@@ -1,0 +1,205 @@
+"""Checking the parts of an act request body; every error is a ``DataError`` naming its field
+(``observations``, ``holdings.MSFT``, ``cash``, ``bars.AAPL[3].close``, ``date``)."""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Mapping
+from typing import Any
+
+import numpy as np
+
+from trainer.errors import DataError
+
+#: Most observations in one request (a 256-row batch is the benchmarked size).
+MAX_BATCH = 4_096
+#: Most bars per ticker in one request (about 8 years of trading days).
+MAX_BARS = 2_048
+
+
+def number(value: Any, field: str) -> float:
+    """``value`` as a float. Raises ``DataError`` naming ``field`` unless it is a finite JSON number (not a bool)."""
+    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
+        raise DataError(f"{field} must be a finite number, got {value!r}", field=field)
+    return float(value)
+
+
+def parse_observations(value: Any, obs_dim: int) -> np.ndarray:
+    """``observations`` of a request as a (B, obs_dim) float32 array.
+
+    Raises:
+        DataError: not a non-empty list of rows, more than :data:`MAX_BATCH` rows, a row of the
+            wrong length or a value that is not a finite number; ``field`` is ``observations``
+            and the message names the row (and column).
+    """
+    if not isinstance(value, list) or not value:
+        raise DataError("observations must be a non-empty list of rows (batch, obs_dim)", field="observations")
+    if len(value) > MAX_BATCH:
+        raise DataError(f"observations has {len(value)} rows, at most {MAX_BATCH} per request", field="observations")
+    for i, row in enumerate(value):
+        if not isinstance(row, list) or len(row) != obs_dim:
+            got = f"{len(row)} values" if isinstance(row, list) else type(row).__name__
+            raise DataError(
+                f"observations[{i}] has {got}; the agent's observation layout needs {obs_dim}",
+                field="observations",
+                row=i,
+            )
+    try:
+        obs = np.asarray(value, dtype=np.float32)
+    except (TypeError, ValueError):
+        obs = None
+    if obs is None or obs.dtype.kind != "f" or not np.isfinite(obs).all():
+        for i, row in enumerate(value):
+            for j, x in enumerate(row):
+                number(x, f"observations[{i}][{j}]")
+    return obs
+
+
+def holdings_of(body: Mapping[str, Any], tickers: list[str]) -> np.ndarray:
+    """``body["holdings"]`` (``{ticker: shares}``, default none) as (N,) float64 shares in the
+    order of ``tickers``.
+
+    Raises:
+        DataError: not an object, an unknown ticker (``holdings``), or a negative or fractional
+            share count (``holdings.<ticker>``).
+    """
+    value = body.get("holdings", {})
+    if not isinstance(value, Mapping):
+        raise DataError("holdings must be an object {ticker: shares}", field="holdings")
+    unknown = [t for t in value if t not in tickers]
+    if unknown:
+        raise DataError(
+            f"holdings names {', '.join(map(str, unknown))}, not among the agent's tickers {', '.join(tickers)}",
+            field="holdings",
+            ticker=str(unknown[0]),
+        )
+    out = np.zeros(len(tickers))
+    for i, t in enumerate(tickers):
+        if t in value:
+            shares = number(value[t], f"holdings.{t}")
+            if shares < 0 or shares != int(shares):
+                raise DataError(
+                    f"holdings.{t} must be a whole number of shares >= 0, got {value[t]!r}", field=f"holdings.{t}"
+                )
+            out[i] = shares
+    return out
+
+
+def cash_of(body: Mapping[str, Any], default: float) -> float:
+    """``body["cash"]`` in USD, or ``default`` when absent. Raises ``DataError`` (``cash``) unless a finite number >= 0."""
+    if "cash" not in body:
+        return float(default)
+    cash = number(body["cash"], "cash")
+    if cash < 0:
+        raise DataError(f"cash must be >= 0 USD, got {cash}", field="cash")
+    return cash
+
+
+_WINDOW = re.compile(r"_(\d+)(?:_|$)")
+# indicators whose window is not in the name, in days (stockstats defaults)
+_IMPLIED_WINDOW = {"macd": 35, "macds": 35, "macdh": 35, "boll": 20, "boll_ub": 20, "boll_lb": 20, "rsi": 14, "cci": 14}
+
+
+def min_history_days(indicators: list[str], *, scale_free: bool = False) -> int:
+    """Fewest daily bars a market state needs: the longest indicator window plus one day.
+
+    The window is read from the stockstats name (``close_30_sma`` -> 30, ``rsi_30`` -> 30) or
+    taken from stockstats' defaults (MACD 26 + 9, Bollinger 20, RSI/CCI 14); a scale-free
+    observation also needs its longest log-return lookback (63 days). Exponential indicators
+    (MACD, RSI) still drift slightly with longer history; 250 days reproduce the training
+    panel's values to ~1e-3.
+    """
+    from trainer.envs.observations import LOOKBACKS, VOL_WINDOW
+
+    longest = max(max(LOOKBACKS), VOL_WINDOW) if scale_free else 1
+    for name in indicators:
+        match = _WINDOW.search(name)
+        window = int(match.group(1)) if match else _IMPLIED_WINDOW.get(name, 1)
+        longest = max(longest, window)
+    return longest + 1
+
+
+def bars_panel(value: Any, tickers: list[str], need: int) -> Any:
+    """Request bars (``{ticker: [{date, open, high, low, close, volume}, ...]}``) as the long
+    panel ``build_market_data`` reads (date, tic, OHLC, volume), sorted by date and ticker.
+
+    Args:
+        value: ``body["bars"]``.
+        tickers: the agent's tickers; the bars must name exactly these.
+        need: fewest days per ticker (:func:`min_history_days`).
+
+    Raises:
+        DataError: naming ``bars``, ``bars.<ticker>`` or ``bars.<ticker>[i].<key>``: missing or
+            unknown tickers, too few or too many days, a missing, non-positive or non-finite
+            value, high below low, a bad or repeated date.
+    """
+    import pandas as pd
+
+    if not isinstance(value, Mapping):
+        raise DataError("bars must be an object {ticker: [bar, ...]}", field="bars")
+    missing = [t for t in tickers if t not in value]
+    extra = [str(t) for t in value if t not in tickers]
+    if missing or extra:
+        parts = ([f"missing {', '.join(missing)}"] if missing else []) + (
+            [f"unknown {', '.join(extra)}"] if extra else []
+        )
+        raise DataError(
+            f"bars must hold exactly the agent's tickers {', '.join(tickers)}: {'; '.join(parts)}",
+            field="bars",
+            ticker=(missing or extra)[0],
+        )
+    rows = []
+    for t in tickers:
+        bars = value[t]
+        if not isinstance(bars, list):
+            raise DataError(f"bars.{t} must be a list of daily bars", field=f"bars.{t}", ticker=t)
+        if len(bars) < need:
+            raise DataError(
+                f"bars.{t} has {len(bars)} days; the agent's indicators need at least {need} days of history",
+                field=f"bars.{t}",
+                ticker=t,
+            )
+        if len(bars) > MAX_BARS:
+            raise DataError(f"bars.{t} has {len(bars)} days, at most {MAX_BARS}", field=f"bars.{t}", ticker=t)
+        for i, bar in enumerate(bars):
+            where = f"bars.{t}[{i}]"
+            if not isinstance(bar, Mapping):
+                raise DataError(f"{where} must be an object with date, open, high, low, close, volume", field=where)
+            row = {"tic": t}
+            for key in ("open", "high", "low", "close", "volume"):
+                if key not in bar:
+                    raise DataError(f"{where}.{key} is missing", field=f"{where}.{key}", ticker=t)
+                row[key] = number(bar[key], f"{where}.{key}")
+                if (key != "volume" and row[key] <= 0) or row[key] < 0:
+                    raise DataError(
+                        f"{where}.{key} must be positive, got {bar[key]!r}", field=f"{where}.{key}", ticker=t
+                    )
+            if row["high"] < row["low"]:
+                raise DataError(f"{where}: high is below low", field=f"{where}.high", ticker=t)
+            try:
+                row["date"] = pd.Timestamp(checked_date(bar.get("date"), f"{where}.date"))
+            except ValueError as exc:
+                raise DataError(str(exc), field=f"{where}.date", ticker=t) from None
+            rows.append(row)
+    frame = pd.DataFrame(rows, columns=["date", "tic", "open", "high", "low", "close", "volume"])
+    dup = frame.duplicated(["date", "tic"])
+    if dup.any():
+        first = frame[dup].iloc[0]
+        raise DataError(
+            f"bars.{first['tic']} has {first['date'].date()} twice", field=f"bars.{first['tic']}", ticker=first["tic"]
+        )
+    return frame.sort_values(["date", "tic"]).reset_index(drop=True)
+
+
+def checked_date(value: Any, field: str) -> str:
+    """``value`` when it is a ``YYYY-MM-DD`` calendar date; else ``DataError`` naming ``field``."""
+    if not isinstance(value, str) or not re.fullmatch(r"\d{4}-\d{2}-\d{2}", value):
+        raise DataError(f"{field} must be a YYYY-MM-DD date, got {value!r}", field=field)
+    import datetime as _dt
+
+    try:
+        _dt.date.fromisoformat(value)
+    except ValueError:
+        raise DataError(f"{field} {value!r} is not a calendar date", field=field) from None
+    return value
