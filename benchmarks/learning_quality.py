@@ -21,9 +21,9 @@ Arms (each gets ``pods x generations x generation_steps`` env steps per seed):
   (PPO, A2C, DDPG), each with its own hyperparameters (:data:`MIXED`): every pod's first
   generation is fresh, pod *i* training ``MIXED_ALGORITHMS[i % 3]`` (the web app's round-robin
   for pods that start together); children keep their parent's algorithm and mutate only the
-  bounds their algorithm has (:data:`MIXED_MUTATION_BOUNDS`); the leaderboard holds all of
-  them. Unlike the PPO tournament above, whose later pods start from pod 0's first agent, no
-  pod copies an agent in the first generation;
+  bounds their algorithm has (:data:`MIXED_MUTATION_BOUNDS`); one leaderboard ranks them all.
+  Unlike the PPO tournament above, whose later pods start from pod 0's first agent, no pod
+  copies an agent in the first generation;
 * ``mixed top-3 ensemble``: the average action of the mixed leaderboard's 3 best agents
   (whatever their algorithms).
 
@@ -34,9 +34,24 @@ evaluation. The baselines on the same test days: QQQ buy-and-hold, equal weight 
 
 Output: one markdown table per window (test total return, annual return, Sharpe ratio, max
 drawdown: mean +- standard deviation over seeds), then the targets of issue 12 and whether
-the mixed tournament beats the PPO tournament.
+the mixed tournament beats the PPO tournament. The turnover settings and the selection study
+below apply to the PPO arms only (the selection study trains no mixed arm).
 
-Usage: ``OMP_NUM_THREADS=1 .venv/bin/python benchmarks/learning_quality.py [--quick] [--seeds 0 1 2]``
+**Turnover settings** (``--band``, ``--penalty``, ``--init-log-std``): the portfolio env's
+``rebalance_band`` and ``turnover_penalty`` and the portfolio PPO's initial exploration noise
+``init_log_std`` for the portfolio arms (default 0, 0 and PPO's default).
+
+**Selection study** (``--select BAND:PENALTY[:LOG_STD] ...``, the first one the reference, e.g.
+``--select 0:0 0.005:0 0:0.001 0:0:-1.5``): per window and seed, trains the portfolio single pod and the
+tournament (no stock-trading arm) for every setting and prints their validation scores only.
+The rule, fixed before any test figure is printed: the chosen setting is the one with the
+highest validation score averaged over windows, seeds and the two arms (the single pod's best
+and the tournament's top agent); ties go to the reference. Only then are the chosen setting's
+and the reference's agents (already trained) run on the test windows; the other settings' test
+figures are never computed.
+
+Usage: ``OMP_NUM_THREADS=1 .venv/bin/python benchmarks/learning_quality.py [--quick] [--seeds 0 1 2]
+[--band B --penalty P --init-log-std S | --select B:P[:S] ...]``
 """
 
 from __future__ import annotations
@@ -108,29 +123,34 @@ MIXED_MUTATION_BOUNDS = {
     "actor_learning_rate": (1e-5, 3e-3),
     "critic_learning_rate": (1e-5, 3e-3),
 }
-ARMS = (
-    "stock single pod",
-    "portfolio single pod",
-    "portfolio tournament",
-    "top-3 ensemble",
-    "mixed tournament",
-    "mixed top-3 ensemble",
-)
+PPO_ARMS = ("stock single pod", "portfolio single pod", "portfolio tournament", "top-3 ensemble")
+MIXED_ARMS = ("mixed tournament", "mixed top-3 ensemble")
+ARMS = (*PPO_ARMS, *MIXED_ARMS)
 
 
-def task_dict(window: str, kind: str, algorithm: str = "ppo") -> dict:
+#: A portfolio setting: (rebalance_band, turnover_penalty, PPO init_log_std or None for PPO's default).
+Setting = tuple[float, float, float | None]
+DEFAULT_SETTING: Setting = (0.0, 0.0, None)
+
+
+def task_dict(window: str, kind: str, setting: Setting = DEFAULT_SETTING, algorithm: str = "ppo") -> dict:
+    """The task of one arm; ``setting`` applies to the portfolio env and its PPO only; another
+    ``algorithm`` (the mixed tournament's) takes its :data:`MIXED` hyperparameters."""
     path, train, val, test = WINDOWS[window]
+    env, hyperparameters = {}, dict(PORTFOLIO_PPO if kind == "portfolio" else PPO)
     if algorithm != "ppo":
         hyperparameters = dict(MIXED[algorithm])
-    else:
-        hyperparameters = dict(PORTFOLIO_PPO if kind == "portfolio" else PPO)
+    if kind == "portfolio" and setting[:2] != (0.0, 0.0):
+        env = {"rebalance_band": setting[0], "turnover_penalty": setting[1]}
+    if kind == "portfolio" and setting[2] is not None and algorithm == "ppo":
+        hyperparameters["init_log_std"] = setting[2]
     return {
         "data": {"paths": [path], "start": "2010-01-01", "end": test[1]},
         "train": list(train),
         "validation": list(val),
         "test": list(test),
         "kind": kind,
-        "env": {},
+        "env": env,
         "algorithm": algorithm,
         "hyperparameters": hyperparameters,
     }
@@ -259,16 +279,26 @@ def policy_of(checkpoints: list[Path]):
     return policy
 
 
-def test_returns(checkpoints: list[Path], market) -> np.ndarray:
-    """Daily returns of the deterministic policy on the test split (the pod's evaluation loop)."""
+def split_run(checkpoints: list[Path], market, split: str = "test") -> tuple[np.ndarray, float]:
+    """Daily returns of the deterministic policy on a split (the pod's evaluation loop) and its
+    mean daily turnover (traded value / portfolio value, from the costs paid; NaN without costs)."""
     state = load_checkpoint(checkpoints[0])
     task = TaskSpec.from_dict(state["task"])
     prepared = prepare_market(market, task.env)
-    test = prepared.slice(*task.test, name="test")
+    days = getattr(task, split)
+    window = prepared.slice(*days, name=split)
     stats = FeatureStats.from_dict(state["feature_stats"]) if state.get("feature_stats") else None
-    env = make_env(test, eval_config(task.env), num_envs=1, feature_stats=stats)
-    v = run_policy(policy_of(checkpoints), env, start_day=0, seed=0).values[0]
-    return v[1:] / v[:-1] - 1.0
+    env = make_env(window, eval_config(task.env), num_envs=1, feature_stats=stats)
+    trace = run_policy(policy_of(checkpoints), env, start_day=0, seed=0)
+    v = trace.values[0]
+    cost_pct = getattr(task.env, "cost_pct", 0.0)
+    turnover = float(np.mean(trace.costs[0][1:-1] / v[1:-1]) / cost_pct) if cost_pct > 0 else float("nan")
+    return v[1:] / v[:-1] - 1.0, turnover
+
+
+def test_returns(checkpoints: list[Path], market) -> np.ndarray:
+    """Daily returns of the deterministic policy on the test split."""
+    return split_run(checkpoints, market, "test")[0]
 
 
 def summary(returns: np.ndarray) -> dict[str, float]:
@@ -294,113 +324,124 @@ def fmt(values: list[float], pct: bool) -> str:
     return f"{mean:.1f} ± {spread:.1f} %" if pct else f"{mean:.2f} ± {spread:.2f}"
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--quick", action="store_true", help="smoke run: tiny budget, one seed, one window")
-    parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
-    parser.add_argument("--windows", nargs="+", default=list(WINDOWS), choices=list(WINDOWS))
-    parser.add_argument("--pods", type=int, default=3)
-    parser.add_argument("--generations", type=int, default=3)
-    parser.add_argument("--generation-steps", type=int, default=65_536)
-    parser.add_argument(
-        "--data-dir", default=os.environ.get("PADDOCK_DATA_DIR") or str(REPO.parent / "shared" / "data")
+def parse_setting(text: str) -> Setting:
+    """``"BAND:PENALTY[:LOG_STD]"`` -> (rebalance_band, turnover_penalty, init_log_std or None)."""
+    try:
+        parts = [float(x) for x in text.split(":")]
+        if len(parts) not in (2, 3):
+            raise ValueError
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"a setting is BAND:PENALTY or BAND:PENALTY:LOG_STD, e.g. 0.005:0 or 0:0:-1.5 (got {text!r})"
+        ) from None
+    return parts[0], parts[1], parts[2] if len(parts) == 3 else None
+
+
+def setting_name(setting: Setting) -> str:
+    std = f", init_log_std {setting[2]:g}" if setting[2] is not None else ""
+    return f"band {setting[0]:g}, penalty {setting[1]:g}{std}"
+
+
+def window_baselines(market, task: TaskSpec, qqq_close) -> dict[str, np.ndarray]:
+    """Daily returns of QQQ, equal weight buy and hold and 1/N rebalanced daily on the test days."""
+    test = market.slice(*task.test)
+    qqq = qqq_close.reindex(test.dates.astype("datetime64[ns]")).to_numpy()
+    ew = (test.close / test.close[0]).mean(1)
+    return {
+        "QQQ buy and hold": qqq[1:] / qqq[:-1] - 1,
+        "equal weight buy and hold": np.diff(ew) / ew[:-1],
+        "1/N rebalanced daily": (test.close[1:] / test.close[:-1]).mean(1) - 1,
+    }
+
+
+def train_arms(
+    window, market, seed, setting, workdir: Path, args, *, stock: bool, mixed: bool = False
+) -> dict[str, tuple[list[Path], float, int]]:
+    """Train the arms of one window, seed and portfolio setting (the mixed ones too when
+    ``mixed``); arm -> (checkpoints, validation score, env steps)."""
+    out: dict[str, tuple[list[Path], float, int]] = {}
+    kinds = [("stock_trading", "stock single pod")] if stock else []
+    for kind, arm in (*kinds, ("portfolio", "portfolio single pod")):
+        task = TaskSpec.from_dict(task_dict(window, kind, setting))
+        lineage = Lineage(task, market, workdir / arm.replace(" ", "_"), args.generation_steps)
+        lineage.workdir.mkdir(parents=True)
+        done = single_pod(lineage, args.pods * args.generations, seed)
+        best = max(done, key=lambda d: d[1])
+        out[arm] = ([best[0]], best[1], lineage.env_steps)
+    lineage = Lineage(
+        TaskSpec.from_dict(task_dict(window, "portfolio", setting)),
+        market,
+        workdir / "tournament",
+        args.generation_steps,
     )
-    args = parser.parse_args()
-    if args.quick:
-        # 3 pods: one per algorithm of the mixed tournament
-        args.seeds, args.windows, args.pods, args.generations, args.generation_steps = [0], ["dow30-2020"], 3, 2, 8192
-    torch.set_num_threads(1)
-    started = time.monotonic()
-    budget = args.pods * args.generations * args.generation_steps
+    lineage.workdir.mkdir(parents=True)
+    board = run_tournament(lineage, args.pods, args.generations, seed)
+    out["portfolio tournament"] = ([board[0][0]], board[0][1], lineage.env_steps)
+    out["top-3 ensemble"] = ([p for p, _ in board[:3]], float(np.mean([s for _, s in board[:3]])), lineage.env_steps)
+    if mixed:
+        base = TaskSpec.from_dict(task_dict(window, "portfolio", setting))
+        others = {a: TaskSpec.from_dict(task_dict(window, "portfolio", setting, a)) for a in MIXED_ALGORITHMS[1:]}
+        lineage = Lineage(base, market, workdir / "mixed", args.generation_steps, others=others)
+        lineage.workdir.mkdir(parents=True)
+        board = run_mixed_tournament(lineage, args.pods, args.generations, seed)
+        out["mixed tournament"] = ([board[0][0]], board[0][1], lineage.env_steps)
+        top3 = ([p for p, _ in board[:3]], float(np.mean([s for _, s in board[:3]])), lineage.env_steps)
+        out["mixed top-3 ensemble"] = top3
+    return out
+
+
+def print_window(window, market, trained: list[dict], baselines, arms, label: str = "") -> dict[str, float]:
+    """One markdown table of test figures (mean ± std over seeds); returns the targets' inputs."""
+    path, train, val, _ = WINDOWS[window]
+    test = market.slice(*WINDOWS[window][3])
     print(
-        f"# learning quality: {budget:,} env steps per arm and seed ({args.pods} pods x {args.generations} "
-        f"generations x {args.generation_steps:,}); seeds {args.seeds}; torch {torch.__version__}, 1 thread\n"
+        f"\n### {window}{label}: {test.num_stocks} tickers ({path.split('_')[0]}), train {train[0]}..{train[1]}, "
+        f"validation {val[0]}..{val[1]}, test {test.dates[0]}..{test.dates[-1]} ({test.num_days} days)\n"
     )
-    qqq_close = load_benchmark_close(Path(args.data_dir) / BENCHMARK)
-    targets: dict[str, dict[str, float]] = {}
-    for window in args.windows:
-        base_task = TaskSpec.from_dict(task_dict(window, "portfolio"))
-        market = load_market_data(base_task.data, data_dir=args.data_dir)
-        test = market.slice(*base_task.test)
-        dates = test.dates.astype("datetime64[ns]")
-        qqq = qqq_close.reindex(dates).to_numpy()
-        baselines = {
-            "QQQ buy and hold": qqq[1:] / qqq[:-1] - 1,
-            "equal weight buy and hold": np.diff((test.close / test.close[0]).mean(1))
-            / (test.close / test.close[0]).mean(1)[:-1],
-            "1/N rebalanced daily": (test.close[1:] / test.close[:-1]).mean(1) - 1,
-        }
-        results: dict[str, list[dict[str, float]]] = {arm: [] for arm in ARMS}
-        validation: dict[str, list[float]] = {arm: [] for arm in ARMS}
-        steps: dict[str, list[int]] = {arm: [] for arm in ARMS}
-        for seed in args.seeds:
-            with tempfile.TemporaryDirectory() as tmp:
-                for kind, arm in (("stock_trading", "stock single pod"), ("portfolio", "portfolio single pod")):
-                    task = TaskSpec.from_dict(task_dict(window, kind))
-                    lineage = Lineage(task, market, Path(tmp) / arm.replace(" ", "_"), args.generation_steps)
-                    lineage.workdir.mkdir()
-                    done = single_pod(lineage, args.pods * args.generations, seed)
-                    best = max(done, key=lambda d: d[1])
-                    results[arm].append(summary(test_returns([best[0]], market)))
-                    validation[arm].append(best[1])
-                    steps[arm].append(lineage.env_steps)
-                    print(f"  {window} seed {seed} {arm}: {time.monotonic() - started:.0f} s", flush=True)
-                lineage = Lineage(base_task, market, Path(tmp) / "tournament", args.generation_steps)
-                lineage.workdir.mkdir()
-                board = run_tournament(lineage, args.pods, args.generations, seed)
-                results["portfolio tournament"].append(summary(test_returns([board[0][0]], market)))
-                validation["portfolio tournament"].append(board[0][1])
-                steps["portfolio tournament"].append(lineage.env_steps)
-                top3 = [p for p, _ in board[:3]]
-                results["top-3 ensemble"].append(summary(test_returns(top3, market)))
-                validation["top-3 ensemble"].append(float(np.mean([s for _, s in board[:3]])))
-                steps["top-3 ensemble"].append(lineage.env_steps)
-                print(f"  {window} seed {seed} tournament: {time.monotonic() - started:.0f} s", flush=True)
-                others = {a: TaskSpec.from_dict(task_dict(window, "portfolio", a)) for a in MIXED_ALGORITHMS[1:]}
-                lineage = Lineage(base_task, market, Path(tmp) / "mixed", args.generation_steps, others=others)
-                lineage.workdir.mkdir()
-                board = run_mixed_tournament(lineage, args.pods, args.generations, seed)
-                results["mixed tournament"].append(summary(test_returns([board[0][0]], market)))
-                validation["mixed tournament"].append(board[0][1])
-                steps["mixed tournament"].append(lineage.env_steps)
-                results["mixed top-3 ensemble"].append(summary(test_returns([p for p, _ in board[:3]], market)))
-                validation["mixed top-3 ensemble"].append(float(np.mean([s for _, s in board[:3]])))
-                steps["mixed top-3 ensemble"].append(lineage.env_steps)
-                print(f"  {window} seed {seed} mixed tournament: {time.monotonic() - started:.0f} s", flush=True)
-        path, train, val, test_range = WINDOWS[window]
+    print(
+        "| arm | env steps | validation score | test total return | annual return | Sharpe | max drawdown "
+        "| test turnover/day |"
+    )
+    print("|---|---:|---:|---:|---:|---:|---:|---:|")
+    sharpe: dict[str, float] = {}
+    for arm in arms:
+        rows, turnovers = [], []
+        for seed_arms in trained:
+            returns, turnover = split_run(seed_arms[arm][0], market, "test")
+            rows.append(summary(returns))
+            turnovers.append(turnover)
+        sharpe[arm] = float(np.mean([r["sharpe"] for r in rows]))
         print(
-            f"\n### {window}: {test.num_stocks} tickers ({path.split('_')[0]}), train {train[0]}..{train[1]}, "
-            f"validation {val[0]}..{val[1]}, test {test.dates[0]}..{test.dates[-1]} ({test.num_days} days)\n"
+            f"| {arm} | {int(np.mean([t[arm][2] for t in trained])):,} | {fmt([t[arm][1] for t in trained], False)} | "
+            f"{fmt([r['total'] for r in rows], True)} | {fmt([r['annual'] for r in rows], True)} | "
+            f"{fmt([r['sharpe'] for r in rows], False)} | {fmt([r['mdd'] for r in rows], True)} | "
+            f"{fmt(turnovers, True)} |"
         )
-        print("| arm | env steps | validation score | test total return | annual return | Sharpe | max drawdown |")
-        print("|---|---:|---:|---:|---:|---:|---:|")
-        for arm in ARMS:
-            rows = results[arm]
-            print(
-                f"| {arm} | {int(np.mean(steps[arm])):,} | {fmt(validation[arm], False)} | "
-                f"{fmt([r['total'] for r in rows], True)} | {fmt([r['annual'] for r in rows], True)} | "
-                f"{fmt([r['sharpe'] for r in rows], False)} | {fmt([r['mdd'] for r in rows], True)} |"
-            )
-        for name, r in baselines.items():
-            s = summary(r)
-            print(
-                f"| {name} | - | - | {100 * s['total']:.1f} % | {100 * s['annual']:.1f} % | {s['sharpe']:.2f} | {100 * s['mdd']:.1f} % |"
-            )
-        best_arm = max(
-            ("portfolio tournament", "top-3 ensemble"), key=lambda a: np.mean([r["sharpe"] for r in results[a]])
+    for name, r in baselines.items():
+        s = summary(r)
+        print(
+            f"| {name} | - | - | {100 * s['total']:.1f} % | {100 * s['annual']:.1f} % | {s['sharpe']:.2f} "
+            f"| {100 * s['mdd']:.1f} % | - |"
         )
-        targets[window] = {
-            "best": float(np.mean([r["sharpe"] for r in results[best_arm]])),
-            "best_arm": best_arm,
-            "tournament": float(np.mean([r["sharpe"] for r in results["portfolio tournament"]])),
-            "single": float(np.mean([r["sharpe"] for r in results["portfolio single pod"]])),
-            "mixed": float(np.mean([r["sharpe"] for r in results["mixed tournament"]])),
-            "ew": summary(baselines["equal weight buy and hold"])["sharpe"],
-            "ew_daily": summary(baselines["1/N rebalanced daily"])["sharpe"],
-            "qqq": summary(baselines["QQQ buy and hold"])["sharpe"],
-        }
-        print(flush=True)
-    print("### Targets (mean test Sharpe over seeds of the better of tournament top agent and top-3 ensemble)\n")
+    print(flush=True)
+    best_arm = max(("portfolio tournament", "top-3 ensemble"), key=lambda a: sharpe[a])
+    mixed = {"mixed": sharpe["mixed tournament"]} if "mixed tournament" in sharpe else {}
+    return {
+        **mixed,
+        "best": sharpe[best_arm],
+        "best_arm": best_arm,
+        "tournament": sharpe["portfolio tournament"],
+        "single": sharpe["portfolio single pod"],
+        "ew": summary(baselines["equal weight buy and hold"])["sharpe"],
+        "ew_daily": summary(baselines["1/N rebalanced daily"])["sharpe"],
+        "qqq": summary(baselines["QQQ buy and hold"])["sharpe"],
+    }
+
+
+def print_targets(targets: dict[str, dict[str, float]], label: str = "") -> None:
+    print(
+        f"### Targets{label} (mean test Sharpe over seeds of the better of tournament top agent and top-3 ensemble)\n"
+    )
     beat_ew = sum(t["best"] >= max(t["ew"], t["ew_daily"]) for t in targets.values())
     beat_qqq = sum(t["best"] > t["qqq"] for t in targets.values())
     beat_single = sum(t["tournament"] > t["single"] for t in targets.values())
@@ -412,9 +453,132 @@ def main() -> None:
     n = len(targets)
     print(f"- at least equal weight (both kinds): {beat_ew} of {n} windows (target: 2 of 3)")
     print(f"- above QQQ: {beat_qqq} of {n} windows (target: 2 of 3)")
-    print(f"- tournament above single portfolio pod: {beat_single} of {n} windows")
-    beat_ppo = sum(t["mixed"] > t["tournament"] for t in targets.values())
-    print(f"- mixed (PPO, A2C, DDPG) tournament above the PPO tournament: {beat_ppo} of {n} windows")
+    print(f"- tournament above single portfolio pod: {beat_single} of {n} windows", flush=True)
+    if all("mixed" in t for t in targets.values()):
+        beat_ppo = sum(t["mixed"] > t["tournament"] for t in targets.values())
+        print(f"- mixed (PPO, A2C, DDPG) tournament above the PPO tournament: {beat_ppo} of {n} windows", flush=True)
+    print(flush=True)
+
+
+def select(args, markets, qqq_close, started: float) -> None:
+    """The selection study: validation scores of every setting, the rule, then test for two settings."""
+    settings = args.select
+    with tempfile.TemporaryDirectory() as tmp:
+        # trained[window][setting] = one dict per seed (arm -> (checkpoints, score, env steps))
+        trained: dict[str, dict[Setting, list[dict]]] = {w: {s: [] for s in settings} for w in args.windows}
+        for window in args.windows:
+            for seed in args.seeds:
+                for i, setting in enumerate(settings):
+                    work = Path(tmp) / window / f"seed{seed}" / f"setting{i}"
+                    arms = train_arms(window, markets[window], seed, setting, work, args, stock=False)
+                    trained[window][setting].append(arms)
+                    print(
+                        f"  {window} seed {seed} {setting_name(setting)}: {time.monotonic() - started:.0f} s",
+                        flush=True,
+                    )
+        print("\n### Validation scores (selection study; no test figure computed yet)\n")
+        header = " | ".join(f"{w} single pod | {w} tournament top" for w in args.windows)
+        print(f"| setting | {header} | mean | validation turnover/day (tournament top) |")
+        print("|---|" + "---:|" * (2 * len(args.windows) + 2))
+        means = {}
+        for setting in settings:
+            cells, scores, turnovers = [], [], []
+            for window in args.windows:
+                for arm in ("portfolio single pod", "portfolio tournament"):
+                    values = [seed_arms[arm][1] for seed_arms in trained[window][setting]]
+                    scores.extend(values)
+                    cells.append(fmt(values, False))
+                for seed_arms in trained[window][setting]:
+                    turnovers.append(split_run(seed_arms["portfolio tournament"][0], markets[window], "validation")[1])
+            means[setting] = float(np.mean(scores))
+            print(f"| {setting_name(setting)} | {' | '.join(cells)} | {means[setting]:.3f} | {fmt(turnovers, True)} |")
+        reference = settings[0]
+        chosen = max(settings, key=lambda s: (means[s], s == reference))
+        print(
+            f"\nRule: highest mean validation score over windows, seeds and the two arms (ties to the reference). "
+            f"Chosen: {setting_name(chosen)} ({means[chosen]:.3f}); reference: {setting_name(reference)} "
+            f"({means[reference]:.3f}).\n",
+            flush=True,
+        )
+        if args.validation_only:
+            return
+        shown = [(reference, " (reference)")] + ([(chosen, " (chosen)")] if chosen != reference else [])
+        for setting, label in shown:
+            targets = {}
+            for window in args.windows:
+                base = TaskSpec.from_dict(task_dict(window, "portfolio"))
+                targets[window] = print_window(
+                    window,
+                    markets[window],
+                    trained[window][setting],
+                    window_baselines(markets[window], base, qqq_close),
+                    PPO_ARMS[1:],
+                    f", {setting_name(setting)}{label}",
+                )
+            print_targets(targets, f", {setting_name(setting)}{label}")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="smoke run: tiny budget, one seed, one window")
+    parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
+    parser.add_argument("--windows", nargs="+", default=list(WINDOWS), choices=list(WINDOWS))
+    parser.add_argument("--pods", type=int, default=3)
+    parser.add_argument("--generations", type=int, default=3)
+    parser.add_argument("--generation-steps", type=int, default=65_536)
+    parser.add_argument("--band", type=float, default=0.0, help="portfolio env rebalance_band (default 0)")
+    parser.add_argument("--penalty", type=float, default=0.0, help="portfolio env turnover_penalty (default 0)")
+    parser.add_argument("--init-log-std", type=float, help="portfolio PPO init_log_std (default PPO's)")
+    parser.add_argument(
+        "--select",
+        type=parse_setting,
+        nargs="+",
+        metavar="BAND:PENALTY[:LOG_STD]",
+        help="selection study over these portfolio settings (the first is the reference); see the docstring",
+    )
+    parser.add_argument(
+        "--validation-only", action="store_true", help="with --select: stop after the validation scores and the rule"
+    )
+    parser.add_argument(
+        "--data-dir", default=os.environ.get("PADDOCK_DATA_DIR") or str(REPO.parent / "shared" / "data")
+    )
+    args = parser.parse_args()
+    if args.quick:
+        # 3 pods: one per algorithm of the mixed tournament
+        args.seeds, args.pods, args.generations, args.generation_steps = [0], 3, 2, 8192
+        if not args.select:
+            args.windows = ["dow30-2020"]
+    torch.set_num_threads(1)
+    started = time.monotonic()
+    budget = args.pods * args.generations * args.generation_steps
+    print(
+        f"# learning quality: {budget:,} env steps per arm and seed ({args.pods} pods x {args.generations} "
+        f"generations x {args.generation_steps:,}); seeds {args.seeds}; torch {torch.__version__}, 1 thread\n"
+    )
+    qqq_close = load_benchmark_close(Path(args.data_dir) / BENCHMARK)
+    markets = {
+        w: load_market_data(TaskSpec.from_dict(task_dict(w, "portfolio")).data, data_dir=args.data_dir)
+        for w in args.windows
+    }
+    if args.select:
+        select(args, markets, qqq_close, started)
+        print(f"\nwall time {time.monotonic() - started:.0f} s")
+        return
+    setting = (args.band, args.penalty, args.init_log_std)
+    label = f", portfolio {setting_name(setting)}" if setting != DEFAULT_SETTING else ""
+    targets: dict[str, dict[str, float]] = {}
+    for window in args.windows:
+        base = TaskSpec.from_dict(task_dict(window, "portfolio"))
+        with tempfile.TemporaryDirectory() as tmp:
+            trained = []
+            for seed in args.seeds:
+                work = Path(tmp) / f"seed{seed}"
+                arms = train_arms(window, markets[window], seed, setting, work, args, stock=True, mixed=True)
+                trained.append(arms)
+                print(f"  {window} seed {seed}: {time.monotonic() - started:.0f} s", flush=True)
+            baselines = window_baselines(markets[window], base, qqq_close)
+            targets[window] = print_window(window, markets[window], trained, baselines, ARMS, label)
+    print_targets(targets, label)
     print(f"\nwall time {time.monotonic() - started:.0f} s")
 
 

@@ -154,6 +154,19 @@ def build_parser() -> argparse.ArgumentParser:
         help="reward of the portfolio env (default log_return)",
     )
     train.add_argument(
+        "--rebalance-band",
+        type=float,
+        metavar="FRACTION",
+        help="portfolio env no-trade band: a stock's weight moves only when it is more than this fraction "
+        "of value from its target (default 0: trade every difference)",
+    )
+    train.add_argument(
+        "--turnover-penalty",
+        type=float,
+        metavar="COEF",
+        help="portfolio env training-only reward penalty per unit of turnover (default 0)",
+    )
+    train.add_argument(
         "--env-steps",
         type=_positive_int,
         default=DEFAULT_ENV_STEPS,

@@ -82,6 +82,9 @@ def task_from_args(args: argparse.Namespace) -> dict[str, Any]:
         env["observation"] = args.observation
     if args.reward:
         env["reward"] = args.reward  # a stock-trading task refuses it by name (env.reward)
+    for name in ("rebalance_band", "turnover_penalty"):  # portfolio only; stock trading refuses them by name
+        if getattr(args, name, None) is not None:
+            env[name] = getattr(args, name)
     task["env"] = env
     if args.algo:
         if args.algo != task.get("algorithm", "ppo"):

@@ -275,3 +275,19 @@ def test_train_env_portfolio_trains_a_portfolio_agent_and_evaluate_shows_baselin
     # A stock-trading task refuses a portfolio reward by name.
     assert main(["train", "--reward", "log_return", "--tickers", "AAPL", "--out", str(tmp_path / "x"), *common]) == 2
     assert "env.reward" in capsys.readouterr().err
+
+
+def test_train_turnover_options_reach_the_portfolio_env_and_are_refused_by_name(data_dir, tmp_path, capsys):
+    common = ["--data-dir", str(data_dir), "--env-steps", "256", "--num-envs", "16", "--no-progress"]
+    # stock trading has no band: refused by name before any training
+    code = main(["train", "--rebalance-band", "0.01", "--tickers", "AAPL", "--out", str(tmp_path / "a"), *common])
+    assert code == 2 and "env.rebalance_band" in capsys.readouterr().err
+    # three tickers: 1/N = 1/3, so a band of 0.4 would never leave the initial cash
+    args = ["train", "--env", "portfolio", "--tickers", "AAPL,MSFT,KO", "--rebalance-band", "0.4"]
+    assert main(args + ["--out", str(tmp_path / "b"), *common]) == 2
+    assert "env.rebalance_band" in capsys.readouterr().err
+    assert main(args[:-1] + ["-0.1", "--out", str(tmp_path / "c"), *common]) == 2
+    assert "env.rebalance_band" in capsys.readouterr().err
+    args = ["train", "--env", "portfolio", "--tickers", "AAPL,MSFT,KO", "--turnover-penalty", "-1"]
+    assert main(args + ["--out", str(tmp_path / "d"), *common]) == 2
+    assert "env.turnover_penalty" in capsys.readouterr().err

@@ -318,7 +318,9 @@ def run_backtest(
         benchmarks[QQQ] = capital * aligned.close / aligned.close[0]
         notes.append(aligned.note)
     metrics = _score(daily, benchmarks, aligned)
-    notes = [f"{window.num_days} trading days, {n} tickers, {window.dates[0]} to {window.dates[-1]}", *notes]
+    days = len(np.unique(window.dates.astype("datetime64[D]")))
+    rows = f"{window.num_days:,} bars on {days} trading days" if days != window.num_days else f"{days} trading days"
+    notes = [f"{rows}, {n} tickers, {window.dates[0]} to {window.dates[-1]}", *notes]
     return BacktestResult(
         daily=daily,
         benchmarks=benchmarks,

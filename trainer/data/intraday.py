@@ -22,11 +22,12 @@ up). Every fill is reported in :attr:`BarInfo.missing` and in ``attrs["notes"]``
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
 
+from trainer.data.bars import DAILY, BarInfo, MissingBars, bar_info  # noqa: F401  (re-exported)
 from trainer.data.timestamps import (
     BAR_LABELS,
     EXTENDED_CLOSE,
@@ -49,105 +50,6 @@ from trainer.errors import DataError
 
 _DAY_NS = 86_400 * 10**9
 _MIN_NS = 60 * 10**9
-
-
-@dataclass(frozen=True)
-class MissingBars:
-    """Bars one ticker misses inside its own span, all filled (see the module doc).
-
-    Attributes:
-        ticker: the symbol.
-        count: bars filled.
-        days: days with at least one filled bar.
-        worst: up to 5 ``(YYYY-MM-DD, bars filled)``, most first.
-    """
-
-    ticker: str
-    count: int
-    days: int
-    worst: tuple[tuple[str, int], ...] = ()
-
-
-@dataclass(frozen=True)
-class BarInfo:
-    """What the bars of a panel are; ``panel.attrs["bars"]`` (see :func:`bar_info`).
-
-    Attributes:
-        interval: ``"1d"``, ``"1h"``, ``"30m"``, ``"15m"``, ``"5m"`` or ``"1m"``.
-        minutes: bar length in minutes (1440 for daily bars).
-        session: ``"daily"``, ``"regular"`` (09:30-16:00 ET) or ``"extended"`` (04:00-20:00 ET).
-        bars_per_session: bars of a full regular session (78 for 5-minute bars; 1 for daily).
-        periods_per_year: ``bars_per_session * 252``: the factor metrics annualise with.
-        timezone: how the file's stamps were read (``"UTC (column name datetime_utc)"``).
-        bar_label: what the file's stamps mark, as used: ``"start"`` or ``"end"``.
-        bar_label_detected: what the stamps looked like (``"start"``, ``"end"`` or ``"unclear"``).
-        sessions: trading days in the panel.
-        half_days: ``YYYY-MM-DD`` of the early-close days found.
-        missing: per ticker with filled bars, :class:`MissingBars`.
-    """
-
-    interval: str = "1d"
-    minutes: int = 1440
-    session: str = "daily"
-    bars_per_session: int = 1
-    periods_per_year: int = TRADING_DAYS_PER_YEAR
-    timezone: str = ""
-    bar_label: str = "end"
-    bar_label_detected: str = "end"
-    sessions: int = 0
-    half_days: tuple[str, ...] = ()
-    missing: tuple[MissingBars, ...] = field(default=())
-
-    @property
-    def intraday(self) -> bool:
-        return self.interval != "1d"
-
-    @property
-    def missing_bars(self) -> int:
-        return sum(m.count for m in self.missing)
-
-    def to_dict(self) -> dict:
-        """JSON-able dict (tuples become lists); :meth:`from_dict` reads it back."""
-        d = asdict(self)
-        d["half_days"] = list(self.half_days)
-        d["missing"] = [{**asdict(m), "worst": [list(w) for w in m.worst]} for m in self.missing]
-        return d
-
-    @classmethod
-    def from_dict(cls, data: dict | None) -> BarInfo:
-        if not data:
-            return DAILY
-        data = dict(data)
-        data["half_days"] = tuple(data.get("half_days", ()))
-        data["missing"] = tuple(
-            MissingBars(m["ticker"], int(m["count"]), int(m["days"]), tuple((str(d), int(n)) for d, n in m["worst"]))
-            for m in data.get("missing", ())
-        )
-        return cls(**{k: v for k, v in data.items() if k in cls.__dataclass_fields__})
-
-    def summary(self) -> str:
-        """One line for pages and notes, e.g. ``5-minute bars, regular session 09:30-16:00 ET
-        (78 bars a session, 78 x 252 periods a year)``."""
-        if not self.intraday:
-            return "daily bars (252 periods a year)"
-        span = "09:30-16:00 ET" if self.session == "regular" else "04:00-20:00 ET"
-        size = f"{self.minutes}-minute" if self.minutes < 60 else "hourly"
-        return (
-            f"{size} bars, {self.session} session {span} ({self.bars_per_session} bars a session, "
-            f"{self.bars_per_session} x {TRADING_DAYS_PER_YEAR} periods a year)"
-        )
-
-
-DAILY = BarInfo()
-"""The :class:`BarInfo` of daily panels."""
-
-
-def bar_info(panel: pd.DataFrame) -> BarInfo:
-    """The panel's :class:`BarInfo` (``attrs["bars"]``), :data:`DAILY` when it has none."""
-    info = panel.attrs.get("bars")
-    if isinstance(info, BarInfo):
-        return info
-    return BarInfo.from_dict(info) if isinstance(info, dict) else DAILY
 
 
 @dataclass(frozen=True)
@@ -245,9 +147,10 @@ def prepare_intraday(
         first, again = order[repeat[0]], order[repeat[0] + 1]
         raise fail(again, f"duplicate timestamp: row {int(rows[first])} has the same bar of {tics[again]}")
     by_tic = np.argsort(codes, kind="stable")
+    bounds = np.searchsorted(codes[by_tic], np.arange(len(names) + 1))
     reversed_tics = []
     for code in range(len(names)):
-        idx = by_tic[codes[by_tic] == code]
+        idx = by_tic[bounds[code] : bounds[code + 1]]
         if idx.size < 2:
             continue
         step = np.diff(ns[idx])
@@ -423,6 +326,8 @@ def complete_sessions(panel: pd.DataFrame, files: list[FileBars], *, session: st
     minutes = files[0].minutes
     interval = next(k for k, v in INTERVALS.items() if v == minutes)
     attrs = dict(panel.attrs)
+    panel = panel.copy(deep=False)
+    panel.attrs = {}  # pandas deep-copies attrs on every operation: none while filling per ticker
     ns = panel["date"].to_numpy().astype("datetime64[ns]").astype(np.int64)
     mod = (ns % _DAY_NS) // _MIN_NS
     regular = (mod > SESSION_OPEN) & (mod <= SESSION_CLOSE)  # half days are judged on regular-hours bars
@@ -432,28 +337,43 @@ def complete_sessions(panel: pd.DataFrame, files: list[FileBars], *, session: st
     grid = _grid(days, closes, minutes)
     grid_end_of_day = dict(zip(days.tolist(), (days * _DAY_NS + closes * _MIN_NS).tolist()))
 
+    close_all = panel["close"].to_numpy(dtype="float64")
     parts, reports = [], []
-    for tic, rows in panel.groupby("tic", sort=True):
-        sub = rows.set_index("date")[["open", "high", "low", "close", "volume"]]
-        t_ns = sub.index.to_numpy().astype("datetime64[ns]").astype(np.int64)
+    for tic, pos in sorted(panel.groupby("tic", sort=True).indices.items()):
+        t_ns = ns[pos]  # the panel is sorted by date: each ticker's stamps increase
         first, last = t_ns[0], grid_end_of_day[int(t_ns[-1] // _DAY_NS)]
         expected = grid[(grid >= first) & (grid <= last)]
+        if expected.size == t_ns.size and np.array_equal(expected, t_ns):
+            continue  # nothing missing (the usual case): no copy
         index = np.union1d(expected, t_ns)  # extended-hours bars (session="extended") are kept as they are
-        full = sub.reindex(pd.DatetimeIndex(index.astype("datetime64[ns]"), name="date"))
-        gap = full["close"].isna().to_numpy()
-        if gap.any():
-            prev = full["close"].ffill()
-            for c in ("open", "high", "low", "close"):
-                full.loc[gap, c] = prev[gap]
-            full.loc[gap, "volume"] = 0.0
-            per_day = pd.Series(index[gap] // _DAY_NS).value_counts()
-            per_day = per_day.sort_index().sort_values(ascending=False, kind="stable")
-            worst = tuple((str(np.datetime64(int(d), "D")), int(n)) for d, n in per_day.head(5).items())
-            reports.append(MissingBars(str(tic), int(gap.sum()), int(per_day.size), worst))
-        parts.append(full.reset_index().assign(tic=tic))
+        gap_ns = index[~np.isin(index, t_ns, assume_unique=True)]
+        if gap_ns.size == 0:
+            continue
+        # past-only: the close of the ticker's last bar before the missing one (never a later bar)
+        previous = close_all[pos][np.searchsorted(t_ns, gap_ns, side="right") - 1]
+        parts.append(
+            pd.DataFrame(
+                {
+                    "date": gap_ns.astype("datetime64[ns]"),
+                    "tic": tic,
+                    "open": previous,
+                    "high": previous,
+                    "low": previous,
+                    "close": previous,
+                    "volume": 0.0,
+                }
+            )
+        )
+        per_day = pd.Series(gap_ns // _DAY_NS).value_counts()
+        per_day = per_day.sort_index().sort_values(ascending=False, kind="stable")
+        worst = tuple((str(np.datetime64(int(d), "D")), int(n)) for d, n in per_day.head(5).items())
+        reports.append(MissingBars(str(tic), int(gap_ns.size), int(per_day.size), worst))
 
-    out = pd.concat(parts, ignore_index=True)[list(panel.columns)]
-    out = out.sort_values(["date", "tic"], kind="stable").reset_index(drop=True)
+    out = panel
+    if parts:
+        filled = pd.concat(parts, ignore_index=True).astype({"tic": panel["tic"].dtype})
+        out = pd.concat([panel, filled[list(panel.columns)]], ignore_index=True)
+        out = out.sort_values(["date", "tic"], kind="stable").reset_index(drop=True)
     notes = list(attrs.get("notes", []))
     for f in files:
         notes.extend(n for n in f.notes if n not in notes)

@@ -36,6 +36,20 @@ form of the transaction-remainder factor ``mu_t ~ 1 - c * sum_i |w*_i - w_i|`` o
 Liang (2017, arXiv 1706.10059, eq. 16). Every episode starts all in cash on its first day, so
 the first rebalance pays ``cost_pct`` on the invested fraction.
 
+**No-trade band** (``rebalance_band`` ``b``, default 0: off). Under proportional costs the
+optimal policy leaves a region around the target untraded (Davis & Norman 1990, "Portfolio
+Selection with Transaction Costs", Math. Oper. Res. 15(4)); this env uses the simple tolerance-
+band form of that idea, per stock, trading back to the target (not to the band's edge)::
+
+    w'_i = w*_i  if |w*_i - w_i| > b,  else  w_i                  (stocks)
+    buys = sum_i max(w'_i - w_i, 0),  funds = w_cash + sum_i max(w_i - w'_i, 0)
+    if buys > funds: every buy is scaled by funds / buys          (never borrows)
+    w'_cash = 1 - sum_i w'_i
+
+and ``w'`` replaces ``w*`` in the dynamics above (turnover, cost, growth). ``b`` must be below
+``1/N``, else a zero action would never leave the initial cash. With ``flatten_at_close`` the
+session's last bar still goes all to cash (the band does not hold a position overnight).
+
 **Rewards** (``reward``, times ``reward_scaling``), with ``r_t = log(V_{t+1} / V_t)``:
 
 * ``log_return`` (default): ``r_t``. Summed over an episode it is the log growth of wealth.
@@ -49,6 +63,12 @@ the first rebalance pays ``cost_pct`` on the invested fraction.
 
   with ``eta = dsr_eta``. Each episode starts from ``A_0 = 0`` and ``B_0 = DSR_PRIOR_VARIANCE``
   (a 1 % daily volatility prior) so that the first step is defined (with ``B_0 = 0`` it is 0/0).
+
+``turnover_penalty`` ``lambda`` (default 0) subtracts ``lambda * tau`` from any of them before
+``reward_scaling``: a training-only surcharge on the same turnover that the costs are paid on
+(the ``delta |F_t - F_{t-1}|`` cost term of Moody & Saffell 2001, eq. 2); for ``log_return`` it
+is, to first order, training with ``cost_pct + lambda`` while the portfolio value, and so every
+metric, pays only ``cost_pct``.
 
 **Intraday panels**: one step is one bar (the env never looks at the clock); lookbacks and
 episode lengths count bars. With ``flatten_at_close`` the target of a session's last bar is
@@ -92,7 +112,15 @@ from trainer.envs.stock_layout import PRICE_SCALE, feature_scale
 from trainer.errors import ConfigError
 from trainer.nonfinite import nonfinite_action_error
 
-__all__ = ["DSR_PRIOR_VARIANCE", "REWARDS", "PortfolioConfig", "PortfolioVecEnv", "portfolio_obs_dim", "target_weights"]
+__all__ = [
+    "DSR_PRIOR_VARIANCE",
+    "REWARDS",
+    "PortfolioConfig",
+    "PortfolioVecEnv",
+    "banded_target",
+    "portfolio_obs_dim",
+    "target_weights",
+]
 
 #: ``B_0`` of the differential Sharpe ratio: the second moment of a 1 % daily return.
 DSR_PRIOR_VARIANCE = 1e-4
@@ -120,6 +148,31 @@ def target_weights(action: torch.Tensor, *, logit_scale: float, cash_bias: float
     cash = a[:, -1]
     logits[:, -1] = cash * (logit_scale + cash_bias) - cash_bias
     return torch.softmax(logits, dim=1)
+
+
+def banded_target(target: torch.Tensor, weights: torch.Tensor, band: float) -> torch.Tensor:
+    """Apply the no-trade band of the module docstring to target weights.
+
+    Args:
+        target: (B, N+1) float64 target weights (stocks, then cash), summing to 1.
+        weights: (B, N+1) float64 current (drifted) weights, summing to 1.
+        band: ``rebalance_band`` in [0, 1), a fraction of portfolio value.
+
+    Returns:
+        (B, N+1) float64 weights after trading: a stock moves to its target only where
+        ``|target - current| > band``; buys are scaled down pro rata when cash and the sales
+        do not fund them; cash is the rest (>= 0, the weights sum to 1).
+    """
+    n = target.shape[1] - 1
+    current = weights[:, :n]
+    stocks = torch.where((target[:, :n] - current).abs() > band, target[:, :n], current)
+    delta = stocks - current
+    buy, sell = delta.clamp(min=0.0), (-delta).clamp(min=0.0)
+    buys, funds = buy.sum(1), weights[:, n] + sell.sum(1)
+    scale = torch.where(buys > funds, funds / buys.clamp(min=1e-300), torch.ones_like(buys))
+    stocks = current + buy * scale[:, None] - sell
+    cash = (1.0 - stocks.sum(1)).clamp(min=0.0)
+    return torch.cat([stocks, cash[:, None]], dim=1)
 
 
 class PortfolioVecEnv(EpisodeStarts):
@@ -162,6 +215,12 @@ class PortfolioVecEnv(EpisodeStarts):
         num_days = data.num_days
         check_episode_setup(num_days, data.dates[0], data.dates[-1], config.episode_length, num_envs)
         check_flatten_at_close(config.flatten_at_close, data.dates)
+        if config.rebalance_band >= 1.0 / data.num_stocks:
+            raise ConfigError(
+                f"env.rebalance_band: must be below 1/N = {1.0 / data.num_stocks:.4g} for {data.num_stocks} "
+                f"tickers, else a zero action never leaves the initial cash (got {config.rebalance_band!r})",
+                field="env.rebalance_band",
+            )
         self.config = config
         self.num_envs = num_envs
         self.device = torch.device(device)
@@ -331,7 +390,8 @@ class PortfolioVecEnv(EpisodeStarts):
             and the state reached before any reset: ``portfolio_value`` (E,) float64 USD,
             ``weights`` (E, N+1) drifted weights, ``target_weights`` (E, N+1), ``cash`` USD,
             ``holdings`` (E, N) shares, ``costs`` (E,) USD paid in this step, ``turnover`` (E,)
-            fraction, ``log_return`` (E,) float64 and ``day`` (E,) int64.
+            fraction, ``log_return`` (E,) float64 and ``day`` (E,) int64. ``target_weights``
+            are the weights traded to, after ``rebalance_band`` and ``flatten_at_close``.
 
         Raises:
             ValueError: ``action`` does not have shape (num_envs, N+1), or holds NaN or
@@ -347,6 +407,8 @@ class PortfolioVecEnv(EpisodeStarts):
         day, weights, value = self._day, self._weights, self._value
         finite = torch.isfinite(action).all()
         target = target_weights(action.to(self.device), logit_scale=cfg.logit_scale, cash_bias=cfg.cash_bias)
+        if cfg.rebalance_band > 0:
+            target = banded_target(target, weights, cfg.rebalance_band)
         if cfg.flatten_at_close:  # all cash on a session's last bar (no host sync)
             target = torch.where(self._session_close.index_select(0, day)[:, None], self._all_cash, target)
         turnover = (target[:, :n] - weights[:, :n]).abs_().sum(1)
@@ -368,6 +430,8 @@ class PortfolioVecEnv(EpisodeStarts):
             a, b = self._dsr_a, self._dsr_b
             raw = (b * (r - a) - 0.5 * a * (r * r - b)) / (b - a * a).clamp(min=1e-12).pow(1.5)
             dsr_a, dsr_b = a + cfg.dsr_eta * (r - a), b + cfg.dsr_eta * (r * r - b)
+        if cfg.turnover_penalty > 0:
+            raw = raw - cfg.turnover_penalty * turnover
         reward = (raw * cfg.reward_scaling).to(torch.float32)
         episode_return = self._episode_return + reward
         day = day + 1

@@ -35,6 +35,17 @@ class PortfolioConfig:
         flatten_at_close: intraday panels only: on the last bar of every session the target
             is all cash whatever the action (turnover costs paid), so no position is held
             overnight; the next session's first bar invests again. An error on daily data.
+        rebalance_band: no-trade band, a fraction of portfolio value in [0, 1): a stock's weight
+            is only moved to its target when ``|target - current| > rebalance_band``, else it
+            is left where prices drifted it (cash takes the difference). ``0`` (default) trades
+            every difference, as before. Must be below ``1/N`` (checked by the env), else a
+            zero action would never leave the initial cash. Changes the dynamics, so it holds
+            in evaluation and backtests too. See the module docstring of
+            :mod:`trainer.envs.portfolio`.
+        turnover_penalty: training-only reward surcharge per unit of turnover (>= 0), in
+            reward units before ``reward_scaling``: the reward is reduced by
+            ``turnover_penalty * turnover``; the portfolio value (and every metric) is not.
+            ``0`` (default) adds nothing.
     """
 
     initial_cash: float = 1e6
@@ -48,6 +59,8 @@ class PortfolioConfig:
     episode_length: int | None = None
     random_start: bool = True
     flatten_at_close: bool = False
+    rebalance_band: float = 0.0
+    turnover_penalty: float = 0.0
 
     def validate(self, *, prefix: str = "env") -> PortfolioConfig:
         """Check every field and return ``self``.
@@ -88,6 +101,10 @@ class PortfolioConfig:
             raise bad("random_start", "must be true or false")
         if not isinstance(self.flatten_at_close, bool):
             raise bad("flatten_at_close", "must be true or false")
+        if not 0 <= real("rebalance_band") < 1:
+            raise bad("rebalance_band", "must be a fraction in [0, 1), e.g. 0.005 for half a percent of value")
+        if real("turnover_penalty") < 0:
+            raise bad("turnover_penalty", "must be >= 0 (reward units per unit of turnover)")
         return self
 
     def to_dict(self) -> dict[str, Any]:

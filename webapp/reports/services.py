@@ -364,6 +364,7 @@ def _config(backtest: Backtest, output: engine.AgentBacktest) -> dict[str, Any]:
         "costs": {
             "cost_pct": env.get("cost_pct"),
             "reward": env.get("reward"),
+            "rebalance_band": env.get("rebalance_band"),
             "initial_cash": env.get("initial_cash"),
             "buy_cost_pct": env.get("buy_cost_pct"),
             "sell_cost_pct": env.get("sell_cost_pct"),

@@ -373,3 +373,19 @@ def test_a_run_whose_last_agents_all_score_zero_stops_itself_with_the_reason(mak
     assert run.status == Run.Status.FAILED
     assert "last 3 agents all scored exactly 0" in run.status_reason and "initial cash" in run.status_reason
     assert not Generation.objects.filter(run=run, status__in=Generation.OPEN).exists()
+
+
+def test_flatten_at_close_is_refused_on_a_daily_dataset_naming_the_field(user, dataset):
+    from tests.webapp.conftest import SPLITS
+
+    with pytest.raises(AppError) as exc:
+        services.task_create(
+            owner=user,
+            dataset=dataset,
+            name="flat",
+            tickers=["AAPL"],
+            splits=SPLITS,
+            kind="portfolio",
+            env={"flatten_at_close": True},
+        )
+    assert "intraday bars" in exc.value.fields["env.flatten_at_close"]

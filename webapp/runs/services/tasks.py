@@ -79,6 +79,10 @@ def task_create(
         raise AppError("splits: train, validation and test ranges are required", fields={"splits": "required"})
     env = env or {}
     hyperparameters = hyperparameters or {}
+    if isinstance(env, dict) and env.get("flatten_at_close") is True and not dataset.intraday:
+        fields["env.flatten_at_close"] = (
+            f"flattening at the session close needs intraday bars; dataset {dataset.name!r} is daily"
+        )
     spec = {
         "data": {"paths": dataset.source_paths(), "tickers": tickers, **dataset.data_options()},
         "train": splits["train"],
