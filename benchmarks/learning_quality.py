@@ -16,7 +16,16 @@ Arms (each gets ``pods x generations x generation_steps`` env steps per seed):
 * ``portfolio tournament``: ``pods`` pods for ``generations`` generations with
   :mod:`trainer.tournament` (parent drawn from a leaderboard of 5 by score, 10 % fresh starts,
   learning rate and entropy weight mutated by 0.8x / 1.25x), in-process;
-* ``top-3 ensemble``: the average action of the tournament leaderboard's 3 best agents.
+* ``top-3 ensemble``: the average action of the tournament leaderboard's 3 best agents;
+* ``mixed tournament``: the portfolio tournament with three algorithms, FinRL's ensemble set
+  (PPO, A2C, DDPG), each with its own hyperparameters (:data:`MIXED`): every pod's first
+  generation is fresh, pod *i* training ``MIXED_ALGORITHMS[i % 3]`` (the web app's round-robin
+  for pods that start together); children keep their parent's algorithm and mutate only the
+  bounds their algorithm has (:data:`MIXED_MUTATION_BOUNDS`); one leaderboard ranks them all.
+  Unlike the PPO tournament above, whose later pods start from pod 0's first agent, no pod
+  copies an agent in the first generation;
+* ``mixed top-3 ensemble``: the average action of the mixed leaderboard's 3 best agents
+  (whatever their algorithms).
 
 All selection uses the task's validation score (mean - 1 x std of the Sharpe ratios of four
 validation quarters, :mod:`trainer.selection`); nothing looks at the test split before the final
@@ -24,7 +33,9 @@ evaluation. The baselines on the same test days: QQQ buy-and-hold, equal weight 
 (the backtest reports' line) and 1/N rebalanced daily (DeMiguel et al. 2009), all cost-free.
 
 Output: one markdown table per window (test total return, annual return, Sharpe ratio, max
-drawdown: mean +- standard deviation over seeds), then the targets of issue 12.
+drawdown: mean +- standard deviation over seeds), then the targets of issue 12 and whether
+the mixed tournament beats the PPO tournament. The turnover settings and the selection study
+below apply to the PPO arms only (the selection study trains no mixed arm).
 
 **Turnover settings** (``--band``, ``--penalty``, ``--init-log-std``): the portfolio env's
 ``rebalance_band`` and ``turnover_penalty`` and the portfolio PPO's initial exploration noise
@@ -88,7 +99,33 @@ PORTFOLIO_PPO = {**PPO, "reward_scale": 100.0}
 MUTATION_BOUNDS = {"learning_rate": (1e-5, 3e-3), "ent_coef": (0.0, 0.05)}
 LEADERBOARD = 5
 FRESH_PROBABILITY = 0.1
-ARMS = ("stock single pod", "portfolio single pod", "portfolio tournament", "top-3 ensemble")
+#: The mixed tournament's algorithms (FinRL's ensemble strategy trains A2C, PPO and DDPG) and
+#: each one's settings: 64x64 networks, 256 envs and rewards scaled by 100 as for PPO; DDPG's
+#: replay buffer cut to 65,536 transitions (the default's 262,144 would take ~0.6 GB at the
+#: portfolio env's observation size), updates once per vector step on batches of 256 after
+#: 4,096 transitions. Chosen before any test window was looked at, not tuned.
+MIXED_ALGORITHMS = ("ppo", "a2c", "ddpg")
+MIXED = {
+    "ppo": PORTFOLIO_PPO,
+    "a2c": {"num_envs": 256, "rollout_steps": 16, "hidden_sizes": [64, 64], "reward_scale": 100.0},
+    "ddpg": {
+        "num_envs": 256,
+        "hidden_sizes": [64, 64],
+        "buffer_size": 65_536,
+        "learning_starts": 4_096,
+        "batch_size": 256,
+        "updates_per_step": 1,
+        "reward_scale": 100.0,
+    },
+}
+MIXED_MUTATION_BOUNDS = {
+    **MUTATION_BOUNDS,
+    "actor_learning_rate": (1e-5, 3e-3),
+    "critic_learning_rate": (1e-5, 3e-3),
+}
+PPO_ARMS = ("stock single pod", "portfolio single pod", "portfolio tournament", "top-3 ensemble")
+MIXED_ARMS = ("mixed tournament", "mixed top-3 ensemble")
+ARMS = (*PPO_ARMS, *MIXED_ARMS)
 
 
 #: A portfolio setting: (rebalance_band, turnover_penalty, PPO init_log_std or None for PPO's default).
@@ -96,13 +133,16 @@ Setting = tuple[float, float, float | None]
 DEFAULT_SETTING: Setting = (0.0, 0.0, None)
 
 
-def task_dict(window: str, kind: str, setting: Setting = DEFAULT_SETTING) -> dict:
-    """The task of one arm; ``setting`` applies to the portfolio env and its PPO only."""
+def task_dict(window: str, kind: str, setting: Setting = DEFAULT_SETTING, algorithm: str = "ppo") -> dict:
+    """The task of one arm; ``setting`` applies to the portfolio env and its PPO only; another
+    ``algorithm`` (the mixed tournament's) takes its :data:`MIXED` hyperparameters."""
     path, train, val, test = WINDOWS[window]
     env, hyperparameters = {}, dict(PORTFOLIO_PPO if kind == "portfolio" else PPO)
+    if algorithm != "ppo":
+        hyperparameters = dict(MIXED[algorithm])
     if kind == "portfolio" and setting[:2] != (0.0, 0.0):
         env = {"rebalance_band": setting[0], "turnover_penalty": setting[1]}
-    if kind == "portfolio" and setting[2] is not None:
+    if kind == "portfolio" and setting[2] is not None and algorithm == "ppo":
         hyperparameters["init_log_std"] = setting[2]
     return {
         "data": {"paths": [path], "start": "2010-01-01", "end": test[1]},
@@ -111,24 +151,29 @@ def task_dict(window: str, kind: str, setting: Setting = DEFAULT_SETTING) -> dic
         "test": list(test),
         "kind": kind,
         "env": env,
-        "algorithm": "ppo",
+        "algorithm": algorithm,
         "hyperparameters": hyperparameters,
     }
 
 
 class Lineage:
-    """Runs generations in-process and keeps every checkpoint's path and score."""
+    """Runs generations in-process and keeps every checkpoint's path and score.
 
-    def __init__(self, task: TaskSpec, market, workdir: Path, steps: int) -> None:
+    ``others`` holds the tasks of further algorithms (a mixed tournament): a generation runs
+    the task of the ``algorithm`` it is given, ``task``'s by default.
+    """
+
+    def __init__(self, task: TaskSpec, market, workdir: Path, steps: int, others: dict | None = None) -> None:
         self.task, self.market, self.workdir, self.steps = task, market, workdir, steps
+        self.tasks = {task.algorithm: task, **(others or {})}
         self.count = 0
         self.env_steps = 0
 
-    def generation(self, *, parent=None, hyperparameters=None, seed: int) -> tuple[Path, float]:
+    def generation(self, *, parent=None, hyperparameters=None, seed: int, algorithm=None) -> tuple[Path, float]:
         self.count += 1
         out = self.workdir / f"g{self.count}.pt"
         result = run_generation(
-            self.task,
+            self.tasks[algorithm or self.task.algorithm],
             env_steps=self.steps,
             out_path=out,
             parent=parent,
@@ -181,6 +226,46 @@ def run_tournament(lineage: Lineage, pods: int, generations: int, seed: int) -> 
             current[p] = seq
             seq += 1
     return [(paths[e.agent_id][0], paths[e.agent_id][1]) for e in tournament.rank(board, LEADERBOARD)]
+
+
+def run_mixed_tournament(lineage: Lineage, pods: int, generations: int, seed: int) -> list[tuple[Path, float]]:
+    """:func:`run_tournament` over :data:`MIXED_ALGORITHMS`: every pod starts fresh with
+    algorithm ``MIXED_ALGORITHMS[pod % 3]``; children keep their parent's algorithm and mutate
+    the bounds of :data:`MIXED_MUTATION_BOUNDS` their hyperparameters have; returns the board."""
+    rng = np.random.default_rng(seed)
+    board: list[tournament.Entry] = []
+    paths: dict[int, tuple[Path, float, str]] = {}
+    current: list[int | None] = [None] * pods
+    seq = 0
+    for _ in range(generations):
+        for p in range(pods):
+            cur = current[p]
+            if cur is None:  # the pods start together: each one's first agent is fresh
+                choice = tournament.ParentChoice(tournament.FRESH)
+            else:
+                choice = tournament.select_parent(
+                    board, current_score=paths[cur][1], fresh_probability=FRESH_PROBABILITY, rng=rng
+                )
+            parent, changes = None, None
+            algorithm = MIXED_ALGORITHMS[p % len(MIXED_ALGORITHMS)]
+            if choice.action == tournament.KEEP_CURRENT:
+                parent, algorithm = paths[cur][0], paths[cur][2]
+            elif choice.action == tournament.PARENT:
+                parent, algorithm = paths[choice.parent.agent_id][0], paths[choice.parent.agent_id][2]
+                hp = load_checkpoint(parent)["hyperparameters"]
+                own_bounds = {k: v for k, v in MIXED_MUTATION_BOUNDS.items() if k in hp}
+                changes, _ = tournament.mutate(hp, own_bounds, factors=(0.8, 1.25), rng=rng)
+                changes = {k: v for k, v in changes.items() if k in own_bounds}
+            path, score = lineage.generation(
+                parent=parent, hyperparameters=changes, seed=seed * 1000 + seq, algorithm=algorithm
+            )
+            paths[seq] = (path, score, algorithm)
+            board, _ = tournament.prune([*board, tournament.Entry(seq, score, seq)], LEADERBOARD)
+            current[p] = seq
+            seq += 1
+    ranked = tournament.rank(board, LEADERBOARD)
+    print(f"    mixed leaderboard: {', '.join(f'{paths[e.agent_id][2]} {e.score:.2f}' for e in ranked)}", flush=True)
+    return [(paths[e.agent_id][0], paths[e.agent_id][1]) for e in ranked]
 
 
 def policy_of(checkpoints: list[Path]):
@@ -270,9 +355,10 @@ def window_baselines(market, task: TaskSpec, qqq_close) -> dict[str, np.ndarray]
 
 
 def train_arms(
-    window, market, seed, setting, workdir: Path, args, *, stock: bool
+    window, market, seed, setting, workdir: Path, args, *, stock: bool, mixed: bool = False
 ) -> dict[str, tuple[list[Path], float, int]]:
-    """Train the arms of one window, seed and portfolio setting; arm -> (checkpoints, validation score, env steps)."""
+    """Train the arms of one window, seed and portfolio setting (the mixed ones too when
+    ``mixed``); arm -> (checkpoints, validation score, env steps)."""
     out: dict[str, tuple[list[Path], float, int]] = {}
     kinds = [("stock_trading", "stock single pod")] if stock else []
     for kind, arm in (*kinds, ("portfolio", "portfolio single pod")):
@@ -292,6 +378,15 @@ def train_arms(
     board = run_tournament(lineage, args.pods, args.generations, seed)
     out["portfolio tournament"] = ([board[0][0]], board[0][1], lineage.env_steps)
     out["top-3 ensemble"] = ([p for p, _ in board[:3]], float(np.mean([s for _, s in board[:3]])), lineage.env_steps)
+    if mixed:
+        base = TaskSpec.from_dict(task_dict(window, "portfolio", setting))
+        others = {a: TaskSpec.from_dict(task_dict(window, "portfolio", setting, a)) for a in MIXED_ALGORITHMS[1:]}
+        lineage = Lineage(base, market, workdir / "mixed", args.generation_steps, others=others)
+        lineage.workdir.mkdir(parents=True)
+        board = run_mixed_tournament(lineage, args.pods, args.generations, seed)
+        out["mixed tournament"] = ([board[0][0]], board[0][1], lineage.env_steps)
+        top3 = ([p for p, _ in board[:3]], float(np.mean([s for _, s in board[:3]])), lineage.env_steps)
+        out["mixed top-3 ensemble"] = top3
     return out
 
 
@@ -330,7 +425,9 @@ def print_window(window, market, trained: list[dict], baselines, arms, label: st
         )
     print(flush=True)
     best_arm = max(("portfolio tournament", "top-3 ensemble"), key=lambda a: sharpe[a])
+    mixed = {"mixed": sharpe["mixed tournament"]} if "mixed tournament" in sharpe else {}
     return {
+        **mixed,
         "best": sharpe[best_arm],
         "best_arm": best_arm,
         "tournament": sharpe["portfolio tournament"],
@@ -356,7 +453,11 @@ def print_targets(targets: dict[str, dict[str, float]], label: str = "") -> None
     n = len(targets)
     print(f"- at least equal weight (both kinds): {beat_ew} of {n} windows (target: 2 of 3)")
     print(f"- above QQQ: {beat_qqq} of {n} windows (target: 2 of 3)")
-    print(f"- tournament above single portfolio pod: {beat_single} of {n} windows\n", flush=True)
+    print(f"- tournament above single portfolio pod: {beat_single} of {n} windows", flush=True)
+    if all("mixed" in t for t in targets.values()):
+        beat_ppo = sum(t["mixed"] > t["tournament"] for t in targets.values())
+        print(f"- mixed (PPO, A2C, DDPG) tournament above the PPO tournament: {beat_ppo} of {n} windows", flush=True)
+    print(flush=True)
 
 
 def select(args, markets, qqq_close, started: float) -> None:
@@ -413,7 +514,7 @@ def select(args, markets, qqq_close, started: float) -> None:
                     markets[window],
                     trained[window][setting],
                     window_baselines(markets[window], base, qqq_close),
-                    ARMS[1:],
+                    PPO_ARMS[1:],
                     f", {setting_name(setting)}{label}",
                 )
             print_targets(targets, f", {setting_name(setting)}{label}")
@@ -450,7 +551,8 @@ def main() -> None:
     )
     args = parser.parse_args()
     if args.quick:
-        args.seeds, args.pods, args.generations, args.generation_steps = [0], 2, 2, 8192
+        # 3 pods: one per algorithm of the mixed tournament
+        args.seeds, args.pods, args.generations, args.generation_steps = [0], 3, 2, 8192
         if not args.select:
             args.windows = ["dow30-2020"]
     torch.set_num_threads(1)
@@ -478,7 +580,8 @@ def main() -> None:
             trained = []
             for seed in args.seeds:
                 work = Path(tmp) / f"seed{seed}"
-                trained.append(train_arms(window, markets[window], seed, setting, work, args, stock=True))
+                arms = train_arms(window, markets[window], seed, setting, work, args, stock=True, mixed=True)
+                trained.append(arms)
                 print(f"  {window} seed {seed}: {time.monotonic() - started:.0f} s", flush=True)
             baselines = window_baselines(markets[window], base, qqq_close)
             targets[window] = print_window(window, markets[window], trained, baselines, ARMS, label)

@@ -109,6 +109,27 @@ def test_an_env_step_on_the_accelerator_needs_no_host_sync(accelerator, train):
     assert mode.syncs["env step"] == 0, dict(mode.sync_ops["env step"])
 
 
+def test_intraday_envs_flattening_at_the_close_step_without_host_sync(accelerator, data_dir):
+    from tests.intraday import intraday_panel
+    from trainer.data import build_market_data
+    from trainer.envs import PortfolioConfig, PortfolioVecEnv
+
+    device, mode = accelerator
+    bars = build_market_data(intraday_panel(data_dir, ["AAPL", "MSFT"], "2024-03-11", "2024-03-13"))
+    stock = StockTradingVecEnv(bars, EnvConfig(flatten_at_close=True, episode_length=90), num_envs=8, device=device)
+    portfolio = PortfolioVecEnv(bars, PortfolioConfig(flatten_at_close=True), num_envs=8, device=device)
+    stock.reset(options={"start_day": 70})  # crosses the first session's 16:00 bar
+    portfolio.reset(options={"start_day": 70})
+    with mode.in_phase("intraday env step"):
+        for _ in range(12):
+            stock.step(torch.ones((8, 2), device=device))
+    assert mode.syncs["intraday env step"] == 0, dict(mode.sync_ops["intraday env step"])
+    with mode.in_phase("intraday portfolio step"):  # its one check per step (non-finite action, resets)
+        for _ in range(12):
+            portfolio.step(torch.zeros((8, 3), device=device))
+    assert mode.syncs["intraday portfolio step"] == 12, dict(mode.sync_ops["intraday portfolio step"])
+
+
 def test_the_cpu_shortcuts_would_sync_on_the_accelerator(accelerator, train):
     # The harness counts what a GPU would wait for: the CPU path's branches sync every step.
     device, mode = accelerator

@@ -1,7 +1,7 @@
 """Market data: loading, validation, calendar alignment, indicators, splits, caching."""
 
-from trainer.data.indicators import DEFAULT_INDICATORS, turbulence_index
 from trainer.data.bars import DAILY, BarInfo, bar_info
+from trainer.data.indicators import DEFAULT_INDICATORS, turbulence_index
 from trainer.data.loading import load_panel
 from trainer.data.market import MarketData
 from trainer.data.pipeline import DataSpec, build_market_data, load_market_data

@@ -337,28 +337,43 @@ def complete_sessions(panel: pd.DataFrame, files: list[FileBars], *, session: st
     grid = _grid(days, closes, minutes)
     grid_end_of_day = dict(zip(days.tolist(), (days * _DAY_NS + closes * _MIN_NS).tolist()))
 
+    close_all = panel["close"].to_numpy(dtype="float64")
     parts, reports = [], []
-    for tic, rows in panel.groupby("tic", sort=True):
-        sub = rows.set_index("date")[["open", "high", "low", "close", "volume"]]
-        t_ns = sub.index.to_numpy().astype("datetime64[ns]").astype(np.int64)
+    for tic, pos in sorted(panel.groupby("tic", sort=True).indices.items()):
+        t_ns = ns[pos]  # the panel is sorted by date: each ticker's stamps increase
         first, last = t_ns[0], grid_end_of_day[int(t_ns[-1] // _DAY_NS)]
         expected = grid[(grid >= first) & (grid <= last)]
+        if expected.size == t_ns.size and np.array_equal(expected, t_ns):
+            continue  # nothing missing (the usual case): no copy
         index = np.union1d(expected, t_ns)  # extended-hours bars (session="extended") are kept as they are
-        full = sub.reindex(pd.DatetimeIndex(index.astype("datetime64[ns]"), name="date"))
-        gap = full["close"].isna().to_numpy()
-        if gap.any():
-            prev = full["close"].ffill()
-            for c in ("open", "high", "low", "close"):
-                full.loc[gap, c] = prev[gap]
-            full.loc[gap, "volume"] = 0.0
-            per_day = pd.Series(index[gap] // _DAY_NS).value_counts()
-            per_day = per_day.sort_index().sort_values(ascending=False, kind="stable")
-            worst = tuple((str(np.datetime64(int(d), "D")), int(n)) for d, n in per_day.head(5).items())
-            reports.append(MissingBars(str(tic), int(gap.sum()), int(per_day.size), worst))
-        parts.append(full.reset_index().assign(tic=tic))
+        gap_ns = index[~np.isin(index, t_ns, assume_unique=True)]
+        if gap_ns.size == 0:
+            continue
+        # past-only: the close of the ticker's last bar before the missing one (never a later bar)
+        previous = close_all[pos][np.searchsorted(t_ns, gap_ns, side="right") - 1]
+        parts.append(
+            pd.DataFrame(
+                {
+                    "date": gap_ns.astype("datetime64[ns]"),
+                    "tic": tic,
+                    "open": previous,
+                    "high": previous,
+                    "low": previous,
+                    "close": previous,
+                    "volume": 0.0,
+                }
+            )
+        )
+        per_day = pd.Series(gap_ns // _DAY_NS).value_counts()
+        per_day = per_day.sort_index().sort_values(ascending=False, kind="stable")
+        worst = tuple((str(np.datetime64(int(d), "D")), int(n)) for d, n in per_day.head(5).items())
+        reports.append(MissingBars(str(tic), int(gap_ns.size), int(per_day.size), worst))
 
-    out = pd.concat(parts, ignore_index=True)[list(panel.columns)]
-    out = out.sort_values(["date", "tic"], kind="stable").reset_index(drop=True)
+    out = panel
+    if parts:
+        filled = pd.concat(parts, ignore_index=True).astype({"tic": panel["tic"].dtype})
+        out = pd.concat([panel, filled[list(panel.columns)]], ignore_index=True)
+        out = out.sort_values(["date", "tic"], kind="stable").reset_index(drop=True)
     notes = list(attrs.get("notes", []))
     for f in files:
         notes.extend(n for n in f.notes if n not in notes)

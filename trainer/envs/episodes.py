@@ -1,6 +1,7 @@
 """Episode starts and ends, and the checks of the market panel, shared by the market envs (stock trading, portfolio).
 
-Both envs keep a per-env day index; an episode starts on a day drawn by :meth:`EpisodeStarts._draw_starts`
+Both envs keep a per-env day index (a row of the panel: a trading day, or a bar of an intraday
+panel, so one step is one bar there); an episode starts on a day drawn by :meth:`EpisodeStarts._draw_starts`
 and is truncated on :meth:`EpisodeStarts._end_days`. The mixin expects the env to set
 ``config.episode_length``, ``config.random_start``, ``num_days``, ``device``, ``_generator``,
 ``_latest_start`` (last allowed random start) and ``_fixed_start`` (``None`` or a day index).

@@ -5,7 +5,8 @@ values it never saw in later years: a stock at five times its old price. The sca
 replaces every price-denominated input by a ratio, so the same market situation looks the same
 in any year:
 
-* ``logret_L`` for ``L`` in :data:`LOOKBACKS` (1, 5, 21, 63 trading days): ``log(c[t] / c[t-L])``;
+* ``logret_L`` for ``L`` in :data:`LOOKBACKS` (1, 5, 21, 63 rows: trading days, or bars of an
+  intraday panel, where the panel's session features pass through as "raw"): ``log(c[t] / c[t-L])``;
   for the first ``L`` days of the panel the window is shortened to the rows available
   (``log(c[t] / c[0])``);
 * ``vol_21``: standard deviation of the last 21 daily log returns (not annualised; fewer rows at
@@ -48,9 +49,10 @@ __all__ = [
     "scale_free_market",
 ]
 
-#: Lookbacks of the log-return features, trading days (a day, a week, a month, a quarter).
+#: Lookbacks of the log-return features, in rows: trading days (a day, a week, a month, a
+#: quarter) on daily data, bars on intraday data (5 minutes to about 5 hours of 5-minute bars).
 LOOKBACKS = (1, 5, 21, 63)
-#: Window of the rolling volatility, trading days.
+#: Window of the rolling volatility, rows (trading days, or bars of an intraday panel).
 VOL_WINDOW = 21
 #: Z-scores are clipped to this many train standard deviations.
 Z_CLIP = 5.0

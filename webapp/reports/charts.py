@@ -240,7 +240,12 @@ def compare_figure(equity: pd.DataFrame) -> go.Figure:
             )
         )
     fig.update_layout(
-        **_layout("Equity curves on common dates (start = 1.0)", height=420, yaxis={"title": "growth of 1"})
+        **_layout(
+            "Equity curves on common dates (start = 1.0)",
+            height=420,
+            yaxis={"title": "growth of 1"},
+            **time_axis(equity.index),
+        )
     )
     return fig
 

@@ -211,6 +211,12 @@ class RunForm(forms.Form):
         required=False,
         help_text="Sell everything on days at or above this turbulence; empty = never.",
     )
+    flatten_at_close = forms.BooleanField(
+        required=False,
+        label="Flatten at the session close",
+        help_text="Intraday datasets only: hold no position overnight (everything sold, or all cash, "
+        "on each session's last bar).",
+    )
 
     algorithm = forms.ChoiceField(choices=[(a, a.upper()) for a in engine.algorithms()], initial="ppo")
     hyperparameters = forms.JSONField(
@@ -333,8 +339,11 @@ class RunForm(forms.Form):
                 env["initial_cash"] = d["initial_cash"]
             if d.get("buy_cost_pct") is not None:
                 env["cost_pct"] = d["buy_cost_pct"]
-            return env
-        return {k: d[k] for k in _ENV_FIELDS if d.get(k) is not None}
+        else:
+            env = {k: d[k] for k in _ENV_FIELDS if d.get(k) is not None}
+        if d.get("flatten_at_close"):
+            env["flatten_at_close"] = True
+        return env
 
     def run_kwargs(self) -> dict[str, Any]:
         """Arguments of ``services.run_create`` (besides owner and task)."""
@@ -431,6 +440,7 @@ def initial_from_run(run: Run) -> dict[str, Any]:
     for key in _ENV_FIELDS:
         if key in task.env:
             initial[key] = task.env[key]
+    initial["flatten_at_close"] = bool(task.env.get("flatten_at_close"))
     if task.kind == "portfolio":
         initial["reward"] = task.env.get("reward", "log_return")
         if "cost_pct" in task.env:

@@ -241,3 +241,51 @@ def test_daily_files_unchanged(dow30_panel):
 def test_daily_and_intraday_files_do_not_mix(intraday_1min_path, benchmark_path):
     with pytest.raises(DataError, match="holds daily bars but .*intraday"):
         load_panel([intraday_1min_path, benchmark_path])
+
+
+def test_hourly_bars_end_at_the_close_and_on_half_days(raw_5min, tmp_path):
+    """Hourly bars built from the real 5-minute bars (09:30, 10:30, ... 15:30 starts, UTC): the
+    last bar of a session is 30 minutes long and ends 16:00 ET (13:00 on a half day)."""
+    aapl = raw_5min[raw_5min["tic"] == "AAPL"].copy()
+    stamps = pd.to_datetime(aapl["datetime_utc"]).dt.tz_localize("UTC").dt.tz_convert("America/New_York")
+    aapl = aapl[stamps.dt.date.astype(str).isin(["2024-11-26", "2024-11-27", "2024-11-29"])]
+    stamps = stamps[aapl.index]
+    start = (
+        stamps.dt.floor("D")
+        + pd.Timedelta(minutes=570)
+        + ((stamps - stamps.dt.floor("D") - pd.Timedelta(minutes=570)) // pd.Timedelta(hours=1)) * pd.Timedelta(hours=1)
+    )
+    hourly = (
+        aapl.assign(start=start)
+        .groupby("start")
+        .agg(
+            open=("open", "first"),
+            high=("high", "max"),
+            low=("low", "min"),
+            close=("close", "last"),
+            volume=("volume", "sum"),
+        )
+    )
+    hourly = hourly.reset_index().assign(
+        tic="AAPL", datetime_utc=lambda f: f["start"].dt.tz_convert("UTC").dt.strftime("%Y-%m-%d %H:%M:%S")
+    )
+    path = tmp_path / "hourly.csv"
+    hourly.drop(columns="start").to_csv(path, index=False)
+    panel = load_panel(path)
+    info = bar_info(panel)
+    assert info.interval == "1h" and info.bars_per_session == 7 and info.periods_per_year == 7 * 252
+    assert info.half_days == ("2024-11-29",) and info.missing == ()
+    ends = panel["date"].dt.strftime("%m-%d %H:%M").tolist()
+    assert ends[:7] == [
+        "11-26 10:30",
+        "11-26 11:30",
+        "11-26 12:30",
+        "11-26 13:30",
+        "11-26 14:30",
+        "11-26 15:30",
+        "11-26 16:00",
+    ]
+    assert ends[-4:] == ["11-29 10:30", "11-29 11:30", "11-29 12:30", "11-29 13:00"]
+    # the 16:00 bar's close is the 5-minute file's last close of the day (15:55 EST start = 20:55 UTC)
+    last = raw_5min[(raw_5min["tic"] == "AAPL") & (raw_5min["datetime_utc"] == "2024-11-26 20:55:00")]["close"].iloc[0]
+    assert _bar(panel, "AAPL", "2024-11-26 16:00")["close"] == last

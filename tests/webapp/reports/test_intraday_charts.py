@@ -37,3 +37,10 @@ def test_daily_charts_keep_their_plain_date_axis():
     assert not charts.report_figures(daily)["equity-chart"].layout.xaxis.rangebreaks
     assert charts.stamp_label(daily.index[0]) == "2021-01-04"
     assert charts.stamp_label(pd.Timestamp("2024-03-27 09:35")) == "2024-03-27 09:35"
+
+
+def test_the_comparison_of_intraday_agents_skips_nights_too(data_dir):
+    bars = intraday_panel(data_dir, ["AAPL"], "2024-03-27", "2024-04-02")
+    equity = _daily_frame(pd.DatetimeIndex(bars["date"]))[["account_value"]].rename(columns={"account_value": "#1"})
+    breaks = charts.compare_figure(equity / equity.iloc[0]).layout.xaxis.rangebreaks
+    assert breaks[1].pattern == "hour" and breaks[2]["values"] == ("2024-03-29",)

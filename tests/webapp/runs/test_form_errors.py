@@ -30,6 +30,11 @@ def _errors(client, world, **changes) -> dict[str, list[str]]:
         ),
         ({"initial_cash": -5}, "initial_cash", "must be at least 100 and at most 10,000,000,000 USD, got -5"),
         (
+            {"flatten_at_close": "on"},
+            "flatten_at_close",
+            "flattening at the session close needs intraday bars; dataset 'ada-data' is daily",
+        ),
+        (
             {"hyperparameters": json.dumps({**TINY_PPO, "learning_rate": -1})},
             "hyperparameters",
             "learning_rate: must be > 0, got -1.0",
