@@ -77,6 +77,7 @@ def test_the_form_creates_a_portfolio_run_with_its_reward_costs_and_selection_ru
         reward="differential_sharpe",
         selection_rule="worst_window",
         buy_cost_pct=0.002,
+        rebalance_band=0.02,
         start_now="",
     )
     response = client.post("/runs/new/", form)
@@ -85,5 +86,12 @@ def test_the_form_creates_a_portfolio_run_with_its_reward_costs_and_selection_ru
     task = run.task
     assert task.kind == "portfolio"
     assert task.env["reward"] == "differential_sharpe" and task.env["cost_pct"] == 0.002
+    assert task.env["rebalance_band"] == 0.02
     assert "hmax" not in task.env
     assert task.selection["rule"] == "worst_window"
+
+
+def test_the_form_offers_the_no_trade_band_chosen_on_validation(client, user, world):
+    client.force_login(user)
+    soup = BeautifulSoup(client.get("/runs/new/").content.decode(), "html.parser")
+    assert soup.select_one("input[name=rebalance_band]")["value"] == "0.01"
