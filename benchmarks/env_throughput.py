@@ -190,6 +190,10 @@ def synthetic_minutes(days: int, stocks: int = 100, bars: int = 390, seed: int =
     )
 
 
+def _ratio(value: float, peer: float, digits: int = 1) -> str:
+    return "-" if peer != peer else f"{value / peer:.{digits}f}x"  # peer NaN: not measured
+
+
 def peak_rss_gib() -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20  # Linux: KiB
 
@@ -241,12 +245,13 @@ def main() -> None:
     print("|---|---|---|---:|---:|---:|---:|---:|")
     print(
         f"| FinRL-style NumPy (peer) | cpu | - | 1 | {numpy_rate:,.0f} | {numpy_cpu:,.0f} | 1.0x | "
-        f"{numpy_rate / sync_rate:.2f}x |"
+        f"{_ratio(numpy_rate, sync_rate, 2)} |"
     )
-    print(
-        f"| SyncVectorEnv over adapter (peer) | cpu | 1 | {args.sync_envs} | {sync_rate:,.0f} | {sync_cpu:,.0f} | "
-        f"{sync_rate / numpy_rate:.2f}x | 1.0x |"
-    )
+    if sync_rate == sync_rate:  # not measured (NaN) on the synthetic panel
+        print(
+            f"| SyncVectorEnv over adapter (peer) | cpu | 1 | {args.sync_envs} | {sync_rate:,.0f} | {sync_cpu:,.0f} | "
+            f"{sync_rate / numpy_rate:.2f}x | 1.0x |"
+        )
     rows = [("cpu", t) for t in args.threads]
     if torch.cuda.is_available():
         rows.append(("cuda", 1))
@@ -261,7 +266,7 @@ def main() -> None:
                 cpu_text = f"{per_cpu:,.0f}" if device == "cpu" else "-"
                 print(
                     f"| {name} | {device} | {threads} | {size} | {rate:,.0f} | {cpu_text} | "
-                    f"{rate / numpy_rate:.1f}x | {rate / sync_rate:.1f}x |",
+                    f"{rate / numpy_rate:.1f}x | {_ratio(rate, sync_rate)} |",
                     flush=True,
                 )
                 if device == "cpu" and threads == 1 and size == 1024:

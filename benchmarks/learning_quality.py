@@ -503,6 +503,8 @@ def select(args, markets, qqq_close, started: float) -> None:
         if args.validation_only:
             return
         shown = [(reference, " (reference)")] + ([(chosen, " (chosen)")] if chosen != reference else [])
+        if args.test_all:  # settings chosen on other windows' validation: no rule here
+            shown = [(s, "") for s in settings]
         for setting, label in shown:
             targets = {}
             for window in args.windows:
@@ -535,6 +537,11 @@ def main() -> None:
         nargs="+",
         metavar="BAND:PENALTY[:LOG_STD]",
         help="selection study over these portfolio settings (the first is the reference); see the docstring",
+    )
+    parser.add_argument(
+        "--test-all",
+        action="store_true",
+        help="with --select: test figures for every listed setting, no rule (settings chosen on other windows)",
     )
     parser.add_argument(
         "--validation-only", action="store_true", help="with --select: stop after the validation scores and the rule"

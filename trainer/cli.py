@@ -158,7 +158,8 @@ def build_parser() -> argparse.ArgumentParser:
         type=float,
         metavar="FRACTION",
         help="portfolio env no-trade band: a stock's weight moves only when it is more than this fraction "
-        "of value from its target (default 0: trade every difference)",
+        "of value from its target (--env portfolio starts with 0.01 unless the task file sets it; 0 trades "
+        "every difference)",
     )
     train.add_argument(
         "--turnover-penalty",

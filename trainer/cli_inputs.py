@@ -11,6 +11,7 @@ from typing import Any
 
 import yaml
 
+from trainer.envs.portfolio_config import RECOMMENDED_REBALANCE_BAND
 from trainer.errors import ConfigError, DataError
 
 __all__ = ["data_paths", "load_market", "read_task_file", "task_from_args"]
@@ -82,6 +83,8 @@ def task_from_args(args: argparse.Namespace) -> dict[str, Any]:
         env["observation"] = args.observation
     if args.reward:
         env["reward"] = args.reward  # a stock-trading task refuses it by name (env.reward)
+    if args.env == "portfolio" and "rebalance_band" not in env:  # the product default (see the constant)
+        env["rebalance_band"] = RECOMMENDED_REBALANCE_BAND
     for name in ("rebalance_band", "turnover_penalty"):  # portfolio only; stock trading refuses them by name
         if getattr(args, name, None) is not None:
             env[name] = getattr(args, name)

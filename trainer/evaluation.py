@@ -75,7 +75,8 @@ def evaluate_policy(
         env_config: trading rules (costs, hmax...); its episode settings are overridden.
         device: where the evaluation env lives.
         random_windows: number of random-start windows (0 to skip them).
-        window_days: steps of each window; shortened to fit the data.
+        window_days: trading days of each window (on intraday data, that many sessions of bars:
+            ``window_days`` x the data's bars per day); shortened to fit the data.
         seed: seed of the window start days.
         benchmark_returns: optional daily benchmark returns (e.g. QQQ) covering the range.
         feature_stats: the train split's z-score statistics for scale-free observations
@@ -133,7 +134,9 @@ def evaluate_policy(
             metrics["vs_QQQ"] = baseline_relative(daily, bench.to_numpy())
 
     windows: dict[str, Any] = {"count": 0}
-    length = min(window_days, data.num_days - 1)
+    # window_days are trading days: on intraday bars a window is that many sessions of bars
+    rows_per_day = max(1, round(data.num_days / len(np.unique(data.dates.astype("datetime64[D]")))))
+    length = min(window_days * rows_per_day, data.num_days - 1)
     if random_windows > 0 and length >= 2 and data.num_days - 1 > length:
         cfg = eval_config(env_config, random_start=True, episode_length=length)
         win_env = make_env(
@@ -150,7 +153,8 @@ def evaluate_policy(
                 sharpes.append(sharpe)
         windows = {
             "count": random_windows,
-            "days": length,
+            "days": length // rows_per_day,
+            "rows": length,
             "start_dates": [str(data.dates[int(trace.days[i][0])]) for i in range(random_windows)],
             "total_return_mean": float(np.mean(totals)),
             "total_return_min": float(np.min(totals)),

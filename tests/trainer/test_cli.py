@@ -270,6 +270,7 @@ def test_train_env_portfolio_trains_a_portfolio_agent_and_evaluate_shows_baselin
     agent = load_agent(out / "agent.zip")
     assert agent.kind == "portfolio" and agent.action_dim == 4
     assert agent.config["env_config"]["reward"] == "excess_log_return"
+    assert agent.config["env_config"]["rebalance_band"] == 0.01  # --env portfolio's default band
     assert main(["evaluate", str(out / "agent.zip"), *common]) == 0
     assert "excess total return" in capsys.readouterr().out
     # A stock-trading task refuses a portfolio reward by name.

@@ -9,9 +9,14 @@ from typing import Any
 from trainer.envs.observations import check_observation
 from trainer.errors import ConfigError
 
-__all__ = ["REWARDS", "PortfolioConfig"]
+__all__ = ["RECOMMENDED_REBALANCE_BAND", "REWARDS", "PortfolioConfig"]
 
 REWARDS = ("log_return", "excess_log_return", "differential_sharpe")
+#: The no-trade band that new portfolio tasks of the web form, the CLI's ``--env portfolio`` and
+#: the demo start with (the env's own default stays 0). Chosen on validation scores only, among
+#: bands 0, 0.005, 0.01, a turnover penalty and a smaller exploration noise, in
+#: ``benchmarks/learning_quality.py --select`` (README, "Learning quality").
+RECOMMENDED_REBALANCE_BAND = 0.01
 
 
 @dataclass

@@ -56,6 +56,14 @@ def demo_task() -> dict[str, Any]:
     return demo_task_dict()
 
 
+def recommended_rebalance_band() -> float:
+    """The no-trade band new portfolio tasks of the form and the demo start with, a fraction of
+    value (``trainer.envs.portfolio_config.RECOMMENDED_REBALANCE_BAND``; the env's default is 0)."""
+    from trainer.envs.portfolio_config import RECOMMENDED_REBALANCE_BAND
+
+    return RECOMMENDED_REBALANCE_BAND
+
+
 def validate_hyperparameters(algorithm: str, hyperparameters: dict[str, Any]) -> dict[str, Any]:
     """The algorithm's full hyperparameters with ``hyperparameters`` applied and validated.
 

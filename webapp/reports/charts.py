@@ -60,6 +60,25 @@ def time_axis(index: pd.Index) -> dict[str, Any]:
     return {"xaxis": {"type": "date", "rangebreaks": breaks}}
 
 
+#: Most points per line of an intraday chart; longer series are thinned (:func:`thin`).
+MAX_POINTS = 3000
+
+
+def thin(values, max_points: int = MAX_POINTS):
+    """An intraday series (or frame) with at most about ``max_points`` rows for drawing: every
+    k-th bar, every session's last bar and the last row (a daily series is returned as it is;
+    a 12,480-bar backtest drew 12 MB of report). The CSV downloads keep every bar."""
+    if len(values) <= max_points or not is_intraday(values.index):
+        return values
+    stamps = pd.DatetimeIndex(values.index)
+    step = math.ceil(len(values) / max_points)
+    keep = np.arange(len(values)) % step == 0
+    days = stamps.normalize()
+    keep[:-1] |= days[1:] != days[:-1]  # session closes
+    keep[-1] = True
+    return values.iloc[keep]
+
+
 def session_closes(values: pd.Series) -> pd.Series:
     """Each session's last value, indexed by its day (a daily series is returned as it is)."""
     if not is_intraday(values.index):
@@ -114,6 +133,7 @@ def equity_figure(daily: pd.DataFrame, extra: dict[str, pd.Series] | None = None
     ``extra`` benchmarks (SPY, DIA: hidden until their legend entry is clicked)."""
     fig = go.Figure()
     for name, values in (extra or {}).items():
+        values = thin(values)
         fig.add_trace(
             go.Scatter(
                 x=values.index,
@@ -126,6 +146,7 @@ def equity_figure(daily: pd.DataFrame, extra: dict[str, pd.Series] | None = None
             )
         )
     for name, values in series_values(daily).items():
+        values = thin(values)
         fig.add_trace(
             go.Scatter(
                 x=values.index,
@@ -148,10 +169,11 @@ def drawdown_figure(daily: pd.DataFrame) -> go.Figure:
     """Underwater chart: each series' fall from its running peak."""
     fig = go.Figure()
     for name, values in series_values(daily).items():
+        under = thin(drawdown(values))  # the fall from the peak over every bar, then thinned
         fig.add_trace(
             go.Scatter(
-                x=values.index,
-                y=drawdown(values).to_numpy(),
+                x=under.index,
+                y=under.to_numpy(),
                 name=SERIES_LABELS[name],
                 mode="lines",
                 fill="tozeroy" if name == AGENT else None,
@@ -227,6 +249,7 @@ def rolling_sharpe_figure(daily: pd.DataFrame, window: int = ROLLING_WINDOW) -> 
 def compare_figure(equity: pd.DataFrame) -> go.Figure:
     """Agents' equity curves on their common dates, each starting at 1.0 (QQQ dashed)."""
     fig = go.Figure()
+    equity = thin(equity)
     for column in equity.columns:
         is_qqq = column == QQQ
         fig.add_trace(
@@ -256,6 +279,7 @@ def weights_figure(daily: pd.DataFrame) -> go.Figure | None:
     columns = [c for c in daily.columns if c.startswith("weight_")]
     if not columns:
         return None
+    daily = thin(daily)
     fig = go.Figure()
     for column in columns:
         fig.add_trace(

@@ -211,6 +211,22 @@ class RunForm(forms.Form):
         required=False,
         help_text="Sell everything on days at or above this turbulence; empty = never.",
     )
+    rebalance_band = forms.FloatField(
+        label="No-trade band",
+        required=False,
+        initial=engine.recommended_rebalance_band,
+        min_value=0.0,
+        max_value=0.999,
+        widget=forms.NumberInput(attrs={"min": 0, "max": 0.999, "step": "any"}),
+        help_text="Portfolio tasks only: a stock's weight is rebalanced only when it is more than this "
+        "fraction of value from its target (below 1/N; 0 = every day). Chosen on validation (README).",
+    )
+    flatten_at_close = forms.BooleanField(
+        required=False,
+        label="Flatten at the session close",
+        help_text="Intraday datasets only: hold no position overnight (everything sold, or all cash, "
+        "on each session's last bar).",
+    )
 
     algorithm = forms.ChoiceField(choices=[(a, a.upper()) for a in engine.algorithms()], initial="ppo")
     hyperparameters = forms.JSONField(
@@ -333,8 +349,13 @@ class RunForm(forms.Form):
                 env["initial_cash"] = d["initial_cash"]
             if d.get("buy_cost_pct") is not None:
                 env["cost_pct"] = d["buy_cost_pct"]
-            return env
-        return {k: d[k] for k in _ENV_FIELDS if d.get(k) is not None}
+            if d.get("rebalance_band") is not None:
+                env["rebalance_band"] = d["rebalance_band"]
+        else:
+            env = {k: d[k] for k in _ENV_FIELDS if d.get(k) is not None}
+        if d.get("flatten_at_close"):
+            env["flatten_at_close"] = True
+        return env
 
     def run_kwargs(self) -> dict[str, Any]:
         """Arguments of ``services.run_create`` (besides owner and task)."""
@@ -431,8 +452,10 @@ def initial_from_run(run: Run) -> dict[str, Any]:
     for key in _ENV_FIELDS:
         if key in task.env:
             initial[key] = task.env[key]
+    initial["flatten_at_close"] = bool(task.env.get("flatten_at_close"))
     if task.kind == "portfolio":
         initial["reward"] = task.env.get("reward", "log_return")
+        initial["rebalance_band"] = task.env.get("rebalance_band", 0.0)  # a clone trades as the task did
         if "cost_pct" in task.env:
             initial["buy_cost_pct"] = task.env["cost_pct"]
     return initial

@@ -123,3 +123,13 @@ def test_stock_trading_flatten_at_close_is_validated_and_refused_on_daily_data(t
     with pytest.raises(ConfigError) as err:
         StockTradingVecEnv(two_stocks, EnvConfig(flatten_at_close=True))
     assert err.value.details["field"] == "env.flatten_at_close"
+
+
+def test_random_validation_windows_count_sessions_of_bars(bars):
+    from trainer.evaluation import evaluate_policy
+
+    metrics = evaluate_policy(
+        lambda obs: torch.zeros(obs.shape[0], 4), bars, PortfolioConfig(), random_windows=3, window_days=2
+    )
+    windows = metrics["random_windows"]
+    assert windows["count"] == 3 and windows["days"] == 2 and windows["rows"] == 2 * 78

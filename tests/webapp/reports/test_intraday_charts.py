@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 import pandas as pd
+import pytest
 
 from tests.intraday import intraday_panel
 from webapp.reports import charts
@@ -44,3 +45,19 @@ def test_the_comparison_of_intraday_agents_skips_nights_too(data_dir):
     equity = _daily_frame(pd.DatetimeIndex(bars["date"]))[["account_value"]].rename(columns={"account_value": "#1"})
     breaks = charts.compare_figure(equity / equity.iloc[0]).layout.xaxis.rangebreaks
     assert breaks[1].pattern == "hour" and breaks[2]["values"] == ("2024-03-29",)
+
+
+def test_long_intraday_series_are_thinned_for_drawing_keeping_every_session_close(data_dir):
+    bars = intraday_panel(data_dir, ["AAPL"], "2024-03-11", "2024-05-31")  # 58 sessions, 4,524 bars
+    daily = _daily_frame(pd.DatetimeIndex(bars["date"]))
+    assert len(daily) > charts.MAX_POINTS
+    line = charts.equity_figure(daily).data[0]
+    drawn = pd.DatetimeIndex(line.x)
+    assert len(drawn) <= charts.MAX_POINTS + 58
+    closes = daily.groupby(daily.index.normalize()).tail(1).index
+    assert closes.isin(drawn).all() and drawn[-1] == daily.index[-1]
+    # the drawdown is measured on every bar, then thinned (not recomputed from the drawn bars)
+    under = charts.drawdown(daily["account_value"])
+    line = charts.drawdown_figure(daily).data[0]
+    assert list(line.y) == pytest.approx(under.loc[pd.DatetimeIndex(line.x)].to_list())
+    assert len(charts.thin(daily.iloc[:100])) == 100  # short series are drawn whole

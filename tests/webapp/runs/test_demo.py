@@ -265,7 +265,13 @@ def test_the_demo_trains_the_portfolio_task_the_benchmark_chose_and_stock_tradin
     assert task.kind == demo.DEMO_KIND == "portfolio"
     assert task.hyperparameters["reward_scale"] == demo.PORTFOLIO_REWARD_SCALE
     assert task.env["observation"] == "scale_free" and task.selection["rule"] == "mean_minus_std"
+    assert task.env["rebalance_band"] == 0.01  # the no-trade band chosen on validation (README)
     assert demo.ensure_task(user, dataset, demo.CI_PROFILE) == task  # reused, not duplicated
+    # a demo task from before the band trades every difference: not reused
+    Task.objects.filter(pk=task.pk).update(env={**task.env, "rebalance_band": 0.0})
+    fresh = demo.ensure_task(user, dataset, demo.CI_PROFILE)
+    assert fresh.pk != task.pk and fresh.env["rebalance_band"] == 0.01
+    task = fresh
     stock = demo.ensure_task(user, dataset, dataclasses.replace(demo.CI_PROFILE, kind="stock_trading"))
     assert stock.kind == "stock_trading" and stock != task
 

@@ -30,6 +30,11 @@ def _errors(client, world, **changes) -> dict[str, list[str]]:
         ),
         ({"initial_cash": -5}, "initial_cash", "must be at least 100 and at most 10,000,000,000 USD, got -5"),
         (
+            {"flatten_at_close": "on"},
+            "flatten_at_close",
+            "flattening at the session close needs intraday bars; dataset 'ada-data' is daily",
+        ),
+        (
             {"hyperparameters": json.dumps({**TINY_PPO, "learning_rate": -1})},
             "hyperparameters",
             "learning_rate: must be > 0, got -1.0",
@@ -72,6 +77,7 @@ def test_the_form_creates_a_portfolio_run_with_its_reward_costs_and_selection_ru
         reward="differential_sharpe",
         selection_rule="worst_window",
         buy_cost_pct=0.002,
+        rebalance_band=0.02,
         start_now="",
     )
     response = client.post("/runs/new/", form)
@@ -80,5 +86,12 @@ def test_the_form_creates_a_portfolio_run_with_its_reward_costs_and_selection_ru
     task = run.task
     assert task.kind == "portfolio"
     assert task.env["reward"] == "differential_sharpe" and task.env["cost_pct"] == 0.002
+    assert task.env["rebalance_band"] == 0.02
     assert "hmax" not in task.env
     assert task.selection["rule"] == "worst_window"
+
+
+def test_the_form_offers_the_no_trade_band_chosen_on_validation(client, user, world):
+    client.force_login(user)
+    soup = BeautifulSoup(client.get("/runs/new/").content.decode(), "html.parser")
+    assert soup.select_one("input[name=rebalance_band]")["value"] == "0.01"

@@ -389,3 +389,14 @@ def test_flatten_at_close_is_refused_on_a_daily_dataset_naming_the_field(user, d
             env={"flatten_at_close": True},
         )
     assert "intraday bars" in exc.value.fields["env.flatten_at_close"]
+
+
+def test_a_no_trade_band_of_1_over_n_or_more_is_refused_naming_the_field(user, dataset):
+    from tests.webapp.conftest import SPLITS
+
+    common = {"owner": user, "dataset": dataset, "splits": SPLITS, "kind": "portfolio"}
+    with pytest.raises(AppError) as exc:  # two tickers: 1/N = 0.5
+        services.task_create(name="wide", tickers=["AAPL", "MSFT"], env={"rebalance_band": 0.5}, **common)
+    assert "below 1/N = 0.5 for 2 tickers" in exc.value.fields["env.rebalance_band"]
+    task = services.task_create(name="ok", tickers=["AAPL", "MSFT"], env={"rebalance_band": 0.01}, **common)
+    assert task.env["rebalance_band"] == 0.01 and task.env["turnover_penalty"] == 0.0

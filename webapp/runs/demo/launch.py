@@ -54,14 +54,17 @@ def ensure_task(owner, dataset: Dataset, profile: DemoProfile) -> Task:
     """The owner's demo task for ``profile`` (reused when one with the same settings exists).
 
     Settings are compared in full, defaults filled in: a task made when PPO's defaults were
-    different (wider networks, more epochs) is not reused."""
+    different (wider networks, more epochs), or with other env settings (before the no-trade
+    band), is not reused."""
     tickers = list(profile.tickers or dataset.tickers)
-    wanted = engine.validate_task(_task_spec(dataset, profile))["hyperparameters"]
+    spec = _task_spec(dataset, profile)
+    validated = engine.validate_task(spec)
+    wanted, wanted_env = validated["hyperparameters"], validated["env"]
     name = task_name(profile.algorithm, profile.prefix)
     for task in Task.objects.filter(
         owner=owner, name=name, dataset=dataset, algorithm=profile.algorithm, kind=profile.kind
     ):
-        same_hp = task.hyperparameters == wanted
+        same_hp = task.hyperparameters == wanted and task.env == wanted_env
         if task.tickers == tickers and same_hp and task.splits["test"]["end"] == profile.splits["test"][1]:
             return task
     return services.task_create(
@@ -73,6 +76,7 @@ def ensure_task(owner, dataset: Dataset, profile: DemoProfile) -> Task:
         algorithm=profile.algorithm,
         hyperparameters=_hyperparameters(profile),
         kind=profile.kind,
+        env=spec.get("env"),
     )
 
 

@@ -225,6 +225,7 @@ def demo_mutation(algorithm: str) -> dict[str, Any]:
 
 def _task_spec(dataset: Dataset, profile: DemoProfile) -> dict[str, Any]:
     splits = profile.splits
+    daily_portfolio = profile.kind == "portfolio" and not profile.intraday
     return {
         "data": {"paths": dataset.source_paths(), "tickers": list(profile.tickers or dataset.tickers)},
         "train": splits["train"],
@@ -233,4 +234,7 @@ def _task_spec(dataset: Dataset, profile: DemoProfile) -> dict[str, Any]:
         "kind": profile.kind,
         "algorithm": profile.algorithm,
         "hyperparameters": _hyperparameters(profile),
+        # daily portfolio demos trade with the band chosen on validation (README, "Learning
+        # quality"); intraday bars were not studied and keep the env's default (none)
+        **({"env": {"rebalance_band": engine.recommended_rebalance_band()}} if daily_portfolio else {}),
     }

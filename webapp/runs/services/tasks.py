@@ -116,6 +116,13 @@ def task_create(
             benchmark_path=settings.PADDOCK_BENCHMARK_FILE,
             intraday=dataset.intraday,
         )
+    band = env.get("rebalance_band") if isinstance(env, dict) and kind == "portfolio" else None
+    if decided is not None and isinstance(band, int | float) and not isinstance(band, bool):
+        if decided["tickers"] and band >= 1.0 / len(decided["tickers"]):
+            fields["env.rebalance_band"] = (
+                f"must be below 1/N = {1.0 / len(decided['tickers']):.4g} for {len(decided['tickers'])} tickers, "
+                f"else a zero action never leaves the initial cash (got {band:g})"
+            )
     bounds.raise_all(fields)
     normalized = engine.validate_task(spec)  # what depends on several fields at once
     per_algorithm = {
