@@ -16,6 +16,7 @@ from typing import Any
 
 from trainer.agents import ALGORITHMS, OFF_POLICY
 from trainer.data.pipeline import DataSpec
+from trainer.data.sessions import panel_feature_names
 from trainer.data.splits import MIN_SPLIT_DAYS
 from trainer.dates import parse_moment, range_bound
 from trainer.demo import DEMO_DATA_FILE, demo_task_dict
@@ -131,7 +132,7 @@ class TaskSpec:
     selection: SelectionRule = field(default_factory=SelectionRule)
 
     @classmethod
-    def from_dict(cls, data: Mapping[str, Any]) -> TaskSpec:
+    def from_dict(cls, data: Mapping[str, Any], *, intraday: bool = False) -> TaskSpec:
         """Validate a JSON/YAML task and build the spec.
 
         Args:
@@ -141,6 +142,10 @@ class TaskSpec:
                 (default ``{}``), ``kind`` (default ``"stock_trading"``; ``env`` is read with the
                 kind's config class), ``selection`` (a :class:`SelectionRule` dict, default
                 mean - 1 x std of 4 sub-window Sharpe ratios).
+            intraday: the data holds intraday bars (a dataset's interval, when the caller knows
+                it): the buffer memory check then counts the 3 session features per ticker the
+                panel will carry (:func:`trainer.data.sessions.panel_feature_names`). Training
+                checks again with the loaded panel's own features.
 
         Raises:
             ConfigError: the first problem found, with ``details["field"]`` a dotted path such
@@ -201,7 +206,8 @@ class TaskSpec:
         hyperparameters = validate_hyperparameters(algorithm, data.get("hyperparameters") or {})
         if spec.tickers is not None:  # else the observation size is known once the data is loaded
             n = len(spec.tickers)
-            obs_dim, action_dim = observation_dim(env, n, len(spec.indicators))
+            features = panel_feature_names(spec.indicators, intraday=intraday)
+            obs_dim, action_dim = observation_dim(env, n, len(features))
             check_buffer_memory(algorithm, hyperparameters, obs_dim, action_dim)
         return cls(
             data=spec,

@@ -43,7 +43,7 @@ from trainer.data.indicators import (
 )
 from trainer.data.loading import load_panel
 from trainer.data.market import MarketData
-from trainer.data.sessions import SESSION_FEATURES, bar_dates, is_intraday, session_features
+from trainer.data.sessions import bar_dates, is_intraday, panel_feature_names, session_features
 from trainer.data.spec import DataSpec
 from trainer.errors import ConfigError, DataError
 
@@ -184,10 +184,9 @@ def build_market_data(
     for n in range(len(kept)):
         bars = pd.DataFrame({c: arrays[c][first[n] :, n] for c in _OHLCV})
         feats[first[n] :, n, :] = compute_indicators(bars, indicators)
-    names = tuple(indicators)
+    names = panel_feature_names(indicators, intraday=is_intraday(calendar))
     if is_intraday(calendar):  # bar-of-day and overnight gap (trainer.data.sessions)
         feats = np.concatenate([feats, session_features(calendar, arrays["open"], arrays["close"])], axis=2)
-        names += SESSION_FEATURES
     if turbulence:  # the same index; batched on long intraday panels (bit-identical loop for daily)
         turb = (turbulence_index_batched if is_intraday(calendar) else turbulence_index)(arrays["close"])
     else:

@@ -35,6 +35,13 @@ SESSION_FEATURES: tuple[str, ...] = ("bar_of_day_sin", "bar_of_day_cos", "overni
 MINUTES_PER_DAY = 24 * 60
 
 
+def panel_feature_names(indicators, *, intraday: bool) -> tuple[str, ...]:
+    """The feature names (``MarketData.feature_names``) of a panel built with ``indicators``:
+    the indicators, then :data:`SESSION_FEATURES` on intraday bars. The one rule the pipeline
+    builds panels with and a task's observation size is estimated with before loading."""
+    return tuple(indicators) + (SESSION_FEATURES if intraday else ())
+
+
 def is_intraday(dates) -> bool:
     """True when any stamp of ``dates`` has a time of day (daily panels hold midnight dates).
 

@@ -110,9 +110,18 @@ def make_env(
     return cls(data, config, num_envs=num_envs, device=device, seed=seed, feature_stats=feature_stats)
 
 
-def observation_dim(config: Any, num_tickers: int, num_indicators: int) -> tuple[int, int]:
-    """``(obs_dim, action_dim)`` of the env ``config`` builds over ``N`` tickers and ``F`` indicators."""
-    n, f = num_tickers, num_indicators
+def observation_dim(config: Any, num_tickers: int, num_features: int) -> tuple[int, int]:
+    """``(obs_dim, action_dim)`` of the env ``config`` builds over ``N`` tickers of a panel with
+    ``F`` features per ticker, before any data is loaded (the env itself counts its arrays).
+
+    Args:
+        config: the kind's env config (its ``observation`` layout decides the count).
+        num_tickers: ``N``.
+        num_features: ``F = len(MarketData.feature_names)`` of the raw panel: the indicators,
+            plus the 3 session features on intraday bars
+            (:func:`trainer.data.sessions.panel_feature_names`).
+    """
+    n, f = num_tickers, num_features
     scale_free = uses_scale_free(config)
     # per ticker: the scale-free features (log returns, volatility, F indicators) or the F raw ones
     k = len(LOOKBACKS) + 1 + f if scale_free else f

@@ -25,13 +25,15 @@ def configure_process(*, threads: int) -> None:
     set_cpu_threads(threads)
 
 
-def validate_task(spec: dict[str, Any]) -> dict[str, Any]:
+def validate_task(spec: dict[str, Any], *, intraday: bool = False) -> dict[str, Any]:
     """Validate a task spec with the trainer's own config classes and normalize it.
 
     Args:
         spec: ``trainer.task.TaskSpec`` dict: ``data`` (DataSpec dict), ``train``,
             ``validation``, ``test`` (``[start, end]``), ``env`` (EnvConfig dict),
             ``algorithm``, ``hyperparameters``.
+        intraday: the dataset holds intraday bars: the buffer memory estimate counts the
+            panel's session features (``TaskSpec.from_dict(..., intraday=True)``).
 
     Returns:
         ``TaskSpec.from_dict(spec).to_dict()``: defaults filled in, JSON-able.
@@ -43,7 +45,7 @@ def validate_task(spec: dict[str, Any]) -> dict[str, Any]:
     from trainer.task import TaskSpec
 
     try:
-        return TaskSpec.from_dict(spec).to_dict()
+        return TaskSpec.from_dict(spec, intraday=intraday).to_dict()
     except TrainerError as exc:
         raise AppError.from_trainer(exc) from exc
 

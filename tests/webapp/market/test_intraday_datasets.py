@@ -162,3 +162,37 @@ def test_the_run_form_accepts_date_times_for_an_intraday_dataset(user, dataset, 
     bad = RunForm({**base, "dataset": bars.id, "test_end": "2025-06-31"}, user=user)
     bad.is_valid()
     assert "Enter a date YYYY-MM-DD" in bad.errors["test_end"][0]
+
+
+def test_a_task_on_intraday_bars_counts_the_session_features_in_its_memory_estimate(
+    api_client, user, data_folder, settings
+):
+    from webapp.market import services
+
+    settings.PADDOCK_BENCHMARK_FILE = data_folder / INTRADAY_5MIN_FILE
+    bars = services.dataset_create_from_files(
+        owner=user,
+        name="5m3",
+        paths=[INTRADAY_5MIN_FILE],
+        tickers=["AAPL", "MSFT", "NVDA"],
+        options={"bar_label": "start"},
+    )
+    splits = {
+        "train": ["2024-03-11", "2025-06-30"],
+        "validation": ["2025-07-01", "2025-12-31"],
+        "test": ["2026-01-02", "2026-08-21"],
+    }
+    # 4,096 x 53,000 transitions fit in 48 GiB with the 43-dim daily-sized observation, not with
+    # the 52 dimensions 3 tickers x 3 session features add (tests/trainer/test_task_intraday_memory.py)
+    hp = {"num_envs": 53_000, "rollout_steps": 4_096}
+    response = api_client.post(
+        "/api/tasks/", {"name": "big", "dataset": bars.id, "splits": splits, "hyperparameters": hp}, format="json"
+    )
+    assert response.status_code == 400, response.json()
+    assert "hyperparameters.num_envs" in response.json()["fields"]
+    assert "52-dim observations" in response.json()["error"]
+    hp = {"num_envs": 40_000, "rollout_steps": 4_096}
+    response = api_client.post(
+        "/api/tasks/", {"name": "big", "dataset": bars.id, "splits": splits, "hyperparameters": hp}, format="json"
+    )
+    assert response.status_code == 201, response.json()

@@ -124,9 +124,12 @@ def task_create(
                 f"else a zero action never leaves the initial cash (got {band:g})"
             )
     bounds.raise_all(fields)
-    normalized = engine.validate_task(spec)  # what depends on several fields at once
+    intraday = dataset.intraday  # the memory estimate counts the session features of intraday bars
+    normalized = engine.validate_task(spec, intraday=intraday)  # what depends on several fields at once
     per_algorithm = {
-        name: _other_algorithm_hyperparameters(spec, name, normalized["hyperparameters"], overrides.get(name, {}))
+        name: _other_algorithm_hyperparameters(
+            spec, name, normalized["hyperparameters"], overrides.get(name, {}), intraday=intraday
+        )
         for name in allowed[1:]
     }
     return Task.objects.create(
@@ -214,7 +217,7 @@ def _as_override_field(algorithm: str, field: str) -> str:
 
 
 def _other_algorithm_hyperparameters(
-    spec: dict[str, Any], algorithm: str, primary: dict[str, Any], overrides: dict[str, Any]
+    spec: dict[str, Any], algorithm: str, primary: dict[str, Any], overrides: dict[str, Any], *, intraday: bool
 ) -> dict[str, Any]:
     """The complete hyperparameters of allowed algorithm ``algorithm``: ``overrides``, then the
     main algorithm's values of shared names, then defaults; checked as a whole task (buffer
@@ -225,7 +228,8 @@ def _other_algorithm_hyperparameters(
     """
     merged = {**shared_hyperparameters(algorithm, primary), **overrides}
     try:
-        return engine.validate_task({**spec, "algorithm": algorithm, "hyperparameters": merged})["hyperparameters"]
+        task = {**spec, "algorithm": algorithm, "hyperparameters": merged}
+        return engine.validate_task(task, intraday=intraday)["hyperparameters"]
     except AppError as exc:
         fields = {_as_override_field(algorithm, k): v for k, v in exc.fields.items()}
         message = exc.message.replace("hyperparameters.", f"{_OVERRIDES}.{algorithm}.", 1)
