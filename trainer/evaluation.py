@@ -120,18 +120,21 @@ def evaluate_policy(
     metrics["final_value"] = float(v[-1])
     metrics["score_defined"] = sharpe is not None
     daily = returns.to_numpy()
-    score, subs = robust_score(daily, selection)
+    periods_per_year = infer_periods_per_year(data.dates)  # 252 for days, bars per session x 252 for bars
+    score, subs = robust_score(daily, selection, periods_per_year=periods_per_year)
     metrics["score"] = score
     metrics["selection"] = {**selection.to_dict(), "description": selection.describe()}
     metrics["sub_windows"] = [
         {"start": str(dates[lo].date()), "end": str(dates[hi].date()), "sharpe": sub}
         for (lo, hi), sub in zip(window_bounds(len(daily), selection.windows), subs)
     ]
-    metrics["vs_equal_weight"] = baseline_relative(daily, equal_weight_returns(data.close))
+    metrics["vs_equal_weight"] = baseline_relative(
+        daily, equal_weight_returns(data.close), periods_per_year=periods_per_year
+    )
     if benchmark_returns is not None:
         bench = benchmark_returns.reindex(returns.index)
         if bench.notna().all():
-            metrics["vs_QQQ"] = baseline_relative(daily, bench.to_numpy())
+            metrics["vs_QQQ"] = baseline_relative(daily, bench.to_numpy(), periods_per_year=periods_per_year)
 
     windows: dict[str, Any] = {"count": 0}
     # window_days are trading days: on intraday bars a window is that many sessions of bars
@@ -143,7 +146,6 @@ def evaluate_policy(
             data, cfg, num_envs=random_windows, device=device, seed=seed + 1, feature_stats=feature_stats
         )
         trace = run_policy(policy, win_env, start_day=None, seed=seed + 1, policy_name=policy_name)
-        periods_per_year = infer_periods_per_year(data.dates)  # 252 for days, bars per session x 252 for bars
         totals, sharpes = [], []
         for i in range(random_windows):
             row = trace.values[i][~np.isnan(trace.values[i])]

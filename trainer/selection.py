@@ -17,8 +17,11 @@ on it keeps, among others, the luckiest. Three defences, all pure functions:
   ``N`` Sharpe ratios on p. 3): the probability that the true Sharpe ratio is above the best one
   expected from ``N`` trials of pure noise with the observed variance of Sharpe ratios.
 
-Sharpe ratios here are ``mean / std (ddof=1) * sqrt(252)`` of simple daily returns with a zero
-risk-free rate, the convention of :mod:`trainer.backtest.metrics` (empyrical).
+Sharpe ratios here are ``mean / std (ddof=1) * sqrt(P)`` of simple per-period returns with a zero
+risk-free rate, the convention of :mod:`trainer.backtest.metrics` (empyrical). ``P`` is the data's
+periods per year: 252 for daily returns (the default), bars per session x 252 for intraday bars
+(78 x 252 = 19,656 for 5-minute bars of the regular session; :class:`trainer.data.bars.BarInfo`,
+:func:`trainer.data.timestamps.infer_periods_per_year`).
 """
 
 from __future__ import annotations
@@ -115,14 +118,17 @@ class SelectionRule:
 DEFAULT_SELECTION = SelectionRule()
 
 
-def annual_sharpe(returns: np.ndarray) -> float | None:
-    """Annualised Sharpe ratio of simple daily returns (zero risk-free rate).
+def annual_sharpe(returns: np.ndarray, periods_per_year: int = TRADING_DAYS) -> float | None:
+    """Annualised Sharpe ratio of simple per-period returns (zero risk-free rate).
 
     Args:
-        returns: (T,) simple daily returns as fractions.
+        returns: (T,) simple returns as fractions, one per period (day or bar).
+        periods_per_year: periods in a year: 252 for daily returns, bars per session x 252 for
+            intraday bars (19,656 for 5-minute bars).
 
     Returns:
-        ``mean / std(ddof=1) * sqrt(252)``; ``None`` with fewer than 2 returns or zero spread.
+        ``mean / std(ddof=1) * sqrt(periods_per_year)``; ``None`` with fewer than 2 returns or
+        zero spread.
     """
     r = np.asarray(returns, dtype=np.float64)
     if r.size < 2:
@@ -130,7 +136,7 @@ def annual_sharpe(returns: np.ndarray) -> float | None:
     sd = float(np.std(r, ddof=1))
     if not sd > 1e-15:
         return None
-    return float(np.mean(r) / sd * math.sqrt(TRADING_DAYS))
+    return float(np.mean(r) / sd * math.sqrt(periods_per_year))
 
 
 def window_bounds(num_returns: int, windows: int) -> list[tuple[int, int]]:
@@ -156,30 +162,36 @@ def window_bounds(num_returns: int, windows: int) -> list[tuple[int, int]]:
     return bounds
 
 
-def window_sharpes(returns: np.ndarray, windows: int) -> list[float | None]:
-    """Annualised Sharpe ratio of each of ``windows`` contiguous sub-windows of ``returns``."""
+def window_sharpes(returns: np.ndarray, windows: int, periods_per_year: int = TRADING_DAYS) -> list[float | None]:
+    """Annualised Sharpe ratio (:func:`annual_sharpe`) of each of ``windows`` contiguous
+    sub-windows of ``returns``."""
     r = np.asarray(returns, dtype=np.float64)
-    return [annual_sharpe(r[lo:hi]) for lo, hi in window_bounds(r.size, windows)]
+    return [annual_sharpe(r[lo:hi], periods_per_year) for lo, hi in window_bounds(r.size, windows)]
 
 
-def robust_score(returns: np.ndarray, rule: SelectionRule) -> tuple[float, list[float | None]]:
-    """Score daily returns with ``rule``; undefined Sharpe ratios (no spread) count as 0.
+def robust_score(
+    returns: np.ndarray, rule: SelectionRule, *, periods_per_year: int = TRADING_DAYS
+) -> tuple[float, list[float | None]]:
+    """Score per-period returns with ``rule``; undefined Sharpe ratios (no spread) count as 0.
 
     Args:
-        returns: (T,) simple daily returns of the validation episode.
+        returns: (T,) simple returns of the validation episode, one per day or per bar.
         rule: the task's selection rule.
+        periods_per_year: the data's periods per year (252 for days, 78 x 252 for 5-minute
+            bars): every Sharpe ratio, of the sub-windows and of the whole window, is
+            annualised with it.
 
     Returns:
         ``(score, sub_window_sharpes)``.
     """
-    subs = window_sharpes(returns, rule.windows)
+    subs = window_sharpes(returns, rule.windows, periods_per_year)
     values = np.array([s if s is not None else 0.0 for s in subs])
     if rule.rule == "mean_minus_std":
         score = float(values.mean() - rule.k * values.std())
     elif rule.rule == "worst_window":
         score = float(values.min())
     else:
-        full = annual_sharpe(returns)
+        full = annual_sharpe(returns, periods_per_year)
         score = float(full) if full is not None else 0.0
     return score, subs
 
@@ -197,11 +209,14 @@ def equal_weight_returns(close: np.ndarray) -> np.ndarray:
     return (c[1:] / c[:-1]).mean(axis=1) - 1.0
 
 
-def baseline_relative(agent_returns: np.ndarray, baseline_returns: np.ndarray) -> dict[str, float | None]:
+def baseline_relative(
+    agent_returns: np.ndarray, baseline_returns: np.ndarray, *, periods_per_year: int = TRADING_DAYS
+) -> dict[str, float | None]:
     """Excess total return and Sharpe difference of the agent over a baseline on the same days.
 
     Args:
-        agent_returns, baseline_returns: (T,) simple daily returns on the same dates.
+        agent_returns, baseline_returns: (T,) simple returns on the same dates (or bars).
+        periods_per_year: annualisation of both Sharpe ratios (:func:`annual_sharpe`).
 
     Returns:
         ``{"excess_return": (prod(1+a) - 1) - (prod(1+b) - 1), "sharpe_difference": S(a) - S(b),
@@ -216,7 +231,7 @@ def baseline_relative(agent_returns: np.ndarray, baseline_returns: np.ndarray) -
     if a.shape != b.shape:
         raise ValueError(f"agent returns {a.shape} and baseline returns {b.shape} cover different days")
     total_a, total_b = float(np.prod(1 + a) - 1), float(np.prod(1 + b) - 1)
-    sa, sb = annual_sharpe(a), annual_sharpe(b)
+    sa, sb = annual_sharpe(a, periods_per_year), annual_sharpe(b, periods_per_year)
     return {
         "excess_return": total_a - total_b,
         "sharpe_difference": (sa - sb) if sa is not None and sb is not None else None,

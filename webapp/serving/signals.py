@@ -25,10 +25,10 @@ def account_token_deleted(sender, instance: Token, **kwargs) -> None:
     cache.invalidate_credentials([instance.key])
 
 
-def user_saved(sender, instance, update_fields=None, **kwargs) -> None:
-    """A user saved (e.g. deactivated): forget the credentials of all their tokens. A login only
-    writes ``last_login``, which no credential holds."""
-    if update_fields is not None and set(update_fields) <= {"last_login"}:
+def user_saved(sender, instance, created: bool = False, update_fields=None, **kwargs) -> None:
+    """A user saved (e.g. deactivated): forget the credentials of all their tokens. A new user
+    has none, and a login only writes ``last_login``, which no credential holds."""
+    if created or (update_fields is not None and set(update_fields) <= {"last_login"}):
         return
     keys = [*ServeToken.objects.filter(owner_id=instance.pk).values_list("key", flat=True)]
     keys += Token.objects.filter(user_id=instance.pk).values_list("key", flat=True)

@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
 from rest_framework.authtoken.models import Token
 from rest_framework.test import APIClient
 
@@ -104,6 +106,16 @@ def test_a_deleted_agent_answers_404_on_the_next_request(agent, user):
     assert _act(client, agent).status_code == 200
     agent.delete()
     assert _act(client, agent).status_code == 404
+
+
+def test_a_changed_agent_is_read_from_the_database_again(agent, user):
+    client = _client(ServeToken.objects.create(owner=user, name="bot").key)
+    assert _act(client, agent).status_code == 200
+    agent.score = 9.0  # any save of the agent drops its cached entry
+    agent.save()
+    with CaptureQueriesContext(connection) as queries:
+        assert _act(client, agent).status_code == 200
+    assert any('"runs_agent"' in q["sql"] for q in queries.captured_queries)
 
 
 def test_the_owners_cached_agent_entry_never_opens_it_to_another_user(agent, user, other_user):
