@@ -137,6 +137,28 @@ def parse_moment(value: Any, field: str) -> str:
         raise AppError.from_trainer(exc) from exc
 
 
+def range_bound(value: Any, *, end: bool, field: str) -> Any:
+    """The instant a range bound stands for (``trainer.dates.range_bound``): a start day is its
+    00:00, an end day its last second, a ``YYYY-MM-DD HH:MM`` moment itself.
+
+    Returns:
+        A naive ``datetime.datetime`` in exchange time.
+
+    Raises:
+        AppError: neither a day nor a moment, naming ``field``.
+    """
+    import datetime as dt
+
+    from trainer.dates import parse_moment as trainer_parse_moment
+    from trainer.dates import range_bound as trainer_range_bound
+
+    try:
+        instant = trainer_range_bound(trainer_parse_moment(value, field), end=end)
+    except TrainerError as exc:
+        raise AppError.from_trainer(exc) from exc
+    return dt.datetime.fromisoformat(str(instant))
+
+
 def clean_tickers(values: Sequence[Any], *, field: str = "tickers") -> list[str]:
     """Ticker symbols a user typed, stripped and upper-cased (``trainer.data.loading.check_ticker``:
     1 to 20 letters, digits, ``.``, ``-``, ``^``, ``=``).

@@ -18,7 +18,9 @@ from django.db.models import Q
 
 
 class Backtest(models.Model):
-    """One backtest of one agent over ``[start, end]`` (inclusive, exchange dates).
+    """One backtest of one agent over ``[start, end]`` (inclusive bounds as task splits take
+    them: ``YYYY-MM-DD`` exchange dates, or ``YYYY-MM-DD HH:MM`` exchange-time bar ends on an
+    intraday dataset; the service checks that end comes after start).
 
     Status flow: ``queued`` -> ``running`` -> ``done`` | ``failed``. A worker claims the row
     with a conditional update (``queued`` -> ``running``), so a redelivered task message is a
@@ -45,8 +47,8 @@ class Backtest(models.Model):
     run = models.ForeignKey("runs.Run", on_delete=models.CASCADE, related_name="backtests")
     dataset = models.ForeignKey("market.Dataset", on_delete=models.PROTECT, related_name="backtests")
     tickers = models.JSONField(default=list, help_text="traded tickers, in the agent's action order")
-    start = models.DateField()
-    end = models.DateField()
+    start = models.CharField(max_length=19, help_text="YYYY-MM-DD, or YYYY-MM-DD HH:MM (intraday, bar end)")
+    end = models.CharField(max_length=19, help_text="YYYY-MM-DD, or YYYY-MM-DD HH:MM (intraday, bar end)")
     allow_overlap = models.BooleanField(
         default=False, help_text="the range may overlap the task's train/validation dates (not a held-out test)"
     )
@@ -67,7 +69,6 @@ class Backtest(models.Model):
         ordering = ["-created_at", "-id"]
         indexes = [models.Index(fields=["owner", "-created_at"])]
         constraints = [
-            models.CheckConstraint(condition=Q(end__gt=models.F("start")), name="reports_backtest_end_after_start"),
             # End-of-run backtests are created once per agent and window, however often the
             # run-finished trigger fires.
             models.UniqueConstraint(

@@ -51,7 +51,7 @@ class BacktestCreateSerializer(serializers.Serializer):
     """Input of ``POST /api/backtests/``; the service checks the range and the tickers."""
 
     agent = serializers.IntegerField(min_value=1)
-    start = serializers.DateField()
-    end = serializers.DateField()
+    start = serializers.CharField(max_length=40)  # YYYY-MM-DD or YYYY-MM-DD HH:MM; the service checks it
+    end = serializers.CharField(max_length=40)
     tickers = serializers.ListField(child=serializers.CharField(max_length=20), required=False, allow_empty=False)
     allow_overlap = serializers.BooleanField(default=False)

@@ -48,33 +48,44 @@ DEFAULT_TOP_AGENTS = 3
 END_OF_RUN_TRIGGER_WINDOW = dt.timedelta(days=1)
 
 
-def _parse_day(value: Any, field: str) -> dt.date:
-    return dt.date.fromisoformat(engine.parse_day(value, field))
+def _parse_bound(value: Any, field: str, *, intraday: bool) -> str:
+    """A backtest bound as task splits take it (``engine.parse_moment``): ``YYYY-MM-DD``, or
+    ``YYYY-MM-DD HH:MM`` exchange time (bar end) on an intraday dataset."""
+    text = engine.parse_moment(value, field)
+    if len(text) > 10 and not intraday:
+        msg = f"{text} has a time of day, but the data is daily; give YYYY-MM-DD"
+        raise AppError(f"{field}: {msg}", fields={field: msg})
+    return text
 
 
-def _split(task, name: str) -> tuple[dt.date, dt.date] | None:
+def _split(task, name: str) -> tuple[str, str] | None:
+    """A split's ``(start, end)`` bounds as stored (days or ``YYYY-MM-DD HH:MM`` moments)."""
     split = (task.splits or {}).get(name)
     if not split:
         return None
-    if isinstance(split, dict):
-        return _parse_day(split["start"], name), _parse_day(split["end"], name)
-    return _parse_day(split[0], name), _parse_day(split[1], name)
+    start, end = (split["start"], split["end"]) if isinstance(split, dict) else (split[0], split[1])
+    return engine.parse_moment(start, f"{name}.start"), engine.parse_moment(end, f"{name}.end")
 
 
-def check_range(*, task, dataset: Dataset, start: dt.date, end: dt.date, allow_overlap: bool) -> None:
+def check_range(*, task, dataset: Dataset, start: Any, end: Any, allow_overlap: bool) -> None:
     """Refuse a backtest range that is empty, outside the dataset, or (unless
     ``allow_overlap``) overlapping the dates the agent trained or was selected on.
+
+    Args:
+        start, end: inclusive bounds as task splits take them: days (a start day from its
+            00:00, an end day to its end) or ``YYYY-MM-DD HH:MM`` moments (``engine.range_bound``).
 
     Raises:
         AppError: 400 naming ``start`` or ``end``.
     """
-    if end <= start:
+    lo, hi = engine.range_bound(start, end=False, field="start"), engine.range_bound(end, end=True, field="end")
+    if hi <= lo or (len(str(start)) == len(str(end)) == 10 and str(end) <= str(start)):
         raise AppError(f"end: {end} must be after start {start}", fields={"end": f"must be after start {start}"})
-    data_start, data_end = _parse_day(dataset.start_date, "start"), _parse_day(dataset.end_date, "end")
-    if start < data_start:
+    data_start, data_end = engine.parse_day(dataset.start_date, "start"), engine.parse_day(dataset.end_date, "end")
+    if lo < engine.range_bound(data_start, end=False, field="start"):
         msg = f"before the data, which starts on {data_start}"
         raise AppError(f"start: {start} is {msg}", fields={"start": msg})
-    if end > data_end:
+    if hi > engine.range_bound(data_end, end=True, field="end"):
         msg = f"after the data, which ends on {data_end}"
         raise AppError(f"end: {end} is {msg}", fields={"end": msg})
     if allow_overlap:
@@ -83,15 +94,17 @@ def check_range(*, task, dataset: Dataset, start: dt.date, end: dt.date, allow_o
     seen = [r for r in (train, validation) if r is not None]
     if not seen:
         return
-    seen_start = min(r[0] for r in seen)
-    seen_end = max(r[1] for r in seen)
-    if start <= seen_end and end >= seen_start:
+    seen_start = min((r[0] for r in seen), key=lambda b: engine.range_bound(b, end=False, field="start"))
+    seen_end = max((r[1] for r in seen), key=lambda b: engine.range_bound(b, end=True, field="end"))
+    seen_lo = engine.range_bound(seen_start, end=False, field="start")
+    seen_hi = engine.range_bound(seen_end, end=True, field="end")
+    if lo <= seen_hi and hi >= seen_lo:
         msg = (
             f"the range {start} to {end} overlaps the task's train/validation dates "
             f"({seen_start} to {seen_end}); start after {seen_end} for a held-out test, "
             "or allow the overlap explicitly"
         )
-        field = "start" if start >= seen_start else "end"
+        field = "start" if lo >= seen_lo else "end"
         raise AppError(msg, fields={field: msg, "allow_overlap": "false"})
 
 
@@ -133,7 +146,9 @@ def backtest_create(
     Args:
         user: the owner; must own the agent's run.
         agent: the agent to backtest.
-        start, end: first and last day (``YYYY-MM-DD`` or dates), inclusive.
+        start, end: inclusive bounds, as the task's splits take them: ``YYYY-MM-DD`` days (or
+            dates), and on an intraday dataset also ``YYYY-MM-DD HH:MM`` exchange-time moments
+            (bar end), so a backtest may start or end inside a session.
         tickers: optional; must be the agent's tickers (an agent trades a fixed universe),
             each one in the task's dataset.
         allow_overlap: accept a range overlapping the task's train/validation dates (the
@@ -152,7 +167,9 @@ def backtest_create(
         raise AppError("the agent has no checkpoint to backtest", fields={"agent": "no checkpoint"})
     task = run.task
     dataset = task.dataset
-    start_day, end_day = _parse_day(start, "start"), _parse_day(end, "end")
+    intraday = dataset.intraday
+    start_day = _parse_bound(start, "start", intraday=intraday)
+    end_day = _parse_bound(end, "end", intraday=intraday)
     check_range(task=task, dataset=dataset, start=start_day, end=end_day, allow_overlap=bool(allow_overlap))
     # the agent's own universe (its checkpoint's tickers), not the task's list
     chosen = _check_tickers(list(agent.tickers or task.tickers), dataset, tickers)

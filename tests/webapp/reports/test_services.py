@@ -19,7 +19,7 @@ def test_backtest_on_the_test_split_is_queued_with_the_agents_tickers(user, agen
 
     assert backtest.status == Backtest.Status.QUEUED
     assert backtest.tickers == TICKERS
-    assert (backtest.start, backtest.end) == (dt.date(2020, 7, 1), dt.date(2020, 12, 31))
+    assert (backtest.start, backtest.end) == ("2020-07-01", "2020-12-31")
     assert backtest.run_id == agent.run_id and backtest.owner == user
 
 
