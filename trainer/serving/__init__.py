@@ -17,7 +17,10 @@ Request bodies (JSON objects), one of:
 * ``{"observations": [[...], ...]}``: a batch (B, obs_dim) of raw observations built as the
   bundle's ``observation_layout`` says; answers ``actions`` (B, action_dim).
 * ``{"date": "YYYY-MM-DD"}``: the state of a trading day of the agent's dataset (the same data
-  files the task trained on); optional ``cash`` (USD) and ``holdings`` (``{ticker: shares}``),
+  files the task trained on). For an agent of intraday bars also ``"YYYY-MM-DD HH:MM"``: the
+  bar ending then, in exchange time (America/New_York; ``09:35`` is the first 5-minute bar); a
+  bare day means that day's last bar (the session close); the answer's ``date`` is the bar's
+  ``YYYY-MM-DD HH:MM`` (:func:`~trainer.serving.bodies.dataset_row`). Optional ``cash`` (USD) and ``holdings`` (``{ticker: shares}``),
   default the env's initial cash and no shares.
 * ``{"bars": {ticker: [{"date", "open", "high", "low", "close", "volume"}, ...]}}``: recent
   daily bars of every ticker of the agent, oldest first, ending on the day to act on, with at

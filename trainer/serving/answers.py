@@ -9,7 +9,15 @@ from typing import Any
 import numpy as np
 
 from trainer.errors import DataError, TrainerError
-from trainer.serving.bodies import bars_panel, cash_of, checked_date, holdings_of, min_history_days, parse_observations
+from trainer.serving.bodies import (
+    bars_panel,
+    cash_of,
+    checked_moment,
+    dataset_row,
+    holdings_of,
+    min_history_days,
+    parse_observations,
+)
 from trainer.serving.policy import ServedPolicy
 
 MarketLoader = Callable[[], Any]
@@ -75,16 +83,11 @@ def _market_state(policy: ServedPolicy, body: Mapping[str, Any], load_market: Ma
     cash = cash_of(body, env["initial_cash"])
     holdings = holdings_of(body, tickers)
     if "date" in body:
-        day = checked_date(body["date"], "date")
+        requested = checked_moment(body["date"], "date")
         if load_market is None:
             raise DataError("this server has no market data; start it with --data-dir, or send bars", field="date")
         market = _env_panel(policy, load_market(), env_config)
-        dates = [str(d)[:10] for d in market.dates]
-        if day not in dates:
-            raise DataError(
-                f"date {day} is not a trading day of the agent's dataset ({dates[0]} to {dates[-1]})", field="date"
-            )
-        t = dates.index(day)
+        t, day = dataset_row(market.dates, requested, "date")
     else:
         need = min_history_days(raw_indicators, scale_free=uses_scale_free(env_config))
         panel = bars_panel(body["bars"], tickers, need)

@@ -203,3 +203,60 @@ def checked_date(value: Any, field: str) -> str:
     except ValueError:
         raise DataError(f"{field} {value!r} is not a calendar date", field=field) from None
     return value
+
+
+def checked_moment(value: Any, field: str) -> str:
+    """A ``date`` request: ``YYYY-MM-DD``, or ``YYYY-MM-DD HH:MM`` exchange time (America/New_York,
+    bar end) for agents of intraday data (``trainer.dates.parse_moment``, the parser of task
+    splits); ``DataError`` naming ``field`` otherwise."""
+    from trainer.dates import parse_moment
+    from trainer.errors import ConfigError
+
+    if not isinstance(value, str):
+        raise DataError(f"{field} must be a YYYY-MM-DD date or a YYYY-MM-DD HH:MM bar time, got {value!r}", field=field)
+    try:
+        return parse_moment(value, field)
+    except ConfigError as exc:
+        raise DataError(exc.message, field=field) from None
+
+
+def dataset_row(dates: np.ndarray, requested: str, field: str) -> tuple[int, str]:
+    """The row of ``dates`` (``MarketData.dates``) a ``date`` request means, and its label.
+
+    Daily data: the trading day ``YYYY-MM-DD`` (a time of day is refused). Intraday data
+    (bar-end stamps): ``YYYY-MM-DD HH:MM`` is the bar ending then (exchange time, e.g.
+    ``2026-01-02 09:35`` is the first 5-minute bar); a bare day is that day's **last** bar (the
+    session close, 13:00 on a half day).
+
+    Returns:
+        ``(t, label)``: ``label`` is ``YYYY-MM-DD`` or the bar's ``YYYY-MM-DD HH:MM``.
+
+    Raises:
+        DataError: no such trading day or bar, naming ``field`` and the data's range.
+    """
+    intraday = np.asarray(dates).dtype != np.dtype("datetime64[D]")
+    first, last = (str(dates[0]).replace("T", " ")[:16], str(dates[-1]).replace("T", " ")[:16])
+    if not intraday:
+        if len(requested) > 10:
+            raise DataError(f"{field}: {requested} has a time of day, but the agent's data is daily", field=field)
+        first, last = first[:10], last[:10]
+    stamps = np.asarray(dates).astype("datetime64[s]")
+    if len(requested) == 10:
+        day = np.datetime64(requested, "D")
+        rows = np.flatnonzero(stamps.astype("datetime64[D]") == day)
+        if rows.size == 0:
+            raise DataError(
+                f"{field} {requested} is not a trading day of the agent's dataset ({first} to {last})", field=field
+            )
+        t = int(rows[-1])
+    else:
+        rows = np.flatnonzero(stamps == np.datetime64(requested.replace(" ", "T"), "s"))
+        if rows.size == 0:
+            raise DataError(
+                f"{field} {requested} is not the end of a bar of the agent's dataset ({first} to {last}; "
+                f"bars are labelled by their end in exchange time, e.g. 09:35 for the first 5-minute bar)",
+                field=field,
+            )
+        t = int(rows[0])
+    label = str(stamps[t]).replace("T", " ")[:16] if intraday else str(stamps[t])[:10]
+    return t, label

@@ -30,7 +30,9 @@ class AgentActView(APIView):
         summary="Act with a trained agent",
         description=(
             'Body: `{"observations": [[...], ...]}` (B x obs_dim raw observations), '
-            '`{"date": "YYYY-MM-DD"}` (a day of the agent\'s dataset) or `{"bars": {ticker: [{date, open, high, '
+            '`{"date": "YYYY-MM-DD"}` (a day of the agent\'s dataset; for an intraday agent also '
+            '`"YYYY-MM-DD HH:MM"`, the bar ending then in exchange time, a bare day meaning its last bar) '
+            'or `{"bars": {ticker: [{date, open, high, '
             "low, close, volume}, ...]}}` (recent daily bars of every ticker, oldest first), the last two with "
             "optional `cash` (USD) and `holdings` ({ticker: shares}). Answers the deterministic action(s); "
             "market states also the orders per ticker under the env's trade rule, prices and the observation. "
