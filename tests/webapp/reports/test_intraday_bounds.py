@@ -85,3 +85,16 @@ def test_a_time_of_day_on_a_daily_dataset_is_refused_naming_the_field(user, agen
     with pytest.raises(AppError) as err:
         services.backtest_create(user=user, agent=agent, start="2020-07-01 10:00", end="2020-12-31")
     assert "start" in err.value.fields and "the data is daily" in err.value.message
+
+
+def test_the_backtest_form_of_an_intraday_agent_takes_bar_times(client, user, bar_agent):
+    from django.urls import reverse
+
+    client.force_login(user)
+    page = client.get(reverse("reports:backtest-new") + f"?agent={bar_agent.id}").content.decode()
+    assert 'type="text"' in page and 'value="2025-12-31 12:05"' in page  # a date input cannot hold a time
+    response = client.post(
+        reverse("reports:backtest-new"), {"agent": bar_agent.id, "start": "2025-12-31 12:05", "end": "2026-03-31 15:30"}
+    )
+    assert response.status_code == 302
+    assert Backtest.objects.get().end == "2026-03-31 15:30"
