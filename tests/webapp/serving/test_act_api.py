@@ -76,6 +76,8 @@ def test_a_dataset_day_answers_orders_prices_and_the_observation(agent, api_clie
     [
         ({"observations": [[0.0, 1.0]]}, "observations"),
         ({"date": "2020-07-04"}, "date"),  # a holiday
+        ({"date": f"{DAY} 10:00"}, "date"),  # a bar time for an agent of daily data
+        ({"date": 20200715}, "date"),
         ({"date": DAY, "holdings": {"TSLA": 1}}, "holdings"),
         ({"bars": {"AAPL": []}}, "bars"),
         ([1, 2], "body"),
