@@ -20,8 +20,14 @@ from webapp.config.env import SettingsError  # noqa: E402
 def _pool_connections() -> None:
     """A pool of PostgreSQL connections for the web server (``PADDOCK_WEB_DB_POOL_SIZE`` in
     settings says why): otherwise one new connection per request, about 9 ms of every API call
-    on the 2-core development VM. Set before the first connection is made."""
+    on the 2-core development VM. Only in a process whose first connection is still to come:
+    a connection opened without the pool cannot be handed back to it, so a pytest process
+    (pytest-django opened the test database long before a test imports this module) keeps its
+    plain connections; the servers the browser tests start are processes of their own and pool."""
     from django.conf import settings
+
+    if "pytest" in sys.modules:
+        return
 
     db = settings.DATABASES["default"]
     if db["ENGINE"].endswith("postgresql") and settings.PADDOCK_WEB_DB_POOL_SIZE > 0:
