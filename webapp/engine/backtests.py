@@ -349,12 +349,23 @@ def benchmark_values(path: str | Path, tickers: Sequence[str], dates: Any, initi
 
 
 def deflated_sharpe_ratio(
-    annual_sharpe: float, *, num_trials: int, annual_sharpe_variance: float, num_observations: int
+    annual_sharpe: float,
+    *,
+    num_trials: int,
+    annual_sharpe_variance: float,
+    num_observations: int,
+    periods_per_year: float | None = None,
 ) -> float | None:
     """Deflated Sharpe Ratio of an agent (``trainer.selection.deflated_sharpe_ratio``, Bailey &
     López de Prado 2014) from annualised figures: its validation Sharpe ratio, the number of
-    agents the run evaluated and the variance of their Sharpe ratios, converted to daily ones
-    (divided by sqrt(252) and 252); returns are taken as normal (skewness 0, kurtosis 3).
+    agents the run evaluated and the variance of their Sharpe ratios, converted to per-period
+    ones (divided by sqrt(P) and P, P the data's periods per year: 252 for daily data, bars per
+    session x 252 for intraday bars); returns are taken as normal (skewness 0, kurtosis 3).
+
+    Args:
+        num_observations: the agent's number of validation returns, in the same periods (days
+            or bars).
+        periods_per_year: P; ``None`` means daily data (252).
 
     Returns:
         The probability in [0, 1] that the agent's true Sharpe ratio is above the best one
@@ -365,10 +376,11 @@ def deflated_sharpe_ratio(
     from trainer.selection import TRADING_DAYS
     from trainer.selection import deflated_sharpe_ratio as dsr
 
+    periods = float(periods_per_year or TRADING_DAYS)
     return dsr(
-        annual_sharpe / math.sqrt(TRADING_DAYS),
+        annual_sharpe / math.sqrt(periods),
         num_trials=int(num_trials),
-        sharpe_variance=float(annual_sharpe_variance) / TRADING_DAYS,
+        sharpe_variance=float(annual_sharpe_variance) / periods,
         num_observations=int(num_observations),
     )
 

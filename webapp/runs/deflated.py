@@ -5,7 +5,7 @@ luck alone. The Deflated Sharpe Ratio (Bailey & López de Prado 2014; ``engine.d
 is the probability that an agent's true Sharpe ratio beats the best one expected from that many
 skill-less trials, given the spread of the Sharpe ratios the run has seen. ``N`` is the number of
 the run's agents with a validation Sharpe ratio so far, the variance is theirs (sample variance),
-and ``T`` the agent's number of daily validation returns.
+and ``T`` the agent's number of validation returns (days, or bars for intraday data).
 """
 
 from __future__ import annotations
@@ -54,9 +54,15 @@ def agent_dsr(agent: Agent, stats: RunSharpes) -> float | None:
     """The agent's DSR given its run's :class:`RunSharpes`; ``None`` without a Sharpe ratio."""
     metrics = agent.metrics or {}
     sharpe = _sharpe(metrics)
-    days = metrics.get("num_days")
-    if sharpe is None or not days or stats.trials < 1:
+    # Intraday metrics count bars in num_periods (num_days counts sessions there) and carry the
+    # data's periods per year; daily metrics have neither and count days.
+    observations = metrics.get("num_periods") or metrics.get("num_days")
+    if sharpe is None or not observations or stats.trials < 1:
         return None
     return engine.deflated_sharpe_ratio(
-        sharpe, num_trials=stats.trials, annual_sharpe_variance=stats.variance, num_observations=int(days)
+        sharpe,
+        num_trials=stats.trials,
+        annual_sharpe_variance=stats.variance,
+        num_observations=int(observations),
+        periods_per_year=metrics.get("periods_per_year"),
     )

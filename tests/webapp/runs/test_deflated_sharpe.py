@@ -36,3 +36,22 @@ def test_each_agent_is_deflated_by_the_number_and_spread_of_the_runs_sharpe_rati
     assert "4 agents evaluated" in page
     run_page = client.get(f"/runs/{world.run.id}/").content.decode()
     assert 'data-col="dsr"' in run_page and f"{expected:.3f}" in run_page
+
+
+def test_an_intraday_agent_is_deflated_per_bar_not_per_day(world):
+    # 5-minute bars: 78 a session, 78 x 252 a year; num_days counts sessions, num_periods bars.
+    per_year, bars = 78 * 252, 126 * 78
+    sharpes = [0.4, 1.6, 1.1, 0.2]
+    for agent, sharpe in zip(world.agents, sharpes):
+        metrics = {**agent.metrics, "sharpe_ratio": sharpe, "num_days": 126, "num_periods": bars}
+        Agent.objects.filter(pk=agent.pk).update(metrics={**metrics, "periods_per_year": per_year})
+    stats = deflated.run_sharpes(world.run.id)
+    best = Agent.objects.get(pk=world.agents[1].pk)
+    expected = deflated_sharpe_ratio(
+        1.6 / math.sqrt(per_year), num_trials=4, sharpe_variance=stats.variance / per_year, num_observations=bars
+    )
+    daily_reading = deflated_sharpe_ratio(
+        1.6 / math.sqrt(252), num_trials=4, sharpe_variance=stats.variance / 252, num_observations=126
+    )
+    assert deflated.agent_dsr(best, stats) == pytest.approx(expected)
+    assert expected != pytest.approx(daily_reading)
