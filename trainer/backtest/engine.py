@@ -218,13 +218,14 @@ def daily_frame(trace: PolicyTrace, window: MarketData) -> pd.DataFrame:
     trades = np.zeros_like(holdings)
     trades[:-1] = np.diff(holdings, axis=0)
     traded_value = np.abs(trades * window.close).sum(axis=1)
-    daily = pd.DataFrame({"account_value": value, "cash": cash}, index=dates)
-    for i, tic in enumerate(window.tickers):
-        daily[f"holdings_{tic}"] = holdings[:, i]
-    for i, tic in enumerate(window.tickers):
-        daily[f"trades_{tic}"] = trades[:, i]
-    for i, tic in enumerate(window.tickers):
-        daily[f"weight_{tic}"] = holdings[:, i] * window.close[:, i] / value
+    # Built from one dict: inserting a column per ticker fragments the frame (pandas warns on
+    # every column past about 100, i.e. on a 71-ticker panel).
+    weights = holdings * window.close / value[:, None]
+    columns = {"account_value": value, "cash": cash}
+    columns.update({f"holdings_{tic}": holdings[:, i] for i, tic in enumerate(window.tickers)})
+    columns.update({f"trades_{tic}": trades[:, i] for i, tic in enumerate(window.tickers)})
+    columns.update({f"weight_{tic}": weights[:, i] for i, tic in enumerate(window.tickers)})
+    daily = pd.DataFrame(columns, index=dates)
     daily["traded_value"] = traded_value
     daily["costs"] = costs
     daily["turnover"] = turnover_series(daily["traded_value"], daily["account_value"])
