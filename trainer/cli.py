@@ -222,7 +222,7 @@ def build_parser() -> argparse.ArgumentParser:
             "Serve the deterministic policy of an agent bundle: POST /act (or /api/agents/<id>/act) with "
             '{"observations": [[...]]}, {"date": "YYYY-MM-DD"} (needs the task\'s data files) or '
             '{"bars": {ticker: [...]}, "cash": ..., "holdings": {...}}; the same bodies and answers as '
-            "the web app's endpoint (see trainer/serving.py). No authentication: it listens on localhost "
+            "the web app's endpoint (see trainer/serving/). No authentication: it listens on localhost "
             "unless --host says otherwise."
         ),
     )

@@ -33,55 +33,6 @@ def default_mutation(algorithm: str) -> dict[str, Any]:
     return {**DEFAULT_MUTATION, "bounds": {name: [1e-5, 1e-2] for name in names}}
 
 
-HYPERPARAMETER_HELP = {
-    "ppo": {
-        "num_envs": "parallel envs per pod; one rollout is rollout_steps x num_envs transitions",
-        "rollout_steps": "steps per env and rollout",
-        "hidden_sizes": "widths of the actor and critic MLPs",
-        "learning_rate": "Adam step size (> 0); mutated by the tournament when named in mutation bounds",
-        "update_epochs": "passes over each rollout",
-        "num_minibatches": "gradient steps per epoch",
-        "gamma": "discount in (0, 1]",
-        "gae_lambda": "GAE lambda in [0, 1]",
-        "clip_coef": "PPO ratio clip (0.1-0.3 typical)",
-        "ent_coef": "entropy bonus weight (>= 0)",
-    },
-    "sac": {
-        "num_envs": "parallel envs per pod",
-        "actor_learning_rate": "Adam step size of the actor (> 0)",
-        "critic_learning_rate": "Adam step size of the critics (> 0)",
-        "batch_size": "samples per gradient step",
-        "buffer_size": "replay buffer capacity (transitions)",
-        "learning_starts": "random-action steps before learning starts",
-        "gamma": "discount in (0, 1]",
-        "tau": "target network soft-update rate",
-        "initial_alpha": "initial entropy temperature",
-    },
-    "a2c": {
-        "num_envs": "parallel envs per pod; one rollout is rollout_steps x num_envs transitions",
-        "rollout_steps": "steps per env before each (single) gradient step",
-        "hidden_sizes": "widths of the actor and critic MLPs",
-        "learning_rate": "Adam step size (> 0); mutated by the tournament when named in mutation bounds",
-        "gamma": "discount in (0, 1]",
-        "gae_lambda": "GAE lambda in [0, 1] (1 = n-step returns)",
-        "ent_coef": "entropy bonus weight (>= 0)",
-        "vf_coef": "value-loss weight (>= 0)",
-    },
-    "td3": {
-        "num_envs": "parallel envs per pod",
-        "actor_learning_rate": "Adam step size of the actor (> 0)",
-        "critic_learning_rate": "Adam step size of the critics (> 0)",
-        "batch_size": "samples per gradient step",
-        "buffer_size": "replay buffer capacity (transitions)",
-        "learning_starts": "random-action steps before learning starts",
-        "exploration_noise": "std of the Gaussian action noise while collecting",
-        "target_policy_noise": "std of the target smoothing noise (0 = DDPG)",
-        "policy_delay": "critic updates per actor update (1 = DDPG)",
-        "twin_critics": "two critics and their minimum (false = DDPG's one critic)",
-    },
-}
-HYPERPARAMETER_HELP["ddpg"] = HYPERPARAMETER_HELP["td3"]
-
 # Where an error naming a task/run field (dotted, from the services) is shown on the form.
 _SPLIT_FIELDS = {
     f"{split}.{end}": f"{split}_{end}" for split in ("train", "validation", "test") for end in ("start", "end")

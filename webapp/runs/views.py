@@ -34,6 +34,7 @@ from webapp.runs import (
     telemetry,
     workers,
 )
+from webapp.runs.form_help import HYPERPARAMETER_HELP
 
 PAGE_SIZE = 50
 #: leaderboard rows the run page shows (the API pages through all of them)
@@ -125,7 +126,7 @@ def run_new(request: HttpRequest) -> HttpResponse:
             "form": form,
             "defaults": defaults,
             "mutation_defaults": mutations,
-            "help": forms.HYPERPARAMETER_HELP,
+            "help": HYPERPARAMETER_HELP,
             "estimate": inputs,
         },
         status=400 if request.method == "POST" else 200,  # a POST only gets here with errors
