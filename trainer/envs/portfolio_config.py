@@ -2,10 +2,9 @@
 
 from __future__ import annotations
 
-import math
-from dataclasses import asdict, dataclass, fields
-from typing import Any
+from dataclasses import dataclass
 
+from trainer.envs.config_base import EnvConfigBase
 from trainer.envs.observations import check_observation
 from trainer.errors import ConfigError
 
@@ -20,7 +19,7 @@ RECOMMENDED_REBALANCE_BAND = 0.01
 
 
 @dataclass
-class PortfolioConfig:
+class PortfolioConfig(EnvConfigBase):
     """Rules, reward and episode settings of :class:`PortfolioVecEnv`.
 
     Attributes:
@@ -75,13 +74,10 @@ class PortfolioConfig:
         """
 
         def bad(name: str, why: str) -> ConfigError:
-            return ConfigError(f"{prefix}.{name}: {why} (got {getattr(self, name)!r})", field=f"{prefix}.{name}")
+            return self._bad(prefix, name, why)
 
         def real(name: str) -> float:
-            value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
-                raise bad(name, "must be a finite number")
-            return float(value)
+            return self._real(prefix, name)
 
         if real("initial_cash") <= 0:
             raise bad("initial_cash", "must be > 0")
@@ -111,27 +107,3 @@ class PortfolioConfig:
         if real("turnover_penalty") < 0:
             raise bad("turnover_penalty", "must be >= 0 (reward units per unit of turnover)")
         return self
-
-    def to_dict(self) -> dict[str, Any]:
-        """The fields as a JSON-able dict."""
-        return asdict(self)
-
-    @classmethod
-    def from_dict(cls, data: dict[str, Any] | None, *, prefix: str = "env") -> PortfolioConfig:
-        """Build and validate a config; missing keys keep their defaults.
-
-        Raises:
-            ConfigError: not a dict, an unknown key, or an invalid value.
-        """
-        if data is None:
-            data = {}
-        if not isinstance(data, dict):
-            raise ConfigError(f"{prefix}: must be an object", field=prefix)
-        known = {f.name for f in fields(cls)}
-        for key in data:
-            if key not in known:
-                raise ConfigError(
-                    f"{prefix}.{key}: unknown setting; expected one of {', '.join(sorted(known))}",
-                    field=f"{prefix}.{key}",
-                )
-        return cls(**data).validate(prefix=prefix)

@@ -2,10 +2,9 @@
 
 from __future__ import annotations
 
-import math
-from dataclasses import asdict, dataclass, fields
-from typing import Any
+from dataclasses import dataclass
 
+from trainer.envs.config_base import EnvConfigBase
 from trainer.envs.observations import check_observation
 from trainer.errors import ConfigError
 
@@ -13,7 +12,7 @@ __all__ = ["EnvConfig"]
 
 
 @dataclass
-class EnvConfig:
+class EnvConfig(EnvConfigBase):
     """Trading rules and episode settings of :class:`StockTradingVecEnv`.
 
     Attributes:
@@ -68,20 +67,13 @@ class EnvConfig:
         """
 
         def bad(name: str, why: str) -> ConfigError:
-            value = getattr(self, name)
-            return ConfigError(f"{prefix}.{name}: {why} (got {value!r})", field=f"{prefix}.{name}")
+            return self._bad(prefix, name, why)
 
         def real(name: str) -> float:
-            value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
-                raise bad(name, "must be a finite number")
-            return float(value)
+            return self._real(prefix, name)
 
         def integer(name: str) -> int:
-            value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, int | float) or value != int(value):
-                raise bad(name, "must be a whole number")
-            return int(value)
+            return self._integer(prefix, name)
 
         if real("initial_cash") <= 0:
             raise bad("initial_cash", "must be > 0")
@@ -101,31 +93,3 @@ class EnvConfig:
                 raise bad(name, "must be true or false")
         check_observation(self.observation, field=f"{prefix}.observation")
         return self
-
-    def to_dict(self) -> dict[str, Any]:
-        """Return the fields as a JSON-able dict."""
-        return asdict(self)
-
-    @classmethod
-    def from_dict(cls, data: dict[str, Any] | None, *, prefix: str = "env") -> EnvConfig:
-        """Build and validate a config from a dict; missing keys keep their defaults.
-
-        Args:
-            data: e.g. ``{"hmax": 50, "turbulence_threshold": 120}``; ``None`` means defaults.
-            prefix: dotted path used in error fields.
-
-        Raises:
-            ConfigError: ``data`` is not a dict, has an unknown key, or a value is invalid.
-        """
-        if data is None:
-            data = {}
-        if not isinstance(data, dict):
-            raise ConfigError(f"{prefix}: must be an object", field=prefix)
-        known = {f.name for f in fields(cls)}
-        for key in data:
-            if key not in known:
-                raise ConfigError(
-                    f"{prefix}.{key}: unknown setting; expected one of {', '.join(sorted(known))}",
-                    field=f"{prefix}.{key}",
-                )
-        return cls(**data).validate(prefix=prefix)
