@@ -136,7 +136,12 @@ def build_parser() -> argparse.ArgumentParser:
     train.add_argument("--cache-dir", metavar="DIR", help="Parquet cache of processed market data")
     train.add_argument("--tickers", metavar="A,B,...", help="comma-separated tickers to trade (default: all)")
     for split in ("train", "validation", "test"):
-        train.add_argument(f"--{split}", nargs=2, metavar=("START", "END"), help=f"{split} dates, YYYY-MM-DD inclusive")
+        train.add_argument(
+            f"--{split}",
+            nargs=2,
+            metavar=("START", "END"),
+            help=f"{split} range, inclusive: YYYY-MM-DD, or 'YYYY-MM-DD HH:MM' (exchange time, bar end) on intraday data",
+        )
     train.add_argument("--algo", choices=None, metavar="NAME", help="algorithm: ppo, a2c, sac, td3 or ddpg")
     train.add_argument(
         "--env",

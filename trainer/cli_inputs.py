@@ -67,14 +67,13 @@ def task_from_args(args: argparse.Namespace) -> dict[str, Any]:
         value = getattr(args, split)
         if value:
             task[split] = {"start": value[0], "end": value[1]}
-    # a data range narrower than the splits given on the command line would only get in the way
-    if isinstance(task["data"], dict) and any(getattr(args, s) for s in ("train", "validation", "test")):
-        starts = [str(task[s]["start"]) for s in ("train",) if isinstance(task.get(s), dict) and "start" in task[s]]
-        ends = [str(task[s]["end"]) for s in ("test",) if isinstance(task.get(s), dict) and "end" in task[s]]
-        if starts and task["data"].get("start") and starts[0] < str(task["data"]["start"]):
-            task["data"]["start"] = starts[0]
-        if ends and task["data"].get("end") and ends[0] > str(task["data"]["end"]):
-            task["data"]["end"] = ends[0]
+    # Splits given on the command line set the data range (train start to test end, the day part
+    # of a bar time), so tickers are judged over the dates asked for, not the task file's range.
+    if isinstance(task["data"], dict):
+        if args.train:
+            task["data"]["start"] = str(args.train[0])[:10]
+        if args.test:
+            task["data"]["end"] = str(args.test[1])[:10]
     if args.env and args.env != task.get("kind", "stock_trading"):
         task["kind"] = args.env
         task["env"] = {}  # the other kind's settings do not apply

@@ -148,6 +148,20 @@ def test_a_named_ticker_listed_after_the_train_start_exits_2_naming_it_and_the_r
     assert "2019-03-20 to 2022-11-15" in err and len(err.strip().splitlines()) == 1
 
 
+def test_splits_on_the_command_line_set_the_data_range_so_a_later_listed_ticker_trains(
+    data_dir, cache_dir, tmp_path, capsys
+):
+    # DOW lists on 2019-03-20: fine for splits from 2019-06-03, whatever the demo task's range.
+    splits = ["--train", "2019-06-03", "2020-12-31", "--validation", "2021-01-04", "2021-06-30"]
+    splits += ["--test", "2021-07-01", "2022-11-15"]
+    tiny = [*TINY[2:], "--tickers", "AAPL,DOW", "--no-progress", "--json"]
+    argv = ["train", "--data-dir", str(data_dir), "--cache-dir", str(cache_dir), "--out", str(tmp_path), *splits]
+    assert main([*argv, *tiny]) == 0, capsys.readouterr().err
+    data = json.loads(capsys.readouterr().out)["data"]
+    assert data["tickers"] == ["AAPL", "DOW"]
+    assert data["start"] == "2019-06-03" and data["end"] == "2022-11-15"
+
+
 def test_evaluate_gives_the_same_metrics_for_checkpoint_and_bundle(tiny_run, data_dir, cache_dir, capsys):
     common = ["--data-dir", str(data_dir), "--cache-dir", str(cache_dir), "--split", "validation", "--json"]
     assert main(["evaluate", tiny_run["checkpoint"], *common]) == 0
