@@ -55,16 +55,43 @@ _TABLE = (
 )
 
 
+# Intraday metrics (they carry ``num_periods``): the per-period rows are per bar, and the figures
+# of the bars compounded to session closes (``metrics["daily"]``) follow the table.
+_BAR_ROWS = {
+    "num_days": ("num_periods", "bar returns", "int"),
+    "win_rate": ("win_rate", "win rate per bar", "pct"),
+    "daily_mean_return": ("daily_mean_return", "mean bar return", "pct"),
+    "daily_sharpe_ratio": ("daily_sharpe_ratio", "Sharpe ratio per bar", "num"),
+}
+_SESSION_ROWS = (
+    ("num_days", "  session returns", "int"),
+    ("sharpe_ratio", "  Sharpe ratio", "num"),
+    ("annual_volatility", "  annual volatility", "pct"),
+    ("win_rate", "  win rate per session", "pct"),
+    ("daily_mean_return", "  mean session return", "pct"),
+)
+
+
 def format_metrics(metrics: dict[str, Any]) -> str:
     """A two-column text table of the main metrics (rates in percent on screen); annualised
     figures of a window shorter than ``MIN_ANNUALISED_DAYS`` read "n/a (window shorter than 63
-    days)" (``--json`` keeps their values, flagged ``short_window``)."""
+    days)" (``--json`` keeps their values, flagged ``short_window``). For intraday metrics the
+    per-period rows say "bar", and the figures on session closes (``metrics["daily"]``) follow."""
     from trainer.backtest.metrics import ANNUALISED_KEYS, short_window_text
 
     short = bool(metrics.get("short_window"))
+    intraday = metrics.get("num_periods") is not None
+    table = [(_BAR_ROWS.get(row[0], row) if intraday else row) for row in _TABLE]
+    session = metrics.get("daily") if intraday and isinstance(metrics.get("daily"), dict) else None
+    if session:
+        table.append(("", "on session closes (bars compounded to each day's close)", "header"))
+        table.extend((f"daily.{key}", label, kind) for key, label, kind in _SESSION_ROWS)
     rows = []
-    for key, label, kind in _TABLE:
-        value = metrics.get(key)
+    for key, label, kind in table:
+        if kind == "header":
+            rows.append((label, ""))
+            continue
+        value = session.get(key[6:]) if key.startswith("daily.") and session else metrics.get(key)
         if short and key in ANNUALISED_KEYS:
             text = short_window_text(int(metrics.get("min_annualised_days") or 63))
         elif value is None:
