@@ -47,8 +47,10 @@ def _runs(missing: np.ndarray) -> list[tuple[int, int]]:
     return list(zip(starts.tolist(), ends.tolist()))
 
 
-def _list_days(days, limit: int = 8) -> str:
-    text = [str(d)[:10] for d in days]
+def _list_days(days, limit: int = 8, *, width: int = 10) -> str:
+    """``days`` as ``"2020-03-16, 2020-03-17 and 3 more"`` (the first ``width`` characters of
+    each: 10 for days, 16 for ``YYYY-MM-DD HH:MM`` bars)."""
+    text = [str(d)[:width] for d in days]
     return ", ".join(text[:limit]) + (f" and {len(text) - limit} more" if len(text) > limit else "")
 
 

@@ -175,10 +175,12 @@ def build_market_data(
         notes.append(
             f"the data of the kept tickers starts {out_dates[0].date()}, after the requested start {lo.date()}"
         )
+    unit, shown = ("bar", 16) if is_intraday(calendar) else ("day", 10)  # bars listed with their time
     for n, tic in enumerate(kept):
         zero = (arrays["volume"][start_pos:, n] == 0) & present[start_pos:, n]
         if zero.any():
-            notes.append(f"{tic}: {int(zero.sum())} zero-volume day(s) kept: {_list_days(out_dates[zero])}")
+            listed = _list_days(out_dates[zero], width=shown)
+            notes.append(f"{tic}: {int(zero.sum())} zero-volume {unit}(s) kept: {listed}")
 
     feats = np.zeros((len(calendar), len(kept), len(indicators)), dtype="float64")
     for n in range(len(kept)):

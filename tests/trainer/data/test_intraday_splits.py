@@ -115,3 +115,13 @@ def test_moment_parsing():
         parse_moment("July 1st", "train.end")
     with pytest.raises(ConfigError, match="is not a calendar date"):
         parse_moment("2021-02-30", "train.end")
+
+
+def test_zero_volume_bars_are_noted_as_bars_with_their_time(intraday_5min_path):
+    panel = load_panel(intraday_5min_path, tickers=["AAPL"])
+    zero = panel[(panel["tic"] == "AAPL") & (panel["volume"] == 0) & (panel["date"] >= "2026-08-01")]
+    assert len(zero), "the file's last weeks hold zero-volume AAPL bars"
+    data = build_market_data(panel, start="2026-08-01", end="2026-08-21", turbulence=False)
+    note = next(n for n in data.notes if "zero-volume" in n)
+    first = str(zero["date"].iloc[0])[:16]
+    assert note.startswith(f"AAPL: {len(zero)} zero-volume bar(s) kept: {first}"), note
