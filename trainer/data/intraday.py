@@ -186,6 +186,12 @@ def prepare_intraday(
             field="date",
         )
     interval = next(k for k, v in INTERVALS.items() if v == minutes)
+    # every bar of a supported interval starts and ends on a whole minute: a stamp with seconds
+    # would otherwise be cut to its minute without a word
+    sub_minute = ns % _MIN_NS != 0
+    if sub_minute.any():
+        i = int(np.flatnonzero(sub_minute)[0])
+        raise fail(i, f"the stamp is not on a whole minute; {interval} bars start and end on whole minutes")
 
     # bar label: start stamps run 09:30 .. close-interval, end stamps 09:30+interval .. close
     mod = minutes_of_day(local)

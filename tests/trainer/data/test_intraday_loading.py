@@ -194,6 +194,11 @@ def test_bad_intraday_rows_are_named(raw_5min, tmp_path):
     with pytest.raises(DataError, match=r"row 4 .*off the 5m grid"):
         load_panel(_write(tmp_path, off))
 
+    seconds = sample.copy()
+    seconds.loc[3, "datetime_utc"] = "2024-03-11 13:45:30"
+    with pytest.raises(DataError, match=r"row 4 .*13:45:30.*not on a whole minute"):
+        load_panel(_write(tmp_path, seconds))
+
     weekend = sample.copy()
     weekend.loc[row_of[("AAPL", "2024-03-12 19:55:00")] - 1, "datetime_utc"] = "2024-03-16 19:55:00"
     with pytest.raises(DataError, match="falls on a Saturday"):
