@@ -3,6 +3,16 @@
 
 from __future__ import annotations
 
+# The settings SAC and TD3 (and DDPG) share.
+_OFF_POLICY = {
+    "num_envs": "parallel envs per pod",
+    "actor_learning_rate": "Adam step size of the actor (> 0)",
+    "critic_learning_rate": "Adam step size of the critics (> 0)",
+    "batch_size": "samples per gradient step",
+    "buffer_size": "replay buffer capacity (transitions)",
+    "learning_starts": "random-action steps before learning starts",
+}
+
 HYPERPARAMETER_HELP = {
     "ppo": {
         "num_envs": "parallel envs per pod; one rollout is rollout_steps x num_envs transitions",
@@ -17,12 +27,7 @@ HYPERPARAMETER_HELP = {
         "ent_coef": "entropy bonus weight (>= 0)",
     },
     "sac": {
-        "num_envs": "parallel envs per pod",
-        "actor_learning_rate": "Adam step size of the actor (> 0)",
-        "critic_learning_rate": "Adam step size of the critics (> 0)",
-        "batch_size": "samples per gradient step",
-        "buffer_size": "replay buffer capacity (transitions)",
-        "learning_starts": "random-action steps before learning starts",
+        **_OFF_POLICY,
         "gamma": "discount in (0, 1]",
         "tau": "target network soft-update rate",
         "initial_alpha": "initial entropy temperature",
@@ -38,12 +43,7 @@ HYPERPARAMETER_HELP = {
         "vf_coef": "value-loss weight (>= 0)",
     },
     "td3": {
-        "num_envs": "parallel envs per pod",
-        "actor_learning_rate": "Adam step size of the actor (> 0)",
-        "critic_learning_rate": "Adam step size of the critics (> 0)",
-        "batch_size": "samples per gradient step",
-        "buffer_size": "replay buffer capacity (transitions)",
-        "learning_starts": "random-action steps before learning starts",
+        **_OFF_POLICY,
         "exploration_noise": "std of the Gaussian action noise while collecting",
         "target_policy_noise": "std of the target smoothing noise (0 = DDPG)",
         "policy_delay": "critic updates per actor update (1 = DDPG)",
