@@ -15,15 +15,14 @@ Arms (each gets ``pods x generations x generation_steps`` env steps per seed):
 * ``portfolio single pod``: the same with the portfolio env;
 * ``portfolio tournament``: ``pods`` pods for ``generations`` generations with
   :mod:`trainer.tournament` (parent drawn from a leaderboard of 5 by score, 10 % fresh starts,
-  learning rate and entropy weight mutated by 0.8x / 1.25x), in-process;
+  learning rate and entropy weight mutated by 0.8x / 1.25x), in-process; every pod's first
+  generation is fresh, as for the web app's pods that start together;
 * ``top-3 ensemble``: the average action of the tournament leaderboard's 3 best agents;
 * ``mixed tournament``: the portfolio tournament with three algorithms, FinRL's ensemble set
   (PPO, A2C, DDPG), each with its own hyperparameters (:data:`MIXED`): every pod's first
   generation is fresh, pod *i* training ``MIXED_ALGORITHMS[i % 3]`` (the web app's round-robin
   for pods that start together); children keep their parent's algorithm and mutate only the
-  bounds their algorithm has (:data:`MIXED_MUTATION_BOUNDS`); one leaderboard ranks them all.
-  Unlike the PPO tournament above, whose later pods start from pod 0's first agent, no pod
-  copies an agent in the first generation;
+  bounds their algorithm has (:data:`MIXED_MUTATION_BOUNDS`); one leaderboard ranks them all;
 * ``mixed top-3 ensemble``: the average action of the mixed leaderboard's 3 best agents
   (whatever their algorithms).
 
@@ -37,12 +36,15 @@ drawdown: mean +- standard deviation over seeds), then the targets of issue 12 a
 the mixed tournament beats the PPO tournament. The turnover settings and the selection study
 below apply to the PPO arms only (the selection study trains no mixed arm).
 
-**Turnover settings** (``--band``, ``--penalty``, ``--init-log-std``): the portfolio env's
-``rebalance_band`` and ``turnover_penalty`` and the portfolio PPO's initial exploration noise
-``init_log_std`` for the portfolio arms (default 0, 0 and PPO's default).
+**Portfolio settings** (``--band``, ``--penalty``, ``--init-log-std``, ``--reward``): the
+portfolio env's ``rebalance_band``, ``turnover_penalty`` and ``reward`` and the portfolio PPO's
+initial exploration noise ``init_log_std`` for the portfolio arms (default: the product's band
+for new portfolio tasks, :data:`~trainer.envs.portfolio_config.RECOMMENDED_REBALANCE_BAND`, no
+penalty, PPO's default noise, ``log_return``); each reward has its PPO ``reward_scale``
+(:data:`REWARD_SCALES`).
 
-**Selection study** (``--select BAND:PENALTY[:LOG_STD] ...``, the first one the reference, e.g.
-``--select 0:0 0.005:0 0:0.001 0:0:-1.5``): per window and seed, trains the portfolio single pod and the
+**Selection study** (``--select BAND:PENALTY[:LOG_STD[:REWARD]] ...``, the first one the
+reference, e.g. ``--select 0:0 0.005:0 0:0.001 0:0:-1.5 0.01:0::differential_sharpe``): per window and seed, trains the portfolio single pod and the
 tournament (no stock-trading arm) for every setting and prints their validation scores only.
 The rule, fixed before any test figure is printed: the chosen setting is the one with the
 highest validation score averaged over windows, seeds and the two arms (the single pod's best
@@ -79,6 +81,7 @@ from trainer.bundle import build_agent, load_checkpoint  # noqa: E402
 from trainer.data import load_market_data  # noqa: E402
 from trainer.envs.kinds import make_env, prepare_market  # noqa: E402
 from trainer.envs.observations import FeatureStats  # noqa: E402
+from trainer.envs.portfolio_config import RECOMMENDED_REBALANCE_BAND  # noqa: E402
 from trainer.evaluation import eval_config  # noqa: E402
 from trainer.pod import TaskSpec, run_generation  # noqa: E402
 from trainer.selection import annual_sharpe  # noqa: E402
@@ -128,9 +131,15 @@ MIXED_ARMS = ("mixed tournament", "mixed top-3 ensemble")
 ARMS = (*PPO_ARMS, *MIXED_ARMS)
 
 
-#: A portfolio setting: (rebalance_band, turnover_penalty, PPO init_log_std or None for PPO's default).
-Setting = tuple[float, float, float | None]
-DEFAULT_SETTING: Setting = (0.0, 0.0, None)
+#: A portfolio setting: (rebalance_band, turnover_penalty, PPO init_log_std or None for PPO's
+#: default, the env's reward).
+Setting = tuple[float, float, float | None, str]
+DEFAULT_SETTING: Setting = (0.0, 0.0, None, "log_return")
+#: PPO ``reward_scale`` per portfolio reward, fixed before any test window was looked at: the
+#: log-return rewards (~0.01 a day) times 100, the differential Sharpe ratio (already of order
+#: one, a return over a volatility) unscaled, so that all are of the order of the stock-trading
+#: env's rewards.
+REWARD_SCALES = {"log_return": 100.0, "excess_log_return": 100.0, "differential_sharpe": 1.0}
 
 
 def task_dict(window: str, kind: str, setting: Setting = DEFAULT_SETTING, algorithm: str = "ppo") -> dict:
@@ -142,6 +151,9 @@ def task_dict(window: str, kind: str, setting: Setting = DEFAULT_SETTING, algori
         hyperparameters = dict(MIXED[algorithm])
     if kind == "portfolio" and setting[:2] != (0.0, 0.0):
         env = {"rebalance_band": setting[0], "turnover_penalty": setting[1]}
+    if kind == "portfolio" and setting[3] != "log_return":
+        env["reward"] = setting[3]
+        hyperparameters["reward_scale"] = REWARD_SCALES[setting[3]]
     if kind == "portfolio" and setting[2] is not None and algorithm == "ppo":
         hyperparameters["init_log_std"] = setting[2]
     return {
@@ -206,12 +218,12 @@ def run_tournament(lineage: Lineage, pods: int, generations: int, seed: int) -> 
     for _ in range(generations):
         for p in range(pods):
             cur = current[p]
-            choice = tournament.select_parent(
-                board,
-                current_score=paths[cur][1] if cur is not None else None,
-                fresh_probability=FRESH_PROBABILITY if cur is not None else 1.0 if not board else 0.0,
-                rng=rng,
-            )
+            if cur is None:  # the pods start together, as in the web app: each one's first agent is fresh
+                choice = tournament.ParentChoice(tournament.FRESH)
+            else:
+                choice = tournament.select_parent(
+                    board, current_score=paths[cur][1], fresh_probability=FRESH_PROBABILITY, rng=rng
+                )
             parent, changes = None, None
             if choice.action == tournament.KEEP_CURRENT and cur is not None:
                 parent = paths[cur][0]
@@ -325,21 +337,28 @@ def fmt(values: list[float], pct: bool) -> str:
 
 
 def parse_setting(text: str) -> Setting:
-    """``"BAND:PENALTY[:LOG_STD]"`` -> (rebalance_band, turnover_penalty, init_log_std or None)."""
+    """``"BAND:PENALTY[:LOG_STD[:REWARD]]"`` -> (rebalance_band, turnover_penalty, init_log_std
+    or None, reward); an empty LOG_STD keeps PPO's default, e.g. ``0.01:0::differential_sharpe``."""
+    parts = text.split(":")
     try:
-        parts = [float(x) for x in text.split(":")]
-        if len(parts) not in (2, 3):
+        if len(parts) not in (2, 3, 4):
             raise ValueError
+        reward = parts[3] if len(parts) == 4 else "log_return"
+        if reward not in REWARD_SCALES:
+            raise ValueError
+        log_std = float(parts[2]) if len(parts) >= 3 and parts[2] else None
+        return float(parts[0]), float(parts[1]), log_std, reward
     except ValueError:
         raise argparse.ArgumentTypeError(
-            f"a setting is BAND:PENALTY or BAND:PENALTY:LOG_STD, e.g. 0.005:0 or 0:0:-1.5 (got {text!r})"
+            f"a setting is BAND:PENALTY[:LOG_STD[:REWARD]] with REWARD one of {', '.join(REWARD_SCALES)}, "
+            f"e.g. 0.005:0, 0:0:-1.5 or 0.01:0::differential_sharpe (got {text!r})"
         ) from None
-    return parts[0], parts[1], parts[2] if len(parts) == 3 else None
 
 
 def setting_name(setting: Setting) -> str:
     std = f", init_log_std {setting[2]:g}" if setting[2] is not None else ""
-    return f"band {setting[0]:g}, penalty {setting[1]:g}{std}"
+    reward = f", reward {setting[3]}" if setting[3] != "log_return" else ""
+    return f"band {setting[0]:g}, penalty {setting[1]:g}{std}{reward}"
 
 
 def window_baselines(market, task: TaskSpec, qqq_close) -> dict[str, np.ndarray]:
@@ -528,9 +547,17 @@ def main() -> None:
     parser.add_argument("--pods", type=int, default=3)
     parser.add_argument("--generations", type=int, default=3)
     parser.add_argument("--generation-steps", type=int, default=65_536)
-    parser.add_argument("--band", type=float, default=0.0, help="portfolio env rebalance_band (default 0)")
+    parser.add_argument(
+        "--band",
+        type=float,
+        default=RECOMMENDED_REBALANCE_BAND,
+        help=f"portfolio env rebalance_band (default {RECOMMENDED_REBALANCE_BAND:g}, new portfolio tasks' band)",
+    )
     parser.add_argument("--penalty", type=float, default=0.0, help="portfolio env turnover_penalty (default 0)")
     parser.add_argument("--init-log-std", type=float, help="portfolio PPO init_log_std (default PPO's)")
+    parser.add_argument(
+        "--reward", default="log_return", choices=list(REWARD_SCALES), help="portfolio env reward (default log_return)"
+    )
     parser.add_argument(
         "--select",
         type=parse_setting,
@@ -571,7 +598,7 @@ def main() -> None:
         select(args, markets, qqq_close, started)
         print(f"\nwall time {time.monotonic() - started:.0f} s")
         return
-    setting = (args.band, args.penalty, args.init_log_std)
+    setting = (args.band, args.penalty, args.init_log_std, args.reward)
     label = f", portfolio {setting_name(setting)}" if setting != DEFAULT_SETTING else ""
     targets: dict[str, dict[str, float]] = {}
     for window in args.windows:
