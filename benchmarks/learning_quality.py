@@ -69,6 +69,7 @@ import time  # noqa: E402
 from pathlib import Path  # noqa: E402
 
 import numpy as np  # noqa: E402
+import pandas as pd  # noqa: E402
 import torch  # noqa: E402
 
 REPO = Path(__file__).resolve().parent.parent
@@ -129,6 +130,13 @@ MIXED_MUTATION_BOUNDS = {
 PPO_ARMS = ("stock single pod", "portfolio single pod", "portfolio tournament", "top-3 ensemble")
 MIXED_ARMS = ("mixed tournament", "mixed top-3 ensemble")
 ARMS = (*PPO_ARMS, *MIXED_ARMS)
+#: Key of :func:`train_arms`' result holding every portfolio PPO agent trained (the single pod's
+#: generations and the tournament's) as (checkpoint, validation score), for the
+#: validation-to-test rank correlation (a diagnostic of the selection, never used to select).
+ALL_AGENTS = "all portfolio agents"
+#: Row of the untrained portfolio policy: the zero action, i.e. 1/N traded with the arms' band
+#: and costs (what a fresh agent does before any training).
+UNTRAINED = "untrained portfolio policy (1/N, band and costs)"
 
 
 #: A portfolio setting: (rebalance_band, turnover_penalty, PPO init_log_std or None for PPO's
@@ -179,6 +187,8 @@ class Lineage:
         self.task, self.market, self.workdir, self.steps = task, market, workdir, steps
         self.tasks = {task.algorithm: task, **(others or {})}
         self.count = 0
+        #: (checkpoint, validation score) of every generation run, in order
+        self.records: list[tuple[Path, float]] = []
         self.env_steps = 0
 
     def generation(self, *, parent=None, hyperparameters=None, seed: int, algorithm=None) -> tuple[Path, float]:
@@ -195,6 +205,7 @@ class Lineage:
             market_data=self.market,
         )
         self.env_steps += result.env_steps
+        self.records.append((out, result.score))
         return out, result.score
 
 
@@ -291,9 +302,11 @@ def policy_of(checkpoints: list[Path]):
     return policy
 
 
-def split_run(checkpoints: list[Path], market, split: str = "test") -> tuple[np.ndarray, float]:
+def split_run(checkpoints: list[Path], market, split: str = "test", *, zero: bool = False) -> tuple[np.ndarray, float]:
     """Daily returns of the deterministic policy on a split (the pod's evaluation loop) and its
-    mean daily turnover (traded value / portfolio value, from the costs paid; NaN without costs)."""
+    mean daily turnover (traded value / portfolio value, from the costs paid; NaN without costs).
+    ``zero``: the zero action instead, in the first checkpoint's env (for the portfolio env, a
+    fresh agent's policy: 1/N, with that env's band and costs)."""
     state = load_checkpoint(checkpoints[0])
     task = TaskSpec.from_dict(state["task"])
     prepared = prepare_market(market, task.env)
@@ -301,7 +314,8 @@ def split_run(checkpoints: list[Path], market, split: str = "test") -> tuple[np.
     window = prepared.slice(*days, name=split)
     stats = FeatureStats.from_dict(state["feature_stats"]) if state.get("feature_stats") else None
     env = make_env(window, eval_config(task.env), num_envs=1, feature_stats=stats)
-    trace = run_policy(policy_of(checkpoints), env, start_day=0, seed=0)
+    policy = (lambda obs: torch.zeros(obs.shape[0], env.action_dim)) if zero else policy_of(checkpoints)
+    trace = run_policy(policy, env, start_day=0, seed=0)
     v = trace.values[0]
     cost_pct = getattr(task.env, "cost_pct", 0.0)
     turnover = float(np.mean(trace.costs[0][1:-1] / v[1:-1]) / cost_pct) if cost_pct > 0 else float("nan")
@@ -379,6 +393,7 @@ def train_arms(
     """Train the arms of one window, seed and portfolio setting (the mixed ones too when
     ``mixed``); arm -> (checkpoints, validation score, env steps)."""
     out: dict[str, tuple[list[Path], float, int]] = {}
+    agents: list[tuple[Path, float]] = []  # every portfolio PPO agent (single pod and tournament)
     kinds = [("stock_trading", "stock single pod")] if stock else []
     for kind, arm in (*kinds, ("portfolio", "portfolio single pod")):
         task = TaskSpec.from_dict(task_dict(window, kind, setting))
@@ -387,6 +402,8 @@ def train_arms(
         done = single_pod(lineage, args.pods * args.generations, seed)
         best = max(done, key=lambda d: d[1])
         out[arm] = ([best[0]], best[1], lineage.env_steps)
+        if kind == "portfolio":
+            agents.extend(lineage.records)
     lineage = Lineage(
         TaskSpec.from_dict(task_dict(window, "portfolio", setting)),
         market,
@@ -395,6 +412,8 @@ def train_arms(
     )
     lineage.workdir.mkdir(parents=True)
     board = run_tournament(lineage, args.pods, args.generations, seed)
+    agents.extend(lineage.records)
+    out[ALL_AGENTS] = agents
     out["portfolio tournament"] = ([board[0][0]], board[0][1], lineage.env_steps)
     out["top-3 ensemble"] = ([p for p, _ in board[:3]], float(np.mean([s for _, s in board[:3]])), lineage.env_steps)
     if mixed:
@@ -436,12 +455,18 @@ def print_window(window, market, trained: list[dict], baselines, arms, label: st
             f"{fmt([r['sharpe'] for r in rows], False)} | {fmt([r['mdd'] for r in rows], True)} | "
             f"{fmt(turnovers, True)} |"
         )
-    for name, r in baselines.items():
+    shown = dict(baselines)
+    if "portfolio single pod" in arms:  # the untrained portfolio policy: 1/N with the arms' band and costs
+        returns, turnover = split_run(trained[0]["portfolio single pod"][0], market, "test", zero=True)
+        shown[UNTRAINED] = returns
+    for name, r in shown.items():
         s = summary(r)
+        paid = f"{100 * turnover:.1f} %" if name == UNTRAINED else "-"
         print(
             f"| {name} | - | - | {100 * s['total']:.1f} % | {100 * s['annual']:.1f} % | {s['sharpe']:.2f} "
-            f"| {100 * s['mdd']:.1f} % | - |"
+            f"| {100 * s['mdd']:.1f} % | {paid} |"
         )
+    print_rank_correlation(trained, market)
     print(flush=True)
     best_arm = max(("portfolio tournament", "top-3 ensemble"), key=lambda a: sharpe[a])
     mixed = {"mixed": sharpe["mixed tournament"]} if "mixed tournament" in sharpe else {}
@@ -455,6 +480,26 @@ def print_window(window, market, trained: list[dict], baselines, arms, label: st
         "ew_daily": summary(baselines["1/N rebalanced daily"])["sharpe"],
         "qqq": summary(baselines["QQQ buy and hold"])["sharpe"],
     }
+
+
+def print_rank_correlation(trained: list[dict], market) -> None:
+    """Spearman rank correlation of validation score and test Sharpe ratio over every portfolio
+    PPO agent of the seeds (per seed, then the mean): does the validation score order agents as
+    the test window does? Printed after the table; selection never sees it."""
+    per_seed = []
+    for seed_arms in trained:
+        agents = seed_arms.get(ALL_AGENTS, [])
+        if len(agents) < 3:
+            return
+        scores = [score for _, score in agents]
+        tests = [annual_sharpe(split_run([path], market, "test")[0]) or 0.0 for path, _ in agents]
+        per_seed.append(pd.Series(scores).corr(pd.Series(tests), method="spearman"))
+    shown = ", ".join(f"{rho:+.2f}" for rho in per_seed)
+    print(
+        f"\nValidation score vs test Sharpe ratio, Spearman rank correlation over the "
+        f"{len(trained[0][ALL_AGENTS])} portfolio agents of each seed (single pod and tournament "
+        f"generations): {shown} (mean {np.mean(per_seed):+.2f})"
+    )
 
 
 def print_targets(targets: dict[str, dict[str, float]], label: str = "") -> None:
