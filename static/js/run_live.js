@@ -303,7 +303,7 @@
 
   // --- leaderboard and chart ------------------------------------------------------------
 
-  const COLUMNS = ["rank", "agent", "score", "baselines", "dsr", "generation", "parent", "pod", "algorithm", "hyperparameters", "env_steps", "age"];
+  const COLUMNS = ["rank", "agent", "score", "untrained", "sharpe", "vs_equal_weight", "vs_qqq", "dsr", "generation", "parent", "pod", "algorithm", "hyperparameters", "env_steps", "age"];
 
   function newRow(agent) {
     const tr = document.createElement("tr");
@@ -323,15 +323,21 @@
     tr.dataset.score = agent.score === null ? "" : agent.score;
     cell("rank").textContent = rank;
     cell("score").textContent = fmtNumber(agent.score, 3);
-    // the server's one line of baselines on the same validation days, and the noise marker
+    // the server's texts of the baselines on the same validation days, like with like:
+    // score next to the untrained policy's score, Sharpe ratio next to Sharpe ratios, and
+    // the excess return and Sharpe difference over 1/N and QQQ (selectors.agent_payload)
     const base = agent.baselines || {};
-    cell("baselines").textContent = base.text || "–";
+    const texts = base.texts || {};
+    for (const col of ["untrained", "sharpe", "vs_equal_weight", "vs_qqq"]) {
+      cell(col).className = "baselines";
+      cell(col).textContent = texts[col] || "–";
+    }
     if (base.within_noise) {
       const mark = document.createElement("span");
       mark.className = "badge within-noise";
       mark.title = "the score is within one standard deviation of its sub-window Sharpe ratios of the untrained policy's";
       mark.textContent = "within noise";
-      cell("baselines").append(" ", mark);
+      cell("untrained").append(" ", mark);
     }
     // Deflated Sharpe Ratio against every agent the run has evaluated (server-computed)
     cell("dsr").textContent = fmtNumber(agent.deflated_sharpe ?? null, 3);

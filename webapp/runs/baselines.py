@@ -1,15 +1,19 @@
-"""Baselines and noise next to an agent's validation score (reads of ``Agent.metrics``, which
+"""Baselines and noise next to an agent's validation result (reads of ``Agent.metrics``, which
 the trainer's ``evaluate_policy`` fills; see ``trainer.pod.GenerationResult.metrics``).
 
-- **untrained**: the score of the agent's line's untrained policy on the same validation days,
-  by the same selection rule (``metrics["untrained"]``);
-- **equal weight** and **QQQ**: the full-window Sharpe ratios of the daily-rebalanced 1/N
-  portfolio and of QQQ on the same days (``metrics["vs_equal_weight"|"vs_QQQ"]``), next to the
-  agent's own full-window Sharpe ratio;
-- **noise**: the sample standard deviation of the agent's sub-window Sharpe ratios (the spread
-  its own score is built from) and the random-start windows' spread of total returns;
-- **within noise**: the score is no further from the untrained policy's than that standard
-  deviation, so training may not have helped at all.
+Like is compared with like:
+
+- **score** (the task's selection rule, e.g. mean - 1 std of 4 sub-window Sharpe ratios) next
+  to the score of the agent's line's **untrained** policy on the same validation days by the
+  same rule (``metrics["untrained"]["score"]``), and the **noise**: the sample standard
+  deviation of the agent's sub-window Sharpe ratios (the spread its own score is built from);
+  **within noise**: the score is no further from the untrained policy's than that deviation,
+  so training may not have helped at all;
+- **full-window Sharpe ratio and total return** of the agent next to those of the untrained
+  policy (when its evaluation stored them), of the daily-rebalanced **1/N** portfolio and of
+  **QQQ** on the same days, with the agent's **excess return** (its total return minus the
+  baseline's, ``trainer.selection.baseline_relative``) and **Sharpe difference** over each;
+- the random-start windows' spread of total returns.
 """
 
 from __future__ import annotations
@@ -20,40 +24,153 @@ from typing import Any
 from webapp.runs.models import Agent
 from webapp.runs.telemetry import finite_or_none
 
+#: The baselines of the comparison table, in the order pages show them.
+BASELINES = (("untrained", "Untrained policy of its line"), ("equal_weight", "1/N portfolio"), ("qqq", "QQQ"))
+
+
+def _relative(agent: dict[str, float | None], base: dict[str, float | None]) -> dict[str, float | None]:
+    """Excess total return and Sharpe difference of the agent over one baseline."""
+
+    def diff(key: str) -> float | None:
+        a, b = agent.get(key), base.get(key)
+        return None if a is None or b is None else a - b
+
+    return {"excess_return": diff("total_return"), "sharpe_difference": diff("sharpe")}
+
 
 def agent_baselines(agent: Agent) -> dict[str, Any]:
-    """``{"score", "sharpe", "untrained", "equal_weight", "qqq", "noise", "within_noise",
-    "windows": {"count", "days", "total_return_min", "total_return_mean", "total_return_max"}}``
-    (``None`` where the evaluation did not record a value)."""
+    """The agent's validation result against its baselines on the same days.
+
+    Returns:
+        ``{"score", "sharpe", "total_return", "untrained", "untrained_sharpe",
+        "untrained_total_return", "equal_weight", "qqq", "noise", "within_noise",
+        "comparison", "vs_untrained", "vs_equal_weight", "vs_qqq", "windows", "texts", "text"}``:
+
+        - ``untrained``: the untrained policy's score (same rule as ``score``);
+        - ``equal_weight``, ``qqq``: the 1/N portfolio's and QQQ's full-window Sharpe ratios
+          (to read against ``sharpe``, the agent's own);
+        - ``comparison``: rows ``{"key", "label", "score", "sharpe", "total_return",
+          "excess_return", "sharpe_difference"}`` for the agent (``key`` ``"agent"``) and
+          each of :data:`BASELINES`; excess return and Sharpe difference are the agent's minus
+          the row's (``None`` on the agent's own row);
+        - ``vs_<baseline>``: ``{"excess_return", "sharpe_difference"}`` of the agent over it;
+        - ``texts``: what the leaderboard shows (:func:`leaderboard_texts`); ``text`` their one-line sum.
+
+        Returns are fractions (0.01 = 1 %), Sharpe ratios annualised; ``None`` where the
+        evaluation did not record a value.
+    """
     m = agent.metrics or {}
     subs = [finite_or_none(w.get("sharpe")) for w in m.get("sub_windows") or [] if isinstance(w, dict)]
     subs = [s for s in subs if s is not None]
     noise = statistics.stdev(subs) if len(subs) >= 2 else None
-    untrained = finite_or_none((m.get("untrained") or {}).get("score"))
+    raw_untrained = m.get("untrained") or {}
+    untrained = finite_or_none(raw_untrained.get("score"))
     score = finite_or_none(agent.score)
     windows = m.get("random_windows") or {}
-    return {
+    own = {
         "score": score,
         "sharpe": finite_or_none(m.get("sharpe_ratio")),
+        "total_return": finite_or_none(m.get("total_return", m.get("cumulative_return"))),
+    }
+    series = {
+        "untrained": {
+            "score": untrained,
+            "sharpe": finite_or_none(raw_untrained.get("sharpe_ratio")),
+            "total_return": finite_or_none(raw_untrained.get("total_return")),
+        }
+    }
+    for key, stored in (("equal_weight", "vs_equal_weight"), ("qqq", "vs_QQQ")):
+        rel = m.get(stored) or {}
+        series[key] = {
+            "score": None,
+            "sharpe": finite_or_none(rel.get("baseline_sharpe")),
+            "total_return": finite_or_none(rel.get("baseline_total_return")),
+        }
+    vs = {key: _relative(own, base) for key, base in series.items()}
+    for key, stored in (("equal_weight", "vs_equal_weight"), ("qqq", "vs_QQQ")):
+        # the trainer's own differences, computed from the unrounded daily returns, win
+        rel = m.get(stored) or {}
+        for name in ("excess_return", "sharpe_difference"):
+            if finite_or_none(rel.get(name)) is not None:
+                vs[key][name] = finite_or_none(rel.get(name))
+    comparison = [{"key": "agent", "label": "This agent", **own, "excess_return": None, "sharpe_difference": None}]
+    comparison += [{"key": key, "label": label, **series[key], **vs[key]} for key, label in BASELINES]
+    b = {
+        **own,
         "untrained": untrained,
-        "equal_weight": finite_or_none((m.get("vs_equal_weight") or {}).get("baseline_sharpe")),
-        "qqq": finite_or_none((m.get("vs_QQQ") or {}).get("baseline_sharpe")),
+        "untrained_sharpe": series["untrained"]["sharpe"],
+        "untrained_total_return": series["untrained"]["total_return"],
+        "equal_weight": series["equal_weight"]["sharpe"],
+        "qqq": series["qqq"]["sharpe"],
         "noise": noise,
         "within_noise": (
             score is not None and untrained is not None and noise is not None and abs(score - untrained) <= noise
         ),
+        "comparison": comparison,
+        "vs_untrained": vs["untrained"],
+        "vs_equal_weight": vs["equal_weight"],
+        "vs_qqq": vs["qqq"],
         "windows": {
             k: windows.get(k) for k in ("count", "days", "total_return_min", "total_return_mean", "total_return_max")
         },
     }
+    b["texts"] = leaderboard_texts(b)
+    b["text"] = baselines_text(b)
+    return b
+
+
+def _signed_percent(value: float) -> str:
+    return f"{value * 100:+.2f} %"
+
+
+def relative_text(rel: dict[str, float | None]) -> str:
+    """``"+2.10 % · Sharpe +0.03"``: excess total return and Sharpe difference ("" if neither)."""
+    parts = []
+    if rel.get("excess_return") is not None:
+        parts.append(_signed_percent(rel["excess_return"]))
+    if rel.get("sharpe_difference") is not None:
+        parts.append(f"Sharpe {rel['sharpe_difference']:+.2f}")
+    return " · ".join(parts)
+
+
+def leaderboard_texts(b: dict[str, Any]) -> dict[str, str]:
+    """The leaderboard's cells of one agent (server-rendered and live rows alike).
+
+    Returns:
+        ``{"untrained": "untrained -0.28 · noise ±0.32"`` (scores, same rule),
+        ``"sharpe": "0.53 · untrained 0.10 · 1/N 0.50 · QQQ 1.24"`` (full-window Sharpe ratios,
+        the agent's first), ``"vs_equal_weight"``, ``"vs_qqq"``: :func:`relative_text`}; ""
+        where nothing was recorded.
+    """
+    score_parts = []
+    if b.get("untrained") is not None:
+        score_parts.append(f"untrained {b['untrained']:.2f}")
+    if b.get("noise") is not None:
+        score_parts.append(f"noise ±{b['noise']:.2f}")
+    sharpe_parts = [] if b.get("sharpe") is None else [f"{b['sharpe']:.2f}"]
+    for key, label in (("untrained_sharpe", "untrained"), ("equal_weight", "1/N"), ("qqq", "QQQ")):
+        if b.get(key) is not None:
+            sharpe_parts.append(f"{label} {b[key]:.2f}")
+    return {
+        "untrained": " · ".join(score_parts),
+        "sharpe": " · ".join(sharpe_parts),
+        "vs_equal_weight": relative_text(b.get("vs_equal_weight") or {}),
+        "vs_qqq": relative_text(b.get("vs_qqq") or {}),
+    }
 
 
 def baselines_text(b: dict[str, Any]) -> str:
-    """One line for the leaderboard: ``"untrained -0.41 · 1/N 0.80 · QQQ 0.65 · noise ±0.32"``."""
+    """One line of everything, like with like: ``"score: untrained -0.28 · noise ±0.32;
+    Sharpe: 0.53 · untrained 0.10 · 1/N 0.50 · QQQ 1.24; vs 1/N: +2.10 % · Sharpe +0.03;
+    vs QQQ: ..."`` (parts without values left out)."""
+    texts = b.get("texts") or leaderboard_texts(b)
     parts = []
-    for key, label in (("untrained", "untrained"), ("equal_weight", "1/N"), ("qqq", "QQQ")):
-        if b.get(key) is not None:
-            parts.append(f"{label} {b[key]:.2f}")
-    if b.get("noise") is not None:
-        parts.append(f"noise ±{b['noise']:.2f}")
-    return " · ".join(parts)
+    for key, label in (
+        ("untrained", "score"),
+        ("sharpe", "Sharpe"),
+        ("vs_equal_weight", "vs 1/N"),
+        ("vs_qqq", "vs QQQ"),
+    ):
+        if texts.get(key):
+            parts.append(f"{label}: {texts[key]}")
+    return "; ".join(parts)

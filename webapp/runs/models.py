@@ -14,6 +14,8 @@ from django.conf import settings
 from django.db import models
 from django.db.models import F, Q
 
+from webapp.runs.scoring import score_rule
+
 
 class ClusterBudget(models.Model):
     """The compute a group of runs may use.
@@ -168,6 +170,12 @@ class Run(models.Model):
 
     def __str__(self) -> str:
         return self.name
+
+    @property
+    def score_rule(self) -> dict:
+        """The rule the run's scores follow, with its label (``scoring.score_rule`` of the
+        task's ``selection``): ``score_metric`` only names the quantity it is built on."""
+        return score_rule(self.task.selection)
 
 
 class Pod(models.Model):

@@ -137,6 +137,7 @@ def run_payload(run: Run) -> dict[str, Any]:
         "leaderboard_size": run.leaderboard_size,
         "best_score": run.best_score,
         "score_metric": run.score_metric,
+        "score_rule": run.score_rule,
         "started_at": _iso(run.started_at),
         "finished_at": _iso(run.finished_at),
         "elapsed_s": elapsed,
@@ -229,7 +230,7 @@ def agent_payload(agent: Agent, run_sharpes: deflated.RunSharpes | None = None) 
         "score": agent.score,
         "metrics": agent.metrics,
         "pod": agent.pod.index,
-        "baselines": {**(b := baselines.agent_baselines(agent)), "text": baselines.baselines_text(b)},
+        "baselines": baselines.agent_baselines(agent),
         "generation": agent.depth,
         "pod_generation": agent.generation.number,
         "env_steps": agent.generation.env_steps,
@@ -260,7 +261,7 @@ def run_snapshot(run: Run) -> dict[str, Any]:
     ``seq`` is read before the objects, so an event numbered ``seq + 1`` or later may already
     be reflected here; clients apply such later deltas idempotently.
     """
-    run = Run.objects.select_related("budget").get(pk=run.pk)
+    run = Run.objects.select_related("budget", "task").get(pk=run.pk)
     pods = list(run.pods.order_by("index"))
     latest: dict[int, Generation] = {}
     for gen in Generation.objects.filter(run=run).order_by("pod_id", "number"):

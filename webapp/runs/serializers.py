@@ -8,7 +8,7 @@ from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
 from webapp import engine
-from webapp.runs import deflated, selectors, services
+from webapp.runs import baselines, deflated, selectors, services
 from webapp.runs.models import Agent, ClusterBudget, Run, Task
 
 
@@ -147,6 +147,11 @@ class RunSerializer(serializers.ModelSerializer):
     agents_count = serializers.IntegerField(read_only=True, default=None)
     env_steps_done = serializers.IntegerField(read_only=True, default=None)
     budget_progress = serializers.SerializerMethodField()
+    score_rule = serializers.DictField(
+        read_only=True,
+        help_text='what the scores are: the task\'s selection rule, {"rule", "windows", "k", "label"} '
+        "(score_metric names only the quantity it is built on, the Sharpe ratio)",
+    )
     tickers = serializers.ListField(
         source="task.tickers", child=serializers.CharField(), read_only=True, help_text="the tickers traded"
     )
@@ -177,6 +182,7 @@ class RunSerializer(serializers.ModelSerializer):
             "fresh_probability",
             "mutation",
             "score_metric",
+            "score_rule",
             "seed",
             "device",
             "best_score",
@@ -263,6 +269,12 @@ class AgentSerializer(serializers.ModelSerializer):
         "against every agent the run has evaluated; null without a Sharpe ratio"
     )
 
+    baselines = serializers.SerializerMethodField(
+        help_text="the validation result against the untrained policy, 1/N and QQQ on the same days: "
+        "score, Sharpe ratio and total return of each, the agent's excess return and Sharpe difference "
+        "over each (vs_untrained, vs_equal_weight, vs_qqq; fractions), noise and the leaderboard's texts"
+    )
+
     class Meta:
         model = Agent
         fields = [
@@ -287,8 +299,14 @@ class AgentSerializer(serializers.ModelSerializer):
             "created_at",
             "bundle_url",
             "deflated_sharpe",
+            "baselines",
         ]
         read_only_fields = fields
+
+    @extend_schema_field(OpenApiTypes.OBJECT)
+    def get_baselines(self, obj: Agent) -> dict:
+        """``webapp.runs.baselines.agent_baselines``: the same comparison the pages show."""
+        return baselines.agent_baselines(obj)
 
     @extend_schema_field(OpenApiTypes.FLOAT)
     def get_deflated_sharpe(self, obj: Agent) -> float | None:

@@ -166,7 +166,7 @@ def run_detail(request: HttpRequest, run_id: int) -> HttpResponse:
                 {
                     "agent": a,
                     "hp": format_hyperparameters(a.hyperparameters, hp_keys),
-                    "baselines": {**(b := baselines.agent_baselines(a)), "text": baselines.baselines_text(b)},
+                    "baselines": baselines.agent_baselines(a),
                     "deflated_sharpe": deflated.agent_dsr(a, run_sharpes),
                 }
                 for a in board[:LEADERBOARD_ROWS]

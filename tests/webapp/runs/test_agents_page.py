@@ -147,7 +147,9 @@ def test_scores_stand_next_to_the_untrained_policy_equal_weight_qqq_and_their_no
     assert 'id="within-noise"' in html and "0.450" in html and "0.800" in html
     board = page_client.get(f"/runs/{world.run.pk}/").content.decode()
     row = board.split(f'<tr data-agent-id="{agent.pk}"', 1)[1].split("</tr>", 1)[0]
-    assert "untrained 0.45 · 1/N 0.80 · QQQ 0.65 · noise ±0.30" in row and "within noise" in row
+    # score next to score, Sharpe ratio next to Sharpe ratios
+    assert "untrained 0.45 · noise ±0.30" in row and "within noise" in row
+    assert "untrained 0.40 · 1/N 0.80 · QQQ 0.65" in row
     agent.metrics["untrained"]["score"] = -1.0
     agent.save(update_fields=["metrics"])
     assert baselines.agent_baselines(agent)["within_noise"] is False
