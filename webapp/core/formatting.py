@@ -54,6 +54,15 @@ def format_number(value: Any, digits: int) -> str:
     return MISSING if number is None else f"{number:.{digits}f}"
 
 
+def format_percent(value: Any, digits: int = 2, *, signed: bool = False) -> str:
+    """A fraction as a percentage (``0.4621, 2`` -> ``"46.21 %"``; ``signed``: ``"+46.21 %"``);
+    ``"–"`` if missing."""
+    number = finite_or_none(value)
+    if number is None:
+        return MISSING
+    return f"{number * 100:{'+' if signed else ''}.{digits}f} %"
+
+
 def format_count(value: Any) -> str:
     """A whole number with thousands separators (``1234567.4`` -> ``"1,234,567"``)."""
     number = finite_or_none(value)

@@ -17,7 +17,7 @@ from django.views.decorators.http import require_GET, require_safe
 
 from webapp.core.downloads import serve_file
 from webapp.core.errors import AppError
-from webapp.runs import baselines, deflated, selectors, services
+from webapp.runs import baselines, deflated, scoring, selectors, services
 from webapp.runs.views import metrics_config
 
 
@@ -37,6 +37,7 @@ _PERCENT_METRICS = {
     "max_drawdown",
     "win_rate",
     "risk_free",
+    "benchmark_cumulative_return",
 }
 _MONEY_METRICS = {"initial_value", "final_value"}
 _COUNT_METRICS = {"num_days", "max_drawdown_duration_days", "env_steps"}
@@ -55,6 +56,7 @@ _METRIC_LABELS = {
     "max_drawdown_recovery": "Max drawdown recovery (date)",
     "max_drawdown_duration_days": "Max drawdown duration (days)",
     "env_steps": "Env steps",
+    "benchmark_cumulative_return": "QQQ cumulative return (same days)",
 }
 #: Metrics the page leaves out: the score is shown above the table.
 _HIDDEN_METRICS = {"score", "score_defined"}
@@ -138,7 +140,8 @@ def agent_detail(request: HttpRequest, agent_id: int) -> HttpResponse:
             "baselines": baselines.agent_baselines(agent),
             "deflated_sharpe": deflated.agent_dsr(agent, run_sharpes := deflated.run_sharpes(agent.run_id)),
             "trials": run_sharpes.trials,
-            "selection": (agent.metrics or {}).get("selection") or {},
+            # the rule the agent was scored by (its own record; the task's when it has none)
+            "score_rule": scoring.score_rule((agent.metrics or {}).get("selection") or agent.run.task.selection),
             "metrics_config": metrics_config(
                 api=reverse("api:agent-metrics", args=[agent.pk]),
                 algorithm=agent.run.task.algorithm,
