@@ -6,7 +6,10 @@ format, ``{"error": ..., "fields": {...}}``.
 
 from __future__ import annotations
 
+import re
+
 from django.http import HttpResponse
+from drf_spectacular.utils import OpenApiParameter, extend_schema, extend_schema_view
 from rest_framework import mixins, status, viewsets
 from rest_framework.decorators import action
 from rest_framework.request import Request
@@ -19,13 +22,39 @@ from webapp.reports.views import csv_download
 from webapp.runs.models import Agent
 
 
+@extend_schema_view(
+    list=extend_schema(
+        summary="Your backtests, newest first",
+        parameters=[
+            OpenApiParameter("run", int, description="only this run's backtests"),
+            OpenApiParameter("agent", int, description="only this agent's backtests"),
+        ],
+    ),
+)
 class BacktestViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.GenericViewSet):
     """``/api/backtests/``: GET list, POST create (queued; runs on a ``cpu`` worker),
     GET ``<id>/``, GET ``<id>/daily.csv``, GET ``<id>/metrics.csv`` (one row per series, with the
     ``short_window`` flag)."""
 
     def get_queryset(self):
-        return selectors.backtest_list(user=self.request.user)
+        """The user's backtests, newest first; ``?run=<id>`` and ``?agent=<id>`` narrow them.
+
+        Raises:
+            AppError: 400 naming ``run`` or ``agent`` when it is not a whole number.
+        """
+        qs = selectors.backtest_list(user=self.request.user)
+        if self.action != "list":
+            return qs
+        params = self.request.query_params
+        for name in ("run", "agent"):
+            value = params.get(name)
+            if value is None:
+                continue
+            if not re.fullmatch(r"[0-9]+", value.strip()):
+                msg = f"expected a {name} id (a whole number), got {value!r}"
+                raise AppError(f"{name}: {msg}", fields={name: msg})
+            qs = qs.filter(**{f"{name}_id": int(value)})
+        return qs
 
     def get_serializer_class(self):
         if self.action == "create":

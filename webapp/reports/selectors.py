@@ -74,7 +74,7 @@ def backtest_list(*, user) -> QuerySet[Backtest]:
     """The user's backtests, newest first, without the heavy JSON (list pages stay fast)."""
     return (
         Backtest.objects.filter(owner=user)
-        .select_related("run", "agent", "dataset")
+        .select_related("run__task", "agent", "dataset")
         .defer("config", "agent__metrics", "agent__hyperparameters")
     )
 

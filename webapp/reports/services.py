@@ -90,22 +90,45 @@ def check_range(*, task, dataset: Dataset, start: Any, end: Any, allow_overlap: 
         raise AppError(f"end: {end} is {msg}", fields={"end": msg})
     if allow_overlap:
         return
-    train, validation = _split(task, "train"), _split(task, "validation")
-    seen = [r for r in (train, validation) if r is not None]
-    if not seen:
-        return
-    seen_start = min((r[0] for r in seen), key=lambda b: engine.range_bound(b, end=False, field="start"))
-    seen_end = max((r[1] for r in seen), key=lambda b: engine.range_bound(b, end=True, field="end"))
-    seen_lo = engine.range_bound(seen_start, end=False, field="start")
-    seen_hi = engine.range_bound(seen_end, end=True, field="end")
-    if lo <= seen_hi and hi >= seen_lo:
+    seen = seen_overlap(task, start, end)
+    if seen is not None:
+        seen_start, seen_end = seen
         msg = (
             f"the range {start} to {end} overlaps the task's train/validation dates "
             f"({seen_start} to {seen_end}); start after {seen_end} for a held-out test, "
             "or allow the overlap explicitly"
         )
-        field = "start" if lo >= seen_lo else "end"
+        field = "start" if lo >= engine.range_bound(seen_start, end=False, field="start") else "end"
         raise AppError(msg, fields={field: msg, "allow_overlap": "false"})
+
+
+def seen_overlap(task, start: Any, end: Any) -> tuple[str, str] | None:
+    """The task's train-to-validation span when ``[start, end]`` overlaps it, else ``None``.
+
+    A backtest whose range overlaps it is in sample: the agent trained or was selected on
+    some of its days (only a range given ``allow_overlap`` can).
+
+    Args:
+        task: the agent's ``Task`` (its ``splits``).
+        start, end: inclusive bounds as :func:`check_range` takes them.
+
+    Returns:
+        ``(seen_start, seen_end)`` as the splits store them, or ``None`` (held out, or the task
+        has neither a train nor a validation split).
+
+    Raises:
+        AppError: 400 naming ``start`` or ``end`` when a bound is not a day or moment.
+    """
+    lo, hi = engine.range_bound(start, end=False, field="start"), engine.range_bound(end, end=True, field="end")
+    train, validation = _split(task, "train"), _split(task, "validation")
+    seen = [r for r in (train, validation) if r is not None]
+    if not seen:
+        return None
+    seen_start = min((r[0] for r in seen), key=lambda b: engine.range_bound(b, end=False, field="start"))
+    seen_end = max((r[1] for r in seen), key=lambda b: engine.range_bound(b, end=True, field="end"))
+    seen_lo = engine.range_bound(seen_start, end=False, field="start")
+    seen_hi = engine.range_bound(seen_end, end=True, field="end")
+    return (seen_start, seen_end) if lo <= seen_hi and hi >= seen_lo else None
 
 
 def _check_tickers(agent_tickers: list[str], dataset: Dataset, tickers: list[str] | None) -> list[str]:
