@@ -78,6 +78,19 @@ def test_a_user_creates_a_run_and_watches_the_leaderboard_live(
     )
     assert page.evaluate("window.__sameDocument") is True
     assert page.locator("#pods .pod-card").count() == 2
+    # The rows the script added compare like with like, as the server renders them: the
+    # agent's Sharpe ratio next to the baselines', its excess over 1/N and QQQ.
+    from webapp.runs import baselines
+    from webapp.runs.models import Agent
+
+    live_id = page.get_attribute(ROWS, "data-agent-id")
+    texts = baselines.agent_baselines(Agent.objects.get(pk=live_id))["texts"]
+    assert "1/N" in texts["sharpe"] and texts["vs_equal_weight"]
+    for col in ("untrained", "sharpe", "vs_equal_weight", "vs_qqq"):
+        shown = page.text_content(f'{ROWS}[data-agent-id="{live_id}"] td[data-col="{col}"]').replace(
+            " within noise", ""
+        )
+        assert shown == (texts[col] or "–"), col
     page.wait_for_function("document.querySelector('#score-chart .main-svg') !== null")
     screenshot(page, "run-detail-live")
 
