@@ -61,7 +61,9 @@ def _graceful_interrupt() -> Iterator[dict[str, bool]]:
 
 
 def cmd_train(args: argparse.Namespace) -> int:
-    """Run ``--generations`` generations of one pod; export the best one's bundle."""
+    """Run ``--generations`` generations of one pod; export the best one's bundle; print its
+    validation score next to equal weight, QQQ (:func:`trainer.cli_baselines.load_benchmark`),
+    the line's untrained policy and its Deflated Sharpe Ratio."""
     from tqdm import tqdm
 
     from trainer.bundle import export_bundle
@@ -213,7 +215,9 @@ def _is_bundle(path: Path) -> bool:
 
 
 def cmd_evaluate(args: argparse.Namespace) -> int:
-    """Metrics of a checkpoint's or bundle's deterministic policy over a split or range."""
+    """Metrics of a checkpoint's or bundle's deterministic policy over a split or range, next to
+    equal weight, QQQ and the untrained policy (a fresh agent of the same algorithm and sizes,
+    built with the line's seed) on the same days."""
     import dataclasses
 
     from trainer.bundle import load_agent
