@@ -115,6 +115,9 @@ def make_budget(user) -> Callable:
 
 # --- a trained agent and started runs --------------------------------------------------------
 
+# The tiny task as a portfolio: target weights over the three tickers and cash, 0.01 no-trade band.
+PORTFOLIO = {"kind": "portfolio", "env": {"rebalance_band": 0.01}}
+
 
 @pytest.fixture(scope="session")
 def trained_checkpoint(data_dir, tmp_path_factory) -> dict[str, Any]:
@@ -132,6 +135,36 @@ def trained_checkpoint(data_dir, tmp_path_factory) -> dict[str, Any]:
         }
     )
     out = tmp_path_factory.mktemp("checkpoint") / "agent.pt"
+    result = engine.train_generation(
+        spec,
+        env_steps=256,
+        out_path=str(out),
+        parent_path=None,
+        hyperparameters=None,
+        seed=1,
+        device="cpu",
+        data_dir=str(data_dir),
+        cache_dir=str(tmp_path_factory.getbasetemp() / "market-cache"),
+    )
+    return {"path": out, **dataclasses.asdict(result)}
+
+
+@pytest.fixture(scope="session")
+def portfolio_checkpoint(data_dir, tmp_path_factory) -> dict[str, Any]:
+    """One real PPO generation (256 env steps) on the tiny task as a :data:`PORTFOLIO` task:
+    ``{"path": Path, **engine.train_generation's result}``."""
+    from webapp import engine
+
+    spec = engine.validate_task(
+        {
+            "data": {"paths": [str(data_dir / DOW30_FILE)], "tickers": TICKERS},
+            **SPLITS,
+            **PORTFOLIO,
+            "algorithm": "ppo",
+            "hyperparameters": TINY_PPO,
+        }
+    )
+    out = tmp_path_factory.mktemp("portfolio-checkpoint") / "agent.pt"
     result = engine.train_generation(
         spec,
         env_steps=256,
@@ -179,12 +212,15 @@ def submit_agent(run, checkpoint: dict[str, Any], score: float | None):
     return services.generation_complete(claim=claim, result=result, local_checkpoint=str(checkpoint["path"]))
 
 
-def make_world(owner, name: str, *, checkpoint: dict[str, Any], scores=()) -> types.SimpleNamespace:
-    """Dataset, task, budget and a started 2-pod run for ``owner``, with agents of ``scores``."""
+def make_world(
+    owner, name: str, *, checkpoint: dict[str, Any], scores=(), **task_options: Any
+) -> types.SimpleNamespace:
+    """Dataset, task (``task_options`` go to :func:`create_task`), budget and a started 2-pod
+    run for ``owner``, with agents of ``scores``."""
     from webapp.runs import services
 
     dataset = create_dataset(owner, name)
-    task = create_task(owner, dataset, name=f"{name} task")
+    task = create_task(owner, dataset, name=f"{name} task", **task_options)
     budget = services.budget_create(actor=owner, name=f"{name} budget", max_concurrent_pods=8, env_step_cap=10**9)
     run = services.run_create(
         owner=owner,
@@ -213,3 +249,9 @@ def world(user, trained_checkpoint):
 def other_world(other_user, trained_checkpoint):
     """bob's started run with one agent."""
     return make_world(other_user, "bob-data", checkpoint=trained_checkpoint, scores=[0.7])
+
+
+@pytest.fixture
+def portfolio_world(user, portfolio_checkpoint):
+    """ada's started run of the tiny :data:`PORTFOLIO` task with one agent (score 1.0)."""
+    return make_world(user, "ada-portfolio", checkpoint=portfolio_checkpoint, scores=[1.0], **PORTFOLIO)

@@ -104,4 +104,3 @@ def test_the_form_still_shows_a_split_error_under_its_own_field(client, user, da
     assert response.status_code == 400
     errors = response.context["form"].errors
     assert "test_end" in errors and "the test start" in errors["test_end"][0], errors
-
