@@ -104,6 +104,12 @@ DATA_DIR_HELP = (
     "../shared/data beside the checkout if it exists, else the current folder)"
 )
 
+BENCHMARK_HELP = (
+    "price file holding QQQ, the benchmark printed next to equal weight (default: $PADDOCK_BENCHMARK_FILE, "
+    "else benchmark_etfs_daily_eodhd.csv.gz, in --data-dir); without it, or when it does not cover the "
+    "window, a note says so and QQQ is left out"
+)
+
 
 def build_parser() -> argparse.ArgumentParser:
     """The argument parser of ``python -m trainer`` (exposed for docs and tests)."""
@@ -134,7 +140,10 @@ def build_parser() -> argparse.ArgumentParser:
         help=DATA_DIR_HELP,
     )
     train.add_argument("--cache-dir", metavar="DIR", help="Parquet cache of processed market data")
-    train.add_argument("--tickers", metavar="A,B,...", help="comma-separated tickers to trade (default: all)")
+    train.add_argument("--benchmark", metavar="FILE", help=BENCHMARK_HELP)
+    train.add_argument(
+        "--tickers", metavar="A,B,...", help="comma-separated tickers to trade (default: all; an empty list is refused)"
+    )
     for split in ("train", "validation", "test"):
         train.add_argument(
             f"--{split}",
@@ -209,6 +218,7 @@ def build_parser() -> argparse.ArgumentParser:
     ev.add_argument("--data", nargs="+", metavar="PATH", help="data file(s), replacing the task's")
     ev.add_argument("--data-dir", metavar="DIR", default=default_data_dir(), help=DATA_DIR_HELP)
     ev.add_argument("--cache-dir", metavar="DIR", help="Parquet cache of processed market data")
+    ev.add_argument("--benchmark", metavar="FILE", help=BENCHMARK_HELP)
     ev.add_argument("--device", default="cpu", help="cpu (default), auto, cuda or cuda:N")
     ev.add_argument("--json", action="store_true", help="print metrics as JSON")
 

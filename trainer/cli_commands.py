@@ -14,8 +14,17 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+from trainer.cli_baselines import dsr_of_best, load_benchmark, untrained_metrics
 from trainer.cli_inputs import data_paths, load_market, task_from_args
-from trainer.cli_output import data_summary, fmt_score, format_data_summary, format_metrics
+from trainer.cli_output import (
+    data_summary,
+    fmt_score,
+    format_data_summary,
+    format_metrics,
+    format_train_baselines,
+    score_text,
+    sharpe_text,
+)
 from trainer.errors import BundleError, ConfigError, Diverged
 
 __all__ = ["EXIT_TRAINING_FAILED", "EXIT_USAGE", "cmd_evaluate", "cmd_export", "cmd_serve", "cmd_train"]
@@ -52,7 +61,9 @@ def _graceful_interrupt() -> Iterator[dict[str, bool]]:
 
 
 def cmd_train(args: argparse.Namespace) -> int:
-    """Run ``--generations`` generations of one pod; export the best one's bundle."""
+    """Run ``--generations`` generations of one pod; export the best one's bundle; print its
+    validation score next to equal weight, QQQ (:func:`trainer.cli_baselines.load_benchmark`),
+    the line's untrained policy and its Deflated Sharpe Ratio."""
     from tqdm import tqdm
 
     from trainer.bundle import export_bundle
@@ -69,6 +80,8 @@ def cmd_train(args: argparse.Namespace) -> int:
     set_cpu_threads()
     market = load_market(task.data, args)
     check_split_days({name: task.split(name) for name in SPLITS}, market.dates)
+    # QQQ on the validation days, next to equal weight (a note instead when the file lacks them)
+    bench = load_benchmark(args, market.slice(*task.validation, name="validation").dates, data_paths=task.data.paths)
     bar = tqdm(
         total=total,
         unit="step",
@@ -111,6 +124,7 @@ def cmd_train(args: argparse.Namespace) -> int:
                     progress=on_progress,
                     should_stop=lambda: interrupt["stop"],
                     market_data=market,
+                    benchmark_returns=bench.returns,
                 )
             except Diverged as exc:
                 bar.close()
@@ -124,6 +138,8 @@ def cmd_train(args: argparse.Namespace) -> int:
                 break
     bundle_path = out / "agent.zip"
     bundle_sha = export_bundle(best.checkpoint_path, bundle_path)
+    m = best.metrics
+    dsr = dsr_of_best(m, [r.metrics for r in results])
     summary = {
         "status": "done",
         "checkpoint": str(best.checkpoint_path),
@@ -131,7 +147,18 @@ def cmd_train(args: argparse.Namespace) -> int:
         "bundle": str(bundle_path),
         "bundle_sha256": bundle_sha,
         "score": best.score,
-        "validation_total_return": best.metrics.get("total_return"),
+        "score_note": m.get("score_note"),
+        "selection": (m.get("selection") or {}).get("description"),
+        "validation_total_return": m.get("total_return"),
+        "validation_sharpe_ratio": m.get("sharpe_ratio"),
+        "short_window": bool(m.get("short_window")),
+        "vs_equal_weight": m.get("vs_equal_weight"),
+        "vs_QQQ": m.get("vs_QQQ"),
+        "benchmark": bench.to_dict(),
+        "untrained": m.get("untrained"),
+        "deflated_sharpe_ratio": dsr["value"],
+        "deflated_sharpe_ratio_trials": dsr["trials"],
+        "deflated_sharpe_ratio_note": dsr["note"],
         "env_steps": sum(r.env_steps for r in results),
         "generations": len(results),
         "cancelled": any(r.cancelled for r in results),
@@ -142,17 +169,18 @@ def cmd_train(args: argparse.Namespace) -> int:
         print(json.dumps(summary, indent=2))
     else:
         print(format_data_summary(summary["data"]))
+        if bench.note:
+            print(f"note:       {bench.note}")
         print(f"checkpoint: {summary['checkpoint']}  (sha256 {best.sha256})")
         print(f"bundle:     {summary['bundle']}  (sha256 {bundle_sha})")
         ret = summary["validation_total_return"]
-        rule = (best.metrics.get("selection") or {}).get("description", "validation Sharpe ratio")
-        print(f"score:      {best.score:.4f} ({rule})")
-        vs_ew = (best.metrics.get("vs_equal_weight") or {}).get("excess_return")
+        print(f"score:      {score_text(m)}")
         print(
             f"validation: total return {'n/a' if ret is None else f'{100 * ret:.2f} %'}, Sharpe ratio "
-            f"{fmt_score(best.metrics.get('sharpe_ratio'))}"
-            + ("" if vs_ew is None else f", {100 * vs_ew:+.2f} % vs equal weight (1/N) on the same days")
+            f"{sharpe_text(m.get('sharpe_ratio'), m)}"
         )
+        for line in format_train_baselines(m, dsr):
+            print(line)
         print(
             f"trained:    {summary['env_steps']:,} env steps in {summary['generations']} generation(s), "
             f"{summary['duration_s']:.1f} s" + (" (stopped early)" if summary["cancelled"] else "")
@@ -187,7 +215,9 @@ def _is_bundle(path: Path) -> bool:
 
 
 def cmd_evaluate(args: argparse.Namespace) -> int:
-    """Metrics of a checkpoint's or bundle's deterministic policy over a split or range."""
+    """Metrics of a checkpoint's or bundle's deterministic policy over a split or range, next to
+    equal weight, QQQ and the untrained policy (a fresh agent of the same algorithm and sizes,
+    built with the line's seed) on the same days."""
     import dataclasses
 
     from trainer.bundle import load_agent
@@ -208,10 +238,19 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
         task_dict, tickers = agent.config["task"], list(agent.tickers)
         stats = agent.config.get("feature_stats")
         policy = agent.policy_fn(device)
+        shape = {
+            "algorithm": agent.algorithm,
+            "obs_dim": agent.obs_dim,
+            "action_dim": agent.action_dim,
+            "hyperparameters": agent.config.get("hyperparameters") or {},
+        }
+        recorded = agent.config.get("validation_metrics") or {}
     else:
         state = load_checkpoint(path)
         task_dict, tickers = state["task"], list(state["observation_layout"]["tickers"])
         stats = state.get("feature_stats")
+        shape = {k: state.get(k) for k in ("algorithm", "obs_dim", "action_dim", "hyperparameters")}
+        recorded = {**(state.get("metrics") or {}), "seed": state.get("seed")}
         try:
             trained = build_agent(state, device=device)
         except BundleError as exc:
@@ -238,15 +277,35 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
     market = load_market(spec, args)
     # scale-free features over the whole history first, so the range's lookbacks are complete
     window = prepare_market(market, task.env).slice(start, end, name=name)
-    metrics = evaluate_policy(
-        policy,
-        window,
-        dataclasses.replace(task.env),
-        device=device,
-        feature_stats=FeatureStats.from_dict(stats) if stats else None,
-        selection=task.selection,
-        policy_name=path.name,
-    )
+    bench = load_benchmark(args, window.dates, data_paths=spec.paths)
+
+    def evaluate(act: Any, who: str, **extra: Any) -> dict[str, Any]:
+        return evaluate_policy(
+            act,
+            window,
+            dataclasses.replace(task.env),
+            device=device,
+            feature_stats=FeatureStats.from_dict(stats) if stats else None,
+            selection=task.selection,
+            benchmark_returns=bench.returns,
+            policy_name=who,
+            split=None if name == "range" else name,
+            **extra,
+        )
+
+    metrics = evaluate(policy, path.name)
+    if shape["algorithm"] == "ensemble":
+        metrics["untrained_note"] = "n/a (an ensemble has no single untrained policy)"
+    else:
+        # the seed the line's untrained policy was built with (pods record it), else the file's
+        seed = (recorded.get("untrained") or {}).get("seed", recorded.get("seed"))
+        metrics["untrained"] = untrained_metrics(
+            **shape,
+            seed=int(seed or 0),
+            evaluate=lambda act: evaluate(act, f"the untrained {shape['algorithm']} agent", random_windows=0),
+        )
+        if seed is None:
+            metrics["untrained"]["seed_note"] = "the file records no seed; seed 0 used"
     if args.json:
         print(
             json.dumps(
@@ -256,6 +315,7 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
                     "start": start,
                     "end": end,
                     "metrics": metrics,
+                    "benchmark": bench.to_dict(),
                     "data": data_summary(market),
                 },
                 indent=2,
@@ -264,6 +324,8 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
     else:
         print(f"{path.name}: {name} {window.dates[0]} to {window.dates[-1]}, {len(tickers)} tickers")
         print(format_data_summary(data_summary(market)))
+        if bench.note:
+            print(f"note:       {bench.note}")
         print(format_metrics(metrics))
     return 0
 

@@ -52,7 +52,7 @@ def task_from_args(args: argparse.Namespace) -> dict[str, Any]:
     """The task dict of a ``train`` command: the file (or demo task) with the flags applied.
 
     Raises:
-        ConfigError: an unreadable task file.
+        ConfigError: an unreadable task file; ``--tickers`` naming no ticker (``''``, ``','``).
     """
     from trainer.task import demo_task_dict
 
@@ -61,8 +61,14 @@ def task_from_args(args: argparse.Namespace) -> dict[str, Any]:
         task["data"] = {} if task.get("data") is None else task["data"]
     if args.data:
         task["data"] = {**task["data"], "paths": data_paths(args.data, args.data_dir)}
-    if args.tickers:
-        task["data"] = {**task["data"], "tickers": [t for t in args.tickers.split(",") if t.strip()]}
+    if args.tickers is not None:
+        tickers = [t.strip() for t in args.tickers.split(",") if t.strip()]
+        if not tickers:
+            raise ConfigError(
+                f"--tickers: {args.tickers!r} names no ticker; leave --tickers out to trade all of the data's tickers",
+                field="tickers",
+            )
+        task["data"] = {**task["data"], "tickers": tickers}
     for split in ("train", "validation", "test"):
         value = getattr(args, split)
         if value:

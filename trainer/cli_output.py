@@ -6,7 +6,16 @@ from __future__ import annotations
 import math
 from typing import Any
 
-__all__ = ["data_summary", "fmt_score", "format_data_summary", "format_metrics"]
+__all__ = [
+    "baseline_rows",
+    "data_summary",
+    "fmt_score",
+    "format_data_summary",
+    "format_metrics",
+    "format_train_baselines",
+    "score_text",
+    "sharpe_text",
+]
 
 
 def data_summary(market: Any) -> dict[str, Any]:
@@ -75,8 +84,11 @@ _SESSION_ROWS = (
 def format_metrics(metrics: dict[str, Any]) -> str:
     """A two-column text table of the main metrics (rates in percent on screen); annualised
     figures of a window shorter than ``MIN_ANNUALISED_DAYS`` read "n/a (window shorter than 63
-    days)" (``--json`` keeps their values, flagged ``short_window``). For intraday metrics the
-    per-period rows say "bar", and the figures on session closes (``metrics["daily"]``) follow."""
+    days)" (``--json`` keeps their values, flagged ``short_window``), and so does every other
+    Sharpe-based figure (the baselines' Sharpe ratios and differences, the score). For intraday
+    metrics the per-period rows say "bar", and the figures on session closes
+    (``metrics["daily"]``) follow. The baselines follow the agent's figures
+    (:func:`baseline_rows`), then the score."""
     from trainer.backtest.metrics import ANNUALISED_KEYS, short_window_text
 
     short = bool(metrics.get("short_window"))
@@ -112,14 +124,104 @@ def format_metrics(metrics: dict[str, Any]) -> str:
         rows.append(
             ("  worst / best", f"{100 * windows['total_return_min']:.2f} % / {100 * windows['total_return_max']:.2f} %")
         )
-    for key, name in (("vs_equal_weight", "equal weight (1/N)"), ("vs_QQQ", "QQQ")):
-        rel = metrics.get(key)
-        if rel:
-            diff = rel.get("sharpe_difference")
-            rows.append((f"vs {name}, same days", ""))
-            rows.append(("  excess total return", f"{100 * rel['excess_return']:+.2f} %"))
-            rows.append(("  Sharpe difference", "n/a" if diff is None else f"{diff:+.3f}"))
+    rows.extend(baseline_rows(metrics))
     if metrics.get("selection"):
-        rows.append(("score", f"{fmt_score(metrics.get('score'))} ({metrics['selection']['description']})"))
+        rows.append(("score", score_text(metrics)))
     width = max(len(r[0]) for r in rows)
     return "\n".join(f"{label.ljust(width)}  {text}" for label, text in rows)
+
+
+BASELINES = (("vs_equal_weight", "equal weight (1/N)"), ("vs_QQQ", "QQQ"))
+
+
+def _short(metrics: dict[str, Any]) -> str | None:
+    """The short-window text when ``metrics`` cover fewer than 63 days, else None."""
+    from trainer.backtest.metrics import short_window_text
+
+    if metrics.get("short_window"):
+        return short_window_text(int(metrics.get("min_annualised_days") or 63))
+    return None
+
+
+def _pct(x: Any, sign: bool = False) -> str:
+    return "n/a" if x is None else (f"{100 * x:+.2f} %" if sign else f"{100 * x:.2f} %")
+
+
+def sharpe_text(value: float | None, metrics: dict[str, Any], *, sign: bool = False) -> str:
+    """An annualised Sharpe figure of ``metrics``' window: "n/a (window shorter than 63 days)"
+    on a short window, "n/a" when undefined, else 3 decimals (signed with ``sign``)."""
+    short = _short(metrics)
+    if short:
+        return short
+    if value is None or not math.isfinite(value):
+        return "n/a"
+    return f"{value:+.3f}" if sign else f"{value:.3f}"
+
+
+def score_text(metrics: dict[str, Any]) -> str:
+    """The score with its rule, or "n/a (reason)": too few returns for the sub-windows, or a
+    window shorter than 63 days (the sub-windows' Sharpe ratios are annualised)."""
+    rule = (metrics.get("selection") or {}).get("description", "")
+    if metrics.get("score") is None:
+        text = metrics.get("score_note") or "n/a"
+    else:
+        text = _short(metrics) or fmt_score(metrics.get("score"))
+    return f"{text} ({rule})" if rule else text
+
+
+def baseline_rows(metrics: dict[str, Any]) -> list[tuple[str, str]]:
+    """Rows of the baselines on the same days: equal weight and QQQ (their total return and
+    Sharpe ratio, the agent's excess return and Sharpe difference), then the untrained policy
+    (``metrics["untrained"]``) or why it is not available (``metrics["untrained_note"]``)."""
+    rows: list[tuple[str, str]] = []
+    for key, name in BASELINES:
+        rel = metrics.get(key)
+        if rel:
+            rows.append((f"vs {name}, same days", ""))
+            rows.append((f"  {name} total return", _pct(rel.get("baseline_total_return"))))
+            rows.append((f"  {name} Sharpe ratio", sharpe_text(rel.get("baseline_sharpe"), metrics)))
+            rows.append(("  excess total return", _pct(rel.get("excess_return"), sign=True)))
+            rows.append(("  Sharpe difference", sharpe_text(rel.get("sharpe_difference"), metrics, sign=True)))
+    untrained = metrics.get("untrained")
+    if untrained:
+        who = f"fresh {str(untrained['algorithm']).upper()} agent, seed {untrained.get('seed')}"
+        rows.append(("untrained policy, same days", who if untrained.get("algorithm") else ""))
+        rows.append(("  total return", _pct(untrained.get("total_return"))))
+        rows.append(("  Sharpe ratio", sharpe_text(untrained.get("sharpe_ratio"), metrics)))
+        rows.append(("  score", score_text({**untrained, "selection": None, **_window(metrics)})))
+    elif metrics.get("untrained_note"):
+        rows.append(("untrained policy", metrics["untrained_note"]))
+    return rows
+
+
+def _window(metrics: dict[str, Any]) -> dict[str, Any]:
+    return {k: metrics.get(k) for k in ("short_window", "min_annualised_days")}
+
+
+def format_train_baselines(metrics: dict[str, Any], dsr: dict[str, Any]) -> list[str]:
+    """``train``'s lines under its validation line: equal weight and QQQ on the validation
+    days, the untrained policy's validation figures and the best agent's Deflated Sharpe Ratio."""
+    lines = []
+    for key, name in BASELINES:
+        rel = metrics.get(key)
+        if rel:
+            lines.append(
+                f"vs {name} on the same days: total return {_pct(rel.get('baseline_total_return'))}, Sharpe ratio "
+                f"{sharpe_text(rel.get('baseline_sharpe'), metrics)} (agent {_pct(rel.get('excess_return'), True)}, "
+                f"Sharpe difference {sharpe_text(rel.get('sharpe_difference'), metrics, sign=True)})"
+            )
+    untrained = metrics.get("untrained")
+    if untrained:
+        lines.append(
+            f"untrained policy on the same days: total return {_pct(untrained.get('total_return'))}, Sharpe ratio "
+            f"{sharpe_text(untrained.get('sharpe_ratio'), metrics)}, score "
+            f"{score_text({**untrained, 'selection': None, **_window(metrics)})}"
+        )
+    else:
+        lines.append("untrained policy: n/a (not recorded in the checkpoint)")
+    value = dsr.get("value")
+    text = dsr.get("note") if value is None else f"{value:.3f}"
+    lines.append(
+        f"DSR:        {text} (Deflated Sharpe Ratio of the best of N = {dsr.get('trials')} generation(s) evaluated)"
+    )
+    return lines

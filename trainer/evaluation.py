@@ -62,6 +62,7 @@ def evaluate_policy(
     feature_stats: FeatureStats | None = None,
     selection: SelectionRule | None = None,
     policy_name: str = "the policy",
+    split: str | None = "validation",
 ) -> dict[str, Any]:
     """Score a deterministic policy on a date range, as the pods and the CLI do.
 
@@ -85,15 +86,19 @@ def evaluate_policy(
         selection: the scoring rule; default :class:`SelectionRule` (mean - 1 x std of the
             Sharpe ratios of 4 sub-windows).
         policy_name: who the policy is, for errors (e.g. ``"agent 12"``, a file name).
+        split: the split ``data`` is (``"validation"``, ``"test"``...; ``None`` for a date
+            range), named in the selection rule's description.
 
     Returns:
         JSON-able dict: every key of :func:`trainer.backtest.metrics.compute_metrics` for the
         full-range episode (``sharpe_ratio``, ``cumulative_return``, ``max_drawdown``...),
         plus ``total_return`` (= ``cumulative_return``, a fraction), ``final_value`` (USD),
         ``initial_value`` (USD), ``score`` (the robust score of ``selection``; undefined Sharpe
-        ratios, e.g. of a policy that never trades, count as 0), ``score_defined`` (bool: the
-        full-window Sharpe ratio exists), ``selection`` (the rule, with ``description``),
-        ``sub_windows`` (list of ``{start, end, sharpe}``), ``vs_equal_weight`` and, with
+        ratios, e.g. of a policy that never trades, count as 0; ``None`` when the range has
+        fewer than 2 returns per sub-window, with ``score_note`` saying so), ``score_defined``
+        (bool: the full-window Sharpe ratio exists), ``selection`` (the rule, with
+        ``description``), ``sub_windows`` (list of ``{start, end, sharpe}``; empty without a
+        score), ``vs_equal_weight`` and, with
         ``benchmark_returns``, ``vs_QQQ`` (:func:`trainer.selection.baseline_relative` on the
         same days; equal weight is the cost-free daily-rebalanced 1/N portfolio), and
         ``random_windows`` (``count``, ``days``, ``total_return_mean``, ``total_return_min``,
@@ -123,13 +128,20 @@ def evaluate_policy(
     metrics["score_defined"] = sharpe is not None
     daily = returns.to_numpy()
     periods_per_year = infer_periods_per_year(data.dates)  # 252 for days, bars per session x 252 for bars
-    score, subs = robust_score(daily, selection, periods_per_year=periods_per_year)
-    metrics["score"] = score
-    metrics["selection"] = {**selection.to_dict(), "description": selection.describe()}
-    metrics["sub_windows"] = [
-        {"start": str(dates[lo].date()), "end": str(dates[hi].date()), "sharpe": sub}
-        for (lo, hi), sub in zip(window_bounds(len(daily), selection.windows), subs)
-    ]
+    metrics["selection"] = {**selection.to_dict(), "description": selection.describe(split)}
+    if len(daily) >= 2 * selection.windows:
+        score, subs = robust_score(daily, selection, periods_per_year=periods_per_year)
+        metrics["score"] = score
+        metrics["sub_windows"] = [
+            {"start": str(dates[lo].date()), "end": str(dates[hi].date()), "sharpe": sub}
+            for (lo, hi), sub in zip(window_bounds(len(daily), selection.windows), subs)
+        ]
+    else:  # too short to cut into sub-windows: every other figure still stands
+        metrics["score"] = None
+        metrics["score_note"] = (
+            f"n/a ({selection.windows} sub-windows need at least {2 * selection.windows} returns, got {len(daily)})"
+        )
+        metrics["sub_windows"] = []
     metrics["vs_equal_weight"] = baseline_relative(
         daily, equal_weight_returns(data.close), periods_per_year=periods_per_year
     )

@@ -94,7 +94,8 @@ class GenerationResult:
         metrics: the evaluation dict of :func:`evaluate_policy`, plus ``untrained``: the
             ``score``, ``sharpe_ratio`` and ``total_return`` of the line's untrained policy on
             the same validation days (evaluated before a fresh agent trains; a child carries
-            its parent's).
+            its parent's) and the ``seed`` it was built with (the line's first generation's,
+            so ``python -m trainer evaluate`` rebuilds the same policy on other windows).
         env_steps: env steps (transitions over all envs) trained in this generation.
         hyperparameters: the agent's full hyperparameters after any changes.
         cancelled: ``should_stop`` ended training early (the checkpoint is still written).
@@ -359,7 +360,7 @@ def run_generation(
     # trained agent's score is read against (a child inherits its line's).
     if parent_state is None:
         before = evaluate(f"the untrained {task.algorithm} agent")
-        untrained = {k: before.get(k) for k in ("score", "sharpe_ratio", "total_return")}
+        untrained = {**{k: before.get(k) for k in ("score", "sharpe_ratio", "total_return")}, "seed": int(seed)}
     else:
         untrained = dict((parent_state.get("metrics") or {}).get("untrained") or {}) or None
 

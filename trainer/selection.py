@@ -106,13 +106,19 @@ class SelectionRule:
                 raise ConfigError(f"{prefix}.{key}: unknown field (expected rule, windows, k)", field=f"{prefix}.{key}")
         return cls(**dict(data)).validate(prefix=prefix)
 
-    def describe(self) -> str:
-        """One line for people, e.g. ``"mean - 1 x std of the Sharpe ratios of 4 validation sub-windows"``."""
+    def describe(self, split: str | None = "validation") -> str:
+        """One line for people, e.g. ``"mean - 1 x std of the Sharpe ratios of 4 validation sub-windows"``.
+
+        Args:
+            split: the split the windows are cut from (``"validation"``, ``"test"``...);
+                ``None`` for a date range that is no split (``"4 sub-windows of the range"``).
+        """
+        subs = f"{self.windows} {split} sub-windows" if split else f"{self.windows} sub-windows of the range"
         if self.rule == "mean_minus_std":
-            return f"mean - {self.k:g} x std of the Sharpe ratios of {self.windows} validation sub-windows"
+            return f"mean - {self.k:g} x std of the Sharpe ratios of {subs}"
         if self.rule == "worst_window":
-            return f"worst Sharpe ratio of {self.windows} validation sub-windows"
-        return "Sharpe ratio of the whole validation window"
+            return f"worst Sharpe ratio of {subs}"
+        return f"Sharpe ratio of the whole {split} window" if split else "Sharpe ratio of the whole range"
 
 
 DEFAULT_SELECTION = SelectionRule()

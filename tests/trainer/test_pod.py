@@ -394,7 +394,8 @@ def test_generation_telemetry_is_bounded_and_plotted_against_the_lineage_env_ste
 def test_the_lines_untrained_policy_is_scored_on_the_same_days_and_inherited(first_generation, task, market, tmp_path):
     result, _ = first_generation
     untrained = result.metrics["untrained"]
-    assert set(untrained) == {"score", "sharpe_ratio", "total_return"}
+    assert set(untrained) == {"score", "sharpe_ratio", "total_return", "seed"}
+    assert untrained["seed"] == load_checkpoint(result.checkpoint_path)["seed"]  # the line's first seed
     child = run_generation(
         task,
         env_steps=128,

@@ -204,22 +204,16 @@ def _send(backtest_id: int) -> None:
 
 
 def _end_of_run_ensemble(run: Run) -> Agent | None:
-    """The top-3 ensemble of a finished run (built once; ``None`` with fewer than 2 leaderboard
-    agents or when the trainer refuses it, which is logged)."""
+    """The top-3 ensemble of a finished run (built once per member set, the same one the run
+    page's button builds; ``None`` with fewer than 2 leaderboard agents or when the trainer
+    refuses it, which is logged)."""
     from webapp.runs import ensembles
 
-    top = list(
-        run.agents.filter(on_leaderboard=True)
-        .exclude(checkpoint="")
-        .values_list("id", flat=True)[: ensembles.DEFAULT_K]
-    )
-    if len(top) < 2:
+    k = ensembles.offered_k(run)
+    if k is None:
         return None
-    existing = run.agents.filter(hyperparameters__ensemble_of=top).first()
-    if existing is not None:
-        return existing
     try:
-        return ensembles.ensemble_create(run=run, k=len(top))
+        return ensembles.ensemble_get_or_create(run=run, k=k)[0]
     except AppError as exc:
         logger.warning("end-of-run ensemble of run %s refused: %s", run.id, exc.message, extra={"run": run.id})
         return None

@@ -205,9 +205,12 @@ class RunViewSet(
         return self._fresh(services.run_resume(run=self.get_object()))
 
     @extend_schema(
-        summary="Build an ensemble agent of the leaderboard's top K (mean of their actions)",
+        summary="Build an ensemble agent of the leaderboard's top K (mean of their actions), once per member set",
+        description="201: built now. 200: the run already had an ensemble of exactly these members; it is "
+        "returned with `created: false` and nothing is built. 400 (naming `k`): k outside 2..16 or above the "
+        "number of agents on the leaderboard.",
         request=serializers.EnsembleSerializer,
-        responses={201: serializers.AgentSerializer},
+        responses={201: serializers.EnsembleResultSerializer, 200: serializers.EnsembleResultSerializer},
     )
     @action(detail=True, methods=["post"])
     def ensemble(self, request: Request, pk=None) -> Response:
@@ -216,8 +219,9 @@ class RunViewSet(
         run = self.get_object()
         form = serializers.EnsembleSerializer(data=request.data)
         form.is_valid(raise_exception=True)
-        agent = ensembles.ensemble_create(run=run, k=form.validated_data["k"])
-        return Response(serializers.AgentSerializer(agent).data, status=status.HTTP_201_CREATED)
+        agent, created = ensembles.ensemble_get_or_create(run=run, k=form.validated_data["k"])
+        body = serializers.EnsembleResultSerializer(agent, context={"created": created}).data
+        return Response(body, status=status.HTTP_201_CREATED if created else status.HTTP_200_OK)
 
     @extend_schema(summary="Stop a run", request=serializers.StopSerializer, responses=serializers.RunSerializer)
     @action(detail=True, methods=["post"])

@@ -12,12 +12,16 @@ MAX_RUNS = 8
 
 
 def score_curves(runs: list[Run]) -> list[dict[str, Any]]:
-    """Per run: the best validation score so far after each agent, against the env steps the
-    run had trained by then (``{"run_id", "name", "env_steps": [...], "best": [...]}``)."""
+    """Per run: the best validation score so far after each trained agent (ensembles are not
+    counted), against the env steps the run had trained by then (``{"run_id", "name", "env_steps": [...], "best": [...]}``)."""
     out = []
     for run in runs:
         steps, best, xs, ys = 0, None, [], []
-        rows = Agent.objects.filter(run=run).order_by("created_seq").values_list("generation__env_steps", "score")
+        rows = (
+            Agent.objects.filter(run=run, kind=Agent.Kind.TRAINED)
+            .order_by("created_seq")
+            .values_list("generation__env_steps", "score")
+        )
         for own, score in rows:
             steps += int(own or 0)
             if score is not None and (best is None or score > best):
@@ -30,11 +34,13 @@ def score_curves(runs: list[Run]) -> list[dict[str, Any]]:
 
 
 def agent_dimensions(runs: list[Run]) -> dict[str, Any]:
-    """Every agent of the runs as a line of a parallel-coordinates chart: the numeric
-    hyperparameters whose values differ between agents, then the score; ``run_index`` colours
-    each line by its run."""
+    """Every trained agent of the runs (an ensemble has no hyperparameters of its own) as a line
+    of a parallel-coordinates chart: the numeric hyperparameters whose values differ between
+    agents, then the score; ``run_index`` colours each line by its run."""
     agents = list(
-        Agent.objects.filter(run__in=runs, score__isnull=False).values_list("run_id", "hyperparameters", "score")
+        Agent.objects.filter(run__in=runs, kind=Agent.Kind.TRAINED, score__isnull=False).values_list(
+            "run_id", "hyperparameters", "score"
+        )
     )
     index = {run.pk: i for i, run in enumerate(runs)}
     keys: dict[str, set] = {}

@@ -1,11 +1,19 @@
 """Ensembles of a run's leaderboard: one agent that acts with the mean action of the top K.
 
-``ensemble_create`` builds the ensemble checkpoint with the trainer (``engine.build_ensemble``:
-the members' full states, scored on the validation split by the task's rule, next to 1/N and
-QQQ), stores it, and records it as an :class:`~webapp.runs.models.Agent` of the run, so it has
-an agent page, a bundle (safetensors, ONNX, SHA256SUMS), backtests and reports like any agent.
-Its generation row is a finished one with no env steps of its own (``hyperparameters`` name the
-members). It never enters the leaderboard: pods cannot continue an ensemble, only its members.
+``ensemble_get_or_create`` builds the ensemble checkpoint with the trainer
+(``engine.build_ensemble``: the members' full states, scored on the validation split by the
+task's rule, next to 1/N and QQQ), stores it, and records it as an
+:class:`~webapp.runs.models.Agent` of ``kind`` ``ensemble``: an agent page, a bundle (safetensors,
+ONNX, SHA256SUMS), backtests and reports like any agent, but no generation, pod, parent or
+lineage (``members`` lists the member ids, best first). It never enters the leaderboard, so pods
+cannot continue an ensemble, only its members, and it never counts in a pod's generations.
+
+One ensemble per member set: asking again for the same members (the leaderboard's top K has not
+changed) returns the stored ensemble and builds nothing.
+
+The Deflated Sharpe Ratio (``webapp.runs.deflated``) counts only trained agents as trials: an
+ensemble is a function of agents already counted, not a new draw. An ensemble's own DSR is read
+against the same trials (the run's trained agents and the variance of their Sharpe ratios).
 """
 
 from __future__ import annotations
@@ -16,43 +24,73 @@ from pathlib import Path
 from django.conf import settings
 from django.core.files import File
 from django.core.files.storage import default_storage
-from django.db import IntegrityError, transaction
+from django.db import transaction
 from django.db.models import Max
-from django.utils import timezone
 
 from webapp import engine
 from webapp.core.errors import AppError
 from webapp.runs import selectors, services
-from webapp.runs.models import Agent, Generation, Run
+from webapp.runs.models import Agent, Run
+from webapp.runs.services.common import lock_budget_and_run
 
 #: Members of the one-click ensemble and of the end-of-run comparison.
 DEFAULT_K = 3
+MIN_K = 2
 MAX_K = 16
 
 
-def ensemble_create(*, run: Run, k: int = DEFAULT_K) -> Agent:
-    """Build and store the ensemble of the run's ``k`` best leaderboard agents.
+def offered_k(run: Run) -> int | None:
+    """The K the run page's button offers: :data:`DEFAULT_K`, or the leaderboard's size when it
+    holds fewer agents; ``None`` when it holds fewer than 2 (no ensemble can be built)."""
+    size = selectors.leaderboard_queryset(run).count()
+    return min(DEFAULT_K, size) if size >= MIN_K else None
+
+
+def find_ensemble(run: Run, member_ids: list[int]) -> Agent | None:
+    """The run's ensemble whose member set equals ``member_ids`` (any order), or ``None``."""
+    wanted = set(member_ids)
+    for agent in Agent.objects.filter(run=run, kind=Agent.Kind.ENSEMBLE).order_by("created_seq"):
+        if set(agent.members) == wanted:
+            return agent
+    return None
+
+
+def ensemble_get_or_create(*, run: Run, k: int = DEFAULT_K) -> tuple[Agent, bool]:
+    """The ensemble of the run's ``k`` best leaderboard agents, built and stored unless the run
+    already has an ensemble of exactly these members.
 
     Args:
-        run: the run (any state); its leaderboard must hold at least 2 agents.
-        k: members, 2..16 (fewer when the leaderboard is shorter, but at least 2).
+        run: the run (any state); its leaderboard must hold at least ``k`` agents.
+        k: members, 2 to 16 and at most the number of agents on the leaderboard.
 
     Returns:
-        The new agent (``metrics["ensemble"]`` lists the member ids, best first).
+        ``(agent, created)``: the ensemble (``kind="ensemble"``, ``members`` best first) and
+        whether it was built now (``False``: an ensemble of these members existed; nothing was
+        built).
 
     Raises:
-        AppError: a bad ``k`` or fewer than 2 leaderboard agents (400 naming ``k``), or
-            members the trainer refuses.
+        AppError: a bad ``k``, ``k`` above the leaderboard's size or fewer than 2 leaderboard
+            agents (400 naming ``k``), or members the trainer refuses.
     """
-    if isinstance(k, bool) or not isinstance(k, int) or not 2 <= k <= MAX_K:
-        raise AppError(f"k: an ensemble has 2 to {MAX_K} agents, got {k!r}", fields={"k": f"2 to {MAX_K}"})
-    members = list(selectors.leaderboard_queryset(run)[:k])
-    if len(members) < 2:
+    if isinstance(k, bool) or not isinstance(k, int) or not MIN_K <= k <= MAX_K:
+        raise AppError(f"k: an ensemble has {MIN_K} to {MAX_K} agents, got {k!r}", fields={"k": f"{MIN_K} to {MAX_K}"})
+    board = selectors.leaderboard_queryset(run)
+    size = board.count()
+    if size < MIN_K:
         raise AppError(
-            f"k: the leaderboard holds {len(members)} agent(s); an ensemble needs at least 2",
-            fields={"k": "needs at least 2 leaderboard agents"},
+            f"k: the leaderboard holds {size} agent(s); an ensemble needs at least {MIN_K}",
+            fields={"k": f"needs at least {MIN_K} leaderboard agents; the leaderboard holds {size}"},
         )
+    if k > size:
+        raise AppError(
+            f"k: the leaderboard holds {size} agents, so k is at most {size}; got {k}",
+            fields={"k": f"at most {size}: the leaderboard holds {size} agents"},
+        )
+    members = list(board[:k])
     ids = [a.id for a in members]
+    existing = find_ensemble(run, ids)
+    if existing is not None:
+        return existing, False
     with tempfile.TemporaryDirectory(prefix="paddock-ensemble-") as tmp:
         paths = [services.local_copy_of_checkpoint(a.checkpoint, Path(tmp) / f"member-{a.id}.pt") for a in members]
         out = Path(tmp) / "ensemble.pt"
@@ -69,46 +107,58 @@ def ensemble_create(*, run: Run, k: int = DEFAULT_K) -> Agent:
         with open(out, "rb") as fh:
             stored = default_storage.save(f"runs/{run.id}/ensemble-{'-'.join(map(str, ids))}.pt", File(fh))
     metrics = {**result.metrics, "ensemble": {"members": ids, "k": len(ids)}}
-    for _ in range(3):  # a pod may take the next generation number at the same moment
-        try:
-            with transaction.atomic():
-                return _record(run, members, stored, result.sha256, result.score, metrics)
-        except IntegrityError:
-            continue
-    default_storage.delete(stored)
-    raise AppError("the ensemble could not be recorded while the run was busy; try again", status=409)
+    try:
+        with transaction.atomic():
+            # The budget and run locks every agent-creating service takes: a pod's result (which
+            # numbers its agent the same way) or a second request for these members waits here.
+            lock_budget_and_run(run)
+            existing = find_ensemble(run, ids)
+            if existing is None:
+                return _record(run, members, stored, result.sha256, result.score, metrics), True
+    except BaseException:
+        default_storage.delete(stored)
+        raise
+    default_storage.delete(stored)  # built at the same moment by another request: keep that one
+    return existing, False
+
+
+def _lines_env_steps(run: Run, member_ids: list[int]) -> int:
+    """Env steps of the members' lines (each member and its ancestors), each agent counted once."""
+    rows = {
+        pk: (parent, own or 0)
+        for pk, parent, own in Agent.objects.filter(run=run, kind=Agent.Kind.TRAINED).values_list(
+            "id", "parent_id", "generation__env_steps"
+        )
+    }
+    seen: set[int] = set()
+    for pk in member_ids:
+        current = pk
+        while current in rows and current not in seen:
+            seen.add(current)
+            current = rows[current][0]
+    return sum(rows[pk][1] for pk in seen)
 
 
 def _record(run: Run, members: list[Agent], stored: str, sha256: str, score, metrics) -> Agent:
-    pod = members[0].pod
-    number = (Generation.objects.filter(pod=pod).aggregate(n=Max("number"))["n"] or 0) + 1
-    now = timezone.now()
     ids = [a.id for a in members]
-    gen = Generation.objects.create(
-        run=run,
-        pod=pod,
-        number=number,
-        hyperparameters={"ensemble_of": ids},
-        env_steps=0,
-        status=Generation.Status.DONE,
-        started_at=now,
-        finished_at=now,
-    )
     seq = (Agent.objects.filter(run=run).aggregate(m=Max("created_seq"))["m"] or 0) + 1
-    agent = Agent.objects.create(
+    return Agent.objects.create(
         run=run,
-        generation=gen,
-        pod=pod,
+        kind=Agent.Kind.ENSEMBLE,
+        members=ids,
+        generation=None,
+        pod=None,
+        parent=None,
+        depth=None,
+        lineage=None,
         score=score,
         metrics=metrics,
-        hyperparameters={"ensemble_of": ids},
+        algorithm="+".join(dict.fromkeys(a.algorithm for a in members if a.algorithm)),
+        hyperparameters={},
+        tickers=list(members[0].tickers or []),
         checkpoint=stored,
         sha256=sha256,
         created_seq=seq,
         on_leaderboard=False,
-        depth=1,
-        total_env_steps=sum(a.total_env_steps for a in members),
+        total_env_steps=_lines_env_steps(run, ids),
     )
-    Agent.objects.filter(pk=agent.pk).update(lineage=agent)
-    agent.lineage_id = agent.pk
-    return agent

@@ -4,7 +4,9 @@ lineage tree and the score-vs-env-steps scatter (reads only).
 Terms, as the pages label them: an agent's **generation** is its depth in the lineage (a fresh
 agent is generation 1, a child its parent's + 1); its **own env steps** are what its
 generation trained and its **line's env steps** (``total_env_steps``) add its ancestors';
-its **lineage** is the fresh agent its line starts at.
+its **lineage** is the fresh agent its line starts at. An **ensemble** (``Agent.kind``) has none
+of these: the table shows it as "ensemble of #a, #b, ..." and the tree and scatter, which follow
+lines, leave it out.
 """
 
 from __future__ import annotations
@@ -23,12 +25,13 @@ SORTS: dict[str, list[Any]] = {
     "-score": [F("score").desc(nulls_last=True), "created_seq"],
     "id": ["created_seq"],
     "-id": ["-created_seq"],
-    "generation": ["depth", "created_seq"],
-    "-generation": ["-depth", "created_seq"],
-    "pod": ["pod__index", "created_seq"],
-    "-pod": ["-pod__index", "created_seq"],
-    "env_steps": ["generation__env_steps", "created_seq"],
-    "-env_steps": ["-generation__env_steps", "created_seq"],
+    # ensembles have no generation, pod or own env steps: last either way
+    "generation": [F("depth").asc(nulls_last=True), "created_seq"],
+    "-generation": [F("depth").desc(nulls_last=True), "created_seq"],
+    "pod": [F("pod__index").asc(nulls_last=True), "created_seq"],
+    "-pod": [F("pod__index").desc(nulls_last=True), "created_seq"],
+    "env_steps": [F("generation__env_steps").asc(nulls_last=True), "created_seq"],
+    "-env_steps": [F("generation__env_steps").desc(nulls_last=True), "created_seq"],
     "total_env_steps": ["total_env_steps", "created_seq"],
     "-total_env_steps": ["-total_env_steps", "created_seq"],
 }
@@ -87,38 +90,45 @@ CSV_COLUMNS = [
     "mutation",
     "hyperparameters",
     "created_at",
+    "kind",
+    "members",
 ]
 
 
 def agents_csv(agents: QuerySet[Agent]) -> str:
-    """The table as CSV, every agent of the query (no paging), one row each."""
+    """The table as CSV, every agent of the query (no paging), one row each; an ensemble's
+    generation, pod and env-steps cells are empty, ``members`` its member ids (``a;b;c``)."""
     out = io.StringIO()
     writer = csv.writer(out, lineterminator="\n")
     writer.writerow(CSV_COLUMNS)
     for a in agents.iterator(chunk_size=500):
         hp = " ".join(f"{k}={_num(v)}" for k, v in sorted(a.hyperparameters.items()) if not isinstance(v, list | dict))
+        gen = a.generation
         writer.writerow(
             [
                 a.pk,
                 "" if a.score is None else a.score,
-                a.depth,
-                a.pod.index,
-                a.generation.number,
+                "" if a.depth is None else a.depth,
+                "" if a.pod is None else a.pod.index,
+                "" if gen is None else gen.number,
                 a.parent_id or "",
                 a.lineage_id or "",
-                a.generation.env_steps,
+                "" if gen is None else gen.env_steps,
                 a.total_env_steps,
                 int(a.on_leaderboard),
-                mutation_text(a.generation.mutations),
+                "" if gen is None else mutation_text(gen.mutations),
                 hp,
                 a.created_at.isoformat(),
+                a.kind,
+                ";".join(map(str, a.members or [])),
             ]
         )
     return out.getvalue()
 
 
 def lineage_tree(run: Run, *, max_nodes: int = 2000) -> list[dict[str, Any]]:
-    """The run's agents as a forest, flattened depth-first for an indented list.
+    """The run's trained agents as a forest, flattened depth-first for an indented list
+    (ensembles start no line).
 
     Roots are fresh agents (and agents whose parent was deleted), oldest first; children
     follow their parent, oldest first. Each item: ``agent``, ``level`` (0 for a root),
@@ -126,7 +136,9 @@ def lineage_tree(run: Run, *, max_nodes: int = 2000) -> list[dict[str, Any]]:
     ``best`` (whether its score is the run's best). At most ``max_nodes`` items.
     """
     agents = list(
-        Agent.objects.filter(run=run).select_related("pod", "generation").order_by("created_seq")[: max_nodes * 2]
+        Agent.objects.filter(run=run, kind=Agent.Kind.TRAINED)
+        .select_related("pod", "generation")
+        .order_by("created_seq")[: max_nodes * 2]
     )
     ids = {a.pk for a in agents}
     children: dict[int | None, list[Agent]] = {}
@@ -153,9 +165,9 @@ def lineage_tree(run: Run, *, max_nodes: int = 2000) -> list[dict[str, Any]]:
 
 
 def scatter_points(run: Run) -> list[dict[str, Any]]:
-    """Score against the line's env steps, one point per scored agent, for the scatter."""
+    """Score against the line's env steps, one point per scored trained agent, for the scatter."""
     rows = (
-        Agent.objects.filter(run=run, score__isnull=False)
+        Agent.objects.filter(run=run, kind=Agent.Kind.TRAINED, score__isnull=False)
         .order_by("created_seq")
         .values("id", "score", "total_env_steps", "lineage_id", "depth", "pod__index", "generation__env_steps")
     )

@@ -266,16 +266,43 @@ class Generation(models.Model):
 
 
 class Agent(models.Model):
-    """A trained agent: its checkpoint, validation score and lineage (``parent``).
+    """An agent of a run: its checkpoint, validation score and where it came from.
 
-    ``generation`` is unique, so a generation that ran twice (worker killed, redelivered
-    message) still yields exactly one agent. ``created_seq`` orders agents within a run and
-    breaks score ties on the leaderboard (older first).
+    ``kind`` ``trained``: a pod's generation trained it (``generation``, ``pod`` and ``depth``
+    set; lineage through ``parent``). ``generation`` is unique, so a generation that ran twice
+    (worker killed, redelivered message) still yields exactly one agent.
+
+    ``kind`` ``ensemble``: the mean action of trained agents of the run (``members``, best
+    first; ``webapp.runs.ensembles``). It has no generation, pod, parent, depth or lineage, never
+    ranks on the leaderboard and is not a trial of the run's Deflated Sharpe Ratio.
+
+    ``created_seq`` orders agents within a run and breaks score ties on the leaderboard (older
+    first).
     """
 
+    class Kind(models.TextChoices):
+        TRAINED = "trained"
+        ENSEMBLE = "ensemble"
+
     run = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="agents")
-    generation = models.OneToOneField(Generation, on_delete=models.CASCADE, related_name="agent")
-    pod = models.ForeignKey(Pod, on_delete=models.CASCADE, related_name="agents")
+    kind = models.CharField(max_length=10, choices=Kind.choices, default=Kind.TRAINED)
+    generation = models.OneToOneField(
+        Generation,
+        on_delete=models.CASCADE,
+        null=True,
+        blank=True,
+        related_name="agent",
+        help_text="the generation that trained it; null for an ensemble",
+    )
+    pod = models.ForeignKey(
+        Pod, on_delete=models.CASCADE, null=True, blank=True, related_name="agents", help_text="null for an ensemble"
+    )
+    members = models.JSONField(
+        default=list,
+        blank=True,
+        help_text="an ensemble's member agent ids, best first (the leaderboard's order when it was built); "
+        "[] for a trained agent",
+    )
     parent = models.ForeignKey("self", on_delete=models.SET_NULL, null=True, blank=True, related_name="children")
     score = models.FloatField(null=True, blank=True, help_text="validation score; null when it has none (NaN)")
     metrics = models.JSONField(default=dict)
@@ -287,9 +314,16 @@ class Agent(models.Model):
     created_seq = models.PositiveIntegerField()
     on_leaderboard = models.BooleanField(default=False)
     depth = models.PositiveIntegerField(
-        default=1, help_text="generation in the lineage: 1 for a fresh agent, the parent's + 1 otherwise"
+        null=True,
+        blank=True,
+        default=1,
+        help_text="generation in the lineage: 1 for a fresh agent, the parent's + 1 otherwise; null for an ensemble",
     )
-    total_env_steps = models.BigIntegerField(default=0, help_text="env steps of its whole line (ancestors + own)")
+    total_env_steps = models.BigIntegerField(
+        default=0,
+        help_text="env steps of its whole line (ancestors + own); an ensemble's: of its members' lines, "
+        "each agent counted once",
+    )
     lineage = models.ForeignKey(
         "self",
         on_delete=models.SET_NULL,
@@ -302,7 +336,21 @@ class Agent(models.Model):
 
     class Meta:
         ordering = ["run", models.F("score").desc(nulls_last=True), "created_seq"]
-        constraints = [models.UniqueConstraint(fields=["run", "created_seq"], name="runs_agent_run_seq_unique")]
+        constraints = [
+            models.UniqueConstraint(fields=["run", "created_seq"], name="runs_agent_run_seq_unique"),
+            models.CheckConstraint(
+                condition=Q(kind="trained", generation__isnull=False, pod__isnull=False, depth__isnull=False)
+                | Q(
+                    kind="ensemble",
+                    generation__isnull=True,
+                    pod__isnull=True,
+                    parent__isnull=True,
+                    depth__isnull=True,
+                    on_leaderboard=False,
+                ),
+                name="runs_agent_kind_shape",
+            ),
+        ]
         # The leaderboard (``selectors.leaderboard_queryset``), best first; partial: few agents
         # rank. No NULLS LAST in the index itself: SQLite rejects it in CREATE INDEX.
         indexes = [
@@ -317,6 +365,10 @@ class Agent(models.Model):
 
     def __str__(self) -> str:
         return f"agent {self.id} (run {self.run_id}, score {self.score:.3f})"
+
+    @property
+    def is_ensemble(self) -> bool:
+        return self.kind == self.Kind.ENSEMBLE
 
 
 class TrainingPoint(models.Model):

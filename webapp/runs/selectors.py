@@ -140,7 +140,7 @@ def run_payload(run: Run) -> dict[str, Any]:
         "started_at": _iso(run.started_at),
         "finished_at": _iso(run.finished_at),
         "elapsed_s": elapsed,
-        "agents": run.agents.count(),
+        "agents": run.agents.filter(kind=Agent.Kind.TRAINED).count(),
         "budget": {**budget_usage(run.budget), "progress": budget_progress(run.budget, run)},
     }
 
@@ -289,7 +289,8 @@ def _count_subquery(qs: QuerySet) -> Subquery:
 def run_list(*, user, status: str = "", algorithm: str = "", search: str = "") -> QuerySet[Run]:
     """The user's runs, newest first, with what the list shows annotated (no N+1).
 
-    Annotations: ``pods_running`` (generations running now), ``agents_count``,
+    Annotations: ``pods_running`` (generations running now), ``agents_count`` (agents its pods
+    trained; ensembles are not counted),
     ``env_steps_done`` (env steps of finished generations). ``task`` and ``budget`` are joined.
 
     Args:
@@ -309,7 +310,7 @@ def run_list(*, user, status: str = "", algorithm: str = "", search: str = "") -
             cond |= Q(pk=int(search))
         qs = qs.filter(cond)
     running = Generation.objects.filter(run_id=OuterRef("pk"), status=Generation.Status.RUNNING)
-    agents = Agent.objects.filter(run_id=OuterRef("pk"))
+    agents = Agent.objects.filter(run_id=OuterRef("pk"), kind=Agent.Kind.TRAINED)
     done = (
         Generation.objects.filter(run_id=OuterRef("pk"), status=Generation.Status.DONE)
         .order_by()
@@ -414,10 +415,13 @@ def agent_lineage(agent: Agent, *, max_depth: int = 500) -> list[dict[str, Any]]
     Each item: ``agent`` (the Agent, pod and generation joined), ``mutations``
     (``{name: [old, new]}`` applied when it was copied from its parent), ``how``: ``fresh``
     (no parent), ``copied`` (from another pod's leaderboard agent, possibly mutated) or
-    ``continued`` (its own pod's previous agent, trained further).
+    ``continued`` (its own pod's previous agent, trained further). An ensemble has no lineage:
+    ``[]`` (its members are in ``agent.members``).
 
     Two queries: the run's ``(id, parent_id)`` edges, then the chain's rows.
     """
+    if agent.is_ensemble:
+        return []
     parents = dict(Agent.objects.filter(run_id=agent.run_id).values_list("id", "parent_id"))
     chain = [agent.id]
     while len(chain) < max_depth:
@@ -444,7 +448,7 @@ def score_history(run: Run, *, max_points: int = HISTORY_MAX_POINTS) -> list[dic
     """Best and median leaderboard score after each submitted agent, oldest first.
 
     Replays the leaderboard policy (the K best scores; agents without a score never rank)
-    over the run's agents in submission order.
+    over the run's trained agents in submission order (ensembles never rank).
 
     Returns:
         ``[{"t": ISO time, "best": float, "median": float, "agents": int}]``, thinned evenly to
@@ -453,7 +457,11 @@ def score_history(run: Run, *, max_points: int = HISTORY_MAX_POINTS) -> list[dic
     k = max(1, run.leaderboard_size)
     top: list[float] = []  # ascending, the K best scores so far
     points = []
-    rows = Agent.objects.filter(run=run).order_by("created_seq").values_list("created_at", "score")
+    rows = (
+        Agent.objects.filter(run=run, kind=Agent.Kind.TRAINED)
+        .order_by("created_seq")
+        .values_list("created_at", "score")
+    )
     for n, (created_at, score) in enumerate(rows.iterator(chunk_size=2000), start=1):
         if score is None:
             continue

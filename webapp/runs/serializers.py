@@ -135,7 +135,12 @@ class TaskCreateSerializer(serializers.Serializer):
 class EnsembleSerializer(serializers.Serializer):
     """Input of ``POST /api/runs/{id}/ensemble/``."""
 
-    k = serializers.IntegerField(default=3, min_value=2, max_value=16, help_text="leaderboard agents to average")
+    k = serializers.IntegerField(
+        default=3,
+        min_value=2,
+        max_value=16,
+        help_text="leaderboard agents to average, the best first; at most the number of agents on the leaderboard",
+    )
 
 
 class RunSerializer(serializers.ModelSerializer):
@@ -245,27 +250,54 @@ class StopSerializer(serializers.Serializer):
 
 
 class AgentSerializer(serializers.ModelSerializer):
-    """One trained agent: score, metrics, hyperparameters and where it came from."""
+    """One agent: score, metrics, hyperparameters and where it came from.
 
-    pod = serializers.IntegerField(source="pod.index", read_only=True)
+    ``kind`` ``trained``: a pod's generation trained it. ``kind`` ``ensemble``: the mean action
+    of ``members`` (agent ids, best first); its ``pod``, ``generation``, ``pod_generation``,
+    ``env_steps``, ``lineage``, ``parent`` and ``mutations`` are null, ``algorithm`` and
+    ``tickers`` are its members' (``"ppo+sac"`` for members of two algorithms).
+    """
+
+    kind = serializers.CharField(read_only=True, help_text="trained (by a pod) or ensemble")
+    members = serializers.ListField(
+        child=serializers.IntegerField(),
+        read_only=True,
+        help_text="an ensemble's member agent ids, best first; [] for a trained agent",
+    )
+    pod = serializers.IntegerField(
+        source="pod.index", read_only=True, allow_null=True, help_text="null for an ensemble"
+    )
     generation = serializers.IntegerField(
-        source="depth", read_only=True, help_text="depth in the lineage: 1 for a fresh agent, the parent's + 1"
+        source="depth",
+        read_only=True,
+        allow_null=True,
+        help_text="depth in the lineage: 1 for a fresh agent, the parent's + 1; null for an ensemble",
     )
     pod_generation = serializers.IntegerField(
-        source="generation.number", read_only=True, help_text="the pod's generation counter that trained it"
+        source="generation.number",
+        read_only=True,
+        allow_null=True,
+        help_text="the pod's generation counter that trained it; null for an ensemble",
     )
     env_steps = serializers.IntegerField(
-        source="generation.env_steps", read_only=True, help_text="env steps its own generation trained"
+        source="generation.env_steps",
+        read_only=True,
+        allow_null=True,
+        help_text="env steps its own generation trained; null for an ensemble",
     )
-    total_env_steps = serializers.IntegerField(read_only=True, help_text="env steps of its line: ancestors' + own")
+    total_env_steps = serializers.IntegerField(
+        read_only=True,
+        help_text="env steps of its line: ancestors' + own (an ensemble's: its members' lines, each agent once)",
+    )
     lineage = serializers.IntegerField(
-        source="lineage_id", read_only=True, help_text="the fresh agent its line starts at"
+        source="lineage_id", read_only=True, help_text="the fresh agent its line starts at; null for an ensemble"
     )
-    mutations = serializers.JSONField(source="generation.mutations", read_only=True)
+    mutations = serializers.JSONField(source="generation.mutations", read_only=True, allow_null=True)
     bundle_url = serializers.SerializerMethodField()
     deflated_sharpe = serializers.SerializerMethodField(
         help_text="Deflated Sharpe Ratio (Bailey & López de Prado 2014) of the validation Sharpe ratio, "
-        "against every agent the run has evaluated; null without a Sharpe ratio"
+        "against the agents the run's pods trained and evaluated (ensembles are not trials; an ensemble's "
+        "own DSR uses the same trials); null without a Sharpe ratio"
     )
 
     class Meta:
@@ -273,6 +305,8 @@ class AgentSerializer(serializers.ModelSerializer):
         fields = [
             "id",
             "run",
+            "kind",
+            "members",
             "pod",
             "generation",
             "pod_generation",
@@ -297,7 +331,8 @@ class AgentSerializer(serializers.ModelSerializer):
 
     @extend_schema_field(OpenApiTypes.FLOAT)
     def get_deflated_sharpe(self, obj: Agent) -> float | None:
-        """Deflated Sharpe Ratio against every agent the run has evaluated (one query per run)."""
+        """Deflated Sharpe Ratio against the agents the run's pods trained and evaluated (one
+        query per run)."""
         cache = self.context.setdefault("run_sharpes", {})
         if obj.run_id not in cache:
             cache[obj.run_id] = deflated.run_sharpes(obj.run_id)
@@ -307,3 +342,25 @@ class AgentSerializer(serializers.ModelSerializer):
         from django.urls import reverse
 
         return reverse("api:agent-bundle", args=[obj.pk])
+
+
+class EnsembleResultSerializer(AgentSerializer):
+    """Output of ``POST /api/runs/{id}/ensemble/``: the ensemble agent, ``created`` (built now,
+    HTTP 201; ``false``: an ensemble of these members existed and was returned, HTTP 200, nothing
+    built) and ``detail``, one line saying which (context: ``created``)."""
+
+    created = serializers.SerializerMethodField(help_text="false: an ensemble of these members existed")
+    detail = serializers.SerializerMethodField(help_text="what happened, in one line")
+
+    class Meta(AgentSerializer.Meta):
+        fields = [*AgentSerializer.Meta.fields, "created", "detail"]
+        read_only_fields = fields
+
+    def get_created(self, obj: Agent) -> bool:
+        return bool(self.context["created"])
+
+    def get_detail(self, obj: Agent) -> str:
+        members = ", ".join(f"#{i}" for i in obj.members)
+        if self.context["created"]:
+            return f"built agent #{obj.id}: the ensemble of agents {members}"
+        return f"the ensemble of agents {members} already existed: agent #{obj.id} (nothing was built)"

@@ -224,9 +224,9 @@ def run_curves(run: Run, names: list[str]) -> dict[str, Any]:
 
 def agent_curves(agent: Agent, names: list[str], *, max_depth: int = 500) -> dict[str, Any]:
     """The training curves of an agent's generation and its ancestors', oldest first (same
-    shape as :func:`run_curves`)."""
+    shape as :func:`run_curves`; none for an ensemble, which trained nothing)."""
     chain: list[int] = []
-    current: Agent | None = agent
+    current: Agent | None = None if agent.is_ensemble else agent
     while current is not None and len(chain) < max_depth:
         chain.append(current.generation_id)
         current = current.parent

@@ -26,6 +26,7 @@ from webapp.runs import (
     baselines,
     compare,
     deflated,
+    ensembles,
     estimate,
     forms,
     lineage,
@@ -172,6 +173,7 @@ def run_detail(request: HttpRequest, run_id: int) -> HttpResponse:
                 for a in board[:LEADERBOARD_ROWS]
             ],
             "max_rows": LEADERBOARD_ROWS,
+            "ensemble_k": ensembles.offered_k(run),
             "pods": pods,
             "history": selectors.score_history(run),
             "usage": run_data["budget"],
@@ -244,12 +246,15 @@ def run_control(request: HttpRequest, run_id: int, action: str) -> HttpResponse:
         elif action in ("archive", "unarchive"):
             archive.run_archive(run=run, archived=action == "archive")
         elif action == "ensemble":
-            from webapp.runs import ensembles
-
-            agent = ensembles.ensemble_create(run=run, k=ensembles.DEFAULT_K)
-            messages.success(
-                request, f"Ensemble of agents {', '.join(f'#{i}' for i in agent.metrics['ensemble']['members'])} built."
-            )
+            k = request.POST.get("k", str(ensembles.DEFAULT_K)).strip()
+            if not k.isdigit():
+                raise AppError(f"k: enter a whole number of agents, got {k!r}", fields={"k": "a whole number"})
+            agent, created = ensembles.ensemble_get_or_create(run=run, k=int(k))
+            members = ", ".join(f"#{i}" for i in agent.members)
+            if created:
+                messages.success(request, f"Ensemble of agents {members} built.")
+            else:
+                messages.info(request, f"The ensemble of agents {members} already existed: nothing was built.")
             return redirect("runs:agent", agent_id=agent.pk)
         elif action == "delete":
             files = archive.run_delete(run=run)
@@ -348,7 +353,10 @@ def run_agents(request: HttpRequest, run_id: int) -> HttpResponse:
             "run": run,
             "filters": filters,
             "page": page,
-            "rows": [{"agent": a, "mutation": lineage.mutation_text(a.generation.mutations)} for a in page.object_list],
+            "rows": [
+                {"agent": a, "mutation": lineage.mutation_text(a.generation.mutations) if a.generation else ""}
+                for a in page.object_list
+            ],
             "columns": columns,
             "query": query.urlencode(),
             "sort_query": without_sort.urlencode(),

@@ -121,7 +121,7 @@ def test_finished_run_backtests_three_agents_by_default(make_agent):
     created = services.backtests_for_run(run_id=agents[0].run_id)
 
     assert len(created) == services.DEFAULT_TOP_AGENTS + 1 == 4  # and the top-3 ensemble
-    assert created[-1].agent.hyperparameters["ensemble_of"] == [a.id for a in agents[::-1][:3]]
+    assert created[-1].agent.members == [a.id for a in agents[::-1][:3]]
 
 
 def test_reaper_requeues_a_backtest_whose_worker_died_and_sends_it_again(user, agent):

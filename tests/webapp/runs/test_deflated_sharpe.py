@@ -1,5 +1,5 @@
 """The Deflated Sharpe Ratio of leaderboard agents, on the run page, the agent page and the API,
-computed from every agent the run has evaluated."""
+computed from the agents the run's pods trained and evaluated (never its ensembles)."""
 
 from __future__ import annotations
 
@@ -33,7 +33,7 @@ def test_each_agent_is_deflated_by_the_number_and_spread_of_the_runs_sharpe_rati
     client.force_login(user)
     page = client.get(f"/agents/{best.id}/").content.decode()
     assert 'id="deflated-sharpe"' in page and f"{expected:.3f}" in page
-    assert "4 agents evaluated" in page
+    assert "4 agents trained and evaluated" in page
     run_page = client.get(f"/runs/{world.run.id}/").content.decode()
     assert 'data-col="dsr"' in run_page and f"{expected:.3f}" in run_page
 
@@ -55,3 +55,40 @@ def test_an_intraday_agent_is_deflated_per_bar_not_per_day(world):
     )
     assert deflated.agent_dsr(best, stats) == pytest.approx(expected)
     assert expected != pytest.approx(daily_reading)
+
+
+def test_ensembles_are_not_trials_and_building_them_moves_no_agents_dsr(world, api_client, client, user):
+    sharpes = [0.4, 1.6, 1.1, 0.2]
+    for agent, sharpe in zip(world.agents, sharpes):
+        Agent.objects.filter(pk=agent.pk).update(metrics={**agent.metrics, "sharpe_ratio": sharpe, "num_days": 252})
+    url = f"/api/agents/?run={world.run.id}"
+    before = {a["id"]: a["deflated_sharpe"] for a in api_client.get(url).json()["results"]}
+    stats_before = deflated.run_sharpes(world.run.id)
+
+    built = api_client.post(f"/api/runs/{world.run.id}/ensemble/", {"k": 3}, format="json")
+    again = api_client.post(f"/api/runs/{world.run.id}/ensemble/", {"k": 3}, format="json")
+    pair = api_client.post(f"/api/runs/{world.run.id}/ensemble/", {"k": 2}, format="json")
+
+    assert (built.status_code, again.status_code, pair.status_code) == (201, 200, 201)
+    ensemble = Agent.objects.get(pk=built.json()["id"])
+    assert _sharpe(ensemble) is not None, "an ensemble has a validation Sharpe ratio of its own"
+    stats = deflated.run_sharpes(world.run.id)
+    assert stats == stats_before and stats.trials == 4
+    after = {a["id"]: a["deflated_sharpe"] for a in api_client.get(url).json()["results"]}
+    assert {i: after[i] for i in before} == before
+    # the ensemble's own DSR: against the same 4 trials and their variance
+    expected = deflated_sharpe_ratio(
+        _sharpe(ensemble) / math.sqrt(252),
+        num_trials=4,
+        sharpe_variance=stats.variance / 252,
+        num_observations=int(ensemble.metrics["num_days"]),
+    )
+    assert after[ensemble.id] == pytest.approx(expected)
+    client.force_login(user)
+    page = client.get(f"/agents/{world.agents[1].pk}/").content.decode()
+    assert "4 agents trained and evaluated" in page
+
+
+def _sharpe(agent: Agent) -> float | None:
+    value = agent.metrics.get("sharpe_ratio")
+    return None if value is None else float(value)

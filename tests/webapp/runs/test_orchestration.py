@@ -40,8 +40,8 @@ def _wait(predicate: Callable[[], bool], *, timeout: float, reap_after: float | 
 
 def _trained_agents(run: Run):
     """The run's agents that pods trained: the end-of-run backtests add the top-3 ensemble as an
-    agent of its own (on a synthetic generation), whenever the backtest worker gets to it."""
-    return Agent.objects.filter(run=run).exclude(generation__hyperparameters__has_key="ensemble_of")
+    agent of its own (kind "ensemble", no generation), whenever the backtest worker gets to it."""
+    return Agent.objects.filter(run=run, kind=Agent.Kind.TRAINED)
 
 
 def _status(run: Run) -> str:

@@ -270,18 +270,16 @@ def test_redis_restarts_mid_run_lose_no_generation_and_no_end_of_run_backtest(
     _wait(lambda: client.get("/healthz").status_code == 200, timeout=30, what="the worker to reconnect", proc=proc)
 
     assert _steps_used(budget) == cap, "the whole budget was spent"
-    # trained generations and agents: the end-of-run top-3 ensemble is stored as an agent on a
-    # synthetic finished generation of its own
-    done = Generation.objects.filter(run=run, status=Generation.Status.DONE).exclude(
-        hyperparameters__has_key="ensemble_of"
-    )
+    # trained generations and agents: the end-of-run top-3 ensemble is an agent of its own
+    # (kind "ensemble") without a generation
+    done = Generation.objects.filter(run=run, status=Generation.Status.DONE)
     trained = Agent.objects.filter(run=run, generation__in=done)
     assert done.count() == GENERATIONS
     assert trained.count() == GENERATIONS > agents_before
     assert Agent.objects.filter(run=run).count() <= GENERATIONS + 1, "at most the ensemble besides"
-    assert set(trained.values_list("generation_id", flat=True)) == set(
-        done.values_list("id", flat=True)
-    ), "exactly one agent per done generation"
+    assert set(trained.values_list("generation_id", flat=True)) == set(done.values_list("id", flat=True)), (
+        "exactly one agent per done generation"
+    )
     assert not Generation.objects.filter(run=run, status__in=Generation.OPEN).exists(), "no generation is stuck"
     assert not Generation.objects.filter(run=run, status=Generation.Status.FAILED).exists()
     kept = Generation.objects.get(pk=interrupted[0].pk)

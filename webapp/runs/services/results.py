@@ -169,7 +169,11 @@ def _run_stop_if_all_zero(run: Run) -> None:
     would spend its whole budget on them (e.g. an initial cash so large that no trade of hmax
     shares moves the value). Running generations are cancelled; the reason says what to check."""
     n = int(setting("PADDOCK_ZERO_SCORE_GENERATIONS", 8))
-    last = list(Agent.objects.filter(run=run).order_by("-created_seq").values_list("score", flat=True)[:n])
+    last = list(
+        Agent.objects.filter(run=run, kind=Agent.Kind.TRAINED)
+        .order_by("-created_seq")
+        .values_list("score", flat=True)[:n]
+    )
     if len(last) < n or any(score != 0.0 for score in last):
         return
     reason = (
