@@ -119,22 +119,21 @@ def make_budget(user) -> Callable:
 PORTFOLIO = {"kind": "portfolio", "env": {"rebalance_band": 0.01}}
 
 
-@pytest.fixture(scope="session")
-def trained_checkpoint(data_dir, tmp_path_factory) -> dict[str, Any]:
-    """One real PPO generation (256 env steps, seed 1: a policy that trades) on the tiny task
-    with :data:`TRADING_ENV`: ``{"path": Path, **engine.train_generation's result}``."""
+def _tiny_generation(data_dir, tmp_path_factory, task_fields: dict[str, Any], name: str) -> dict[str, Any]:
+    """One real PPO generation (256 env steps, seed 1) of the tiny task with ``task_fields``
+    (its ``env``, or ``kind`` and ``env``): ``{"path": Path, **engine.train_generation's result}``."""
     from webapp import engine
 
     spec = engine.validate_task(
         {
             "data": {"paths": [str(data_dir / DOW30_FILE)], "tickers": TICKERS},
             **SPLITS,
-            "env": TRADING_ENV,
+            **task_fields,
             "algorithm": "ppo",
             "hyperparameters": TINY_PPO,
         }
     )
-    out = tmp_path_factory.mktemp("checkpoint") / "agent.pt"
+    out = tmp_path_factory.mktemp(name) / "agent.pt"
     result = engine.train_generation(
         spec,
         env_steps=256,
@@ -147,36 +146,20 @@ def trained_checkpoint(data_dir, tmp_path_factory) -> dict[str, Any]:
         cache_dir=str(tmp_path_factory.getbasetemp() / "market-cache"),
     )
     return {"path": out, **dataclasses.asdict(result)}
+
+
+@pytest.fixture(scope="session")
+def trained_checkpoint(data_dir, tmp_path_factory) -> dict[str, Any]:
+    """One real PPO generation (256 env steps, seed 1: a policy that trades) on the tiny task
+    with :data:`TRADING_ENV`: ``{"path": Path, **engine.train_generation's result}``."""
+    return _tiny_generation(data_dir, tmp_path_factory, {"env": TRADING_ENV}, "checkpoint")
 
 
 @pytest.fixture(scope="session")
 def portfolio_checkpoint(data_dir, tmp_path_factory) -> dict[str, Any]:
     """One real PPO generation (256 env steps) on the tiny task as a :data:`PORTFOLIO` task:
     ``{"path": Path, **engine.train_generation's result}``."""
-    from webapp import engine
-
-    spec = engine.validate_task(
-        {
-            "data": {"paths": [str(data_dir / DOW30_FILE)], "tickers": TICKERS},
-            **SPLITS,
-            **PORTFOLIO,
-            "algorithm": "ppo",
-            "hyperparameters": TINY_PPO,
-        }
-    )
-    out = tmp_path_factory.mktemp("portfolio-checkpoint") / "agent.pt"
-    result = engine.train_generation(
-        spec,
-        env_steps=256,
-        out_path=str(out),
-        parent_path=None,
-        hyperparameters=None,
-        seed=1,
-        device="cpu",
-        data_dir=str(data_dir),
-        cache_dir=str(tmp_path_factory.getbasetemp() / "market-cache"),
-    )
-    return {"path": out, **dataclasses.asdict(result)}
+    return _tiny_generation(data_dir, tmp_path_factory, PORTFOLIO, "portfolio-checkpoint")
 
 
 def submit_agent(run, checkpoint: dict[str, Any], score: float | None):

@@ -10,7 +10,6 @@ import numpy as np
 import pytest
 from bs4 import BeautifulSoup
 
-from trainer.bundle import load_agent
 from webapp.serving.selectors import agent_serve_stats
 
 pytestmark = pytest.mark.django_db
@@ -22,14 +21,6 @@ DAY = "2020-11-16"  # a day of the tiny task's test split
 def agent(portfolio_world, settings, data_dir):
     settings.PADDOCK_DATA_DIR = data_dir
     return portfolio_world.agents[0]
-
-
-@pytest.fixture
-def bundle(agent, api_client, tmp_path):
-    response = api_client.get(f"/api/agents/{agent.id}/bundle/")
-    path = tmp_path / "agent.zip"
-    path.write_bytes(b"".join(response.streaming_content))
-    return load_agent(path)
 
 
 def _act(api_client, agent, body):
