@@ -22,6 +22,7 @@ from trainer.data.pipeline import load_market_data
 from trainer.data.timestamps import infer_periods_per_year
 from trainer.envs.kinds import make_env, prepare_market
 from trainer.envs.observations import FeatureStats
+from trainer.envs.portfolio import PortfolioVecEnv
 from trainer.selection import SelectionRule, baseline_relative, equal_weight_returns, robust_score, window_bounds
 from trainer.task import TaskSpec
 
@@ -114,7 +115,8 @@ def evaluate_policy(
         data, eval_config(env_config), num_envs=1, device=device, seed=seed, feature_stats=feature_stats
     )
     # The full window runs through the backtest's loop and is scored by its metrics function.
-    full = daily_frame(run_policy(policy, full_env, start_day=0, seed=seed, policy_name=policy_name), data)
+    trace = run_policy(policy, full_env, start_day=0, seed=seed, policy_name=policy_name)
+    full = daily_frame(trace, data, costs_from_positions=isinstance(full_env, PortfolioVecEnv))
     metrics = agent_metrics(full, benchmark_returns)
     v = full["account_value"].to_numpy()
     returns = pd.Series(v[1:] / v[:-1] - 1.0, index=full.index[1:], name="returns")

@@ -115,23 +115,25 @@ def make_budget(user) -> Callable:
 
 # --- a trained agent and started runs --------------------------------------------------------
 
+# The tiny task as a portfolio: target weights over the three tickers and cash, 0.01 no-trade band.
+PORTFOLIO = {"kind": "portfolio", "env": {"rebalance_band": 0.01}}
 
-@pytest.fixture(scope="session")
-def trained_checkpoint(data_dir, tmp_path_factory) -> dict[str, Any]:
-    """One real PPO generation (256 env steps, seed 1: a policy that trades) on the tiny task
-    with :data:`TRADING_ENV`: ``{"path": Path, **engine.train_generation's result}``."""
+
+def _tiny_generation(data_dir, tmp_path_factory, task_fields: dict[str, Any], name: str) -> dict[str, Any]:
+    """One real PPO generation (256 env steps, seed 1) of the tiny task with ``task_fields``
+    (its ``env``, or ``kind`` and ``env``): ``{"path": Path, **engine.train_generation's result}``."""
     from webapp import engine
 
     spec = engine.validate_task(
         {
             "data": {"paths": [str(data_dir / DOW30_FILE)], "tickers": TICKERS},
             **SPLITS,
-            "env": TRADING_ENV,
+            **task_fields,
             "algorithm": "ppo",
             "hyperparameters": TINY_PPO,
         }
     )
-    out = tmp_path_factory.mktemp("checkpoint") / "agent.pt"
+    out = tmp_path_factory.mktemp(name) / "agent.pt"
     result = engine.train_generation(
         spec,
         env_steps=256,
@@ -144,6 +146,20 @@ def trained_checkpoint(data_dir, tmp_path_factory) -> dict[str, Any]:
         cache_dir=str(tmp_path_factory.getbasetemp() / "market-cache"),
     )
     return {"path": out, **dataclasses.asdict(result)}
+
+
+@pytest.fixture(scope="session")
+def trained_checkpoint(data_dir, tmp_path_factory) -> dict[str, Any]:
+    """One real PPO generation (256 env steps, seed 1: a policy that trades) on the tiny task
+    with :data:`TRADING_ENV`: ``{"path": Path, **engine.train_generation's result}``."""
+    return _tiny_generation(data_dir, tmp_path_factory, {"env": TRADING_ENV}, "checkpoint")
+
+
+@pytest.fixture(scope="session")
+def portfolio_checkpoint(data_dir, tmp_path_factory) -> dict[str, Any]:
+    """One real PPO generation (256 env steps) on the tiny task as a :data:`PORTFOLIO` task:
+    ``{"path": Path, **engine.train_generation's result}``."""
+    return _tiny_generation(data_dir, tmp_path_factory, PORTFOLIO, "portfolio-checkpoint")
 
 
 def submit_agent(run, checkpoint: dict[str, Any], score: float | None):
@@ -179,12 +195,15 @@ def submit_agent(run, checkpoint: dict[str, Any], score: float | None):
     return services.generation_complete(claim=claim, result=result, local_checkpoint=str(checkpoint["path"]))
 
 
-def make_world(owner, name: str, *, checkpoint: dict[str, Any], scores=()) -> types.SimpleNamespace:
-    """Dataset, task, budget and a started 2-pod run for ``owner``, with agents of ``scores``."""
+def make_world(
+    owner, name: str, *, checkpoint: dict[str, Any], scores=(), **task_options: Any
+) -> types.SimpleNamespace:
+    """Dataset, task (``task_options`` go to :func:`create_task`), budget and a started 2-pod
+    run for ``owner``, with agents of ``scores``."""
     from webapp.runs import services
 
     dataset = create_dataset(owner, name)
-    task = create_task(owner, dataset, name=f"{name} task")
+    task = create_task(owner, dataset, name=f"{name} task", **task_options)
     budget = services.budget_create(actor=owner, name=f"{name} budget", max_concurrent_pods=8, env_step_cap=10**9)
     run = services.run_create(
         owner=owner,
@@ -213,3 +232,9 @@ def world(user, trained_checkpoint):
 def other_world(other_user, trained_checkpoint):
     """bob's started run with one agent."""
     return make_world(other_user, "bob-data", checkpoint=trained_checkpoint, scores=[0.7])
+
+
+@pytest.fixture
+def portfolio_world(user, portfolio_checkpoint):
+    """ada's started run of the tiny :data:`PORTFOLIO` task with one agent (score 1.0)."""
+    return make_world(user, "ada-portfolio", checkpoint=portfolio_checkpoint, scores=[1.0], **PORTFOLIO)

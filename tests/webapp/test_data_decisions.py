@@ -180,8 +180,8 @@ def test_a_test_split_past_the_last_benchmark_day_is_a_400_naming_the_file_and_i
     response = _post_task(api_client, dataset, SPLITS, tickers=TICKERS)
     assert response.status_code == 400
     body = response.json()
-    assert body["error"] == "test.end: 2020-12-31 is after the last QQQ day 2020-09-30 in qqq_short.csv.gz"
-    assert "test.end" in body["fields"]
+    assert body["error"] == "splits.test.end: 2020-12-31 is after the last QQQ day 2020-09-30 in qqq_short.csv.gz"
+    assert "splits.test.end" in body["fields"]
 
 
 def test_a_test_split_past_the_datas_last_day_names_the_file(api_client, dataset):
@@ -189,7 +189,7 @@ def test_a_test_split_past_the_datas_last_day_names_the_file(api_client, dataset
     response = _post_task(api_client, dataset, splits, tickers=TICKERS)
     assert response.status_code == 400
     assert response.json()["error"] == (
-        "test.end: 2023-03-31 is after the last data day 2022-11-15 in dow30_daily_eodhd_2010-01-04_2022-11-15.csv.gz"
+        "splits.test.end: 2023-03-31 is after the last data day 2022-11-15 in dow30_daily_eodhd_2010-01-04_2022-11-15.csv.gz"
     )
 
 

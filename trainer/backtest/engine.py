@@ -57,7 +57,10 @@ class BacktestResult:
               row is the initial capital);
             * ``cash`` float64 USD and ``holdings_<TICKER>`` float64 shares before the trades;
             * ``trades_<TICKER>`` float64 shares executed at day ``d``'s close (+ bought,
-              - sold); ``holdings[d + 1] = holdings[d] + trades[d]``;
+              - sold); ``holdings[d + 1] = holdings[d] + trades[d]`` for stock trading; a
+              portfolio agent pays its costs out of every position pro rata, so there
+              ``holdings[d + 1] = (holdings[d] + trades[d]) * (1 - costs[d] / account_value[d])``
+              and a ticker the no-trade band held has no trade (:func:`executed_trades`);
             * ``weight_<TICKER>`` float64 fraction of the account in that ticker at day
               ``d``'s close, before the trades (holdings x close / account value; the rest is cash);
             * ``traded_value`` float64 USD, buys plus sells at day ``d``'s close;
@@ -200,13 +203,55 @@ def agent_metrics(daily: pd.DataFrame, benchmark_returns: pd.Series | None = Non
     )
 
 
-def daily_frame(trace: PolicyTrace, window: MarketData) -> pd.DataFrame:
+#: A portfolio trade worth at most this fraction of the account is floating-point residue of
+#: reconstructing shares from weights (about 1e-16 of the account), not a trade.
+TRADE_TOLERANCE = 1e-9
+
+
+def executed_trades(
+    holdings: np.ndarray, close: np.ndarray, value: np.ndarray, costs: np.ndarray, *, costs_from_positions: bool
+) -> np.ndarray:
+    """Shares traded at each day's close, from the holdings entering each day.
+
+    Args:
+        holdings: (T, N) float64 shares entering each day.
+        close: (T, N) float64 close prices, USD.
+        value: (T,) float64 account value at each close before trading, USD.
+        costs: (T,) float64 transaction costs paid at each close, USD.
+        costs_from_positions: ``True`` for the portfolio env, which pays its costs out of every
+            position pro rata (``V_{t+1} = (V_t - cost) * G``): holdings entering day ``t+1``
+            are the post-trade holdings times ``1 - cost_t / V_t``, so the trades are
+            ``holdings[t+1] / (1 - cost_t / V_t) - holdings[t]``: ``(w'_i - w_i) V_t / close_t``,
+            the weight change the env made (zero where its no-trade band held the weight), and
+            ``sum_i |trade_i| close_i = turnover * V_t``, the notional the costs are charged on.
+            Trades worth at most :data:`TRADE_TOLERANCE` of the account are rounding and set to
+            0. ``False`` (stock trading: whole shares, costs paid from cash): the change of
+            holdings.
+
+    Returns:
+        (T, N) float64 shares, + bought, - sold; the last row is 0 (the backtest ends at that
+        close).
+    """
+    trades = np.zeros_like(holdings)
+    if not costs_from_positions:
+        trades[:-1] = np.diff(holdings, axis=0)
+        return trades
+    kept = 1.0 - costs[:-1] / value[:-1]  # the fraction of each position left after the costs
+    trades[:-1] = holdings[1:] / kept[:, None] - holdings[:-1]
+    residue = np.abs(trades * close) <= TRADE_TOLERANCE * value[:, None]
+    trades[residue] = 0.0
+    return trades
+
+
+def daily_frame(trace: PolicyTrace, window: MarketData, *, costs_from_positions: bool = False) -> pd.DataFrame:
     """The daily account of a one-env :func:`~trainer.backtest.policy_run.run_policy` trace.
 
     Args:
         trace: a trace of one env over every day of ``window`` (``start_day=0``, no random
             start or episode length).
         window: the market data the env traded.
+        costs_from_positions: the env pays its costs out of every position (the portfolio env;
+            see :func:`executed_trades`).
 
     Returns:
         DataFrame indexed by date (``DatetimeIndex`` named ``date``): ``account_value``,
@@ -215,8 +260,7 @@ def daily_frame(trace: PolicyTrace, window: MarketData) -> pd.DataFrame:
     """
     value, cash, holdings, costs = trace.values[0], trace.cash[0], trace.holdings[0], trace.costs[0]
     dates = pd.DatetimeIndex(window.dates.astype("datetime64[ns]"), name="date")
-    trades = np.zeros_like(holdings)
-    trades[:-1] = np.diff(holdings, axis=0)
+    trades = executed_trades(holdings, window.close, value, costs, costs_from_positions=costs_from_positions)
     traded_value = np.abs(trades * window.close).sum(axis=1)
     # Built from one dict: inserting a column per ticker fragments the frame (pandas warns on
     # every column past about 100, i.e. on a 71-ticker panel).
@@ -308,7 +352,7 @@ def run_backtest(
 
     env = make_env(window, config, num_envs=1, device=device, seed=0, feature_stats=feature_stats)
     trace = run_policy(policy, env, start_day=0, seed=0, policy_name=policy_name)
-    daily = daily_frame(trace, window)
+    daily = daily_frame(trace, window, costs_from_positions=isinstance(config, PortfolioConfig))
     dates, n = daily.index, window.num_stocks
 
     capital = float(config.initial_cash)

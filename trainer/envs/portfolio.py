@@ -87,6 +87,7 @@ all cash, so the overnight gap is never held.
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -118,6 +119,7 @@ __all__ = [
     "PortfolioConfig",
     "PortfolioVecEnv",
     "banded_target",
+    "portfolio_market_block",
     "portfolio_obs_dim",
     "target_weights",
 ]
@@ -173,6 +175,38 @@ def banded_target(target: torch.Tensor, weights: torch.Tensor, band: float) -> t
     stocks = current + buy * scale[:, None] - sell
     cash = (1.0 - stocks.sum(1)).clamp(min=0.0)
     return torch.cat([stocks, cash[:, None]], dim=1)
+
+
+def portfolio_market_block(
+    close: np.ndarray,
+    features: np.ndarray,
+    feature_names: Sequence[str],
+    *,
+    feature_stats: FeatureStats | None = None,
+    scales: Mapping[str, float] | None = None,
+) -> np.ndarray:
+    """The market part of portfolio observations, ``K`` features of each of ``N`` tickers,
+    feature-major (all tickers of the first feature, then the second...).
+
+    Args:
+        close: (T, N) close prices, USD.
+        features: (T, N, F) features of ``feature_names``: scale-free ones
+            (:func:`~trainer.envs.observations.scale_free_market`) with ``feature_stats``, raw
+            indicators with ``scales``.
+        feature_stats: the train split's statistics: ``K = F`` z-scores (clipped).
+        scales: without ``feature_stats``, the FinRL layout's constants ``{"close": s, name:
+            s, ...}`` (an exported layout's ``scales``): ``K = 1 + F``, the close then each
+            indicator, times its scale.
+
+    Returns:
+        (T, N * K) float64.
+    """
+    if feature_stats is not None:
+        market = feature_stats.apply(features, feature_names).astype(np.float64)
+    else:
+        factors = np.array([scales[name] for name in feature_names], dtype=np.float64)
+        market = np.concatenate([close[:, :, None] * scales["close"], features * factors], axis=2)
+    return np.transpose(market, (0, 2, 1)).reshape(market.shape[0], -1)
 
 
 class PortfolioVecEnv(EpisodeStarts):
@@ -231,7 +265,6 @@ class PortfolioVecEnv(EpisodeStarts):
         if config.observation == "scale_free":
             data = scale_free_market(data)
             self.feature_stats = feature_stats if feature_stats is not None else fit_feature_stats(data)
-            market = self.feature_stats.apply(data.features, data.feature_names).astype(np.float64)
             self._feature_scales = None
         else:
             if is_scale_free(data):
@@ -241,15 +274,14 @@ class PortfolioVecEnv(EpisodeStarts):
                 )
             self.feature_stats = None
             self._feature_scales = np.array([feature_scale(f) for f in data.feature_names], dtype=np.float64)
-            market = np.concatenate(
-                [data.close[:, :, None] * PRICE_SCALE, data.features * self._feature_scales], axis=2
-            )
         self.data = data
-        self.num_features = market.shape[2]
+        self.num_features = len(data.feature_names) + (self.feature_stats is None)  # FinRL: close too
         self.obs_dim = portfolio_obs_dim(n, self.num_features)
         dev = self.device
         table = np.zeros((num_days, self.obs_dim), dtype=np.float32)
-        table[:, : n * self.num_features] = np.transpose(market, (0, 2, 1)).reshape(num_days, -1)
+        table[:, : n * self.num_features] = portfolio_market_block(
+            data.close, data.features, data.feature_names, feature_stats=self.feature_stats, scales=self._scales()
+        )
         self._market_obs = torch.as_tensor(table, device=dev)
         self._weights_slice = slice(n * self.num_features, self.obs_dim)
         self._close = torch.tensor(data.close, dtype=torch.float64, device=dev)
@@ -271,6 +303,12 @@ class PortfolioVecEnv(EpisodeStarts):
         )
         self.reset()
 
+    def _scales(self) -> dict[str, float] | None:
+        """The FinRL layout's constant scales (close, then each indicator); ``None`` when scale-free."""
+        if self._feature_scales is None:
+            return None
+        return {"close": PRICE_SCALE, **dict(zip(self.data.feature_names, map(float, self._feature_scales)))}
+
     # ------------------------------------------------------------------ layout
     def observation_layout(self) -> dict[str, Any]:
         """JSON description of the observation vector, the action and the config."""
@@ -291,10 +329,7 @@ class PortfolioVecEnv(EpisodeStarts):
             market["feature_stats"] = self.feature_stats.to_dict()
         else:
             market["unit"] = "close and indicators times constant scales"
-            market["scales"] = {
-                "close": PRICE_SCALE,
-                **dict(zip(self.data.feature_names, map(float, self._feature_scales))),
-            }
+            market["scales"] = self._scales()
         return {
             "env": "portfolio",
             "obs_dim": self.obs_dim,

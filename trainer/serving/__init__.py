@@ -1,9 +1,10 @@
 """Serve a bundle's policy: ONNX inference, observations from market states, one request format.
 
 Modules: :mod:`.policy` (the onnxruntime session and its LRU cache), :mod:`.bodies` (checking
-request bodies: observations, holdings, cash, bars, dates), :mod:`.answers` (the answer to a
-body: actions, or the observation and orders of a market state), :mod:`.server` (the
-standalone HTTP server of ``python -m trainer serve``).
+request bodies: observations, holdings, cash, weights, bars, dates), :mod:`.answers` (the answer
+to a body: actions, or the observation and orders of a market state), :mod:`.portfolio` (the
+market state of a portfolio agent), :mod:`.server` (the standalone HTTP server of
+``python -m trainer serve``).
 
 The request path runs no torch code: actions come from the bundle's ``policy.onnx`` through
 onnxruntime (:class:`ServedPolicy`), observations are built with NumPy from the bundle's
@@ -26,14 +27,21 @@ Request bodies (JSON objects), one of:
   daily bars of every ticker of the agent, oldest first, ending on the day to act on, with at
   least :func:`min_history_days` days; optional ``cash`` and ``holdings`` as above.
 
-A market state answers ``action`` (action_dim,), ``orders`` (one per ticker: ``shares`` signed,
-``side``, ``price``, ``value``) computed with the env's trade rule (sells capped by holdings,
-buys scaled to the cash), ``prices``, ``date``, ``cash``, ``holdings`` and the ``observation``
-it built. Bad input raises :class:`~trainer.errors.DataError` naming the field
-(``observations``, ``date``, ``bars.AAPL[3].close``, ``holdings.MSFT``...).
+A stock-trading agent's market state answers ``action`` (action_dim,), ``orders`` (one per
+ticker: ``shares`` signed, ``side``, ``price``, ``value``) computed with the env's trade rule
+(sells capped by holdings, buys scaled to the cash), ``prices``, ``date``, ``cash``,
+``holdings`` and the ``observation`` it built.
 
-Market states are served for the stock-trading env (``kind == "stock_trading"``); agents of
-other kinds answer observation batches only.
+A portfolio agent's market state (``kind == "portfolio"``) gives its current portfolio as
+``"weights": {ticker: w, ..., "cash": w}`` (fractions of its value) or as ``cash`` and
+``holdings`` (fractional shares allowed), converted to weights with the day's closes; neither
+means the env's fresh start, all in cash. It answers the ``target_weights`` per ticker and cash,
+with a ``rebalance_band`` the ``rebalanced_weights`` the env trades to (the band applied to
+the current weights), ``turnover``, and given cash and holdings the ``orders`` and ``costs``
+(:func:`~trainer.serving.portfolio.portfolio_answer`).
+
+Bad input raises :class:`~trainer.errors.DataError` naming the field (``observations``,
+``date``, ``bars.AAPL[3].close``, ``holdings.MSFT``, ``weights.KO``...).
 """
 
 from trainer.serving.answers import answer

@@ -1,5 +1,6 @@
 """The answer to an act request body: actions for observations, or for a market state the
-observation it builds, the action and the orders under the env's trade rule."""
+observation it builds, the action and the orders under the env's trade rule (stock trading
+here, portfolio agents in :mod:`trainer.serving.portfolio`)."""
 
 from __future__ import annotations
 
@@ -19,6 +20,7 @@ from trainer.serving.bodies import (
     parse_observations,
 )
 from trainer.serving.policy import ServedPolicy
+from trainer.serving.portfolio import portfolio_answer, portfolio_state
 
 MarketLoader = Callable[[], Any]
 
@@ -70,18 +72,17 @@ def _market_state(policy: ServedPolicy, body: Mapping[str, Any], load_market: Ma
     from trainer.envs.kinds import env_config_from_dict, uses_scale_free
     from trainer.envs.stock_trading import build_observation
 
-    if policy.kind != "stock_trading":
-        raise DataError(
-            f"market states are served for stock-trading agents; this {policy.kind} agent takes observations",
-            field="observations",
-        )
     tickers = policy.tickers
     env = policy.config["env_config"]
     env_config = env_config_from_dict(policy.kind, env)
     task_data = (policy.config.get("task") or {}).get("data") or {}
     raw_indicators = list(task_data.get("indicators") or DEFAULT_INDICATORS)
-    cash = cash_of(body, env["initial_cash"])
-    holdings = holdings_of(body, tickers)
+    portfolio = policy.kind == "portfolio"
+    if portfolio:
+        state = portfolio_state(body, tickers, env["initial_cash"])
+    else:
+        cash = cash_of(body, env["initial_cash"])
+        holdings = holdings_of(body, tickers)
     if "date" in body:
         requested = checked_moment(body["date"], "date")
         if load_market is None:
@@ -113,6 +114,8 @@ def _market_state(policy: ServedPolicy, body: Mapping[str, Any], load_market: Ma
             f"agent's (tickers {tickers}, features {list(policy.config['indicators'])})",
             field="data",
         )
+    if portfolio:
+        return portfolio_answer(policy, env_config, state, market, t, day)
     close = np.asarray(market.close[t], dtype=np.float64)
     if cash + float(holdings @ close) <= 0:
         raise DataError("cash and holdings are worth nothing; send cash > 0 or some holdings", field="cash")
@@ -142,9 +145,11 @@ def answer(policy: ServedPolicy, body: Any, *, load_market: MarketLoader | None 
         load_market: returns the agent's dataset as ``MarketData`` (needed for ``date``).
 
     Returns:
-        For observations: ``{"algorithm", "actions": (B, action_dim)}``; for a market state:
-        ``{"algorithm", "date", "action", "orders", "prices", "cash", "holdings", "turbulent",
-        "observation"}``.
+        For observations: ``{"algorithm", "actions": (B, action_dim)}``; for a market state of
+        a stock-trading agent: ``{"algorithm", "date", "action", "orders", "prices", "cash",
+        "holdings", "turbulent", "observation"}``; of a portfolio agent: ``{"algorithm",
+        "date", "action", "weights", "target_weights", ...}``
+        (:func:`~trainer.serving.portfolio.portfolio_answer`).
 
     Raises:
         DataError: a bad body, naming the field.

@@ -1,5 +1,5 @@
 """Checking the parts of an act request body; every error is a ``DataError`` naming its field
-(``observations``, ``holdings.MSFT``, ``cash``, ``bars.AAPL[3].close``, ``date``)."""
+(``observations``, ``holdings.MSFT``, ``cash``, ``weights.KO``, ``bars.AAPL[3].close``, ``date``)."""
 
 from __future__ import annotations
 
@@ -56,13 +56,17 @@ def parse_observations(value: Any, obs_dim: int) -> np.ndarray:
     return obs
 
 
-def holdings_of(body: Mapping[str, Any], tickers: list[str]) -> np.ndarray:
+def holdings_of(body: Mapping[str, Any], tickers: list[str], *, whole: bool = True) -> np.ndarray:
     """``body["holdings"]`` (``{ticker: shares}``, default none) as (N,) float64 shares in the
     order of ``tickers``.
 
+    Args:
+        whole: shares must be whole numbers (the stock-trading env); ``False`` accepts
+            fractional shares (the portfolio env holds them).
+
     Raises:
-        DataError: not an object, an unknown ticker (``holdings``), or a negative or fractional
-            share count (``holdings.<ticker>``).
+        DataError: not an object, an unknown ticker (``holdings``), or a negative (or, with
+            ``whole``, fractional) share count (``holdings.<ticker>``).
     """
     value = body.get("holdings", {})
     if not isinstance(value, Mapping):
@@ -78,12 +82,56 @@ def holdings_of(body: Mapping[str, Any], tickers: list[str]) -> np.ndarray:
     for i, t in enumerate(tickers):
         if t in value:
             shares = number(value[t], f"holdings.{t}")
-            if shares < 0 or shares != int(shares):
-                raise DataError(
-                    f"holdings.{t} must be a whole number of shares >= 0, got {value[t]!r}", field=f"holdings.{t}"
-                )
+            if shares < 0 or (whole and shares != int(shares)):
+                what = "a whole number of shares" if whole else "a number of shares"
+                raise DataError(f"holdings.{t} must be {what} >= 0, got {value[t]!r}", field=f"holdings.{t}")
             out[i] = shares
     return out
+
+
+#: How far a request's weights may sum from 1 (rounded weights are accepted, then normalised).
+WEIGHTS_TOLERANCE = 1e-3
+
+
+def weights_of(value: Any, tickers: list[str]) -> np.ndarray:
+    """A portfolio's current weights ``{ticker: w, ..., "cash": w}`` as (N+1,) float64 fractions
+    of its value, tickers in the order of ``tickers``, then cash.
+
+    A ticker left out weighs 0; without ``"cash"`` the cash weight is the rest, ``1 - sum``.
+    The weights must be >= 0 and sum to 1 within :data:`WEIGHTS_TOLERANCE`; they are then
+    divided by their sum.
+
+    Raises:
+        DataError: not an object or the sum is off (``weights``), an unknown ticker
+            (``weights``, naming it), a negative or non-number weight (``weights.<ticker>``).
+    """
+    if not isinstance(value, Mapping):
+        raise DataError('weights must be an object {ticker: weight, ..., "cash": weight}', field="weights")
+    unknown = [str(k) for k in value if k not in tickers and k != "cash"]
+    if unknown:
+        raise DataError(
+            f"weights names {', '.join(unknown)}, not among the agent's tickers {', '.join(tickers)} (or cash)",
+            field="weights",
+            ticker=unknown[0],
+        )
+    out = np.zeros(len(tickers) + 1)
+    for i, name in enumerate([*tickers, "cash"]):
+        if name in value:
+            out[i] = number(value[name], f"weights.{name}")
+            if out[i] < 0:
+                raise DataError(
+                    f"weights.{name} must be >= 0 (the portfolio is long only), got {value[name]!r}",
+                    field=f"weights.{name}",
+                )
+    if "cash" not in value:
+        out[-1] = max(1.0 - out[:-1].sum(), 0.0)
+    total = out.sum()
+    if abs(total - 1.0) > WEIGHTS_TOLERANCE:
+        raise DataError(
+            f"weights sum to {total:.6g}; they are fractions of the portfolio's value and must sum to 1",
+            field="weights",
+        )
+    return out / total
 
 
 def cash_of(body: Mapping[str, Any], default: float) -> float:

@@ -81,10 +81,18 @@ def mutate_hyperparameters(
 
 
 def check_mutation(mutation: dict[str, Any], hyperparameters: dict[str, Any]) -> None:
-    """Raise :class:`AppError` (fields ``mutation.*``) if a run's mutation settings are unusable."""
+    """Raise :class:`AppError` (fields ``mutation.*``) if a run's mutation settings are unusable.
+
+    Every field is the setting's path in the run's body: a bound on a hyperparameter the
+    algorithm lacks (or one that is not a number) is ``mutation.bounds.<name>``, the entry the
+    user wrote, not the trainer's ``hyperparameters.<name>``.
+    """
     try:
         mutate_hyperparameters(hyperparameters, mutation=mutation, rng=np.random.default_rng(0))
     except TrainerError as exc:
+        field = str(exc.details.get("field") or "")
+        if field.startswith("hyperparameters."):
+            exc.details["field"] = "bounds." + field.removeprefix("hyperparameters.")
         raise AppError.from_trainer(exc, prefix="mutation.") from exc
     except (TypeError, ValueError) as exc:
         raise AppError(f"mutation: {exc}", fields={"mutation": str(exc)}) from exc

@@ -305,27 +305,43 @@ def weights_figure(daily: pd.DataFrame) -> go.Figure | None:
     return fig
 
 
+#: A trade worth at most this fraction of the account is no trade (as ``TRADE_TOLERANCE`` of
+#: ``trainer.backtest.engine``).
+_TRADE_TOLERANCE = 1e-9
+
+
 def trade_rows(daily: pd.DataFrame, *, limit: int = 200) -> tuple[list[dict[str, Any]], int]:
     """The agent's trades, latest first: ``[{date, ticker, shares, value}]`` (value in USD
-    when the weights give the price), at most ``limit``, and how many there are in all."""
+    when the weights give the price), at most ``limit``, and how many there are in all.
+
+    A row is a day and ticker whose ``trades_<T>`` is not 0. A portfolio agent pays its costs
+    out of every position pro rata; daily series stored before the backtest separated that from
+    its trades (``trainer.backtest.engine.executed_trades``) show every ticker the no-trade band
+    held as a tiny sale (its share of the costs, or floating-point residue): a row whose shares
+    differ from ``-holdings x costs / account_value`` by at most 1e-9 of the account is left
+    out of the rows and the count.
+    """
     rows = []
+    value = daily["account_value"]
+    cost_share = daily["costs"] / value if "costs" in daily else None
     for column in [c for c in daily.columns if c.startswith("trades_")]:
         ticker = column.removeprefix("trades_")
         traded = daily[column]
+        held, weight = daily.get(f"holdings_{ticker}"), daily.get(f"weight_{ticker}")
+        price = None
+        if held is not None and weight is not None:
+            price = weight * value / held.where(held != 0)  # NaN where nothing is held
+            if cost_share is not None:
+                residue = ((traded + held * cost_share) * price).abs()
+                traded = traded.where(~(residue <= _TRADE_TOLERANCE * value), 0.0)
         for date, shares in traded[traded != 0].items():
-            price = None
-            if f"weight_{ticker}" in daily and daily.at[date, f"holdings_{ticker}"]:
-                price = (
-                    daily.at[date, f"weight_{ticker}"]
-                    * daily.at[date, "account_value"]
-                    / daily.at[date, f"holdings_{ticker}"]
-                )
+            at = None if price is None else price.at[date]
             rows.append(
                 {
                     "date": stamp_label(date),
                     "ticker": ticker,
                     "shares": float(shares),
-                    "value": None if price is None else float(shares * price),
+                    "value": None if at is None or not math.isfinite(at) else float(shares * at),
                 }
             )
     rows.sort(key=lambda r: (r["date"], r["ticker"]), reverse=True)

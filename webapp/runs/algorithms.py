@@ -10,6 +10,11 @@ from typing import Any
 from webapp import engine
 from webapp.runs.models import Task
 
+#: The PBT mutation of a new run unless it names one: learning rates between 1e-5 and 1e-2,
+#: moved by x0.8 or x1.25 each time a pod copies a leaderboard agent.
+DEFAULT_MUTATION = {"bounds": {"learning_rate": [1e-5, 1e-2]}, "factors": [0.8, 1.25], "probability": 1.0}
+_LEARNING_RATES = ("learning_rate", "actor_learning_rate", "critic_learning_rate")
+
 
 def shared_hyperparameters(algorithm: str, hyperparameters: dict[str, Any]) -> dict[str, Any]:
     """``algorithm``'s full hyperparameters: its defaults, with ``hyperparameters``' values of
@@ -55,3 +60,22 @@ def mutation_for(mutation: dict[str, Any], hyperparameters: dict[str, Any]) -> d
     bounds may name another algorithm's hyperparameters, e.g. SAC's ``actor_learning_rate``)."""
     bounds_ = mutation.get("bounds") or {}
     return {**mutation, "bounds": {k: v for k, v in bounds_.items() if k in hyperparameters}}
+
+
+def default_mutation(algorithm: str) -> dict[str, Any]:
+    """The new-run form's default PBT mutation for ``algorithm``: its learning rates
+    (``learning_rate`` for PPO and A2C; ``actor_learning_rate`` and ``critic_learning_rate`` for
+    SAC, TD3, DDPG) between 1e-5 and 1e-2, moved by x0.8 or x1.25."""
+    names = [k for k in engine.default_hyperparameters(algorithm) if k in _LEARNING_RATES]
+    return {**DEFAULT_MUTATION, "bounds": {name: [1e-5, 1e-2] for name in names}}
+
+
+def task_default_mutation(task: Task) -> dict[str, Any]:
+    """The mutation of a run of ``task`` created without one (``POST /api/runs/``): the form's
+    default for the task's algorithm (:func:`default_mutation`), with, for a mixed task, the
+    learning rates of its other allowed algorithms too (each child mutates only the bounds its
+    algorithm has, :func:`mutation_for`)."""
+    bounds_: dict[str, list[float]] = {}
+    for algorithm in task_algorithms(task):
+        bounds_.update(default_mutation(algorithm)["bounds"])
+    return {**DEFAULT_MUTATION, "bounds": bounds_}

@@ -19,7 +19,7 @@ from rest_framework.response import Response
 from webapp import engine
 from webapp.core.downloads import serve_file
 from webapp.core.errors import AppError
-from webapp.runs import archive, selectors, serializers, services, telemetry
+from webapp.runs import algorithms, archive, selectors, serializers, services, telemetry
 from webapp.runs.models import Agent, ClusterBudget, Run, Task
 
 RUN_FILTERS = [
@@ -179,6 +179,8 @@ class RunViewSet(
         form.is_valid(raise_exception=True)
         data = dict(form.validated_data)
         start = data.pop("start")
+        if "mutation" not in data:  # the new-run form's default
+            data["mutation"] = algorithms.task_default_mutation(data["task"])
         with transaction.atomic():
             run = services.run_create(owner=request.user, **data)
         if start:

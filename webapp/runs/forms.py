@@ -15,23 +15,9 @@ from django.core.validators import MaxValueValidator, MinValueValidator
 from webapp import engine
 from webapp.core.errors import AppError, without_field_name
 from webapp.runs import bounds, lineage, selectors
+from webapp.runs.algorithms import DEFAULT_MUTATION, default_mutation  # noqa: F401 - the form's default
 from webapp.runs.models import ClusterBudget, Run
 from webapp.runs.services import DEFAULT_GENERATION_STEPS
-
-DEFAULT_MUTATION = {"bounds": {"learning_rate": [1e-5, 1e-2]}, "factors": [0.8, 1.25], "probability": 1.0}
-
-
-def default_mutation(algorithm: str) -> dict[str, Any]:
-    """The form's default PBT mutation for ``algorithm``: its learning rates (``learning_rate``
-    for PPO and A2C; ``actor_learning_rate`` and ``critic_learning_rate`` for SAC, TD3, DDPG)
-    between 1e-5 and 1e-2, moved by x0.8 or x1.25."""
-    names = [
-        k
-        for k in engine.default_hyperparameters(algorithm)
-        if k in ("learning_rate", "actor_learning_rate", "critic_learning_rate")
-    ]
-    return {**DEFAULT_MUTATION, "bounds": {name: [1e-5, 1e-2] for name in names}}
-
 
 # Where an error naming a task/run field (dotted, from the services) is shown on the form.
 _SPLIT_FIELDS = {
@@ -328,6 +314,7 @@ class RunForm(forms.Form):
         shows under "Train to" as ``2010-01-01 is before the training start 2019-12-31``."""
         placed = False
         for name, message in exc.fields.items():
+            name = name.removeprefix("splits.")  # the form has one field per split bound
             target = _field_for(name, self.fields)
             self.add_error(target, field_error_text(name, target, str(message)))
             placed = True

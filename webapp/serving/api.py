@@ -34,8 +34,12 @@ class AgentActView(APIView):
             '`"YYYY-MM-DD HH:MM"`, the bar ending then in exchange time, a bare day meaning its last bar) '
             'or `{"bars": {ticker: [{date, open, high, '
             "low, close, volume}, ...]}}` (recent daily bars of every ticker, oldest first), the last two with "
-            "optional `cash` (USD) and `holdings` ({ticker: shares}). Answers the deterministic action(s); "
-            "market states also the orders per ticker under the env's trade rule, prices and the observation. "
+            "optional `cash` (USD) and `holdings` ({ticker: shares}), or for a portfolio agent either those "
+            '(fractional shares allowed) or `weights` ({ticker: w, ..., "cash": w}); neither is a fresh start, '
+            "all in cash. Answers the deterministic action(s); a stock-trading agent's market state also the "
+            "orders per ticker under the env's trade rule, prices and the observation; a portfolio agent's its "
+            "target weights, the weights after its no-trade band (rebalanced_weights) and, given cash and "
+            "holdings, the orders and costs. "
             "Errors are 400s naming the field; more than PADDOCK_SERVE_RATE_LIMIT calls a minute per token is 429."
         ),
         request={"application/json": dict},

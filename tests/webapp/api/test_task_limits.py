@@ -20,7 +20,7 @@ def post_task(api_client, dataset, **changes):
 def test_a_test_split_after_the_dataset_is_a_400_naming_test_start(api_client, dataset):
     response = post_task(api_client, dataset, splits={**SPLITS, "test": ["2030-01-01", "2031-11-15"]})
     assert response.status_code == 400
-    assert "test.start" in response.json()["fields"]
+    assert "splits.test.start" in response.json()["fields"]
     assert "2022-11-15" in response.json()["error"]  # the dataset's last day
 
 
@@ -28,7 +28,7 @@ def test_a_three_day_train_split_is_a_400_naming_train_end(api_client, dataset):
     splits = {"train": ["2019-12-27", "2019-12-31"], "validation": ["2020-01-01", "2020-01-02"], "test": SPLITS["test"]}
     response = post_task(api_client, dataset, splits=splits)
     assert response.status_code == 400
-    assert "train.end" in response.json()["fields"]
+    assert "splits.train.end" in response.json()["fields"]
     assert "126" in response.json()["error"]
 
 

@@ -126,7 +126,7 @@ def test_task_splits_take_date_times_on_intraday_data_only(api_client, user, dat
     # a split too short says its days (the web checks days; training checks bars too)
     short = {**splits, "test": ["2025-04-01", "2025-04-10"]}
     response = api_client.post("/api/tasks/", {**body, "splits": short}, format="json")
-    assert response.status_code == 400 and "test.end" in response.json()["fields"]
+    assert response.status_code == 400 and "splits.test.end" in response.json()["fields"]
     # the daily Dow-30 dataset refuses a time of day
     daily = {
         "train": ["2018-06-01", "2019-12-31 12:00"],
@@ -137,7 +137,7 @@ def test_task_splits_take_date_times_on_intraday_data_only(api_client, user, dat
         "/api/tasks/", {**body, "dataset": dataset.id, "tickers": ["AAPL"], "splits": daily}, format="json"
     )
     assert response.status_code == 400
-    assert "train.end" in response.json()["fields"] and "the data is daily" in response.json()["error"]
+    assert "splits.train.end" in response.json()["fields"] and "the data is daily" in response.json()["error"]
 
 
 def test_the_run_form_accepts_date_times_for_an_intraday_dataset(user, dataset, data_folder):

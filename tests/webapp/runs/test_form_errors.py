@@ -62,8 +62,8 @@ def test_api_field_messages_do_not_repeat_their_field_name(api_client, dataset):
     )
     assert response.status_code == 400
     body = response.json()
-    assert body["fields"] == {"train.end": "2010-01-01 is before train.start 2019-12-31"}
-    assert body["error"] == "train.end: 2010-01-01 is before train.start 2019-12-31"
+    assert body["fields"] == {"splits.train.end": "2010-01-01 is before train.start 2019-12-31"}
+    assert body["error"] == "splits.train.end: 2010-01-01 is before train.start 2019-12-31"
 
 
 def test_the_form_creates_a_portfolio_run_with_its_reward_costs_and_selection_rule(client, user, world):

@@ -20,7 +20,6 @@ from django.core.files.storage import default_storage
 from rest_framework.authtoken.models import Token
 from rest_framework.test import APIClient
 
-from trainer.bundle import load_agent
 from webapp.engine import market as engine_market
 from webapp.runs import services as runs_services
 from webapp.serving import counters
@@ -41,14 +40,6 @@ def _token_client(key: str) -> APIClient:
 @pytest.fixture
 def agent(world):
     return world.agents[1]
-
-
-@pytest.fixture
-def bundle(agent, api_client, tmp_path):
-    response = api_client.get(f"/api/agents/{agent.id}/bundle/")
-    path = tmp_path / "agent.zip"
-    path.write_bytes(b"".join(response.streaming_content))
-    return load_agent(path)
 
 
 def test_observations_answer_load_agents_actions_to_1e_5(agent, api_client, bundle):

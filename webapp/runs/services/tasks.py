@@ -16,6 +16,15 @@ from webapp.runs import bounds
 from webapp.runs.algorithms import shared_hyperparameters
 from webapp.runs.models import Task
 
+SPLITS = ("train", "validation", "test")
+
+
+def _split_paths(fields: dict[str, Any]) -> dict[str, Any]:
+    """``fields`` with the trainer's split names (``test``, ``train.end``) as their path in the
+    request body (``splits.test``, ``splits.train.end``), like every other field of the API's
+    errors (``hyperparameters.learning_rate``, ``env.hmax``)."""
+    return {f"splits.{k}" if k.partition(".")[0] in SPLITS else k: v for k, v in fields.items()}
+
 
 @transaction.atomic
 def task_create(
@@ -57,7 +66,8 @@ def task_create(
             of the defaults do not change the task.
 
     Raises:
-        AppError: naming the field (``tickers``, ``splits.validation``, ``env.hmax``,
+        AppError: naming the field by its path in the body (``tickers``, ``splits.validation``,
+            ``splits.test.end``, ``env.hmax``,
             ``hyperparameters.learning_rate``, ``algorithm_hyperparameters.sac.tau``...).
     """
     if dataset.owner_id != owner.id:
@@ -75,8 +85,14 @@ def task_create(
     unknown = [t for t in tickers if t not in dataset.tickers]
     if unknown:
         fields["tickers"] = f"{', '.join(unknown)} not in dataset {dataset.name!r}"
-    if not isinstance(splits, dict) or any(k not in splits for k in ("train", "validation", "test")):
-        raise AppError("splits: train, validation and test ranges are required", fields={"splits": "required"})
+    if not isinstance(splits, dict):
+        raise AppError(
+            'splits: an object {"train": [start, end], "validation": [...], "test": [...]} is required',
+            fields={"splits": 'an object {"train": [start, end], "validation": [...], "test": [...]}'},
+        )
+    missing = [k for k in SPLITS if k not in splits]
+    if missing:
+        bounds.raise_all({f"splits.{k}": "required: [start, end]" for k in missing})
     env = env or {}
     hyperparameters = hyperparameters or {}
     if isinstance(env, dict) and env.get("flatten_at_close") is True and not dataset.intraday:
@@ -123,9 +139,14 @@ def task_create(
                 f"must be below 1/N = {1.0 / len(decided['tickers']):.4g} for {len(decided['tickers'])} tickers, "
                 f"else a zero action never leaves the initial cash (got {band:g})"
             )
-    bounds.raise_all(fields)
+    bounds.raise_all(_split_paths(fields))
     intraday = dataset.intraday  # the memory estimate counts the session features of intraday bars
-    normalized = engine.validate_task(spec, intraday=intraday)  # what depends on several fields at once
+    try:
+        normalized = engine.validate_task(spec, intraday=intraday)  # what depends on several fields at once
+    except AppError as exc:
+        if _split_paths(exc.fields) != exc.fields:
+            bounds.raise_all(_split_paths(exc.fields), status=exc.status)
+        raise
     per_algorithm = {
         name: _other_algorithm_hyperparameters(
             spec, name, normalized["hyperparameters"], overrides.get(name, {}), intraday=intraday
