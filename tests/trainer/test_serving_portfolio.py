@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 import torch
 
+from tests.trainer.test_serving import TINY as SERVING_TINY
 from trainer.bundle import load_agent
 from trainer.cli import main
 from trainer.data import DataSpec, load_market_data
@@ -15,16 +16,8 @@ from trainer.errors import DataError
 from trainer.serving import ServedPolicy, answer
 
 TICKERS = ["AAPL", "MSFT", "JPM"]
-TINY = [
-    "--env", "portfolio",
-    "--rebalance-band", "0.01",
-    "--tickers", ",".join(TICKERS),
-    "--env-steps", "256",
-    "--num-envs", "16",
-    "--hp", "rollout_steps=8",
-    "--hp", "num_minibatches=2",
-    "--hp", "hidden_sizes=[16, 16]",
-]  # fmt: skip
+# test_serving's tiny PPO run (the same three tickers) as a portfolio task with a 0.01 band
+TINY = ["--env", "portfolio", "--rebalance-band", "0.01", *SERVING_TINY]
 START = "2021-06-01"  # a trading day of the test split
 
 

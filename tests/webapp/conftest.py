@@ -119,9 +119,12 @@ def make_budget(user) -> Callable:
 PORTFOLIO = {"kind": "portfolio", "env": {"rebalance_band": 0.01}}
 
 
-def _tiny_generation(data_dir, tmp_path_factory, task_fields: dict[str, Any], name: str) -> dict[str, Any]:
+def tiny_generation(
+    data_dir, tmp_path_factory, task_fields: dict[str, Any], name: str, **train_options: Any
+) -> dict[str, Any]:
     """One real PPO generation (256 env steps, seed 1) of the tiny task with ``task_fields``
-    (its ``env``, or ``kind`` and ``env``): ``{"path": Path, **engine.train_generation's result}``."""
+    (its ``env``, or ``kind`` and ``env``), ``train_options`` passed on to
+    ``engine.train_generation`` (e.g. ``benchmark_path``): ``{"path": Path, **its result}``."""
     from webapp import engine
 
     spec = engine.validate_task(
@@ -144,6 +147,7 @@ def _tiny_generation(data_dir, tmp_path_factory, task_fields: dict[str, Any], na
         device="cpu",
         data_dir=str(data_dir),
         cache_dir=str(tmp_path_factory.getbasetemp() / "market-cache"),
+        **train_options,
     )
     return {"path": out, **dataclasses.asdict(result)}
 
@@ -152,14 +156,14 @@ def _tiny_generation(data_dir, tmp_path_factory, task_fields: dict[str, Any], na
 def trained_checkpoint(data_dir, tmp_path_factory) -> dict[str, Any]:
     """One real PPO generation (256 env steps, seed 1: a policy that trades) on the tiny task
     with :data:`TRADING_ENV`: ``{"path": Path, **engine.train_generation's result}``."""
-    return _tiny_generation(data_dir, tmp_path_factory, {"env": TRADING_ENV}, "checkpoint")
+    return tiny_generation(data_dir, tmp_path_factory, {"env": TRADING_ENV}, "checkpoint")
 
 
 @pytest.fixture(scope="session")
 def portfolio_checkpoint(data_dir, tmp_path_factory) -> dict[str, Any]:
     """One real PPO generation (256 env steps) on the tiny task as a :data:`PORTFOLIO` task:
     ``{"path": Path, **engine.train_generation's result}``."""
-    return _tiny_generation(data_dir, tmp_path_factory, PORTFOLIO, "portfolio-checkpoint")
+    return tiny_generation(data_dir, tmp_path_factory, PORTFOLIO, "portfolio-checkpoint")
 
 
 def submit_agent(run, checkpoint: dict[str, Any], score: float | None):

@@ -9,14 +9,13 @@ The agents hold the metrics of a really trained generation (``trained_checkpoint
 
 from __future__ import annotations
 
-import dataclasses
 from typing import Any
 
 import pytest
 from bs4 import BeautifulSoup
 from rest_framework.test import APIClient
 
-from tests.conftest import BENCHMARK_FILE, DOW30_FILE
+from tests.conftest import BENCHMARK_FILE
 from tests.webapp.conftest import make_world
 from webapp.runs import selectors
 from webapp.runs.models import Agent
@@ -31,32 +30,11 @@ def benchmarked_checkpoint(data_dir, tmp_path_factory, trained_checkpoint) -> di
     """``trained_checkpoint``'s generation trained again as a worker trains it, with the QQQ
     file (``PADDOCK_BENCHMARK_FILE``): its metrics also hold ``vs_QQQ`` and QQQ's cumulative
     return on the validation days."""
-    from tests.webapp.conftest import SPLITS, TICKERS, TINY_PPO, TRADING_ENV
-    from webapp import engine
+    from tests.webapp.conftest import TRADING_ENV, tiny_generation
 
-    spec = engine.validate_task(
-        {
-            "data": {"paths": [str(data_dir / DOW30_FILE)], "tickers": TICKERS},
-            **SPLITS,
-            "env": TRADING_ENV,
-            "algorithm": "ppo",
-            "hyperparameters": TINY_PPO,
-        }
+    return tiny_generation(
+        data_dir, tmp_path_factory, {"env": TRADING_ENV}, "benchmarked", benchmark_path=data_dir / BENCHMARK_FILE
     )
-    out = tmp_path_factory.mktemp("benchmarked") / "agent.pt"
-    result = engine.train_generation(
-        spec,
-        env_steps=256,
-        out_path=str(out),
-        parent_path=None,
-        hyperparameters=None,
-        seed=1,
-        device="cpu",
-        data_dir=str(data_dir),
-        cache_dir=str(tmp_path_factory.getbasetemp() / "market-cache"),
-        benchmark_path=data_dir / BENCHMARK_FILE,
-    )
-    return {"path": out, **dataclasses.asdict(result)}
 
 
 @pytest.fixture
