@@ -26,6 +26,7 @@ import io
 import json
 import warnings
 import zipfile
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -93,10 +94,12 @@ def _model_card(config: dict[str, Any]) -> str:
     def num(x: Any) -> str:
         return "n/a" if x is None else f"{float(x):.3f}"
 
+    task = "portfolio-allocation" if config.get("kind") == "portfolio" else "stock-trading"
+    ensemble = config.get("ensemble")
     lines = [
         f"# Paddock agent ({config['algorithm'].upper()})",
         "",
-        "A deep-RL stock-trading policy trained by Paddock (tournament-based ensemble training,",
+        f"A deep-RL {task} policy trained by Paddock (tournament-based ensemble training,",
         "ElegantRL-Podracer, Liu et al. 2021, arXiv 2112.05923). Research artefact, not investment advice.",
         "",
         "## What it does",
@@ -106,8 +109,9 @@ def _model_card(config: dict[str, Any]) -> str:
         f"- Observation: {config['architecture']['obs_dim']} float32 values (layout in `config.json`,",
         *_action_lines(config),
         (
-            f"- Ensemble of {len(config['ensemble']['members'])} agents: the mean of their actions."
-            if config.get("ensemble")
+            f"- Ensemble of {len(ensemble['members'])} agents ({_members_text(ensemble['members'])}): "
+            "the mean of their actions."
+            if ensemble
             else f"- Network: actor MLP {hp.get('hidden_sizes')}, observation normalizer included."
         ),
         "",
@@ -117,7 +121,12 @@ def _model_card(config: dict[str, Any]) -> str:
         f"  test (untouched in training): {' to '.join(window.get('test', []))}.",
         f"- Validation (deterministic policy, full window): Sharpe {num(metrics.get('sharpe_ratio'))},",
         f"  total return {pct(metrics.get('total_return'))}, max drawdown {pct(metrics.get('max_drawdown'))}.",
-        f"- Env steps trained: {config.get('total_env_steps')}; generation {config.get('generation')}.",
+        (
+            f"- Env steps trained: {config.get('total_env_steps')} (the members' lines, each agent counted "
+            "once); an ensemble has no generation of its own."
+            if ensemble
+            else f"- Env steps trained: {config.get('total_env_steps')}; generation {config.get('generation')}."
+        ),
         "",
         "## Use",
         "",
@@ -139,6 +148,14 @@ def _model_card(config: dict[str, Any]) -> str:
         "",
     ]
     return "\n".join(lines)
+
+
+def _members_text(members: list[dict[str, Any]]) -> str:
+    """``"#48 generation 12, #46 generation 11"``; members without an id are numbered 1, 2..."""
+    return ", ".join(
+        f"{'#' + str(m['id']) if m.get('id') is not None else f'member {i}'} generation {m.get('generation')}"
+        for i, m in enumerate(members, start=1)
+    )
 
 
 def _action_lines(config: dict[str, Any]) -> list[str]:
@@ -171,7 +188,13 @@ def _zip_bytes(members: dict[str, bytes], created_at: str | None) -> bytes:
     return buf.getvalue()
 
 
-def export_bundle(checkpoint_path: str | Path, out_path: str | Path) -> str:
+def export_bundle(
+    checkpoint_path: str | Path,
+    out_path: str | Path,
+    *,
+    ensemble_members: Sequence[Mapping[str, Any]] | None = None,
+    total_env_steps: int | None = None,
+) -> str:
     """Write a downloadable agent bundle (zip) from a checkpoint; return the zip's SHA-256.
 
     The actor is rebuilt from the checkpoint with the project's own classes, its
@@ -182,13 +205,25 @@ def export_bundle(checkpoint_path: str | Path, out_path: str | Path) -> str:
     Args:
         checkpoint_path: a checkpoint written by :func:`trainer.pod.run_generation`.
         out_path: destination zip (written atomically; its folder is created).
+        ensemble_members: ensembles only: ``{"id": agent id, "generation": lineage depth}`` of each
+            member (the web app's records), in the checkpoint's member order; they replace the
+            ``id`` and ``generation`` stored in the checkpoint.
+        total_env_steps: ensembles only: env steps of the members' lines, each agent counted
+            once; replaces the checkpoint's value (older ensemble checkpoints summed the
+            members' lines, counting shared ancestors more than once).
+
+    An ensemble's ``config.json`` has ``generation`` ``null`` and an ``ensemble`` object with
+    its ``members`` (``id`` where known, ``generation``, ``algorithm``, ``score``...) and
+    ``total_env_steps``; its model card says so.
 
     Returns:
         Hex SHA-256 of the zip file.
 
     Raises:
         BundleError: the checkpoint is missing, corrupt, does not rebuild into an agent or
-            holds NaN or infinite numbers (a diverged agent), or the bundle cannot be written.
+            holds NaN or infinite numbers (a diverged agent), or the bundle cannot be written;
+            ``ensemble_members`` for a checkpoint that is not an ensemble or of the wrong length
+            (field ``ensemble_members``).
     """
     from safetensors.torch import save as safetensors_save
 
@@ -251,12 +286,33 @@ def export_bundle(checkpoint_path: str | Path, out_path: str | Path) -> str:
         "checkpoint_sha256": checkpoint_sha,
     }
     if state["algorithm"] == "ensemble":
+        stored = [dict(m) for m in state["agent"]["members"]]
+        if ensemble_members is not None:
+            if len(ensemble_members) != len(stored):
+                raise BundleError(
+                    f"ensemble_members: {len(ensemble_members)} given for an ensemble of {len(stored)} members",
+                    field="ensemble_members",
+                )
+            for m, given in zip(stored, ensemble_members):
+                m.update({k: given[k] for k in ("id", "generation") if k in given})
+        steps = int(total_env_steps) if total_env_steps is not None else state.get("total_env_steps")
+        config["generation"] = None
+        config["total_env_steps"] = steps
         config["ensemble"] = {
             "members": [
-                {k: m.get(k) for k in ("algorithm", "hyperparameters", "checkpoint_sha256", "score", "generation")}
-                for m in state["agent"]["members"]
-            ]
+                {
+                    k: m.get(k)
+                    for k in ("id", "generation", "algorithm", "hyperparameters", "checkpoint_sha256", "score")
+                }
+                for m in stored
+            ],
+            "total_env_steps": steps,
         }
+    elif ensemble_members is not None or total_env_steps is not None:
+        raise BundleError(
+            f"ensemble_members and total_env_steps apply to ensembles only; this checkpoint is a {state['algorithm']} agent",
+            field="ensemble_members",
+        )
     config_bytes = json.dumps(config, indent=2, sort_keys=False, allow_nan=False).encode()
     members = {
         "policy.safetensors": weights,

@@ -127,6 +127,8 @@ def build_ensemble(
     out_path: str | Path,
     *,
     evaluate: Callable[[Any, dict[str, Any]], dict[str, Any]] | None = None,
+    member_ids: Sequence[int] | None = None,
+    total_env_steps: int | None = None,
 ) -> tuple[str, dict[str, Any]]:
     """Write the checkpoint of the ensemble of ``checkpoints`` (2 to 16 agents of one run).
 
@@ -136,6 +138,14 @@ def build_ensemble(
         evaluate: optional ``(agent, state) -> metrics`` scoring the ensemble on validation
             (e.g. :func:`trainer.pod.evaluate_checkpoint_state`); its ``score`` becomes the
             ensemble's.
+        member_ids: the members' agent ids in the caller's records (the web app's), in the
+            order of ``checkpoints``; stored as each member's ``id``. ``None``: no ids.
+        total_env_steps: env steps of the members' lines with each agent counted once (the
+            caller knows the lineage; members that share ancestors would count them twice in a
+            sum). ``None``: the sum of the members' ``total_env_steps``, an upper bound.
+
+    The ensemble has no generation of its own: its ``generation`` is ``None``; each member
+    keeps its own (lineage depth) in ``agent.members[i].generation``.
 
     Returns:
         ``(sha256, state)`` of the written checkpoint.
@@ -156,9 +166,15 @@ def build_ensemble(
     _same(states, lambda s: (s["obs_dim"], s["action_dim"]), "observation or action sizes", paths)
     _same(states, lambda s: s["observation_layout"], "observation layout (tickers, indicators or statistics)", paths)
     _same(states, lambda s: s.get("feature_stats"), "feature statistics", paths)
+    if member_ids is not None and len(member_ids) != len(paths):
+        raise ConfigError(
+            f"member_ids: {len(member_ids)} ids for {len(paths)} checkpoints; give one id per member",
+            field="member_ids",
+        )
     first = states[0]
     members = [
         {
+            **({"id": int(member_ids[i])} if member_ids is not None else {}),
             "algorithm": s["algorithm"],
             "hyperparameters": s["hyperparameters"],
             "agent": s["agent"],
@@ -166,7 +182,7 @@ def build_ensemble(
             "score": s.get("score"),
             "generation": s.get("generation"),
         }
-        for s, p in zip(states, paths)
+        for i, (s, p) in enumerate(zip(states, paths))
     ]
     state = {
         "created_at": utc_now(),
@@ -185,8 +201,12 @@ def build_ensemble(
         "score": None,
         "metrics": {},
         "env_steps": 0,
-        "total_env_steps": sum(int(s.get("total_env_steps") or 0) for s in states),
-        "generation": max(int(s.get("generation") or 1) for s in states),
+        "total_env_steps": (
+            int(total_env_steps)
+            if total_env_steps is not None
+            else sum(int(s.get("total_env_steps") or 0) for s in states)
+        ),
+        "generation": None,  # an ensemble is not a trained generation; its members have theirs
         "parent_sha256": None,
         "seed": 0,
         "cancelled": False,

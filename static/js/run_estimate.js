@@ -31,7 +31,23 @@
       return;
     }
     lines.push("Env steps per generation: " + fmtCount(steps) + ".");
-    const parallel = Math.min(pods, budget.max_concurrent_pods);
+    // Pods train at once up to the run's pods, the budget's limit and the training workers
+    // alive (one generation each); with no worker alive the estimate says so.
+    const workers = inputs.training_workers;
+    let parallel = Math.min(pods, budget.max_concurrent_pods);
+    const why = [pods + " pod" + (pods === 1 ? "" : "s"), "budget allows " + budget.max_concurrent_pods];
+    if (typeof workers === "number") {
+      why.push(workers + " training worker" + (workers === 1 ? "" : "s") + " alive");
+      parallel = Math.min(parallel, workers);
+    }
+    if (parallel > 0) {
+      lines.push(
+        "Pods training at once: " + parallel + " (" + why.join(", ") + ")" +
+          (typeof workers === "number" ? "." : "; at most that many if as many training workers run (how many are alive is unknown now).")
+      );
+    } else {
+      lines.push("No training worker is alive: the run waits until one starts (" + why.join(", ") + ").");
+    }
     const limits = [];
     if (budget.env_steps_left !== null) limits.push([Math.floor(budget.env_steps_left / steps), "env steps left"]);
     if (speed && budget.device_seconds_left !== null) {
@@ -47,7 +63,7 @@
     }
     if (speed) {
       const perGen = steps / speed.steps_per_s;
-      let wall = generations === null ? null : Math.ceil(generations / parallel) * perGen;
+      let wall = generations === null || parallel < 1 ? null : Math.ceil(generations / parallel) * perGen;
       const caps = [budget.max_wall_clock_s, budget.deadline_s].filter((v) => v !== null);
       let capped = "";
       if (caps.length && (wall === null || Math.min(...caps) < wall)) {
@@ -56,8 +72,9 @@
       }
       lines.push(
         "At " + fmtCount(speed.steps_per_s) + " env steps/s per pod (measured on the last " + speed.generations +
-          " generations), a generation takes about " + fmtDuration(perGen) + "; " + parallel + " at once" +
-          (wall === null ? "." : ": about " + fmtDuration(wall) + " in all" + capped + ".")
+          " generations), a generation takes about " + fmtDuration(perGen) +
+          (parallel < 1 ? "." : "; " + parallel + " at once" +
+            (wall === null ? "." : ": about " + fmtDuration(wall) + " in all" + capped + "."))
       );
     } else {
       lines.push("No measured speed yet for this algorithm: the first generations will tell.");

@@ -25,6 +25,14 @@ def test_out_of_bounds_inputs_are_flagged_and_all_refused_together(page, live_ur
     estimate = page.text_content("#run-estimate")
     assert "Env steps per generation: 16,384." in estimate
     assert "Generations the budget allows: 61,035 (limit: env steps left)." in estimate  # 10^9 // 16,384
+    # pods at once = min(2 pods, the budget's 1, the training workers alive the page was given)
+    workers = page.evaluate("JSON.parse(document.getElementById('estimate-inputs').textContent).training_workers")
+    assert isinstance(workers, int)
+    if workers:
+        alive = f"{workers} training worker{'s' if workers != 1 else ''} alive"
+        assert f"Pods training at once: 1 (2 pods, budget allows 1, {alive})." in estimate
+    else:
+        assert "No training worker is alive: the run waits until one starts" in estimate
     page.fill("#id_initial_cash", "1e300")
     page.fill("#id_hmax", "0")
     page.fill("#id_num_pods", "0")

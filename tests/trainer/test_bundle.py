@@ -91,7 +91,9 @@ def test_bundle_holds_every_member_with_matching_checksums(bundle):
         sums = dict(line.split("  ")[::-1] for line in zf.read("SHA256SUMS").decode().splitlines())
         for name in BUNDLE_MEMBERS[:-1]:
             assert sums[name] == sha256_bytes(zf.read(name))
-        assert "Sharpe" in zf.read("README.md").decode()
+        card = zf.read("README.md").decode()
+        assert "Sharpe" in card
+        assert "A deep-RL stock-trading policy" in card and "portfolio" not in card.lower()
 
 
 def test_config_describes_observations_tickers_and_normalization(bundle, checkpoint):

@@ -3,6 +3,7 @@ score, bundle (safetensors + ONNX + SHA256SUMS), loading and a backtest against 
 
 from __future__ import annotations
 
+import json
 import zipfile
 
 import numpy as np
@@ -16,7 +17,7 @@ from trainer.data.pipeline import load_market_data
 from trainer.ensemble import EnsembleAgent, build_ensemble
 from trainer.envs.kinds import prepare_market
 from trainer.envs.observations import FeatureStats
-from trainer.errors import ConfigError
+from trainer.errors import BundleError, ConfigError
 from trainer.pod import TaskSpec, demo_task_dict, evaluate_checkpoint_state, run_generation
 
 TICKERS = ["AAPL", "MSFT", "JPM", "KO", "WMT"]
@@ -128,3 +129,44 @@ def test_an_ensemble_needs_two_agents_of_one_observation(members, tmp_path):
     with pytest.raises(ConfigError) as err:
         build_ensemble([members[0].checkpoint_path], tmp_path / "e.pt")
     assert err.value.details["field"] == "agents"
+
+
+def _bundle_files(path):
+    with zipfile.ZipFile(path) as zf:
+        return json.loads(zf.read("config.json")), zf.read("README.md").decode()
+
+
+def test_an_ensemble_bundle_names_its_members_and_has_no_generation_of_its_own(members, tmp_path):
+    paths = [m.checkpoint_path for m in members]
+    _, state = build_ensemble(paths, tmp_path / "e.pt", member_ids=[48, 46, 47], total_env_steps=1024)
+    assert state["generation"] is None and state["total_env_steps"] == 1024
+    assert [m["id"] for m in state["agent"]["members"]] == [48, 46, 47]
+
+    export_bundle(tmp_path / "e.pt", tmp_path / "e.zip")
+    config, card = _bundle_files(tmp_path / "e.zip")
+    assert config["generation"] is None and config["total_env_steps"] == 1024
+    assert config["ensemble"]["total_env_steps"] == 1024
+    assert [(m["id"], m["generation"]) for m in config["ensemble"]["members"]] == [(48, 1), (46, 1), (47, 1)]
+    assert "Ensemble of 3 agents (#48 generation 1, #46 generation 1, #47 generation 1)" in card
+    assert "Env steps trained: 1024 (the members' lines, each agent counted once)" in card
+    assert "generation 1." not in card and "no generation of its own" in card
+    assert "A deep-RL portfolio-allocation policy" in card and "stock-trading" not in card
+
+    # the web app's records replace the stored ids, generations and env steps
+    given = [{"id": 7, "generation": 3}, {"id": 5, "generation": 2}, {"id": 6, "generation": 2}]
+    export_bundle(tmp_path / "e.pt", tmp_path / "f.zip", ensemble_members=given, total_env_steps=900)
+    config, card = _bundle_files(tmp_path / "f.zip")
+    assert [(m["id"], m["generation"]) for m in config["ensemble"]["members"]] == [(7, 3), (5, 2), (6, 2)]
+    assert config["total_env_steps"] == 900 and "#7 generation 3, #5 generation 2" in card
+
+
+def test_ensemble_members_are_refused_for_a_trained_agent_and_in_the_wrong_number(members, ensemble, tmp_path):
+    with pytest.raises(BundleError) as err:
+        export_bundle(members[0].checkpoint_path, tmp_path / "a.zip", ensemble_members=[{"id": 1}])
+    assert err.value.details["field"] == "ensemble_members"
+    with pytest.raises(BundleError) as err:
+        export_bundle(ensemble[0], tmp_path / "b.zip", ensemble_members=[{"id": 1}])
+    assert "1 given for an ensemble of 3 members" in err.value.message
+    with pytest.raises(ConfigError) as caught:
+        build_ensemble([m.checkpoint_path for m in members], tmp_path / "c.pt", member_ids=[1, 2])
+    assert caught.value.details["field"] == "member_ids"

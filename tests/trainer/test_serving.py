@@ -21,7 +21,16 @@ from trainer.bundle import load_agent
 from trainer.cli import main
 from trainer.data import DataSpec, load_market_data, load_panel
 from trainer.errors import DataError
-from trainer.serving import PolicyCache, ServedPolicy, answer, make_server, min_history_days
+from trainer.serving import (
+    BARS_MIN_DAYS,
+    BARS_TOLERANCE,
+    PolicyCache,
+    ServedPolicy,
+    answer,
+    make_server,
+    min_bars_days,
+    min_history_days,
+)
 
 REPO = Path(__file__).resolve().parents[2]
 TINY = [
@@ -135,13 +144,14 @@ def test_sells_are_capped_by_holdings_and_buys_by_cash(policy, market):
     assert out["holdings"] == {"AAPL": 2.0, "MSFT": 0.0, "JPM": 0.0}
 
 
-def test_recent_bars_build_the_same_observation_as_the_dataset_day(policy, market, data_dir):
-    """The dataset's own last 300 daily bars reproduce the panel's indicators (EMA drift < 1e-3)."""
+def _real_bars(policy, data_dir, day: str, days: int) -> dict:
+    """The data file's own last ``days`` daily bars of every ticker up to ``day``."""
     spec = DataSpec.from_dict(policy.config["task"]["data"])
     panel = load_panel([data_dir / p for p in spec.paths], tickers=policy.tickers)
     bars = {}
     for t in policy.tickers:
-        rows = panel[(panel["tic"] == t) & (panel["date"] <= DAY)].tail(300)
+        rows = panel[(panel["tic"] == t) & (panel["date"] <= day)].tail(days)
+        assert len(rows) == days
         bars[t] = [
             {
                 "date": str(r.date)[:10],
@@ -153,25 +163,68 @@ def test_recent_bars_build_the_same_observation_as_the_dataset_day(policy, marke
             }
             for r in rows.itertuples()
         ]
-    full = answer(policy, {"date": DAY, "holdings": {"MSFT": 7}}, load_market=lambda: market)
-    out = answer(policy, {"bars": bars, "holdings": {"MSFT": 7}})
-    assert out["date"] == DAY
-    a, b = np.array(out["observation"]), np.array(full["observation"])
-    n = len(policy.tickers)
-    np.testing.assert_allclose(a[: 1 + 2 * n], b[: 1 + 2 * n], rtol=1e-6)  # cash, close, holdings
-    np.testing.assert_allclose(a, b, rtol=1e-3, atol=1e-3)  # indicators
-    np.testing.assert_allclose(out["action"], full["action"], atol=1e-3)
+    return bars
 
 
-def test_too_few_bars_is_a_400_naming_the_ticker(policy, market):
+def _need(policy) -> int:
     from trainer.data import DEFAULT_INDICATORS
 
     raw = policy.config["task"]["data"].get("indicators") or DEFAULT_INDICATORS
-    need = min_history_days(list(raw), scale_free=policy.config["env_config"].get("observation") == "scale_free")
+    return min_bars_days(list(raw), scale_free=policy.config["env_config"].get("observation") == "scale_free")
+
+
+@pytest.mark.parametrize("day", ["2012-06-01", "2020-03-20", DAY, "2022-11-15"])
+def test_the_fewest_bars_accepted_build_the_dataset_days_observation_within_the_tolerance(
+    policy, market, data_dir, day
+):
+    """At exactly the minimum history (252 real daily bars) the bars path gives the ``date``
+    path's observation within BARS_TOLERANCE (EMA indicators converged); 64 days did not."""
+    need = _need(policy)
+    assert need == BARS_MIN_DAYS == 252 and BARS_TOLERANCE == 1e-3
+    full = answer(policy, {"date": day, "holdings": {"MSFT": 7}}, load_market=lambda: market)
+    out = answer(policy, {"bars": _real_bars(policy, data_dir, day, need), "holdings": {"MSFT": 7}})
+    assert out["date"] == day and "warnings" not in out
+    a, b = np.array(out["observation"]), np.array(full["observation"])
+    n = len(policy.tickers)
+    np.testing.assert_allclose(a[: 1 + 2 * n], b[: 1 + 2 * n], rtol=1e-6)  # cash, close, holdings
+    assert np.abs(a - b).max() < BARS_TOLERANCE  # z-scored features
+    np.testing.assert_allclose(out["action"], full["action"], atol=BARS_TOLERANCE)
+    # the old minimum (64 days) was accepted and differed by far more: the reason for 252
+    with pytest.raises(DataError):
+        answer(policy, {"bars": _real_bars(policy, data_dir, day, 64)})
+
+
+def test_too_few_bars_is_a_400_naming_the_ticker(policy, market):
+    need = _need(policy)
     t = [str(d)[:10] for d in market.dates].index(DAY)
     with pytest.raises(DataError) as err:
         answer(policy, {"bars": _bars(market, t, need - 1)})
     assert err.value.details["field"] == "bars.AAPL" and f"at least {need} days" in err.value.message
+    assert "1e-03" in err.value.message or "0.001" in err.value.message
+
+
+def test_a_warm_up_day_of_the_train_split_answers_with_a_warning(policy, market):
+    """2010-01-05 is the dataset's second day: its 63-day features use 2 days. The train split
+    starts on the dataset's first day, so the agent trained on such rows: served, with a warning."""
+    out = answer(policy, {"date": "2010-01-05"}, load_market=lambda: market)
+    assert out["date"] == "2010-01-05" and len(out["warnings"]) == 1
+    warning = out["warnings"][0]
+    assert "2 trading days of history" in warning and f"first day with full history is {market.dates[63]}" in warning
+    assert "warnings" not in answer(policy, {"date": str(market.dates[63])}, load_market=lambda: market)
+    assert "warnings" in answer(policy, {"date": str(market.dates[62])}, load_market=lambda: market)
+
+
+def test_a_warm_up_day_outside_the_train_split_is_refused_naming_date(policy, market):
+    import copy
+    import dataclasses
+
+    config = copy.deepcopy(policy.config)
+    config["task"]["train"]["start"] = "2011-01-01"  # the first 63 days are history only
+    later = dataclasses.replace(policy, config=config, prepared=None)
+    with pytest.raises(DataError) as err:
+        answer(later, {"date": "2010-01-05"}, load_market=lambda: market)
+    assert err.value.details["field"] == "date"
+    assert f"first day that can be served is {market.dates[63]}" in err.value.message
 
 
 def test_min_history_days_reads_indicator_windows():

@@ -149,3 +149,35 @@ def test_fractional_shares_are_a_portfolio_agents_holdings(policy, market):
     out = answer(policy, {"date": START, "cash": 0, "holdings": {"AAPL": 2.5}}, load_market=lambda: market)
     assert out["holdings"]["AAPL"] == 2.5 and out["weights"]["AAPL"] == pytest.approx(1.0)
     assert out["value"] == pytest.approx(2.5 * out["prices"]["AAPL"])
+
+
+def test_the_fewest_bars_accepted_give_the_dataset_days_target_weights_within_the_tolerance(policy, market, data_dir):
+    """252 real daily bars (the minimum) give the date path's observation and target weights
+    within BARS_TOLERANCE; 251 are refused naming the ticker."""
+    from trainer.data import load_panel
+    from trainer.serving import BARS_MIN_DAYS, BARS_TOLERANCE
+
+    spec = DataSpec.from_dict(policy.config["task"]["data"])
+    panel = load_panel([data_dir / p for p in spec.paths], tickers=policy.tickers)
+    day = "2016-03-01"
+
+    def bars(days: int) -> dict:
+        out = {}
+        for t in policy.tickers:
+            rows = panel[(panel["tic"] == t) & (panel["date"] <= day)].tail(days)
+            out[t] = [
+                {"date": str(r.date)[:10], "open": r.open, "high": r.high, "low": r.low, "close": r.close,
+                 "volume": r.volume}
+                for r in rows.itertuples()
+            ]  # fmt: skip
+        return out
+
+    weights = {"cash": 0.5, policy.tickers[0]: 0.5}
+    full = answer(policy, {"date": day, "weights": weights}, load_market=lambda: market)
+    out = answer(policy, {"bars": bars(BARS_MIN_DAYS), "weights": weights})
+    assert np.abs(np.array(out["observation"]) - np.array(full["observation"])).max() < BARS_TOLERANCE
+    for key, value in full["target_weights"].items():
+        assert abs(out["target_weights"][key] - value) < BARS_TOLERANCE
+    with pytest.raises(DataError) as err:
+        answer(policy, {"bars": bars(BARS_MIN_DAYS - 1)})
+    assert err.value.details["field"] == f"bars.{policy.tickers[0]}"

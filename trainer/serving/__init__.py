@@ -25,7 +25,9 @@ Request bodies (JSON objects), one of:
   default the env's initial cash and no shares.
 * ``{"bars": {ticker: [{"date", "open", "high", "low", "close", "volume"}, ...]}}``: recent
   daily bars of every ticker of the agent, oldest first, ending on the day to act on, with at
-  least :func:`min_history_days` days; optional ``cash`` and ``holdings`` as above.
+  least :func:`~trainer.serving.bodies.min_bars_days` days (252: the observation then matches the
+  ``date`` path's within 1e-3); optional ``cash`` and ``holdings`` as above. A ``date`` among the
+  dataset's first 63 (warm-up) days answers with ``warnings``, or is refused outside the train split.
 
 A stock-trading agent's market state answers ``action`` (action_dim,), ``orders`` (one per
 ticker: ``shares`` signed, ``side``, ``price``, ``value``) computed with the env's trade rule
@@ -45,17 +47,28 @@ Bad input raises :class:`~trainer.errors.DataError` naming the field (``observat
 """
 
 from trainer.serving.answers import answer
-from trainer.serving.bodies import MAX_BARS, MAX_BATCH, min_history_days, parse_observations
+from trainer.serving.bodies import (
+    BARS_MIN_DAYS,
+    BARS_TOLERANCE,
+    MAX_BARS,
+    MAX_BATCH,
+    min_bars_days,
+    min_history_days,
+    parse_observations,
+)
 from trainer.serving.policy import PolicyCache, ServedPolicy
 from trainer.serving.server import make_server
 
 __all__ = [
+    "BARS_MIN_DAYS",
+    "BARS_TOLERANCE",
     "MAX_BARS",
     "MAX_BATCH",
     "PolicyCache",
     "ServedPolicy",
     "answer",
     "make_server",
+    "min_bars_days",
     "min_history_days",
     "parse_observations",
 ]

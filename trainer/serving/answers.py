@@ -11,11 +11,13 @@ import numpy as np
 
 from trainer.errors import DataError, TrainerError
 from trainer.serving.bodies import (
+    BARS_TOLERANCE,
     bars_panel,
     cash_of,
     checked_moment,
     dataset_row,
     holdings_of,
+    min_bars_days,
     min_history_days,
     parse_observations,
 )
@@ -67,10 +69,55 @@ def _env_panel(policy: ServedPolicy, market: Any, env_config: Any) -> Any:
     return panel
 
 
+def _label(dates: np.ndarray, t: int) -> str:
+    intraday = np.asarray(dates).dtype != np.dtype("datetime64[D]")
+    return str(dates[t]).replace("T", " ")[:16] if intraday else str(dates[t])[:10]
+
+
+def warmup_warnings(policy: ServedPolicy, dates: np.ndarray, t: int, need: int) -> list[str]:
+    """Warnings for a ``date`` request on row ``t`` of the agent's dataset, or a refusal.
+
+    The first ``need - 1`` rows (:func:`~trainer.serving.bodies.min_history_days`) are the
+    dataset's warm-up: their log returns, volatility and indicators are computed over
+    shortened windows. The agent's train split starts on the dataset's first day in the usual
+    task, so its training episodes (random starts from day 0) and its z-score statistics
+    include such rows; a warm-up row inside the train split is therefore served, with a
+    warning. A warm-up row outside it (a train split starting later) is an observation the
+    agent never met: refused.
+
+    Returns:
+        ``[]`` for a row with full history, else one warning naming the first full day.
+
+    Raises:
+        DataError: naming ``date``, a warm-up row outside the train split; the message names
+            the first day that can be served.
+    """
+    if t >= need - 1 or need - 1 >= len(dates):
+        return []
+    unit = "trading days" if np.asarray(dates).dtype == np.dtype("datetime64[D]") else "bars"
+    day, first_full = _label(dates, t), _label(dates, need - 1)
+    train = (policy.config.get("task") or {}).get("train") or {}
+    start, end = train.get("start"), train.get("end")
+    in_train = (start is None or day[:10] >= str(start)[:10]) and (end is None or day[:10] <= str(end)[:10])
+    what = (
+        f"{day} is within the first {need - 1} {unit} of the agent's dataset (which starts "
+        f"{_label(dates, 0)}): its features use {t + 1} {unit} of history, fewer than the {need} they need"
+    )
+    if not in_train:
+        raise DataError(
+            f"date {what}, and it is outside the agent's train split, so the agent never saw such an "
+            f"observation; the first day that can be served is {first_full}",
+            field="date",
+        )
+    return [
+        f"{what}; they are computed over shortened windows, as in the agent's training episodes that "
+        f"start on the dataset's first days. The first day with full history is {first_full}."
+    ]
+
+
 def _market_state(policy: ServedPolicy, body: Mapping[str, Any], load_market: MarketLoader | None) -> dict[str, Any]:
     from trainer.data import DEFAULT_INDICATORS, build_market_data
     from trainer.envs.kinds import env_config_from_dict, uses_scale_free
-    from trainer.envs.stock_trading import build_observation
 
     tickers = policy.tickers
     env = policy.config["env_config"]
@@ -89,8 +136,11 @@ def _market_state(policy: ServedPolicy, body: Mapping[str, Any], load_market: Ma
             raise DataError("this server has no market data; start it with --data-dir, or send bars", field="date")
         market = _env_panel(policy, load_market(), env_config)
         t, day = dataset_row(market.dates, requested, "date")
-    else:
         need = min_history_days(raw_indicators, scale_free=uses_scale_free(env_config))
+        warnings = warmup_warnings(policy, market.dates, t, need)
+    else:
+        warnings = []
+        need = min_bars_days(raw_indicators, scale_free=uses_scale_free(env_config))
         panel = bars_panel(body["bars"], tickers, need)
         try:
             market = build_market_data(
@@ -103,7 +153,9 @@ def _market_state(policy: ServedPolicy, body: Mapping[str, Any], load_market: Ma
             ) from None
         if len(market.dates) < need:
             raise DataError(
-                f"bars cover {len(market.dates)} common days; the agent's indicators need at least {need}", field="bars"
+                f"bars cover {len(market.dates)} common days; send at least {need} days of history (the agent's "
+                f"indicators need them to match the dataset's observation within {BARS_TOLERANCE:g})",
+                field="bars",
             )
         market = _env_panel(policy, market, env_config)
         t = len(market.dates) - 1
@@ -114,8 +166,21 @@ def _market_state(policy: ServedPolicy, body: Mapping[str, Any], load_market: Ma
             f"agent's (tickers {tickers}, features {list(policy.config['indicators'])})",
             field="data",
         )
-    if portfolio:
+    out = _state_answer(policy, env_config, state if portfolio else (cash, holdings), market, t, day)
+    if warnings:
+        out["warnings"] = warnings
+    return out
+
+
+def _state_answer(policy: ServedPolicy, env_config: Any, state: Any, market: Any, t: int, day: str) -> dict[str, Any]:
+    """The answer on row ``t`` of ``market``: a portfolio agent's, or a stock-trading agent's
+    (``state`` is ``(cash, holdings)``) with its orders under the env's trade rule."""
+    from trainer.envs.stock_trading import build_observation
+
+    env, tickers = policy.config["env_config"], policy.tickers
+    if policy.kind == "portfolio":
         return portfolio_answer(policy, env_config, state, market, t, day)
+    cash, holdings = state
     close = np.asarray(market.close[t], dtype=np.float64)
     if cash + float(holdings @ close) <= 0:
         raise DataError("cash and holdings are worth nothing; send cash > 0 or some holdings", field="cash")
@@ -149,7 +214,8 @@ def answer(policy: ServedPolicy, body: Any, *, load_market: MarketLoader | None 
         a stock-trading agent: ``{"algorithm", "date", "action", "orders", "prices", "cash",
         "holdings", "turbulent", "observation"}``; of a portfolio agent: ``{"algorithm",
         "date", "action", "weights", "target_weights", ...}``
-        (:func:`~trainer.serving.portfolio.portfolio_answer`).
+        (:func:`~trainer.serving.portfolio.portfolio_answer`). A ``date`` in the dataset's
+        warm-up adds ``"warnings"`` (:func:`warmup_warnings`).
 
     Raises:
         DataError: a bad body, naming the field.

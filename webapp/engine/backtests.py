@@ -297,13 +297,22 @@ def series_metrics(values: Any, benchmark_values: Any = None, turnover: Any = No
         raise AppError.from_trainer(exc) from exc
 
 
-def export_bundle(checkpoint_path: str | Path, out_path: str | Path) -> str:
+def export_bundle(
+    checkpoint_path: str | Path,
+    out_path: str | Path,
+    *,
+    ensemble_members: Sequence[dict[str, Any]] | None = None,
+    total_env_steps: int | None = None,
+) -> str:
     """Write the downloadable bundle zip of a local checkpoint (``trainer.bundle.export_bundle``).
 
     Args:
         checkpoint_path: a local checkpoint file written by :func:`train_generation` (copy a
             stored one to a local file first; the storage may be remote).
         out_path: destination zip, written atomically.
+        ensemble_members, total_env_steps: ensembles only: each member's ``{"id", "generation"}``
+            (agent id and lineage depth, checkpoint order) and the env steps of their lines,
+            each agent once (``Agent.total_env_steps``).
 
     Returns:
         Hex SHA-256 of the zip (exporting the same checkpoint twice gives the same bytes).
@@ -314,7 +323,11 @@ def export_bundle(checkpoint_path: str | Path, out_path: str | Path) -> str:
     from trainer.bundle import export_bundle as export
 
     try:
-        return str(export(str(checkpoint_path), str(out_path)))
+        return str(
+            export(
+                str(checkpoint_path), str(out_path), ensemble_members=ensemble_members, total_env_steps=total_env_steps
+            )
+        )
     except TrainerError as exc:
         raise AppError.from_trainer(exc) from exc
 

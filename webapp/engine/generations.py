@@ -212,9 +212,15 @@ def build_ensemble(
     data_dir: str | None = None,
     cache_dir: str | None = None,
     benchmark_path: str | Path | None = None,
+    member_ids: Sequence[int] | None = None,
+    total_env_steps: int | None = None,
 ) -> BuiltEnsemble:
     """Write the ensemble checkpoint of a run's agents (``trainer.ensemble.build_ensemble``),
     scored on the task's validation split by the task's rule like any generation.
+
+    ``member_ids`` (the agents' ids, in the order of ``checkpoint_paths``) and
+    ``total_env_steps`` (the members' lines, each agent once) are stored in the checkpoint, so
+    its bundle names the members and counts env steps as the API does.
 
     Returns:
         :class:`BuiltEnsemble`.
@@ -233,7 +239,13 @@ def build_ensemble(
         bench = validation_benchmark_returns(spec.data.paths, market.dates, default=benchmark_path, data_dir=data_dir)
         return evaluate_checkpoint_state(agent, state, market_data=market, benchmark_returns=bench)
 
-    digest, state = build([str(p) for p in checkpoint_paths], out_path, evaluate=evaluate)
+    digest, state = build(
+        [str(p) for p in checkpoint_paths],
+        out_path,
+        evaluate=evaluate,
+        member_ids=member_ids,
+        total_env_steps=total_env_steps,
+    )
     score = state.get("score")
     return BuiltEnsemble(
         sha256=digest,

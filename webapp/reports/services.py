@@ -378,6 +378,8 @@ def _config(backtest: Backtest, output: engine.AgentBacktest) -> dict[str, Any]:
     return {
         "agent": {
             "id": agent.id,
+            "kind": agent.kind,
+            "members": list(agent.members or []),
             "created_seq": agent.created_seq,
             "validation_score": agent.score,
             "sha256": agent.sha256,

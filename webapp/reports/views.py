@@ -100,6 +100,7 @@ def _report_context(backtest: Backtest) -> dict[str, Any]:
         "columns": columns,
         "rows": metric_table(columns),
         "config": config,
+        "agent": backtest.agent,  # the live record: an ensemble's members also for reports made before they were stored
         "contract": config.get("metric_contract", ""),
         "selection": _selection_context(backtest.agent),
     }

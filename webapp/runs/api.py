@@ -179,7 +179,7 @@ class RunViewSet(
         form.is_valid(raise_exception=True)
         data = dict(form.validated_data)
         start = data.pop("start")
-        if "mutation" not in data:  # the new-run form's default
+        if data.get("mutation") is None:  # left out or null: the new-run form's default ({} = none)
             data["mutation"] = algorithms.task_default_mutation(data["task"])
         with transaction.atomic():
             run = services.run_create(owner=request.user, **data)

@@ -65,6 +65,16 @@ ENV: dict[str, Bound] = {
     "reward_scaling": Bound("Reward scaling (per USD of value change)", 0, 1, low_open=True),
     "turbulence_threshold": Bound("Turbulence threshold", 0, 1e6, low_open=True),
 }
+#: The portfolio env (``PortfolioConfig``), keys of ``Task.env``: the same limits as the
+#: stock-trading fields they match (the New run form's buy cost is a portfolio task's
+#: ``cost_pct``), so the form and the API refuse the same values for both kinds.
+PORTFOLIO_ENV: dict[str, Bound] = {
+    "initial_cash": ENV["initial_cash"],
+    "cost_pct": Bound("Cost of turnover (fraction, 0.001 = 0.1 %)", ENV["buy_cost_pct"].low, ENV["buy_cost_pct"].high),
+    "reward_scaling": Bound("Reward scaling", ENV["reward_scaling"].low, ENV["reward_scaling"].high, low_open=True),
+}
+#: The env bounds of each task kind.
+ENV_BY_KIND: dict[str, dict[str, Bound]] = {"stock_trading": ENV, "portfolio": PORTFOLIO_ENV}
 #: A run's tournament settings.
 RUN: dict[str, Bound] = {
     "num_pods": Bound("Pods (generations at once)", 1, 256, integer=True),

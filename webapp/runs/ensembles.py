@@ -101,6 +101,8 @@ def ensemble_get_or_create(*, run: Run, k: int = DEFAULT_K) -> tuple[Agent, bool
                 data_dir=str(settings.PADDOCK_DATA_DIR),
                 cache_dir=str(settings.PADDOCK_CACHE_DIR),
                 benchmark_path=str(settings.PADDOCK_BENCHMARK_FILE),
+                member_ids=ids,
+                total_env_steps=_lines_env_steps(run, ids),
             )
         except engine.TrainerError as exc:
             raise AppError.from_trainer(exc) from exc

@@ -1,6 +1,8 @@
-"""What the New run page needs to estimate a run before it starts: each budget's room left
-and the training speed the workers measured on recent generations (reads only; the page's
-script does the arithmetic as the user edits the form, ``static/js/run_estimate.js``)."""
+"""What the New run page needs to estimate a run before it starts: each budget's room left,
+the training speed the workers measured on recent generations and how many training workers
+are alive (reads only; the page's script does the arithmetic as the user edits the form,
+``static/js/run_estimate.js``: pods at once = min(pods, the budget's max concurrent pods,
+training workers alive))."""
 
 from __future__ import annotations
 
@@ -53,9 +55,28 @@ def budget_room(budget: ClusterBudget) -> dict[str, Any]:
     }
 
 
+def training_workers() -> int | None:
+    """Training workers alive now: those whose heartbeat (the source ``/healthz`` reads,
+    :func:`webapp.core.workers.read_heartbeats`) says they consume the ``gpu`` queue. Each
+    trains one generation at a time (concurrency 1), so this many pods train at once at most.
+    ``None`` when Redis does not answer (unknown)."""
+    import redis
+
+    from webapp.config.celery import app
+    from webapp.core.workers import read_heartbeats
+
+    try:
+        beats = read_heartbeats(app.conf.broker_url)
+    except redis.RedisError:
+        return None
+    return sum(1 for b in beats if "gpu" in (b.get("queues") or []))
+
+
 def estimate_inputs(*, budgets, algorithms) -> dict[str, Any]:
-    """The page's JSON: ``{"budgets": {id: budget_room}, "speed": {algorithm: measured_speed}}``."""
+    """The page's JSON: ``{"budgets": {id: budget_room}, "speed": {algorithm: measured_speed},
+    "training_workers": training_workers()}``."""
     return {
         "budgets": {str(b.pk): budget_room(b) for b in budgets},
         "speed": {a: measured_speed(algorithm=a) for a in algorithms},
+        "training_workers": training_workers(),
     }

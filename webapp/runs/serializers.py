@@ -240,8 +240,9 @@ class RunCreateSerializer(serializers.Serializer):
     fresh_probability = serializers.FloatField(default=0.1, help_text="chance of starting from scratch")
     mutation = serializers.DictField(
         required=False,
+        allow_null=True,
         help_text='PBT mutation {"bounds": {name: [low, high]}, "factors": [0.8, 1.25], "probability": 1.0}; '
-        "left out: the new-run form's default, the learning rates of the task's algorithms between 1e-5 and "
+        "left out or null: the new-run form's default, the learning rates of the task's algorithms between 1e-5 and "
         "1e-2 moved by x0.8 or x1.25; {} = no mutation (children copy their parent's hyperparameters)",
     )
     seed = serializers.IntegerField(default=0, min_value=0)

@@ -33,13 +33,15 @@ class AgentActView(APIView):
             '`{"date": "YYYY-MM-DD"}` (a day of the agent\'s dataset; for an intraday agent also '
             '`"YYYY-MM-DD HH:MM"`, the bar ending then in exchange time, a bare day meaning its last bar) '
             'or `{"bars": {ticker: [{date, open, high, '
-            "low, close, volume}, ...]}}` (recent daily bars of every ticker, oldest first), the last two with "
+            "low, close, volume}, ...]}}` (recent daily bars of every ticker, oldest first, at least 252 days: "
+            "the observation then matches the date path's within 1e-3), the last two with "
             "optional `cash` (USD) and `holdings` ({ticker: shares}), or for a portfolio agent either those "
             '(fractional shares allowed) or `weights` ({ticker: w, ..., "cash": w}); neither is a fresh start, '
             "all in cash. Answers the deterministic action(s); a stock-trading agent's market state also the "
             "orders per ticker under the env's trade rule, prices and the observation; a portfolio agent's its "
             "target weights, the weights after its no-trade band (rebalanced_weights) and, given cash and "
-            "holdings, the orders and costs. "
+            "holdings, the orders and costs. A date among the dataset's first 63 (warm-up) days adds a "
+            "`warnings` list (refused with 400 naming date when it is outside the agent's train split). "
             "Errors are 400s naming the field; more than PADDOCK_SERVE_RATE_LIMIT calls a minute per token is 429."
         ),
         request={"application/json": dict},

@@ -41,6 +41,12 @@ def test_a_run_created_without_mutation_gets_the_forms_default_and_its_children_
     assert child.hyperparameters["learning_rate"] == new
 
 
+def test_a_null_mutation_gets_the_forms_default_like_a_missing_one(api_client, user, task, make_budget):
+    response = _post_run(api_client, task, make_budget(), mutation=None)
+    assert response.status_code == 201, response.json()
+    assert response.json()["mutation"] == RunForm(user=user).initial["mutation"] == default_mutation("ppo")
+
+
 def test_an_explicit_empty_mutation_still_means_none(api_client, task, make_budget):
     response = _post_run(api_client, task, make_budget(), mutation={})
     assert response.status_code == 201 and response.json()["mutation"] == {}

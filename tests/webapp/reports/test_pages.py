@@ -61,6 +61,10 @@ def test_report_page_shows_charts_and_qqq_metrics_equal_to_the_trainers(client_o
     assert headers == ["agent", "QQQ", "equal_weight"]
     assert "empyrical" in soup.select_one("#metric-contract").text
     assert SPLITS["test"][0] in soup.select_one("#backtest-config").text
+    label = " ".join(soup.select_one("#config-agent").get_text().split())
+    agent = done_backtest.agent
+    assert label.startswith(f"#{agent.id} (ppo, validation score {agent.score:.3f})"), label
+    assert "Ensemble" not in label
 
 
 def test_queued_backtest_page_says_it_is_pending(client_of, user, agent):

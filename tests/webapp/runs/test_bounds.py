@@ -94,3 +94,29 @@ def test_the_services_and_the_forms_use_one_bounds_table():
         field = RunForm.base_fields[name]
         assert field.label == bound.label
         assert float(field.widget.attrs["max"]) == bound.high
+
+
+@pytest.mark.parametrize(
+    ("env", "field", "form_field", "expected"),
+    [
+        ({"cost_pct": 0.5}, "cost_pct", "buy_cost_pct", "at most 0.1"),
+        ({"initial_cash": 10}, "initial_cash", "initial_cash", "at least 100"),
+        ({"reward_scaling": 5}, "reward_scaling", "reward_scaling", "at most 1"),
+    ],
+)
+def test_a_portfolio_task_gets_the_same_env_bounds_from_the_api_as_from_the_form(
+    api_client, client, user, dataset, world, env, field, form_field, expected
+):
+    response = post_task(api_client, dataset, kind="portfolio", env=env)
+    assert response.status_code == 400, response.content
+    assert set(response.json()["fields"]) == {f"env.{field}"}
+    assert expected in response.json()["fields"][f"env.{field}"]
+    client.force_login(user)
+    errors = _errors(client, world, kind="portfolio", **{form_field: env[field]})
+    assert form_field in errors and expected in errors[form_field][0], errors
+
+
+def test_a_portfolio_task_within_the_bounds_is_created(api_client, dataset):
+    response = post_task(api_client, dataset, kind="portfolio", env={"cost_pct": 0.1, "initial_cash": 100})
+    assert response.status_code == 201, response.content
+    assert response.json()["env"]["cost_pct"] == 0.1

@@ -7,7 +7,9 @@ from __future__ import annotations
 
 import csv
 import io
+import json
 import re
+import zipfile
 
 import pytest
 from bs4 import BeautifulSoup
@@ -168,3 +170,20 @@ def test_the_migration_moves_an_ensemble_off_its_synthetic_generation(world, tra
     assert agent.total_env_steps == _lines_env_steps(agent.members)
     assert not Generation.objects.filter(pk=gen.pk).exists(), "the synthetic generation is gone"
     assert Agent.objects.filter(run=world.run, kind="trained").count() == 4
+
+
+def test_the_ensemble_bundle_names_its_members_and_counts_env_steps_as_the_api(world, api_client):
+    body = api_client.post(f"/api/runs/{world.run.id}/ensemble/", {"k": 3}, format="json").json()
+    response = api_client.get(f"/api/agents/{body['id']}/bundle/")
+    assert response.status_code == 200
+    with zipfile.ZipFile(io.BytesIO(b"".join(response.streaming_content))) as zf:
+        config, card = json.loads(zf.read("config.json")), zf.read("README.md").decode()
+    depth = dict(Agent.objects.filter(pk__in=body["members"]).values_list("id", "depth"))
+    assert config["generation"] is None and body["generation"] is None
+    assert config["total_env_steps"] == body["total_env_steps"] == config["ensemble"]["total_env_steps"]
+    listed = [(m["id"], m["generation"]) for m in config["ensemble"]["members"]]
+    assert listed == [(pk, depth[pk]) for pk in body["members"]]
+    named = ", ".join(f"#{pk} generation {depth[pk]}" for pk in body["members"])
+    assert f"Ensemble of 3 agents ({named})" in card
+    assert f"Env steps trained: {body['total_env_steps']} (the members' lines" in card
+    assert "stock-trading policy" in card

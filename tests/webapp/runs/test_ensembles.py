@@ -134,3 +134,14 @@ def test_an_ensemble_agent_backtests_against_qqq_and_equal_weight(world, user, c
     page = BeautifulSoup(client.get(f"/reports/{backtest.id}/").content, "html.parser")
     assert page.select_one("#dsr-trials").get_text(strip=True) == "4"
     assert "Agents trained and evaluated in the run" in page.select_one("#deflated-sharpe").get_text(" ")
+    # the report and its HTML export say it is an ensemble, link its members and round the score
+    first, second = agent.members
+    exported = BeautifulSoup(client.get(f"/reports/{backtest.id}/export.html").content, "html.parser")
+    for soup in (page, exported):
+        label = soup.select_one("#config-agent")
+        text = " ".join(label.get_text().split())
+        assert f"Ensemble of #{first}, #{second} (top-2 of run {world.run.id})" in text, text
+        links = [a["href"] for a in label.select("#config-ensemble a")]
+        assert links == [f"/agents/{first}/", f"/agents/{second}/"]
+        assert f"validation score {agent.score:.3f}" in text and repr(agent.score) not in text
+    assert backtest.config["agent"]["kind"] == "ensemble" and backtest.config["agent"]["members"] == agent.members

@@ -89,3 +89,33 @@ def test_the_new_run_estimate_uses_the_speed_measured_on_done_generations(world,
     room = estimate.budget_room(world.budget)
     assert room["env_steps_left"] == world.budget.env_step_cap - world.budget.env_steps_used
     assert room["device_seconds_left"] is None and room["max_concurrent_pods"] == 8
+
+
+def test_the_new_run_estimate_counts_the_training_workers_alive_as_healthz_reads_them(client, user, settings):
+    """Pods at once are capped by the training workers alive: the workers' heartbeats in Redis
+    (the source /healthz reads); a worker of the cpu queue only does not train."""
+    import json
+
+    import redis
+
+    from webapp.core.health import check_workers
+    from webapp.core.workers import HEARTBEAT_KEY
+    from webapp.runs import estimate
+
+    conn = redis.Redis.from_url(settings.CELERY_BROKER_URL)
+    names = ["celery@srvfix-gpu", "celery@srvfix-cpu"]
+    try:
+        before = estimate.training_workers()
+        for name, queues in zip(names, (["gpu"], ["cpu"])):
+            beat = {"name": name, "queues": queues, "device": "cpu", "gpu": None, "pid": 1, "at": 0}
+            conn.set(HEARTBEAT_KEY + name, json.dumps(beat), ex=30)
+        alive = {w["name"] for w in check_workers()["workers"]}
+        assert set(names) <= alive  # the same heartbeats /healthz lists
+        assert estimate.training_workers() == before + 1  # only the gpu-queue worker trains
+        client.force_login(user)
+        html = client.get("/runs/new/").content.decode()
+        inputs = json.loads(html.split('id="estimate-inputs"', 1)[1].split(">", 1)[1].split("</script>", 1)[0])
+        assert inputs["training_workers"] == before + 1
+    finally:
+        conn.delete(*(HEARTBEAT_KEY + n for n in names))
+    assert estimate.training_workers() == before

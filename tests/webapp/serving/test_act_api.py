@@ -173,3 +173,19 @@ def test_a_changed_bundle_is_reloaded(agent, api_client, bundle):
     os.utime(path, ns=(time.time_ns(), time.time_ns()))
     api_client.post(f"/api/agents/{agent.id}/act", obs, format="json")
     assert engine_market._serving_cache.loads == loads + 1
+
+
+def test_a_warm_up_day_of_the_train_split_answers_with_a_warning_naming_the_first_full_day(
+    agent, api_client, settings, data_dir
+):
+    """The tiny task's dataset and train split start 2018-06-01; 2018-06-04, its second day, has
+    2 days of history for the 63-day features, as the agent's training episodes did: 200 with
+    a warning; the first full day it names answers without one."""
+    settings.PADDOCK_DATA_DIR = data_dir
+    response = api_client.post(f"/api/agents/{agent.id}/act", {"date": "2018-06-04"}, format="json")
+    assert response.status_code == 200, response.json()
+    (warning,) = response.json()["warnings"]
+    assert "2 trading days of history, fewer than the 64" in warning
+    first_full = warning.split("first day with full history is ", 1)[1].rstrip(".")
+    ok = api_client.post(f"/api/agents/{agent.id}/act", {"date": first_full}, format="json")
+    assert ok.status_code == 200 and "warnings" not in ok.json() and ok.json()["date"] == first_full

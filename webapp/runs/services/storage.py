@@ -44,6 +44,11 @@ class Bundle:
     size: int
 
 
+#: Bumped when the bundle's content for the same checkpoint changes (2: an ensemble's members,
+#: generation and env steps; the task kind in the model card), so older bundles are exported again.
+EXPORT_VERSION = 2
+
+
 def _sidecar_name(agent: Agent) -> str:
     return f"bundles/run-{agent.run_id}/agent-{agent.id}.json"
 
@@ -59,6 +64,8 @@ def _read_sidecar(agent: Agent) -> Bundle | None:
         # a sidecar of another checkpoint (an older agent under the same id, e.g. a reused
         # storage folder after the database was recreated) is stale: export again
         if info["checkpoint_sha256"] != agent.sha256:
+            return None
+        if info.get("export") != EXPORT_VERSION:  # exported by an older Paddock: card or config changed
             return None
     except (ValueError, KeyError, TypeError):
         return None
@@ -86,7 +93,12 @@ def agent_bundle(agent: Agent) -> Bundle:
     with tempfile.TemporaryDirectory(prefix="paddock-bundle-") as tmp:
         local = local_copy_of_checkpoint(agent.checkpoint, Path(tmp) / "agent.pt")
         out = Path(tmp) / f"agent-{agent.id}.zip"
-        sha256 = engine.export_bundle(local, out)
+        if agent.kind == Agent.Kind.ENSEMBLE:
+            depth = dict(Agent.objects.filter(pk__in=agent.members).values_list("id", "depth"))
+            members = [{"id": pk, "generation": depth.get(pk)} for pk in agent.members]
+            sha256 = engine.export_bundle(local, out, ensemble_members=members, total_env_steps=agent.total_env_steps)
+        else:
+            sha256 = engine.export_bundle(local, out)
         size = out.stat().st_size
         with open(out, "rb") as fh:
             stored = default_storage.save(f"bundles/run-{agent.run_id}/agent-{agent.id}.zip", File(fh))
@@ -95,7 +107,9 @@ def agent_bundle(agent: Agent) -> Bundle:
         default_storage.delete(stored)
         return again
     bundle = Bundle(name=stored, sha256=sha256, size=size)
-    payload = json.dumps({"name": stored, "sha256": sha256, "size": size, "checkpoint_sha256": agent.sha256}).encode()
+    payload = json.dumps(
+        {"name": stored, "sha256": sha256, "size": size, "checkpoint_sha256": agent.sha256, "export": EXPORT_VERSION}
+    ).encode()
     default_storage.save(_sidecar_name(agent), ContentFile(payload))
     logger.info("exported bundle of agent %s (%d bytes)", agent.id, size, extra={"run": agent.run_id})
     return bundle

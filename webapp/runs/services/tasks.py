@@ -111,8 +111,8 @@ def task_create(
         "selection": selection or {},
     }
     # Every error at once: env bounds, each hyperparameter alone, then data and splits alone.
-    if isinstance(env, dict) and kind == "stock_trading":
-        fields.update(bounds.errors(env, bounds.ENV, prefix="env."))
+    if isinstance(env, dict) and kind in bounds.ENV_BY_KIND:
+        fields.update(bounds.errors(env, bounds.ENV_BY_KIND[kind], prefix="env."))
     if isinstance(hyperparameters, dict):
         fields.update(bounds.hyperparameter_errors(algorithm, hyperparameters, engine.validate_hyperparameters))
     base = bounds.collect(fields, engine.validate_task, {**spec, "env": {}, "hyperparameters": {}})
