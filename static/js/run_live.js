@@ -201,9 +201,17 @@
     status.textContent = run.status;
     status.dataset.status = run.status;
     status.className = "badge " + run.status;
-    $("#best-score").textContent = fmtNumber(run.best_score, 3);
+    const best = $("#best-score");
+    // a validation window under 63 days: the score is annualised noise (selectors.score_note)
+    best.textContent = run.score_note && run.best_score !== null ? "n/a" : fmtNumber(run.best_score, 3);
+    if (run.score_note) best.title = run.score_note;
+    else best.removeAttribute("title");
     $("#num-pods").textContent = run.num_pods;
-    $("#agents-count").textContent = run.agents;
+    $("#agents-count").textContent = run.agents; // trained by the pods
+    if (run.ensembles !== undefined) {
+      $("#ensembles-count").textContent = run.ensembles;
+      $("#ensembles-plural").textContent = run.ensembles === 1 ? "" : "s";
+    }
     $("#status-reason").textContent = run.status_reason || "";
     const allowed = {
       start: run.status === "queued",
@@ -322,7 +330,15 @@
     const cell = (col) => tr.querySelector('[data-col="' + col + '"]');
     tr.dataset.score = agent.score === null ? "" : agent.score;
     cell("rank").textContent = rank;
-    cell("score").textContent = fmtNumber(agent.score, 3);
+    // a validation window shorter than the short-window rule's minimum (63 days): every
+    // Sharpe-based figure is n/a, the reason in the cells' title (baselines.note)
+    const note = (agent.baselines || {}).note || "";
+    const withheld = (value, text) => (note && value !== null && value !== undefined ? "n/a" : text);
+    for (const col of ["score", "untrained", "sharpe", "vs_equal_weight", "vs_qqq", "dsr"]) {
+      if (note) cell(col).title = note;
+      else cell(col).removeAttribute("title");
+    }
+    cell("score").textContent = withheld(agent.score, fmtNumber(agent.score, 3));
     // the server's texts of the baselines on the same validation days, like with like:
     // score next to the untrained policy's score, Sharpe ratio next to Sharpe ratios, and
     // the excess return and Sharpe difference over 1/N and QQQ (selectors.agent_payload)
@@ -340,7 +356,7 @@
       cell("untrained").append(" ", mark);
     }
     // Deflated Sharpe Ratio against every agent the run has evaluated (server-computed)
-    cell("dsr").textContent = fmtNumber(agent.deflated_sharpe ?? null, 3);
+    cell("dsr").textContent = withheld(agent.deflated_sharpe, fmtNumber(agent.deflated_sharpe ?? null, 3));
     cell("generation").textContent = agent.generation;
     cell("parent").innerHTML = agent.parent_id
       ? '<a href="' + agentUrl(agent.parent_id) + '">#' + agent.parent_id + "</a>"

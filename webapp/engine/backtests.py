@@ -405,9 +405,9 @@ def withheld_metrics(metrics: dict[str, Any]) -> dict[str, str]:
     Returns:
         ``{key: "n/a (window shorter than 63 days)"}``; empty for a long enough window.
     """
+    if not (metrics or {}).get("short_window"):
+        return {}  # before the import: it loads torch, which pages of long windows never need
     from trainer.backtest.metrics import ANNUALISED_KEYS, short_window_text
 
-    if not (metrics or {}).get("short_window"):
-        return {}
     text = short_window_text(int(metrics.get("min_annualised_days") or 63))
     return {key: text for key in ANNUALISED_KEYS}

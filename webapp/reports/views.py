@@ -109,9 +109,22 @@ def _report_context(backtest: Backtest) -> dict[str, Any]:
 @login_required
 @require_GET
 def backtest_list(request: HttpRequest) -> HttpResponse:
-    """The user's backtests; tick some to compare them."""
-    backtests = selectors.backtest_list(user=request.user)[:200]
-    return render(request, "reports/list.html", {"backtests": backtests, "max_compare": selectors.MAX_COMPARE})
+    """The user's backtests; tick some to compare them. ``?run=<id>`` and ``?agent=<id>`` narrow
+    them as in ``/api/backtests/``; a value that is not a whole number is a 400 naming it."""
+    backtests = selectors.backtest_list(user=request.user)
+    filters: dict[str, int] = {}
+    for name in ("run", "agent"):
+        value = (request.GET.get(name) or "").strip()
+        if not value:
+            continue
+        if not value.isascii() or not value.isdigit():
+            error = f"{name}: expected a {name} id (a whole number), got {value!r}"
+            context = {"backtests": [], "max_compare": selectors.MAX_COMPARE, "error": error, "filters": {}}
+            return render(request, "reports/list.html", context, status=400)
+        filters[name] = int(value)
+    backtests = backtests.filter(**{f"{name}_id": value for name, value in filters.items()})
+    context = {"backtests": backtests[:200], "max_compare": selectors.MAX_COMPARE, "filters": filters}
+    return render(request, "reports/list.html", context)
 
 
 @login_required

@@ -15,6 +15,7 @@ from django.shortcuts import redirect, render
 from django.urls import NoReverseMatch, reverse
 from django.views.decorators.http import require_GET, require_safe
 
+from webapp import engine
 from webapp.core.downloads import serve_file
 from webapp.core.errors import AppError
 from webapp.runs import baselines, deflated, scoring, selectors, services
@@ -101,8 +102,11 @@ def _hyperparameter_text(value: Any) -> str:
 def agent_detail(request: HttpRequest, agent_id: int) -> HttpResponse:
     """Score, metrics, hyperparameters, lineage, bundle download and backtest buttons."""
     agent = _agent_or_404(request, agent_id)
+    # the short-window rule: annualised figures of a validation window under 63 days read "n/a
+    # (window shorter than 63 days)", as in the CLI and the reports
+    withheld = engine.withheld_metrics(agent.metrics or {})
     metrics = [
-        (metric_label(key), _metric_text(key, value))
+        (metric_label(key), withheld.get(key) or _metric_text(key, value))
         for key, value in sorted(agent.metrics.items())
         if not isinstance(value, dict | list) and key not in _HIDDEN_METRICS
     ]

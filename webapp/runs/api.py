@@ -267,6 +267,12 @@ class RunViewSet(
         parameters=[
             OpenApiParameter("run", int, description="only this run's agents"),
             OpenApiParameter("on_leaderboard", bool, description="only agents on (or off) the leaderboard"),
+            OpenApiParameter(
+                "kind",
+                str,
+                enum=[choice.value for choice in Agent.Kind],
+                description="only trained agents (of the pods) or only ensembles; any other value: 400 naming kind",
+            ),
         ],
     ),
 )
@@ -283,6 +289,12 @@ class AgentViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.Ge
             qs = qs.filter(run_id=int(params["run"]))
         if params.get("on_leaderboard") in ("true", "1", "false", "0"):
             qs = qs.filter(on_leaderboard=params["on_leaderboard"] in ("true", "1"))
+        if "kind" in params:
+            kinds = [choice.value for choice in Agent.Kind]
+            if params["kind"] not in kinds:
+                message = f"expected one of {', '.join(kinds)}, got {params['kind']!r}"
+                raise AppError(f"kind: {message}", fields={"kind": message})
+            qs = qs.filter(kind=params["kind"])
         return qs.order_by("-run_id", F("score").desc(nulls_last=True), "created_seq")
 
     @extend_schema(

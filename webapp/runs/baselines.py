@@ -14,6 +14,12 @@ Like is compared with like:
   **QQQ** on the same days, with the agent's **excess return** (its total return minus the
   baseline's, ``trainer.selection.baseline_relative``) and **Sharpe difference** over each;
 - the random-start windows' spread of total returns.
+
+The short-window rule (``trainer.backtest.contract.MIN_ANNUALISED_DAYS``, 63 trading days) holds
+here as in the CLI and the reports: on a shorter validation window every Sharpe-based figure (the
+score and the untrained policy's, the noise, the Sharpe ratios and Sharpe differences) is
+annualised noise, so the texts pages show read "n/a" and ``note`` says why; the numbers stay in
+the dict for the API, flagged ``short_window``.
 """
 
 from __future__ import annotations
@@ -21,11 +27,24 @@ from __future__ import annotations
 import statistics
 from typing import Any
 
+from webapp import engine
 from webapp.runs.models import Agent
 from webapp.runs.telemetry import finite_or_none
 
-#: The baselines of the comparison table, in the order pages show them.
-BASELINES = (("untrained", "Untrained policy of its line"), ("equal_weight", "1/N portfolio"), ("qqq", "QQQ"))
+#: The baselines of the comparison table, in the order pages show them. The 1/N portfolio of
+#: the validation metrics (``trainer.selection.baseline_relative``) is rebalanced daily.
+BASELINES = (
+    ("untrained", "Untrained policy of its line"),
+    ("equal_weight", "1/N rebalanced daily"),
+    ("qqq", "QQQ"),
+)
+
+
+def short_window_note(metrics: dict[str, Any] | None) -> str:
+    """``"n/a (window shorter than 63 days)"`` when ``metrics`` (an agent's validation metrics)
+    cover fewer days than the short-window rule's minimum, else ``""``: what pages show instead of
+    its Sharpe-based and annualised figures (``engine.withheld_metrics``)."""
+    return engine.withheld_metrics(metrics or {}).get("sharpe_ratio", "")
 
 
 def _relative(agent: dict[str, float | None], base: dict[str, float | None]) -> dict[str, float | None]:
@@ -44,7 +63,8 @@ def agent_baselines(agent: Agent) -> dict[str, Any]:
     Returns:
         ``{"score", "sharpe", "total_return", "untrained", "untrained_sharpe",
         "untrained_total_return", "equal_weight", "qqq", "noise", "within_noise",
-        "comparison", "vs_untrained", "vs_equal_weight", "vs_qqq", "windows", "texts", "text"}``:
+        "comparison", "vs_untrained", "vs_equal_weight", "vs_qqq", "windows", "short_window",
+        "min_annualised_days", "note", "texts", "text"}``:
 
         - ``untrained``: the untrained policy's score (same rule as ``score``);
         - ``equal_weight``, ``qqq``: the 1/N portfolio's and QQQ's full-window Sharpe ratios
@@ -54,6 +74,9 @@ def agent_baselines(agent: Agent) -> dict[str, Any]:
           each of :data:`BASELINES`; excess return and Sharpe difference are the agent's minus
           the row's (``None`` on the agent's own row);
         - ``vs_<baseline>``: ``{"excess_return", "sharpe_difference"}`` of the agent over it;
+        - ``short_window``: the validation window is shorter than ``min_annualised_days`` (63);
+          every Sharpe-based value is then kept here but pages show "n/a" and ``note`` (the
+          reason, ``""`` otherwise); ``within_noise`` is then false;
         - ``texts``: what the leaderboard shows (:func:`leaderboard_texts`); ``text`` their one-line sum.
 
         Returns are fractions (0.01 = 1 %), Sharpe ratios annualised; ``None`` where the
@@ -93,6 +116,7 @@ def agent_baselines(agent: Agent) -> dict[str, Any]:
         for name in ("excess_return", "sharpe_difference"):
             if finite_or_none(rel.get(name)) is not None:
                 vs[key][name] = finite_or_none(rel.get(name))
+    note = short_window_note(m)
     comparison = [{"key": "agent", "label": "This agent", **own, "excess_return": None, "sharpe_difference": None}]
     comparison += [{"key": key, "label": label, **series[key], **vs[key]} for key, label in BASELINES]
     b = {
@@ -104,7 +128,11 @@ def agent_baselines(agent: Agent) -> dict[str, Any]:
         "qqq": series["qqq"]["sharpe"],
         "noise": noise,
         "within_noise": (
-            score is not None and untrained is not None and noise is not None and abs(score - untrained) <= noise
+            not note
+            and score is not None
+            and untrained is not None
+            and noise is not None
+            and abs(score - untrained) <= noise
         ),
         "comparison": comparison,
         "vs_untrained": vs["untrained"],
@@ -113,6 +141,9 @@ def agent_baselines(agent: Agent) -> dict[str, Any]:
         "windows": {
             k: windows.get(k) for k in ("count", "days", "total_return_min", "total_return_mean", "total_return_max")
         },
+        "short_window": bool(note),
+        "min_annualised_days": m.get("min_annualised_days"),
+        "note": note,
     }
     b["texts"] = leaderboard_texts(b)
     b["text"] = baselines_text(b)
@@ -123,14 +154,18 @@ def _signed_percent(value: float) -> str:
     return f"{value * 100:+.2f} %"
 
 
-def relative_text(rel: dict[str, float | None]) -> str:
-    """``"+2.10 % · Sharpe +0.03"``: excess total return and Sharpe difference ("" if neither)."""
+def relative_text(rel: dict[str, float | None], *, short: bool = False) -> str:
+    """``"+2.10 % · Sharpe +0.03"``: excess total return and Sharpe difference ("" if neither);
+    ``short`` (a window under the short-window rule's minimum): ``"+2.10 % · Sharpe n/a"``."""
     parts = []
     if rel.get("excess_return") is not None:
         parts.append(_signed_percent(rel["excess_return"]))
     if rel.get("sharpe_difference") is not None:
-        parts.append(f"Sharpe {rel['sharpe_difference']:+.2f}")
+        parts.append("Sharpe n/a" if short else f"Sharpe {rel['sharpe_difference']:+.2f}")
     return " · ".join(parts)
+
+
+_SHARPE_KEYS = ("sharpe", "untrained_sharpe", "equal_weight", "qqq")
 
 
 def leaderboard_texts(b: dict[str, Any]) -> dict[str, str]:
@@ -139,9 +174,19 @@ def leaderboard_texts(b: dict[str, Any]) -> dict[str, str]:
     Returns:
         ``{"untrained": "untrained -0.28 · noise ±0.32"`` (scores, same rule),
         ``"sharpe": "0.53 · untrained 0.10 · 1/N 0.50 · QQQ 1.24"`` (full-window Sharpe ratios,
-        the agent's first), ``"vs_equal_weight"``, ``"vs_qqq"``: :func:`relative_text`}; ""
-        where nothing was recorded.
+        the agent's first; 1/N rebalanced daily), ``"vs_equal_weight"``, ``"vs_qqq"``:
+        :func:`relative_text`}; "" where nothing was recorded. On a short window (``b["note"]``
+        set) the Sharpe-based parts read "n/a": ``"untrained": "n/a"``, ``"sharpe": "n/a
+        (window shorter than 63 days)"``, ``"vs_qqq": "+2.10 % · Sharpe n/a"``.
     """
+    note = b.get("note") or ""
+    if note:
+        return {
+            "untrained": "n/a" if b.get("untrained") is not None or b.get("noise") is not None else "",
+            "sharpe": note if any(b.get(k) is not None for k in _SHARPE_KEYS) else "",
+            "vs_equal_weight": relative_text(b.get("vs_equal_weight") or {}, short=True),
+            "vs_qqq": relative_text(b.get("vs_qqq") or {}, short=True),
+        }
     score_parts = []
     if b.get("untrained") is not None:
         score_parts.append(f"untrained {b['untrained']:.2f}")

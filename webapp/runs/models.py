@@ -174,7 +174,8 @@ class Run(models.Model):
     @property
     def score_rule(self) -> dict:
         """The rule the run's scores follow, with its label (``scoring.score_rule`` of the
-        task's ``selection``): ``score_metric`` only names the quantity it is built on."""
+        task's ``selection``): the stored ``score_metric`` only names the quantity it is built on
+        (the API's ``score_metric`` is this rule's name)."""
         return score_rule(self.task.selection)
 
 

@@ -3,7 +3,8 @@
 The score every agent carries is not always a Sharpe ratio: by default it is the mean minus one
 standard deviation of the Sharpe ratios of 4 validation sub-windows (``trainer.selection.
 SelectionRule``; the task's ``selection``). Pages and the API label it with :func:`score_rule`
-rather than with ``Run.score_metric`` (always ``"sharpe"``, the quantity the rule is built on).
+rather than with ``Run.score_metric`` (the stored field is always ``"sharpe"``, the quantity the
+rule is built on; the API and the live events give the rule's name in its place).
 """
 
 from __future__ import annotations

@@ -122,8 +122,33 @@ def budget_progress(
     return {"fraction": limits[limit], "limit": limit, "limit_label": BUDGET_LIMIT_LABELS[limit], "limits": limits}
 
 
+def _agent_counts(run: Run) -> dict[str, int]:
+    """``{"agents": trained agents, "ensembles": ensembles}`` of the run (one query)."""
+    kinds = dict(run.agents.order_by().values_list("kind").annotate(n=Count("id")))
+    return {"agents": kinds.get(Agent.Kind.TRAINED, 0), "ensembles": kinds.get(Agent.Kind.ENSEMBLE, 0)}
+
+
+def score_note(run: Run) -> str:
+    """Why the run's scores read "n/a" on pages: ``"n/a (window shorter than 63 days)"`` when its
+    agents were validated on a window shorter than the short-window rule's minimum (their
+    metrics' ``short_window``; every agent of a run has the same validation days), else ``""``."""
+    from webapp import engine
+
+    row = (
+        run.agents.exclude(score=None)
+        .order_by("created_seq")
+        .values("metrics__short_window", "metrics__min_annualised_days")
+        .first()
+    )
+    if not row:
+        return ""
+    window = {"short_window": row["metrics__short_window"], "min_annualised_days": row["metrics__min_annualised_days"]}
+    return engine.withheld_metrics(window).get("sharpe_ratio", "")
+
+
 def run_payload(run: Run) -> dict[str, Any]:
-    """The ``run`` object of ``run.update`` and ``run.snapshot`` events."""
+    """The ``run`` object of ``run.update`` and ``run.snapshot`` events (``score_note``: why
+    pages show ``best_score`` as "n/a", :func:`score_note`)."""
     elapsed = None
     if run.started_at:
         elapsed = ((run.finished_at or timezone.now()) - run.started_at).total_seconds()
@@ -136,12 +161,14 @@ def run_payload(run: Run) -> dict[str, Any]:
         "generation_steps": run.generation_steps,
         "leaderboard_size": run.leaderboard_size,
         "best_score": run.best_score,
-        "score_metric": run.score_metric,
+        "score_note": score_note(run),
+        "score_metric": run.score_rule["rule"],  # the rule's name, as the API gives it
         "score_rule": run.score_rule,
         "started_at": _iso(run.started_at),
         "finished_at": _iso(run.finished_at),
         "elapsed_s": elapsed,
-        "agents": run.agents.filter(kind=Agent.Kind.TRAINED).count(),
+        # the pods' trained agents; ensembles (built of them) are counted apart
+        **_agent_counts(run),
         "budget": {**budget_usage(run.budget), "progress": budget_progress(run.budget, run)},
     }
 
@@ -291,7 +318,7 @@ def run_list(*, user, status: str = "", algorithm: str = "", search: str = "") -
     """The user's runs, newest first, with what the list shows annotated (no N+1).
 
     Annotations: ``pods_running`` (generations running now), ``agents_count`` (agents its pods
-    trained; ensembles are not counted),
+    trained; ensembles are not counted), ``ensembles_count`` (ensembles built of them),
     ``env_steps_done`` (env steps of finished generations). ``task`` and ``budget`` are joined.
 
     Args:
@@ -312,6 +339,7 @@ def run_list(*, user, status: str = "", algorithm: str = "", search: str = "") -
         qs = qs.filter(cond)
     running = Generation.objects.filter(run_id=OuterRef("pk"), status=Generation.Status.RUNNING)
     agents = Agent.objects.filter(run_id=OuterRef("pk"), kind=Agent.Kind.TRAINED)
+    ensembles = Agent.objects.filter(run_id=OuterRef("pk"), kind=Agent.Kind.ENSEMBLE)
     done = (
         Generation.objects.filter(run_id=OuterRef("pk"), status=Generation.Status.DONE)
         .order_by()
@@ -322,6 +350,7 @@ def run_list(*, user, status: str = "", algorithm: str = "", search: str = "") -
     return qs.annotate(
         pods_running=_count_subquery(running),
         agents_count=_count_subquery(agents),
+        ensembles_count=_count_subquery(ensembles),
         env_steps_done=Coalesce(Subquery(done, output_field=IntegerField()), Value(0)),
     ).order_by("-created_at", "-id")
 

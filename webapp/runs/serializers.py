@@ -149,13 +149,22 @@ class RunSerializer(serializers.ModelSerializer):
     owner = serializers.CharField(source="owner.username", read_only=True)
     algorithm = serializers.CharField(source="task.algorithm", read_only=True)
     pods_running = serializers.IntegerField(read_only=True, default=None)
-    agents_count = serializers.IntegerField(read_only=True, default=None)
+    agents_count = serializers.IntegerField(
+        read_only=True, default=None, help_text="agents the run's pods trained (ensembles not counted)"
+    )
+    ensembles_count = serializers.IntegerField(
+        read_only=True, default=None, help_text="ensembles built of the run's agents (GET /api/agents/?kind=ensemble)"
+    )
     env_steps_done = serializers.IntegerField(read_only=True, default=None)
     budget_progress = serializers.SerializerMethodField()
     score_rule = serializers.DictField(
         read_only=True,
         help_text='what the scores are: the task\'s selection rule, {"rule", "windows", "k", "label"} '
-        "(score_metric names only the quantity it is built on, the Sharpe ratio)",
+        "(score_metric is its rule's name)",
+    )
+    score_metric = serializers.SerializerMethodField(
+        help_text="the selection rule the scores follow (score_rule.rule: mean_minus_std, worst_window or "
+        "full_sharpe), kept for older clients; score_rule also gives its windows, k and label"
     )
     tickers = serializers.ListField(
         source="task.tickers", child=serializers.CharField(), read_only=True, help_text="the tickers traded"
@@ -196,6 +205,7 @@ class RunSerializer(serializers.ModelSerializer):
             "archived",
             "pods_running",
             "agents_count",
+            "ensembles_count",
             "env_steps_done",
             "budget_progress",
             "event_seq",
@@ -204,6 +214,10 @@ class RunSerializer(serializers.ModelSerializer):
             "finished_at",
         ]
         read_only_fields = fields
+
+    def get_score_metric(self, obj: Run) -> str:
+        """The name of the rule the run's scores follow (``Run.score_rule["rule"]``)."""
+        return obj.score_rule["rule"]
 
     def get_budget_progress(self, obj: Run) -> float | None:
         """Largest fraction spent of any limit of the run's budget, its own wall clock included

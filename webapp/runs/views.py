@@ -13,6 +13,7 @@ from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.core.paginator import Paginator
 from django.db import transaction
+from django.db.models import Count
 from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 from django.urls import reverse
@@ -36,6 +37,7 @@ from webapp.runs import (
     workers,
 )
 from webapp.runs.form_help import HYPERPARAMETER_HELP
+from webapp.runs.models import Agent
 
 PAGE_SIZE = 50
 #: leaderboard rows the run page shows (the API pages through all of them)
@@ -335,6 +337,8 @@ def run_agents(request: HttpRequest, run_id: int) -> HttpResponse:
         response["Content-Disposition"] = f'attachment; filename="run-{run.pk}-agents.csv"'
         return response
     page = Paginator(qs, AGENT_PAGE_SIZE).get_page(request.GET.get("page"))
+    # what the count is made of: the pods' trained agents and the ensembles built of them
+    kinds = dict(qs.order_by().values_list("kind").annotate(n=Count("id")))
     query = request.GET.copy()
     query.pop("page", None)
     without_sort = query.copy()
@@ -353,6 +357,8 @@ def run_agents(request: HttpRequest, run_id: int) -> HttpResponse:
             "run": run,
             "filters": filters,
             "page": page,
+            "trained_count": kinds.get(Agent.Kind.TRAINED, 0),
+            "ensembles_count": kinds.get(Agent.Kind.ENSEMBLE, 0),
             "rows": [
                 {"agent": a, "mutation": lineage.mutation_text(a.generation.mutations) if a.generation else ""}
                 for a in page.object_list

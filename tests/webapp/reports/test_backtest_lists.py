@@ -1,6 +1,6 @@
 """Backtest lists (``/reports/`` and the run page's "Backtest reports") follow the report
 page's short-window rule, say each report's window and whether it is held out, and stand the
-1/N portfolio next to QQQ; ``GET /api/backtests/`` filters by run and agent.
+equal-weight buy-and-hold portfolio next to QQQ; ``GET /api/backtests/`` filters by run and agent.
 
 ``user`` owns every backtest here; each is really run in this process.
 """
@@ -102,3 +102,45 @@ def test_the_api_refuses_a_non_integer_filter_naming_the_field(user, field, valu
     assert response.status_code == 400
     body = response.json()
     assert field in body["fields"] and body["error"].startswith(f"{field}:")
+
+
+def test_the_backtest_page_filters_by_run_and_agent_like_the_api(client, user, make_agent, run_backtest_now):
+    first, second = make_agent(), make_agent()
+    a = run_backtest_now(first, "2020-07-01", "2020-07-08")
+    b = run_backtest_now(second, "2020-07-01", "2020-07-08")
+    client.force_login(user)
+
+    def ids(query: str) -> set[int]:
+        response = client.get(f"/reports/{query}")
+        assert response.status_code == 200, response.content[:300]
+        return set(_rows(response.content, "data-backtest"))
+
+    assert ids("") == {a.id, b.id}
+    assert ids(f"?run={first.run_id}") == {a.id, b.id}
+    assert ids(f"?run={first.run_id + 1000}") == set()  # filtered, not ignored
+    assert ids(f"?agent={second.id}") == {b.id}
+    assert ids(f"?run={first.run_id}&agent={first.id}") == {a.id}
+    page = BeautifulSoup(client.get(f"/reports/?run={first.run_id + 1000}").content, "html.parser")
+    assert page.select_one("#no-match") and page.select_one("#filter-run")
+    bad = client.get("/reports/?run=abc")
+    assert bad.status_code == 400
+    error = BeautifulSoup(bad.content, "html.parser").select_one("#list-error").get_text(strip=True)
+    assert error.startswith("run:") and "'abc'" in error
+
+
+def test_the_lists_name_the_equal_weight_portfolio_buy_and_hold(client, user, agent, backtests):
+    """The reports' equal-weight line is bought once and held; the leaderboard's 1/N is rebalanced
+    daily: each place names the one it shows."""
+    client.force_login(user)
+    for url, table in (("/reports/", "#backtest-list"), (f"/runs/{agent.run_id}/reports/", "#run-reports-table")):
+        soup = BeautifulSoup(client.get(url).content, "html.parser")
+        heads = [th.get_text(" ", strip=True) for th in soup.select(f"{table} thead th")]
+        assert "Equal weight (buy and hold) Sharpe" in heads, heads
+        assert "1/N Sharpe" not in heads
+    heading = BeautifulSoup(client.get(f"/runs/{agent.run_id}/reports/").content, "html.parser").select_one(
+        "#run-reports h2"
+    )
+    assert "equal-weight portfolio (buy and hold)" in heading.get_text(" ", strip=True)
+    assert "1/N" not in heading.get_text(" ", strip=True)
+    board = BeautifulSoup(client.get(f"/runs/{agent.run_id}/").content, "html.parser")
+    assert "vs 1/N (rebalanced daily)" in [th.get_text(" ", strip=True) for th in board.select("#leaderboard th")]

@@ -169,7 +169,7 @@ def test_the_api_gives_the_same_comparison_and_the_score_rule(user, world):
     assert b["untrained_sharpe"] == pytest.approx(m["untrained"]["sharpe_ratio"])
     assert [r["key"] for r in b["comparison"]] == ["agent", "untrained", "equal_weight", "qqq"]
     run = api.get(f"/api/runs/{world.run.pk}/").json()
-    assert run["score_metric"] == "sharpe"  # kept for compatibility
+    assert run["score_metric"] == "mean_minus_std" == run["score_rule"]["rule"]  # the rule's name
     assert run["score_rule"] == {"rule": "mean_minus_std", "windows": 4, "k": 1.0, "label": DEFAULT_LABEL}
     listed = api.get("/api/runs/").json()
     rows = listed["results"] if isinstance(listed, dict) else listed

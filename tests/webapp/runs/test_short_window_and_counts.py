@@ -1,0 +1,237 @@
+"""What a fresh user found dishonest on the web pages, fixed and kept fixed:
+
+- a validation window shorter than the short-window rule's minimum (63 trading days): the
+  leaderboard (first paint and live payload), the agent page and the API give every Sharpe-based
+  figure (score, Sharpe ratios and differences, the DSR) and the annualised metrics as the CLI
+  does, "n/a" with the reason, while the API keeps the numbers flagged ``short_window``;
+- ``score_metric`` names the rule the scores follow;
+- agent counts say what they count (trained agents, ensembles), the same everywhere;
+- ``/api/agents/?kind=``, ``/reports/?run=`` and the ensemble's training-curve message.
+
+The short-window agents are a really trained generation on a 35-day validation window.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import types
+from typing import Any
+
+import pytest
+from bs4 import BeautifulSoup
+from rest_framework.test import APIClient
+
+from tests.conftest import DOW30_FILE
+from tests.webapp.conftest import TICKERS, TINY_PPO, TRADING_ENV, create_dataset, submit_agent
+from trainer.backtest.contract import MIN_ANNUALISED_DAYS, short_window_text
+from webapp.runs import ensembles, selectors
+from webapp.runs.models import Agent
+
+pytestmark = pytest.mark.django_db
+
+SHORT_SPLITS = {
+    "train": ["2018-06-01", "2019-12-31"],
+    "validation": ["2020-01-01", "2020-02-20"],
+    "test": ["2020-07-01", "2020-12-31"],
+}
+NOTE = short_window_text(MIN_ANNUALISED_DAYS)
+
+
+@pytest.fixture(scope="module")
+def short_checkpoint(data_dir, tmp_path_factory) -> dict[str, Any]:
+    """One real PPO generation of the tiny task validated on 2020-01-01..2020-02-20."""
+    from tests.conftest import BENCHMARK_FILE
+    from webapp import engine
+
+    spec = engine.validate_task(
+        {
+            "data": {"paths": [str(data_dir / DOW30_FILE)], "tickers": TICKERS},
+            **SHORT_SPLITS,
+            "env": TRADING_ENV,
+            "algorithm": "ppo",
+            "hyperparameters": TINY_PPO,
+        }
+    )
+    out = tmp_path_factory.mktemp("short-window") / "agent.pt"
+    result = engine.train_generation(
+        spec,
+        env_steps=256,
+        out_path=str(out),
+        parent_path=None,
+        hyperparameters=None,
+        seed=1,
+        device="cpu",
+        data_dir=str(data_dir),
+        cache_dir=str(tmp_path_factory.getbasetemp() / "market-cache"),
+        benchmark_path=data_dir / BENCHMARK_FILE,
+    )
+    return {"path": out, **dataclasses.asdict(result)}
+
+
+def make_short_world(owner, checkpoint: dict[str, Any], scores=(0.5, 1.5, 1.0)) -> types.SimpleNamespace:
+    """``owner``'s started 2-pod run of the short-window task with agents of ``scores``."""
+    from webapp.runs import services
+
+    dataset = create_dataset(owner, "short-data")
+    task = services.task_create(
+        owner=owner,
+        dataset=dataset,
+        name="short task",
+        tickers=TICKERS,
+        splits=SHORT_SPLITS,
+        algorithm="ppo",
+        hyperparameters=TINY_PPO,
+        env=TRADING_ENV,
+        selection={"rule": "worst_window", "windows": 2},
+    )
+    budget = services.budget_create(actor=owner, name="short budget", max_concurrent_pods=8, env_step_cap=10**9)
+    run = services.run_create(
+        owner=owner, task=task, budget=budget, name="short run", num_pods=2, generation_steps=256, device="cpu"
+    )
+    services.run_start(run=run)
+    agents = [submit_agent(run, checkpoint, s) for s in scores]
+    run.refresh_from_db()
+    return types.SimpleNamespace(run=run, agents=agents)
+
+
+@pytest.fixture
+def short_world(user, short_checkpoint):
+    """ada's started 2-pod run of the short-window task with three agents."""
+    return make_short_world(user, short_checkpoint)
+
+
+@pytest.fixture
+def page_client(client, user):
+    client.force_login(user)
+    return client
+
+
+@pytest.fixture
+def api(user):
+    api = APIClient()
+    api.force_authenticate(user)
+    return api
+
+
+def _soup(response) -> BeautifulSoup:
+    assert response.status_code == 200, response.content[:500]
+    return BeautifulSoup(response.content, "html.parser")
+
+
+def test_the_trained_metrics_flag_the_short_window(short_world):
+    m = Agent.objects.get(pk=short_world.agents[0].pk).metrics
+    assert m["short_window"] is True and m["num_days"] < MIN_ANNUALISED_DAYS
+    assert m["sharpe_ratio"] is not None and m["vs_equal_weight"]["sharpe_difference"] is not None
+
+
+def test_the_leaderboard_shows_sharpe_figures_and_the_dsr_as_na_with_the_reason(page_client, short_world):
+    page = _soup(page_client.get(f"/runs/{short_world.run.pk}/"))
+    best = page.select_one("#best-score")
+    assert best.get_text(strip=True) == "n/a" and best["title"] == NOTE
+    assert selectors.run_payload(short_world.run)["score_note"] == NOTE
+    rows = page.select("#leaderboard tbody tr")
+    assert len(rows) == 3
+    for row in rows:
+
+        def cell(col, row=row):
+            return row.select_one(f'[data-col="{col}"]')
+
+        assert cell("score").get_text(strip=True) == "n/a"
+        assert cell("sharpe").get_text(strip=True) == NOTE
+        assert cell("untrained").get_text(" ", strip=True) == "n/a"
+        for col in ("vs_equal_weight", "vs_qqq"):
+            text = cell(col).get_text(" ", strip=True)
+            assert text.endswith("· Sharpe n/a") and "%" in text, text  # the excess return is no ratio
+        assert cell("dsr").get_text(strip=True) == "n/a"
+        for col in ("score", "untrained", "sharpe", "vs_equal_weight", "vs_qqq", "dsr"):
+            assert cell(col)["title"] == NOTE, col
+    # the live payload carries the same texts and the flag, with the numbers kept
+    snapshot = selectors.run_snapshot(short_world.run)
+    for item in snapshot["leaderboard"]:
+        b = item["baselines"]
+        assert b["short_window"] is True and b["note"] == NOTE and b["min_annualised_days"] == MIN_ANNUALISED_DAYS
+        assert b["texts"]["sharpe"] == NOTE and b["sharpe"] is not None
+        assert item["deflated_sharpe"] is not None and not b["within_noise"]
+
+
+def test_the_agent_page_withholds_annualised_and_sharpe_figures(page_client, short_world):
+    agent = Agent.objects.get(pk=short_world.agents[1].pk)
+    page = _soup(page_client.get(f"/agents/{agent.pk}/"))
+    assert page.select_one("#score").get_text(strip=True) == "n/a"
+    assert NOTE in page.select_one("#short-window-note").get_text(" ", strip=True)
+    for sel in ("#baseline-untrained", "#baseline-noise", "#deflated-sharpe"):
+        assert page.select_one(sel).get_text(strip=True) == "n/a", sel
+    for tr in page.select("#baseline-comparison tbody tr"):
+        assert tr.select_one('[data-col="sharpe"]').get_text(strip=True) in ("n/a", "–")
+        if tr["data-series"] != "agent":
+            assert tr.select_one('[data-col="sharpe_difference"]').get_text(strip=True) in ("n/a", "–")
+    cells = {tr.th.get_text(strip=True): tr.td.get_text(strip=True) for tr in page.select("#metrics tr")}
+    for label in ("Annual return", "Annual volatility", "Sharpe ratio", "Sortino ratio"):
+        assert cells[label] == NOTE, label
+    assert cells["Short window"] == "yes"
+    assert cells["Total return"].endswith("%")  # not annualised: shown
+
+
+def test_the_api_keeps_the_numbers_and_exposes_the_flag(api, short_world):
+    agent = Agent.objects.get(pk=short_world.agents[0].pk)
+    body = api.get(f"/api/agents/{agent.pk}/").json()
+    assert body["baselines"]["short_window"] is True and body["baselines"]["note"] == NOTE
+    assert body["baselines"]["sharpe"] == pytest.approx(agent.metrics["sharpe_ratio"])
+    assert body["deflated_sharpe"] is not None and body["metrics"]["short_window"] is True
+    board = api.get(f"/api/runs/{short_world.run.pk}/leaderboard/").json()
+    rows = board["results"] if isinstance(board, dict) else board
+    assert rows and all(r["baselines"]["short_window"] for r in rows)
+
+
+def test_a_long_window_shows_the_figures(page_client, world):
+    page = _soup(page_client.get(f"/runs/{world.run.pk}/"))
+    row = page.select_one("#leaderboard tbody tr")
+    assert row.select_one('[data-col="score"]').get_text(strip=True) not in ("n/a", "–")
+    assert not row.select_one('[data-col="sharpe"]').has_attr("title")
+    assert page.select_one("#best-score").get_text(strip=True) == f"{world.run.best_score:.3f}"
+    assert selectors.run_payload(world.run)["score_note"] == ""
+    assert selectors.run_snapshot(world.run)["leaderboard"][0]["baselines"]["short_window"] is False
+
+
+def test_score_metric_names_the_rule(api, short_world, world):
+    run = api.get(f"/api/runs/{short_world.run.pk}/").json()
+    assert run["score_metric"] == "worst_window" == run["score_rule"]["rule"]
+    assert api.get(f"/api/runs/{world.run.pk}/").json()["score_metric"] == "mean_minus_std"
+    assert selectors.run_payload(short_world.run)["score_metric"] == "worst_window"
+
+
+def test_agent_counts_say_what_they_count(api, page_client, world):
+    ensemble, _ = ensembles.ensemble_get_or_create(run=world.run, k=3)
+    run = api.get(f"/api/runs/{world.run.pk}/").json()
+    assert (run["agents_count"], run["ensembles_count"]) == (4, 1)
+    listed = api.get("/api/runs/").json()["results"]
+    assert next(r for r in listed if r["id"] == world.run.pk)["ensembles_count"] == 1
+    assert len(api.get(f"/api/agents/?run={world.run.pk}").json()["results"]) == 5
+    summary = _soup(page_client.get(f"/runs/{world.run.pk}/")).select_one("#run-summary")
+    assert summary.select_one("#agents-count").get_text(strip=True) == "4"
+    assert summary.select_one("#ensembles-count").get_text(strip=True) == "1"
+    assert "4 trained + 1 ensemble" in summary.get_text(" ", strip=True)
+    total = _soup(page_client.get(f"/runs/{world.run.pk}/agents/")).select_one("#agents-total")
+    assert total.get_text(" ", strip=True) == "5: 4 trained agents + 1 ensemble"
+    assert selectors.run_payload(world.run)["ensembles"] == 1
+    runs_page = _soup(page_client.get("/runs/"))
+    assert "4 + 1 ensemble" in runs_page.select_one('[data-col="agents"]').get_text(" ", strip=True)
+
+
+def test_agents_api_filters_by_kind_and_names_a_bad_kind(api, world):
+    ensemble, _ = ensembles.ensemble_get_or_create(run=world.run, k=3)
+    only = api.get(f"/api/agents/?run={world.run.pk}&kind=ensemble").json()["results"]
+    assert [a["id"] for a in only] == [ensemble.pk]
+    trained = api.get(f"/api/agents/?run={world.run.pk}&kind=trained").json()["results"]
+    assert len(trained) == 4 and all(a["kind"] == "trained" for a in trained)
+    bad = api.get("/api/agents/?kind=ensembles")
+    assert bad.status_code == 400 and "kind" in bad.json()["fields"], bad.content
+
+
+def test_the_ensemble_page_says_it_has_no_training_curve_of_its_own(page_client, world):
+    ensemble, _ = ensembles.ensemble_get_or_create(run=world.run, k=3)
+    text = _soup(page_client.get(f"/agents/{ensemble.pk}/")).select_one("#metrics-empty").get_text(" ", strip=True)
+    assert "ensemble of its members" in text and "no training curve of its own" in text
+    assert "No training curve yet" not in text
+    trained = _soup(page_client.get(f"/agents/{world.agents[0].pk}/")).select_one("#metrics-empty")
+    assert trained.get_text(" ", strip=True).startswith("No training curve yet")
