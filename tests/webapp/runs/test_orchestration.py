@@ -60,9 +60,7 @@ def _max_overlap(intervals) -> int:
 def _assert_one_agent_per_done_generation(run: Run) -> None:
     done = Generation.objects.filter(run=run, status=Generation.Status.DONE)
     assert _trained_agents(run).count() == done.count()
-    assert set(_trained_agents(run).values_list("generation_id", flat=True)) == set(
-        done.values_list("id", flat=True)
-    )
+    assert set(_trained_agents(run).values_list("generation_id", flat=True)) == set(done.values_list("id", flat=True))
     assert not Generation.objects.filter(run=run, status__in=Generation.OPEN).exists()
 
 
