@@ -13,7 +13,6 @@ The short-window agents are a really trained generation on a 35-day validation w
 
 from __future__ import annotations
 
-import dataclasses
 import types
 from typing import Any
 
@@ -21,8 +20,7 @@ import pytest
 from bs4 import BeautifulSoup
 from rest_framework.test import APIClient
 
-from tests.conftest import DOW30_FILE
-from tests.webapp.conftest import TICKERS, TINY_PPO, TRADING_ENV, create_dataset, submit_agent
+from tests.webapp.conftest import TICKERS, TINY_PPO, TRADING_ENV, create_dataset, submit_agent, tiny_generation
 from trainer.backtest.contract import MIN_ANNUALISED_DAYS, short_window_text
 from webapp.runs import ensembles, selectors
 from webapp.runs.models import Agent
@@ -41,31 +39,11 @@ NOTE = short_window_text(MIN_ANNUALISED_DAYS)
 def short_checkpoint(data_dir, tmp_path_factory) -> dict[str, Any]:
     """One real PPO generation of the tiny task validated on 2020-01-01..2020-02-20."""
     from tests.conftest import BENCHMARK_FILE
-    from webapp import engine
 
-    spec = engine.validate_task(
-        {
-            "data": {"paths": [str(data_dir / DOW30_FILE)], "tickers": TICKERS},
-            **SHORT_SPLITS,
-            "env": TRADING_ENV,
-            "algorithm": "ppo",
-            "hyperparameters": TINY_PPO,
-        }
+    task_fields = {**SHORT_SPLITS, "env": TRADING_ENV}
+    return tiny_generation(
+        data_dir, tmp_path_factory, task_fields, "short-window", benchmark_path=data_dir / BENCHMARK_FILE
     )
-    out = tmp_path_factory.mktemp("short-window") / "agent.pt"
-    result = engine.train_generation(
-        spec,
-        env_steps=256,
-        out_path=str(out),
-        parent_path=None,
-        hyperparameters=None,
-        seed=1,
-        device="cpu",
-        data_dir=str(data_dir),
-        cache_dir=str(tmp_path_factory.getbasetemp() / "market-cache"),
-        benchmark_path=data_dir / BENCHMARK_FILE,
-    )
-    return {"path": out, **dataclasses.asdict(result)}
 
 
 def make_short_world(owner, checkpoint: dict[str, Any], scores=(0.5, 1.5, 1.0)) -> types.SimpleNamespace:
