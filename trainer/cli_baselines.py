@@ -193,7 +193,7 @@ def dsr_of_best(best: Mapping[str, Any], evaluated: Sequence[Mapping[str, Any]])
         (the short-window rule of every Sharpe-based figure).
     """
     from trainer.backtest.metrics import short_window_text
-    from trainer.selection import TRADING_DAYS, deflated_sharpe_ratio
+    from trainer.selection import deflated_sharpe_ratio_annualised
 
     sharpes = [float(m["sharpe_ratio"]) for m in evaluated if _finite(m.get("sharpe_ratio"))]
     out: dict[str, Any] = {"value": None, "trials": len(sharpes), "note": None}
@@ -203,13 +203,12 @@ def dsr_of_best(best: Mapping[str, Any], evaluated: Sequence[Mapping[str, Any]])
     if not _finite(best.get("sharpe_ratio")):
         out["note"] = "n/a (the best agent's validation Sharpe ratio is undefined)"
         return out
-    periods = float(best.get("periods_per_year") or TRADING_DAYS)
-    variance = float(np.var(sharpes, ddof=1)) if len(sharpes) > 1 else 0.0
-    value = deflated_sharpe_ratio(
-        float(best["sharpe_ratio"]) / math.sqrt(periods),
+    value = deflated_sharpe_ratio_annualised(
+        best["sharpe_ratio"],
         num_trials=len(sharpes),
-        sharpe_variance=variance / periods,
+        annual_sharpe_variance=float(np.var(sharpes, ddof=1)) if len(sharpes) > 1 else 0.0,
         num_observations=int(best.get("num_periods") or best.get("num_days") or 0),
+        periods_per_year=best.get("periods_per_year"),
     )
     out["value"] = value
     if value is None:

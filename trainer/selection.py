@@ -43,6 +43,7 @@ __all__ = [
     "annual_sharpe",
     "baseline_relative",
     "deflated_sharpe_ratio",
+    "deflated_sharpe_ratio_annualised",
     "equal_weight_returns",
     "expected_max_sharpe",
     "robust_score",
@@ -319,3 +320,35 @@ def deflated_sharpe_ratio(
     if denom <= 0:
         return None
     return _norm_cdf((sharpe - sr0) * math.sqrt(num_observations - 1) / math.sqrt(denom))
+
+
+def deflated_sharpe_ratio_annualised(
+    annual_sharpe: float,
+    *,
+    num_trials: int,
+    annual_sharpe_variance: float,
+    num_observations: int,
+    periods_per_year: float | None = None,
+) -> float | None:
+    """:func:`deflated_sharpe_ratio` from annualised figures, as metrics store them: the Sharpe
+    ratio is divided by ``sqrt(P)`` and the variance by ``P``, ``P`` the data's periods per year
+    (``None``: daily data, :data:`TRADING_DAYS`; bars per session x 252 for intraday bars);
+    returns taken as normal (skewness 0, kurtosis 3).
+
+    Args:
+        annual_sharpe: the selected agent's annualised Sharpe ratio.
+        num_trials: agents evaluated (``N`` >= 1).
+        annual_sharpe_variance: sample variance of their annualised Sharpe ratios.
+        num_observations: ``T``, the agent's returns in the same periods (days or bars).
+        periods_per_year: ``P``.
+
+    Returns:
+        As :func:`deflated_sharpe_ratio`.
+    """
+    periods = float(periods_per_year or TRADING_DAYS)
+    return deflated_sharpe_ratio(
+        float(annual_sharpe) / math.sqrt(periods),
+        num_trials=int(num_trials),
+        sharpe_variance=float(annual_sharpe_variance) / periods,
+        num_observations=int(num_observations),
+    )

@@ -384,17 +384,14 @@ def deflated_sharpe_ratio(
         The probability in [0, 1] that the agent's true Sharpe ratio is above the best one
         expected from ``num_trials`` agents of no skill; ``None`` when undefined.
     """
-    import math
+    from trainer.selection import deflated_sharpe_ratio_annualised
 
-    from trainer.selection import TRADING_DAYS
-    from trainer.selection import deflated_sharpe_ratio as dsr
-
-    periods = float(periods_per_year or TRADING_DAYS)
-    return dsr(
-        annual_sharpe / math.sqrt(periods),
-        num_trials=int(num_trials),
-        sharpe_variance=float(annual_sharpe_variance) / periods,
-        num_observations=int(num_observations),
+    return deflated_sharpe_ratio_annualised(
+        annual_sharpe,
+        num_trials=num_trials,
+        annual_sharpe_variance=annual_sharpe_variance,
+        num_observations=num_observations,
+        periods_per_year=periods_per_year,
     )
 
 
