@@ -322,11 +322,6 @@ def split_run(checkpoints: list[Path], market, split: str = "test", *, zero: boo
     return v[1:] / v[:-1] - 1.0, turnover
 
 
-def test_returns(checkpoints: list[Path], market) -> np.ndarray:
-    """Daily returns of the deterministic policy on the test split."""
-    return split_run(checkpoints, market, "test")[0]
-
-
 def summary(returns: np.ndarray) -> dict[str, float]:
     wealth = np.cumprod(1 + returns)
     total = float(wealth[-1] - 1)

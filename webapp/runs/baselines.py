@@ -28,8 +28,8 @@ import statistics
 from typing import Any
 
 from webapp import engine
+from webapp.core import formatting
 from webapp.runs.models import Agent
-from webapp.runs.telemetry import finite_or_none
 
 #: The baselines of the comparison table, in the order pages show them. The 1/N portfolio of
 #: the validation metrics (``trainer.selection.baseline_relative``) is rebalanced daily.
@@ -83,39 +83,39 @@ def agent_baselines(agent: Agent) -> dict[str, Any]:
         evaluation did not record a value.
     """
     m = agent.metrics or {}
-    subs = [finite_or_none(w.get("sharpe")) for w in m.get("sub_windows") or [] if isinstance(w, dict)]
+    subs = [formatting.finite_or_none(w.get("sharpe")) for w in m.get("sub_windows") or [] if isinstance(w, dict)]
     subs = [s for s in subs if s is not None]
     noise = statistics.stdev(subs) if len(subs) >= 2 else None
     raw_untrained = m.get("untrained") or {}
-    untrained = finite_or_none(raw_untrained.get("score"))
-    score = finite_or_none(agent.score)
+    untrained = formatting.finite_or_none(raw_untrained.get("score"))
+    score = formatting.finite_or_none(agent.score)
     windows = m.get("random_windows") or {}
     own = {
         "score": score,
-        "sharpe": finite_or_none(m.get("sharpe_ratio")),
-        "total_return": finite_or_none(m.get("total_return", m.get("cumulative_return"))),
+        "sharpe": formatting.finite_or_none(m.get("sharpe_ratio")),
+        "total_return": formatting.finite_or_none(m.get("total_return", m.get("cumulative_return"))),
     }
     series = {
         "untrained": {
             "score": untrained,
-            "sharpe": finite_or_none(raw_untrained.get("sharpe_ratio")),
-            "total_return": finite_or_none(raw_untrained.get("total_return")),
+            "sharpe": formatting.finite_or_none(raw_untrained.get("sharpe_ratio")),
+            "total_return": formatting.finite_or_none(raw_untrained.get("total_return")),
         }
     }
     for key, stored in (("equal_weight", "vs_equal_weight"), ("qqq", "vs_QQQ")):
         rel = m.get(stored) or {}
         series[key] = {
             "score": None,
-            "sharpe": finite_or_none(rel.get("baseline_sharpe")),
-            "total_return": finite_or_none(rel.get("baseline_total_return")),
+            "sharpe": formatting.finite_or_none(rel.get("baseline_sharpe")),
+            "total_return": formatting.finite_or_none(rel.get("baseline_total_return")),
         }
     vs = {key: _relative(own, base) for key, base in series.items()}
     for key, stored in (("equal_weight", "vs_equal_weight"), ("qqq", "vs_QQQ")):
         # the trainer's own differences, computed from the unrounded daily returns, win
         rel = m.get(stored) or {}
         for name in ("excess_return", "sharpe_difference"):
-            if finite_or_none(rel.get(name)) is not None:
-                vs[key][name] = finite_or_none(rel.get(name))
+            if formatting.finite_or_none(rel.get(name)) is not None:
+                vs[key][name] = formatting.finite_or_none(rel.get(name))
     note = short_window_note(m)
     comparison = [{"key": "agent", "label": "This agent", **own, "excess_return": None, "sharpe_difference": None}]
     comparison += [{"key": key, "label": label, **series[key], **vs[key]} for key, label in BASELINES]
@@ -150,16 +150,12 @@ def agent_baselines(agent: Agent) -> dict[str, Any]:
     return b
 
 
-def _signed_percent(value: float) -> str:
-    return f"{value * 100:+.2f} %"
-
-
 def relative_text(rel: dict[str, float | None], *, short: bool = False) -> str:
     """``"+2.10 % · Sharpe +0.03"``: excess total return and Sharpe difference ("" if neither);
     ``short`` (a window under the short-window rule's minimum): ``"+2.10 % · Sharpe n/a"``."""
     parts = []
     if rel.get("excess_return") is not None:
-        parts.append(_signed_percent(rel["excess_return"]))
+        parts.append(formatting.format_percent(rel["excess_return"], signed=True))
     if rel.get("sharpe_difference") is not None:
         parts.append("Sharpe n/a" if short else f"Sharpe {rel['sharpe_difference']:+.2f}")
     return " · ".join(parts)
