@@ -65,6 +65,7 @@ from webapp.engine.tasks import (  # noqa: E402
     range_bound,
     recommended_rebalance_band,
     resolve_device,
+    selection_rule,
     validate_hyperparameters,
     validate_task,
 )
@@ -101,6 +102,7 @@ __all__ = [
     "default_hyperparameters",
     "deflated_sharpe_ratio",
     "demo_task",
+    "selection_rule",
     "download_daily_bars",
     "export_bundle",
     "inspect_market_files",

@@ -66,6 +66,29 @@ def recommended_rebalance_band() -> float:
     return RECOMMENDED_REBALANCE_BAND
 
 
+def selection_rule(selection: dict[str, Any] | None) -> dict[str, Any]:
+    """A task's validation score rule (``trainer.selection.SelectionRule``) with its label.
+
+    Args:
+        selection: ``Task.selection`` or an agent's ``metrics["selection"]``: ``rule``,
+            ``windows``, ``k``; missing keys take the rule's defaults.
+
+    Returns:
+        ``{"rule", "windows", "k", "label"}``, ``label`` from ``SelectionRule.describe``, e.g.
+        ``"mean - 1 x std of the Sharpe ratios of 4 validation sub-windows"``; a stored value the
+        trainer no longer accepts is labelled by its rule name.
+    """
+    from trainer.selection import SelectionRule
+
+    # an agent's metrics["selection"] also holds the rule's description and sub-window figures
+    given = {k: v for k, v in (selection or {}).items() if k in ("rule", "windows", "k") and v is not None}
+    try:
+        rule = SelectionRule.from_dict(given)
+    except TrainerError:
+        return {**SelectionRule().to_dict(), **given, "label": str(given.get("rule", ""))}
+    return {**rule.to_dict(), "label": rule.describe()}
+
+
 def validate_hyperparameters(algorithm: str, hyperparameters: dict[str, Any]) -> dict[str, Any]:
     """The algorithm's full hyperparameters with ``hyperparameters`` applied and validated.
 

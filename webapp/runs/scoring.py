@@ -11,13 +11,11 @@ from __future__ import annotations
 
 from typing import Any
 
-#: The rules ``trainer.selection.RULES`` knows, and the defaults of ``SelectionRule``.
-RULES = ("mean_minus_std", "worst_window", "full_sharpe")
-DEFAULT = {"rule": "mean_minus_std", "windows": 4, "k": 1.0}
+from webapp import engine
 
 
 def score_rule(selection: dict[str, Any] | None) -> dict[str, Any]:
-    """The task's selection rule with its label.
+    """The task's selection rule with its label (``engine.selection_rule``).
 
     Args:
         selection: ``Task.selection`` (or an agent's ``metrics["selection"]``): ``rule``,
@@ -25,16 +23,6 @@ def score_rule(selection: dict[str, Any] | None) -> dict[str, Any]:
 
     Returns:
         ``{"rule": str, "windows": int, "k": float, "label": str}``, e.g. ``label`` =
-        ``"mean - 1 std of the Sharpe ratios of 4 validation sub-windows"``.
+        ``"mean - 1 x std of the Sharpe ratios of 4 validation sub-windows"``.
     """
-    sel = {**DEFAULT, **{k: v for k, v in (selection or {}).items() if k in DEFAULT and v is not None}}
-    rule, windows, k = str(sel["rule"]), sel["windows"], sel["k"]
-    if rule == "mean_minus_std":
-        label = f"mean - {k:g} std of the Sharpe ratios of {windows} validation sub-windows"
-    elif rule == "worst_window":
-        label = f"worst Sharpe ratio of {windows} validation sub-windows"
-    elif rule == "full_sharpe":
-        label = "Sharpe ratio of the whole validation window"
-    else:
-        label = rule
-    return {"rule": rule, "windows": windows, "k": k, "label": label}
+    return engine.selection_rule(selection)

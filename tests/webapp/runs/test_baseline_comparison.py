@@ -22,7 +22,7 @@ from webapp.runs.models import Agent
 
 pytestmark = pytest.mark.django_db
 
-DEFAULT_LABEL = "mean - 1 std of the Sharpe ratios of 4 validation sub-windows"
+DEFAULT_LABEL = "mean - 1 x std of the Sharpe ratios of 4 validation sub-windows"
 
 
 @pytest.fixture(scope="module")
@@ -201,7 +201,7 @@ def test_pages_label_the_score_by_its_rule_not_as_a_sharpe_ratio(page_client, wo
         ({}, DEFAULT_LABEL),
         (
             {"rule": "mean_minus_std", "windows": 6, "k": 0.5},
-            "mean - 0.5 std of the Sharpe ratios of 6 validation sub-windows",
+            "mean - 0.5 x std of the Sharpe ratios of 6 validation sub-windows",
         ),
         ({"rule": "worst_window"}, "worst Sharpe ratio of 4 validation sub-windows"),
         ({"rule": "full_sharpe"}, "Sharpe ratio of the whole validation window"),
