@@ -122,6 +122,39 @@ async def test_a_signed_out_visitor_is_refused_with_4401(world):
     assert closed == {"type": "websocket.close", "code": 4401}
 
 
+def test_a_refused_connection_leaves_no_task_behind_when_its_event_loop_closes():
+    """Connect, get refused, close the loop at once: every task of the consumer must end.
+
+    ``asyncio.Runner`` cancels the leftover tasks once and waits for them, as daphne and the
+    test runner do. On Python 3.11 a cancel landing while the channel layer's ``receive`` is
+    still connecting to Redis was swallowed (gh-86296), the receive looped on Redis for ever
+    and the loop never closed; it happened within the first few connections here.
+    """
+    import asyncio
+    import threading
+
+    async def refused() -> None:
+        communicator = await _connect(999_999, None)
+        closed = await communicator.receive_output(timeout=TIMEOUT)
+        assert closed == {"type": "websocket.close", "code": 4401}
+
+    for attempt in range(40):
+        errors: list[BaseException] = []
+
+        def one_loop(errors: list[BaseException]) -> None:
+            try:
+                with asyncio.Runner() as runner:
+                    runner.run(refused())
+            except BaseException as exc:  # noqa: BLE001 - handed to the test thread
+                errors.append(exc)
+
+        thread = threading.Thread(target=one_loop, args=(errors,), daemon=True)
+        thread.start()
+        thread.join(timeout=TIMEOUT)
+        assert not thread.is_alive(), f"connection {attempt}: the event loop did not close in {TIMEOUT} s"
+        assert errors == [], errors
+
+
 async def test_an_idle_connection_gets_heartbeats_carrying_the_latest_seq_so_a_lost_last_event_shows(
     world, user, settings
 ):

@@ -14,13 +14,16 @@ resyncs as for any gap.
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 import time
 from typing import Any
 
 import redis
 from channels.db import database_sync_to_async
+from channels.exceptions import StopConsumer
 from channels.generic.websocket import AsyncJsonWebsocketConsumer
+from channels.layers import get_channel_layer
 from django.conf import settings
 
 from webapp.runs import events, selectors
@@ -58,6 +61,33 @@ class _LayerOutage:
 
 _outage = _LayerOutage()
 
+#: How long :func:`_end_tasks` waits for a cancelled task before cancelling it again.
+_CANCEL_RETRY_S = 0.2
+
+
+async def _end_tasks(tasks: list[asyncio.Future]) -> None:
+    """Cancel every task in ``tasks`` and return once all have ended, cancelling again any that
+    is still running after ``_CANCEL_RETRY_S`` (a cancel swallowed as in gh-86296).
+
+    Their results and exceptions are dropped (the consumer is ending). A cancel of the caller
+    while it waits is passed on once the tasks have ended.
+    """
+    cancelled = False
+    pending = [task for task in tasks if not task.done()]
+    while pending:
+        for task in pending:
+            task.cancel()
+        try:
+            await asyncio.wait(pending, timeout=_CANCEL_RETRY_S)
+        except asyncio.CancelledError:
+            cancelled = True
+        pending = [task for task in pending if not task.done()]
+    for task in tasks:
+        if not task.cancelled():
+            task.exception()  # retrieved, so asyncio does not log it as never retrieved
+    if cancelled:
+        raise asyncio.CancelledError
+
 
 class RunConsumer(AsyncJsonWebsocketConsumer):
     """One connection of a run page: snapshot, then the run's events in order."""
@@ -71,13 +101,45 @@ class RunConsumer(AsyncJsonWebsocketConsumer):
         # The consumer also waits on its channel in Redis; when Redis goes away that wait
         # raises. Close the socket so the page reconnects, and log the outage once.
         try:
-            await super().__call__(scope, receive, send)
+            await self._serve(scope, receive, send)
+        except StopConsumer:
+            pass
         except (redis.RedisError, OSError) as exc:
             _outage.failed("receive", exc)
             try:
                 await send({"type": "websocket.close", "code": CLOSE_TRY_AGAIN})
             except Exception:  # the client is gone already
                 pass
+
+    async def _serve(self, scope, receive, send) -> None:
+        """What ``AsyncConsumer.__call__`` does (channels 4.3), with one change: the two waits
+        (the client's messages and the channel layer's) are ended by :func:`_end_tasks`.
+
+        Channels cancels each wait once. On Python 3.11 one cancel can be lost: redis-py
+        connects with ``asyncio.wait_for``, which returns normally when the cancel lands just as
+        its inner future completes (CPython gh-86296, fixed in 3.12). The channel layer's
+        ``receive`` then loops on a 5 s blocking pop for ever: a connection closed early
+        (4401, 4404) left a task and a Redis connection behind, and a test's event loop could
+        not shut down.
+        """
+        self.scope = scope
+        self.channel_layer = get_channel_layer(self.channel_layer_alias)
+        sources = [receive]
+        if self.channel_layer is not None:
+            self.channel_name = await self.channel_layer.new_channel()
+            self.channel_receive = functools.partial(self.channel_layer.receive, self.channel_name)
+            sources.append(self.channel_receive)
+        self.base_send = send
+        waits = [asyncio.ensure_future(source()) for source in sources]
+        try:
+            while True:
+                await asyncio.wait(waits, return_when=asyncio.FIRST_COMPLETED)
+                for i, wait in enumerate(waits):
+                    if wait.done():
+                        await self.dispatch(wait.result())
+                        waits[i] = asyncio.ensure_future(sources[i]())
+        finally:
+            await _end_tasks(waits)
 
     async def connect(self) -> None:
         user = self.scope.get("user")
