@@ -41,6 +41,7 @@ from trainer.checkpoints import (
     sha256_bytes,
     sha256_file,
 )
+from trainer.data.timestamps import TRADING_DAYS_PER_YEAR
 from trainer.errors import BundleError
 from trainer.rebuild import build_agent
 from trainer.version import __version__
@@ -140,14 +141,26 @@ def _model_card(config: dict[str, Any]) -> str:
         "",
         "## Limitations",
         "",
-        "Survivorship bias (today's index members), daily bars, trades at the close with fixed",
-        "proportional costs, no slippage or market impact. Past performance says little about",
-        "the future.",
+        f"Survivorship bias (today's index members), {_bars_text(window)}, trades at the close of",
+        "each bar with fixed proportional costs, no slippage or market impact. Past performance",
+        "says little about the future.",
         "",
         f"Paddock {config['paddock_version']}, checkpoint SHA-256 {config['checkpoint_sha256']}.",
         "",
     ]
     return "\n".join(lines)
+
+
+def _bars_text(window: dict[str, Any]) -> str:
+    """``"daily bars"`` or ``"intraday bars (78 a session)"``, from the window's
+    ``periods_per_year`` (252 x bars a session), or for checkpoints written before that field
+    from whether its dates carry a time of day."""
+    periods = window.get("periods_per_year")
+    if periods is None:
+        first = (window.get("train") or [""])[0]
+        return "intraday bars" if ":" in str(first) else "daily bars"
+    per_session = int(periods) // TRADING_DAYS_PER_YEAR
+    return "daily bars" if per_session <= 1 else f"intraday bars ({per_session} a session)"
 
 
 def _members_text(members: list[dict[str, Any]]) -> str:

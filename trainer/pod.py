@@ -29,6 +29,7 @@ from trainer.checkpoints import load_checkpoint, save_checkpoint, utc_now
 from trainer.data.market import MarketData
 from trainer.data.pipeline import load_market_data
 from trainer.data.splits import check_split_days
+from trainer.data.timestamps import infer_periods_per_year
 from trainer.device import buffer_memory_limit, configure_device, pick_device
 from trainer.envs.kinds import fit_stats, kind_of, make_env, observation_dim, prepare_market
 from trainer.envs.observations import FeatureStats
@@ -422,6 +423,7 @@ def run_generation(
             "train": [str(train_data.dates[0]), str(train_data.dates[-1])],
             "validation": [str(validation_data.dates[0]), str(validation_data.dates[-1])],
             "test": list(task.test),
+            "periods_per_year": infer_periods_per_year(train_data.dates),
             "content_sha256": raw_market.content_hash(),
             "source": market.source,
             "notes": list(market.notes),

@@ -96,6 +96,23 @@ def test_bundle_holds_every_member_with_matching_checksums(bundle):
         assert "A deep-RL stock-trading policy" in card and "portfolio" not in card.lower()
 
 
+def test_the_model_card_names_the_bars_the_agent_was_trained_on(bundle, checkpoint):
+    from trainer.bundle import _model_card
+
+    window = load_checkpoint(checkpoint)["data_window"]
+    assert window["periods_per_year"] == 252
+    with zipfile.ZipFile(bundle[0]) as zf:
+        assert "daily bars" in zf.read("README.md").decode()
+    config = load_agent(bundle[0]).config
+    five_minute = {**config, "data_window": {**window, "periods_per_year": 78 * 252}}
+    card = _model_card(five_minute)
+    assert "intraday bars (78 a session)" in card and "daily bars" not in card
+    # a checkpoint written before the field: the dates tell
+    older = {k: v for k, v in window.items() if k != "periods_per_year"}
+    older["train"] = ["2024-03-11 09:35:00", "2024-03-15 16:00:00"]
+    assert "intraday bars," in _model_card({**config, "data_window": older})
+
+
 def test_config_describes_observations_tickers_and_normalization(bundle, checkpoint):
     state = load_checkpoint(checkpoint)
     agent = load_agent(bundle[0])
