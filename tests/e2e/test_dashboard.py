@@ -78,8 +78,17 @@ def test_a_user_creates_a_run_and_watches_the_leaderboard_live(
     )
     assert page.evaluate("window.__sameDocument") is True
     assert page.locator("#pods .pod-card").count() == 2
-    # The rows the script added compare like with like, as the server renders them: the
-    # agent's Sharpe ratio next to the baselines', its excess over 1/N and QQQ.
+    page.wait_for_function("document.querySelector('#score-chart .main-svg') !== null")
+    screenshot(page, "run-detail-live")
+
+    page.once("dialog", lambda dialog: dialog.accept())
+    page.click("#btn-stop")
+    # A user's stop ends the run cancelled at once; the badge changes without a reload.
+    page.wait_for_selector("#run-status[data-status=cancelled]", timeout=30_000)
+    assert page.evaluate("window.__sameDocument") is True
+    # The rows the script added (checked once the run is stopped, so no new agent reorders them
+    # meanwhile) compare like with like, as the server renders them: the agent's Sharpe ratio
+    # next to the baselines', its excess over 1/N and QQQ.
     from webapp.runs import baselines
     from webapp.runs.models import Agent
 
@@ -91,14 +100,6 @@ def test_a_user_creates_a_run_and_watches_the_leaderboard_live(
             " within noise", ""
         )
         assert shown == (texts[col] or "–"), col
-    page.wait_for_function("document.querySelector('#score-chart .main-svg') !== null")
-    screenshot(page, "run-detail-live")
-
-    page.once("dialog", lambda dialog: dialog.accept())
-    page.click("#btn-stop")
-    # A user's stop ends the run cancelled at once; the badge changes without a reload.
-    page.wait_for_selector("#run-status[data-status=cancelled]", timeout=30_000)
-    assert page.evaluate("window.__sameDocument") is True
 
     # Agent page and its bundle: the download's SHA-256 is the ETag the server announced.
     agent_id = page.get_attribute(ROWS, "data-agent-id")
