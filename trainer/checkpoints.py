@@ -10,7 +10,8 @@ so it loads with ``torch.load(weights_only=True)``. Keys (``CHECKPOINT_FORMAT`` 
   :func:`trainer.agents._common.restore_generator`) and step counters);
 * ``obs_dim``, ``action_dim``, ``observation_layout`` (the env's JSON layout), ``env_config``;
 * ``task`` (:meth:`trainer.task.TaskSpec.to_dict`), ``data_window`` (tickers, feature names,
-  first/last day of each split actually used, content hash of the panel);
+  first/last day of each split actually used, ``periods_per_year`` of the bars: 252 for days,
+  bars a session x 252 intraday, content hash of the panel);
 * ``score``, ``metrics`` (validation), ``env_steps`` (this generation), ``total_env_steps``,
   ``generation``, ``parent_sha256``, ``seed``, ``cancelled``.
 
