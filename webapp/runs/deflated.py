@@ -17,12 +17,11 @@ of their Sharpe ratios.
 from __future__ import annotations
 
 import math
+import statistics
 from dataclasses import dataclass
 from typing import Any
 
-from django.db.models import Count, FloatField, Variance
 from django.db.models.fields.json import KT
-from django.db.models.functions import Cast
 
 from webapp import engine
 from webapp.runs.models import Agent
@@ -48,14 +47,21 @@ def _sharpe(metrics: dict[str, Any]) -> float | None:
 
 def run_sharpes(run_id: int) -> RunSharpes:
     """Count and sample variance of the validation Sharpe ratios of the agents the run's pods
-    trained (one aggregate query; ensembles and agents without a Sharpe ratio do not count)."""
-    row = (
+    trained (ensembles and agents without a finite Sharpe ratio do not count).
+
+    One query reads the ratios; the variance is computed here (``statistics.variance``, n - 1 in
+    the denominator), not by the database: SQLite's ``VAR_SAMP`` (Django's Python aggregate)
+    raises on a single value, which broke the first agent's leaderboard update on the default
+    SQLite database, where PostgreSQL returns NULL.
+    """
+    values = (
         Agent.objects.filter(run_id=run_id, kind=Agent.Kind.TRAINED)
-        .annotate(sharpe=Cast(KT("metrics__sharpe_ratio"), FloatField()))
-        .aggregate(trials=Count("sharpe"), variance=Variance("sharpe", sample=True))
+        .annotate(sharpe=KT("metrics__sharpe_ratio"))  # text (PostgreSQL) or a number (SQLite)
+        .values_list("sharpe", flat=True)
     )
-    variance = row["variance"]
-    return RunSharpes(trials=int(row["trials"] or 0), variance=float(variance) if variance is not None else 0.0)
+    sharpes = [s for s in (_sharpe({"sharpe_ratio": v}) for v in values) if s is not None]
+    variance = statistics.variance(sharpes) if len(sharpes) >= 2 else 0.0
+    return RunSharpes(trials=len(sharpes), variance=float(variance))
 
 
 def agent_dsr(agent: Agent, stats: RunSharpes) -> float | None:

@@ -92,3 +92,60 @@ def test_ensembles_are_not_trials_and_building_them_moves_no_agents_dsr(world, a
 def _sharpe(agent: Agent) -> float | None:
     value = agent.metrics.get("sharpe_ratio")
     return None if value is None else float(value)
+
+
+# Run in a fresh interpreter on the default database: the demo's SQLite file under var/.
+_SQLITE_SCRIPT = """
+import os, django
+os.environ.setdefault("DJANGO_SETTINGS_MODULE", "webapp.config.settings")
+django.setup()
+from django.core.management import call_command
+call_command("migrate", verbosity=0)
+from django.contrib.auth import get_user_model
+from django.db import connection
+from tests.webapp.conftest import create_dataset, create_task
+from webapp.runs import deflated, services
+from webapp.runs.models import Agent, Generation, Pod
+assert connection.vendor == "sqlite", connection.vendor
+owner = get_user_model().objects.create_user("ada", password="unused-password-1")
+task = create_task(owner, create_dataset(owner))
+budget = services.budget_create(actor=owner, name="b", max_concurrent_pods=2, env_step_cap=10**6)
+run = services.run_create(owner=owner, task=task, budget=budget, name="r", num_pods=1, generation_steps=256, device="cpu")
+pod = Pod.objects.create(run=run, index=0)
+seen = []
+for i, sharpe in enumerate([0.5, 1.25, -0.25]):
+    gen = Generation.objects.create(run=run, pod=pod, number=i + 1, env_steps=256, status=Generation.Status.DONE)
+    Agent.objects.create(
+        run=run, generation=gen, pod=pod, score=sharpe, metrics={"sharpe_ratio": sharpe},
+        checkpoint="x", sha256="0", created_seq=i + 1,
+    )
+    stats = deflated.run_sharpes(run.id)
+    seen.append([stats.trials, stats.variance])
+print(seen)
+"""
+
+
+def test_the_runs_sharpe_statistics_work_on_the_default_sqlite_database_from_the_first_agent(tmp_path, data_dir):
+    """SQLite's sample variance (Django's Python aggregate) raised on one value, so the first
+    agent of every run failed its leaderboard update on the database ``./paddock demo`` uses."""
+    import json
+    import os
+    import subprocess
+    import sys
+
+    from tests.conftest import REPO_ROOT
+
+    env = {k: v for k, v in os.environ.items() if k not in ("DATABASE_URL", "PADDOCK_VAR_DIR")}
+    env.update(
+        DEBUG="1", PADDOCK_VAR_DIR=str(tmp_path / "var"), PADDOCK_DATA_DIR=str(data_dir), PYTHONPATH=str(REPO_ROOT)
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", _SQLITE_SCRIPT], cwd=REPO_ROOT, env=env, capture_output=True, text=True, timeout=300
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    seen = json.loads(result.stdout.strip().splitlines()[-1])
+    assert [n for n, _ in seen] == [1, 2, 3]
+    assert seen[0][1] == 0.0
+    assert seen[1][1] == pytest.approx((0.5 - 1.25) ** 2 / 2)  # two values: (a - b)^2 / 2
+    mean = (0.5 + 1.25 - 0.25) / 3
+    assert seen[2][1] == pytest.approx(sum((s - mean) ** 2 for s in (0.5, 1.25, -0.25)) / 2)
