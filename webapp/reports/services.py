@@ -383,7 +383,8 @@ def _config(backtest: Backtest, output: engine.AgentBacktest) -> dict[str, Any]:
             "created_seq": agent.created_seq,
             "validation_score": agent.score,
             "sha256": agent.sha256,
-            "algorithm": task.algorithm,
+            # the agent's own (a mixed run's tasks say "mixed"; an older agent has none stored)
+            "algorithm": agent.algorithm or task.algorithm,
             "hyperparameters": agent.hyperparameters,
         },
         "run": {"id": run.id, "name": run.name},

@@ -34,6 +34,21 @@ def test_backtest_task_stores_metrics_config_and_daily_series(done_backtest, dat
     assert default_storage.exists(done_backtest.daily_csv)
 
 
+def test_the_report_names_the_agents_own_algorithm_in_a_mixed_run(make_agent, run_backtest_now):
+    """A mixed run's task lists several algorithms, its first one in ``algorithm``: the report
+    says what this agent was trained with, not the task's first algorithm."""
+    from webapp.runs.models import Agent, Task
+
+    agent = make_agent()
+    # a2c first (default hyperparameters), ppo allowed too
+    Task.objects.filter(pk=agent.run.task_id).update(algorithm="a2c", hyperparameters={}, algorithms=["a2c", "ppo"])
+    Agent.objects.filter(pk=agent.pk).update(algorithm="ppo")  # the checkpoint is a PPO agent's
+    agent.refresh_from_db()
+    backtest = run_backtest_now(agent, SPLITS["test"][0], SPLITS["test"][1])
+    assert backtest.status == "done", backtest.error
+    assert backtest.config["agent"]["algorithm"] == "ppo"
+
+
 def test_qqq_metrics_equal_trainer_metrics_on_the_same_dates(done_backtest, data_dir):
     daily = backtest_daily(done_backtest)
     qqq = qqq_close(data_dir).reindex(daily.index)
