@@ -11,11 +11,12 @@
     Plotly.newPlot(
       "runs-score-chart",
       curves.map((c, i) => ({
-        name: c.name,
+        // a short validation window: the line is drawn dotted and says its scores are n/a
+        name: c.score_note ? c.name + " (scores " + c.score_note + ")" : c.name,
         x: c.env_steps,
         y: c.best,
         mode: "lines",
-        line: { shape: "hv", color: palette[i % palette.length] },
+        line: { shape: "hv", color: palette[i % palette.length], dash: c.score_note ? "dot" : "solid" },
         hovertemplate: "%{x:,} env steps<br>best %{y:.3f}<extra>" + c.name + "</extra>",
       })),
       {

@@ -359,6 +359,8 @@ def run_agents(request: HttpRequest, run_id: int) -> HttpResponse:
             "page": page,
             "trained_count": kinds.get(Agent.Kind.TRAINED, 0),
             "ensembles_count": kinds.get(Agent.Kind.ENSEMBLE, 0),
+            # every agent of a run is validated on the same days: one reason for all its scores
+            "score_note": selectors.score_note(run),
             "rows": [
                 {"agent": a, "mutation": lineage.mutation_text(a.generation.mutations) if a.generation else ""}
                 for a in page.object_list

@@ -13,6 +13,7 @@ The short-window agents are a really trained generation on a 35-day validation w
 
 from __future__ import annotations
 
+import json
 import types
 from typing import Any
 
@@ -213,3 +214,41 @@ def test_the_ensemble_page_says_it_has_no_training_curve_of_its_own(page_client,
     assert "No training curve yet" not in text
     trained = _soup(page_client.get(f"/agents/{world.agents[0].pk}/")).select_one("#metrics-empty")
     assert trained.get_text(" ", strip=True).startswith("No training curve yet")
+
+
+def test_every_list_and_chart_of_scores_withholds_a_short_windows_scores(page_client, short_world, world):
+    """The runs list, the dashboard, the agents page (table, lineage tree, scatter), the agent
+    page's lineage, the compare page and the run page's score chart: "n/a" with the reason for
+    the short-window run, numbers for the run validated on a full year."""
+    short, full = short_world.run, world.run
+    assert selectors.score_note(full) == "" and full.best_score is not None
+
+    for url in ("/runs/", "/"):
+        page = _soup(page_client.get(url))
+        cell = page.select_one(f'tr[data-run-id="{short.pk}"] [data-col="best-score"]')
+        assert cell.get_text(strip=True) == "n/a" and cell["title"] == NOTE, url
+        cell = page.select_one(f'tr[data-run-id="{full.pk}"] [data-col="best-score"]')
+        assert cell.get_text(strip=True) == f"{full.best_score:.3f}" and not cell.has_attr("title"), url
+
+    page = _soup(page_client.get(f"/runs/{short.pk}/agents/"))
+    cells = page.select('#agents-table tbody [data-col="score"]')
+    assert len(cells) == 3 and all(c.get_text(strip=True) == "n/a" and c["title"] == NOTE for c in cells)
+    assert {s.get_text(strip=True) for s in page.select("#lineage-tree .score")} == {"n/a"}
+    assert NOTE in page.select_one("#scatter-note").get_text(" ", strip=True)
+    page = _soup(page_client.get(f"/runs/{full.pk}/agents/"))
+    assert page.select_one("#scatter-note") is None
+    assert "n/a" not in {c.get_text(strip=True) for c in page.select('#agents-table tbody [data-col="score"]')}
+
+    page = _soup(page_client.get(f"/agents/{short_world.agents[0].pk}/"))
+    assert {s.get_text(strip=True) for s in page.select("#lineage .score")} == {"n/a"}
+
+    page = _soup(page_client.get(f"/runs/{short.pk}/"))
+    note = page.select_one("#score-chart-note")
+    assert not note.has_attr("hidden") and note.select_one("#score-chart-note-text").get_text() == NOTE
+    assert _soup(page_client.get(f"/runs/{full.pk}/")).select_one("#score-chart-note").has_attr("hidden")
+
+    page = _soup(page_client.get(f"/runs/compare/?ids={short.pk}&ids={full.pk}"))
+    assert NOTE in page.select_one(f'li[data-run-id="{short.pk}"]').get_text(" ", strip=True)
+    assert page.select_one(f'li[data-run-id="{full.pk}"] .score-note') is None
+    curves = {c["run_id"]: c for c in json.loads(page.select_one("#runs-curves").get_text())}
+    assert curves[short.pk]["score_note"] == NOTE and curves[full.pk]["score_note"] == ""
