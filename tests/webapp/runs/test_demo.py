@@ -64,6 +64,26 @@ def test_the_ci_profile_has_fixed_numbers():
     assert (sizing.generation_steps, sizing.generations) == (2048, 8)
 
 
+def test_the_daily_portfolio_ppo_demo_trains_the_benchmarks_budget_on_any_machine():
+    """The configuration the learning-quality benchmark studied gets the budget chosen there on
+    validation, whatever the measured rate; what no study covered keeps time-based sizing."""
+    import dataclasses
+
+    assert demo.BENCHMARK_BUDGET == {"num_pods": 3, "generation_steps": 262_144, "generations": 9}
+    for profile, rate in ((demo.CPU_PROFILE, 4000.0), (demo.CPU_PROFILE, 90_600.0), (demo.GPU_PROFILE, 200_000.0)):
+        sized = demo.with_benchmark_budget(profile)
+        assert sized.kind == "portfolio" and sized.algorithm == "ppo" and sized.num_pods == 3
+        sizing = demo.size_run(sized, steps_per_s=rate, device="cpu", training_workers=2)
+        assert (sizing.generation_steps, sizing.generations, sizing.env_steps) == (262_144, 9, 2_359_296)
+        assert sizing.generation_steps % sized.rollout_batch == 0
+    for other in (
+        dataclasses.replace(demo.CPU_PROFILE, kind="stock_trading"),
+        dataclasses.replace(demo.CPU_PROFILE, algorithm="sac"),
+        demo.INTRADAY_CPU_PROFILE,
+    ):
+        assert demo.with_benchmark_budget(other) == other
+
+
 def test_demo_dataset_drops_dow_with_a_note_and_is_imported_once(user, data_dir):
     dataset, created = demo.import_demo_dataset(user, root=data_dir, allow_download=False)
     again, created_again = demo.import_demo_dataset(user, root=data_dir, allow_download=False)
@@ -221,6 +241,9 @@ def test_demo_setup_starts_a_demo_run_beside_the_users_own_run_on_the_demo_budge
 
     started = demo.active_demo_run(user)
     assert started is not None and started.pk != mine.pk
+    # the benchmark's budget: 3 pods, generations of 262,144 env steps, 9 of them
+    assert (started.num_pods, started.generation_steps) == (3, 262_144)
+    assert started.budget.env_step_cap >= 9 * 262_144
     assert "already going" not in out.getvalue()
     assert f"demo: live run page: http://127.0.0.1:8631/runs/{started.pk}/\n" in out.getvalue()
     mine.refresh_from_db()

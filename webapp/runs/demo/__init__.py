@@ -39,6 +39,7 @@ from webapp.runs.demo.data import (
 )
 from webapp.runs.demo.launch import active_demo_run, ensure_budget, ensure_task, is_demo_run, start_demo_run
 from webapp.runs.demo.profiles import (
+    BENCHMARK_BUDGET,
     BENCHMARK_TICKER,
     BUDGET_NAME,
     CI_PROFILE,
@@ -76,10 +77,12 @@ from webapp.runs.demo.profiles import (
     DemoProfile,
     demo_mutation,
     task_name,
+    with_benchmark_budget,
 )
 from webapp.runs.demo.sizing import Sizing, measure_rate, size_run
 
 __all__ = [
+    "BENCHMARK_BUDGET",
     "BENCHMARK_TICKER",
     "BUDGET_NAME",
     "CI_PROFILE",
@@ -132,4 +135,5 @@ __all__ = [
     "size_run",
     "start_demo_run",
     "task_name",
+    "with_benchmark_budget",
 ]

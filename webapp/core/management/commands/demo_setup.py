@@ -134,7 +134,9 @@ class Command(BaseCommand):
             profile = demo.INTRADAY_GPU_PROFILE if device == "cuda" else demo.INTRADAY_CPU_PROFILE
         else:
             profile = demo.GPU_PROFILE if device == "cuda" else demo.CPU_PROFILE
-        profile = dataclasses.replace(profile, kind=options["kind"], algorithm=options["algorithm"])
+        profile = demo.with_benchmark_budget(
+            dataclasses.replace(profile, kind=options["kind"], algorithm=options["algorithm"])
+        )
         self.say(
             f"measuring {profile.algorithm.upper()} training speed on {device} for {options['measure_seconds']:g} s "
             f"({profile.hyperparameters['num_envs']} envs, {len(dataset.tickers)} tickers)"
@@ -145,7 +147,8 @@ class Command(BaseCommand):
         )
         self.say(
             f"{rate['steps_per_s']:,.0f} env steps/s on {rate['device']}; {max(workers, 1)} training worker(s): "
-            f"generations of {sizing.generation_steps:,} env steps (~{profile.generation_s:g} s), "
+            f"generations of {sizing.generation_steps:,} env steps "
+            f"(~{sizing.generation_steps / max(rate['steps_per_s'] * demo.GENERATION_EFFICIENCY, 1e-9):.0f} s), "
             f"{sizing.generations} generations ({sizing.env_steps:,} env steps) within {sizing.max_wall_clock_s} s"
         )
         if options["new_run"]:
