@@ -143,6 +143,7 @@
     } else if (msg.type === "leaderboard.update" && msg.seq > state.boardSeq) {
       state.boardSeq = msg.seq;
       applyLeaderboard(msg.leaderboard, msg.added || []);
+      applyVerdict(msg.verdict);
     } else if (msg.type === "pod.update" && msg.seq > (state.podSeq[msg.pod.index] || 0)) {
       state.podSeq[msg.pod.index] = msg.seq;
       applyPod(msg.pod);
@@ -164,6 +165,7 @@
       applyPod(pod);
     }
     applyLeaderboard(msg.leaderboard, []);
+    applyVerdict(msg.verdict);
     if (TERMINAL.includes(msg.run.status)) endLive(msg.run.status);
     else setIndicator("live");
   }
@@ -404,6 +406,16 @@
   function median(sorted) {
     const n = sorted.length;
     return n % 2 ? sorted[(n - 1) / 2] : (sorted[n / 2 - 1] + sorted[n / 2]) / 2;
+  }
+
+  // The leaderboard as a whole against the untrained policy (baselines.leaderboard_verdict).
+  function applyVerdict(verdict) {
+    const el = $("#leaderboard-verdict");
+    if (!el || !verdict) return;
+    el.textContent = verdict.text;
+    el.hidden = !verdict.text;
+    el.dataset.aboveNoise = String(verdict.above_noise);
+    el.dataset.judged = String(verdict.judged);
   }
 
   let chartReady = false;

@@ -150,6 +150,37 @@ def agent_baselines(agent: Agent) -> dict[str, Any]:
     return b
 
 
+def leaderboard_verdict(rows: list[dict[str, Any]]) -> dict[str, Any]:
+    """What the leaderboard says as a whole: how many of its agents score above their line's
+    untrained policy (for the portfolio task, 1/N traded with the same band and costs) by more
+    than the noise, the standard deviation of their validation sub-window Sharpe ratios.
+
+    Args:
+        rows: :func:`agent_baselines` of the leaderboard's agents.
+
+    Returns:
+        ``{"judged", "above_noise", "text"}``: agents with a score, an untrained score and a
+        noise on a long enough window; those with ``score - untrained > noise``; one sentence
+        for the run page ("" when no agent can be judged).
+    """
+    judged = [b for b in rows if not b.get("note") and None not in (b.get("score"), b.get("untrained"), b.get("noise"))]
+    above = [b for b in judged if b["score"] - b["untrained"] > b["noise"]]
+    if not judged:
+        text = ""
+    elif not above:
+        text = (
+            f"None of the {len(judged)} leaderboard agents scores above its untrained policy by more than "
+            "the noise of its validation sub-windows: on validation they cannot be told apart from it, "
+            "so expect them to do no better out of sample."
+        )
+    else:
+        text = (
+            f"{len(above)} of {len(judged)} leaderboard agents score above their untrained policy by more "
+            "than the noise of their validation sub-windows (one validation period: no promise for the next)."
+        )
+    return {"judged": len(judged), "above_noise": len(above), "text": text}
+
+
 def relative_text(rel: dict[str, float | None], *, short: bool = False) -> str:
     """``"+2.10 % · Sharpe +0.03"``: excess total return and Sharpe difference ("" if neither);
     ``short`` (a window under the short-window rule's minimum): ``"+2.10 % · Sharpe n/a"``."""

@@ -12,7 +12,7 @@ from datetime import datetime
 from typing import Any
 
 from django.contrib.auth import get_user_model
-from django.db.models import Count, F, IntegerField, JSONField, OuterRef, Q, QuerySet, Subquery, Sum, Value
+from django.db.models import Count, F, IntegerField, OuterRef, Q, QuerySet, Subquery, Sum, Value
 from django.db.models.functions import Coalesce
 from django.utils import timezone
 
@@ -128,31 +128,39 @@ def _agent_counts(run: Run) -> dict[str, int]:
     return {"agents": kinds.get(Agent.Kind.TRAINED, 0), "ensembles": kinds.get(Agent.Kind.ENSEMBLE, 0)}
 
 
-def _first_scored(run_id: Any) -> QuerySet[Agent]:
-    """The run's scored agents, oldest first (``run_id`` an id or an ``OuterRef``)."""
-    return Agent.objects.filter(run_id=run_id).exclude(score=None).order_by("created_seq")
-
-
 def score_note(run: Run) -> str:
     """Why the run's scores read "n/a" on pages: ``"n/a (window shorter than 63 days)"`` when its
     agents were validated on a window shorter than the short-window rule's minimum (their
     metrics' ``short_window``; every agent of a run has the same validation days), else ``""``.
 
-    Reads the ``score_short_window`` / ``score_min_days`` annotations of :func:`run_list` when
-    present (no query), else the run's first scored agent."""
+    Reads ``run.score_note_text`` when :func:`with_score_notes` set it (no query), else the
+    run's first scored agent."""
+    if hasattr(run, "score_note_text"):
+        return run.score_note_text
+    return with_score_notes([run])[0].score_note_text
+
+
+def with_score_notes(runs: list[Run]) -> list[Run]:
+    """Set ``score_note_text`` (:func:`score_note`) on each of ``runs`` with one query for all
+    (the runs list and the dashboard); returns ``runs``."""
     from webapp import engine
 
-    if hasattr(run, "score_short_window"):
-        window = {"short_window": run.score_short_window, "min_annualised_days": run.score_min_days}
-    else:
-        window = _first_scored(run.pk).values("metrics__short_window", "metrics__min_annualised_days").first()
-        if not window:
-            return ""
-        window = {
-            "short_window": window["metrics__short_window"],
-            "min_annualised_days": window["metrics__min_annualised_days"],
-        }
-    return engine.withheld_metrics(window).get("sharpe_ratio", "")
+    windows: dict[int, dict[str, Any]] = {}
+    rows = (
+        Agent.objects.filter(run_id__in=[r.pk for r in runs])
+        .exclude(score=None)
+        .order_by("run_id", "created_seq")
+        .values("run_id", "metrics__short_window", "metrics__min_annualised_days")
+    )
+    for row in rows:
+        windows.setdefault(
+            row["run_id"],
+            {"short_window": row["metrics__short_window"], "min_annualised_days": row["metrics__min_annualised_days"]},
+        )
+    for run in runs:
+        window = windows.get(run.pk)
+        run.score_note_text = engine.withheld_metrics(window).get("sharpe_ratio", "") if window else ""
+    return runs
 
 
 def run_payload(run: Run) -> dict[str, Any]:
@@ -308,7 +316,8 @@ def run_snapshot(run: Run) -> dict[str, Any]:
         "run_id": run.id,
         "run": run_payload(run),
         "pods": [pod_payload(p, latest.get(p.id)) for p in pods],
-        "leaderboard": leaderboard_payload(run),
+        "leaderboard": (board := leaderboard_payload(run)),
+        "verdict": baselines.leaderboard_verdict([item["baselines"] for item in board]),
     }
 
 
@@ -328,9 +337,8 @@ def run_list(*, user, status: str = "", algorithm: str = "", search: str = "") -
 
     Annotations: ``pods_running`` (generations running now), ``agents_count`` (agents its pods
     trained; ensembles are not counted), ``ensembles_count`` (ensembles built of them),
-    ``env_steps_done`` (env steps of finished generations), ``score_short_window`` and
-    ``score_min_days`` (the validation window's flags, read by :func:`score_note`). ``task`` and
-    ``budget`` are joined.
+    ``env_steps_done`` (env steps of finished generations). ``task`` and ``budget`` are joined;
+    :func:`with_score_notes` adds what the pages need to show short-window scores as n/a.
 
     Args:
         status: one of ``Run.Status`` values, or empty for all.
@@ -351,7 +359,6 @@ def run_list(*, user, status: str = "", algorithm: str = "", search: str = "") -
     running = Generation.objects.filter(run_id=OuterRef("pk"), status=Generation.Status.RUNNING)
     agents = Agent.objects.filter(run_id=OuterRef("pk"), kind=Agent.Kind.TRAINED)
     ensembles = Agent.objects.filter(run_id=OuterRef("pk"), kind=Agent.Kind.ENSEMBLE)
-    first_scored = _first_scored(OuterRef("pk"))
     done = (
         Generation.objects.filter(run_id=OuterRef("pk"), status=Generation.Status.DONE)
         .order_by()
@@ -364,8 +371,6 @@ def run_list(*, user, status: str = "", algorithm: str = "", search: str = "") -
         agents_count=_count_subquery(agents),
         ensembles_count=_count_subquery(ensembles),
         env_steps_done=Coalesce(Subquery(done, output_field=IntegerField()), Value(0)),
-        score_short_window=Subquery(first_scored.values("metrics__short_window")[:1], output_field=JSONField()),
-        score_min_days=Subquery(first_scored.values("metrics__min_annualised_days")[:1], output_field=JSONField()),
     ).order_by("-created_at", "-id")
 
 

@@ -70,7 +70,8 @@ def run_list(request: HttpRequest) -> HttpResponse:
     if values.get("tag"):
         qs = qs.filter(tags__contains=[values["tag"].strip().lower()])
     page = Paginator(qs, PAGE_SIZE).get_page(request.GET.get("page"))
-    rows = [(run, selectors.budget_progress(run.budget, run)) for run in page.object_list]
+    runs = selectors.with_score_notes(list(page.object_list))
+    rows = [(run, selectors.budget_progress(run.budget, run)) for run in runs]
     query = request.GET.copy()
     query.pop("page", None)
     return render(
@@ -145,8 +146,10 @@ def run_detail(request: HttpRequest, run_id: int) -> HttpResponse:
     # leaderboard of thousands of agents that the page shows only the top of.
     run_data = selectors.run_payload(run)
     pods = [selectors.pod_payload(p) for p in selectors.run_pods(run)]
-    board = selectors.leaderboard_queryset(run)
+    board = list(selectors.leaderboard_queryset(run))
     run_sharpes = deflated.run_sharpes(run.pk)
+    # the verdict reads the whole leaderboard, as the live events' does; the table its top rows
+    board_baselines = [baselines.agent_baselines(a) for a in board]
     hp_keys = hyperparameter_columns(run)
     live = {
         "run_id": run.pk,
@@ -169,11 +172,12 @@ def run_detail(request: HttpRequest, run_id: int) -> HttpResponse:
                 {
                     "agent": a,
                     "hp": format_hyperparameters(a.hyperparameters, hp_keys),
-                    "baselines": baselines.agent_baselines(a),
+                    "baselines": b,
                     "deflated_sharpe": deflated.agent_dsr(a, run_sharpes),
                 }
-                for a in board[:LEADERBOARD_ROWS]
+                for a, b in zip(board[:LEADERBOARD_ROWS], board_baselines)
             ],
+            "verdict": baselines.leaderboard_verdict(board_baselines),
             "max_rows": LEADERBOARD_ROWS,
             "ensemble_k": ensembles.offered_k(run),
             "pods": pods,

@@ -24,7 +24,7 @@ def recent_runs(context, count: int = 10):
     request = context.get("request")
     if request is None or not request.user.is_authenticated:
         return []
-    return list(selectors.run_list(user=request.user)[:count])
+    return selectors.with_score_notes(list(selectors.run_list(user=request.user)[:count]))
 
 
 @register.filter
