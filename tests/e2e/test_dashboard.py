@@ -100,6 +100,11 @@ def test_a_user_creates_a_run_and_watches_the_leaderboard_live(
             " within noise", ""
         )
         assert shown == (texts[col] or "–"), col
+    # the verdict above the table, kept current by the same events, reads the server's leaderboard
+    from webapp.runs import selectors
+
+    verdict = selectors.run_snapshot(Agent.objects.get(pk=live_id).run)["verdict"]
+    assert verdict["judged"] >= 1 and page.text_content("#leaderboard-verdict").strip() == verdict["text"]
 
     # Agent page and its bundle: the download's SHA-256 is the ETag the server announced.
     agent_id = page.get_attribute(ROWS, "data-agent-id")
