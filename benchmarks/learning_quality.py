@@ -82,7 +82,7 @@ from trainer.bundle import build_agent, load_checkpoint  # noqa: E402
 from trainer.data import load_market_data  # noqa: E402
 from trainer.envs.kinds import make_env, prepare_market  # noqa: E402
 from trainer.envs.observations import FeatureStats  # noqa: E402
-from trainer.envs.portfolio_config import RECOMMENDED_REBALANCE_BAND  # noqa: E402
+from trainer.envs.portfolio_config import RECOMMENDED_REBALANCE_BAND, RECOMMENDED_REWARD_SCALES  # noqa: E402
 from trainer.evaluation import eval_config  # noqa: E402
 from trainer.pod import TaskSpec, run_generation  # noqa: E402
 from trainer.selection import annual_sharpe  # noqa: E402
@@ -147,7 +147,7 @@ DEFAULT_SETTING: Setting = (0.0, 0.0, None, "log_return")
 #: log-return rewards (~0.01 a day) times 100, the differential Sharpe ratio (already of order
 #: one, a return over a volatility) unscaled, so that all are of the order of the stock-trading
 #: env's rewards.
-REWARD_SCALES = {"log_return": 100.0, "excess_log_return": 100.0, "differential_sharpe": 1.0}
+REWARD_SCALES = RECOMMENDED_REWARD_SCALES  # the product's defaults for portfolio tasks
 
 
 def task_dict(window: str, kind: str, setting: Setting = DEFAULT_SETTING, algorithm: str = "ppo") -> dict:

@@ -203,7 +203,14 @@ class TaskSpec:
                 f"algorithm: {algorithm!r} is not one of {', '.join(sorted(ALGORITHMS))}", field="algorithm"
             )
         algorithm = algorithm.strip().lower()
-        hyperparameters = validate_hyperparameters(algorithm, data.get("hyperparameters") or {})
+        given = data.get("hyperparameters") or {}
+        if kind == "portfolio" and isinstance(given, Mapping) and "reward_scale" not in given:
+            # the reward's own scale (RECOMMENDED_REWARD_SCALES), for an algorithm that has one
+            from trainer.envs.portfolio_config import RECOMMENDED_REWARD_SCALES
+
+            if "reward_scale" in validate_hyperparameters(algorithm, {}):
+                given = {**given, "reward_scale": RECOMMENDED_REWARD_SCALES[env.reward]}
+        hyperparameters = validate_hyperparameters(algorithm, given)
         if spec.tickers is not None:  # else the observation size is known once the data is loaded
             n = len(spec.tickers)
             features = panel_feature_names(spec.indicators, intraday=intraday)

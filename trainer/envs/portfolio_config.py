@@ -8,7 +8,7 @@ from trainer.envs.config_base import EnvConfigBase
 from trainer.envs.observations import check_observation
 from trainer.errors import ConfigError
 
-__all__ = ["RECOMMENDED_REBALANCE_BAND", "REWARDS", "PortfolioConfig"]
+__all__ = ["RECOMMENDED_REBALANCE_BAND", "RECOMMENDED_REWARD_SCALES", "REWARDS", "PortfolioConfig"]
 
 REWARDS = ("log_return", "excess_log_return", "differential_sharpe")
 #: The no-trade band that new portfolio tasks of the web form, the CLI's ``--env portfolio`` and
@@ -16,6 +16,12 @@ REWARDS = ("log_return", "excess_log_return", "differential_sharpe")
 #: bands 0, 0.005, 0.01, a turnover penalty and a smaller exploration noise, in
 #: ``benchmarks/learning_quality.py --select`` (README, "Learning quality").
 RECOMMENDED_REBALANCE_BAND = 0.01
+#: The ``reward_scale`` hyperparameter a portfolio task trains with when it leaves it out, per
+#: reward: daily log returns are about 0.01, scaled by 100 to rewards of about 1 (PPO's value
+#: loss and advantages are tuned for that size); the differential Sharpe ratio is about 1
+#: already. Fixed from those sizes before any learning-quality run, which uses them (README,
+#: "Learning quality"). Intraday bars' returns are smaller still: the 5-minute demo gives 1000.
+RECOMMENDED_REWARD_SCALES = {"log_return": 100.0, "excess_log_return": 100.0, "differential_sharpe": 1.0}
 
 
 @dataclass

@@ -62,6 +62,13 @@ def mutation_for(mutation: dict[str, Any], hyperparameters: dict[str, Any]) -> d
     return {**mutation, "bounds": {k: v for k, v in bounds_.items() if k in hyperparameters}}
 
 
+def form_hyperparameters(algorithm: str) -> dict[str, Any]:
+    """What the new-run form's hyperparameter box starts with: the algorithm's defaults without
+    ``reward_scale``, which is left out so that the task's kind and reward decide it (100 for a
+    portfolio task's log-return rewards, 1 otherwise: ``trainer.task.TaskSpec.from_dict``)."""
+    return {k: v for k, v in engine.default_hyperparameters(algorithm).items() if k != "reward_scale"}
+
+
 def default_mutation(algorithm: str) -> dict[str, Any]:
     """The new-run form's default PBT mutation for ``algorithm``: its learning rates
     (``learning_rate`` for PPO and A2C; ``actor_learning_rate`` and ``critic_learning_rate`` for

@@ -25,6 +25,7 @@ HYPERPARAMETER_HELP = {
         "gae_lambda": "GAE lambda in [0, 1]",
         "clip_coef": "PPO ratio clip (0.1-0.3 typical)",
         "ent_coef": "entropy bonus weight (>= 0)",
+        "reward_scale": "multiplies rewards; left out: 100 for a portfolio task's log-return rewards, else 1",
     },
     "sac": {
         **_OFF_POLICY,
@@ -41,6 +42,7 @@ HYPERPARAMETER_HELP = {
         "gae_lambda": "GAE lambda in [0, 1] (1 = n-step returns)",
         "ent_coef": "entropy bonus weight (>= 0)",
         "vf_coef": "value-loss weight (>= 0)",
+        "reward_scale": "multiplies rewards; left out: 100 for a portfolio task's log-return rewards, else 1",
     },
     "td3": {
         **_OFF_POLICY,

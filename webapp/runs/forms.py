@@ -15,7 +15,7 @@ from django.core.validators import MaxValueValidator, MinValueValidator
 from webapp import engine
 from webapp.core.errors import AppError, without_field_name
 from webapp.runs import bounds, lineage, selectors
-from webapp.runs.algorithms import DEFAULT_MUTATION, default_mutation  # noqa: F401 - the form's default
+from webapp.runs.algorithms import DEFAULT_MUTATION, default_mutation, form_hyperparameters  # noqa: F401
 from webapp.runs.models import ClusterBudget, Run
 from webapp.runs.services import DEFAULT_GENERATION_STEPS
 
@@ -167,6 +167,7 @@ class RunForm(forms.Form):
 
     algorithm = forms.ChoiceField(choices=[(a, a.upper()) for a in engine.algorithms()], initial="ppo")
     hyperparameters = forms.JSONField(
+        required=False,  # {} (or an empty box) is every default, not a missing field
         widget=forms.Textarea(attrs={"rows": 10, "spellcheck": "false"}),
         help_text="JSON object of the algorithm's settings; keys left out keep their defaults.",
     )
@@ -219,9 +220,7 @@ class RunForm(forms.Form):
         self.fields["dataset"].queryset = selectors.dataset_queryset(user=user)
         self.fields["budget"].queryset = selectors.budget_queryset(user=user).filter(owner=user)
         if not self.is_bound:
-            self.initial.setdefault(
-                "hyperparameters", engine.default_hyperparameters(self.initial.get("algorithm", "ppo"))
-            )
+            self.initial.setdefault("hyperparameters", form_hyperparameters(self.initial.get("algorithm", "ppo")))
             self.initial.setdefault("mutation", default_mutation(self.initial.get("algorithm", "ppo")))
 
     def clean(self):
@@ -240,7 +239,9 @@ class RunForm(forms.Form):
         return data
 
     def clean_hyperparameters(self) -> dict:
-        value = self.cleaned_data["hyperparameters"]
+        value = self.cleaned_data.get("hyperparameters")
+        if value is None:
+            return {}
         if not isinstance(value, dict):
             raise forms.ValidationError('Enter a JSON object, e.g. {"learning_rate": 0.0003}.')
         return value

@@ -23,6 +23,7 @@ from webapp import engine
 from webapp.core.errors import AppError
 from webapp.core.formatting import format_duration, format_hyperparameters
 from webapp.runs import (
+    algorithms,
     archive,
     baselines,
     compare,
@@ -120,7 +121,7 @@ def run_new(request: HttpRequest) -> HttpResponse:
         elif request.GET.get("dataset", "").isdigit():
             initial = {"dataset": int(request.GET["dataset"])}
         form = forms.RunForm(initial=initial, user=request.user)
-    defaults = {algo: engine.default_hyperparameters(algo) for algo in engine.algorithms()}
+    defaults = {algo: algorithms.form_hyperparameters(algo) for algo in engine.algorithms()}
     mutations = {algo: forms.default_mutation(algo) for algo in engine.algorithms()}
     inputs = estimate.estimate_inputs(budgets=form.fields["budget"].queryset, algorithms=engine.algorithms())
     return render(

@@ -95,3 +95,43 @@ def test_the_form_offers_the_no_trade_band_chosen_on_validation(client, user, wo
     client.force_login(user)
     soup = BeautifulSoup(client.get("/runs/new/").content.decode(), "html.parser")
     assert soup.select_one("input[name=rebalance_band]")["value"] == "0.01"
+
+
+def test_a_portfolio_task_left_without_reward_scale_gets_its_rewards_scale_from_form_and_api(
+    client, user, world, api_client
+):
+    """The form's hyperparameter box leaves ``reward_scale`` out, and ``{}`` is accepted (every
+    default): a portfolio task then trains log returns scaled by 100 and the differential Sharpe
+    ratio by 1, as the learning-quality benchmark does; stock trading keeps 1; a value given wins."""
+    from webapp.runs.models import Run
+
+    client.force_login(user)
+    soup = BeautifulSoup(client.get("/runs/new/").content.decode(), "html.parser")
+    shown = json.loads(soup.select_one("textarea[name=hyperparameters]").get_text())
+    assert "reward_scale" not in shown and shown["num_envs"] > 0
+
+    made = {}
+    for label, changes in (
+        ("log", {"kind": "portfolio", "reward": "log_return", "hyperparameters": "{}", "generation_steps": 16384}),
+        ("dsr", {"kind": "portfolio", "reward": "differential_sharpe", "hyperparameters": json.dumps(TINY_PPO)}),
+        ("given", {"kind": "portfolio", "hyperparameters": json.dumps({**TINY_PPO, "reward_scale": 7.0})}),
+        ("stock", {"hyperparameters": json.dumps(TINY_PPO)}),
+    ):
+        before = set(Run.objects.values_list("id", flat=True))
+        form = _run_form(world, start_now="", **changes)
+        response = client.post("/runs/new/", form)
+        assert response.status_code == 302, (label, _errors(client, world, **changes))
+        made[label] = Run.objects.exclude(id__in=before).get().task.hyperparameters["reward_scale"]
+    assert made == {"log": 100.0, "dsr": 1.0, "given": 7.0, "stock": 1.0}
+
+    body = {
+        "dataset": world.dataset.id,
+        "name": "api portfolio",
+        "splits": SPLITS,
+        "kind": "portfolio",
+        "algorithm": "ppo",
+        "hyperparameters": TINY_PPO,
+    }
+    response = api_client.post("/api/tasks/", body, format="json")
+    assert response.status_code == 201, response.content
+    assert response.json()["hyperparameters"]["reward_scale"] == 100.0
