@@ -122,6 +122,7 @@ def _model_card(config: dict[str, Any]) -> str:
         f"  test (untouched in training): {' to '.join(window.get('test', []))}.",
         f"- Validation (deterministic policy, full window): Sharpe {num(metrics.get('sharpe_ratio'))},",
         f"  total return {pct(metrics.get('total_return'))}, max drawdown {pct(metrics.get('max_drawdown'))}.",
+        *_baseline_lines(metrics, num, pct),
         (
             f"- Env steps trained: {config.get('total_env_steps')} (the members' lines, each agent counted "
             "once); an ensemble has no generation of its own."
@@ -149,6 +150,33 @@ def _model_card(config: dict[str, Any]) -> str:
         "",
     ]
     return "\n".join(lines)
+
+
+def _baseline_lines(metrics: dict[str, Any], num: Any, pct: Any) -> list[str]:
+    """The validation baselines on the same days, next to the agent's figures: the untrained
+    policy's score and Sharpe ratio, 1/N's (rebalanced daily) and QQQ's Sharpe ratio and total
+    return; nothing for metrics that hold none (an older checkpoint)."""
+    untrained = metrics.get("untrained") or {}
+    equal = metrics.get("vs_equal_weight") or {}
+    qqq = metrics.get("vs_QQQ") or {}
+    if not (untrained or equal or qqq):
+        return []
+    lines = ["- Baselines on the same validation days (an edge on validation is no promise out of sample):"]
+    if untrained:
+        lines.append(
+            f"  untrained policy Sharpe {num(untrained.get('sharpe_ratio'))}, score {num(untrained.get('score'))} "
+            f"(this agent's score {num(metrics.get('score'))}, rule: {(metrics.get('selection') or {}).get('description', 'n/a')});"
+        )
+    if equal:
+        lines.append(
+            f"  1/N rebalanced daily Sharpe {num(equal.get('baseline_sharpe'))}, "
+            f"total return {pct(equal.get('baseline_total_return'))};"
+        )
+    if qqq:
+        lines.append(
+            f"  QQQ buy and hold Sharpe {num(qqq.get('baseline_sharpe'))}, total return {pct(qqq.get('baseline_total_return'))}."
+        )
+    return lines
 
 
 def _bars_text(window: dict[str, Any]) -> str:

@@ -113,6 +113,26 @@ def test_the_model_card_names_the_bars_the_agent_was_trained_on(bundle, checkpoi
     assert "intraday bars," in _model_card({**config, "data_window": older})
 
 
+def test_the_model_card_puts_the_validation_baselines_next_to_the_agents_figures(bundle):
+    from trainer.bundle import _model_card
+
+    config = load_agent(bundle[0]).config
+    metrics = {
+        **(config["validation_metrics"] or {}),
+        "score": -0.17,
+        "selection": {"description": "mean - 1 x std of the Sharpe ratios of 4 validation sub-windows"},
+        "untrained": {"score": -0.28, "sharpe_ratio": 0.444},
+        "vs_equal_weight": {"baseline_sharpe": 0.4957, "baseline_total_return": 0.1195},
+        "vs_QQQ": {"baseline_sharpe": 1.2446, "baseline_total_return": 0.4618},
+    }
+    card = _model_card({**config, "validation_metrics": metrics})
+    assert "untrained policy Sharpe 0.444, score -0.280 (this agent's score -0.170, rule: mean - 1 x std" in card
+    assert "1/N rebalanced daily Sharpe 0.496, total return 11.95 %" in card
+    assert "QQQ buy and hold Sharpe 1.245, total return 46.18 %" in card
+    bare = {k: v for k, v in metrics.items() if k not in ("untrained", "vs_equal_weight", "vs_QQQ")}
+    assert "Baselines on the same validation days" not in _model_card({**config, "validation_metrics": bare})
+
+
 def test_config_describes_observations_tickers_and_normalization(bundle, checkpoint):
     state = load_checkpoint(checkpoint)
     agent = load_agent(bundle[0])
