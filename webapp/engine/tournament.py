@@ -54,7 +54,7 @@ def choose_parent(
 
 
 def mutate_hyperparameters(
-    hyperparameters: dict[str, Any], *, mutation: dict[str, Any], rng: np.random.Generator
+    hyperparameters: dict[str, Any], *, mutation: dict[str, Any], rng: np.random.Generator, check: bool = False
 ) -> tuple[dict[str, Any], dict[str, list[Any]]]:
     """PBT perturbation of a copied agent's hyperparameters (``trainer.tournament.mutate``).
 
@@ -62,6 +62,8 @@ def mutate_hyperparameters(
         hyperparameters: the parent's values.
         mutation: the run's settings ``{"bounds": {name: [low, high]}, "factors": [...],
             "probability": p}``; no bounds means no mutation.
+        check: validate ``factors`` and ``probability`` even without bounds (a new run's
+            settings are checked whole, :func:`check_mutation`).
 
     Returns:
         ``(new_hyperparameters, {name: [old, new]})``.
@@ -69,7 +71,7 @@ def mutate_hyperparameters(
     from trainer import tournament
 
     bounds = mutation.get("bounds") or {}
-    if not bounds:
+    if not bounds and not check:
         return dict(hyperparameters), {}
     return tournament.mutate(
         hyperparameters,
@@ -88,7 +90,7 @@ def check_mutation(mutation: dict[str, Any], hyperparameters: dict[str, Any]) ->
     user wrote, not the trainer's ``hyperparameters.<name>``.
     """
     try:
-        mutate_hyperparameters(hyperparameters, mutation=mutation, rng=np.random.default_rng(0))
+        mutate_hyperparameters(hyperparameters, mutation=mutation, rng=np.random.default_rng(0), check=True)
     except TrainerError as exc:
         field = str(exc.details.get("field") or "")
         if field.startswith("hyperparameters."):

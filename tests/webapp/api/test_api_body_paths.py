@@ -69,6 +69,10 @@ def test_a_mixed_tasks_default_mutation_has_each_algorithms_learning_rates(api_c
         ({"bounds": {"foo": [0, 1]}}, "mutation.bounds.foo"),  # no such hyperparameter
         ({"bounds": {"hidden_sizes": [1, 2]}}, "mutation.bounds.hidden_sizes"),  # not a number
         ({"bounds": {"learning_rate": [1e-2, 1e-5]}}, "mutation.bounds.learning_rate"),  # low > high
+        # factors and probability are checked even without bounds (they are stored with the run)
+        ({"factors": [-1]}, "mutation.factors[0]"),
+        ({"bounds": {"learning_rate": [1e-5, 1e-2]}, "factors": [0.8, 0]}, "mutation.factors[1]"),
+        ({"probability": 2}, "mutation.probability"),
     ],
 )
 def test_a_bad_mutation_bound_is_a_400_on_mutation_bounds_name(api_client, task, make_budget, mutation, field):
