@@ -132,21 +132,31 @@ class RunForm(forms.Form):
     )
     initial_cash = _bounded(forms.FloatField, bounds.ENV["initial_cash"], initial=1e6, help_text="Starting cash, USD.")
     hmax = _bounded(
-        forms.IntegerField, bounds.ENV["hmax"], initial=100, help_text="Shares bought or sold per unit of action."
+        forms.IntegerField,
+        bounds.ENV["hmax"],
+        initial=100,
+        help_text="Stock trading only: shares bought or sold per unit of action.",
     )
-    buy_cost_pct = _bounded(forms.FloatField, bounds.ENV["buy_cost_pct"], initial=1e-3, help_text="Cost of buys.")
-    sell_cost_pct = _bounded(forms.FloatField, bounds.ENV["sell_cost_pct"], initial=1e-3, help_text="Cost of sells.")
+    buy_cost_pct = _bounded(
+        forms.FloatField,
+        bounds.ENV["buy_cost_pct"],
+        initial=1e-3,
+        help_text="Cost of buys; for a portfolio task, the cost of all turnover.",
+    )
+    sell_cost_pct = _bounded(
+        forms.FloatField, bounds.ENV["sell_cost_pct"], initial=1e-3, help_text="Stock trading only: cost of sells."
+    )
     reward_scaling = _bounded(
         forms.FloatField,
         bounds.ENV["reward_scaling"],
         initial=1e-4,
-        help_text="Multiplier of the daily change of value (USD).",
+        help_text="Stock trading only: multiplier of the daily change of value (USD).",
     )
     turbulence_threshold = _bounded(
         forms.FloatField,
         bounds.ENV["turbulence_threshold"],
         required=False,
-        help_text="Sell everything on days at or above this turbulence; empty = never.",
+        help_text="Stock trading only: sell everything on days at or above this turbulence; empty = never.",
     )
     rebalance_band = forms.FloatField(
         label="No-trade band",
@@ -236,7 +246,23 @@ class RunForm(forms.Form):
                             f"{dataset.name} holds daily bars: give a date YYYY-MM-DD (a time of day needs an "
                             "intraday dataset)",
                         )
+        if data.get("kind") == "portfolio":
+            self._refuse_stock_trading_settings(data)
         return data
+
+    def _refuse_stock_trading_settings(self, data: dict[str, Any]) -> None:
+        """A portfolio task has one cost on turnover (Buy cost) and no shares, turbulence stop or
+        value-change reward: a stock-trading field changed from its default is named, not dropped
+        without a word (the API refuses them as unknown env settings)."""
+        for name in ("sell_cost_pct", "hmax", "reward_scaling", "turbulence_threshold"):
+            value, default = data.get(name), self.fields[name].initial
+            if value is None or value == default:
+                continue
+            if name == "sell_cost_pct":
+                message = "a portfolio task charges one cost on all turnover: set it as Buy cost"
+            else:
+                message = "stock trading only: a portfolio task has no such setting"
+            self.add_error(name, f"{message} (got {value:g}; leave {default if default is not None else 'it empty'})")
 
     def clean_hyperparameters(self) -> dict:
         value = self.cleaned_data.get("hyperparameters")

@@ -135,3 +135,23 @@ def test_a_portfolio_task_left_without_reward_scale_gets_its_rewards_scale_from_
     response = api_client.post("/api/tasks/", body, format="json")
     assert response.status_code == 201, response.content
     assert response.json()["hyperparameters"]["reward_scale"] == 100.0
+
+
+@pytest.mark.parametrize(
+    ("changes", "field", "expected"),
+    [
+        ({"sell_cost_pct": 0.05}, "sell_cost_pct", "a portfolio task charges one cost on all turnover"),
+        ({"hmax": 500}, "hmax", "stock trading only"),
+        ({"turbulence_threshold": 50}, "turbulence_threshold", "stock trading only"),
+        ({"reward_scaling": 0.5}, "reward_scaling", "stock trading only"),
+    ],
+)
+def test_a_portfolio_form_names_a_stock_trading_setting_instead_of_dropping_it(
+    client, user, world, changes, field, expected
+):
+    """The portfolio env charges one cost on turnover and has no shares, turbulence stop or
+    value-change reward: a stock-trading field set away from its default is a form error, not a
+    silently cost-free run (the API refuses such env keys as unknown settings)."""
+    client.force_login(user)
+    errors = _errors(client, world, kind="portfolio", **changes)
+    assert list(errors) == [field] and errors[field][0].startswith(expected), errors
