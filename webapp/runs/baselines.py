@@ -76,7 +76,8 @@ def agent_baselines(agent: Agent) -> dict[str, Any]:
         - ``vs_<baseline>``: ``{"excess_return", "sharpe_difference"}`` of the agent over it;
         - ``short_window``: the validation window is shorter than ``min_annualised_days`` (63);
           every Sharpe-based value is then kept here but pages show "n/a" and ``note`` (the
-          reason, ``""`` otherwise); ``within_noise`` is then false;
+          reason, ``""`` otherwise); ``within_noise`` is then false (and ``None`` when the score,
+          the untrained score or the noise is missing, e.g. for an ensemble);
         - ``texts``: what the leaderboard shows (:func:`leaderboard_texts`); ``text`` their one-line sum.
 
         Returns are fractions (0.01 = 1 %), Sharpe ratios annualised; ``None`` where the
@@ -127,12 +128,11 @@ def agent_baselines(agent: Agent) -> dict[str, Any]:
         "equal_weight": series["equal_weight"]["sharpe"],
         "qqq": series["qqq"]["sharpe"],
         "noise": noise,
+        # None when there is nothing to compare (an ensemble has no untrained policy)
         "within_noise": (
-            not note
-            and score is not None
-            and untrained is not None
-            and noise is not None
-            and abs(score - untrained) <= noise
+            None
+            if score is None or untrained is None or noise is None
+            else (not note and abs(score - untrained) <= noise)
         ),
         "comparison": comparison,
         "vs_untrained": vs["untrained"],

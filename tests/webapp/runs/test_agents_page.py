@@ -153,3 +153,7 @@ def test_scores_stand_next_to_the_untrained_policy_equal_weight_qqq_and_their_no
     agent.metrics["untrained"]["score"] = -1.0
     agent.save(update_fields=["metrics"])
     assert baselines.agent_baselines(agent)["within_noise"] is False
+    # nothing to compare with (an ensemble has no untrained policy): unknown, not "beyond the noise"
+    del agent.metrics["untrained"]
+    agent.save(update_fields=["metrics"])
+    assert baselines.agent_baselines(agent)["within_noise"] is None
