@@ -152,7 +152,7 @@ def agent_baselines(agent: Agent) -> dict[str, Any]:
 
 def leaderboard_verdict(rows: list[dict[str, Any]]) -> dict[str, Any]:
     """What the leaderboard says as a whole: how many of its agents score above their line's
-    untrained policy (for the portfolio task, 1/N traded with the same band and costs) by more
+    untrained policy (the line's fresh network; for the portfolio task near 1/N, with the same band and costs) by more
     than the noise, the standard deviation of their validation sub-window Sharpe ratios.
 
     Args:
