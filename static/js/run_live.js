@@ -207,12 +207,12 @@
     // a validation window under 63 days: the score is annualised noise (selectors.score_note)
     best.textContent = run.score_note && run.best_score !== null ? "n/a" : fmtNumber(run.best_score, 3);
     if (run.score_note) best.title = run.score_note;
+    else best.removeAttribute("title");
     const chartNote = $("#score-chart-note");
     if (chartNote) {
       chartNote.hidden = !run.score_note;
       $("#score-chart-note-text").textContent = run.score_note || "";
     }
-    else best.removeAttribute("title");
     $("#num-pods").textContent = run.num_pods;
     $("#agents-count").textContent = run.agents; // trained by the pods
     if (run.ensembles !== undefined) {

@@ -299,6 +299,13 @@ def leaderboard_payload(run: Run) -> list[dict[str, Any]]:
     return [agent_payload(a, stats) for a in leaderboard(run)]
 
 
+def leaderboard_with_verdict(run: Run) -> dict[str, Any]:
+    """``{"leaderboard": leaderboard_payload, "verdict": baselines.leaderboard_verdict}``: the
+    board and what it says as a whole, as ``run.snapshot`` and ``leaderboard.update`` carry them."""
+    board = leaderboard_payload(run)
+    return {"leaderboard": board, "verdict": baselines.leaderboard_verdict([item["baselines"] for item in board])}
+
+
 def run_snapshot(run: Run) -> dict[str, Any]:
     """Everything a live page needs at connect time, as one ``run.snapshot`` event.
 
@@ -316,8 +323,7 @@ def run_snapshot(run: Run) -> dict[str, Any]:
         "run_id": run.id,
         "run": run_payload(run),
         "pods": [pod_payload(p, latest.get(p.id)) for p in pods],
-        "leaderboard": (board := leaderboard_payload(run)),
-        "verdict": baselines.leaderboard_verdict([item["baselines"] for item in board]),
+        **leaderboard_with_verdict(run),
     }
 
 

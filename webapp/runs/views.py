@@ -421,6 +421,7 @@ def run_compare(request: HttpRequest) -> HttpResponse:
     by default)."""
     ids = [int(i) for i in request.GET.getlist("ids") if i.isdigit()]
     runs = [r for r in (selectors.run_get(user=request.user, run_id=i) for i in dict.fromkeys(ids)) if r is not None]
+    selectors.with_score_notes(runs)  # one query; the curves and the list read the notes
     error = None
     if not 2 <= len(runs) <= compare.MAX_RUNS:
         error = f"Tick 2 to {compare.MAX_RUNS} of your runs to compare them (got {len(runs)})."

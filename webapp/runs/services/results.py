@@ -18,7 +18,7 @@ from django.db.models import F, Max, Q
 from django.utils import timezone
 
 from webapp import engine
-from webapp.runs import baselines, events, selectors, telemetry
+from webapp.runs import events, selectors, telemetry
 from webapp.runs.models import Agent, ClusterBudget, Generation, Pod, Run
 from webapp.runs.services.budgets import budget_dispatch, budget_verdict
 from webapp.runs.services.common import (
@@ -206,13 +206,11 @@ def _leaderboard_submit(run: Run, agent: Agent) -> None:
     best = max(scores) if scores else None
     Run.objects.filter(pk=run.pk).update(best_score=best)
     if agent.id in keep:
-        board = selectors.leaderboard_payload(run)
         events.publish(
             run.id,
             events.LEADERBOARD_UPDATE,
             {
-                "leaderboard": board,
-                "verdict": baselines.leaderboard_verdict([item["baselines"] for item in board]),
+                **selectors.leaderboard_with_verdict(run),
                 "added": [agent.id],
                 "dropped": [a for a in drop if a != agent.id],
             },
