@@ -1,8 +1,8 @@
 """The README's configuration table lists every environment variable the code reads, and
 nothing else.
 
-The variables are found in the source, not listed by hand: every ``env_str/env_int/env_bool/
-env_list/env_url("NAME")`` of the settings module, and every ``os.environ.get("NAME")``,
+The variables are found in the source, not listed by hand: every ``env_str/env_int/env_float/
+env_bool/env_list/env_url("NAME")`` of the settings module, and every ``os.environ.get("NAME")``,
 ``os.environ["NAME"]`` or ``env.get("NAME")`` (a copy of the environment) in ``webapp/``,
 ``trainer/`` and the ``paddock`` launcher.
 """
@@ -15,7 +15,7 @@ from pathlib import Path
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 VARIABLE = re.compile(r"^[A-Z][A-Z0-9_]*[A-Z0-9]$")
-SETTINGS_READERS = {"env_str", "env_int", "env_bool", "env_list", "env_url"}
+SETTINGS_READERS = {"env_str", "env_int", "env_float", "env_bool", "env_list", "env_url"}
 ENVIRONMENT_NAMES = {"environ", "env"}
 
 

@@ -173,9 +173,11 @@ def test_dataset_page_has_a_price_chart(world, ada):
 def test_users_see_their_budgets_and_staff_assign_new_ones(world, ada, client, staff, other_user):
     page = ada.get("/budgets/").content.decode()
     assert "ada-data budget" in page and 'id="budget-form"' not in page
-    assert ada.post("/budgets/", {"name": "x"}).status_code == 404
+    assert ada.post("/budgets/", {"action": "assign", "name": "x"}).status_code == 404
     client.force_login(staff)
-    response = client.post("/budgets/", {"name": "for bob", "owner": other_user.id, "max_concurrent_pods": 2})
+    response = client.post(
+        "/budgets/", {"action": "assign", "name": "for bob", "owner": other_user.id, "max_concurrent_pods": 2}
+    )
     assert response.status_code == 302
     assert other_user.budgets.get().name == "for bob"
 

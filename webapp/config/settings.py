@@ -4,7 +4,7 @@ Variables (see README "Configuration"):
     DEBUG, SECRET_KEY, ALLOWED_HOSTS, CSRF_TRUSTED_ORIGINS, DATABASE_URL, REDIS_URL,
     PADDOCK_VAR_DIR, PADDOCK_DATA_DIR, PADDOCK_BENCHMARK_FILE, PADDOCK_ARTIFACTS_DIR,
     PADDOCK_TORCH_THREADS, PADDOCK_GENERATION_TIME_LIMIT, PADDOCK_LOG_LEVEL, PADDOCK_SERVE_RATE_LIMIT,
-    PADDOCK_SERVE_CACHE_SIZE.
+    PADDOCK_SERVE_CACHE_SIZE, PADDOCK_QUOTA_DEVICE_HOURS, PADDOCK_QUOTA_PODS.
 A bad value stops start-up with one line naming the variable (``SettingsError``).
 """
 
@@ -17,7 +17,7 @@ from pathlib import Path
 
 import dj_database_url
 
-from webapp.config.env import SettingsError, env_bool, env_int, env_list, env_str, env_url
+from webapp.config.env import SettingsError, env_bool, env_float, env_int, env_list, env_str, env_url
 
 BASE_DIR = Path(__file__).resolve().parent.parent.parent
 
@@ -254,6 +254,10 @@ PADDOCK_GENERATION_TIME_LIMIT = env_int("PADDOCK_GENERATION_TIME_LIMIT", 3600, m
 PADDOCK_SERVE_RATE_LIMIT = env_int("PADDOCK_SERVE_RATE_LIMIT", 600, minimum=1)
 #: onnxruntime sessions kept per web process (least recently used evicted).
 PADDOCK_SERVE_CACHE_SIZE = env_int("PADDOCK_SERVE_CACHE_SIZE", 32, minimum=1)
+# Every user's quota for budgets of their own (held at once by their open budgets); staff raise
+# it per user on the Budgets page.
+PADDOCK_QUOTA_DEVICE_HOURS = env_float("PADDOCK_QUOTA_DEVICE_HOURS", 2.0, minimum=0.0)
+PADDOCK_QUOTA_PODS = env_int("PADDOCK_QUOTA_PODS", 2, minimum=1)
 CELERY_TASK_TIME_LIMIT = PADDOCK_GENERATION_TIME_LIMIT + 60
 CELERY_TASK_SOFT_TIME_LIMIT = PADDOCK_GENERATION_TIME_LIMIT
 # A task still unacknowledged after this is delivered again (Redis transport); the generation

@@ -1,15 +1,31 @@
-"""Admin of budgets, tasks, runs, pods, generations and agents (staff assign budgets here)."""
+"""Admin of budgets, quotas, tasks, runs, pods, generations and agents (staff assign budgets here)."""
 
 from django.contrib import admin
 
-from webapp.runs.models import Agent, ClusterBudget, Generation, Pod, Run, Task
+from webapp.runs.models import Agent, BudgetQuota, ClusterBudget, Generation, Pod, Run, Task
 
 
 @admin.register(ClusterBudget)
 class ClusterBudgetAdmin(admin.ModelAdmin):
-    list_display = ("name", "owner", "max_concurrent_pods", "gpu_hours_cap", "env_step_cap", "gpu_seconds_used")
-    list_filter = ("owner",)
+    list_display = (
+        "name",
+        "owner",
+        "purpose",
+        "max_concurrent_pods",
+        "gpu_hours_cap",
+        "env_step_cap",
+        "gpu_seconds_used",
+        "ended_at",
+    )
+    list_filter = ("owner", "purpose")
     readonly_fields = ("gpu_seconds_used", "env_steps_used")
+
+
+@admin.register(BudgetQuota)
+class BudgetQuotaAdmin(admin.ModelAdmin):
+    """Staff raise a user's quota for budgets of their own here or on the Budgets page."""
+
+    list_display = ("user", "device_hours", "max_concurrent_pods", "updated_at")
 
 
 @admin.register(Task)

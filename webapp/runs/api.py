@@ -10,7 +10,7 @@ from django.db import transaction
 from django.db.models import F
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema, extend_schema_view
-from rest_framework import mixins, permissions, status, viewsets
+from rest_framework import mixins, status, viewsets
 from rest_framework.decorators import action
 from rest_framework.renderers import BaseRenderer, BrowsableAPIRenderer, JSONRenderer
 from rest_framework.request import Request
@@ -19,7 +19,7 @@ from rest_framework.response import Response
 from webapp import engine
 from webapp.core.downloads import serve_file
 from webapp.core.errors import AppError
-from webapp.runs import algorithms, archive, selectors, serializers, services, telemetry
+from webapp.runs import algorithms, archive, quotas, selectors, serializers, services, telemetry
 from webapp.runs.models import Agent, ClusterBudget, Run, Task
 
 RUN_FILTERS = [
@@ -61,17 +61,12 @@ def metrics_response(request: Request, payload: dict, filename: str) -> Response
     return Response(payload)
 
 
-class IsStaffOrReadOnly(permissions.BasePermission):
-    """Everyone signed in reads; only staff write."""
-
-    def has_permission(self, request, view) -> bool:
-        return request.method in permissions.SAFE_METHODS or bool(request.user and request.user.is_staff)
-
-
 @extend_schema_view(
     list=extend_schema(summary="Budgets you may run on (staff: all)"),
-    create=extend_schema(summary="Create a budget and assign it to a user (staff)"),
-    partial_update=extend_schema(summary="Change a budget's limits or owner (staff)"),
+    create=extend_schema(
+        summary="Create a budget: your own, within your quota (staff: assign one to any user, no quota)"
+    ),
+    partial_update=extend_schema(summary="Raise or change one of your own budgets (staff: any budget, its owner too)"),
 )
 class BudgetViewSet(
     mixins.ListModelMixin,
@@ -82,7 +77,6 @@ class BudgetViewSet(
 ):
     queryset = ClusterBudget.objects.none()  # for the schema; get_queryset scopes to the user
     serializer_class = serializers.BudgetSerializer
-    permission_classes = [permissions.IsAuthenticated, IsStaffOrReadOnly]
     http_method_names = ["get", "post", "patch", "head", "options"]
 
     def get_queryset(self):
@@ -90,12 +84,35 @@ class BudgetViewSet(
 
     def perform_create(self, serializer):
         data = dict(serializer.validated_data)
-        serializer.instance = services.budget_create(actor=self.request.user, **data)
+        user = self.request.user
+        if user.is_staff:
+            serializer.instance = services.budget_create(actor=user, **data)
+            return
+        owner = data.pop("owner", None)
+        if owner is not None and owner != user:
+            raise AppError(
+                "only staff can assign a budget to another user", fields={"owner": "not allowed"}, status=403
+            )
+        serializer.instance = services.budget_create_own(actor=user, **data)
 
     def perform_update(self, serializer):
-        serializer.instance = services.budget_update(
+        serializer.instance = services.budget_change(
             actor=self.request.user, budget=serializer.instance, **serializer.validated_data
         )
+
+    @extend_schema(summary="End a budget: no generation starts on it, its quota is free again", request=None)
+    @action(detail=True, methods=["post"])
+    def end(self, request: Request, pk=None) -> Response:
+        budget = services.budget_end(actor=request.user, budget=self.get_object())
+        return Response(self.get_serializer(budget).data)
+
+    @extend_schema(
+        summary="Your quota for budgets of your own and what your open budgets hold",
+        responses=serializers.QuotaSerializer,
+    )
+    @action(detail=False, methods=["get"])
+    def quota(self, request: Request) -> Response:
+        return Response(serializers.QuotaSerializer(quotas.quota_of(request.user)).data)
 
 
 @extend_schema_view(

@@ -168,6 +168,11 @@ class RunForm(forms.Form):
         help_text="Portfolio tasks only: a stock's weight is rebalanced only when it is more than this "
         "fraction of value from its target (below 1/N; 0 = every day). Chosen on validation (README).",
     )
+    env_extra = forms.JSONField(
+        required=False,
+        widget=forms.HiddenInput,
+        help_text="A clone's env settings the form has no field for: {kind: {name: value}}, applied to that kind.",
+    )
     flatten_at_close = forms.BooleanField(
         required=False,
         label="Flatten at the session close",
@@ -228,7 +233,7 @@ class RunForm(forms.Form):
     def __init__(self, *args, user, **kwargs) -> None:
         super().__init__(*args, **kwargs)
         self.fields["dataset"].queryset = selectors.dataset_queryset(user=user)
-        self.fields["budget"].queryset = selectors.budget_queryset(user=user).filter(owner=user)
+        self.fields["budget"].queryset = selectors.budget_queryset(user=user).filter(owner=user, ended_at__isnull=True)
         if not self.is_bound:
             self.initial.setdefault("hyperparameters", form_hyperparameters(self.initial.get("algorithm", "ppo")))
             self.initial.setdefault("mutation", default_mutation(self.initial.get("algorithm", "ppo")))
@@ -278,6 +283,12 @@ class RunForm(forms.Form):
             raise forms.ValidationError('Enter a JSON object, e.g. {"sac": {"tau": 0.01}}.')
         return value
 
+    def clean_env_extra(self) -> dict:
+        value = self.cleaned_data.get("env_extra") or {}
+        if not isinstance(value, dict) or not all(isinstance(v, dict) for v in value.values()):
+            raise forms.ValidationError('Enter a JSON object of objects, e.g. {"portfolio": {"dsr_eta": 0.02}}.')
+        return value
+
     def clean_mutation(self) -> dict:
         value = self.cleaned_data.get("mutation") or {}
         if not isinstance(value, dict):
@@ -319,7 +330,8 @@ class RunForm(forms.Form):
             env = {k: d[k] for k in _ENV_FIELDS if d.get(k) is not None}
         if d.get("flatten_at_close"):
             env["flatten_at_close"] = True
-        return env
+        extra = (d.get("env_extra") or {}).get(d.get("kind") or "stock_trading") or {}
+        return {**{k: v for k, v in extra.items() if k not in env}, **env}
 
     def run_kwargs(self) -> dict[str, Any]:
         """Arguments of ``services.run_create`` (besides owner and task)."""
@@ -414,15 +426,29 @@ def initial_from_run(run: Run) -> dict[str, Any]:
     for split in ("train", "validation", "test"):
         initial[f"{split}_start"] = task.splits[split]["start"]
         initial[f"{split}_end"] = task.splits[split]["end"]
-    for key in _ENV_FIELDS:
-        if key in task.env:
-            initial[key] = task.env[key]
-    initial["flatten_at_close"] = bool(task.env.get("flatten_at_close"))
-    if task.kind == "portfolio":
-        initial["reward"] = task.env.get("reward", "log_return")
-        initial["rebalance_band"] = task.env.get("rebalance_band", 0.0)  # a clone trades as the task did
-        if "cost_pct" in task.env:
-            initial["buy_cost_pct"] = task.env["cost_pct"]
+    initial.update(_env_initial(task.kind, task.env))
+    return initial
+
+
+#: The env settings each kind's form fields show, as ``{env key: form field}``.
+_ENV_FORM_FIELDS = {
+    "stock_trading": {key: key for key in _ENV_FIELDS},
+    "portfolio": {"initial_cash": "initial_cash", "cost_pct": "buy_cost_pct", "reward": "reward"},
+}
+
+
+def _env_initial(kind: str, env: dict[str, Any]) -> dict[str, Any]:
+    """Form values of a task's env: only its own kind's fields (a portfolio's ``reward_scaling``
+    is not the stock-trading field of that name, which keeps its default), every other setting
+    of the env carried in ``env_extra`` under its kind, so the clone trains as the task did."""
+    shown = _ENV_FORM_FIELDS.get(kind, _ENV_FORM_FIELDS["stock_trading"])
+    initial: dict[str, Any] = {field: env[key] for key, field in shown.items() if key in env}
+    initial["flatten_at_close"] = bool(env.get("flatten_at_close"))
+    if kind == "portfolio":
+        initial.setdefault("reward", "log_return")
+        initial["rebalance_band"] = env.get("rebalance_band", 0.0)  # a clone trades as the task did
+    taken = {*shown, "flatten_at_close", "rebalance_band" if kind == "portfolio" else ""}
+    initial["env_extra"] = {kind: {k: v for k, v in env.items() if k not in taken}}
     return initial
 
 

@@ -40,6 +40,13 @@ class ClusterBudget(models.Model):
     env_step_cap = models.BigIntegerField(null=True, blank=True)
     gpu_seconds_used = models.FloatField(default=0.0)
     env_steps_used = models.BigIntegerField(default=0)
+    purpose = models.CharField(
+        max_length=10,
+        choices=[("assigned", "Assigned by staff"), ("own", "Your own (within your quota)"), ("demo", "The demo's")],
+        default="assigned",
+        help_text="own budgets count against their owner's quota (``BudgetQuota``); assigned and demo ones do not",
+    )
+    ended_at = models.DateTimeField(null=True, blank=True, help_text="ended by its owner: no generation starts")
     created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:
@@ -48,6 +55,21 @@ class ClusterBudget(models.Model):
 
     def __str__(self) -> str:
         return self.name
+
+
+class BudgetQuota(models.Model):
+    """How much a user may hold in budgets of their own (``ClusterBudget.purpose == "own"``)
+    at once: the device-hours caps and the pods at once of their open own budgets add up to at
+    most these. ``None`` takes the default of the settings (``PADDOCK_QUOTA_DEVICE_HOURS``,
+    ``PADDOCK_QUOTA_PODS``); staff raise a user's quota on the Budgets page or in the admin."""
+
+    user = models.OneToOneField(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="budget_quota")
+    device_hours = models.FloatField(null=True, blank=True, help_text="device hours held at once; empty = default")
+    max_concurrent_pods = models.PositiveIntegerField(null=True, blank=True, help_text="pods at once; empty = default")
+    updated_at = models.DateTimeField(auto_now=True)
+
+    def __str__(self) -> str:
+        return f"quota of {self.user}"
 
 
 class Task(models.Model):

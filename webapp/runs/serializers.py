@@ -26,7 +26,8 @@ class _UserScopedPK(serializers.PrimaryKeyRelatedField):
 
 
 class BudgetSerializer(serializers.ModelSerializer):
-    """A cluster budget with its caps and usage. ``owner`` is writable by staff only."""
+    """A cluster budget with its caps and usage. ``owner`` is writable by staff only;
+    ``purpose`` is ``own`` (counts against its owner's quota), ``assigned`` or ``demo``."""
 
     owner = serializers.SlugRelatedField(slug_field="username", queryset=get_user_model().objects.all(), required=False)
     gpu_hours_used = serializers.SerializerMethodField()
@@ -47,9 +48,11 @@ class BudgetSerializer(serializers.ModelSerializer):
             "gpu_hours_used",
             "env_steps_used",
             "progress",
+            "purpose",
+            "ended_at",
             "created_at",
         ]
-        read_only_fields = ["gpu_seconds_used", "env_steps_used", "created_at"]
+        read_only_fields = ["gpu_seconds_used", "env_steps_used", "purpose", "ended_at", "created_at"]
 
     def get_gpu_hours_used(self, obj: ClusterBudget) -> float:
         return obj.gpu_seconds_used / 3600.0
@@ -58,6 +61,18 @@ class BudgetSerializer(serializers.ModelSerializer):
         """Largest fraction spent of any limit, the wall clock of the budget's active runs
         included (``selectors.budget_progress``; ``null`` when the budget has no limit)."""
         return selectors.budget_progress(obj)["fraction"]
+
+
+class QuotaSerializer(serializers.Serializer):
+    """A user's quota for budgets of their own (``webapp.runs.quotas.Quota``)."""
+
+    device_hours = serializers.FloatField()
+    max_concurrent_pods = serializers.IntegerField()
+    hours_held = serializers.FloatField()
+    pods_held = serializers.IntegerField()
+    hours_left = serializers.FloatField()
+    pods_left = serializers.IntegerField()
+    raised = serializers.BooleanField(help_text="set by staff for this user (else the default of the settings)")
 
 
 class TaskSerializer(serializers.ModelSerializer):

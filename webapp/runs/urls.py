@@ -2,7 +2,7 @@
 
 from django.urls import path
 
-from webapp.runs import agent_views, views
+from webapp.runs import agent_views, budget_views, views
 
 app_name = "runs"
 
@@ -16,7 +16,7 @@ urlpatterns = [
     path("runs/<int:run_id>/<slug:action>/", views.run_control, name="control"),
     path("agents/<int:agent_id>/", agent_views.agent_detail, name="agent"),
     path("agents/<int:agent_id>/bundle/", agent_views.agent_bundle, name="agent-bundle"),
-    path("budgets/", views.budget_list, name="budgets"),
+    path("budgets/", budget_views.budget_list, name="budgets"),
     path("workers/", views.worker_list, name="workers"),
     path("workers/log/<int:run_id>/", views.worker_log, name="worker-log"),
 ]

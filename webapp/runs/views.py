@@ -1,5 +1,6 @@
 """Pages of the runs app: list, new/clone, live detail, controls, every agent of a run,
-compare, budgets and workers (the pages of one agent are :mod:`webapp.runs.agent_views`).
+compare and workers (the Budgets page is :mod:`webapp.runs.budget_views`, the pages of one
+agent are :mod:`webapp.runs.agent_views`).
 
 Views stay thin: forms parse, ``services`` write, ``selectors`` read. Objects of
 other users are 404s (every lookup is scoped to ``request.user``).
@@ -274,33 +275,6 @@ def run_control(request: HttpRequest, run_id: int, action: str) -> HttpResponse:
     except AppError as exc:
         messages.error(request, exc.message)
     return redirect("runs:detail", run_id=run.pk)
-
-
-# --- budgets -------------------------------------------------------------------------------
-
-
-@login_required
-@require_http_methods(["GET", "POST"])
-def budget_list(request: HttpRequest) -> HttpResponse:
-    """Your budgets and their usage; staff see all of them and assign new ones."""
-    form = None
-    if request.user.is_staff:
-        form = forms.BudgetForm(request.POST or None)
-        if request.method == "POST" and form.is_valid():
-            d = form.cleaned_data
-            try:
-                services.budget_create(actor=request.user, **d)
-            except AppError as exc:
-                for name, message in exc.fields.items():
-                    form.add_error(name if name in form.fields else None, message)
-            else:
-                messages.success(request, f"Budget {d['name']!r} assigned to {d['owner'].username}.")
-                return redirect("runs:budgets")
-    elif request.method == "POST":
-        raise Http404("not allowed")
-    return render(
-        request, "runs/budgets.html", {"budgets": selectors.budgets_with_usage(user=request.user), "form": form}
-    )
 
 
 # --- every agent of a run ------------------------------------------------------------------

@@ -58,12 +58,12 @@ def test_tasks_list_and_detail(world, api_client):
     assert detail["splits"]["validation"] == {"start": "2020-01-01", "end": "2020-06-30"}
 
 
-def test_users_read_their_budgets_with_usage_but_cannot_write(world, api_client):
+def test_users_read_their_budgets_with_usage_but_cannot_change_an_assigned_one(world, api_client):
     rows = api_client.get("/api/budgets/").json()["results"]
     assert [r["id"] for r in rows] == [world.budget.id]
-    assert rows[0]["env_steps_used"] == 4 * 256
-    assert api_client.post("/api/budgets/", {"name": "more", "max_concurrent_pods": 99}).status_code == 403
+    assert rows[0]["env_steps_used"] == 4 * 256 and rows[0]["purpose"] == "assigned"
     assert api_client.patch(f"/api/budgets/{world.budget.id}/", {"max_concurrent_pods": 99}).status_code == 403
+    assert api_client.post(f"/api/budgets/{world.budget.id}/end/").status_code == 403
 
 
 def test_staff_create_assign_and_change_budgets(staff_client, user, other_user):

@@ -30,7 +30,8 @@ from webapp.runs.models import ClusterBudget, Run, Task
 
 
 def ensure_budget(owner, sizing: Sizing, name: str = BUDGET_NAME) -> tuple[ClusterBudget, bool]:
-    """The owner's demo budget (created once), with limits for a new run of ``sizing``.
+    """The owner's demo budget (created once, ``purpose="demo"``: it counts against no quota and
+    the user's own budgets never wait for it), with limits for a new run of ``sizing``.
 
     ``max_concurrent_pods`` and ``max_wall_clock_s`` are set to the sizing; the env-step cap
     becomes what the budget has used so far plus the run's env steps.
@@ -39,14 +40,17 @@ def ensure_budget(owner, sizing: Sizing, name: str = BUDGET_NAME) -> tuple[Clust
         ``(budget, created)``.
     """
     with transaction.atomic():
-        budget = ClusterBudget.objects.select_for_update().filter(owner=owner, name=name).first()
+        budget = ClusterBudget.objects.select_for_update().filter(owner=owner, name=name, purpose="demo").first()
         created = budget is None
         if created:
-            budget = services.budget_create(actor=owner, name=name, max_concurrent_pods=sizing.concurrent_pods)
+            budget = services.budget_create(
+                actor=owner, name=name, max_concurrent_pods=sizing.concurrent_pods, purpose="demo"
+            )
         budget.max_concurrent_pods = sizing.concurrent_pods
         budget.max_wall_clock_s = sizing.max_wall_clock_s
         budget.env_step_cap = budget.env_steps_used + sizing.env_steps
-        budget.save(update_fields=["max_concurrent_pods", "max_wall_clock_s", "env_step_cap"])
+        budget.ended_at = None
+        budget.save(update_fields=["max_concurrent_pods", "max_wall_clock_s", "env_step_cap", "ended_at"])
     return budget, created
 
 

@@ -2,6 +2,7 @@
 
 - :mod:`.budgets`: budgets, :func:`budget_verdict` (the one "is the budget spent?" rule) and
   dispatching queued generations into free slots;
+- :mod:`.quotas`: budgets of one's own within a quota, ending budgets, staff setting quotas;
 - :mod:`.tasks`: creating tasks;
 - :mod:`.lifecycle`: create, start, pause, resume, stop, scale and finish runs;
 - :mod:`.generations`: the generation protocol below, worker side (claim, heartbeat, progress);
@@ -70,6 +71,7 @@ from webapp.runs.services.lifecycle import (
     run_start,
     run_stop,
 )
+from webapp.runs.services.quotas import budget_change, budget_create_own, budget_end, quota_set
 from webapp.runs.services.results import generation_complete, generation_diverged, generation_fail
 from webapp.runs.services.storage import Bundle, agent_bundle, local_copy_of_checkpoint
 from webapp.runs.services.tasks import task_create
@@ -84,7 +86,10 @@ __all__ = [
     "BudgetVerdict",
     "Claim",
     "agent_bundle",
+    "budget_change",
     "budget_create",
+    "budget_create_own",
+    "budget_end",
     "budget_errors",
     "budget_dispatch",
     "budget_update",
@@ -101,6 +106,7 @@ __all__ = [
     "generations_reap_stale",
     "local_copy_of_checkpoint",
     "redispatch_after_s",
+    "quota_set",
     "run_create",
     "run_pause",
     "run_resume",

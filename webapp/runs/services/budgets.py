@@ -37,6 +37,7 @@ def budget_create(
     deadline=None,
     env_step_cap: int | None = None,
     owner=None,
+    purpose: str = "assigned",
 ) -> ClusterBudget:
     """Create a cluster budget.
 
@@ -45,6 +46,8 @@ def budget_create(
         owner: the user the budget is for; only staff may give a budget to someone else.
         max_concurrent_pods: generations running at once across all runs (GPUs).
         gpu_hours_cap, max_wall_clock_s, deadline, env_step_cap: limits, ``None`` = none.
+        purpose: ``"assigned"`` (by staff) or ``"demo"``; neither counts against a quota (a
+            user's own budgets are made by :func:`webapp.runs.services.quotas.budget_create_own`).
 
     Raises:
         AppError: a bad limit (400, naming the field) or a non-staff user assigning (403).
@@ -71,6 +74,7 @@ def budget_create(
         max_wall_clock_s=max_wall_clock_s,
         deadline=deadline,
         env_step_cap=env_step_cap,
+        purpose=purpose,
     )
 
 
@@ -166,6 +170,8 @@ class BudgetVerdict:
 
 
 def _spent_reason(budget: ClusterBudget, run: Run, *, now: datetime, reserved_steps: int) -> str:
+    if budget.ended_at is not None:
+        return f"budget {budget.name!r} was ended by its owner"
     if budget.gpu_hours_cap is not None and budget.gpu_seconds_used >= budget.gpu_hours_cap * 3600.0:
         return f"budget {budget.name!r}: GPU-hours cap of {budget.gpu_hours_cap:g} h is spent"
     if (
