@@ -80,7 +80,6 @@ def test_importing_trainer_does_not_import_django():
 
 BAD_SETTINGS = [
     ({"DEBUG": "maybe"}, "DEBUG"),
-    ({"DEBUG": "0"}, "SECRET_KEY"),
     ({"DEBUG": "0", "SECRET_KEY": "s" * 50, "ALLOWED_HOSTS": ""}, "ALLOWED_HOSTS"),
     ({"DEBUG": "1", "CSRF_TRUSTED_ORIGINS": "example.com"}, "CSRF_TRUSTED_ORIGINS"),
     ({"DEBUG": "1", "DATABASE_URL": "mysql://root@localhost/paddock"}, "DATABASE_URL"),
@@ -127,6 +126,45 @@ def test_launcher_stops_with_one_line_naming_the_bad_variable(tmp_path):
     result = run([str(REPO_ROOT / "paddock"), "serve", "--port", str(free_port())], env)
 
     assert_one_line_naming(result, "DEBUG")
+
+
+def test_without_any_setting_debug_is_off_and_a_secret_key_is_made_once_under_var(tmp_path):
+    env = clean_env(tmp_path)
+
+    assert django_eval("settings.DEBUG", env) == "False"
+    first = django_eval("settings.SECRET_KEY", env)
+    assert django_eval("settings.SECRET_KEY", env) == first and len(eval(first)) >= 50
+    key_file = tmp_path / "var" / "secret_key"
+    assert key_file.read_text().strip() == eval(first)
+    assert key_file.stat().st_mode & 0o077 == 0, "the key is readable by its owner only"
+    assert not list((tmp_path / "var").glob("secret_key.*.tmp"))
+
+
+def test_with_debug_off_a_404_lists_no_url_patterns_and_static_files_are_served(tmp_path):
+    code = (
+        "import os, django; os.environ['DJANGO_SETTINGS_MODULE'] = 'webapp.config.settings'; django.setup(); "
+        "from django.test import Client; c = Client(HTTP_HOST='127.0.0.1'); "
+        "missing = c.get('/no-such-page/'); css = c.get('/static/css/paddock.css'); "
+        "print(missing.status_code, 'admin/' in missing.content.decode(), css.status_code, "
+        "css['Content-Type'].split(';')[0])"
+    )
+    result = run([sys.executable, "-c", code], clean_env(tmp_path))
+
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.split() == ["404", "False", "200", "text/css"], result.stdout
+
+
+def test_the_launcher_runs_with_debug_off_unless_asked(monkeypatch):
+    import importlib.machinery
+    import importlib.util
+
+    loader = importlib.machinery.SourceFileLoader("paddock_launcher", str(REPO_ROOT / "paddock"))
+    launcher = importlib.util.module_from_spec(importlib.util.spec_from_loader(loader.name, loader))
+    loader.exec_module(launcher)
+    monkeypatch.delenv("DEBUG", raising=False)
+
+    assert launcher.child_env(launcher.parse_args(["serve"])[0])["DEBUG"] == "0"
+    assert launcher.child_env(launcher.parse_args(["demo", "--debug"])[0])["DEBUG"] == "1"
 
 
 def test_development_secret_key_is_random_and_kept_under_var(tmp_path):

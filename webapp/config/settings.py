@@ -28,24 +28,32 @@ DEBUG = env_bool("DEBUG", False)
 
 
 def _secret_key() -> str:
+    """``SECRET_KEY`` when given; else one random key made once and kept under var/ (owner-only),
+    so that sessions survive restarts and ``manage.py`` run by hand shares the launcher's key.
+    Machines that share a database but not var/ must be given one ``SECRET_KEY``."""
     key = env_str("SECRET_KEY")
     if key:
         return key
-    if not DEBUG:
-        raise SettingsError("SECRET_KEY: required when DEBUG is off (set SECRET_KEY, or DEBUG=1 for development)")
-    # Development: a random key persisted under var/ so sessions survive restarts.
     path = VAR_DIR / "secret_key"
     if not path.exists():
-        tmp = path.with_suffix(".tmp")
-        tmp.write_text(secrets.token_urlsafe(50))
-        tmp.replace(path)
+        tmp = VAR_DIR / f"secret_key.{os.getpid()}.tmp"
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        with os.fdopen(fd, "w") as handle:
+            handle.write(secrets.token_urlsafe(50))
+        try:
+            os.link(tmp, path)  # never replaces a key another process made at the same moment
+        except FileExistsError:
+            pass
+        finally:
+            tmp.unlink()
     return path.read_text().strip()
 
 
 SECRET_KEY = _secret_key()
-ALLOWED_HOSTS = env_list("ALLOWED_HOSTS", ["localhost", "127.0.0.1", "[::1]"] if DEBUG else [])
-if not DEBUG and not ALLOWED_HOSTS:
-    raise SettingsError("ALLOWED_HOSTS: required when DEBUG is off (comma-separated host names)")
+# Local names by default, with DEBUG on or off; behind a proxy or on a network, list the names.
+ALLOWED_HOSTS = env_list("ALLOWED_HOSTS", ["localhost", "127.0.0.1", "[::1]"])
+if not ALLOWED_HOSTS:
+    raise SettingsError("ALLOWED_HOSTS: expected comma-separated host names, got an empty value")
 CSRF_TRUSTED_ORIGINS = env_list("CSRF_TRUSTED_ORIGINS", [])
 for _origin in CSRF_TRUSTED_ORIGINS:
     if not _origin.startswith(("http://", "https://")):
