@@ -98,6 +98,38 @@ def _parse_range(value: Any, name: str) -> tuple[str, str]:
     return start, end
 
 
+def split_errors(splits: Mapping[str, Any]) -> dict[str, str]:
+    """Every problem of the three splits at once, as ``{dotted field: message without the
+    field's name}`` (``{}`` when they are fine): each split's own bounds and order, then the
+    order of consecutive splits (train < validation < test, no overlap) where both parsed. :meth:`TaskSpec.from_dict`
+    raises the first of these; a form that reports every error in one round reads them all.
+
+    Args:
+        splits: ``{"train": [start, end] or {"start", "end"}, "validation": ..., "test": ...}``
+            with ``YYYY-MM-DD`` (or ``YYYY-MM-DD HH:MM``) inclusive bounds.
+    """
+    errors: dict[str, str] = {}
+    ranges: dict[str, tuple[str, str]] = {}
+    for name in SPLITS:
+        if splits.get(name) is None:
+            errors[name] = "required: [start, end]"
+            continue
+        try:
+            ranges[name] = _parse_range(splits[name], name)
+        except ConfigError as exc:
+            field = str(exc.details.get("field") or name)
+            errors[field] = str(exc).removeprefix(f"{field}: ")
+    for earlier, later in (("train", "validation"), ("validation", "test")):
+        if earlier in ranges and later in ranges:
+            if range_bound(ranges[later][0], end=False) <= range_bound(ranges[earlier][1], end=True):
+                errors.setdefault(
+                    f"{later}.start",
+                    f"{ranges[later][0]} must be after {earlier}.end {ranges[earlier][1]} "
+                    "(splits are consecutive and do not overlap)",
+                )
+    return errors
+
+
 @dataclass
 class TaskSpec:
     """What a run learns: data, date splits, trading rules, algorithm and hyperparameters.

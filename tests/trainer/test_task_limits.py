@@ -198,3 +198,28 @@ def test_cli_missing_data_file_names_the_full_path_and_how_to_point_elsewhere(mo
     err = capsys.readouterr().err
     assert str(tmp_path / "dow30_daily_eodhd_2010-01-04_2022-11-15.csv.gz") in err
     assert "--data-dir" in err and "PADDOCK_DATA_DIR" in err and err.count("\n") == 1
+
+
+def test_split_errors_names_every_split_problem_at_once():
+    from trainer.task import split_errors
+
+    errors = split_errors(
+        {
+            "train": ["2019-12-31", "2018-01-01"],
+            "validation": ["2020-01-01", "2020-06-30"],
+            "test": ["2020-12-31", "2020-07-01"],
+        }
+    )
+    assert set(errors) == {"train.end", "test.end"}
+    assert "is before train.start" in errors["train.end"] and "is before test.start" in errors["test.end"]
+    overlap = split_errors(
+        {"train": ["2018-01-01", "2020-03-31"], "validation": ["2020-01-01", "2020-06-30"], "test": None}
+    )
+    assert set(overlap) == {"validation.start", "test"}
+    assert "do not overlap" in overlap["validation.start"]
+    fine = {
+        "train": ["2018-01-01", "2019-12-31"],
+        "validation": ["2020-01-01", "2020-06-30"],
+        "test": ["2020-07-01", "2020-12-31"],
+    }
+    assert split_errors(fine) == {}

@@ -66,6 +66,7 @@ from webapp.engine.tasks import (  # noqa: E402
     recommended_rebalance_band,
     resolve_device,
     selection_rule,
+    split_errors,
     validate_hyperparameters,
     validate_task,
 )
@@ -121,6 +122,7 @@ __all__ = [
     "serve_act",
     "train_generation",
     "validate_hyperparameters",
+    "split_errors",
     "validate_task",
     "withheld_metrics",
 ]

@@ -50,6 +50,14 @@ def validate_task(spec: dict[str, Any], *, intraday: bool = False) -> dict[str, 
         raise AppError.from_trainer(exc) from exc
 
 
+def split_errors(splits: dict[str, Any]) -> dict[str, str]:
+    """Every error of a task's three splits at once (``trainer.task.split_errors``), as
+    ``{dotted field: message}``: each split's bounds and order, and the order between them."""
+    from trainer.task import split_errors as trainer_split_errors
+
+    return trainer_split_errors(splits)
+
+
 def demo_task() -> dict[str, Any]:
     """The built-in demo task's spec (``trainer.demo.demo_task_dict``; a fresh dict): data file
     relative to the data folder, ``{"start", "end"}`` of the data and of each split, PPO."""

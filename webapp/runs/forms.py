@@ -7,6 +7,7 @@ values, and their errors come back next to the field they name (:func:`map_app_e
 from __future__ import annotations
 
 import re
+from datetime import timedelta
 from typing import Any
 
 from django import forms
@@ -103,7 +104,7 @@ class RunForm(forms.Form):
             ("stock_trading", "Stock trading (whole-share trades, FinRL's MDP)"),
             ("portfolio", "Portfolio allocation (target weights; a zero action holds equal weights)"),
         ],
-        initial="stock_trading",
+        initial="portfolio",
         required=False,
         help_text="Portfolio tasks use the initial cash and the buy cost as the cost of turnover; "
         "shares per trade, sell cost, reward scaling and turbulence apply to stock trading only.",
@@ -316,6 +317,31 @@ class RunForm(forms.Form):
             "selection": {"rule": d.get("selection_rule") or "mean_minus_std"},
         }
 
+    def partial_task_kwargs(self) -> tuple[dict[str, Any], set[str]] | None:
+        """After ``is_valid()`` failed: :meth:`task_kwargs` of the fields that parsed (a split
+        with an unparsed bound is ``None``: the services check it as missing, and no order
+        against it), and the splits whose bounds did not parse, so that the services can still
+        check the rest in the same round. ``None`` without a
+        dataset (nothing to check the task against)."""
+        d = self.cleaned_data
+        if d.get("dataset") is None:
+            return None
+        broken = {s for s in ("train", "validation", "test") if not (d.get(f"{s}_start") and d.get(f"{s}_end"))}
+        kwargs = {
+            "dataset": d["dataset"],
+            "name": d.get("name") or f"{d['dataset'].name} {d.get('algorithm') or 'ppo'}",
+            "tickers": d.get("tickers") or None,
+            "splits": {
+                s: None if s in broken else [d[f"{s}_start"], d[f"{s}_end"]] for s in ("train", "validation", "test")
+            },
+            "env": self._env(),
+            "algorithm": d.get("algorithm") or "ppo",
+            "hyperparameters": d.get("hyperparameters") if "hyperparameters" in d else {},
+            "kind": d.get("kind") or "stock_trading",
+            "selection": {"rule": d.get("selection_rule") or "mean_minus_std"},
+        }
+        return kwargs, broken
+
     def _env(self) -> dict[str, Any]:
         d = self.cleaned_data
         if d.get("kind") == "portfolio":
@@ -347,14 +373,21 @@ class RunForm(forms.Form):
             "seed": d["seed"],
         }
 
-    def add_app_error(self, exc: AppError) -> None:
+    def add_app_error(self, exc: AppError, *, skip_splits: set[str] | None = None) -> None:
         """Show a service error once, next to the field it names (dotted names are mapped),
         in the form's words: ``train.end: 2010-01-01 is before train.start 2019-12-31``
-        shows under "Train to" as ``2010-01-01 is before the training start 2019-12-31``."""
+        shows under "Train to" as ``2010-01-01 is before the training start 2019-12-31``.
+
+        ``skip_splits`` (the second half of a round whose fields already failed): errors about
+        those splits (checked with placeholders) and about fields that already show an error
+        are left out, so nothing is said twice or about a value the user did not give."""
         placed = False
         for name, message in exc.fields.items():
             name = name.removeprefix("splits.")  # the form has one field per split bound
             target = _field_for(name, self.fields)
+            if skip_splits is not None:
+                if name.partition(".")[0] in skip_splits or (target is not None and target in self.errors):
+                    continue
             self.add_error(target, field_error_text(name, target, str(message)))
             placed = True
         if not placed:
@@ -400,6 +433,37 @@ def _field_for(name: str, fields: dict) -> str | None:
     if head == "data":
         return "dataset"
     return None
+
+
+#: Where a blank form cuts a chosen dataset's range: the fractions of its days before the
+#: validation and the test split (70 % train, 15 % validation, 15 % test).
+SPLIT_FRACTIONS = (0.70, 0.85)
+
+
+def blank_initial(dataset=None, *, demo_splits: dict[str, list[str]] | None = None) -> dict[str, Any]:
+    """A blank New run form: the portfolio task with the settings the learning-quality study
+    chose on validation (log-return reward, the recommended no-trade band, mean - std of the
+    quarterly Sharpe ratios; the field initials), and splits: for a chosen ``dataset``, its
+    own range cut at :data:`SPLIT_FRACTIONS` with all of its tickers; otherwise
+    ``demo_splits`` (the demo task's) when given."""
+    initial: dict[str, Any] = {"kind": "portfolio"}
+    if dataset is not None:
+        start, end = dataset.start_date, dataset.end_date
+        span = (end - start).days
+        cut1 = start + timedelta(days=int(span * SPLIT_FRACTIONS[0]))
+        cut2 = start + timedelta(days=int(span * SPLIT_FRACTIONS[1]))
+        bounds_ = {
+            "train": (start, cut1),
+            "validation": (cut1 + timedelta(days=1), cut2),
+            "test": (cut2 + timedelta(days=1), end),
+        }
+        initial.update({"dataset": dataset.pk, "tickers": ", ".join(dataset.tickers)})
+        for split, (low, high) in bounds_.items():
+            initial[f"{split}_start"], initial[f"{split}_end"] = low.isoformat(), high.isoformat()
+    elif demo_splits:
+        for split, (low, high) in demo_splits.items():
+            initial[f"{split}_start"], initial[f"{split}_end"] = low, high
+    return initial
 
 
 def initial_from_run(run: Run) -> dict[str, Any]:

@@ -38,6 +38,7 @@ from webapp.runs import (
     telemetry,
     workers,
 )
+from webapp.runs.demo import profiles as demo_profiles
 from webapp.runs.form_help import HYPERPARAMETER_HELP
 from webapp.runs.models import Agent
 
@@ -83,13 +84,31 @@ def run_list(request: HttpRequest) -> HttpResponse:
     )
 
 
+def _check_the_rest(form: forms.RunForm, user) -> None:
+    """A form whose fields failed: the services still check the task's settings that parsed
+    (tickers against the dataset, split order and overlap, env and hyperparameters) in a
+    transaction rolled back, so every error comes back in one round."""
+    partial = form.partial_task_kwargs()
+    if partial is None:
+        return
+    kwargs, broken = partial
+    try:
+        with transaction.atomic():
+            services.task_create(owner=user, **kwargs)
+            transaction.set_rollback(True)  # a check only: the task is never kept
+    except AppError as exc:
+        form.add_app_error(exc, skip_splits=broken)
+
+
 @login_required
 @require_http_methods(["GET", "POST"])
 def run_new(request: HttpRequest) -> HttpResponse:
     """New run form; ``?clone=<id>`` prefills it from one of the user's runs."""
     if request.method == "POST":
         form = forms.RunForm(request.POST, user=request.user)
-        if form.is_valid():
+        if not form.is_valid():
+            _check_the_rest(form, request.user)
+        else:
             try:
                 with transaction.atomic():
                     try:
@@ -119,8 +138,14 @@ def run_new(request: HttpRequest) -> HttpResponse:
             if source is None:
                 raise Http404("run not found")
             initial = forms.initial_from_run(source)
-        elif request.GET.get("dataset", "").isdigit():
-            initial = {"dataset": int(request.GET["dataset"])}
+        else:
+            chosen = request.GET.get("dataset", "")
+            dataset = (
+                selectors.dataset_queryset(user=request.user).filter(pk=int(chosen)).first()
+                if chosen.isdigit()
+                else None
+            )
+            initial = forms.blank_initial(dataset, demo_splits=demo_profiles.SPLITS)
         form = forms.RunForm(initial=initial, user=request.user)
     defaults = {algo: algorithms.form_hyperparameters(algo) for algo in engine.algorithms()}
     mutations = {algo: forms.default_mutation(algo) for algo in engine.algorithms()}

@@ -115,7 +115,12 @@ def task_create(
         fields.update(bounds.errors(env, bounds.ENV_BY_KIND[kind], prefix="env."))
     if isinstance(hyperparameters, dict):
         fields.update(bounds.hyperparameter_errors(algorithm, hyperparameters, engine.validate_hyperparameters))
-    base = bounds.collect(fields, engine.validate_task, {**spec, "env": {}, "hyperparameters": {}})
+    # each split's order and the order between them, all at once (validate_task names the first)
+    split_problems = engine.split_errors({k: splits[k] for k in SPLITS})
+    fields.update(split_problems)
+    base = None
+    if not split_problems:
+        base = bounds.collect(fields, engine.validate_task, {**spec, "env": {}, "hyperparameters": {}})
     allowed = _allowed_algorithms(fields, algorithms, algorithm, hyperparameters)
     overrides = _algorithm_overrides(fields, algorithm_hyperparameters, allowed)
     decided = None
