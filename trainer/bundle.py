@@ -123,6 +123,7 @@ def _model_card(config: dict[str, Any]) -> str:
         f"- Validation (deterministic policy, full window): Sharpe {num(metrics.get('sharpe_ratio'))},",
         f"  total return {pct(metrics.get('total_return'))}, max drawdown {pct(metrics.get('max_drawdown'))}.",
         *_baseline_lines(metrics, num, pct),
+        *_test_lines(config.get("test_metrics"), num, pct),
         (
             f"- Env steps trained: {config.get('total_env_steps')} (the members' lines, each agent counted "
             "once); an ensemble has no generation of its own."
@@ -146,10 +147,45 @@ def _model_card(config: dict[str, Any]) -> str:
         "each bar with fixed proportional costs, no slippage or market impact. Past performance",
         "says little about the future.",
         "",
+        *_provenance_lines(config.get("provenance")),
         f"Paddock {config['paddock_version']}, checkpoint SHA-256 {config['checkpoint_sha256']}.",
         "",
     ]
     return "\n".join(lines)
+
+
+def _test_lines(test: Mapping[str, Any] | None, num: Any, pct: Any) -> list[str]:
+    """The backtest over the test split, when there is one."""
+    if not test:
+        return ["- Test: not backtested yet (its figures appear here once a backtest of the test split exists)."]
+    agent = test.get("agent") or {}
+    lines = [
+        f"- Test ({test.get('start')} to {test.get('end')}, backtest): Sharpe {num(agent.get('sharpe_ratio'))},",
+        f"  total return {pct(agent.get('total_return'))}, max drawdown {pct(agent.get('max_drawdown'))}.",
+    ]
+    for key, label in (("QQQ", "QQQ buy-and-hold"), ("equal_weight", "equal weight (1/N)")):
+        other = test.get(key) or {}
+        if other:
+            lines.append(
+                f"  {label}: Sharpe {num(other.get('sharpe_ratio'))}, total return {pct(other.get('total_return'))}."
+            )
+    return lines
+
+
+def _provenance_lines(found: Mapping[str, Any] | None) -> list[str]:
+    """What produced the agent (code, packages, data, seed), when recorded."""
+    if not found:
+        return []
+    packages = found.get("packages") or {}
+    return [
+        "## Reproducibility",
+        "",
+        f"- Code: {found.get('code_version')}; torch {packages.get('torch')}, numpy {packages.get('numpy')},",
+        f"  Python {packages.get('python')}.",
+        f"- Data: {found.get('data_sha256')} (SHA-256 over the data files' digests).",
+        f"- Seed: {found.get('seed') if found.get('seed') is not None else 'none (built from its members)'}.",
+        "",
+    ]
 
 
 def _baseline_lines(metrics: dict[str, Any], num: Any, pct: Any) -> list[str]:
@@ -235,6 +271,8 @@ def export_bundle(
     *,
     ensemble_members: Sequence[Mapping[str, Any]] | None = None,
     total_env_steps: int | None = None,
+    provenance: Mapping[str, Any] | None = None,
+    test_metrics: Mapping[str, Any] | None = None,
 ) -> str:
     """Write a downloadable agent bundle (zip) from a checkpoint; return the zip's SHA-256.
 
@@ -252,6 +290,11 @@ def export_bundle(
         total_env_steps: ensembles only: env steps of the members' lines, each agent counted
             once; replaces the checkpoint's value (older ensemble checkpoints summed the
             members' lines, counting shared ancestors more than once).
+        provenance: what produced the agent (``trainer.provenance.provenance``: code version,
+            package versions, data hash, seed), written to ``config.json`` and the model card.
+        test_metrics: a backtest over the task's test split, ``{"start", "end", "agent":
+            {"sharpe_ratio", "total_return", "max_drawdown"}, "QQQ": {...}, "equal_weight":
+            {...}}`` (rates as fractions); the model card shows its figures.
 
     An ensemble's ``config.json`` has ``generation`` ``null`` and an ``ensemble`` object with
     its ``members`` (``id`` where known, ``generation``, ``algorithm``, ``score``...) and
@@ -325,6 +368,8 @@ def export_bundle(
         "total_env_steps": state.get("total_env_steps"),
         "generation": state.get("generation"),
         "checkpoint_sha256": checkpoint_sha,
+        "provenance": dict(provenance) if provenance else None,
+        "test_metrics": dict(test_metrics) if test_metrics else None,
     }
     if state["algorithm"] == "ensemble":
         stored = [dict(m) for m in state["agent"]["members"]]

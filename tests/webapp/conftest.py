@@ -195,6 +195,7 @@ def submit_agent(run, checkpoint: dict[str, Any], score: float | None):
         duration_s=0.5,
         telemetry=curve,
         tickers=checkpoint["tickers"],
+        provenance=checkpoint.get("provenance") or {},
     )
     return services.generation_complete(claim=claim, result=result, local_checkpoint=str(checkpoint["path"]))
 

@@ -39,6 +39,7 @@ from webapp.engine.generations import (  # noqa: E402
     TrainedGeneration,
     build_ensemble,
     measure_training_throughput,
+    provenance,
     train_generation,
 )
 from webapp.engine.market import (  # noqa: E402
@@ -120,6 +121,7 @@ __all__ = [
     "resolve_device",
     "series_metrics",
     "serve_act",
+    "provenance",
     "train_generation",
     "validate_hyperparameters",
     "split_errors",

@@ -303,6 +303,8 @@ def export_bundle(
     *,
     ensemble_members: Sequence[dict[str, Any]] | None = None,
     total_env_steps: int | None = None,
+    provenance: dict[str, Any] | None = None,
+    test_metrics: dict[str, Any] | None = None,
 ) -> str:
     """Write the downloadable bundle zip of a local checkpoint (``trainer.bundle.export_bundle``).
 
@@ -313,6 +315,9 @@ def export_bundle(
         ensemble_members, total_env_steps: ensembles only: each member's ``{"id", "generation"}``
             (agent id and lineage depth, checkpoint order) and the env steps of their lines,
             each agent once (``Agent.total_env_steps``).
+        provenance: ``Agent.provenance`` (code version, packages, data hash, seed).
+        test_metrics: a backtest of the test split (``start``, ``end`` and the metrics of
+            ``agent``, ``QQQ``, ``equal_weight``), shown on the model card.
 
     Returns:
         Hex SHA-256 of the zip (exporting the same checkpoint twice gives the same bytes).
@@ -325,7 +330,12 @@ def export_bundle(
     try:
         return str(
             export(
-                str(checkpoint_path), str(out_path), ensemble_members=ensemble_members, total_env_steps=total_env_steps
+                str(checkpoint_path),
+                str(out_path),
+                ensemble_members=ensemble_members,
+                total_env_steps=total_env_steps,
+                provenance=provenance,
+                test_metrics=test_metrics,
             )
         )
     except TrainerError as exc:

@@ -31,6 +31,8 @@ class TrainedGeneration:
         total_env_steps: the line's env steps, this generation's included.
         telemetry: the training curve (``GenerationResult.telemetry``, at most 50 points).
         tickers: the tickers the agent trades.
+        provenance: what produced it (:func:`provenance`: code version, torch and numpy
+            versions of the worker, data hash, seed).
     """
 
     sha256: str
@@ -44,6 +46,7 @@ class TrainedGeneration:
     total_env_steps: int = 0
     telemetry: list[dict[str, Any]] = field(default_factory=list)
     tickers: list[str] = field(default_factory=list)
+    provenance: dict[str, Any] = field(default_factory=dict)
 
 
 def train_generation(
@@ -124,7 +127,27 @@ def train_generation(
         total_env_steps=int(result.total_env_steps),
         telemetry=to_jsonable(result.telemetry),
         tickers=[str(t) for t in market.tickers],
+        provenance=provenance(spec.data.paths, seed=int(seed)),
     )
+
+
+def provenance(paths: list[str], *, seed: int | None) -> dict[str, Any]:
+    """What produces a result (``trainer.provenance.provenance``): ``code_version`` (git commit
+    or package version), ``packages`` (python, torch, numpy), ``data_sha256`` (``None`` when a
+    file cannot be read here) and ``seed``."""
+    from trainer.errors import TrainerError
+    from trainer.provenance import code_version, data_digest, package_versions
+
+    try:
+        digest = data_digest(paths)
+    except TrainerError:
+        digest = None
+    return {
+        "code_version": code_version(),
+        "packages": package_versions(),
+        "data_sha256": digest,
+        "seed": None if seed is None else int(seed),
+    }
 
 
 def measure_training_throughput(

@@ -9,6 +9,7 @@ class ReportsConfig(AppConfig):
     def ready(self) -> None:
         # The runs app announces a finished run; it never imports this app.
         from webapp.reports import receivers
-        from webapp.runs.signals import run_ended
+        from webapp.runs.signals import agent_test_metrics, run_ended
 
         run_ended.connect(receivers.queue_end_of_run_backtests, dispatch_uid="reports.end_of_run_backtests")
+        agent_test_metrics.connect(receivers.test_metrics_for_model_card, dispatch_uid="reports.model_card_test")

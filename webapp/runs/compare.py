@@ -60,14 +60,27 @@ def agent_dimensions(runs: list[Run]) -> dict[str, Any]:
 
 
 def settings_rows(runs: list[Run]) -> list[dict[str, Any]]:
-    """The runs' settings and their task's, one row per setting: ``{"key", "values", "differs"}``."""
+    """The runs' settings and their task's, one row per setting: ``{"key", "values", "differs"}``:
+    kind, algorithm, seed, the three splits, what produced the run (code version, torch and
+    numpy versions, data hash; ``Run.provenance``), tournament settings, env and
+    hyperparameters."""
     flat: list[dict[str, Any]] = []
     for run in runs:
+        found = run.provenance or {}
+        packages = found.get("packages") or {}
+        splits = run.task.splits
         row = {
+            "kind": run.task.kind,
             "algorithm": run.task.algorithm,
+            "seed": run.seed,
             "tickers": ", ".join(run.task.tickers),
-            "train": f"{run.task.splits['train']['start']} – {run.task.splits['train']['end']}",
-            "validation": f"{run.task.splits['validation']['start']} – {run.task.splits['validation']['end']}",
+            "train": f"{splits['train']['start']} – {splits['train']['end']}",
+            "validation": f"{splits['validation']['start']} – {splits['validation']['end']}",
+            "test": f"{splits['test']['start']} – {splits['test']['end']}",
+            "code version": found.get("code_version", "–"),
+            "torch": packages.get("torch", "–"),
+            "numpy": packages.get("numpy", "–"),
+            "data SHA-256": found.get("data_sha256") or "–",
             "pods": run.num_pods,
             "env steps per generation": run.generation_steps,
             "leaderboard size": run.leaderboard_size,

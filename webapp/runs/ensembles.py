@@ -155,6 +155,8 @@ def _record(run: Run, members: list[Agent], stored: str, sha256: str, score, met
         lineage=None,
         score=score,
         metrics=metrics,
+        # built here from the members (no seed of its own): this process's code and packages
+        provenance={**engine.provenance(run.task.dataset.source_paths(), seed=None), "members": ids},
         algorithm="+".join(dict.fromkeys(a.algorithm for a in members if a.algorithm)),
         hyperparameters={},
         tickers=list(members[0].tickers or []),

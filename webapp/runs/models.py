@@ -160,6 +160,12 @@ class Run(models.Model):
         "the hyperparameters named in bounds are mutated",
     )
     score_metric = models.CharField(max_length=40, default="sharpe")
+    provenance = models.JSONField(
+        default=dict,
+        blank=True,
+        help_text="what the run was created with: code_version (git commit or package version), packages "
+        "(python, torch, numpy), data_sha256 (the dataset's files), seed",
+    )
     seed = models.PositiveIntegerField(default=0)
     device = models.CharField(max_length=20, default="auto")
     status = models.CharField(max_length=12, choices=Status.choices, default=Status.QUEUED)
@@ -337,6 +343,12 @@ class Agent(models.Model):
     parent = models.ForeignKey("self", on_delete=models.SET_NULL, null=True, blank=True, related_name="children")
     score = models.FloatField(null=True, blank=True, help_text="validation score; null when it has none (NaN)")
     metrics = models.JSONField(default=dict)
+    provenance = models.JSONField(
+        default=dict,
+        blank=True,
+        help_text="what produced it, recorded by the worker: code_version, packages (python, torch, numpy), "
+        "data_sha256, seed (the generation's)",
+    )
     algorithm = models.CharField(max_length=20, blank=True, help_text="the algorithm it was trained with")
     hyperparameters = models.JSONField(default=dict)
     tickers = models.JSONField(default=list, blank=True, help_text="the tickers it trades, from its checkpoint")

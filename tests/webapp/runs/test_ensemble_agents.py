@@ -129,8 +129,8 @@ def test_the_migration_moves_an_ensemble_off_its_synthetic_generation(world, tra
     from django.db.migrations.executor import MigrationExecutor
 
     before = [("runs", "0009_task_algorithm_hyperparameters")]
-    latest = [("runs", "0011_agent_kind_shape")]
     executor = MigrationExecutor(connection)
+    latest = executor.loader.graph.leaf_nodes("runs")  # back to the newest state the models have
     executor.migrate(before)
     try:
         old = MigrationExecutor(connection).loader.project_state(before).apps

@@ -7,7 +7,9 @@ the same short-window rule and in-sample test as the report page.
   when undefined or not done;
 - ``{{ b|short_window_note }}``: why it is n/a (``"n/a (window shorter than 63 days)"``) or "";
 - ``{{ b|in_sample }}``: the train-to-validation span its range overlaps (``"2010-01-01 to
-  2020-12-31"``), or "" for a held-out backtest.
+  2020-12-31"``), or "" for a held-out backtest;
+- ``{% agent_backtests agent as rows %}``: the agent's own backtests, newest first (the agent
+  page lists them).
 """
 
 from __future__ import annotations
@@ -51,3 +53,9 @@ def in_sample(backtest: Backtest) -> str:
     except AppError:
         return ""
     return "" if seen is None else f"{seen[0]} to {seen[1]}"
+
+
+@register.simple_tag
+def agent_backtests(agent) -> list[Backtest]:
+    """The agent's backtests, newest first (its owner's: an agent page is only its owner's)."""
+    return list(Backtest.objects.filter(agent=agent).order_by("-created_at", "-id"))

@@ -106,6 +106,7 @@ def run_create(
         score_metric=score_metric,
         seed=int(seed),
         device=device,
+        provenance=engine.provenance(task.dataset.source_paths(), seed=int(seed)),
     )
 
 

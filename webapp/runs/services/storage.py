@@ -15,6 +15,7 @@ from django.core.files.storage import default_storage
 
 from webapp import engine
 from webapp.core.errors import AppError
+from webapp.runs import signals
 from webapp.runs.models import Agent
 
 logger = logging.getLogger(__name__)
@@ -46,14 +47,14 @@ class Bundle:
 
 #: Bumped when the bundle's content for the same checkpoint changes (2: an ensemble's members,
 #: generation and env steps; the task kind in the model card), so older bundles are exported again.
-EXPORT_VERSION = 2
+EXPORT_VERSION = 3
 
 
 def _sidecar_name(agent: Agent) -> str:
     return f"bundles/run-{agent.run_id}/agent-{agent.id}.json"
 
 
-def _read_sidecar(agent: Agent) -> Bundle | None:
+def _read_sidecar(agent: Agent, *, test_backtest: int | None) -> Bundle | None:
     name = _sidecar_name(agent)
     if not default_storage.exists(name):
         return None
@@ -67,9 +68,19 @@ def _read_sidecar(agent: Agent) -> Bundle | None:
             return None
         if info.get("export") != EXPORT_VERSION:  # exported by an older Paddock: card or config changed
             return None
+        if info.get("test_backtest") != test_backtest:  # a test backtest came since: the card shows it
+            return None
     except (ValueError, KeyError, TypeError):
         return None
     return bundle if default_storage.exists(bundle.name) else None
+
+
+def _test_metrics(agent: Agent) -> dict | None:
+    """The agent's test-split backtest for the model card (``signals.agent_test_metrics``)."""
+    for _receiver, answer in signals.agent_test_metrics.send_robust(sender=Agent, agent=agent):
+        if isinstance(answer, dict):
+            return answer
+    return None
 
 
 def agent_bundle(agent: Agent) -> Bundle:
@@ -83,7 +94,8 @@ def agent_bundle(agent: Agent) -> Bundle:
     Raises:
         AppError: the agent has no checkpoint (404) or the checkpoint is unreadable (400).
     """
-    found = _read_sidecar(agent)
+    test = _test_metrics(agent)
+    found = _read_sidecar(agent, test_backtest=(test or {}).get("backtest_id"))
     if found is not None:
         return found
     if default_storage.exists(_sidecar_name(agent)):  # stale or unreadable: replaced below
@@ -96,19 +108,33 @@ def agent_bundle(agent: Agent) -> Bundle:
         if agent.kind == Agent.Kind.ENSEMBLE:
             depth = dict(Agent.objects.filter(pk__in=agent.members).values_list("id", "depth"))
             members = [{"id": pk, "generation": depth.get(pk)} for pk in agent.members]
-            sha256 = engine.export_bundle(local, out, ensemble_members=members, total_env_steps=agent.total_env_steps)
+            sha256 = engine.export_bundle(
+                local,
+                out,
+                ensemble_members=members,
+                total_env_steps=agent.total_env_steps,
+                provenance=agent.provenance,
+                test_metrics=test,
+            )
         else:
-            sha256 = engine.export_bundle(local, out)
+            sha256 = engine.export_bundle(local, out, provenance=agent.provenance, test_metrics=test)
         size = out.stat().st_size
         with open(out, "rb") as fh:
             stored = default_storage.save(f"bundles/run-{agent.run_id}/agent-{agent.id}.zip", File(fh))
-    again = _read_sidecar(agent)
+    again = _read_sidecar(agent, test_backtest=(test or {}).get("backtest_id"))
     if again is not None:  # lost a race: keep the first finished bundle
         default_storage.delete(stored)
         return again
     bundle = Bundle(name=stored, sha256=sha256, size=size)
     payload = json.dumps(
-        {"name": stored, "sha256": sha256, "size": size, "checkpoint_sha256": agent.sha256, "export": EXPORT_VERSION}
+        {
+            "name": stored,
+            "sha256": sha256,
+            "size": size,
+            "checkpoint_sha256": agent.sha256,
+            "export": EXPORT_VERSION,
+            "test_backtest": (test or {}).get("backtest_id"),
+        }
     ).encode()
     default_storage.save(_sidecar_name(agent), ContentFile(payload))
     logger.info("exported bundle of agent %s (%d bytes)", agent.id, size, extra={"run": agent.run_id})
