@@ -33,6 +33,7 @@ from webapp.runs import (
     estimate,
     forms,
     lineage,
+    run_table,
     selectors,
     services,
     telemetry,
@@ -72,15 +73,36 @@ def run_list(request: HttpRequest) -> HttpResponse:
     qs = qs.filter(archived=bool(values.get("archived")))
     if values.get("tag"):
         qs = qs.filter(tags__contains=[values["tag"].strip().lower()])
+    qs, sort = run_table.sort_runs(run_table.with_columns(qs), request.GET.get("sort", ""))
     page = Paginator(qs, PAGE_SIZE).get_page(request.GET.get("page"))
     runs = selectors.with_score_notes(list(page.object_list))
     rows = [(run, selectors.budget_progress(run.budget, run)) for run in runs]
     query = request.GET.copy()
     query.pop("page", None)
+    unsorted = query.copy()
+    unsorted.pop("sort", None)
+    columns = [
+        {
+            "key": key,
+            "label": label,
+            "title": title,
+            "sort": f"-{key}" if sort == key else key,
+            "active": sort.removeprefix("-") == key,
+        }
+        for key, (label, title) in run_table.COLUMNS.items()
+    ]
     return render(
         request,
         "runs/list.html",
-        {"filters": filters, "page": page, "rows": rows, "query": query.urlencode()},
+        {
+            "filters": filters,
+            "page": page,
+            "rows": rows,
+            "query": query.urlencode(),
+            "unsorted": unsorted.urlencode(),
+            "columns": {c["key"]: c for c in columns},
+            "sort": sort,
+        },
     )
 
 
