@@ -219,6 +219,7 @@
       $("#ensembles-count").textContent = run.ensembles;
       $("#ensembles-plural").textContent = run.ensembles === 1 ? "" : "s";
     }
+    if (run.ensemble_k !== undefined) applyEnsembleButton(run.ensemble_k);
     $("#status-reason").textContent = run.status_reason || "";
     const allowed = {
       start: run.status === "queued",
@@ -236,6 +237,30 @@
     if (TERMINAL.includes(run.status) && !state.ended && state.synced) requestSnapshot();
   }
 
+  // The "Build ensemble" button follows the leaderboard: enabled (top-K) once it holds two
+  // agents, the server's rule (selectors.ensemble_k).
+  function applyEnsembleButton(k) {
+    const button = $("#btn-ensemble");
+    const input = $('#ensemble-form input[name="k"]');
+    if (!button || !input) return;
+    input.value = k === null ? "" : k;
+    button.disabled = k === null;
+    button.textContent = k === null ? "Build ensemble" : "Build top-" + k + " ensemble";
+    button.title = k === null
+      ? "an ensemble needs at least 2 agents on the leaderboard"
+      : "one agent acting with the mean action of the leaderboard's top " + k +
+        ": scored on validation, with a bundle and backtests like any agent (built once per set of members)";
+  }
+
+  // The ETA is the server's (webapp.runs.eta: the binding limit's time left), counted down
+  // between events.
+  const etaState = { seconds: null, at: 0, active: false };
+  function showEta() {
+    const left = etaState.seconds === null ? null : Math.max(0, etaState.seconds - (Date.now() - etaState.at) / 1000);
+    $("#budget-eta").textContent = etaState.active && left !== null ? fmtDuration(left) : "–";
+  }
+  setInterval(showEta, 1000);
+
   function applyBudget(run) {
     const b = run.budget;
     if (!b) return;
@@ -247,20 +272,19 @@
     // budget's limits, the same number the runs list and the API show.
     const progress = b.progress || { fraction: null, limits: {} };
     const used = progress.fraction;
-    const elapsed = run.elapsed_s || 0;
-    const remaining = [];
-    if (b.max_wall_clock_s && elapsed) remaining.push(b.max_wall_clock_s - elapsed);
-    if (b.deadline) remaining.push((Date.parse(b.deadline) - Date.now()) / 1000);
     const wall = $("#budget-wall");
     // Whole percents, as the server renders the first paint.
     if (wall && progress.limits.wall_clock !== undefined) wall.textContent = Math.round(progress.limits.wall_clock * 100) + " %";
     $("#budget-bar").style.width = used === null ? "0%" : (used * 100).toFixed(1) + "%";
     $("#budget-left").textContent = used === null ? "no cap" : Math.round(used * 100) + " % used";
     $("#budget-limit").textContent = progress.limit_label ? "(" + progress.limit_label + ")" : "";
-    // Burn rate of the spent fraction over the run's elapsed time (constant-rate estimate).
-    if (used !== null && used > 0 && elapsed > 0) remaining.push(((1 - used) * elapsed) / used);
-    const active = ["running", "finishing"].includes(run.status);
-    $("#budget-eta").textContent = active && remaining.length ? fmtDuration(Math.min(...remaining)) : "–";
+    const eta = b.eta || { seconds: null, label: "" };
+    etaState.seconds = eta.seconds;
+    etaState.at = Date.now();
+    etaState.active = ["running", "finishing"].includes(run.status);
+    const etaLimit = $("#budget-eta-limit");
+    if (etaLimit) etaLimit.textContent = etaState.active && eta.label ? "(" + eta.label + ")" : "";
+    showEta();
   }
 
   // --- pods -----------------------------------------------------------------------------

@@ -31,19 +31,18 @@ from webapp import engine
 from webapp.core.errors import AppError
 from webapp.runs import selectors, services
 from webapp.runs.models import Agent, Run
-from webapp.runs.services.common import lock_budget_and_run
+from webapp.runs.services.common import lock_budget_and_run, publish_run
 
 #: Members of the one-click ensemble and of the end-of-run comparison.
-DEFAULT_K = 3
-MIN_K = 2
+DEFAULT_K = selectors.ENSEMBLE_DEFAULT_K  # one rule with the run page's live button (selectors.ensemble_k)
+MIN_K = selectors.ENSEMBLE_MIN_K
 MAX_K = 16
 
 
 def offered_k(run: Run) -> int | None:
     """The K the run page's button offers: :data:`DEFAULT_K`, or the leaderboard's size when it
     holds fewer agents; ``None`` when it holds fewer than 2 (no ensemble can be built)."""
-    size = selectors.leaderboard_queryset(run).count()
-    return min(DEFAULT_K, size) if size >= MIN_K else None
+    return selectors.ensemble_k(run)
 
 
 def find_ensemble(run: Run, member_ids: list[int]) -> Agent | None:
@@ -116,7 +115,10 @@ def ensemble_get_or_create(*, run: Run, k: int = DEFAULT_K) -> tuple[Agent, bool
             lock_budget_and_run(run)
             existing = find_ensemble(run, ids)
             if existing is None:
-                return _record(run, members, stored, result.sha256, result.score, metrics), True
+                agent = _record(run, members, stored, result.sha256, result.score, metrics)
+                # the live page's agent and ensemble counts follow (after commit, as every event)
+                publish_run(run)
+                return agent, True
     except BaseException:
         default_storage.delete(stored)
         raise

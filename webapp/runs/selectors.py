@@ -17,7 +17,7 @@ from django.db.models.functions import Coalesce
 from django.utils import timezone
 
 from webapp.market.models import Dataset
-from webapp.runs import algorithms, baselines, deflated
+from webapp.runs import algorithms, baselines, deflated, eta
 from webapp.runs.models import Agent, ClusterBudget, Generation, Pod, Run, Task
 
 HISTORY_MAX_POINTS = 2000
@@ -186,8 +186,24 @@ def run_payload(run: Run) -> dict[str, Any]:
         "elapsed_s": elapsed,
         # the pods' trained agents; ensembles (built of them) are counted apart
         **_agent_counts(run),
-        "budget": {**budget_usage(run.budget), "progress": budget_progress(run.budget, run)},
+        "budget": {
+            **budget_usage(run.budget),
+            "progress": budget_progress(run.budget, run),
+            "eta": eta.budget_eta(run.budget, run),
+        },
+        "ensemble_k": ensemble_k(run),
     }
+
+
+#: Smallest and default number of leaderboard agents an ensemble is built of.
+ENSEMBLE_MIN_K, ENSEMBLE_DEFAULT_K = 2, 3
+
+
+def ensemble_k(run: Run) -> int | None:
+    """The K the run page's "Build ensemble" button offers: the default, or the leaderboard's
+    size when it holds fewer agents; ``None`` when it holds fewer than 2 (no ensemble)."""
+    size = leaderboard_queryset(run).count()
+    return min(ENSEMBLE_DEFAULT_K, size) if size >= ENSEMBLE_MIN_K else None
 
 
 def pod_payload(pod: Pod, generation: Generation | None = None) -> dict[str, Any]:
