@@ -22,7 +22,7 @@ def test_the_ensemble_button_count_and_eta_follow_the_events_and_the_board_fits(
 ):
     from webapp.runs import ensembles, services
 
-    trained_checkpoint = request.getfixturevalue("trained_checkpoint")  # the web tests' session fixture
+    checkpoint = request.getfixturevalue("trained_checkpoint")  # the web tests' session fixture
 
     settings.PADDOCK_DATA_DIR = data_dir
     dataset = create_dataset(e2e_user)
@@ -32,7 +32,7 @@ def test_the_ensemble_button_count_and_eta_follow_the_events_and_the_board_fits(
         owner=e2e_user, task=task, budget=budget, name="live run", num_pods=2, generation_steps=256, device="cpu"
     )
     services.run_start(run=run)
-    submit_agent(run, trained_checkpoint, 0.4)
+    submit_agent(run, checkpoint, 0.4)
 
     context = browser.new_context(base_url=live_url, viewport={"width": 1190, "height": 900})
     context.set_default_timeout(15_000)
@@ -43,7 +43,7 @@ def test_the_ensemble_button_count_and_eta_follow_the_events_and_the_board_fits(
         page.wait_for_selector("#leaderboard tbody tr[data-agent-id]")
         assert page.is_disabled("#btn-ensemble")
 
-        submit_agent(run, trained_checkpoint, 0.9)  # a second agent: the button may build a top-2
+        submit_agent(run, checkpoint, 0.9)  # a second agent: the button may build a top-2
         page.wait_for_function("!document.getElementById('btn-ensemble').disabled")
         assert page.text_content("#btn-ensemble") == "Build top-2 ensemble"
         assert page.input_value('#ensemble-form input[name="k"]') == "2"
