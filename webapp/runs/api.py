@@ -19,7 +19,7 @@ from rest_framework.response import Response
 from webapp import engine
 from webapp.core.downloads import serve_file
 from webapp.core.errors import AppError
-from webapp.runs import algorithms, archive, quotas, selectors, serializers, services, telemetry
+from webapp.runs import algorithms, archive, quotas, seed_groups, selectors, serializers, services, telemetry
 from webapp.runs.models import Agent, ClusterBudget, Run, Task
 
 RUN_FILTERS = [
@@ -198,13 +198,36 @@ class RunViewSet(
         start = data.pop("start")
         if data.get("mutation") is None:  # left out or null: the new-run form's default ({} = none)
             data["mutation"] = algorithms.task_default_mutation(data["task"])
+        seeds = data.pop("seeds")
         with transaction.atomic():
-            run = services.run_create(owner=request.user, **data)
+            runs = services.runs_create_seeds(owner=request.user, seeds=seeds, **data)
         if start:
-            services.run_start(run=run)
-        response = self._fresh(run)
-        response.status_code = status.HTTP_201_CREATED
-        return response
+            if len(runs) == 1:
+                services.run_start(run=runs[0])
+            else:
+                services.runs_start(runs)
+        if len(runs) == 1:
+            response = self._fresh(runs[0])
+            response.status_code = status.HTTP_201_CREATED
+            return response
+        group = seed_groups.group_summary(user=request.user, group=runs[0].seed_group)
+        body = {
+            "seed_group": runs[0].seed_group,
+            "runs": [self.get_serializer(self.get_queryset().get(pk=run.pk)).data for run in runs],
+            "summary": serializers.SeedGroupSerializer(group).data,
+        }
+        return Response(body, status=status.HTTP_201_CREATED)
+
+    @extend_schema(
+        summary="A seed group: its runs and the mean and 95 % interval of their best score and test Sharpe",
+        responses=serializers.SeedGroupSerializer,
+    )
+    @action(detail=False, methods=["get"], url_path=r"seed-groups/(?P<group>[0-9a-f]{32})")
+    def seed_group(self, request: Request, group: str = "") -> Response:
+        found = seed_groups.group_summary(user=request.user, group=group)
+        if found is None:
+            raise AppError("seed group not found", status=404)
+        return Response(serializers.SeedGroupSerializer(found).data)
 
     @extend_schema(summary="Start a queued run", request=None, responses=serializers.RunSerializer)
     @action(detail=True, methods=["post"])

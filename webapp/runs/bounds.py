@@ -83,6 +83,8 @@ RUN: dict[str, Bound] = {
     "fresh_probability": Bound("Chance of a fresh agent", 0, 1),
     "seed": Bound("Seed", 0, 2**31 - 1, integer=True),
 }
+#: How many runs of one configuration "run with N seeds" makes.
+SEEDS = Bound("Seeds (runs of this configuration)", 1, 32, integer=True)
 #: A budget's limits (``None`` = no limit, not checked).
 BUDGET: dict[str, Bound] = {
     "max_concurrent_pods": Bound("Pods at once", 1, 1_024, integer=True),

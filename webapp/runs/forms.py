@@ -229,6 +229,14 @@ class RunForm(forms.Form):
         help_text='PBT mutation: {"bounds": {name: [low, high]}, "factors": [0.8, 1.25]}; {} = none.',
     )
     seed = _bounded(forms.IntegerField, bounds.RUN["seed"], initial=0)
+    seeds = _bounded(
+        forms.IntegerField,
+        bounds.SEEDS,
+        initial=1,
+        required=False,
+        help_text="Run this configuration with N seeds (seed, seed + 1, ...): a group whose mean and 95 % interval "
+        "each run's page shows.",
+    )
     start_now = forms.BooleanField(required=False, initial=True, label="Start at once")
 
     def __init__(self, *args, user, **kwargs) -> None:

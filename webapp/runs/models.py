@@ -160,6 +160,13 @@ class Run(models.Model):
         "the hyperparameters named in bounds are mutated",
     )
     score_metric = models.CharField(max_length=40, default="sharpe")
+    seed_group = models.CharField(
+        max_length=32,
+        blank=True,
+        default="",
+        db_index=True,
+        help_text="runs of one configuration made with several seeds share it (empty: a run on its own)",
+    )
     provenance = models.JSONField(
         default=dict,
         blank=True,

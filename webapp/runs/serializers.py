@@ -213,6 +213,8 @@ class RunSerializer(serializers.ModelSerializer):
             "score_metric",
             "score_rule",
             "seed",
+            "seed_group",
+            "provenance",
             "device",
             "best_score",
             "tags",
@@ -261,8 +263,37 @@ class RunCreateSerializer(serializers.Serializer):
         "1e-2 moved by x0.8 or x1.25; {} = no mutation (children copy their parent's hyperparameters)",
     )
     seed = serializers.IntegerField(default=0, min_value=0)
+    seeds = serializers.IntegerField(
+        default=1,
+        help_text="run this configuration with N seeds (seed, seed + 1, ...; 1 to 32): N runs in one seed group, "
+        "answered as {seed_group, runs, summary}; 1 (the default) answers the run itself",
+    )
     device = serializers.CharField(max_length=20, default="auto")
     start = serializers.BooleanField(default=False, help_text="start the run at once")
+
+
+class IntervalSerializer(serializers.Serializer):
+    """A mean with its 95 % Student-t interval over a seed group's runs (``None`` where undefined)."""
+
+    n = serializers.IntegerField()
+    mean = serializers.FloatField(allow_null=True)
+    low = serializers.FloatField(allow_null=True)
+    high = serializers.FloatField(allow_null=True)
+    std = serializers.FloatField(allow_null=True)
+
+
+class SeedGroupSerializer(serializers.Serializer):
+    """A seed group: its runs' ids and seeds, and the mean and 95 % interval of their best
+    validation score and best test Sharpe ratio (``webapp.runs.seed_groups``)."""
+
+    group = serializers.CharField()
+    runs = serializers.SerializerMethodField()
+    seeds = serializers.ListField(child=serializers.IntegerField())
+    score = IntervalSerializer()
+    test_sharpe = IntervalSerializer()
+
+    def get_runs(self, obj) -> list[int]:
+        return [run.id for run in obj["runs"]]
 
 
 class AnnotateSerializer(serializers.Serializer):

@@ -34,6 +34,7 @@ from webapp.runs import (
     forms,
     lineage,
     run_table,
+    seed_groups,
     selectors,
     services,
     telemetry,
@@ -142,16 +143,20 @@ def run_new(request: HttpRequest) -> HttpResponse:
                         }
                         extra = services.run_settings_errors(**run_kwargs)
                         raise AppError(exc.message, fields={**exc.fields, **extra}) from exc
-                    run = services.run_create(owner=request.user, task=task, **form.run_kwargs())
+                    runs = services.runs_create_seeds(
+                        owner=request.user, task=task, seeds=form.cleaned_data.get("seeds") or 1, **form.run_kwargs()
+                    )
             except AppError as exc:
                 form.add_app_error(exc)
             else:
                 if form.cleaned_data["start_now"]:
-                    try:
-                        services.run_start(run=run)
-                    except AppError as exc:
-                        messages.error(request, f"Run created but not started: {exc.message}")
-                return redirect("runs:detail", run_id=run.pk)
+                    for refused in services.runs_start(runs):
+                        messages.error(request, f"Run created but not started: {refused}")
+                if len(runs) > 1:
+                    messages.success(
+                        request, f"{len(runs)} runs of this configuration, seeds {runs[0].seed}-{runs[-1].seed}."
+                    )
+                return redirect("runs:detail", run_id=runs[0].pk)
     else:
         initial = {}
         clone_id = request.GET.get("clone", "")
@@ -229,6 +234,7 @@ def run_detail(request: HttpRequest, run_id: int) -> HttpResponse:
             "verdict": baselines.leaderboard_verdict(board_baselines),
             "max_rows": LEADERBOARD_ROWS,
             "ensemble_k": ensembles.offered_k(run),
+            "seed_group": seed_groups.group_summary(user=request.user, group=run.seed_group),
             "pods": pods,
             "history": selectors.score_history(run),
             "usage": run_data["budget"],

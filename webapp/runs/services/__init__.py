@@ -3,6 +3,7 @@
 - :mod:`.budgets`: budgets, :func:`budget_verdict` (the one "is the budget spent?" rule) and
   dispatching queued generations into free slots;
 - :mod:`.quotas`: budgets of one's own within a quota, ending budgets, staff setting quotas;
+- :mod:`.seeds`: one configuration run with several seeds (a seed group);
 - :mod:`.tasks`: creating tasks;
 - :mod:`.lifecycle`: create, start, pause, resume, stop, scale and finish runs;
 - :mod:`.generations`: the generation protocol below, worker side (claim, heartbeat, progress);
@@ -73,6 +74,7 @@ from webapp.runs.services.lifecycle import (
 )
 from webapp.runs.services.quotas import budget_change, budget_create_own, budget_end, quota_set
 from webapp.runs.services.results import generation_complete, generation_diverged, generation_fail
+from webapp.runs.services.seeds import runs_create_seeds, runs_start
 from webapp.runs.services.storage import Bundle, agent_bundle, local_copy_of_checkpoint
 from webapp.runs.services.tasks import task_create
 
@@ -114,7 +116,9 @@ __all__ = [
     "run_settings_errors",
     "run_start",
     "run_stop",
+    "runs_create_seeds",
     "runs_ensure_work",
+    "runs_start",
     "stale_after_s",
     "task_create",
     "task_spec",
