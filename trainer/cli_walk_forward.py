@@ -98,15 +98,33 @@ def format_study(study: dict[str, Any]) -> list[str]:
 
 def cmd_walk_forward(args: argparse.Namespace) -> int:
     """Run the study of the arguments and print it (text, or JSON with ``--json``)."""
-    from trainer.data.folds import plan_folds
+    from trainer.data.folds import check_plan, plan_folds
     from trainer.data.pipeline import DataSpec
     from trainer.device import set_cpu_threads
     from trainer.files import atomic_write_bytes
     from trainer.pod import run_generation
-    from trainer.task import TaskSpec, check_env_steps
+    from trainer.task import TaskSpec, check_env_steps, validate_hyperparameters
     from trainer.walk_forward import fold_task, run_study
 
     task = task_from_args(args)
+    plan = {
+        "start": args.start,
+        "end": args.end,
+        "first_test_year": args.first_test_year,
+        "fold_years": args.fold_years,
+        "validation_days": args.validation_days,
+        "gap_days": args.gap_days,
+        "train_days": args.train_days,
+        "max_folds": args.max_folds,
+    }
+    try:  # what needs no data first: a typo is answered before the data loads
+        check_plan(**plan)
+        algorithm = task.get("algorithm", "ppo")
+        check_env_steps(
+            algorithm, validate_hyperparameters(algorithm, task["hyperparameters"]), args.env_steps, field="env_steps"
+        )
+    except ConfigError as exc:
+        raise _flagged(exc) from None
     task["data"] = {**task["data"], "start": args.start, "end": args.end}
     try:
         spec = DataSpec.from_dict(task["data"], prefix="data")
@@ -118,19 +136,8 @@ def cmd_walk_forward(args: argparse.Namespace) -> int:
     set_cpu_threads()
     market = load_market(spec, args)
     try:
-        folds = plan_folds(
-            market.dates,
-            start=args.start,
-            end=args.end,
-            first_test_year=args.first_test_year,
-            fold_years=args.fold_years,
-            validation_days=args.validation_days,
-            gap_days=args.gap_days,
-            train_days=args.train_days,
-            max_folds=args.max_folds,
-        )
-        first = TaskSpec.from_dict(fold_task(task, folds[0]))
-        check_env_steps(first.algorithm, first.hyperparameters, args.env_steps, field="env_steps")
+        folds = plan_folds(market.dates, **plan)
+        TaskSpec.from_dict(fold_task(task, folds[0]))
     except ConfigError as exc:
         raise _flagged(exc) from None
     out = (

@@ -28,7 +28,7 @@ from trainer.data.splits import MIN_SPLIT_DAYS
 from trainer.dates import parse_day
 from trainer.errors import ConfigError
 
-__all__ = ["DEFAULT_GAP_DAYS", "DEFAULT_VALIDATION_DAYS", "Fold", "check_folds", "plan_folds"]
+__all__ = ["DEFAULT_GAP_DAYS", "DEFAULT_VALIDATION_DAYS", "Fold", "check_folds", "check_plan", "plan_folds"]
 
 #: Trading days dropped at each boundary by default (one week).
 DEFAULT_GAP_DAYS = 5
@@ -163,6 +163,46 @@ def _whole(value: Any, name: str, *, least: int) -> int:
     return int(value)
 
 
+def check_plan(
+    *,
+    start: Any,
+    end: Any,
+    first_test_year: Any,
+    fold_years: Any = 1,
+    validation_days: Any = DEFAULT_VALIDATION_DAYS,
+    gap_days: Any = DEFAULT_GAP_DAYS,
+    train_days: Any = None,
+    max_folds: Any = None,
+) -> tuple[str, str, int, int, int, int, int | None, int | None]:
+    """The checks of :func:`plan_folds` that need no data (cheap: run them before loading it).
+
+    Returns:
+        ``(start, end, first_test_year, fold_years, validation_days, gap_days, train_days,
+        max_folds)``, days as ``YYYY-MM-DD``.
+
+    Raises:
+        ConfigError: as :func:`plan_folds`, for the arguments alone.
+    """
+    lo_day, hi_day = parse_day(start, "start"), parse_day(end, "end")
+    if np.datetime64(hi_day, "D") < np.datetime64(lo_day, "D"):
+        raise ConfigError(f"end: {hi_day} is before start {lo_day}", field="end")
+    first_year = _whole(first_test_year, "first_test_year", least=1)
+    years = _whole(fold_years, "fold_years", least=1)
+    validation_days = _whole(validation_days, "validation_days", least=MIN_SPLIT_DAYS["validation"])
+    gap_days = _whole(gap_days, "gap_days", least=0)
+    if train_days is not None:
+        train_days = _whole(train_days, "train_days", least=MIN_SPLIT_DAYS["train"])
+    if max_folds is not None:
+        max_folds = _whole(max_folds, "max_folds", least=1)
+    if not int(lo_day[:4]) < first_year <= int(hi_day[:4]):
+        raise ConfigError(
+            f"first_test_year: {first_year} must lie after the start year {lo_day[:4]} and no later than the end "
+            f"year {hi_day[:4]} (the study runs {lo_day} to {hi_day})",
+            field="first_test_year",
+        )
+    return lo_day, hi_day, first_year, years, validation_days, gap_days, train_days, max_folds
+
+
 def plan_folds(
     dates: Any,
     *,
@@ -199,29 +239,22 @@ def plan_folds(
             that the first fold trains on fewer than 126 trading days; a last test span shorter
             than 20 trading days (``end``); any check of :func:`check_folds`.
     """
+    lo_day, hi_day, first_year, years, validation_days, gap_days, train_days, max_folds = check_plan(
+        start=start,
+        end=end,
+        first_test_year=first_test_year,
+        fold_years=fold_years,
+        validation_days=validation_days,
+        gap_days=gap_days,
+        train_days=train_days,
+        max_folds=max_folds,
+    )
     days = _days(dates)
     covers = f"the data covers {days[0]} to {days[-1]}"
-    lo_day, hi_day = parse_day(start, "start"), parse_day(end, "end")
-    if np.datetime64(hi_day, "D") < np.datetime64(lo_day, "D"):
-        raise ConfigError(f"end: {hi_day} is before start {lo_day}", field="end")
     if np.datetime64(lo_day, "D") > days[-1]:
         raise ConfigError(f"start: {lo_day} is after the last day of the data ({covers})", field="start")
     if np.datetime64(hi_day, "D") < days[0]:
         raise ConfigError(f"end: {hi_day} is before the first day of the data ({covers})", field="end")
-    first_year = _whole(first_test_year, "first_test_year", least=1)
-    years = _whole(fold_years, "fold_years", least=1)
-    validation_days = _whole(validation_days, "validation_days", least=MIN_SPLIT_DAYS["validation"])
-    gap_days = _whole(gap_days, "gap_days", least=0)
-    if train_days is not None:
-        train_days = _whole(train_days, "train_days", least=MIN_SPLIT_DAYS["train"])
-    if max_folds is not None:
-        max_folds = _whole(max_folds, "max_folds", least=1)
-    if not int(lo_day[:4]) < first_year <= int(hi_day[:4]):
-        raise ConfigError(
-            f"first_test_year: {first_year} must lie after the start year {int(lo_day[:4])} and no later than the end "
-            f"year {int(hi_day[:4])} (the study runs {lo_day} to {hi_day})",
-            field="first_test_year",
-        )
     inside = days[(days >= np.datetime64(lo_day, "D")) & (days <= np.datetime64(hi_day, "D"))]
     folds: list[Fold] = []
     year = first_year
@@ -230,10 +263,11 @@ def plan_folds(
         t_lo = int(np.searchsorted(inside, span[0], side="left"))
         t_hi = int(np.searchsorted(inside, span[1], side="right"))
         if t_hi - t_lo < MIN_SPLIT_DAYS["test"]:
-            field = "end" if folds else "first_test_year"
+            cut_by_end = np.datetime64(hi_day, "D") < span[1]
+            field = "end" if folds or cut_by_end else "first_test_year"
             raise ConfigError(
                 f"{field}: the test span of fold {len(folds)} ({year}) holds {t_hi - t_lo} trading day(s) up to "
-                f"{hi_day}; it needs at least {MIN_SPLIT_DAYS['test']} (move {field} or leave that year out)",
+                f"{hi_day}; it needs at least {MIN_SPLIT_DAYS['test']} (move it, or leave that year out)",
                 field=field,
             )
         v_hi = t_lo - gap_days  # one past the validation's last day

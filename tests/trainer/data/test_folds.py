@@ -48,7 +48,7 @@ def test_rolling_windows_and_a_fold_limit():
         ({"first_test_year": 2010}, "first_test_year", "after the start year"),
         ({"first_test_year": 2011}, "first_test_year", "needs at least 126"),
         ({"end": "2016-01-10"}, "end", "needs at least 20"),
-        ({"start": "2030-01-01", "end": "2031-01-01"}, "start", "after the last day"),
+        ({"start": "2030-01-01", "end": "2031-12-31", "first_test_year": 2031}, "start", "after the last day"),
         ({"fold_years": 0}, "fold_years", ">= 1"),
         ({"gap_days": -1}, "gap_days", ">= 0"),
         ({"validation_days": 5}, "validation_days", ">= 20"),
