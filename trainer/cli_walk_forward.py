@@ -85,14 +85,12 @@ def format_study(study: dict[str, Any]) -> list[str]:
     )
     lines.append(f"vs 1/N:        {_verdict(oos['vs_equal_weight'])}")
     pbo = study["pbo"]
-    lines.append(
-        "PBO:           "
-        + (
-            pbo.get("note") or "n/a"
-            if pbo.get("pbo") is None
-            else f"{pbo['pbo']:.2f} over {pbo['combinations']:,} splits"
+    if pbo.get("pbo") is None:
+        lines.append(f"PBO:           {pbo.get('note') or 'n/a'}")
+    else:
+        lines.append(
+            f"PBO:           {pbo['pbo']:.2f} over {pbo['combinations']:,} splits of {pbo['candidates']} candidates"
         )
-    )
     return lines
 
 

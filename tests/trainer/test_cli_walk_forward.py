@@ -113,3 +113,12 @@ def test_bad_flags_exit_2_naming_the_flag(data_dir, tmp_path, capsys, flags, nam
     line = capsys.readouterr().err.strip().splitlines()[-1]
     assert line.startswith("error: ") and named in line
     assert not (tmp_path / "never").exists()
+
+
+def test_the_text_report_has_a_line_per_fold_then_the_record_and_pbo(study):
+    from trainer.cli_walk_forward import format_study
+
+    result, _ = study
+    lines = format_study(result)
+    assert [line.split(":")[0] for line in lines] == ["fold 0", "fold 1", "out of sample", "vs 1/N", "PBO"]
+    assert result["out_of_sample"]["vs_equal_weight"]["verdict"] in lines[3]
