@@ -350,7 +350,10 @@ def gpu_workers(o: Options) -> dict[str, Any]:
     pod = _pod_spec(o, [container], grace_s=o.generation_time_limit + 120)
     # GPU nodes are commonly tainted so that only pods asking for a GPU land there
     pod["tolerations"] = [{"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}]
-    return _deployment(o, "paddock-worker-gpu", "worker-gpu", pod, replicas=o.gpus)
+    deployment = _deployment(o, "paddock-worker-gpu", "worker-gpu", pod, replicas=o.gpus)
+    # a rollout replaces one worker at a time: a surge pod would wait for a GPU nobody frees
+    deployment["spec"]["strategy"] = {"type": "RollingUpdate", "rollingUpdate": {"maxSurge": 0, "maxUnavailable": 1}}
+    return deployment
 
 
 def cpu_worker(o: Options) -> dict[str, Any]:

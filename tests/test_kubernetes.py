@@ -107,6 +107,8 @@ def test_one_training_worker_per_gpu_each_with_one_gpu_and_concurrency_one(gpus)
     assert [o["metadata"]["name"] for o in training] == ["paddock-worker-gpu"]
     worker = training[0]
     assert worker["spec"]["replicas"] == gpus
+    # a rollout frees a GPU before it asks for one
+    assert worker["spec"]["strategy"]["rollingUpdate"] == {"maxSurge": 0, "maxUnavailable": 1}
     (container,) = pod_spec(worker)["containers"]
     command = container["command"]
     assert command[command.index("-Q") + 1] == "gpu" and command[command.index("-c") + 1] == "1"

@@ -203,7 +203,7 @@ for _d in (PADDOCK_ARTIFACTS_DIR, PADDOCK_CACHE_DIR, PADDOCK_UPLOADS_DIR):
 
 # Checkpoints, agent bundles and reports: a local folder, or an S3-compatible bucket
 # (PADDOCK_STORAGE=s3, webapp/config/storage.py).
-STORAGES = storages(artifacts_dir=PADDOCK_ARTIFACTS_DIR)
+STORAGES = storages(artifacts_dir=PADDOCK_ARTIFACTS_DIR, uploads_dir=PADDOCK_UPLOADS_DIR)
 PADDOCK_STORAGE = storage_kind()
 MEDIA_ROOT = str(PADDOCK_ARTIFACTS_DIR)
 DATA_UPLOAD_MAX_MEMORY_SIZE = 10 * 1024 * 1024

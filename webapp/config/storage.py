@@ -2,7 +2,7 @@
 default, or an S3-compatible bucket through django-storages and boto3).
 
 Artifacts are checkpoints, agent bundles and their sidecars and backtests' daily series
-(uploaded data files stay in ``var/uploads`` of the web side: see docs/kubernetes.md). With ``PADDOCK_STORAGE=s3`` every process (web, every worker) reads and
+(``STORAGES["default"]``), and users' uploaded data files (``STORAGES["uploads"]``). With ``PADDOCK_STORAGE=s3`` every process (web, every worker) reads and
 writes them in one bucket, so no folder has to be shared between machines. Credentials come
 from boto3's own chain (``AWS_ACCESS_KEY_ID``/``AWS_SECRET_ACCESS_KEY``, a web identity token,
 an instance profile), never from Paddock's settings.
@@ -19,7 +19,7 @@ KINDS = ("local", "s3")
 ADDRESSING_STYLES = ("auto", "path", "virtual")
 
 
-def _s3_options() -> dict[str, Any]:
+def _s3_options(folder: str = "") -> dict[str, Any]:
     """The S3 backend's options (``storages.backends.s3.S3Storage``) from the environment.
 
     ``file_overwrite`` is off, as on a local folder: saving under a taken name picks a new one,
@@ -37,7 +37,7 @@ def _s3_options() -> dict[str, Any]:
     prefix = (env_str("PADDOCK_S3_PREFIX", "") or "").strip("/")
     options: dict[str, Any] = {
         "bucket_name": bucket,
-        "location": prefix,
+        "location": "/".join(p for p in (prefix, folder) if p),
         "file_overwrite": False,
         # artifacts are private: downloads go through the views (owner checks, ETag, ranges)
         "default_acl": None,
@@ -65,19 +65,27 @@ def storage_kind() -> str:
     return kind
 
 
-def storages(*, artifacts_dir: Path) -> dict[str, dict[str, Any]]:
-    """Django's ``STORAGES``: ``default`` (artifacts) and ``staticfiles``.
+def storages(*, artifacts_dir: Path, uploads_dir: Path) -> dict[str, dict[str, Any]]:
+    """Django's ``STORAGES``: ``default`` (artifacts), ``uploads`` (users' data files) and
+    ``staticfiles``.
 
-    Local: the folder ``artifacts_dir``. S3: the bucket's root, or ``PADDOCK_S3_PREFIX/``.
+    Local: the folders ``artifacts_dir`` and ``uploads_dir``. S3: the bucket's root (or
+    ``PADDOCK_S3_PREFIX/``) and ``uploads/`` under it.
 
     Raises:
         SettingsError: a bad ``PADDOCK_STORAGE`` or S3 setting, naming the variable.
     """
     static = {"BACKEND": "django.contrib.staticfiles.storage.StaticFilesStorage"}
     if storage_kind() == "s3":
+        s3 = "storages.backends.s3.S3Storage"
         return {
-            "default": {"BACKEND": "storages.backends.s3.S3Storage", "OPTIONS": _s3_options()},
+            "default": {"BACKEND": s3, "OPTIONS": _s3_options()},
+            "uploads": {"BACKEND": s3, "OPTIONS": _s3_options("uploads")},
             "staticfiles": static,
         }
-    local = {"BACKEND": "django.core.files.storage.FileSystemStorage", "OPTIONS": {"location": str(artifacts_dir)}}
-    return {"default": local, "staticfiles": static}
+    local = "django.core.files.storage.FileSystemStorage"
+    return {
+        "default": {"BACKEND": local, "OPTIONS": {"location": str(artifacts_dir)}},
+        "uploads": {"BACKEND": local, "OPTIONS": {"location": str(uploads_dir)}},
+        "staticfiles": static,
+    }

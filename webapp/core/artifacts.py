@@ -38,6 +38,24 @@ def _bucket_and_key(storage: Storage, name: str) -> tuple[Any, str, str] | None:
     return storage.connection.meta.client, storage.bucket_name, key
 
 
+def is_remote(storage: Storage) -> bool:
+    """Whether ``storage`` is a bucket (no local path to its files)."""
+    return _bucket_and_key(storage, "x") is not None
+
+
+def etag(name: str, storage: Storage) -> str:
+    """The bucket's ETag of ``name`` (a new one for every upload under that name): one ``HeadObject``.
+
+    Raises:
+        ValueError: ``storage`` is not a bucket.
+    """
+    s3 = _bucket_and_key(storage, name)
+    if s3 is None:
+        raise ValueError("etag: not a bucket storage")
+    client, bucket, key = s3
+    return client.head_object(Bucket=bucket, Key=key)["ETag"].strip('"')
+
+
 def read_range(name: str, start: int, length: int, *, storage: Storage | None = None) -> Iterator[bytes]:
     """Yield ``length`` bytes of the stored file ``name`` from byte ``start``, in chunks of at
     most 1 MiB.

@@ -4,7 +4,7 @@ The server is moto's standalone S3 server (HTTP on a free localhost port, in a t
 test process). The web server (daphne) and the worker are separate processes, each with a
 ``PADDOCK_VAR_DIR`` and ``PADDOCK_ARTIFACTS_DIR`` of its own: a checkpoint the worker trains is
 read back by the worker's next generation and backtests, and the web's bundle download reads
-it, only because the bucket carries it.
+it, only because the bucket carries it; so does the data file a user uploaded.
 """
 
 from __future__ import annotations
@@ -132,6 +132,7 @@ def split_machines(transactional_db, isolated_redis, data_dir, s3_endpoint, tmp_
             "web": base,
             "web_artifacts": web_var / "artifacts",
             "web_cache": web_var / "cache",
+            "worker_cache": worker_var / "cache",
             "worker_artifacts": worker_var / "artifacts",
             "procs": [daphne, *workers.procs.values()],
         }
@@ -145,8 +146,45 @@ def _get(url: str, token: str, **headers: str):
     return urllib.request.urlopen(request, timeout=60)
 
 
+def _uploaded_file(data_dir: Path) -> bytes:
+    """The three test tickers of the real Dow-30 file, 2017-2020, as the CSV a user uploads."""
+    import pandas as pd
+
+    from tests.conftest import DOW30_FILE
+    from tests.webapp.conftest import TICKERS
+
+    frame = pd.read_csv(data_dir / DOW30_FILE)
+    frame = frame[frame["tic"].isin(TICKERS) & (frame["date"] >= "2017-01-01") & (frame["date"] <= "2020-12-31")]
+    return frame.to_csv(index=False).encode()
+
+
+@pytest.fixture
+def uploaded_task(s3_endpoint, settings, monkeypatch, user, data_dir):
+    """A task on a dataset uploaded by ``user``, stored in the bucket: this process (the side
+    that takes the upload) uses the bucket too, for both artifacts and uploads."""
+    from django.core.files.uploadedfile import SimpleUploadedFile
+
+    from tests.webapp.conftest import create_task
+    from webapp.config.storage import storages
+    from webapp.market import services as market_services
+
+    for name, value in s3_settings(s3_endpoint).items():
+        monkeypatch.setenv(name, value)
+    settings.STORAGES = storages(artifacts_dir=Path("/nonexistent"), uploads_dir=Path("/nonexistent"))
+    # the field's storage was resolved when the model loaded, with this process's settings
+    from django.core.files.storage import storages as configured
+
+    from webapp.market.models import Dataset
+
+    monkeypatch.setattr(Dataset._meta.get_field("upload"), "storage", configured["uploads"])
+    settings.PADDOCK_DATA_DIR = data_dir
+    upload = SimpleUploadedFile("dow3.csv", _uploaded_file(data_dir), content_type="text/csv")
+    dataset = market_services.dataset_create_from_upload(owner=user, name="dow3 upload", upload=upload)
+    return create_task(user, dataset)
+
+
 def test_a_run_trains_backtests_and_downloads_with_artifacts_only_in_the_bucket(
-    split_machines, s3_endpoint, user, make_budget, make_run, tmp_path
+    uploaded_task, split_machines, s3_endpoint, user, make_budget, tmp_path
 ):
     import json
 
@@ -158,7 +196,17 @@ def test_a_run_trains_backtests_and_downloads_with_artifacts_only_in_the_bucket(
 
     token = Token.objects.create(user=user).key
     budget = make_budget(max_concurrent_pods=1, env_step_cap=2 * 256)
-    run = services.run_start(run=make_run(budget, num_pods=1, generation_steps=256, leaderboard_size=2))
+    run = services.run_create(
+        owner=user,
+        task=uploaded_task,
+        budget=budget,
+        num_pods=1,
+        generation_steps=256,
+        leaderboard_size=2,
+        mutation={"bounds": {"learning_rate": [1e-5, 1e-2]}, "factors": [0.8, 1.25]},
+        device="cpu",
+    )
+    run = services.run_start(run=run)
     procs = split_machines["procs"]
 
     # train: the second generation starts from the first one's checkpoint, read from the bucket
@@ -231,6 +279,11 @@ def test_a_run_trains_backtests_and_downloads_with_artifacts_only_in_the_bucket(
     assert f"bundles/run-{run.pk}/agent-{best}.zip" in keys
     assert _files_under(split_machines["web_artifacts"]) == []
     assert _files_under(split_machines["worker_artifacts"]) == []
+    # the uploaded data file too: the worker trained on its own copy, fetched from the bucket
+    upload = uploaded_task.dataset.upload.name
+    assert f"uploads/{upload}" in keys
+    assert [p.split("/", 1)[1] for p in _files_under(split_machines["worker_cache"] / "uploads")] == [upload]
+    assert _files_under(split_machines["worker_artifacts"].parent / "uploads") == []
 
 
 # --- the storage seam on its own, against the same server ----------------------------------------
@@ -246,7 +299,7 @@ def bucket_storage(s3_endpoint, monkeypatch):
 
     for name, value in {**s3_settings(s3_endpoint), "PADDOCK_S3_PREFIX": "unit"}.items():
         monkeypatch.setenv(name, value)
-    config = storages(artifacts_dir=Path("/nonexistent"))["default"]
+    config = storages(artifacts_dir=Path("/nonexistent"), uploads_dir=Path("/nonexistent"))["default"]
     assert config["BACKEND"] == "storages.backends.s3.S3Storage"
     return S3Storage(**config["OPTIONS"])
 
@@ -322,7 +375,7 @@ def test_a_bad_storage_setting_stops_start_up_naming_the_variable(env, named, mo
         monkeypatch.setenv(name, value)
 
     with pytest.raises(SettingsError, match=f"^{named}:"):
-        storages(artifacts_dir=Path("/nonexistent"))
+        storages(artifacts_dir=Path("/nonexistent"), uploads_dir=Path("/nonexistent"))
 
 
 def test_local_files_remain_the_default(monkeypatch, tmp_path):
@@ -330,7 +383,8 @@ def test_local_files_remain_the_default(monkeypatch, tmp_path):
 
     monkeypatch.delenv("PADDOCK_STORAGE", raising=False)
 
-    assert storages(artifacts_dir=tmp_path)["default"] == {
-        "BACKEND": "django.core.files.storage.FileSystemStorage",
-        "OPTIONS": {"location": str(tmp_path)},
-    }
+    configured = storages(artifacts_dir=tmp_path / "artifacts", uploads_dir=tmp_path / "uploads")
+
+    local = "django.core.files.storage.FileSystemStorage"
+    assert configured["default"] == {"BACKEND": local, "OPTIONS": {"location": str(tmp_path / "artifacts")}}
+    assert configured["uploads"] == {"BACKEND": local, "OPTIONS": {"location": str(tmp_path / "uploads")}}
