@@ -388,3 +388,19 @@ def test_local_files_remain_the_default(monkeypatch, tmp_path):
     local = "django.core.files.storage.FileSystemStorage"
     assert configured["default"] == {"BACKEND": local, "OPTIONS": {"location": str(tmp_path / "artifacts")}}
     assert configured["uploads"] == {"BACKEND": local, "OPTIONS": {"location": str(tmp_path / "uploads")}}
+
+
+def test_an_upload_replaced_under_the_same_name_is_fetched_again(bucket_storage, settings, tmp_path):
+    from django.core.files.base import ContentFile
+
+    from webapp.market.models import upload_local_path
+
+    settings.PADDOCK_CACHE_DIR = tmp_path / "cache"
+    name = bucket_storage.save("datasets/2026/12/prices.csv", ContentFile(b"date,tic,close\nold\n"))
+    first = upload_local_path(name, bucket_storage)
+    bucket_storage.delete(name)
+    assert bucket_storage.save(name, ContentFile(b"date,tic,close\nnew\n")) == name
+    second = upload_local_path(name, bucket_storage)
+
+    assert first.read_bytes().endswith(b"old\n") and second.read_bytes().endswith(b"new\n")
+    assert upload_local_path(name, bucket_storage) == second  # fetched once per version
