@@ -18,7 +18,6 @@ from webapp.core.errors import AppError
 from webapp.runs import selectors as runs_selectors
 from webapp.runs import services as runs_services
 from webapp.runs.models import Agent, ClusterBudget, Run, Task
-from webapp.runs.services.storage import local_copy_of_checkpoint
 from webapp.studies.models import Study, StudyFold
 
 logger = logging.getLogger(__name__)
@@ -238,7 +237,13 @@ def study_stitch(*, study_id: int) -> str:
                 return Study.Status.FAILED
             candidates = []
             for a in agents:
-                local = local_copy_of_checkpoint(a.checkpoint, Path(tmp) / f"agent-{a.pk}.pt")
+                try:  # a copy that does not match the recorded digest fails the study, naming the agent
+                    local = runs_services.local_copy_of_checkpoint(
+                        a.checkpoint, Path(tmp) / f"agent-{a.pk}.pt", expected_sha256=a.sha256 or None
+                    )
+                except AppError as exc:
+                    _fail(study_id, f"fold {fold.index}, agent {a.pk}: {exc.message}")
+                    return Study.Status.FAILED
                 candidates.append({"agent": a.pk, "score": a.score, "checkpoint": str(local)})
             items.append({"fold": {**fold.spans, "index": fold.index}, "candidates": candidates})
         try:
