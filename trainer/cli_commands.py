@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from trainer.cli_baselines import dsr_of_best, load_benchmark, untrained_metrics
-from trainer.cli_inputs import data_paths, load_market, task_from_args
+from trainer.cli_inputs import data_paths, limits_from_args, load_market, task_from_args
 from trainer.cli_output import (
     data_summary,
     fmt_score,
@@ -234,7 +234,7 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
     path = Path(args.path)
     device = pick_device(args.device)
     if _is_bundle(path):
-        agent = load_agent(path, device=device)
+        agent = load_agent(path, device=device, limits=limits_from_args(args))
         task_dict, tickers = agent.config["task"], list(agent.tickers)
         stats = agent.config.get("feature_stats")
         policy = agent.policy_fn(device)
@@ -346,7 +346,12 @@ def cmd_serve(args: argparse.Namespace) -> int:
 
     try:
         server = make_server(
-            args.bundle, host=args.host, port=args.port, data_dir=args.data_dir, cache_dir=args.cache_dir
+            args.bundle,
+            host=args.host,
+            port=args.port,
+            data_dir=args.data_dir,
+            cache_dir=args.cache_dir,
+            limits=limits_from_args(args),
         )
     except OSError as exc:
         raise ConfigError(

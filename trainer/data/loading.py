@@ -56,6 +56,7 @@ from trainer.data.files import (  # noqa: F401  (re-exported: callers import the
 )
 from trainer.data.intraday import DAILY, check_options, complete_sessions, intraday_file
 from trainer.errors import ConfigError, DataError
+from trainer.limits import DEFAULT_LIMITS, InputLimits
 
 PANEL_COLUMNS = ("date", "tic", "open", "high", "low", "close", "volume")
 PRICE_COLUMNS = ("open", "high", "low", "close")
@@ -381,6 +382,7 @@ def load_panel(
     timezone: str = "auto",
     bar_label: str = "auto",
     session: str = "regular",
+    limits: InputLimits = DEFAULT_LIMITS,
 ) -> pd.DataFrame:
     """Load and validate daily or intraday OHLCV files into one long-layout panel.
 
@@ -402,6 +404,8 @@ def load_panel(
             guess, reported in the notes), ``"UTC"`` or ``"America/New_York"``.
         bar_label: what intraday stamps mark: ``"auto"`` (detected, reported), ``"start"``, ``"end"``.
         session: ``"regular"`` (intraday bars outside 09:30-16:00 ET are errors) or ``"extended"``.
+        limits: a file that decompresses past ``limits.file_bytes`` or holds more than
+            ``limits.file_rows`` rows is refused while it is streamed, before it is parsed.
 
     Returns:
         DataFrame with columns ``date`` (datetime64[ns]), ``tic`` (str, upper case), ``open,
@@ -428,7 +432,7 @@ def load_panel(
     owner: dict[str, str] = {}
     no_tic_files = 0
     for path in files:
-        raw = _read_raw(path)
+        raw = _read_raw(path, limits)
         has_tic = any(_canonical(c) == "tic" for c in raw.columns)
         file_ticker = None
         if not has_tic:

@@ -254,6 +254,14 @@ PADDOCK_GENERATION_TIME_LIMIT = env_int("PADDOCK_GENERATION_TIME_LIMIT", 3600, m
 PADDOCK_SERVE_RATE_LIMIT = env_int("PADDOCK_SERVE_RATE_LIMIT", 600, minimum=1)
 #: onnxruntime sessions kept per web process (least recently used evicted).
 PADDOCK_SERVE_CACHE_SIZE = env_int("PADDOCK_SERVE_CACHE_SIZE", 32, minimum=1)
+
+# --- What one input may expand to (trainer.limits.InputLimits; docs/limits-trainer.md) --------
+#: Bytes a data file may hold once decompressed (a .csv.gz's text, a Parquet file's columns).
+PADDOCK_MAX_FILE_BYTES = env_int("PADDOCK_MAX_FILE_BYTES", 256 * 1024 * 1024, minimum=1)
+#: Data rows one file may hold.
+PADDOCK_MAX_FILE_ROWS = env_int("PADDOCK_MAX_FILE_ROWS", 2_000_000, minimum=1)
+#: Bytes the members of an agent bundle may hold once decompressed, all together.
+PADDOCK_MAX_BUNDLE_BYTES = env_int("PADDOCK_MAX_BUNDLE_BYTES", 256 * 1024 * 1024, minimum=1)
 CELERY_TASK_TIME_LIMIT = PADDOCK_GENERATION_TIME_LIMIT + 60
 CELERY_TASK_SOFT_TIME_LIMIT = PADDOCK_GENERATION_TIME_LIMIT
 # A task still unacknowledged after this is delivered again (Redis transport); the generation

@@ -10,7 +10,7 @@ from typing import Any
 from trainer.errors import TrainerError
 from trainer.jsonable import to_jsonable
 from webapp.core.errors import AppError
-from webapp.engine.market import _market_data
+from webapp.engine.market import _market_data, input_limits
 
 #: The benchmark's ticker in the ``PADDOCK_BENCHMARK_FILE`` price file (adjusted close).
 BENCHMARK_TICKER = "QQQ"
@@ -100,7 +100,7 @@ def _policy_from_file(path: str | Path, *, expected_sha256: str | None) -> tuple
     if path.suffix == ".zip":
         from trainer.bundle import load_agent
 
-        loaded = load_agent(path)
+        loaded = load_agent(path, limits=input_limits())
         info = {
             "kind": "bundle",
             "algorithm": loaded.algorithm,

@@ -38,6 +38,21 @@ class MarketFiles:
     bars: dict[str, Any] = field(default_factory=dict)
 
 
+def input_limits() -> Any:
+    """The caps on what one data file or bundle may expand to (``trainer.limits.InputLimits``),
+    from the settings ``PADDOCK_MAX_FILE_BYTES``, ``PADDOCK_MAX_FILE_ROWS`` and
+    ``PADDOCK_MAX_BUNDLE_BYTES`` (read at each call, so a test's override holds)."""
+    from django.conf import settings
+
+    from trainer.limits import InputLimits
+
+    return InputLimits(
+        file_bytes=settings.PADDOCK_MAX_FILE_BYTES,
+        file_rows=settings.PADDOCK_MAX_FILE_ROWS,
+        bundle_bytes=settings.PADDOCK_MAX_BUNDLE_BYTES,
+    )
+
+
 def loader_options(raw: dict[str, Any] | None) -> dict[str, str]:
     """The intraday loader options a user chose (``timezone``, ``bar_label``, ``session``),
     checked, with the defaults (``auto``, ``auto``, ``regular``) left out.
@@ -82,7 +97,7 @@ def inspect_market_files(
     from trainer.data.pipeline import coverage_notes
 
     try:
-        panel = load_panel([str(p) for p in paths], tickers=tickers, **(options or {}))
+        panel = load_panel([str(p) for p in paths], tickers=tickers, limits=input_limits(), **(options or {}))
     except TrainerError as exc:
         raise AppError.from_trainer(exc, prefix="") from exc
     if panel.empty:
@@ -123,7 +138,7 @@ def _market_data_of(data_spec: Any, *, data_dir: str | None, cache_dir: str | No
         if key in _market_cache:
             _market_cache.move_to_end(key)
             return _market_cache[key]
-    data = load_market_data(data_spec, data_dir=data_dir, cache_dir=cache_dir)
+    data = load_market_data(data_spec, data_dir=data_dir, cache_dir=cache_dir, limits=input_limits())
     with _market_lock:
         _market_cache[key] = data
         while len(_market_cache) > _MARKET_CACHE_SIZE:
@@ -169,7 +184,7 @@ def serve_act(
 
     with _serving_lock:
         if _serving_cache is None:
-            _serving_cache = PolicyCache(cache_size)
+            _serving_cache = PolicyCache(cache_size, limits=input_limits())
     policy = _serving_cache.get(key, bundle_path)
 
     def load_market() -> Any:

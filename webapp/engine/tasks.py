@@ -16,6 +16,7 @@ import numpy as np
 from trainer.errors import TrainerError
 from webapp.core.errors import AppError
 from webapp.engine.backtests import BENCHMARK_TICKER, benchmark_path_for
+from webapp.engine.market import input_limits
 
 
 def configure_process(*, threads: int) -> None:
@@ -218,7 +219,7 @@ def _ticker_days(paths: Sequence[str | Path], tickers: Sequence[str] | None = No
     with _days_lock:
         pairs = _days_cache.get(key)
     if pairs is None:
-        pairs = ticker_days([str(p) for p in paths], tickers=tickers)
+        pairs = ticker_days([str(p) for p in paths], tickers=tickers, limits=input_limits())
         with _days_lock:
             _days_cache[key] = pairs
             while len(_days_cache) > _DAYS_CACHE_SIZE:
