@@ -92,7 +92,7 @@ def make_server(
                 return None
             length = int(text)
             if length > limits.request_bytes:
-                message = f"the body is {length:,} bytes, more than {limits.request_bytes:,} (the limit)"
+                message = f"the body is {length:,} bytes, more than {limits.request_bytes:,} bytes (the limit)"
                 self._send(413, {"error": message, "fields": {"body": message}}, close=True)
                 return None
             return self.rfile.read(length) if length else b""
