@@ -223,6 +223,7 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
     from trainer.bundle import load_agent
     from trainer.checkpoints import load_checkpoint
     from trainer.data.pipeline import DataSpec
+    from trainer.data.splits import check_window
     from trainer.device import pick_device, set_cpu_threads
     from trainer.envs.kinds import prepare_market
     from trainer.envs.observations import FeatureStats
@@ -275,6 +276,9 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
         data_fields["end"] = None if args.end else data_fields["end"]
     spec = DataSpec.from_dict(data_fields, prefix="data")
     market = load_market(spec, args)
+    # the one rule of every door: a range may not end (or start) past the data, give or take
+    # a weekend and a holiday; it is refused, never clipped silently
+    check_window("" if name == "range" else name, start, end, first=market.dates[0], last=market.dates[-1])
     # scale-free features over the whole history first, so the range's lookbacks are complete
     window = prepare_market(market, task.env).slice(start, end, name=name)
     bench = load_benchmark(args, window.dates, data_paths=spec.paths)
