@@ -112,7 +112,9 @@ def _read_member(zf: zipfile.ZipFile, name: str, path: Path, cap: int, limit: in
                     )
                 parts.append(chunk)
     except (zipfile.BadZipFile, OSError, EOFError, zlib.error) as exc:
-        raise BundleError(f"bundle {path}: {name} is corrupt ({error_summary(exc)})", file=str(path), member=name) from exc
+        raise BundleError(
+            f"bundle {path}: {name} is corrupt ({error_summary(exc)})", file=str(path), member=name
+        ) from exc
     return b"".join(parts)
 
 

@@ -30,7 +30,9 @@ The one rule of every door (task splits on the web and the command line, ``evalu
 silently clipped. See :func:`check_window`."""
 
 
-def check_window(name: str, start: object, end: object, *, first: object, last: object, strict_start: bool = True) -> str | None:
+def check_window(
+    name: str, start: object, end: object, *, first: object, last: object, strict_start: bool = True
+) -> str | None:
     """Check that the range ``[start, end]`` lies inside the data's days ``[first, last]``,
     give or take :data:`EDGE_TOLERANCE_DAYS` calendar days.
 
