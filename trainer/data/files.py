@@ -68,6 +68,18 @@ def shown(value: object) -> str:
     return ascii(text)
 
 
+LISTED = 5
+"""Items a message lists before it says how many more there are (:func:`listed`)."""
+
+
+def listed(items: Iterable[object], limit: int = LISTED) -> str:
+    """The first ``limit`` of ``items`` and a count of the rest, so that a message stays short
+    however large the input: ``"201, 401, 601, 801, 1001 and 299,994 more"``."""
+    text = [str(x) for x in items]
+    more = len(text) - limit
+    return ", ".join(text[:limit]) + (f" and {more:,} more" if more > 0 else "")
+
+
 def check_ticker(value: object, *, field: str = "tickers", **details: object) -> str:
     """One ticker symbol, stripped and upper-cased, or an error naming it.
 

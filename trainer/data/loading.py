@@ -48,6 +48,7 @@ from trainer.data.files import (  # noqa: F401  (re-exported: callers import the
     _read_raw,
     check_ticker,
     expand_paths,
+    listed,
     price_basis,
     shown,
     ticker_days,
@@ -70,6 +71,8 @@ SPLIT_RATIOS = (2, 3, 4, 5, 7, 8, 10, 15, 20)
 """Split ratios whose one-day close move (x1/k or xk, within :data:`SPLIT_TOLERANCE`) in an
 adjusted column gets a note: the adjustment may have missed a split."""
 SPLIT_TOLERANCE = 0.02
+MAX_SPLIT_NOTES = 10
+"""Split-like moves named one by one; the rest are counted in one more note."""
 _PRICE_SLACK = 1e-6
 """Relative slack of the close-inside-[low, high] check (rounded adjusted columns)."""
 
@@ -140,7 +143,7 @@ def normalize_frame(
                 )
                 break
         raise DataError(
-            f"{origin}: missing column(s) {', '.join(missing)}; found {', '.join(shown(c)[1:-1] for c in seen.values())}{hint}",
+            f"{origin}: missing column(s) {', '.join(missing)}; found {listed((shown(c)[1:-1] for c in seen.values()), 12)}{hint}",
             file=file,
             field=missing[0],
         )
@@ -337,8 +340,10 @@ def validate_rows(
             & (frame["date"] == frame["date"].iloc[first]).to_numpy()
             & (frame["tic"] == frame["tic"].iloc[first]).to_numpy()
         )
-        others = ", ".join(str(int(rows[j])) for j in same[1:])
-        fail(first, f"duplicate (date, ticker): the same pair is also in row(s) {others}", "date")
+        others = listed(int(rows[j]) for j in same[1:])
+        count = int(dup.sum())
+        pairs = f"; {count:,} rows repeat a (date, ticker) pair in all" if count > len(same) else ""
+        fail(first, f"duplicate (date, ticker): the same pair is also in row(s) {others}{pairs}", "date")
 
     out = frame[list(PANEL_COLUMNS)].sort_values(["date", "tic"], kind="stable").reset_index(drop=True)
     return out
@@ -371,6 +376,10 @@ def split_like_moves(panel: pd.DataFrame, *, origin: str) -> list[str]:
                         f"{close[i]:g} to {close[i + 1]:g} (x{ratio[i]:.3f}) in one day, like an unadjusted {kind}; "
                         "check the file's split adjustment"
                     )
+    if len(notes) > MAX_SPLIT_NOTES:  # one note per move would grow with the file
+        notes = notes[:MAX_SPLIT_NOTES] + [
+            f"{origin}: {len(notes) - MAX_SPLIT_NOTES:,} more split-like one-day moves of the adjusted close"
+        ]
     return notes
 
 
@@ -494,10 +503,9 @@ def load_panel(
         unknown = [t for t in wanted if t not in owner]
         if unknown:
             held = sorted({t for f in frames for t in f["tic"].unique()})
-            names = ", ".join(p.name for p in files)
             raise DataError(
-                f"unknown ticker(s) {', '.join(unknown)}: not in {names}"
-                + (f" (other requested tickers found: {', '.join(held)})" if held else ""),
+                f"unknown ticker(s) {listed(unknown)}: not in {listed((p.name for p in files), 3)}"
+                + (f" (other requested tickers found: {listed(held)})" if held else ""),
                 ticker=unknown[0],
                 file=str(files[0]) if len(files) == 1 else None,
             )
