@@ -392,6 +392,7 @@ def load_panel(
     bar_label: str = "auto",
     session: str = "regular",
     limits: InputLimits = DEFAULT_LIMITS,
+    check_all: bool = False,
 ) -> pd.DataFrame:
     """Load and validate daily or intraday OHLCV files into one long-layout panel.
 
@@ -407,7 +408,8 @@ def load_panel(
         paths: a file, a folder (every data file in it, one ticker per file) or a list of both.
             Files without a ticker column take ``ticker`` or their file name's ticker.
         tickers: keep only these tickers (case-insensitive); rows of other tickers are not
-            validated, so a file holding many tickers can be used for a few of them.
+            validated (unless ``check_all``), so a file holding many tickers can be used for a
+            few of them.
         ticker: ticker of a single file that has no ticker column.
         timezone: zone of intraday stamps without an offset: ``"auto"`` (column name, else a
             guess, reported in the notes), ``"UTC"`` or ``"America/New_York"``.
@@ -415,6 +417,8 @@ def load_panel(
         session: ``"regular"`` (intraday bars outside 09:30-16:00 ET are errors) or ``"extended"``.
         limits: a file that decompresses past ``limits.file_bytes`` or holds more than
             ``limits.file_rows`` rows is refused while it is streamed, before it is parsed.
+        check_all: validate every row of every file, then keep ``tickers``: what a dataset
+            import does, so that no bad row of another ticker is stored with it.
 
     Returns:
         DataFrame with columns ``date`` (datetime64[ns]), ``tic`` (str, upper case), ``open,
@@ -455,7 +459,7 @@ def load_panel(
         frame, file_notes = normalize_frame(
             raw, origin=path.name, file=str(path), ticker=file_ticker, csv_lines=csv_lines
         )
-        if wanted is not None:
+        if wanted is not None and not check_all:
             frame = frame[frame["tic"].astype("string").str.strip().str.upper().isin(wanted).fillna(False).to_numpy()]
             if frame.empty:
                 continue
@@ -478,6 +482,10 @@ def load_panel(
                 field="paths",
             )
         clean = validate_rows(frame, origin=path.name, file=str(path), csv_lines=csv_lines, keep_time=bool(found))
+        if wanted is not None and check_all:  # every row was checked; keep the chosen tickers
+            clean = clean[clean["tic"].isin(wanted).to_numpy()].reset_index(drop=True)
+            if clean.empty:
+                continue
         notes.extend(file_notes)
         if any(_canonical(c).startswith("adj_") for c in raw.columns):
             notes.extend(split_like_moves(clean, origin=path.name))

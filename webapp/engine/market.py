@@ -78,11 +78,12 @@ def loader_options(raw: dict[str, Any] | None) -> dict[str, str]:
 def inspect_market_files(
     paths: Sequence[str | Path], *, tickers: Sequence[str] | None = None, options: dict[str, str] | None = None
 ) -> MarketFiles:
-    """Load and validate daily or intraday OHLCV files; report what they hold.
+    """Load and validate daily or intraday OHLCV files, every row of them; report what they hold.
 
     Args:
         paths: absolute file (or folder) paths.
-        tickers: keep only these tickers (``None`` = all in the files).
+        tickers: keep only these tickers (``None`` = all in the files); the rows of the others
+            are validated all the same.
         options: intraday loader options (:func:`loader_options`), e.g. ``{"bar_label": "end"}``.
 
     Returns:
@@ -97,7 +98,11 @@ def inspect_market_files(
     from trainer.data.pipeline import coverage_notes
 
     try:
-        panel = load_panel([str(p) for p in paths], tickers=tickers, limits=input_limits(), **(options or {}))
+        # every row of every file is validated, whatever ``tickers`` keeps: a dataset never stores
+        # a file with a bad row of a ticker it left out (a later dataset may choose it)
+        panel = load_panel(
+            [str(p) for p in paths], tickers=tickers, limits=input_limits(), check_all=True, **(options or {})
+        )
     except TrainerError as exc:
         raise AppError.from_trainer(exc, prefix="") from exc
     if panel.empty:
