@@ -398,7 +398,7 @@ async def test_websocket_connects_and_closes_during_a_redis_outage_log_one_warni
             closes.append(await communicator.receive_output(timeout=10))
             await communicator.disconnect()
 
-    assert [c.get("code") for c in closes] == [1013, 1013, 1013], closes
+    assert [c.get("code") for c in closes] == [4503, 4503, 4503], closes
     errors = [r for r in caplog.records if r.levelno >= logging.ERROR]
     warnings = [r.getMessage() for r in caplog.records if r.name == "webapp.runs.consumers"]
     assert errors == []
