@@ -116,6 +116,28 @@ def wait_until(ready: Callable[[], bool], proc: subprocess.Popen, what: str, tim
     pytest.fail(f"{what} not ready after {timeout:.0f} s:\n{log_tail(proc)}")
 
 
+def wait_for(
+    ready: Callable[[], bool],
+    *,
+    timeout: float,
+    what: str,
+    pending: Callable[[], str] | None = None,
+    step: float = 0.25,
+) -> None:
+    """Poll ``ready()`` until true for ``timeout`` seconds scaled by :func:`deadline_scale`;
+    on timeout fail saying what was awaited, the deadline and what ``pending()`` reports as
+    still pending (e.g. the generations not done and the worker's last log lines)."""
+    limit = deadline_s(timeout)
+    deadline = time.monotonic() + limit
+    while time.monotonic() < deadline:
+        if ready():
+            return
+        time.sleep(step)
+    detail = f"; still pending: {pending()}" if pending is not None else ""
+    scale = f" ({timeout:g} s x {DEADLINE_SCALE_ENV}={deadline_scale():g})" if deadline_scale() != 1 else ""
+    pytest.fail(f"timed out after {limit:.0f} s{scale} waiting for {what}{detail}")
+
+
 def http_status(url: str) -> int | None:
     """HTTP status of a GET, or None when nothing answers."""
     try:

@@ -280,6 +280,12 @@ CELERY_WORKER_SEND_TASK_EVENTS = False
 # Periodic tasks, run by one `celery beat` process. A beat entry whose task is not registered
 # yet only logs an error at each tick; the reaper requeues generations of dead workers.
 CELERY_BEAT_SCHEDULE = {
+    # a worker whose Redis heartbeat expired is gone: its generations are re-queued at once
+    "reap-orphaned-generations": {
+        "task": "webapp.runs.tasks.reap_orphaned_generations",
+        "schedule": 5.0,
+        "options": {"queue": "cpu", "expires": 5.0},
+    },
     "reap-stale-generations": {
         "task": "webapp.runs.tasks.reap_stale_generations",
         "schedule": 30.0,

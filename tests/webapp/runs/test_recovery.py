@@ -23,6 +23,7 @@ from django.db import connection
 from django.test import Client
 
 from tests.e2e.conftest import log_tail
+from tests.harness import deadline_s
 from tests.webapp.runs.test_redis_restart import PrivateRedis, private_redis, worker  # noqa: F401 - fixtures
 from webapp.config.asgi import application  # set up now: Django's logging set-up would drop caplog's handler
 from webapp.core import db
@@ -163,6 +164,7 @@ def _status(gen: Generation) -> str:
 
 
 def _wait(predicate, timeout: float, what: str, proc) -> None:
+    timeout = deadline_s(timeout)
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if predicate():

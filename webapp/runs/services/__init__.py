@@ -26,7 +26,8 @@ Generation protocol (one Celery task per generation, ids only, see ``webapp/runs
    queues the pod's next generation in ONE transaction, and only if the row is still
    ``running`` with the same ``attempt`` (a late copy of a reaped generation is discarded).
 4. :func:`generations_reap_stale` marks running generations whose heartbeat is too old
-   ``stale`` and sends them again; :func:`runs_ensure_work` re-sends queued generations whose
+   ``stale`` and sends them again (:func:`generations_reap_orphaned` at once for a worker
+   known to be gone: its Redis heartbeat key expired); :func:`runs_ensure_work` re-sends queued generations whose
    message was lost (Redis restart) and gives idle pods of running runs a generation.
 
 Lock order, everywhere two rows are written: budget row first, then run, generations, pods
@@ -60,7 +61,7 @@ from webapp.runs.services.generations import (
     generation_still_mine,
     generation_superseded,
 )
-from webapp.runs.services.housekeeping import generations_reap_stale, runs_ensure_work
+from webapp.runs.services.housekeeping import generations_reap_orphaned, generations_reap_stale, runs_ensure_work
 from webapp.runs.services.lifecycle import (
     run_create,
     run_pause,
@@ -98,6 +99,7 @@ __all__ = [
     "generation_progress_event",
     "generation_still_mine",
     "generation_superseded",
+    "generations_reap_orphaned",
     "generations_reap_stale",
     "local_copy_of_checkpoint",
     "redispatch_after_s",
