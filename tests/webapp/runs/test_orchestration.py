@@ -142,7 +142,8 @@ def test_a_worker_killed_mid_generation_loses_no_agent_and_makes_no_duplicate(wo
     assert victim_gen.status == Generation.Status.DONE
     assert victim_gen.attempt >= 2 and victim_gen.worker != victim
     others = Generation.objects.filter(run=run).exclude(pk=victim_gen.pk)
-    assert list(others.values_list("attempt", flat=True)) == [1] * others.count(), "no live worker's generation re-ran"
+    # attempt 0: queued, never claimed (cancelled when the budget ran out); 1: ran once
+    assert max(others.values_list("attempt", flat=True)) <= 1, "no live worker's generation re-ran"
     assert _trained_agents(run).count() == 3
     _assert_one_agent_per_done_generation(run)
 
