@@ -142,6 +142,7 @@ def agent_detail(request: HttpRequest, agent_id: int) -> HttpResponse:
             "backtest_url": backtest_url,
             "bundle": bundle,
             "baselines": baselines.agent_baselines(agent),
+            "vs_rows": baselines.equal_weight_rows(agent.metrics),
             "deflated_sharpe": deflated.agent_dsr(agent, run_sharpes := deflated.run_sharpes(agent.run_id)),
             "trials": run_sharpes.trials,
             # the rule the agent was scored by (its own record; the task's when it has none)
