@@ -265,7 +265,8 @@ def leaderboard_texts(b: dict[str, Any]) -> dict[str, str]:
         ``{"untrained": "untrained -0.28 · noise ±0.32"`` (scores, same rule),
         ``"sharpe": "0.53 · untrained 0.10 · 1/N 0.50 · QQQ 1.24"`` (full-window Sharpe ratios,
         the agent's first; 1/N rebalanced daily), ``"vs_equal_weight"``, ``"vs_qqq"``:
-        :func:`relative_text`}; "" where nothing was recorded. On a short window (``b["note"]``
+        :func:`relative_text`, the first with the cost-free 1/N's interval and verdict and
+        ``" · with costs: <verdict>"`` against the fair 1/N}; "" where nothing was recorded. On a short window (``b["note"]``
         set) the Sharpe-based parts read "n/a": ``"untrained": "n/a"``, ``"sharpe": "n/a
         (window shorter than 63 days)"``, ``"vs_qqq": "+2.10 % · Sharpe n/a"``.
     """
@@ -286,10 +287,14 @@ def leaderboard_texts(b: dict[str, Any]) -> dict[str, str]:
     for key, label in (("untrained_sharpe", "untrained"), ("equal_weight", "1/N"), ("qqq", "QQQ")):
         if b.get(key) is not None:
             sharpe_parts.append(f"{label} {b[key]:.2f}")
+    vs_equal_weight = relative_text(b.get("vs_equal_weight") or {})
+    fair = (b.get("vs_equal_weight_with_costs") or {}).get("verdict")
+    if vs_equal_weight and fair:
+        vs_equal_weight += f" · with costs: {fair}"
     return {
         "untrained": " · ".join(score_parts),
         "sharpe": " · ".join(sharpe_parts),
-        "vs_equal_weight": relative_text(b.get("vs_equal_weight") or {}),
+        "vs_equal_weight": vs_equal_weight,
         "vs_qqq": relative_text(b.get("vs_qqq") or {}),
     }
 

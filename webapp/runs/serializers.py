@@ -320,6 +320,26 @@ class AgentSerializer(serializers.ModelSerializer):
         "against the agents the run's pods trained and evaluated (ensembles are not trials; an ensemble's "
         "own DSR uses the same trials); null without a Sharpe ratio"
     )
+    deflated_sharpe_vs_equal_weight = serializers.SerializerMethodField(
+        help_text="Deflated Sharpe Ratio against 1/N: of the information ratio over the cost-free daily-rebalanced "
+        "1/N on the validation days, against every agent ever evaluated on the task (the trial ledger, "
+        "ledger_trials entries) and the variance of their information ratios; null without one"
+    )
+    ledger_trials = serializers.SerializerMethodField(help_text="entries in the task's trial ledger")
+    vs_equal_weight = serializers.JSONField(
+        source="metrics.vs_equal_weight",
+        read_only=True,
+        allow_null=True,
+        help_text="against the cost-free daily-rebalanced 1/N on the validation days: sharpe_difference, ci95 "
+        "(studentised block bootstrap, Ledoit & Wolf 2008), p_value (one-sided), active_return_annual, "
+        "tracking_error, information_ratio, verdict (beats, trails, indistinguishable)",
+    )
+    vs_equal_weight_with_costs = serializers.JSONField(
+        source="metrics.vs_equal_weight_with_costs",
+        read_only=True,
+        allow_null=True,
+        help_text="the same against 1/N traded with the task's costs and no-trade band",
+    )
 
     baselines = serializers.SerializerMethodField(
         help_text="the validation result against the untrained policy, 1/N and QQQ on the same days: "
@@ -353,6 +373,10 @@ class AgentSerializer(serializers.ModelSerializer):
             "created_at",
             "bundle_url",
             "deflated_sharpe",
+            "deflated_sharpe_vs_equal_weight",
+            "ledger_trials",
+            "vs_equal_weight",
+            "vs_equal_weight_with_costs",
             "baselines",
         ]
         read_only_fields = fields
@@ -370,6 +394,22 @@ class AgentSerializer(serializers.ModelSerializer):
         if obj.run_id not in cache:
             cache[obj.run_id] = deflated.run_sharpes(obj.run_id)
         return deflated.agent_dsr(obj, cache[obj.run_id])
+
+    def _ledger(self, obj: Agent) -> deflated.LedgerStats:
+        cache = self.context.setdefault("task_ledgers", {})
+        task_id = obj.run.task_id
+        if task_id not in cache:
+            cache[task_id] = deflated.task_ledger(task_id)
+        return cache[task_id]
+
+    @extend_schema_field(OpenApiTypes.FLOAT)
+    def get_deflated_sharpe_vs_equal_weight(self, obj: Agent) -> float | None:
+        """DSR of the information ratio over 1/N against the task's trial ledger (one query per task)."""
+        return deflated.agent_dsr_vs_equal_weight(obj, self._ledger(obj))
+
+    @extend_schema_field(OpenApiTypes.INT)
+    def get_ledger_trials(self, obj: Agent) -> int:
+        return self._ledger(obj).trials
 
     def get_bundle_url(self, obj: Agent) -> str:
         from django.urls import reverse

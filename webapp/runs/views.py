@@ -149,6 +149,7 @@ def run_detail(request: HttpRequest, run_id: int) -> HttpResponse:
     pods = [selectors.pod_payload(p) for p in selectors.run_pods(run)]
     board = list(selectors.leaderboard_queryset(run))
     run_sharpes = deflated.run_sharpes(run.pk)
+    ledger = deflated.task_ledger(run.task_id)
     # the verdict reads the whole leaderboard, as the live events' does; the table its top rows
     board_baselines = [baselines.agent_baselines(a) for a in board]
     hp_keys = hyperparameter_columns(run)
@@ -175,6 +176,11 @@ def run_detail(request: HttpRequest, run_id: int) -> HttpResponse:
                     "hp": format_hyperparameters(a.hyperparameters, hp_keys),
                     "baselines": b,
                     "deflated_sharpe": deflated.agent_dsr(a, run_sharpes),
+                    "dsr_text": deflated.dsr_text(
+                        deflated.agent_dsr_vs_equal_weight(a, ledger),
+                        deflated.agent_dsr(a, run_sharpes),
+                        note=b.get("note") or "",
+                    ),
                 }
                 for a, b in zip(board[:LEADERBOARD_ROWS], board_baselines)
             ],
