@@ -48,6 +48,7 @@ from webapp.engine.market import (  # noqa: E402
     inspect_market_files,
     loader_options,
     serve_act,
+    survivorship_note,
 )
 from webapp.engine.tasks import (  # noqa: E402
     algorithms,
@@ -121,6 +122,7 @@ __all__ = [
     "resolve_device",
     "series_metrics",
     "serve_act",
+    "survivorship_note",
     "train_generation",
     "validate_hyperparameters",
     "validate_task",

@@ -27,6 +27,7 @@ class DatasetSerializer(serializers.ModelSerializer):
             "bars",
             "loader_options",
             "notes",
+            "survivorship",
             "created_at",
         ]
         read_only_fields = fields

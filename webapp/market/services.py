@@ -97,6 +97,7 @@ def dataset_create_from_files(
             start_date=info.start,
             end_date=info.end,
             notes=info.notes,
+            survivorship=info.survivorship,
             **_bars_fields(info, options),
         )
     dataset_preview_build(dataset)
@@ -135,6 +136,7 @@ def dataset_create_from_upload(
     dataset.end_date = info.end
     stored_name = Path(stored[0]).name
     dataset.notes = [note.replace(stored_name, shown) for note in info.notes]
+    dataset.survivorship = engine.survivorship_note([shown], info.start, info.end) or info.survivorship
     for key, value in _bars_fields(info, options).items():
         setattr(dataset, key, value)
     dataset.bars["timezone"] = str(dataset.bars.get("timezone", "")).replace(stored_name, shown)

@@ -18,6 +18,7 @@ from django.views.decorators.http import require_GET, require_http_methods
 
 from webapp import engine
 from webapp.core.errors import AppError
+from webapp.market.selectors import dataset_survivorship
 from webapp.reports import charts, selectors, services
 from webapp.reports.models import Backtest
 from webapp.runs import baselines, deflated
@@ -105,6 +106,7 @@ def _report_context(backtest: Backtest) -> dict[str, Any]:
         "selection": _selection_context(backtest.agent),
         "vs_rows": baselines.equal_weight_rows(backtest.metrics),
         "robustness": (backtest.metrics or {}).get("robustness"),
+        "survivorship": dataset_survivorship(backtest.dataset),
     }
 
 

@@ -52,3 +52,20 @@ def test_api_detail_has_vs_equal_weight_and_robustness(user, done_backtest):
         assert {"sharpe_difference", "active_return_annual", "tracking_error", "information_ratio"} <= set(rel)
     assert [c["cost_multiple"] for c in metrics["robustness"]["cost_sensitivity"]] == [1, 2, 3]
     assert metrics["robustness"]["execution_lag"]["lag_periods"] == 1
+
+
+def test_the_dataset_page_api_and_every_report_say_the_dow_file_is_a_2022_membership_list(client, user, done_backtest):
+    dataset = done_backtest.dataset
+    assert dataset.survivorship.startswith("Survivorship bias: the universe is the Dow 30 as of 2022")
+    client.force_login(user)
+    pages = [
+        reverse("market:detail", args=[dataset.id]),
+        reverse("reports:backtest-detail", args=[done_backtest.id]),
+        reverse("reports:backtest-export-html", args=[done_backtest.id]),
+    ]
+    for url in pages:
+        soup = BeautifulSoup(client.get(url).content, "html.parser")
+        assert soup.select_one("#survivorship").get_text(strip=True) == dataset.survivorship, url
+    api = APIClient()
+    api.force_authenticate(user)
+    assert api.get(f"/api/datasets/{dataset.id}/").json()["survivorship"] == dataset.survivorship
