@@ -333,4 +333,3 @@ def equal_weight_rows(metrics: dict[str, Any] | None) -> list[dict[str, Any]]:
         if rel.get("verdict"):
             rows.append({"key": key, "label": label, "sentence": verdict_sentence(rel, label), **rel})
     return rows
-
