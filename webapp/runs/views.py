@@ -66,10 +66,9 @@ def run_list(request: HttpRequest) -> HttpResponse:
         status=values.get("status", ""),
         algorithm=values.get("algorithm", ""),
         search=values.get("q", ""),
+        tag=values.get("tag", ""),
     )
     qs = qs.filter(archived=bool(values.get("archived")))
-    if values.get("tag"):
-        qs = qs.filter(tags__contains=[values["tag"].strip().lower()])
     page = Paginator(qs, PAGE_SIZE).get_page(request.GET.get("page"))
     runs = selectors.with_score_notes(list(page.object_list))
     rows = [(run, selectors.budget_progress(run.budget, run)) for run in runs]
