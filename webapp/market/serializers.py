@@ -43,7 +43,7 @@ class DatasetCreateSerializer(serializers.Serializer):
     ``bar_label`` (``auto``, ``start``, ``end``) and ``session`` (``regular``, ``extended``)."""
 
     name = StrictCharField(max_length=200)
-    file = serializers.FileField(required=False)
+    file = serializers.FileField(required=False, allow_empty_file=True)  # the service refuses it, by name
     paths = serializers.ListField(child=StrictCharField(), required=False)
     tickers = serializers.ListField(child=StrictCharField(max_length=20), required=False)
     timezone = StrictCharField(max_length=40, required=False, allow_blank=True)
