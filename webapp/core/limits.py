@@ -29,6 +29,7 @@ from collections.abc import Awaitable, Callable
 from django.conf import settings
 from django.core.files.uploadhandler import TemporaryFileUploadHandler
 from django.http import HttpRequest, HttpResponse, JsonResponse
+from django.http.multipartparser import MultiPartParserError
 from django.template.loader import render_to_string
 
 from webapp.core.errors import AppError, limit_error
@@ -125,6 +126,11 @@ class RequestLimitsMiddleware:
             if request.method == "POST" and content_type.strip().lower().startswith(self.FORM_TYPES):
                 request.POST  # noqa: B018 (the form's fields, files and bytes are counted here)
                 request.FILES  # noqa: B018
+        except MultiPartParserError as exc:  # parsed here, so refused here: as DRF's parser would
+            error = AppError(f"multipart body could not be read: {exc}")
+            return refusal_response(
+                error, path=request.path, accept=request.META.get("HTTP_ACCEPT", ""), request=request
+            )
         except Exception as exc:
             error = exc if isinstance(exc, AppError) else limit_error(exc)
             if error is None:

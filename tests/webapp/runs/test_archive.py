@@ -8,7 +8,7 @@ from django.core.files.storage import default_storage
 from webapp.runs import selectors, services
 from webapp.runs.models import Agent, Run
 
-pytestmark = pytest.mark.django_db
+pytestmark = [pytest.mark.django_db, pytest.mark.both_databases]
 
 
 def test_tags_and_a_note_are_set_normalized_and_bad_ones_refused_together(api_client, world):

@@ -26,7 +26,7 @@ from webapp.serving import counters
 from webapp.serving.models import ServeToken
 from webapp.serving.selectors import agent_serve_stats
 
-pytestmark = pytest.mark.django_db
+pytestmark = [pytest.mark.django_db, pytest.mark.both_databases]
 
 DAY = "2020-07-15"  # a day of the tiny task's test split
 
