@@ -7,7 +7,7 @@ import io
 import pytest
 from django.core.files.uploadedfile import SimpleUploadedFile
 
-pytestmark = [pytest.mark.django_db, pytest.mark.both_databases]
+pytestmark = pytest.mark.django_db
 
 GOOD_CSV = "date,tic,open,high,low,close,volume\n" + "".join(
     f"2021-01-{d:02d},{t},10,12,9,{10 + d / 10},1000\n" for d in (4, 5, 6, 7, 8, 11, 12) for t in ("AAA", "BBB")

@@ -6,7 +6,7 @@ import pytest
 
 from tests.webapp.conftest import SPLITS, TICKERS, TINY_PPO
 
-pytestmark = [pytest.mark.django_db, pytest.mark.both_databases]
+pytestmark = pytest.mark.django_db
 
 
 def test_runs_list_shows_status_score_pods_running_and_budget_progress(world, api_client):

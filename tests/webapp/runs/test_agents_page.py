@@ -12,7 +12,7 @@ import pytest
 from tests.webapp.conftest import submit_agent
 from webapp.runs.models import Agent
 
-pytestmark = [pytest.mark.django_db, pytest.mark.both_databases]
+pytestmark = pytest.mark.django_db
 
 
 @pytest.fixture
