@@ -71,6 +71,7 @@ INSTALLED_APPS = [
     "webapp.market",
     "webapp.runs",
     "webapp.reports",
+    "webapp.studies",
     "webapp.serving",
 ]
 
