@@ -66,7 +66,7 @@ def dataset_list(request: HttpRequest) -> HttpResponse:
             "error_fields": error_fields,
             "next": request.GET.get("next") or request.POST.get("next", ""),
         },
-        status=400 if error else 200,
+        status=400 if error or (request.method == "POST" and form.errors) else 200,
     )
 
 

@@ -14,6 +14,7 @@ from django.conf import settings
 from django.db import models
 from django.db.models import F, Q
 
+from webapp.core.lookups import JSONListHas
 from webapp.runs.scoring import score_rule
 
 
@@ -177,6 +178,11 @@ class Run(models.Model):
         task's ``selection``): the stored ``score_metric`` only names the quantity it is built on
         (the API's ``score_metric`` is this rule's name)."""
         return score_rule(self.task.selection)
+
+
+# ``Run.objects.filter(tags__list_has="keep")``: the same query on SQLite and PostgreSQL (Django's
+# ``tags__contains`` exists on PostgreSQL only).
+Run._meta.get_field("tags").register_lookup(JSONListHas)
 
 
 class Pod(models.Model):

@@ -354,7 +354,7 @@ def _count_subquery(qs: QuerySet) -> Subquery:
     )
 
 
-def run_list(*, user, status: str = "", algorithm: str = "", search: str = "") -> QuerySet[Run]:
+def run_list(*, user, status: str = "", algorithm: str = "", search: str = "", tag: str = "") -> QuerySet[Run]:
     """The user's runs, newest first, with what the list shows annotated (no N+1).
 
     Annotations: ``pods_running`` (generations running now), ``agents_count`` (agents its pods
@@ -366,6 +366,7 @@ def run_list(*, user, status: str = "", algorithm: str = "", search: str = "") -
         status: one of ``Run.Status`` values, or empty for all.
         algorithm: ``ppo``/``sac``, or empty for all.
         search: matches the run name, the task name or the run id.
+        tag: one of the run's tags (compared lower case), or empty for all.
     """
     qs = Run.objects.filter(owner=user).select_related("task", "budget", "owner")
     if status:
@@ -378,6 +379,9 @@ def run_list(*, user, status: str = "", algorithm: str = "", search: str = "") -
         if search.isdigit():
             cond |= Q(pk=int(search))
         qs = qs.filter(cond)
+    tag = (tag or "").strip().lower()
+    if tag:
+        qs = qs.filter(tags__list_has=tag)
     running = Generation.objects.filter(run_id=OuterRef("pk"), status=Generation.Status.RUNNING)
     agents = Agent.objects.filter(run_id=OuterRef("pk"), kind=Agent.Kind.TRAINED)
     ensembles = Agent.objects.filter(run_id=OuterRef("pk"), kind=Agent.Kind.ENSEMBLE)

@@ -8,6 +8,7 @@ from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
 from webapp import engine
+from webapp.core.fields import StrictCharField, strict_field_mapping
 from webapp.runs import baselines, deflated, selectors, services
 from webapp.runs.models import Agent, ClusterBudget, Run, Task
 
@@ -31,6 +32,7 @@ class BudgetSerializer(serializers.ModelSerializer):
     owner = serializers.SlugRelatedField(slug_field="username", queryset=get_user_model().objects.all(), required=False)
     gpu_hours_used = serializers.SerializerMethodField()
     progress = serializers.SerializerMethodField()
+    serializer_field_mapping = strict_field_mapping(serializers.ModelSerializer.serializer_field_mapping)
 
     class Meta:
         model = ClusterBudget
@@ -88,10 +90,10 @@ class TaskCreateSerializer(serializers.Serializer):
     """Input of ``POST /api/tasks/``; the trainer validates the JSON parts (400 naming the
     dotted field, e.g. ``hyperparameters.learning_rate``)."""
 
-    name = serializers.CharField(max_length=200)
+    name = StrictCharField(max_length=200)
     dataset = _UserScopedPK(selectors.dataset_queryset)
     tickers = serializers.ListField(
-        child=serializers.CharField(max_length=20),
+        child=StrictCharField(max_length=20),
         required=False,
         default=None,
         allow_null=True,
@@ -110,7 +112,7 @@ class TaskCreateSerializer(serializers.Serializer):
     algorithm = serializers.ChoiceField(choices=engine.algorithms(), default="ppo")
     hyperparameters = serializers.DictField(required=False, default=dict)
     algorithms = serializers.ListField(
-        child=serializers.CharField(max_length=20),
+        child=StrictCharField(max_length=20),
         required=False,
         default=None,
         allow_null=True,
@@ -230,7 +232,7 @@ class RunCreateSerializer(serializers.Serializer):
 
     task = _UserScopedPK(selectors.task_queryset)
     budget = _UserScopedPK(selectors.budget_queryset)
-    name = serializers.CharField(max_length=200, required=False, allow_blank=True, default="")
+    name = StrictCharField(max_length=200, required=False, allow_blank=True, default="")
     num_pods = serializers.IntegerField(default=2, help_text="size of the training pool")
     generation_steps = serializers.IntegerField(
         default=services.DEFAULT_GENERATION_STEPS,
@@ -246,13 +248,13 @@ class RunCreateSerializer(serializers.Serializer):
         "1e-2 moved by x0.8 or x1.25; {} = no mutation (children copy their parent's hyperparameters)",
     )
     seed = serializers.IntegerField(default=0, min_value=0)
-    device = serializers.CharField(max_length=20, default="auto")
+    device = StrictCharField(max_length=20, default="auto")
     start = serializers.BooleanField(default=False, help_text="start the run at once")
 
 
 class AnnotateSerializer(serializers.Serializer):
-    tags = serializers.ListField(child=serializers.CharField(), required=False, help_text="lower-cased, at most 20")
-    note = serializers.CharField(required=False, allow_blank=True)
+    tags = serializers.ListField(child=StrictCharField(), required=False, help_text="lower-cased, at most 20")
+    note = StrictCharField(required=False, allow_blank=True)
 
 
 class ArchiveSerializer(serializers.Serializer):
