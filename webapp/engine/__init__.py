@@ -13,7 +13,8 @@ them at start-up.
 - :mod:`.tournament`: parent choice, mutation, leaderboard pruning;
 - :mod:`.market`: market files (inspect, download) and the per-process data cache;
 - :mod:`.generations`: training one generation, the demo's throughput measurement;
-- :mod:`.backtests`: backtests of stored agents, series metrics, bundle export.
+- :mod:`.backtests`: backtests of stored agents, series metrics, bundle export;
+- :mod:`.studies`: walk-forward studies: fold plans and the stitched out-of-sample record.
 """
 
 # also the names the rest of webapp catches them by (Diverged is a TrainerError: catch it first)
@@ -29,6 +30,7 @@ from webapp.engine.backtests import (  # noqa: E402 - after the error type is re
     backtest_agent,
     benchmark_path_for,
     benchmark_values,
+    deflated_information_ratio,
     deflated_sharpe_ratio,
     export_bundle,
     series_metrics,
@@ -47,7 +49,9 @@ from webapp.engine.market import (  # noqa: E402
     inspect_market_files,
     loader_options,
     serve_act,
+    survivorship_note,
 )
+from webapp.engine.studies import check_study_plan, plan_study_folds, stitch_study  # noqa: E402
 from webapp.engine.tasks import (  # noqa: E402
     algorithms,
     check_benchmark_coverage,
@@ -95,6 +99,7 @@ __all__ = [
     "check_generation_steps",
     "check_mutation",
     "check_run_device",
+    "check_study_plan",
     "check_benchmark_coverage",
     "check_task_data",
     "check_window",
@@ -102,6 +107,7 @@ __all__ = [
     "choose_parent",
     "configure_process",
     "default_hyperparameters",
+    "deflated_information_ratio",
     "deflated_sharpe_ratio",
     "demo_task",
     "selection_rule",
@@ -114,6 +120,7 @@ __all__ = [
     "mutate_hyperparameters",
     "parse_day",
     "parse_moment",
+    "plan_study_folds",
     "range_bound",
     "preload_trainer",
     "recommended_rebalance_band",
@@ -121,6 +128,8 @@ __all__ = [
     "resolve_device",
     "series_metrics",
     "serve_act",
+    "stitch_study",
+    "survivorship_note",
     "train_generation",
     "validate_hyperparameters",
     "validate_task",
