@@ -21,10 +21,33 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 
 import pytest
+import redis
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 LOG_DIR = REPO_ROOT / "test-output" / "logs"
 START_TIMEOUT_S = 90.0
+DEADLINE_SCALE_ENV = "PADDOCK_TEST_DEADLINE_SCALE"
+
+
+def deadline_scale() -> float:
+    """How much longer than on an idle CI machine tests wait for real processes: the
+    ``PADDOCK_TEST_DEADLINE_SCALE`` environment variable (default 1; e.g. 3 on a loaded 2-core
+    machine). A value that is not a number > 0 fails the test run loudly."""
+    raw = os.environ.get(DEADLINE_SCALE_ENV, "").strip()
+    if not raw:
+        return 1.0
+    try:
+        value = float(raw)
+    except ValueError:
+        value = float("nan")
+    if not value > 0:
+        raise pytest.UsageError(f"{DEADLINE_SCALE_ENV}={raw!r}: must be a number > 0 (e.g. 1, 2.5)")
+    return value
+
+
+def deadline_s(seconds: float) -> float:
+    """``seconds`` of waiting for a worker, server or event, scaled by :func:`deadline_scale`."""
+    return seconds * deadline_scale()
 
 
 def free_port() -> int:
@@ -80,7 +103,9 @@ def log_tail(proc: subprocess.Popen, lines: int = 30) -> str:
 
 
 def wait_until(ready: Callable[[], bool], proc: subprocess.Popen, what: str, timeout: float = START_TIMEOUT_S) -> None:
-    """Poll ``ready()`` until true; fail with the process log when it exits or time runs out."""
+    """Poll ``ready()`` until true; fail with the process log when it exits or time runs out
+    (``timeout`` is scaled by :func:`deadline_scale`)."""
+    timeout = deadline_s(timeout)
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if proc.poll() is not None:
@@ -89,6 +114,28 @@ def wait_until(ready: Callable[[], bool], proc: subprocess.Popen, what: str, tim
             return
         time.sleep(0.25)
     pytest.fail(f"{what} not ready after {timeout:.0f} s:\n{log_tail(proc)}")
+
+
+def wait_for(
+    ready: Callable[[], bool],
+    *,
+    timeout: float,
+    what: str,
+    pending: Callable[[], str] | None = None,
+    step: float = 0.25,
+) -> None:
+    """Poll ``ready()`` until true for ``timeout`` seconds scaled by :func:`deadline_scale`;
+    on timeout fail saying what was awaited, the deadline and what ``pending()`` reports as
+    still pending (e.g. the generations not done and the worker's last log lines)."""
+    limit = deadline_s(timeout)
+    deadline = time.monotonic() + limit
+    while time.monotonic() < deadline:
+        if ready():
+            return
+        time.sleep(step)
+    detail = f"; still pending: {pending()}" if pending is not None else ""
+    scale = f" ({timeout:g} s x {DEADLINE_SCALE_ENV}={deadline_scale():g})" if deadline_scale() != 1 else ""
+    pytest.fail(f"timed out after {limit:.0f} s{scale} waiting for {what}{detail}")
 
 
 def http_status(url: str) -> int | None:
@@ -177,3 +224,61 @@ class Workers:
         for proc in self.procs.values():
             stop_process(proc, grace_s=max(0.1, deadline - time.monotonic()))
         self.procs.clear()
+
+
+class PrivateRedis:
+    """A ``redis-server`` of this test alone on a free port; nothing is persisted, so a
+    restart comes back empty."""
+
+    def __init__(self, workdir: Path) -> None:
+        self.port = free_port()
+        self.url = f"redis://127.0.0.1:{self.port}/0"
+        self.workdir = workdir
+        self.proc: subprocess.Popen | None = None
+
+    def start(self) -> None:
+        argv = ["redis-server", "--port", str(self.port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no"]
+        argv += ["--dir", str(self.workdir), "--protected-mode", "no"]
+        self.proc = start_process(f"redis-{self.port}", argv, dict(os.environ))
+        wait_until(self.answers, self.proc, "private redis-server", timeout=15)
+
+    def answers(self) -> bool:
+        client = redis.Redis.from_url(self.url, socket_connect_timeout=0.5, socket_timeout=0.5)
+        try:
+            return bool(client.ping())
+        except redis.RedisError:
+            return False
+        finally:
+            client.close()
+
+    MARKER = "paddock-test:before-crash"
+
+    def mark(self) -> None:
+        """Write a key that only a Redis which kept its data would still hold after a restart."""
+        client = redis.Redis.from_url(self.url, socket_connect_timeout=1, socket_timeout=1)
+        try:
+            client.set(self.MARKER, "1")
+        finally:
+            client.close()
+
+    def lost_everything(self) -> bool:
+        """The marker written before the crash is gone: the restart kept nothing (queued and
+        unacknowledged messages included). Queue keys themselves are no evidence: workers that
+        reconnect re-send lost generations at once, so a fresh queue may already exist."""
+        client = redis.Redis.from_url(self.url, socket_connect_timeout=1, socket_timeout=1)
+        try:
+            return client.exists(self.MARKER) == 0
+        finally:
+            client.close()
+
+    def crash(self) -> None:
+        """SIGKILL, like a machine that loses power: no shutdown, no save."""
+        assert self.proc is not None
+        os.killpg(self.proc.pid, signal.SIGKILL)
+        self.proc.wait(timeout=10)
+        self.proc = None
+
+    def stop(self) -> None:
+        if self.proc is not None:
+            stop_process(self.proc, grace_s=5)
+            self.proc = None

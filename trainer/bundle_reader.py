@@ -19,6 +19,7 @@ from trainer.checkpoints import error_summary, refuse_nonfinite
 from trainer.ensemble import ENSEMBLE, ensemble_policy_from_config
 from trainer.errors import BundleError, TrainerError
 from trainer.files import sha256_bytes
+from trainer.limits import DEFAULT_LIMITS, InputLimits, mib
 
 __all__ = ["BUNDLE_FORMAT", "BUNDLE_MEMBERS", "BUNDLE_VERSION", "LoadedAgent", "load_agent", "read_bundle"]
 
@@ -28,12 +29,18 @@ BUNDLE_VERSION = 1
 BUNDLE_MEMBERS = ("policy.safetensors", "config.json", "policy.onnx", "README.md", "SHA256SUMS")
 
 
-def read_bundle(path: Path) -> dict[str, bytes]:
+def read_bundle(path: Path, limits: InputLimits = DEFAULT_LIMITS) -> dict[str, bytes]:
     """Read and verify every member of a bundle zip.
 
+    The members' declared sizes are checked against ``limits.bundle_bytes`` before any is
+    decompressed, and each member is read in 1 MiB chunks counted against the same cap (a
+    zip whose headers understate a member is refused as soon as the cap is passed).
+
     Raises:
-        BundleError: not a zip / truncated, a member missing, a CRC or SHA-256 mismatch; the
-            message names the bundle and the member, ``details`` has ``file`` and ``member``.
+        BundleError: not a zip / truncated, a member missing, a CRC or SHA-256 mismatch, or
+            members that decompress past ``limits.bundle_bytes``; the message names the bundle
+            and the member, ``details`` has ``file`` and ``member`` (and ``field="bundle_bytes"``
+            for the cap).
     """
     if not path.is_file():
         raise BundleError(f"bundle {path} does not exist", file=str(path))
@@ -51,12 +58,20 @@ def read_bundle(path: Path) -> dict[str, bytes]:
                 raise BundleError(
                     f"bundle {path}: {name} is missing (incomplete or truncated bundle)", file=str(path), member=name
                 )
-            try:
-                members[name] = zf.read(name)
-            except (zipfile.BadZipFile, OSError, EOFError, zlib.error) as exc:
-                raise BundleError(
-                    f"bundle {path}: {name} is corrupt ({error_summary(exc)})", file=str(path), member=name
-                ) from exc
+        declared = {name: zf.getinfo(name).file_size for name in BUNDLE_MEMBERS}
+        if sum(declared.values()) > limits.bundle_bytes:
+            biggest = max(declared, key=declared.__getitem__)
+            raise BundleError(
+                f"bundle {path}: its members hold {mib(sum(declared.values()))} once decompressed ({biggest}: "
+                f"{mib(declared[biggest])}), more than {mib(limits.bundle_bytes)} (the limit)",
+                file=str(path),
+                member=biggest,
+                field="bundle_bytes",
+            )
+        left = limits.bundle_bytes
+        for name in BUNDLE_MEMBERS:
+            members[name] = _read_member(zf, name, path, left, limits.bundle_bytes)
+            left -= len(members[name])
     listed: dict[str, str] = {}
     for line in members["SHA256SUMS"].decode("utf-8", errors="replace").splitlines():
         parts = line.strip().split(maxsplit=1)
@@ -72,6 +87,35 @@ def read_bundle(path: Path) -> dict[str, bytes]:
                 member=name,
             )
     return members
+
+
+def _read_member(zf: zipfile.ZipFile, name: str, path: Path, cap: int, limit: int) -> bytes:
+    """One member's bytes, read in chunks; refused once more than ``cap`` bytes (what is left
+    of the bundle's ``limit``) came out.
+
+    Raises:
+        BundleError: the member is corrupt or decompresses past ``cap``.
+    """
+    parts: list[bytes] = []
+    size = 0
+    try:
+        with zf.open(name) as f:
+            while chunk := f.read(1 << 20):
+                size += len(chunk)
+                if size > cap:
+                    raise BundleError(
+                        f"bundle {path}: {name} decompresses to more than its zip header says, past the "
+                        f"limit of {mib(limit)} for the whole bundle",
+                        file=str(path),
+                        member=name,
+                        field="bundle_bytes",
+                    )
+                parts.append(chunk)
+    except (zipfile.BadZipFile, OSError, EOFError, zlib.error) as exc:
+        raise BundleError(
+            f"bundle {path}: {name} is corrupt ({error_summary(exc)})", file=str(path), member=name
+        ) from exc
+    return b"".join(parts)
 
 
 class LoadedAgent:
@@ -255,7 +299,9 @@ class LoadedAgent:
         )
 
 
-def load_agent(path: str | Path, *, device: str | torch.device = "cpu") -> LoadedAgent:
+def load_agent(
+    path: str | Path, *, device: str | torch.device = "cpu", limits: InputLimits = DEFAULT_LIMITS
+) -> LoadedAgent:
     """Open an agent bundle written by :func:`export_bundle`, verifying every checksum.
 
     Only JSON (``config.json``) and safetensors (``policy.safetensors``) are parsed; the
@@ -266,6 +312,7 @@ def load_agent(path: str | Path, *, device: str | torch.device = "cpu") -> Loade
         path: the bundle zip.
         device: device of the returned policy for tensor inputs (``act`` also follows the
             device of each input tensor).
+        limits: the members may decompress to at most ``limits.bundle_bytes`` together.
 
     Returns:
         :class:`LoadedAgent`.
@@ -279,7 +326,7 @@ def load_agent(path: str | Path, *, device: str | torch.device = "cpu") -> Loade
     from safetensors.torch import load as safetensors_load
 
     path = Path(path)
-    members = read_bundle(path)
+    members = read_bundle(path, limits)
     try:
         config = json.loads(members["config.json"].decode("utf-8"))
     except (UnicodeDecodeError, json.JSONDecodeError) as exc:

@@ -32,6 +32,7 @@ from trainer.cli_inputs import task_from_args
 from trainer.cli_output import data_summary, format_data_summary, format_metrics
 from trainer.cli_walk_forward import cmd_walk_forward
 from trainer.errors import Diverged, TrainerError
+from trainer.limits import DEFAULT_LIMITS
 from trainer.version import __version__
 
 __all__ = [
@@ -124,6 +125,41 @@ BENCHMARK_HELP = (
     "else benchmark_etfs_daily_eodhd.csv.gz, in --data-dir); without it, or when it does not cover the "
     "window, a note says so and QQQ is left out"
 )
+
+
+def _add_limit_flags(parser: argparse.ArgumentParser, *, body: bool = False) -> None:
+    """The caps on what an input may expand to (``trainer.limits.InputLimits``; defaults there)."""
+    d = DEFAULT_LIMITS
+    group = parser.add_argument_group("input limits (see docs/limits-trainer.md)")
+    group.add_argument(
+        "--max-file-bytes",
+        type=_positive_int,
+        default=d.file_bytes,
+        metavar="BYTES",
+        help=f"most bytes a data file may hold once decompressed (default {d.file_bytes:,})",
+    )
+    group.add_argument(
+        "--max-file-rows",
+        type=_positive_int,
+        default=d.file_rows,
+        metavar="ROWS",
+        help=f"most data rows a file may hold (default {d.file_rows:,})",
+    )
+    group.add_argument(
+        "--max-bundle-bytes",
+        type=_positive_int,
+        default=d.bundle_bytes,
+        metavar="BYTES",
+        help=f"most bytes an agent bundle's members may hold once decompressed (default {d.bundle_bytes:,})",
+    )
+    if body:
+        group.add_argument(
+            "--max-body-bytes",
+            type=_positive_int,
+            default=d.request_bytes,
+            metavar="BYTES",
+            help=f"largest request body; a longer Content-Length is answered 413 (default {d.request_bytes:,})",
+        )
 
 
 def add_task_flags(parser: argparse.ArgumentParser) -> None:
@@ -223,6 +259,7 @@ def build_parser() -> argparse.ArgumentParser:
         help="split the budget into N generations, each continuing the best",
     )
     train.add_argument("--no-progress", action="store_true", help="no progress bar")
+    _add_limit_flags(train)
 
     wf = sub.add_parser(
         "walk-forward",
@@ -285,6 +322,7 @@ def build_parser() -> argparse.ArgumentParser:
         default=WALK_FORWARD_ENV_STEPS,
         help=f"env steps of each candidate in each fold (default {WALK_FORWARD_ENV_STEPS:,})",
     )
+    _add_limit_flags(wf)
     wf.set_defaults(train=None, validation=None, test=None)
 
     ev = sub.add_parser(
@@ -305,6 +343,7 @@ def build_parser() -> argparse.ArgumentParser:
     ev.add_argument("--benchmark", metavar="FILE", help=BENCHMARK_HELP)
     ev.add_argument("--device", default="cpu", help="cpu (default), auto, cuda or cuda:N")
     ev.add_argument("--json", action="store_true", help="print metrics as JSON")
+    _add_limit_flags(ev)
 
     ex = sub.add_parser(
         "export",
@@ -330,6 +369,7 @@ def build_parser() -> argparse.ArgumentParser:
     sv.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1)")
     sv.add_argument("--data-dir", metavar="DIR", default=default_data_dir(), help=DATA_DIR_HELP)
     sv.add_argument("--cache-dir", metavar="DIR", help="Parquet cache of processed market data")
+    _add_limit_flags(sv, body=True)
     return parser
 
 

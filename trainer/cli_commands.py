@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from trainer.cli_baselines import dsr_of_best, load_benchmark, untrained_metrics
-from trainer.cli_inputs import data_paths, load_market, task_from_args
+from trainer.cli_inputs import data_paths, limits_from_args, load_market, task_from_args
 from trainer.cli_output import (
     data_summary,
     fmt_score,
@@ -153,6 +153,7 @@ def cmd_train(args: argparse.Namespace) -> int:
         "validation_sharpe_ratio": m.get("sharpe_ratio"),
         "short_window": bool(m.get("short_window")),
         "vs_equal_weight": m.get("vs_equal_weight"),
+        "vs_equal_weight_with_costs": m.get("vs_equal_weight_with_costs"),
         "vs_QQQ": m.get("vs_QQQ"),
         "benchmark": bench.to_dict(),
         "untrained": m.get("untrained"),
@@ -220,9 +221,11 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
     built with the line's seed) on the same days."""
     import dataclasses
 
+    from trainer.backtest.relative import DEFAULT_REPS
     from trainer.bundle import load_agent
     from trainer.checkpoints import load_checkpoint
     from trainer.data.pipeline import DataSpec
+    from trainer.data.splits import check_window
     from trainer.device import pick_device, set_cpu_threads
     from trainer.envs.kinds import prepare_market
     from trainer.envs.observations import FeatureStats
@@ -234,7 +237,7 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
     path = Path(args.path)
     device = pick_device(args.device)
     if _is_bundle(path):
-        agent = load_agent(path, device=device)
+        agent = load_agent(path, device=device, limits=limits_from_args(args))
         task_dict, tickers = agent.config["task"], list(agent.tickers)
         stats = agent.config.get("feature_stats")
         policy = agent.policy_fn(device)
@@ -275,6 +278,9 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
         data_fields["end"] = None if args.end else data_fields["end"]
     spec = DataSpec.from_dict(data_fields, prefix="data")
     market = load_market(spec, args)
+    # the one rule of every door: a range may not end (or start) past the data, give or take
+    # a weekend and a holiday; it is refused, never clipped silently
+    check_window("" if name == "range" else name, start, end, first=market.dates[0], last=market.dates[-1])
     # scale-free features over the whole history first, so the range's lookbacks are complete
     window = prepare_market(market, task.env).slice(start, end, name=name)
     bench = load_benchmark(args, window.dates, data_paths=spec.paths)
@@ -293,7 +299,7 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
             **extra,
         )
 
-    metrics = evaluate(policy, path.name)
+    metrics = evaluate(policy, path.name, bootstrap_reps=DEFAULT_REPS)
     if shape["algorithm"] == "ensemble":
         metrics["untrained_note"] = "n/a (an ensemble has no single untrained policy)"
     else:
@@ -346,7 +352,12 @@ def cmd_serve(args: argparse.Namespace) -> int:
 
     try:
         server = make_server(
-            args.bundle, host=args.host, port=args.port, data_dir=args.data_dir, cache_dir=args.cache_dir
+            args.bundle,
+            host=args.host,
+            port=args.port,
+            data_dir=args.data_dir,
+            cache_dir=args.cache_dir,
+            limits=limits_from_args(args),
         )
     except OSError as exc:
         raise ConfigError(

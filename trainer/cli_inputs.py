@@ -13,6 +13,7 @@ import yaml
 
 from trainer.envs.portfolio_config import RECOMMENDED_REBALANCE_BAND
 from trainer.errors import ConfigError, DataError
+from trainer.limits import DEFAULT_LIMITS, InputLimits
 
 __all__ = ["data_paths", "load_market", "read_task_file", "task_from_args"]
 
@@ -107,13 +108,24 @@ def task_from_args(args: argparse.Namespace) -> dict[str, Any]:
     return task
 
 
+def limits_from_args(args: argparse.Namespace) -> InputLimits:
+    """The ``--max-*`` flags as :class:`trainer.limits.InputLimits` (defaults for absent ones)."""
+    d = DEFAULT_LIMITS
+    return InputLimits(
+        file_bytes=getattr(args, "max_file_bytes", d.file_bytes),
+        file_rows=getattr(args, "max_file_rows", d.file_rows),
+        bundle_bytes=getattr(args, "max_bundle_bytes", d.bundle_bytes),
+        request_bytes=getattr(args, "max_body_bytes", d.request_bytes),
+    )
+
+
 def load_market(spec: Any, args: argparse.Namespace) -> Any:
     """``load_market_data`` with the CLI's folders; a missing file's error says where it looked
     and how to point elsewhere."""
     from trainer.data.pipeline import load_market_data
 
     try:
-        return load_market_data(spec, data_dir=args.data_dir, cache_dir=args.cache_dir)
+        return load_market_data(spec, data_dir=args.data_dir, cache_dir=args.cache_dir, limits=limits_from_args(args))
     except DataError as exc:
         missing = exc.details.get("file")
         if not missing or Path(missing).exists():

@@ -310,3 +310,43 @@ def test_python_m_trainer_serve_runs_the_endpoint_and_a_missing_bundle_exits_2(t
         cwd=REPO, env=env, capture_output=True, text=True, timeout=120,
     )  # fmt: skip
     assert missing.returncode == 2 and missing.stderr.startswith("error: bundle ") and "Traceback" not in missing.stderr
+
+
+def _raw_post(port: int, length: str, body: bytes = b"") -> tuple[int, dict]:
+    """POST /act with a hand-written ``Content-Length``; the status and JSON of the answer."""
+    import http.client
+    import socket
+
+    with socket.create_connection(("127.0.0.1", port), timeout=30) as sock:
+        head = f"POST /act HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: {length}\r\n\r\n"
+        sock.sendall(head.encode() + body)
+        resp = http.client.HTTPResponse(sock)
+        resp.begin()
+        return resp.status, json.loads(resp.read())
+
+
+@pytest.mark.parametrize(
+    ("length", "status", "words"),
+    [
+        ("99999999999", 413, "more than 1,024 bytes"),
+        ("abc", 400, "not a whole number"),
+        ("-5", 400, "not a whole number"),
+        ("2048", 413, "2,048 bytes"),
+    ],
+)
+def test_a_bad_or_oversize_content_length_is_answered_400_or_413_json(trained, length, status, words):
+    from trainer.limits import InputLimits
+
+    server = make_server(trained[0], port=0, limits=InputLimits(request_bytes=1024))
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        port = server.server_address[1]
+        code, out = _raw_post(port, length)
+        assert code == status and words in out["error"] and "body" in out["fields"]
+        # the server still answers the next client
+        code, out = _raw_post(port, "4", b"null")
+        assert code == 400 and "fields" in out
+    finally:
+        server.shutdown()
+        server.server_close()

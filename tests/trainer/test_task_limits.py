@@ -13,7 +13,7 @@ import pytest
 import torch
 
 from trainer.cli import default_data_dir, main
-from trainer.data.splits import MIN_SPLIT_DAYS, check_split_days
+from trainer.data.splits import MIN_SPLIT_DAYS, check_split_days, check_window
 from trainer.device import buffer_memory_limit
 from trainer.envs.kinds import observation_dim
 from trainer.envs.stock_trading import EnvConfig
@@ -155,7 +155,7 @@ def test_long_enough_splits_are_counted():
         {
             "train": ("2020-01-01", "2020-06-30"),
             "validation": ("2020-07-01", "2020-09-30"),
-            "test": ("2020-10-01", "2030-01-01"),
+            "test": ("2020-10-01", "2021-01-04"),  # 4 days past the data: the edge allowed
         },
         DAYS,
     )
@@ -179,6 +179,26 @@ def test_cli_test_split_after_the_data_exits_2_naming_test_start(data_dir, tmp_p
     err = capsys.readouterr().err
     assert code == 2 and err.startswith("error: test.start: 2030-01-01 is after the last day of the data")
     assert not list(tmp_path.iterdir())
+
+
+def test_cli_test_split_ending_46_days_past_the_data_exits_2_not_clipped(data_dir, tmp_path, capsys):
+    argv = ["train", "--data-dir", str(data_dir), "--test", "2022-07-01", "2022-12-31", "--out", str(tmp_path)]
+    code = main(argv)
+    err = capsys.readouterr().err
+    assert code == 2 and err.startswith("error: test.end: 2022-12-31 is after the data, which ends on 2022-11-15")
+    assert not list(tmp_path.iterdir())
+
+
+def test_one_window_rule_a_range_may_end_four_calendar_days_past_the_data():
+    days = np.array(["2022-11-14", "2022-11-15"], dtype="datetime64[D]")
+    check_window("test", "2022-11-10", "2022-11-19", first=days[0], last=days[-1])  # a weekend and a holiday
+    with pytest.raises(ConfigError, match=r"test\.end: 2022-11-20 is after the data, which ends on 2022-11-15"):
+        check_window("test", "2022-11-14", "2022-11-20", first=days[0], last=days[-1])
+    with pytest.raises(ConfigError, match=r"^start: 2022-11-09 is before the data, which starts on 2022-11-14"):
+        check_window("", "2022-11-09", "2022-11-15", first=days[0], last=days[-1])
+    with pytest.raises(ConfigError) as err:
+        check_split_days({"test": ("2022-11-14", "2022-12-31")}, days, minimum={"test": 1})
+    assert err.value.details["field"] == "test.end"
 
 
 def test_cli_budget_smaller_than_one_rollout_exits_2_naming_env_steps(data_dir, tmp_path, capsys):

@@ -60,6 +60,14 @@ class OffPolicyConfig(AgentConfig):
         r(1 <= self.batch_size <= MAX_BATCH_SIZE, "batch_size", f"must be in [1, {MAX_BATCH_SIZE}]")
         r(self.buffer_size >= self.num_envs, "buffer_size", f"must be >= num_envs ({self.num_envs})")
         r(self.buffer_size <= MAX_BUFFER_SIZE, "buffer_size", f"must be <= {MAX_BUFFER_SIZE} (2**22)")
+        if self.batch_size > self.buffer_size:
+            # updates wait until the buffer holds batch_size transitions: they would never start
+            raise ConfigError(
+                f"{self.field_name('batch_size')}: batch_size {self.batch_size} is more than buffer_size "
+                f"{self.buffer_size}: the replay buffer can never hold one batch, so no update would run; lower "
+                "batch_size or raise buffer_size",
+                field=self.field_name("batch_size"),
+            )
         r(self.learning_starts >= 0, "learning_starts", "must be >= 0")
         r(
             1 <= self.updates_per_step <= MAX_UPDATES_PER_STEP,

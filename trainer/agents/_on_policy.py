@@ -41,10 +41,13 @@ from trainer.buffers.rollout import RolloutBuffer
 from trainer.errors import ConfigError
 from trainer.ops.gae import compute_gae
 
-__all__ = ["MAX_ROLLOUT_STEPS", "OnPolicyAgent", "OnPolicyConfig"]
+__all__ = ["MAX_ROLLOUT_STEPS", "MIN_ROLLOUT_SAMPLES", "OnPolicyAgent", "OnPolicyConfig"]
 
 #: Longest rollout per env (16 years of trading days; the default is 16).
 MAX_ROLLOUT_STEPS = 4_096
+
+#: Fewest samples (``num_envs * rollout_steps``) one rollout may hold: a variance needs two.
+MIN_ROLLOUT_SAMPLES = 2
 
 #: ``(update, quantity, value)`` of the first non-finite statistic or parameter of an update.
 Divergence = tuple[int, str, str]
@@ -59,8 +62,28 @@ class OnPolicyConfig(AgentConfig):
         r = self._require
         r(1 <= self.num_envs <= MAX_NUM_ENVS, "num_envs", f"must be in [1, {MAX_NUM_ENVS}]")
         r(1 <= self.rollout_steps <= MAX_ROLLOUT_STEPS, "rollout_steps", f"must be in [1, {MAX_ROLLOUT_STEPS}]")
+        self._check_rollout_batch()
         self._require_hidden_sizes()
         r(math.isfinite(self.learning_rate) and self.learning_rate > 0, "learning_rate", "must be > 0")
+
+    def _check_rollout_batch(self) -> None:
+        """A rollout of ``num_envs * rollout_steps`` samples must hold at least
+        :data:`MIN_ROLLOUT_SAMPLES`: the explained variance and the advantage normalisation
+        divide by the rollout's (unbiased) variance, which one sample does not have, so every
+        update would be NaN and the run would "diverge" whatever the learning rate.
+
+        Raises:
+            ConfigError: naming both fields (``field`` is ``<algo>.rollout_steps``).
+        """
+        samples = self.num_envs * self.rollout_steps
+        if samples < MIN_ROLLOUT_SAMPLES:
+            raise ConfigError(
+                f"{self.field_name('rollout_steps')}: rollout_steps x num_envs = {self.rollout_steps} x {self.num_envs} "
+                f"= {samples} sample per rollout; {self.algorithm.upper()} needs at least {MIN_ROLLOUT_SAMPLES} (the "
+                "advantages and the explained variance are normalised by the rollout's variance): raise num_envs "
+                "or rollout_steps",
+                field=self.field_name("rollout_steps"),
+            )
 
     def _check_return_fields(self) -> None:
         """``gamma`` and ``gae_lambda``."""

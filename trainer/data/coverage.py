@@ -21,6 +21,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
+from trainer.data.files import listed
 from trainer.dates import parse_day
 from trainer.errors import DataError
 
@@ -153,7 +154,7 @@ def fit_tickers(
         notes.append(
             f"range starts {range_start.date()} instead of {calendar[s_idx].date()}, the first day all kept tickers "
             f"have (missing_policy='start_later'; latest: {chosen[n_last]}; late: "
-            + ", ".join(f"{chosen[n]} {calendar[first[n]].date()}" for n in late)
+            + listed(f"{chosen[n]} {calendar[first[n]].date()}" for n in late)
             + ")"
         )
     return keep, notes, range_start
@@ -235,7 +236,7 @@ def plan_tickers(
         unknown = [t for t in chosen if t not in set(available)]
         if unknown:
             raise DataError(
-                f"unknown ticker(s) {', '.join(unknown)}; the data holds {', '.join(available)}",
+                f"unknown ticker(s) {listed(unknown)}; the data holds {listed(available, 12)}",
                 ticker=unknown[0],
                 field="tickers",
             )

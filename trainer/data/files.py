@@ -14,6 +14,7 @@ import numpy as np
 import pandas as pd
 
 from trainer.errors import DataError
+from trainer.limits import DEFAULT_LIMITS, InputLimits, mib
 
 _ALIASES = {
     "date": "date",
@@ -47,6 +48,7 @@ _ALIASES = {
     "adjusted_low": "adj_low",
 }
 _FILE_SUFFIXES = (".csv", ".csv.gz", ".parquet", ".pq")
+_CHUNK = 1 << 20  # bytes read at a time while checking a file's size
 
 TICKER_PATTERN = re.compile(r"[A-Z0-9.\-^=]{1,20}")
 """Allowed ticker symbols (after upper-casing): 1 to 20 letters, digits, ``.``, ``-``, ``^``
@@ -64,6 +66,18 @@ def shown(value: object) -> str:
     ):
         return repr(text)
     return ascii(text)
+
+
+LISTED = 5
+"""Items a message lists before it says how many more there are (:func:`listed`)."""
+
+
+def listed(items: Iterable[object], limit: int = LISTED) -> str:
+    """The first ``limit`` of ``items`` and a count of the rest, so that a message stays short
+    however large the input: ``"201, 401, 601, 801, 1001 and 299,994 more"``."""
+    text = [str(x) for x in items]
+    more = len(text) - limit
+    return ", ".join(text[:limit]) + (f" and {more:,} more" if more > 0 else "")
 
 
 def check_ticker(value: object, *, field: str = "tickers", **details: object) -> str:
@@ -126,23 +140,46 @@ def expand_paths(paths: str | Path | Iterable[str | Path]) -> list[Path]:
     return out
 
 
-def _check_text(path: Path) -> None:
-    """Refuse a CSV (or gzipped CSV) that is not UTF-8 text before pandas guesses at it.
+def _check_text(path: Path, limits: InputLimits = DEFAULT_LIMITS) -> None:
+    """Refuse a CSV (or gzipped CSV) that is not UTF-8 text, or that expands past ``limits``,
+    before pandas reads it.
+
+    The file is streamed in 1 MiB chunks (decompressed on the fly for ``.gz``), counting bytes
+    and lines, so a small ``.csv.gz`` holding gigabytes is refused after ``limits.file_bytes``
+    (or ``limits.file_rows`` lines) have passed, holding one chunk in memory.
 
     Raises:
         DataError: ``"<name>: not a text CSV file ..."`` for NUL bytes, bytes that are not
-            UTF-8 (the offset and byte named), or a ``.gz`` name on a file that is not gzip.
+            UTF-8 (the offset and byte named), or a ``.gz`` name on a file that is not gzip;
+            ``"<name>: ... more than N rows"`` / ``"... more than N MiB"`` past a limit
+            (``field`` is ``file_rows`` or ``file_bytes``).
     """
     import codecs
     import gzip
 
+    head = b""
+    size = lines = 0
     try:
-        if path.name.lower().endswith(".gz"):
-            with gzip.open(path, "rb") as f:
-                head = f.read(1 << 16)
-        else:
-            with open(path, "rb") as f:
-                head = f.read(1 << 16)
+        opener = gzip.open if path.name.lower().endswith(".gz") else open
+        with opener(path, "rb") as f:
+            while chunk := f.read(_CHUNK):
+                if not head:
+                    head = chunk[: 1 << 16]
+                size += len(chunk)
+                lines += chunk.count(b"\n")
+                if size > limits.file_bytes:
+                    raise DataError(
+                        f"{path.name}: the file holds more than {mib(limits.file_bytes)} of text once decompressed "
+                        f"(the limit; {mib(path.stat().st_size)} on disk)",
+                        file=str(path),
+                        field="file_bytes",
+                    )
+                if lines - 1 > limits.file_rows:
+                    raise DataError(
+                        f"{path.name}: the file holds more than {limits.file_rows:,} rows (the limit)",
+                        file=str(path),
+                        field="file_rows",
+                    )
     except (OSError, EOFError) as exc:
         raise DataError(f"{path.name}: not a text CSV file (not readable as gzip: {exc})", file=str(path)) from exc
     nul = head.find(b"\x00")
@@ -160,12 +197,52 @@ def _check_text(path: Path) -> None:
         ) from None
 
 
-def _read_raw(path: Path) -> pd.DataFrame:
+def _check_parquet(path: Path, limits: InputLimits = DEFAULT_LIMITS) -> None:
+    """Refuse a Parquet file whose footer declares more rows or uncompressed bytes than
+    ``limits`` allow, before any column is read.
+
+    Raises:
+        DataError: past ``limits.file_rows`` or ``limits.file_bytes`` (``field`` names the limit);
+            a file whose footer cannot be read.
+    """
+    import pyarrow.parquet as pq
+
+    try:
+        meta = pq.ParquetFile(path).metadata
+    except (OSError, ValueError) as exc:
+        raise DataError(f"{path.name}: cannot be read ({exc})", file=str(path)) from exc
+    if meta.num_rows > limits.file_rows:
+        raise DataError(
+            f"{path.name}: the file holds {meta.num_rows:,} rows, more than {limits.file_rows:,} (the limit)",
+            file=str(path),
+            field="file_rows",
+        )
+    size = sum(meta.row_group(i).total_byte_size for i in range(meta.num_row_groups))
+    if size > limits.file_bytes:
+        raise DataError(
+            f"{path.name}: the file holds {mib(size)} of column data once decompressed, more than "
+            f"{mib(limits.file_bytes)} (the limit)",
+            file=str(path),
+            field="file_bytes",
+        )
+
+
+def check_file_size(path: Path, limits: InputLimits = DEFAULT_LIMITS) -> None:
+    """Refuse a data file that expands past ``limits`` (see :func:`_check_text` and
+    :func:`_check_parquet`); CSV files are also checked to be UTF-8 text.
+
+    Raises:
+        DataError: naming the file and the limit (``field`` ``file_bytes`` or ``file_rows``).
+    """
+    (_check_parquet if _is_parquet(path) else _check_text)(path, limits)
+
+
+def _read_raw(path: Path, limits: InputLimits = DEFAULT_LIMITS) -> pd.DataFrame:
+    check_file_size(path, limits)
     try:
         if _is_parquet(path):
             frame = pd.read_parquet(path)
         else:
-            _check_text(path)
             frame = pd.read_csv(path, encoding="utf-8-sig")
     except pd.errors.EmptyDataError as exc:
         raise DataError(f"{path.name}: file is empty", file=str(path)) from exc
@@ -204,7 +281,12 @@ def price_basis(paths: str | Path | Sequence[str | Path]) -> str:
     return kinds.pop() if len(kinds) == 1 else "mixed (adjusted and raw close)"
 
 
-def ticker_days(paths: str | Path | Sequence[str | Path], *, tickers: Sequence[str] | None = None) -> pd.DataFrame:
+def ticker_days(
+    paths: str | Path | Sequence[str | Path],
+    *,
+    tickers: Sequence[str] | None = None,
+    limits: InputLimits = DEFAULT_LIMITS,
+) -> pd.DataFrame:
     """The ``(date, tic)`` pairs of the files, reading only the date and ticker columns.
 
     Cheap (no price validation, no indicators): for checking a task's tickers and date splits
@@ -213,6 +295,7 @@ def ticker_days(paths: str | Path | Sequence[str | Path], *, tickers: Sequence[s
     Args:
         paths: as for :func:`load_panel`.
         tickers: only rows of these tickers (case-insensitive); ``None`` = every row.
+        limits: a file expanding past these is refused (:func:`check_file_size`).
 
     Returns:
         Columns ``date`` (datetime64[ns]) and ``tic`` (str, upper case), unique pairs.
@@ -223,6 +306,7 @@ def ticker_days(paths: str | Path | Sequence[str | Path], *, tickers: Sequence[s
     wanted = None if tickers is None else {str(t).strip().upper() for t in tickers}
     found: list[pd.DataFrame] = []
     for path in expand_paths(paths):
+        check_file_size(path, limits)
         try:
             if _is_parquet(path):
                 import pyarrow.parquet as pq

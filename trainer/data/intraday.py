@@ -28,6 +28,7 @@ import numpy as np
 import pandas as pd
 
 from trainer.data.bars import DAILY, BarInfo, MissingBars, bar_info  # noqa: F401  (re-exported)
+from trainer.data.files import listed
 from trainer.data.timestamps import (
     BAR_LABELS,
     EXTENDED_CLOSE,
@@ -167,7 +168,7 @@ def prepare_intraday(
             f"({stamp_text(local[idx[j]])} ET), which comes before it in the file; sort each ticker's rows by time",
         )
     if reversed_tics:
-        notes.append(f"{origin}: rows of {', '.join(reversed_tics)} are newest-first; sorted by time")
+        notes.append(f"{origin}: rows of {listed(reversed_tics)} are newest-first; sorted by time")
 
     order = np.lexsort((ns, codes))
     s_ns, s_codes = ns[order], codes[order]
@@ -397,7 +398,7 @@ def complete_sessions(panel: pd.DataFrame, files: list[FileBars], *, session: st
         )
     if unusual:
         notes.append(
-            f"the data ends at 13:00 ET on {', '.join(unusual)}, which is not a usual early-close day; "
+            f"the data ends at 13:00 ET on {listed(unusual)}, which is not a usual early-close day; "
             "check that the afternoon bars are not missing"
         )
     label, detected = files[0].bar_label, files[0].bar_label_detected

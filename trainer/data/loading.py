@@ -48,6 +48,7 @@ from trainer.data.files import (  # noqa: F401  (re-exported: callers import the
     _read_raw,
     check_ticker,
     expand_paths,
+    listed,
     price_basis,
     shown,
     ticker_days,
@@ -56,6 +57,7 @@ from trainer.data.files import (  # noqa: F401  (re-exported: callers import the
 )
 from trainer.data.intraday import DAILY, check_options, complete_sessions, intraday_file
 from trainer.errors import ConfigError, DataError
+from trainer.limits import DEFAULT_LIMITS, InputLimits
 
 PANEL_COLUMNS = ("date", "tic", "open", "high", "low", "close", "volume")
 PRICE_COLUMNS = ("open", "high", "low", "close")
@@ -69,6 +71,8 @@ SPLIT_RATIOS = (2, 3, 4, 5, 7, 8, 10, 15, 20)
 """Split ratios whose one-day close move (x1/k or xk, within :data:`SPLIT_TOLERANCE`) in an
 adjusted column gets a note: the adjustment may have missed a split."""
 SPLIT_TOLERANCE = 0.02
+MAX_SPLIT_NOTES = 10
+"""Split-like moves named one by one; the rest are counted in one more note."""
 _PRICE_SLACK = 1e-6
 """Relative slack of the close-inside-[low, high] check (rounded adjusted columns)."""
 
@@ -139,7 +143,7 @@ def normalize_frame(
                 )
                 break
         raise DataError(
-            f"{origin}: missing column(s) {', '.join(missing)}; found {', '.join(shown(c)[1:-1] for c in seen.values())}{hint}",
+            f"{origin}: missing column(s) {', '.join(missing)}; found {listed((shown(c)[1:-1] for c in seen.values()), 12)}{hint}",
             file=file,
             field=missing[0],
         )
@@ -336,8 +340,10 @@ def validate_rows(
             & (frame["date"] == frame["date"].iloc[first]).to_numpy()
             & (frame["tic"] == frame["tic"].iloc[first]).to_numpy()
         )
-        others = ", ".join(str(int(rows[j])) for j in same[1:])
-        fail(first, f"duplicate (date, ticker): the same pair is also in row(s) {others}", "date")
+        others = listed(int(rows[j]) for j in same[1:])
+        count = int(dup.sum())
+        pairs = f"; {count:,} rows repeat a (date, ticker) pair in all" if count > len(same) else ""
+        fail(first, f"duplicate (date, ticker): the same pair is also in row(s) {others}{pairs}", "date")
 
     out = frame[list(PANEL_COLUMNS)].sort_values(["date", "tic"], kind="stable").reset_index(drop=True)
     return out
@@ -370,6 +376,10 @@ def split_like_moves(panel: pd.DataFrame, *, origin: str) -> list[str]:
                         f"{close[i]:g} to {close[i + 1]:g} (x{ratio[i]:.3f}) in one day, like an unadjusted {kind}; "
                         "check the file's split adjustment"
                     )
+    if len(notes) > MAX_SPLIT_NOTES:  # one note per move would grow with the file
+        notes = notes[:MAX_SPLIT_NOTES] + [
+            f"{origin}: {len(notes) - MAX_SPLIT_NOTES:,} more split-like one-day moves of the adjusted close"
+        ]
     return notes
 
 
@@ -381,6 +391,8 @@ def load_panel(
     timezone: str = "auto",
     bar_label: str = "auto",
     session: str = "regular",
+    limits: InputLimits = DEFAULT_LIMITS,
+    check_all: bool = False,
 ) -> pd.DataFrame:
     """Load and validate daily or intraday OHLCV files into one long-layout panel.
 
@@ -396,12 +408,17 @@ def load_panel(
         paths: a file, a folder (every data file in it, one ticker per file) or a list of both.
             Files without a ticker column take ``ticker`` or their file name's ticker.
         tickers: keep only these tickers (case-insensitive); rows of other tickers are not
-            validated, so a file holding many tickers can be used for a few of them.
+            validated (unless ``check_all``), so a file holding many tickers can be used for a
+            few of them.
         ticker: ticker of a single file that has no ticker column.
         timezone: zone of intraday stamps without an offset: ``"auto"`` (column name, else a
             guess, reported in the notes), ``"UTC"`` or ``"America/New_York"``.
         bar_label: what intraday stamps mark: ``"auto"`` (detected, reported), ``"start"``, ``"end"``.
         session: ``"regular"`` (intraday bars outside 09:30-16:00 ET are errors) or ``"extended"``.
+        limits: a file that decompresses past ``limits.file_bytes`` or holds more than
+            ``limits.file_rows`` rows is refused while it is streamed, before it is parsed.
+        check_all: validate every row of every file, then keep ``tickers``: what a dataset
+            import does, so that no bad row of another ticker is stored with it.
 
     Returns:
         DataFrame with columns ``date`` (datetime64[ns]), ``tic`` (str, upper case), ``open,
@@ -428,7 +445,7 @@ def load_panel(
     owner: dict[str, str] = {}
     no_tic_files = 0
     for path in files:
-        raw = _read_raw(path)
+        raw = _read_raw(path, limits)
         has_tic = any(_canonical(c) == "tic" for c in raw.columns)
         file_ticker = None
         if not has_tic:
@@ -442,7 +459,7 @@ def load_panel(
         frame, file_notes = normalize_frame(
             raw, origin=path.name, file=str(path), ticker=file_ticker, csv_lines=csv_lines
         )
-        if wanted is not None:
+        if wanted is not None and not check_all:
             frame = frame[frame["tic"].astype("string").str.strip().str.upper().isin(wanted).fillna(False).to_numpy()]
             if frame.empty:
                 continue
@@ -465,6 +482,10 @@ def load_panel(
                 field="paths",
             )
         clean = validate_rows(frame, origin=path.name, file=str(path), csv_lines=csv_lines, keep_time=bool(found))
+        if wanted is not None and check_all:  # every row was checked; keep the chosen tickers
+            clean = clean[clean["tic"].isin(wanted).to_numpy()].reset_index(drop=True)
+            if clean.empty:
+                continue
         notes.extend(file_notes)
         if any(_canonical(c).startswith("adj_") for c in raw.columns):
             notes.extend(split_like_moves(clean, origin=path.name))
@@ -490,10 +511,9 @@ def load_panel(
         unknown = [t for t in wanted if t not in owner]
         if unknown:
             held = sorted({t for f in frames for t in f["tic"].unique()})
-            names = ", ".join(p.name for p in files)
             raise DataError(
-                f"unknown ticker(s) {', '.join(unknown)}: not in {names}"
-                + (f" (other requested tickers found: {', '.join(held)})" if held else ""),
+                f"unknown ticker(s) {listed(unknown)}: not in {listed((p.name for p in files), 3)}"
+                + (f" (other requested tickers found: {listed(held)})" if held else ""),
                 ticker=unknown[0],
                 file=str(files[0]) if len(files) == 1 else None,
             )

@@ -46,6 +46,7 @@ from trainer.data.market import MarketData
 from trainer.data.sessions import bar_dates, is_intraday, panel_feature_names, session_features
 from trainer.data.spec import DataSpec
 from trainer.errors import ConfigError, DataError
+from trainer.limits import DEFAULT_LIMITS, InputLimits
 
 __all__ = [
     "MAX_FILL_DAYS",
@@ -210,7 +211,9 @@ def build_market_data(
     )
 
 
-def load_market_data(spec: DataSpec, *, data_dir=None, cache_dir=None) -> MarketData:
+def load_market_data(
+    spec: DataSpec, *, data_dir=None, cache_dir=None, limits: InputLimits = DEFAULT_LIMITS
+) -> MarketData:
     """Load files, validate, align and compute features as ``spec`` says, with a cache.
 
     Args:
@@ -220,6 +223,7 @@ def load_market_data(spec: DataSpec, *, data_dir=None, cache_dir=None) -> Market
         cache_dir: folder of Parquet cache files (``market-<hash>.parquet``), keyed by the
             SHA-256 of the input files' contents and the spec's options; ``None`` disables the
             cache. A missing, unreadable or stale cache file is rebuilt (written atomically).
+        limits: caps on each file's decompressed size and rows (:class:`trainer.limits.InputLimits`).
 
     Returns:
         The same :class:`MarketData` as :func:`build_market_data` on :func:`load_panel`.
@@ -238,7 +242,7 @@ def load_market_data(spec: DataSpec, *, data_dir=None, cache_dir=None) -> Market
             cached = _read_cache(path, key)
             if cached is not None:
                 return cached
-    panel = load_panel(files, tickers=spec.tickers, **spec.loader_options())
+    panel = load_panel(files, tickers=spec.tickers, limits=limits, **spec.loader_options())
     data = build_market_data(
         panel,
         tickers=spec.tickers,

@@ -21,6 +21,57 @@ from trainer.errors import ConfigError, DataError
 #: month, the least over which a Sharpe ratio of daily returns means anything.
 MIN_SPLIT_DAYS = {"train": 126, "validation": 20, "test": 20}
 
+EDGE_TOLERANCE_DAYS = 4
+"""Calendar days a range may reach past a file's first/last day (a weekend plus a holiday).
+
+The one rule of every door (task splits on the web and the command line, ``evaluate --start/
+--end``, backtests): a range may end up to this many calendar days after the data's last day
+(the days in between hold no bar, so nothing is lost); one that ends later is refused, never
+silently clipped. See :func:`check_window`."""
+
+
+def check_window(
+    name: str, start: object, end: object, *, first: object, last: object, strict_start: bool = True
+) -> str | None:
+    """Check that the range ``[start, end]`` lies inside the data's days ``[first, last]``,
+    give or take :data:`EDGE_TOLERANCE_DAYS` calendar days.
+
+    Args:
+        name: the range's name in messages and fields (``"test"`` gives ``test.end``; ``""``
+            gives ``start`` and ``end``).
+        start, end: inclusive bounds: ``YYYY-MM-DD`` days or ``YYYY-MM-DD HH:MM`` moments (the
+            day part is compared).
+        first, last: the data's first and last day (``YYYY-MM-DD`` or ``datetime64``).
+        strict_start: a start more than the tolerance before ``first`` is an error; else it
+            is a note (a task's train split then starts on the data's first day).
+
+    Returns:
+        A note for an early start (``strict_start=False``), else ``None``.
+
+    Raises:
+        ConfigError: ``<name>.end`` more than the tolerance after ``last`` (``"test.end:
+        2023-01-01 is after the data, which ends on 2022-11-15 (a range may end at most 4
+        calendar days later)"``), or ``<name>.start`` before ``first`` likewise.
+    """
+    lo, hi = np.datetime64(str(start)[:10], "D"), np.datetime64(str(end)[:10], "D")
+    first_day, last_day = np.datetime64(str(first)[:10], "D"), np.datetime64(str(last)[:10], "D")
+    slack = np.timedelta64(EDGE_TOLERANCE_DAYS, "D")
+    start_field, end_field = (f"{name}.start", f"{name}.end") if name else ("start", "end")
+    if hi > last_day + slack:
+        raise ConfigError(
+            f"{end_field}: {end} is after the data, which ends on {last_day} (a range may end at most "
+            f"{EDGE_TOLERANCE_DAYS} calendar days later)",
+            field=end_field,
+        )
+    if lo < first_day - slack:
+        message = f"{start_field}: {start} is before the data, which starts on {first_day}"
+        if strict_start:
+            raise ConfigError(
+                f"{message} (a range may start at most {EDGE_TOLERANCE_DAYS} calendar days earlier)", field=start_field
+            )
+        return f"{message}; the {name or 'range'} starts {first_day}"
+    return None
+
 
 def split_market_data(data: MarketData, ranges: Mapping[str, tuple]) -> dict[str, MarketData]:
     """Slice ``data`` into e.g. ``{"train": (s, e), "validation": (s, e), "test": (s, e)}``.
@@ -80,7 +131,8 @@ def check_split_days(
 
     Raises:
         ConfigError: a split lies outside the data (``field`` is ``"<name>.start"`` when it
-            starts after the last day, ``"<name>.end"`` when it ends before the first) or is
+            starts after the last day, ``"<name>.end"`` when it ends before the first or more
+            than :data:`EDGE_TOLERANCE_DAYS` after the last, :func:`check_window`) or is
             shorter than its minimum (``"<name>.end"``); the message gives the data's range.
     """
     from trainer.data.timestamps import has_time_of_day
@@ -108,6 +160,7 @@ def check_split_days(
             raise ConfigError(f"{name}.start: {lo} is after the last day of the data ({covers})", field=f"{name}.start")
         if hi < first:
             raise ConfigError(f"{name}.end: {hi} is before the first day of the data ({covers})", field=f"{name}.end")
+        check_window(name, start, end, first=first, last=last, strict_start=False)
         count = int(np.searchsorted(days, hi, side="right") - np.searchsorted(days, lo, side="left"))
         need = int(minimum.get(name, 1))
         if count < need:
@@ -118,10 +171,6 @@ def check_split_days(
             )
         counts[name] = count
     return counts
-
-
-EDGE_TOLERANCE_DAYS = 4
-"""Calendar days a range may reach past a file's first/last day (a weekend plus a holiday)."""
 
 
 def check_coverage(
@@ -213,6 +262,7 @@ def check_split_bars(
             )
         if hi < first:
             raise ConfigError(f"{name}.end: {end} is before the first bar of the data ({covers})", field=f"{name}.end")
+        check_window(name, start, end, first=first, last=last, strict_start=False)
         inside = bars[np.searchsorted(bars, lo, side="left") : np.searchsorted(bars, hi, side="right")]
         count = int(inside.size)
         days = int(np.unique(inside.astype("datetime64[D]")).size)

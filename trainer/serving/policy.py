@@ -14,6 +14,7 @@ from typing import Any
 import numpy as np
 
 from trainer.errors import BundleError
+from trainer.limits import DEFAULT_LIMITS, InputLimits
 
 
 @dataclass
@@ -37,17 +38,18 @@ class ServedPolicy:
     prepared: Any = None
 
     @classmethod
-    def load(cls, path: str | Path, *, threads: int = 1) -> ServedPolicy:
+    def load(cls, path: str | Path, *, threads: int = 1, limits: InputLimits = DEFAULT_LIMITS) -> ServedPolicy:
         """Open a bundle, verify every checksum and start an onnxruntime session on the CPU.
 
         Args:
             path: bundle zip written by :func:`trainer.bundle.export_bundle`.
             threads: onnxruntime intra-op threads (1: requests are small; parallelism comes
                 from serving several requests at once).
+            limits: the bundle's members may decompress to at most ``limits.bundle_bytes``.
 
         Raises:
-            BundleError: missing, truncated or tampered bundle, or an ONNX graph onnxruntime
-                cannot load.
+            BundleError: missing, truncated or tampered bundle, one past ``limits``, or an ONNX
+                graph onnxruntime cannot load.
         """
         import onnxruntime as ort
 
@@ -55,7 +57,7 @@ class ServedPolicy:
 
         path = Path(path)
         signature = _signature(path)
-        members = read_bundle(path)
+        members = read_bundle(path, limits)
         config = json.loads(members["config.json"].decode("utf-8"))
         options = ort.SessionOptions()
         options.intra_op_num_threads = threads
@@ -108,12 +110,13 @@ class PolicyCache:
     Args:
         capacity: sessions kept, >= 1 (each holds the policy's weights: ~100 kB for 64x64 MLPs).
         threads: onnxruntime intra-op threads of each session.
+        limits: caps on each bundle's decompressed size (:class:`trainer.limits.InputLimits`).
     """
 
-    def __init__(self, capacity: int = 32, *, threads: int = 1) -> None:
+    def __init__(self, capacity: int = 32, *, threads: int = 1, limits: InputLimits = DEFAULT_LIMITS) -> None:
         if capacity < 1:
             raise ValueError(f"capacity must be >= 1, got {capacity}")
-        self.capacity, self.threads = capacity, threads
+        self.capacity, self.threads, self.limits = capacity, threads, limits
         self._items: OrderedDict[Any, ServedPolicy] = OrderedDict()
         self._lock = threading.Lock()
         self.loads = 0  # sessions created (a test and the benchmark read it)
@@ -130,7 +133,7 @@ class PolicyCache:
             if policy is not None and policy.path == path and policy.signature == _signature(path):
                 self._items.move_to_end(key)
                 return policy
-        policy = ServedPolicy.load(path, threads=self.threads)
+        policy = ServedPolicy.load(path, threads=self.threads, limits=self.limits)
         with self._lock:
             self.loads += 1
             self._items[key] = policy

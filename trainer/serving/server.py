@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from trainer.errors import TrainerError
+from trainer.limits import DEFAULT_LIMITS, InputLimits
 from trainer.serving.answers import answer
 from trainer.serving.policy import ServedPolicy
 
@@ -25,11 +26,14 @@ def make_server(
     port: int = 8500,
     data_dir: str | Path | None = None,
     cache_dir: str | Path | None = None,
+    limits: InputLimits = DEFAULT_LIMITS,
 ) -> ThreadingHTTPServer:
     """An HTTP server answering ``POST /act`` (and ``/api/agents/<any>/act``) for one bundle.
 
     Same bodies and answers as the web app's endpoint; errors are HTTP 400 with
-    ``{"error": message, "fields": {field: message}}``; ``GET /healthz`` answers the agent's
+    ``{"error": message, "fields": {field: message}}``; a ``Content-Length`` that is not a
+    whole number >= 0 is a 400 and one above ``limits.request_bytes`` a 413 (field ``body``),
+    answered before any of the body is read (the connection is then closed); ``GET /healthz`` answers the agent's
     algorithm, tickers and dimensions. No authentication: bind it to localhost or put it behind
     a proxy that authenticates.
 
@@ -38,11 +42,12 @@ def make_server(
         host, port: where to listen (port 0 picks a free one: ``server.server_address``).
         data_dir: folder of the task's data files, for ``{"date": ...}`` requests.
         cache_dir: Parquet cache of processed market data.
+        limits: the request body cap (``request_bytes``), the bundle's and the data files' caps.
 
     Raises:
         BundleError: the bundle cannot be loaded.
     """
-    policy = ServedPolicy.load(bundle)
+    policy = ServedPolicy.load(bundle, limits=limits)
     market: list[Any] = []
     lock = threading.Lock()
 
@@ -52,7 +57,7 @@ def make_server(
         with lock:
             if not market:
                 spec = DataSpec.from_dict(policy.config["task"]["data"], prefix="data.")
-                market.append(load_market_data(spec, data_dir=data_dir, cache_dir=cache_dir))
+                market.append(load_market_data(spec, data_dir=data_dir, cache_dir=cache_dir, limits=limits))
             return market[0]
 
     class Handler(BaseHTTPRequestHandler):
@@ -67,13 +72,30 @@ def make_server(
         def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - stdlib signature
             return  # no per-request log lines on stderr
 
-        def _send(self, status: int, payload: dict[str, Any]) -> None:
+        def _send(self, status: int, payload: dict[str, Any], *, close: bool = False) -> None:
             data = json.dumps(payload, allow_nan=False).encode()
             self.send_response(status)
             self.send_header("Content-Type", "application/json")
             self.send_header("Content-Length", str(len(data)))
+            if close:  # the body was not read: the next bytes on the socket are not a request
+                self.send_header("Connection", "close")
+                self.close_connection = True
             self.end_headers()
             self.wfile.write(data)
+
+        def _body(self) -> bytes | None:
+            """The request body, or ``None`` after answering 400/413 for its length."""
+            text = (self.headers.get("Content-Length") or "0").strip()
+            if not text.isascii() or not text.isdigit():
+                message = f"Content-Length {text[:40]!r} is not a whole number of bytes"
+                self._send(400, {"error": message, "fields": {"body": message}}, close=True)
+                return None
+            length = int(text)
+            if length > limits.request_bytes:
+                message = f"the body is {length:,} bytes, more than {limits.request_bytes:,} bytes (the limit)"
+                self._send(413, {"error": message, "fields": {"body": message}}, close=True)
+                return None
+            return self.rfile.read(length) if length else b""
 
         def do_GET(self) -> None:  # noqa: N802 - stdlib naming
             if self.path.rstrip("/") == "/healthz":
@@ -83,8 +105,9 @@ def make_server(
                 self._send(404, {"error": f"no such path {self.path}; POST /act", "fields": {}})
 
         def do_POST(self) -> None:  # noqa: N802 - stdlib naming
-            length = int(self.headers.get("Content-Length") or 0)
-            raw = self.rfile.read(length) if length else b""
+            raw = self._body()
+            if raw is None:
+                return
             if not _ACT_PATH.match(self.path.split("?")[0]):
                 self._send(404, {"error": f"no such path {self.path}; POST /act", "fields": {}})
                 return

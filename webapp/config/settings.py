@@ -4,8 +4,9 @@ Variables (see README "Configuration"):
     DEBUG, SECRET_KEY, ALLOWED_HOSTS, CSRF_TRUSTED_ORIGINS, DATABASE_URL, REDIS_URL,
     PADDOCK_VAR_DIR, PADDOCK_DATA_DIR, PADDOCK_BENCHMARK_FILE, PADDOCK_ARTIFACTS_DIR,
     PADDOCK_TORCH_THREADS, PADDOCK_GENERATION_TIME_LIMIT, PADDOCK_LOG_LEVEL, PADDOCK_SERVE_RATE_LIMIT,
-    PADDOCK_SERVE_CACHE_SIZE, PADDOCK_QUOTA_DEVICE_HOURS, PADDOCK_QUOTA_PODS; the artifact storage's
-    PADDOCK_STORAGE and PADDOCK_S3_* in :mod:`webapp.config.storage`.
+    PADDOCK_SERVE_CACHE_SIZE, PADDOCK_UPLOAD_MAX_BYTES, PADDOCK_REQUEST_MAX_BYTES,
+    PADDOCK_QUOTA_DEVICE_HOURS, PADDOCK_QUOTA_PODS; the artifact storage's PADDOCK_STORAGE and
+    PADDOCK_S3_* in :mod:`webapp.config.storage`.
 A bad value stops start-up with one line naming the variable (``SettingsError``).
 """
 
@@ -84,6 +85,8 @@ INSTALLED_APPS = [
 ]
 
 MIDDLEWARE = [
+    # First: every request limit is met before anything reads the body (docs/limits.md).
+    "webapp.core.limits.RequestLimitsMiddleware",
     "django.middleware.security.SecurityMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
@@ -215,8 +218,21 @@ for _d in (PADDOCK_ARTIFACTS_DIR, PADDOCK_CACHE_DIR, PADDOCK_UPLOADS_DIR):
 STORAGES = storages(artifacts_dir=PADDOCK_ARTIFACTS_DIR, uploads_dir=PADDOCK_UPLOADS_DIR)
 PADDOCK_STORAGE = storage_kind()
 MEDIA_ROOT = str(PADDOCK_ARTIFACTS_DIR)
-DATA_UPLOAD_MAX_MEMORY_SIZE = 10 * 1024 * 1024
-FILE_UPLOAD_MAX_MEMORY_SIZE = 10 * 1024 * 1024
+
+# --- Request limits (docs/limits.md; webapp/core/limits.py applies them) ------------------------
+#: Bytes of files one upload may carry (413 from the Content-Length alone, or while it streams).
+PADDOCK_UPLOAD_MAX_BYTES = env_int("PADDOCK_UPLOAD_MAX_BYTES", 100 * 1024 * 1024, minimum=1024)
+#: Bytes of any other request body (JSON, forms without files): Django's own limit.
+DATA_UPLOAD_MAX_MEMORY_SIZE = env_int("PADDOCK_REQUEST_MAX_BYTES", 10 * 1024 * 1024, minimum=1024)
+#: Form fields (and query parameters) per request, and files per request (Django's defaults).
+DATA_UPLOAD_MAX_NUMBER_FIELDS = 1000
+DATA_UPLOAD_MAX_NUMBER_FILES = 100
+#: Nesting of lists and objects in a JSON body (the deepest real body, ``bars``, nests 4).
+PADDOCK_JSON_MAX_DEPTH = 32
+# Uploaded files stream to a temporary file as they arrive (none is held in memory), stopped at
+# PADDOCK_UPLOAD_MAX_BYTES; a request body beyond 2.5 MB is spooled to disk by the ASGI handler.
+FILE_UPLOAD_HANDLERS = ["webapp.core.limits.CappedUploadHandler"]
+FILE_UPLOAD_MAX_MEMORY_SIZE = 2_621_440
 
 REST_FRAMEWORK = {
     # Token first: DRF answers an unauthenticated request with the first class's challenge,
@@ -230,6 +246,11 @@ REST_FRAMEWORK = {
     "DEFAULT_PAGINATION_CLASS": "rest_framework.pagination.PageNumberPagination",
     "PAGE_SIZE": 50,
     "EXCEPTION_HANDLER": "webapp.core.errors.api_exception_handler",
+    "DEFAULT_PARSER_CLASSES": [
+        "webapp.core.parsers.BoundedJSONParser",
+        "rest_framework.parsers.FormParser",
+        "rest_framework.parsers.MultiPartParser",
+    ],
     "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
 }
 SPECTACULAR_SETTINGS = {
@@ -265,6 +286,14 @@ PADDOCK_SERVE_CACHE_SIZE = env_int("PADDOCK_SERVE_CACHE_SIZE", 32, minimum=1)
 # it per user on the Budgets page.
 PADDOCK_QUOTA_DEVICE_HOURS = env_float("PADDOCK_QUOTA_DEVICE_HOURS", 2.0, minimum=0.0)
 PADDOCK_QUOTA_PODS = env_int("PADDOCK_QUOTA_PODS", 2, minimum=1)
+
+# --- What one input may expand to (trainer.limits.InputLimits; docs/limits-trainer.md) --------
+#: Bytes a data file may hold once decompressed (a .csv.gz's text, a Parquet file's columns).
+PADDOCK_MAX_FILE_BYTES = env_int("PADDOCK_MAX_FILE_BYTES", 256 * 1024 * 1024, minimum=1)
+#: Data rows one file may hold.
+PADDOCK_MAX_FILE_ROWS = env_int("PADDOCK_MAX_FILE_ROWS", 2_000_000, minimum=1)
+#: Bytes the members of an agent bundle may hold once decompressed, all together.
+PADDOCK_MAX_BUNDLE_BYTES = env_int("PADDOCK_MAX_BUNDLE_BYTES", 256 * 1024 * 1024, minimum=1)
 CELERY_TASK_TIME_LIMIT = PADDOCK_GENERATION_TIME_LIMIT + 60
 CELERY_TASK_SOFT_TIME_LIMIT = PADDOCK_GENERATION_TIME_LIMIT
 # A task still unacknowledged after this is delivered again (Redis transport); the generation
@@ -283,6 +312,12 @@ CELERY_WORKER_SEND_TASK_EVENTS = False
 # Periodic tasks, run by one `celery beat` process. A beat entry whose task is not registered
 # yet only logs an error at each tick; the reaper requeues generations of dead workers.
 CELERY_BEAT_SCHEDULE = {
+    # a worker whose Redis heartbeat expired is gone: its generations are re-queued at once
+    "reap-orphaned-generations": {
+        "task": "webapp.runs.tasks.reap_orphaned_generations",
+        "schedule": 5.0,
+        "options": {"queue": "cpu", "expires": 5.0},
+    },
     "reap-stale-generations": {
         "task": "webapp.runs.tasks.reap_stale_generations",
         "schedule": 30.0,

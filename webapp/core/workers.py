@@ -128,6 +128,33 @@ def read_heartbeats(url: str) -> list[dict]:
     return sorted(beats, key=lambda b: b.get("name", ""))
 
 
+def live_worker_names(url: str) -> set[str] | None:
+    """The names of the live workers, when Redis can tell which workers are gone; else ``None``.
+
+    A worker is gone when its heartbeat key expired (:data:`HEARTBEAT_TTL_S` after its last
+    beat). Redis can only say so once it has been up for longer than that: right after a
+    restart every key is missing, live workers' included, until they beat again.
+
+    Returns:
+        The node names whose heartbeat key exists, or ``None`` when Redis does not answer or
+        started less than ``HEARTBEAT_TTL_S`` ago.
+    """
+    import redis
+
+    client = _redis_client(url)
+    try:
+        if int(client.info("server").get("uptime_in_seconds", 0)) < HEARTBEAT_TTL_S:
+            return None
+    except redis.RedisError:
+        return None
+    finally:
+        client.close()
+    try:
+        return {b.get("name", "") for b in read_heartbeats(url)}
+    except redis.RedisError:
+        return None
+
+
 class Beacon(bootsteps.StartStopStep):
     """A consumer bootstep of every worker: a thread that writes the worker's heartbeat to
     Redis every :data:`HEARTBEAT_EVERY_S`, and, each time the consumer connects to the broker

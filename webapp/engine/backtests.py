@@ -10,7 +10,7 @@ from typing import Any
 from trainer.errors import TrainerError
 from trainer.jsonable import to_jsonable
 from webapp.core.errors import AppError
-from webapp.engine.market import _market_data
+from webapp.engine.market import _market_data, input_limits
 
 #: The benchmark's ticker in the ``PADDOCK_BENCHMARK_FILE`` price file (adjusted close).
 BENCHMARK_TICKER = "QQQ"
@@ -100,7 +100,7 @@ def _policy_from_file(path: str | Path, *, expected_sha256: str | None) -> tuple
     if path.suffix == ".zip":
         from trainer.bundle import load_agent
 
-        loaded = load_agent(path)
+        loaded = load_agent(path, limits=input_limits())
         info = {
             "kind": "bundle",
             "algorithm": loaded.algorithm,
@@ -402,6 +402,34 @@ def deflated_sharpe_ratio(
         annual_sharpe_variance=annual_sharpe_variance,
         num_observations=num_observations,
         periods_per_year=periods_per_year,
+    )
+
+
+def deflated_information_ratio(
+    information_ratio: float,
+    *,
+    num_observations: int,
+    skewness: float,
+    kurtosis: float,
+    num_trials: int,
+    trial_variance: float,
+    periods_per_year: float | None = None,
+) -> float | None:
+    """Deflated Sharpe Ratio against 1/N: of an agent's annualised information ratio over the
+    cost-free 1/N (``trainer.backtest.relative.deflated_information_ratio_annualised``, Bailey &
+    López de Prado 2014 applied to the active returns), with ``num_trials`` from the trial ledger
+    and ``trial_variance`` the variance of their annualised information ratios; ``periods_per_year``
+    ``None`` means daily data (252)."""
+    from trainer.backtest.relative import deflated_information_ratio_annualised
+
+    return deflated_information_ratio_annualised(
+        information_ratio,
+        num_observations=num_observations,
+        skewness=skewness,
+        kurtosis=kurtosis,
+        num_trials=num_trials,
+        trial_variance=trial_variance,
+        periods_per_year=float(periods_per_year or 252),
     )
 
 

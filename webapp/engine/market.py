@@ -28,6 +28,8 @@ class MarketFiles:
             starts late, ends early or misses days (named with the dates).
         bars: ``trainer.data.intraday.BarInfo.to_dict()``: interval, session, periods per year,
             bar label and time zone (used and detected), half days, missing-bar report.
+        survivorship: one line when the universe looks chosen after the data starts
+            (``trainer.data.survivorship.survivorship_note``), else ``""``.
     """
 
     tickers: list[str]
@@ -36,6 +38,22 @@ class MarketFiles:
     rows: int
     notes: list[str]
     bars: dict[str, Any] = field(default_factory=dict)
+    survivorship: str = ""
+
+
+def input_limits() -> Any:
+    """The caps on what one data file or bundle may expand to (``trainer.limits.InputLimits``),
+    from the settings ``PADDOCK_MAX_FILE_BYTES``, ``PADDOCK_MAX_FILE_ROWS`` and
+    ``PADDOCK_MAX_BUNDLE_BYTES`` (read at each call, so a test's override holds)."""
+    from django.conf import settings
+
+    from trainer.limits import InputLimits
+
+    return InputLimits(
+        file_bytes=settings.PADDOCK_MAX_FILE_BYTES,
+        file_rows=settings.PADDOCK_MAX_FILE_ROWS,
+        bundle_bytes=settings.PADDOCK_MAX_BUNDLE_BYTES,
+    )
 
 
 def loader_options(raw: dict[str, Any] | None) -> dict[str, str]:
@@ -63,11 +81,12 @@ def loader_options(raw: dict[str, Any] | None) -> dict[str, str]:
 def inspect_market_files(
     paths: Sequence[str | Path], *, tickers: Sequence[str] | None = None, options: dict[str, str] | None = None
 ) -> MarketFiles:
-    """Load and validate daily or intraday OHLCV files; report what they hold.
+    """Load and validate daily or intraday OHLCV files, every row of them; report what they hold.
 
     Args:
         paths: absolute file (or folder) paths.
-        tickers: keep only these tickers (``None`` = all in the files).
+        tickers: keep only these tickers (``None`` = all in the files); the rows of the others
+            are validated all the same.
         options: intraday loader options (:func:`loader_options`), e.g. ``{"bar_label": "end"}``.
 
     Returns:
@@ -82,7 +101,11 @@ def inspect_market_files(
     from trainer.data.pipeline import coverage_notes
 
     try:
-        panel = load_panel([str(p) for p in paths], tickers=tickers, **(options or {}))
+        # every row of every file is validated, whatever ``tickers`` keeps: a dataset never stores
+        # a file with a bad row of a ticker it left out (a later dataset may choose it)
+        panel = load_panel(
+            [str(p) for p in paths], tickers=tickers, limits=input_limits(), check_all=True, **(options or {})
+        )
     except TrainerError as exc:
         raise AppError.from_trainer(exc, prefix="") from exc
     if panel.empty:
@@ -93,14 +116,27 @@ def inspect_market_files(
     if bars.intraday:  # coverage by day; missing bars inside a day are in the bar report
         pairs = pairs.assign(date=dates.dt.normalize()).drop_duplicates()
     notes = [str(n) for n in panel.attrs.get("notes", [])] + coverage_notes(pairs)
+    start, end = dates.min().strftime("%Y-%m-%d"), dates.max().strftime("%Y-%m-%d")
+    last_days = {str(t): d.strftime("%Y-%m-%d") for t, d in panel.groupby("tic")["date"].max().items()}
     return MarketFiles(
         tickers=sorted(str(t) for t in panel["tic"].unique()),
-        start=dates.min().strftime("%Y-%m-%d"),
-        end=dates.max().strftime("%Y-%m-%d"),
+        start=start,
+        end=end,
         rows=int(len(panel)),
         notes=notes,
         bars=bars.to_dict(),
+        survivorship=survivorship_note(paths, start, end, last_days) or "",
     )
+
+
+def survivorship_note(
+    paths: Sequence[str | Path], start: Any, end: Any, last_days: dict[str, str] | None = None
+) -> str | None:
+    """``trainer.data.survivorship.survivorship_note``: one line when a universe was chosen after
+    its data starts (a known membership snapshot, or no ticker ever leaving it), else ``None``."""
+    from trainer.data.survivorship import survivorship_note as note
+
+    return note(paths, start, end, last_days)
 
 
 _market_cache: OrderedDict[str, Any] = OrderedDict()
@@ -123,7 +159,7 @@ def _market_data_of(data_spec: Any, *, data_dir: str | None, cache_dir: str | No
         if key in _market_cache:
             _market_cache.move_to_end(key)
             return _market_cache[key]
-    data = load_market_data(data_spec, data_dir=data_dir, cache_dir=cache_dir)
+    data = load_market_data(data_spec, data_dir=data_dir, cache_dir=cache_dir, limits=input_limits())
     with _market_lock:
         _market_cache[key] = data
         while len(_market_cache) > _MARKET_CACHE_SIZE:
@@ -169,7 +205,7 @@ def serve_act(
 
     with _serving_lock:
         if _serving_cache is None:
-            _serving_cache = PolicyCache(cache_size)
+            _serving_cache = PolicyCache(cache_size, limits=input_limits())
     policy = _serving_cache.get(key, bundle_path)
 
     def load_market() -> Any:

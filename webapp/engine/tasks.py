@@ -16,6 +16,7 @@ import numpy as np
 from trainer.errors import TrainerError
 from webapp.core.errors import AppError
 from webapp.engine.backtests import BENCHMARK_TICKER, benchmark_path_for
+from webapp.engine.market import input_limits
 
 
 def configure_process(*, threads: int) -> None:
@@ -190,6 +191,25 @@ def range_bound(value: Any, *, end: bool, field: str) -> Any:
     return dt.datetime.fromisoformat(str(instant))
 
 
+def check_window(start: Any, end: Any, *, first: str, last: str) -> None:
+    """Refuse a backtest range past the data by the rule task splits and the command line use
+    (``trainer.data.splits.check_window``: at most 4 calendar days beyond either edge).
+
+    Args:
+        start, end: the range's bounds (days or ``YYYY-MM-DD HH:MM`` moments).
+        first, last: the dataset's first and last day, ``YYYY-MM-DD``.
+
+    Raises:
+        AppError: naming ``start`` or ``end`` and the data's edge.
+    """
+    from trainer.data.splits import check_window as trainer_check_window
+
+    try:
+        trainer_check_window("", start, end, first=first, last=last)
+    except TrainerError as exc:
+        raise AppError.from_trainer(exc) from exc
+
+
 def clean_tickers(values: Sequence[Any], *, field: str = "tickers") -> list[str]:
     """Ticker symbols a user typed, stripped and upper-cased (``trainer.data.loading.check_ticker``:
     1 to 20 letters, digits, ``.``, ``-``, ``^``, ``=``).
@@ -226,7 +246,7 @@ def _ticker_days(paths: Sequence[str | Path], tickers: Sequence[str] | None = No
     with _days_lock:
         pairs = _days_cache.get(key)
     if pairs is None:
-        pairs = ticker_days([str(p) for p in paths], tickers=tickers)
+        pairs = ticker_days([str(p) for p in paths], tickers=tickers, limits=input_limits())
         with _days_lock:
             _days_cache[key] = pairs
             while len(_days_cache) > _DAYS_CACHE_SIZE:
@@ -326,8 +346,8 @@ def check_task_data(
         )
         kept = list(plan.tickers)
         days = np.unique(pairs.loc[pairs["tic"].isin(kept), "date"].to_numpy().astype("datetime64[D]"))
+        notes = check_coverage(ranges, days, what="data", file=shown, strict_start=False)  # names the file
         check_split_days(ranges, days, intraday=intraday)
-        notes = check_coverage(ranges, days, what="data", file=shown, strict_start=False)
     except TrainerError as exc:
         raise AppError.from_trainer(exc).with_names(file_names) from exc
     check_benchmark_coverage(splits, benchmark_path=benchmark_path_for(paths, default=benchmark_path))

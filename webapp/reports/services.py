@@ -82,12 +82,7 @@ def check_range(*, task, dataset: Dataset, start: Any, end: Any, allow_overlap: 
     if hi <= lo or (len(str(start)) == len(str(end)) == 10 and str(end) <= str(start)):
         raise AppError(f"end: {end} must be after start {start}", fields={"end": f"must be after start {start}"})
     data_start, data_end = engine.parse_day(dataset.start_date, "start"), engine.parse_day(dataset.end_date, "end")
-    if lo < engine.range_bound(data_start, end=False, field="start"):
-        msg = f"before the data, which starts on {data_start}"
-        raise AppError(f"start: {start} is {msg}", fields={"start": msg})
-    if hi > engine.range_bound(data_end, end=True, field="end"):
-        msg = f"after the data, which ends on {data_end}"
-        raise AppError(f"end: {end} is {msg}", fields={"end": msg})
+    engine.check_window(start, end, first=data_start, last=data_end)  # the rule task splits follow
     if allow_overlap:
         return
     seen = seen_overlap(task, start, end)

@@ -33,7 +33,9 @@ logger = logging.getLogger(__name__)
 CLOSE_UNAUTHENTICATED = 4401
 CLOSE_NOT_FOUND = 4404
 #: The channel layer (Redis) is unreachable: the page shows it is offline and connects again.
-CLOSE_TRY_AGAIN = 1013
+#: Not 1013 ("try again later" in RFC 6455's registry): daphne (autobahn) sends only 1000 or an
+#: application code in 3000-4999 and raises on any other, so a 1013 never left the server.
+CLOSE_TRY_AGAIN = 4503
 
 
 class _LayerOutage:
@@ -105,11 +107,16 @@ class RunConsumer(AsyncJsonWebsocketConsumer):
         except StopConsumer:
             pass
         except (redis.RedisError, OSError) as exc:
+            # e.g. Redis restarted: this channel's group membership is gone with it, so no
+            # event would reach the socket again. Stop the heartbeat (it would keep a dead
+            # page looking alive) and close; the page reconnects, rejoins and resyncs.
             _outage.failed("receive", exc)
+            if self._heartbeat is not None:
+                self._heartbeat.cancel()
             try:
                 await send({"type": "websocket.close", "code": CLOSE_TRY_AGAIN})
-            except Exception:  # the client is gone already
-                pass
+            except Exception as close_exc:  # the client is gone already
+                logger.info("closing a WebSocket after a channel-layer error failed: %s", close_exc)
 
     async def _serve(self, scope, receive, send) -> None:
         """What ``AsyncConsumer.__call__`` does (channels 4.3), with one change: the two waits

@@ -186,6 +186,13 @@ def failure_reason(exc: BaseException, *, limit: int = 300) -> str:
     return reason if len(reason) <= limit else reason[: limit - 1] + "…"
 
 
+@app.task(name="webapp.runs.tasks.reap_orphaned_generations", ignore_result=True)
+def reap_orphaned_generations() -> dict[str, int]:
+    """Periodic (every 5 s): re-queue at once the generations of workers known to be gone
+    (their Redis heartbeat expired), so a killed worker's budget share is free in seconds."""
+    return {"reaped": len(services.generations_reap_orphaned())}
+
+
 @app.task(name="webapp.runs.tasks.reap_stale_generations", ignore_result=True)
 def reap_stale_generations() -> dict[str, int]:
     """Periodic: re-queue generations of dead workers, re-send lost messages, give idle pods

@@ -178,3 +178,21 @@ def test_a_portfolio_task_with_its_selection_rule_is_created_through_the_api(wor
     )
     assert bad.status_code == 400
     assert "env.hmax" in bad.json()["fields"] or "selection.rule" in bad.json()["fields"]
+
+
+def test_a_one_sample_rollout_is_a_400_naming_num_envs_and_rollout_steps(world, api_client):
+    response = api_client.post(
+        "/api/tasks/",
+        {
+            "name": "degenerate",
+            "dataset": world.dataset.id,
+            "splits": SPLITS,
+            "algorithm": "a2c",
+            "hyperparameters": {"num_envs": 1, "rollout_steps": 1},
+        },
+        format="json",
+    )
+    assert response.status_code == 400, response.json()
+    body = response.json()
+    assert "hyperparameters.rollout_steps" in body["fields"]
+    assert "num_envs" in body["fields"]["hyperparameters.rollout_steps"]

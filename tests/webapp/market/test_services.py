@@ -73,3 +73,20 @@ def test_the_price_preview_is_stored_at_creation_with_every_ticker_and_read_back
     assert len(dataset.tickers) > 8
     stored[0].write_text('{"series": [], "tickers_total": 0}')
     assert market.dataset_preview(dataset)["series"] == [], "the page reads the stored preview, not the files"
+
+
+def test_a_bad_row_of_a_ticker_left_out_is_refused_at_import(user, dow30_path, tmp_path, settings):
+    import pandas as pd
+
+    from webapp.market.models import Dataset
+
+    rows = pd.read_csv(dow30_path, nrows=3000)
+    rows = rows[rows["tic"].isin(["AAPL", "KO"])].reset_index(drop=True)
+    bad = int(rows.index[rows["tic"] == "KO"][5])
+    rows.loc[bad, "close"] = -1.0  # a KO row; the dataset keeps only AAPL
+    rows.to_csv(tmp_path / "two.csv", index=False)
+    settings.PADDOCK_DATA_DIR = tmp_path
+    with pytest.raises(AppError) as exc:
+        services.dataset_create_from_files(owner=user, name="aapl", paths=["two.csv"], tickers=["AAPL"])
+    assert f"row {bad + 1} " in exc.value.message and "KO" in exc.value.message and "close" in exc.value.message
+    assert not Dataset.objects.exists()

@@ -42,6 +42,16 @@ def test_bad_range_is_refused_naming_the_field(user, agent, start, end, field):
     assert not Backtest.objects.exists()
 
 
+def test_a_range_ending_four_days_past_the_data_is_accepted_as_task_splits_are(user, agent):
+    # the data ends Tuesday 2022-11-15; a task's test split may end 2022-11-19 (the one rule of
+    # trainer.data.splits.check_window), so its end-of-run backtest must be accepted too
+    backtest = services.backtest_create(user=user, agent=agent, start="2022-07-01", end="2022-11-19")
+    assert backtest.status == Backtest.Status.QUEUED
+    with pytest.raises(AppError) as err:
+        services.backtest_create(user=user, agent=agent, start="2022-07-01", end="2022-11-20")
+    assert "end" in err.value.fields and "2022-11-15" in err.value.message
+
+
 @pytest.mark.parametrize(
     ("start", "end"),
     [

@@ -11,6 +11,7 @@ from collections.abc import Callable
 
 import pytest
 
+from tests.harness import deadline_s
 from webapp.runs import selectors, services
 from webapp.runs.models import Agent, Generation, Run
 
@@ -26,7 +27,18 @@ def _generation_intervals(run) -> list[tuple]:
     )
 
 
-def _wait(predicate: Callable[[], bool], *, timeout: float, reap_after: float | None = None, what: str) -> None:
+def _wait(
+    predicate: Callable[[], bool],
+    *,
+    timeout: float,
+    reap_after: float | None = None,
+    orphans: bool = False,
+    what: str,
+) -> None:
+    """Poll ``predicate`` for ``timeout`` seconds (scaled: ``tests.harness.deadline_s``), doing
+    the beat's sweeps meanwhile: the stale reaper after ``reap_after`` s, or (``orphans``) only
+    the reaper of generations whose worker's heartbeat expired, with the default stale time."""
+    timeout = deadline_s(timeout)
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if predicate():
@@ -34,8 +46,12 @@ def _wait(predicate: Callable[[], bool], *, timeout: float, reap_after: float | 
         if reap_after is not None:
             services.generations_reap_stale(stale_after=reap_after)
             services.runs_ensure_work(redispatch_after=30)
+        if orphans:
+            services.generations_reap_orphaned()
+            services.runs_ensure_work(redispatch_after=30)
         time.sleep(0.2)
-    raise AssertionError(f"timed out after {timeout} s waiting for {what}")
+    pending = list(Generation.objects.exclude(status=Generation.Status.DONE).values_list("id", "status", "worker"))
+    raise AssertionError(f"timed out after {timeout:.0f} s waiting for {what}; generations not done: {pending}")
 
 
 def _trained_agents(run: Run):
@@ -110,11 +126,24 @@ def test_a_worker_killed_mid_generation_loses_no_agent_and_makes_no_duplicate(wo
     assert victim in workers.procs
     workers.kill9(victim)
     workers.start("gamma")
-    _wait(lambda: _status(run) == Run.Status.FINISHED, timeout=300, reap_after=3, what="the run to finish")
+
+    # With the default stale time (120 s) the share is released as soon as the victim's Redis
+    # heartbeat expires (10 s), not after 120 s + a 30 s sweep; the live worker's generations
+    # are not re-run, however long they go without a heartbeat of their own.
+    def requeued() -> bool:
+        return Generation.objects.filter(pk=victim_gen.pk, attempt__gt=victim_gen.attempt).exists() or (
+            Generation.objects.filter(pk=victim_gen.pk, status=Generation.Status.QUEUED).exists()
+        )
+
+    _wait(requeued, timeout=45, orphans=True, what="the killed worker's generation to be queued again")
+    _wait(lambda: _status(run) == Run.Status.FINISHED, timeout=300, orphans=True, what="the run to finish")
 
     victim_gen.refresh_from_db()
     assert victim_gen.status == Generation.Status.DONE
     assert victim_gen.attempt >= 2 and victim_gen.worker != victim
+    others = Generation.objects.filter(run=run).exclude(pk=victim_gen.pk)
+    # attempt 0: queued, never claimed (cancelled when the budget ran out); 1: ran once
+    assert max(others.values_list("attempt", flat=True)) <= 1, "no live worker's generation re-ran"
     assert _trained_agents(run).count() == 3
     _assert_one_agent_per_done_generation(run)
 

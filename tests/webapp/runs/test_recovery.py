@@ -23,6 +23,7 @@ from django.db import connection
 from django.test import Client
 
 from tests.e2e.conftest import log_tail
+from tests.harness import deadline_s
 from tests.webapp.runs.test_redis_restart import PrivateRedis, private_redis, worker  # noqa: F401 - fixtures
 from webapp.config.asgi import application  # set up now: Django's logging set-up would drop caplog's handler
 from webapp.core import db
@@ -163,6 +164,7 @@ def _status(gen: Generation) -> str:
 
 
 def _wait(predicate, timeout: float, what: str, proc) -> None:
+    timeout = deadline_s(timeout)
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if predicate():
@@ -398,7 +400,7 @@ async def test_websocket_connects_and_closes_during_a_redis_outage_log_one_warni
             closes.append(await communicator.receive_output(timeout=10))
             await communicator.disconnect()
 
-    assert [c.get("code") for c in closes] == [1013, 1013, 1013], closes
+    assert [c.get("code") for c in closes] == [4503, 4503, 4503], closes
     errors = [r for r in caplog.records if r.levelno >= logging.ERROR]
     warnings = [r.getMessage() for r in caplog.records if r.name == "webapp.runs.consumers"]
     assert errors == []

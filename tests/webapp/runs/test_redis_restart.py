@@ -13,19 +13,17 @@ The reaper is called from the test loop where the beat process would call it, wi
 from __future__ import annotations
 
 import os
-import signal
 import socket
 import subprocess
 import sys
 import time
 from collections.abc import Callable, Iterator
-from pathlib import Path
 
 import pytest
-import redis
 from kombu import pools as kombu_pools
 
-from tests.e2e.conftest import database_url, free_port, log_tail, start_process, stop_process, wait_until
+from tests.e2e.conftest import database_url, log_tail, start_process, stop_process, wait_until
+from tests.harness import PrivateRedis
 from webapp.reports.models import Backtest
 from webapp.reports.tasks import reap_stale_backtests
 from webapp.runs import services, tasks
@@ -42,64 +40,6 @@ REDISPATCH_AFTER_S = 5
 GENERATION_STEPS = 16384  # 2.5 to 6 s of training here, so a crash lands inside a generation
 GENERATIONS = 5  # the env-step cap allows exactly this many
 OUTAGE_S = 4.0
-
-
-class PrivateRedis:
-    """A ``redis-server`` of this test alone on a free port; nothing is persisted, so a
-    restart comes back empty."""
-
-    def __init__(self, workdir: Path) -> None:
-        self.port = free_port()
-        self.url = f"redis://127.0.0.1:{self.port}/0"
-        self.workdir = workdir
-        self.proc: subprocess.Popen | None = None
-
-    def start(self) -> None:
-        argv = ["redis-server", "--port", str(self.port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no"]
-        argv += ["--dir", str(self.workdir), "--protected-mode", "no"]
-        self.proc = start_process(f"redis-{self.port}", argv, dict(os.environ))
-        wait_until(self.answers, self.proc, "private redis-server", timeout=15)
-
-    def answers(self) -> bool:
-        client = redis.Redis.from_url(self.url, socket_connect_timeout=0.5, socket_timeout=0.5)
-        try:
-            return bool(client.ping())
-        except redis.RedisError:
-            return False
-        finally:
-            client.close()
-
-    MARKER = "paddock-test:before-crash"
-
-    def mark(self) -> None:
-        """Write a key that only a Redis which kept its data would still hold after a restart."""
-        client = redis.Redis.from_url(self.url, socket_connect_timeout=1, socket_timeout=1)
-        try:
-            client.set(self.MARKER, "1")
-        finally:
-            client.close()
-
-    def lost_everything(self) -> bool:
-        """The marker written before the crash is gone: the restart kept nothing (queued and
-        unacknowledged messages included). Queue keys themselves are no evidence: workers that
-        reconnect re-send lost generations at once, so a fresh queue may already exist."""
-        client = redis.Redis.from_url(self.url, socket_connect_timeout=1, socket_timeout=1)
-        try:
-            return client.exists(self.MARKER) == 0
-        finally:
-            client.close()
-
-    def crash(self) -> None:
-        """SIGKILL, like a machine that loses power: no shutdown, no save."""
-        assert self.proc is not None
-        os.killpg(self.proc.pid, signal.SIGKILL)
-        self.proc.wait(timeout=10)
-        self.proc = None
-
-    def stop(self) -> None:
-        if self.proc is not None:
-            stop_process(self.proc, grace_s=5)
-            self.proc = None
 
 
 def _point_celery_at(app, url: str) -> None:

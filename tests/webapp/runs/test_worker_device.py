@@ -8,12 +8,11 @@ GPU named in ``PADDOCK_WORKER_GPU``) and the generation must record ``cuda:0 (GP
 from __future__ import annotations
 
 import os
-import time
 
 import pytest
 import torch
 
-from tests.harness import Workers
+from tests.harness import Workers, log_tail, wait_for
 from tests.webapp.runs.conftest import worker_env
 from webapp.runs import services
 from webapp.runs.models import Agent, Generation, Run
@@ -42,10 +41,20 @@ def test_a_generation_records_the_workers_device_ordinal_and_physical_gpu(worker
     run = services.run_start(
         run=make_run(make_budget(env_step_cap=256), num_pods=1, generation_steps=256, device="auto")
     )
-    deadline = time.monotonic() + 180
-    while Run.objects.values_list("status", flat=True).get(pk=run.pk) != Run.Status.FINISHED:
-        assert time.monotonic() < deadline, "the run did not finish within 180 s"
-        time.sleep(0.5)
+
+    def pending() -> str:
+        status = Run.objects.values_list("status", flat=True).get(pk=run.pk)
+        generations = list(Generation.objects.filter(run=run).values_list("id", "status", "attempt", "worker"))
+        proc = next(iter(worker.procs.values()), None)
+        return f"run {status}, generations {generations}; worker log:\n{log_tail(proc) if proc else '(no worker)'}"
+
+    wait_for(
+        lambda: Run.objects.values_list("status", flat=True).get(pk=run.pk) == Run.Status.FINISHED,
+        timeout=180,
+        what="the run to finish",
+        pending=pending,
+        step=0.5,
+    )
     generation = Generation.objects.get(run=run)
     expected = f"cuda:0 (GPU {PHYSICAL_GPU})" if ON_GPU else "cpu"
     assert generation.device == expected

@@ -28,7 +28,8 @@ Generation protocol (one Celery task per generation, ids only, see ``webapp/runs
    queues the pod's next generation in ONE transaction, and only if the row is still
    ``running`` with the same ``attempt`` (a late copy of a reaped generation is discarded).
 4. :func:`generations_reap_stale` marks running generations whose heartbeat is too old
-   ``stale`` and sends them again; :func:`runs_ensure_work` re-sends queued generations whose
+   ``stale`` and sends them again (:func:`generations_reap_orphaned` at once for a worker
+   known to be gone: its Redis heartbeat key expired); :func:`runs_ensure_work` re-sends queued generations whose
    message was lost (Redis restart) and gives idle pods of running runs a generation.
 
 Lock order, everywhere two rows are written: budget row first, then run, generations, pods
@@ -62,7 +63,7 @@ from webapp.runs.services.generations import (
     generation_still_mine,
     generation_superseded,
 )
-from webapp.runs.services.housekeeping import generations_reap_stale, runs_ensure_work
+from webapp.runs.services.housekeeping import generations_reap_orphaned, generations_reap_stale, runs_ensure_work
 from webapp.runs.services.lifecycle import (
     run_create,
     run_pause,
@@ -76,7 +77,8 @@ from webapp.runs.services.quotas import budget_change, budget_create_own, budget
 from webapp.runs.services.results import generation_complete, generation_diverged, generation_fail
 from webapp.runs.services.seeds import runs_create_seeds, runs_start
 from webapp.runs.services.storage import Bundle, agent_bundle, local_copy_of_checkpoint
-from webapp.runs.services.tasks import task_create
+from webapp.runs.services.tasks import task_create, task_prepare
+from webapp.runs.services.trials import trial_record
 
 __all__ = [
     "BUDGET_EDITABLE",
@@ -105,6 +107,7 @@ __all__ = [
     "generation_progress_event",
     "generation_still_mine",
     "generation_superseded",
+    "generations_reap_orphaned",
     "generations_reap_stale",
     "local_copy_of_checkpoint",
     "redispatch_after_s",
@@ -121,5 +124,7 @@ __all__ = [
     "runs_start",
     "stale_after_s",
     "task_create",
+    "task_prepare",
+    "trial_record",
     "task_spec",
 ]
