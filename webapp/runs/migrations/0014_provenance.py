@@ -6,7 +6,7 @@ from django.db import migrations, models
 
 class Migration(migrations.Migration):
     dependencies = [
-        ("runs", "0012_budget_quotas"),
+        ("runs", "0013_budget_quotas"),
     ]
 
     operations = [

@@ -16,7 +16,7 @@ def mark_demo_budgets(apps, schema_editor):
 
 class Migration(migrations.Migration):
     dependencies = [
-        ("runs", "0011_agent_kind_shape"),
+        ("runs", "0012_trial_ledger"),
         migrations.swappable_dependency(settings.AUTH_USER_MODEL),
     ]
 

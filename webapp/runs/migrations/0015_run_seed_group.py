@@ -5,7 +5,7 @@ from django.db import migrations, models
 
 class Migration(migrations.Migration):
     dependencies = [
-        ("runs", "0013_provenance"),
+        ("runs", "0014_provenance"),
     ]
 
     operations = [
