@@ -406,7 +406,7 @@ class PortfolioVecEnv(EpisodeStarts):
             "portfolio_value": value,
             "weights": weights,
             "cash": weights[:, n] * value,
-            "holdings": weights[:, :n] * value[:, None] / prices,
+            "holdings": weights[:, :n] * value.to(self.dtype)[:, None] / prices,
             "day": day,
         }
 

@@ -3,9 +3,11 @@
 Both market envs' sync-free steps (the accelerator default, forced here on the CPU) must trace
 as a single graph, including the steps on which episodes end and restart, and the compiled step
 must give the eager step's results. Tolerance: integers and booleans exactly; floats to
-``rtol=1e-5, atol=1e-6`` (a compiler may fuse and reorder float32 sums; in practice the
-``aot_eager`` backend agrees bit for bit). The inductor test (C++ code generation, a minute or
-more on a loaded 2-core machine with a cold cache) is marked slow.
+``rtol=1e-5`` plus ``1e-5`` of the field's largest magnitude (inductor fuses and reorders
+float32 arithmetic: the float32 differential Sharpe reward divides by ``(B - A^2)^1.5 ~ 1e-6``
+and so amplifies one-ulp differences of its moments to ~1e-5; a cash weight of 1e-7 times a
+million USD differs by cents). The ``aot_eager`` backend agrees bit for bit. The inductor test
+(C++ code generation: minutes on a loaded 2-core machine with a cold cache) is marked slow.
 """
 
 from __future__ import annotations
@@ -48,7 +50,8 @@ def _assert_close(eager, compiled):
         y = compiled[name]
         assert x.dtype == y.dtype and x.shape == y.shape, name
         if x.is_floating_point():
-            torch.testing.assert_close(y, x, rtol=1e-5, atol=1e-6, msg=name)
+            scale = max(1.0, float(x.abs().max()))
+            torch.testing.assert_close(y, x, rtol=1e-5, atol=1e-5 * scale, msg=name)
         else:
             assert torch.equal(x, y), name
 
