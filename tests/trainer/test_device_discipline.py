@@ -263,9 +263,9 @@ def test_checkpoints_resume_exactly_on_the_accelerator_and_reseed_from_a_cpu_sta
     agent.learn(env, 128)
     with mode.in_phase("checkpoint save"):
         save_checkpoint({"agent": agent.state_dict()}, tmp_path / "a.pt")
+    again = make_agent("ppo", env.obs_dim, env.action_dim, dict(ON_POLICY), device=device, seed=1)
     with mode.in_phase("checkpoint load"):
         state = torch.load(tmp_path / "a.pt", weights_only=True)
-        again = make_agent("ppo", env.obs_dim, env.action_dim, dict(ON_POLICY), device=device, seed=1)
         again.load_state_dict(state["agent"])
     # loading copies each saved tensor to the device once (host-to-device copies), nothing else
     assert set(mode.sync_ops["checkpoint load"]) <= COPY_OPS, dict(mode.sync_ops["checkpoint load"])

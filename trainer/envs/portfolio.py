@@ -255,6 +255,9 @@ class PortfolioVecEnv(EpisodeStarts):
             ``feature_stats`` for other features.
     """
 
+    #: state tensors the step replaces (:class:`~trainer.envs.graphed.CudaGraphStep` keeps them static)
+    GRAPH_STATE = ("_day", "_end_day", "_weights", "_value", "_episode_return", "_dsr_a", "_dsr_b", "_draw_count", "nonfinite_steps")
+
     def __init__(
         self,
         data: MarketData,

@@ -157,6 +157,9 @@ class StockTradingVecEnv(EpisodeStarts):
         DataError: fewer than 2 days, non-positive or non-finite prices, non-finite features.
     """
 
+    #: state tensors the step replaces (:class:`~trainer.envs.graphed.CudaGraphStep` keeps them static)
+    GRAPH_STATE = ("_day", "_end_day", "_cash", "_holdings", "_value", "_prices", "_episode_return", "_draw_count", "nonfinite_steps")
+
     def __init__(
         self,
         data: MarketData,

@@ -6,7 +6,7 @@ must give the eager step's results. Tolerance: integers and booleans exactly; fl
 ``rtol=1e-5`` plus ``1e-5`` of the field's largest magnitude (inductor fuses and reorders
 float32 arithmetic: the float32 differential Sharpe reward divides by ``(B - A^2)^1.5 ~ 1e-6``
 and so amplifies one-ulp differences of its moments to ~1e-5; a cash weight of 1e-7 times a
-million USD differs by cents). The ``aot_eager`` backend agrees bit for bit. The inductor test
+million USD differs by cents: USD fields are compared to the largest portfolio value). The ``aot_eager`` backend agrees bit for bit. The inductor test
 (C++ code generation: minutes on a loaded 2-core machine with a cold cache) is marked slow.
 """
 
@@ -17,6 +17,7 @@ import torch
 
 from trainer.envs import EnvConfig, PortfolioConfig, PortfolioVecEnv, StockTradingVecEnv
 
+USD_FIELDS = ("cash", "costs")
 STEPS = 7  # episodes of 3 steps: two rounds of resets
 E = 8
 
@@ -51,6 +52,8 @@ def _assert_close(eager, compiled):
         assert x.dtype == y.dtype and x.shape == y.shape, name
         if x.is_floating_point():
             scale = max(1.0, float(x.abs().max()))
+            if name in USD_FIELDS:  # weights times the portfolio value: errors scale with the value
+                scale = max(scale, float(eager["portfolio_value"].abs().max()))
             torch.testing.assert_close(y, x, rtol=1e-5, atol=1e-5 * scale, msg=name)
         else:
             assert torch.equal(x, y), name
