@@ -58,6 +58,7 @@ from webapp.engine.tasks import (  # noqa: E402
     configure_process,
     default_hyperparameters,
     demo_task,
+    is_sticky_device_error,
     min_env_steps,
     parse_day,
     parse_moment,
@@ -68,6 +69,7 @@ from webapp.engine.tasks import (  # noqa: E402
     selection_rule,
     validate_hyperparameters,
     validate_task,
+    worker_device_problem,
 )
 from webapp.engine.tournament import (  # noqa: E402
     ParentDecision,
@@ -117,6 +119,8 @@ __all__ = [
     "recommended_rebalance_band",
     "prune_leaderboard",
     "resolve_device",
+    "is_sticky_device_error",
+    "worker_device_problem",
     "series_metrics",
     "serve_act",
     "train_generation",
