@@ -50,8 +50,8 @@ from finrl_style_numpy_env import FinRLStyleNumpyEnv  # noqa: E402
 
 from trainer.data import DataSpec, MarketData, build_market_data, load_market_data, load_panel  # noqa: E402
 from trainer.data.sessions import SESSION_FEATURES, session_features  # noqa: E402
-from trainer.envs import EnvConfig, PortfolioConfig, PortfolioVecEnv, StockTradingVecEnv  # noqa: E402
 from trainer.device import configure_device  # noqa: E402
+from trainer.envs import EnvConfig, PortfolioConfig, PortfolioVecEnv, StockTradingVecEnv  # noqa: E402
 from trainer.envs.gym_adapter import StockTradingEnv  # noqa: E402
 
 DOW30_FILE = "dow30_daily_eodhd_2010-01-04_2022-11-15.csv.gz"

@@ -34,7 +34,6 @@ from __future__ import annotations
 import argparse
 import contextlib
 import json
-import os
 import signal
 import sys
 import tempfile
@@ -134,8 +133,15 @@ class Check:
         config = (PortfolioConfig if kind == "portfolio" else EnvConfig)(episode_length=episode_length)
         cls = PortfolioVecEnv if kind == "portfolio" else StockTradingVecEnv
         # the accelerator path (its default on CUDA; forced on the CPU of the dry run)
-        return cls(prepare_market(self.train, config), config, num_envs=num_envs, device=self.device, seed=0,
-                   state_info=False, sync_free=True)
+        return cls(
+            prepare_market(self.train, config),
+            config,
+            num_envs=num_envs,
+            device=self.device,
+            seed=0,
+            state_info=False,
+            sync_free=True,
+        )
 
     def actions(self, env, count: int = 8):
         torch = self.torch
@@ -216,8 +222,11 @@ class Check:
             return {"status": "skipped", "reason": "no CUDA (dry run)"}
         from trainer.envs.graphed import CudaGraphStep
 
-        rows = [self._compare(kind, n, lambda env: CudaGraphStep(env)) for kind in ("portfolio", "stock_trading")
-                for n in self.sizes[1:]]
+        rows = [
+            self._compare(kind, n, lambda env: CudaGraphStep(env))
+            for kind in ("portfolio", "stock_trading")
+            for n in self.sizes[1:]
+        ]
         return {"rows": rows}
 
     def _learn(self, algorithm: str, hyperparameters: dict, env_steps: int) -> dict:
@@ -268,8 +277,12 @@ class Check:
 
     def sac_learn(self) -> dict:
         n = 16 if self.dry else 1024
-        hp = {"num_envs": n, "batch_size": 64 if self.dry else 4096, "buffer_size": 4096 if self.dry else 2**20,
-              "learning_starts": 64 if self.dry else 4096}
+        hp = {
+            "num_envs": n,
+            "batch_size": 64 if self.dry else 4096,
+            "buffer_size": 4096 if self.dry else 2**20,
+            "learning_starts": 64 if self.dry else 4096,
+        }
         return self._learn("sac", hp, n * (10 if self.dry else 100))
 
     def export_cpu(self) -> dict:
@@ -310,21 +323,26 @@ class Check:
 def run(args) -> int:
     import torch
 
-    data_dir = Path(args.data_dir) if args.data_dir else (CHECK_DIR / "data" if (CHECK_DIR / "data").exists()
-                                                           else REPO.parent / "shared" / "data")
+    data_dir = (
+        Path(args.data_dir)
+        if args.data_dir
+        else (CHECK_DIR / "data" if (CHECK_DIR / "data").exists() else REPO.parent / "shared" / "data")
+    )
     if not args.dry_run and not torch.cuda.is_available():
         print("gpu_check: no CUDA device; use --dry-run", file=sys.stderr)
         return 2
     check = Check(args.dry_run, data_dir)
-    emit({
-        "phase": "machine",
-        "status": "ok",
-        "device": torch.cuda.get_device_name(0) if check.cuda else "cpu (dry run)",
-        "torch": torch.__version__,
-        "cuda": torch.version.cuda,
-        "python": sys.version.split()[0],
-        "data": f"{check.train.num_stocks} tickers, {check.train.num_days} train days",
-    })
+    emit(
+        {
+            "phase": "machine",
+            "status": "ok",
+            "device": torch.cuda.get_device_name(0) if check.cuda else "cpu (dry run)",
+            "torch": torch.__version__,
+            "cuda": torch.version.cuda,
+            "python": sys.version.split()[0],
+            "data": f"{check.train.num_stocks} tickers, {check.train.num_days} train days",
+        }
+    )
     failed = 0
     for name in CAPS:
         cap = 60 if args.dry_run else CAPS[name]
@@ -353,8 +371,22 @@ def prepare(args) -> int:
         return 0
     wheels = Path(args.dir) / "wheels"
     platforms = [f"--platform={p}" for p in ("manylinux_2_28_x86_64", "manylinux_2_17_x86_64", "manylinux2014_x86_64")]
-    command = [sys.executable, "-m", "pip", "download", "--no-deps", "--only-binary=:all:", "--python-version", "3.12",
-               "--implementation", "cp", *platforms, "-d", str(wheels), *WHEELS]
+    command = [
+        sys.executable,
+        "-m",
+        "pip",
+        "download",
+        "--no-deps",
+        "--only-binary=:all:",
+        "--python-version",
+        "3.12",
+        "--implementation",
+        "cp",
+        *platforms,
+        "-d",
+        str(wheels),
+        *WHEELS,
+    ]
     return subprocess.run(command, check=False).returncode
 
 

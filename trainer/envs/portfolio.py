@@ -256,7 +256,17 @@ class PortfolioVecEnv(EpisodeStarts):
     """
 
     #: state tensors the step replaces (:class:`~trainer.envs.graphed.CudaGraphStep` keeps them static)
-    GRAPH_STATE = ("_day", "_end_day", "_weights", "_value", "_episode_return", "_dsr_a", "_dsr_b", "_draw_count", "nonfinite_steps")
+    GRAPH_STATE = (
+        "_day",
+        "_end_day",
+        "_weights",
+        "_value",
+        "_episode_return",
+        "_dsr_a",
+        "_dsr_b",
+        "_draw_count",
+        "nonfinite_steps",
+    )
 
     def __init__(
         self,
@@ -560,7 +570,9 @@ class PortfolioVecEnv(EpisodeStarts):
         obs = obs.index_put((done,), self._observe(starts, weights.index_select(0, done)))
         return day, weights, value, episode_return, obs
 
-    def _reset_finished_sync_free(self, truncated, day, weights, value, episode_return, obs) -> tuple[torch.Tensor, ...]:
+    def _reset_finished_sync_free(
+        self, truncated, day, weights, value, episode_return, obs
+    ) -> tuple[torch.Tensor, ...]:
         """Sync-free path: every env gets a next start, finished ones take it (fixed shapes, no
         generator: :mod:`trainer.envs.counter_random`); returns the new state."""
         starts = self._draw_starts_counter(self.num_envs)

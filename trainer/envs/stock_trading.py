@@ -51,6 +51,7 @@ import torch
 
 from trainer.data.market import MarketData
 from trainer.data.sessions import session_close_mask
+from trainer.envs.counter_random import counter_uniform
 from trainer.envs.episodes import (
     MIN_EPISODE_STEPS,
     EpisodeStarts,
@@ -58,7 +59,6 @@ from trainer.envs.episodes import (
     check_flatten_at_close,
     check_market,
 )
-from trainer.envs.counter_random import counter_uniform
 from trainer.envs.observations import FeatureStats, fit_feature_stats, scale_free_market
 from trainer.envs.stock_config import EnvConfig
 from trainer.envs.stock_layout import (
@@ -158,7 +158,17 @@ class StockTradingVecEnv(EpisodeStarts):
     """
 
     #: state tensors the step replaces (:class:`~trainer.envs.graphed.CudaGraphStep` keeps them static)
-    GRAPH_STATE = ("_day", "_end_day", "_cash", "_holdings", "_value", "_prices", "_episode_return", "_draw_count", "nonfinite_steps")
+    GRAPH_STATE = (
+        "_day",
+        "_end_day",
+        "_cash",
+        "_holdings",
+        "_value",
+        "_prices",
+        "_episode_return",
+        "_draw_count",
+        "nonfinite_steps",
+    )
 
     def __init__(
         self,

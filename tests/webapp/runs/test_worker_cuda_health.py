@@ -44,7 +44,9 @@ def test_a_cuda_worker_whose_test_kernel_fails_refuses_the_gpu_queue_and_says_wh
     node = pool.start("brokengpu")
     try:
         beat = _wait(
-            lambda: next((b for b in read_heartbeats(isolated_redis) if b.get("name") == node and b.get("error")), None),
+            lambda: next(
+                (b for b in read_heartbeats(isolated_redis) if b.get("name") == node and b.get("error")), None
+            ),
             90,
             "the worker's heartbeat named its device problem",
         )
