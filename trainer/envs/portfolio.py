@@ -150,9 +150,10 @@ def target_weights(
         ``e^-cash_bias / (N + e^-cash_bias)``.
     """
     a = torch.nan_to_num(action.to(dtype), nan=0.0).clamp(-1.0, 1.0)
-    stocks = a[:, :-1] * logit_scale
-    cash = a[:, -1:] * (logit_scale + cash_bias) - cash_bias
-    return torch.softmax(torch.cat([stocks, cash], dim=1), dim=1)
+    logits = a * logit_scale
+    cash = a[:, -1]
+    logits[:, -1] = cash * (logit_scale + cash_bias) - cash_bias
+    return torch.softmax(logits, dim=1)
 
 
 def banded_target(target: torch.Tensor, weights: torch.Tensor, band: float) -> torch.Tensor:
@@ -511,7 +512,8 @@ class PortfolioVecEnv(EpisodeStarts):
         turnover = (target[:, :n] - weights[:, :n]).abs_().sum(1)
         kept = 1.0 - cfg.cost_pct * turnover  # fraction of value left after costs
         gross = self._gross.index_select(0, day)  # (E, N) close[t+1] / close[t]
-        grown = torch.cat([target[:, :n] * gross, target[:, n:]], dim=1)
+        grown = target.clone()
+        grown[:, :n] *= gross
         growth = grown.sum(1)
         new_weights = grown / growth[:, None]
         factor = kept * growth

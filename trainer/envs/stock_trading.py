@@ -274,12 +274,19 @@ class StockTradingVecEnv(EpisodeStarts):
         if self._scale_free:
             held = holdings * self._close.index_select(0, day)
             value = cash + held.sum(1)
-            # item assignment, not ``out=`` into strided views: torch.compile keeps it in one graph
-            obs[:, 0] = cash / value
-            obs[:, self._hold_slice] = held / value.to(held.dtype)[:, None]
+            if self.sync_free:  # item assignment: ``out=`` into strided views breaks torch.compile's graph
+                obs[:, 0] = cash / value
+                obs[:, self._hold_slice] = held / value.to(held.dtype)[:, None]
+            else:  # the CPU path writes in place (one pass fewer over (E, N)); same values
+                torch.div(cash, value, out=obs[:, 0])
+                torch.div(held, value[:, None], out=obs[:, self._hold_slice])
             return obs
-        obs[:, 0] = cash * CASH_SCALE
-        obs[:, self._hold_slice] = holdings * HOLDINGS_SCALE
+        if self.sync_free:
+            obs[:, 0] = cash * CASH_SCALE
+            obs[:, self._hold_slice] = holdings * HOLDINGS_SCALE
+        else:
+            torch.mul(cash, CASH_SCALE, out=obs[:, 0])
+            torch.mul(holdings, HOLDINGS_SCALE, out=obs[:, self._hold_slice])
         return obs
 
     # ------------------------------------------------------------------ episode starts
