@@ -52,6 +52,13 @@ and the tournament's top agent); ties go to the reference. Only then are the cho
 and the reference's agents (already trained) run on the test windows; the other settings' test
 figures are never computed.
 
+**Walk-forward protocol** (``--walk-forward``): the Dow 30 and Nasdaq-100 with anchored yearly
+folds tested on 2014-2022 and the simple baselines on the same days (1/N with costs, inverse
+volatility, 12-1 momentum tilt, low-volatility tilt), each against the cost-free 1/N with an
+interval and a verdict (:mod:`walk_forward_baselines`, ``docs/walk-forward.md``). The windows
+above that test on 2021-01..2022-11 have been read too often: that span is validation inside
+the walk-forward now, not a headline.
+
 Usage: ``OMP_NUM_THREADS=1 .venv/bin/python benchmarks/learning_quality.py [--quick] [--seeds 0 1 2]
 [--band B --penalty P --init-log-std S | --select B:P[:S] ...]``
 """
@@ -616,7 +623,20 @@ def main() -> None:
     parser.add_argument(
         "--data-dir", default=os.environ.get("PADDOCK_DATA_DIR") or str(REPO.parent / "shared" / "data")
     )
+    parser.add_argument(
+        "--walk-forward",
+        action="store_true",
+        help="the walk-forward protocol instead: the simple baselines on test years 2014-2022 "
+        "(benchmarks/walk_forward_baselines.py; docs/walk-forward.md)",
+    )
     args = parser.parse_args()
+    if args.walk_forward:
+        sys.path.insert(0, str(REPO / "benchmarks"))
+        from walk_forward_baselines import FILES, universe_table
+
+        for name, file in FILES.items():
+            print("\n".join(universe_table(name, Path(args.data_dir) / file)), end="\n\n")
+        return
     if args.quick:
         # 3 pods: one per algorithm of the mixed tournament
         args.seeds, args.pods, args.generations, args.generation_steps = [0], 3, 2, 8192

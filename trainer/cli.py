@@ -1,4 +1,4 @@
-"""The ``python -m trainer`` command line: ``train``, ``evaluate`` and ``export``.
+"""The ``python -m trainer`` command line: ``train``, ``evaluate``, ``export``, ``serve`` and ``walk-forward``.
 
 ``python -m trainer train --data-dir ../shared/data`` trains the built-in Dow-30 demo task
 (train 2010-2019, validate 2020, test 2021-01-01..2022-11-15) with PPO's defaults, writes a
@@ -30,6 +30,7 @@ import yaml
 from trainer.cli_commands import EXIT_TRAINING_FAILED, EXIT_USAGE, cmd_evaluate, cmd_export, cmd_serve, cmd_train
 from trainer.cli_inputs import task_from_args
 from trainer.cli_output import data_summary, format_data_summary, format_metrics
+from trainer.cli_walk_forward import cmd_walk_forward
 from trainer.errors import Diverged, TrainerError
 from trainer.version import __version__
 
@@ -43,6 +44,7 @@ __all__ = [
     "cmd_export",
     "cmd_serve",
     "cmd_train",
+    "cmd_walk_forward",
     "data_summary",
     "default_data_dir",
     "format_data_summary",
@@ -52,6 +54,8 @@ __all__ = [
 ]
 
 DEFAULT_ENV_STEPS = 2_000_000
+#: Env steps of each candidate in each fold of ``walk-forward`` when ``--env-steps`` is not given.
+WALK_FORWARD_ENV_STEPS = 500_000
 #: The shared data folder beside a checkout (``<repo>/../shared/data``), used when neither
 #: ``--data-dir`` nor ``PADDOCK_DATA_DIR`` is given and it exists.
 SHARED_DATA_DIR = Path(__file__).resolve().parents[1].parent / "shared" / "data"
@@ -85,6 +89,17 @@ def _positive_int(text: str) -> int:
     return int(value)
 
 
+def _whole(text: str) -> int:
+    """A whole number >= 0."""
+    try:
+        value = int(text.replace("_", ""))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"{text!r} must be a whole number >= 0")
+    return value
+
+
 def _hp_pair(text: str) -> tuple[str, Any]:
     key, sep, raw = text.partition("=")
     if not sep or not key.strip():
@@ -111,6 +126,62 @@ BENCHMARK_HELP = (
 )
 
 
+def add_task_flags(parser: argparse.ArgumentParser) -> None:
+    """The task flags ``train`` and ``walk-forward`` share (the task file, data, env, algorithm,
+    hyperparameters, device, seed, output); :func:`trainer.cli_inputs.task_from_args` reads them."""
+    parser.add_argument("task", nargs="?", help="task file (YAML or JSON) as TaskSpec.to_dict() writes it")
+    parser.add_argument("--data", nargs="+", metavar="PATH", help="data file(s) or folder(s), replacing the task's")
+    parser.add_argument(
+        "--data-dir",
+        metavar="DIR",
+        default=default_data_dir(),
+        help=DATA_DIR_HELP,
+    )
+    parser.add_argument("--cache-dir", metavar="DIR", help="Parquet cache of processed market data")
+    parser.add_argument("--benchmark", metavar="FILE", help=BENCHMARK_HELP)
+    parser.add_argument(
+        "--tickers", metavar="A,B,...", help="comma-separated tickers to trade (default: all; an empty list is refused)"
+    )
+    parser.add_argument("--algo", choices=None, metavar="NAME", help="algorithm: ppo, a2c, sac, td3 or ddpg")
+    parser.add_argument(
+        "--env",
+        choices=("stock_trading", "portfolio"),
+        help="task kind: stock_trading (whole-share trades) or portfolio (target weights; zero action = equal weight)",
+    )
+    parser.add_argument(
+        "--observation",
+        choices=("scale_free", "finrl"),
+        help="observation layout (default scale_free; finrl: raw prices and indicators as in FinRL)",
+    )
+    parser.add_argument(
+        "--reward",
+        choices=("log_return", "excess_log_return", "differential_sharpe"),
+        help="reward of the portfolio env (default log_return)",
+    )
+    parser.add_argument(
+        "--rebalance-band",
+        type=float,
+        metavar="FRACTION",
+        help="portfolio env no-trade band: a stock's weight moves only when it is more than this fraction "
+        "of value from its target (--env portfolio starts with 0.01 unless the task file sets it; 0 trades "
+        "every difference)",
+    )
+    parser.add_argument(
+        "--turnover-penalty",
+        type=float,
+        metavar="COEF",
+        help="portfolio env training-only reward penalty per unit of turnover (default 0)",
+    )
+    parser.add_argument("--num-envs", type=_positive_int, help="parallel envs (hyperparameter num_envs)")
+    parser.add_argument(
+        "--hp", action="append", type=_hp_pair, default=[], metavar="NAME=VALUE", help="set a hyperparameter"
+    )
+    parser.add_argument("--device", default="auto", help="auto, cpu, cuda or cuda:N (default auto)")
+    parser.add_argument("--seed", type=int, default=0, help="random seed (default 0)")
+    parser.add_argument("--out", metavar="DIR", help="output folder (default ./paddock-runs/<UTC time>)")
+    parser.add_argument("--json", action="store_true", help="print the result as JSON")
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The argument parser of ``python -m trainer`` (exposed for docs and tests)."""
     parser = _Parser(
@@ -131,19 +202,7 @@ def build_parser() -> argparse.ArgumentParser:
             "2021-01-01..2022-11-15, PPO)."
         ),
     )
-    train.add_argument("task", nargs="?", help="task file (YAML or JSON) as TaskSpec.to_dict() writes it")
-    train.add_argument("--data", nargs="+", metavar="PATH", help="data file(s) or folder(s), replacing the task's")
-    train.add_argument(
-        "--data-dir",
-        metavar="DIR",
-        default=default_data_dir(),
-        help=DATA_DIR_HELP,
-    )
-    train.add_argument("--cache-dir", metavar="DIR", help="Parquet cache of processed market data")
-    train.add_argument("--benchmark", metavar="FILE", help=BENCHMARK_HELP)
-    train.add_argument(
-        "--tickers", metavar="A,B,...", help="comma-separated tickers to trade (default: all; an empty list is refused)"
-    )
+    add_task_flags(train)
     for split in ("train", "validation", "test"):
         train.add_argument(
             f"--{split}",
@@ -151,36 +210,6 @@ def build_parser() -> argparse.ArgumentParser:
             metavar=("START", "END"),
             help=f"{split} range, inclusive: YYYY-MM-DD, or 'YYYY-MM-DD HH:MM' (exchange time, bar end) on intraday data",
         )
-    train.add_argument("--algo", choices=None, metavar="NAME", help="algorithm: ppo, a2c, sac, td3 or ddpg")
-    train.add_argument(
-        "--env",
-        choices=("stock_trading", "portfolio"),
-        help="task kind: stock_trading (whole-share trades) or portfolio (target weights; zero action = equal weight)",
-    )
-    train.add_argument(
-        "--observation",
-        choices=("scale_free", "finrl"),
-        help="observation layout (default scale_free; finrl: raw prices and indicators as in FinRL)",
-    )
-    train.add_argument(
-        "--reward",
-        choices=("log_return", "excess_log_return", "differential_sharpe"),
-        help="reward of the portfolio env (default log_return)",
-    )
-    train.add_argument(
-        "--rebalance-band",
-        type=float,
-        metavar="FRACTION",
-        help="portfolio env no-trade band: a stock's weight moves only when it is more than this fraction "
-        "of value from its target (--env portfolio starts with 0.01 unless the task file sets it; 0 trades "
-        "every difference)",
-    )
-    train.add_argument(
-        "--turnover-penalty",
-        type=float,
-        metavar="COEF",
-        help="portfolio env training-only reward penalty per unit of turnover (default 0)",
-    )
     train.add_argument(
         "--env-steps",
         type=_positive_int,
@@ -193,15 +222,70 @@ def build_parser() -> argparse.ArgumentParser:
         default=1,
         help="split the budget into N generations, each continuing the best",
     )
-    train.add_argument("--num-envs", type=_positive_int, help="parallel envs (hyperparameter num_envs)")
-    train.add_argument(
-        "--hp", action="append", type=_hp_pair, default=[], metavar="NAME=VALUE", help="set a hyperparameter"
-    )
-    train.add_argument("--device", default="auto", help="auto, cpu, cuda or cuda:N (default auto)")
-    train.add_argument("--seed", type=int, default=0, help="random seed (default 0)")
-    train.add_argument("--out", metavar="DIR", help="output folder (default ./paddock-runs/<UTC time>)")
     train.add_argument("--no-progress", action="store_true", help="no progress bar")
-    train.add_argument("--json", action="store_true", help="print the result as JSON")
+
+    wf = sub.add_parser(
+        "walk-forward",
+        help="a walk-forward study: train, select and test fold by fold, stitch the test spans",
+        description=(
+            "Anchored walk-forward study (docs/walk-forward.md): fold k is tested on the calendar year(s) "
+            "FIRST_TEST_YEAR + k x FOLD_YEARS, validated on the VALIDATION_DAYS trading days before it and "
+            "trained on every day from START before that, with GAP_DAYS trading days dropped at each "
+            "boundary. CANDIDATES agents (seeds) train per fold for ENV_STEPS env steps each; the best on "
+            "validation is tested. Prints each fold, the stitched out-of-sample record against 1/N with its "
+            "interval and verdict, and the Probability of Backtest Overfitting over every candidate."
+        ),
+    )
+    add_task_flags(wf)
+    wf.add_argument(
+        "--start", required=True, metavar="YYYY-MM-DD", help="first day of the study (the first fold trains from it)"
+    )
+    wf.add_argument(
+        "--end", required=True, metavar="YYYY-MM-DD", help="last day of the study (the last test span ends on it)"
+    )
+    wf.add_argument(
+        "--first-test-year",
+        required=True,
+        type=_positive_int,
+        metavar="YEAR",
+        help="calendar year of the first test span",
+    )
+    wf.add_argument(
+        "--fold-years", type=_positive_int, default=1, metavar="N", help="calendar years per test span (default 1)"
+    )
+    wf.add_argument(
+        "--validation-days",
+        type=_positive_int,
+        default=252,
+        metavar="N",
+        help="trading days of each validation span (default 252)",
+    )
+    wf.add_argument(
+        "--gap-days",
+        type=_whole,
+        default=5,
+        metavar="N",
+        help="purge/embargo trading days at each boundary (default 5)",
+    )
+    wf.add_argument(
+        "--train-days",
+        type=_positive_int,
+        metavar="N",
+        help="rolling windows: train on the last N trading days only (default: anchored)",
+    )
+    wf.add_argument(
+        "--max-folds", type=_positive_int, metavar="N", help="stop after N folds (default: every year up to --end)"
+    )
+    wf.add_argument(
+        "--candidates", type=_positive_int, default=4, metavar="K", help="agents (seeds) trained per fold (default 4)"
+    )
+    wf.add_argument(
+        "--env-steps",
+        type=_positive_int,
+        default=WALK_FORWARD_ENV_STEPS,
+        help=f"env steps of each candidate in each fold (default {WALK_FORWARD_ENV_STEPS:,})",
+    )
+    wf.set_defaults(train=None, validation=None, test=None)
 
     ev = sub.add_parser(
         "evaluate",
@@ -264,7 +348,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     2 user error, 130 interrupted)."""
     parser = build_parser()
     args = parser.parse_args(argv)
-    commands = {"train": cmd_train, "evaluate": cmd_evaluate, "export": cmd_export, "serve": cmd_serve}
+    commands = {
+        "train": cmd_train,
+        "evaluate": cmd_evaluate,
+        "export": cmd_export,
+        "serve": cmd_serve,
+        "walk-forward": cmd_walk_forward,
+    }
     try:
         return commands[args.command](args)
     except Diverged as exc:  # cmd_train reports its own; a safety net for any other path

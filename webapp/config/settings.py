@@ -4,7 +4,8 @@ Variables (see README "Configuration"):
     DEBUG, SECRET_KEY, ALLOWED_HOSTS, CSRF_TRUSTED_ORIGINS, DATABASE_URL, REDIS_URL,
     PADDOCK_VAR_DIR, PADDOCK_DATA_DIR, PADDOCK_BENCHMARK_FILE, PADDOCK_ARTIFACTS_DIR,
     PADDOCK_TORCH_THREADS, PADDOCK_GENERATION_TIME_LIMIT, PADDOCK_LOG_LEVEL, PADDOCK_SERVE_RATE_LIMIT,
-    PADDOCK_SERVE_CACHE_SIZE.
+    PADDOCK_SERVE_CACHE_SIZE; the artifact storage's PADDOCK_STORAGE and PADDOCK_S3_* in
+    :mod:`webapp.config.storage`.
 A bad value stops start-up with one line naming the variable (``SettingsError``).
 """
 
@@ -18,6 +19,7 @@ from pathlib import Path
 import dj_database_url
 
 from webapp.config.env import SettingsError, env_bool, env_int, env_list, env_str, env_url
+from webapp.config.storage import storage_kind, storages
 
 BASE_DIR = Path(__file__).resolve().parent.parent.parent
 
@@ -69,6 +71,7 @@ INSTALLED_APPS = [
     "webapp.market",
     "webapp.runs",
     "webapp.reports",
+    "webapp.studies",
     "webapp.serving",
 ]
 
@@ -199,14 +202,10 @@ PADDOCK_UPLOADS_DIR = VAR_DIR / "uploads"
 for _d in (PADDOCK_ARTIFACTS_DIR, PADDOCK_CACHE_DIR, PADDOCK_UPLOADS_DIR):
     _d.mkdir(parents=True, exist_ok=True)
 
-STORAGES = {
-    # Checkpoints, agent bundles and reports: swap for an S3-compatible backend in production.
-    "default": {
-        "BACKEND": "django.core.files.storage.FileSystemStorage",
-        "OPTIONS": {"location": str(PADDOCK_ARTIFACTS_DIR)},
-    },
-    "staticfiles": {"BACKEND": "django.contrib.staticfiles.storage.StaticFilesStorage"},
-}
+# Checkpoints, agent bundles and reports: a local folder, or an S3-compatible bucket
+# (PADDOCK_STORAGE=s3, webapp/config/storage.py).
+STORAGES = storages(artifacts_dir=PADDOCK_ARTIFACTS_DIR, uploads_dir=PADDOCK_UPLOADS_DIR)
+PADDOCK_STORAGE = storage_kind()
 MEDIA_ROOT = str(PADDOCK_ARTIFACTS_DIR)
 DATA_UPLOAD_MAX_MEMORY_SIZE = 10 * 1024 * 1024
 FILE_UPLOAD_MAX_MEMORY_SIZE = 10 * 1024 * 1024

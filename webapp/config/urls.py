@@ -19,6 +19,7 @@ from webapp.market import api as market_api
 from webapp.reports import api as reports_api
 from webapp.runs import api as runs_api
 from webapp.serving import api as serving_api
+from webapp.studies import api as studies_api
 
 # The API docs' description: the REST overview plus the WebSocket protocol (docs/websocket.md).
 API_DESCRIPTION = (
@@ -51,6 +52,7 @@ router.register("agents", runs_api.AgentViewSet, basename="agent")
 
 
 reports_api.register(router)
+studies_api.register(router)
 
 api_patterns = [
     path("auth/token/", core_api.TokenView.as_view(), name="token"),
@@ -66,6 +68,7 @@ urlpatterns = [
     path("", include("webapp.market.urls")),
     path("", include("webapp.reports.urls")),
     path("", include("webapp.serving.urls")),
+    path("", include("webapp.studies.urls")),
     path("account/token/", core_api.token_page, name="token"),
     path("admin/", admin.site.urls),
     path("api/", include((api_patterns, "api"), namespace="api")),

@@ -97,8 +97,17 @@ def check_workers() -> dict:
     return result
 
 
-def check_all() -> dict:
-    """Check every service; all of them are required for the app to do its work.
+#: What ``check_all`` checks; by default all of them are required.
+PARTS = ("database", "redis", "channel_layer", "workers")
+
+
+def check_all(required: tuple[str, ...] = PARTS) -> dict:
+    """Check every service; by default all of them are required for the app to do its work.
+
+    Args:
+        required: the checks whose failure makes the report not ``ok`` (a subset of
+            :data:`PARTS`; e.g. ``("database",)`` for a web server's readiness probe, so that a
+            Redis outage or GPU workers scaled to zero do not take the pages out of service).
 
     Returns:
         ``{"ok": bool, "down": [names of failed checks], "checks": {name: {"ok": ..., ...}}}``
@@ -114,7 +123,6 @@ def check_all() -> dict:
         check_channel_layer() if checks["redis"]["ok"] else {"ok": False, "error": "Redis is down"}
     )
     checks["workers"] = check_workers() if checks["redis"]["ok"] else {"ok": False, "error": "Redis is down"}
-    required = ("database", "redis", "channel_layer", "workers")
     down = [name for name in required if not checks[name]["ok"]]
     if down:
         reasons = "; ".join(f"{name}: {checks[name].get('error', 'down')}" for name in down)

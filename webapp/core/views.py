@@ -20,8 +20,19 @@ def home(request: HttpRequest) -> HttpResponse:
 def healthz(request: HttpRequest) -> JsonResponse:
     """Database, Redis, channel layer and Celery worker status; 503 when a required part is down.
     Signed-in users and direct requests from the machine itself see each check; anyone else
-    only ``{"ok", "status": "up" | "down"}``."""
-    report = health.check_all()
+    only ``{"ok", "status": "up" | "down"}``.
+
+    ``?require=database,redis`` makes only those checks decide the status (a probe's choice:
+    ``?require=database`` for readiness, ``?require=`` for liveness: 200 whenever the process
+    answers); an unknown name is a 400 naming ``require``."""
+    required = health.PARTS
+    if "require" in request.GET:
+        required = tuple(p.strip() for p in request.GET["require"].split(",") if p.strip())
+        unknown = sorted(set(required) - set(health.PARTS))
+        if unknown:
+            message = f"unknown check {', '.join(unknown)}; expected some of {', '.join(health.PARTS)}"
+            return JsonResponse({"error": f"require: {message}", "fields": {"require": message}}, status=400)
+    report = health.check_all(required)
     status = 200 if report["ok"] else 503
     if not (request.user.is_authenticated or _from_this_machine(request)):
         # Without login: up or down, nothing about the machines, queues or errors.

@@ -13,7 +13,8 @@ them at start-up.
 - :mod:`.tournament`: parent choice, mutation, leaderboard pruning;
 - :mod:`.market`: market files (inspect, download) and the per-process data cache;
 - :mod:`.generations`: training one generation, the demo's throughput measurement;
-- :mod:`.backtests`: backtests of stored agents, series metrics, bundle export.
+- :mod:`.backtests`: backtests of stored agents, series metrics, bundle export;
+- :mod:`.studies`: walk-forward studies: fold plans and the stitched out-of-sample record.
 """
 
 # also the names the rest of webapp catches them by (Diverged is a TrainerError: catch it first)
@@ -48,6 +49,7 @@ from webapp.engine.market import (  # noqa: E402
     loader_options,
     serve_act,
 )
+from webapp.engine.studies import check_study_plan, plan_study_folds, stitch_study  # noqa: E402
 from webapp.engine.tasks import (  # noqa: E402
     algorithms,
     check_benchmark_coverage,
@@ -96,6 +98,7 @@ __all__ = [
     "check_generation_steps",
     "check_mutation",
     "check_run_device",
+    "check_study_plan",
     "check_benchmark_coverage",
     "check_task_data",
     "clean_tickers",
@@ -114,6 +117,7 @@ __all__ = [
     "mutate_hyperparameters",
     "parse_day",
     "parse_moment",
+    "plan_study_folds",
     "range_bound",
     "preload_trainer",
     "recommended_rebalance_band",
@@ -123,6 +127,7 @@ __all__ = [
     "worker_device_problem",
     "series_metrics",
     "serve_act",
+    "stitch_study",
     "train_generation",
     "validate_hyperparameters",
     "validate_task",

@@ -5,20 +5,42 @@ from __future__ import annotations
 from pathlib import Path
 
 from django.conf import settings
-from django.core.files.storage import FileSystemStorage
+from django.core.files.storage import Storage, storages
 from django.db import models
 
 
-def uploads_storage() -> FileSystemStorage:
-    """Storage of user-uploaded data files (``PADDOCK_UPLOADS_DIR``, i.e. ``var/uploads``)."""
-    return FileSystemStorage(location=str(settings.PADDOCK_UPLOADS_DIR))
+def uploads_storage() -> Storage:
+    """Storage of user-uploaded data files, ``STORAGES["uploads"]``: ``var/uploads``, or the
+    bucket's ``uploads/`` with ``PADDOCK_STORAGE=s3``."""
+    return storages["uploads"]
+
+
+def upload_local_path(name: str, storage: Storage) -> Path:
+    """A local file holding the uploaded file ``name`` of ``storage`` (the trainer reads files
+    by path).
+
+    In a local folder, the file itself. In a bucket, a copy in ``PADDOCK_CACHE_DIR/uploads``
+    under the object's ETag, fetched on first use on this machine (a cache fill: streamed to a
+    ``.part`` file and renamed when complete, so a half-fetched file is never read; a name
+    deleted and uploaded again has a new ETag, so an old copy is never read for it).
+    """
+    from webapp.core import artifacts
+
+    if not artifacts.is_remote(storage):
+        return Path(storage.path(name))
+    local = Path(settings.PADDOCK_CACHE_DIR) / "uploads" / artifacts.etag(name, storage) / name
+    if not local.exists():
+        local.parent.mkdir(parents=True, exist_ok=True)
+        artifacts.local_copy(name, local, storage=storage)
+    return local
 
 
 class Dataset(models.Model):
     """A set of daily or intraday OHLCV files, validated once when it was created.
 
     The source is either ``paths`` (files relative to ``PADDOCK_DATA_DIR``, shared read-only by
-    every worker) or one ``upload`` stored under ``var/uploads``. ``tickers``, ``start_date``,
+    every worker) or one ``upload`` stored under ``var/uploads`` (or the bucket's ``uploads/``).
+    ``tickers``, ``start_date``,
     ``end_date`` and ``notes`` are what the trainer's loader found when the dataset was
     created (adjustment choices, merged duplicates), shown to the user before a task is built.
     ``interval`` (``1d``, ``1h``, ``30m``, ``15m``, ``5m``, ``1m``), ``session`` and ``bars``
@@ -54,7 +76,7 @@ class Dataset(models.Model):
     def source_paths(self) -> list[str]:
         """Absolute paths of the files to load, for ``trainer.data.DataSpec.paths``."""
         if self.upload:
-            return [self.upload.path]
+            return [str(upload_local_path(self.upload.name, self.upload.storage))]
         return [str(Path(settings.PADDOCK_DATA_DIR) / p) for p in self.paths]
 
     @property
@@ -69,5 +91,6 @@ class Dataset(models.Model):
     def file_names(self) -> dict[str, str]:
         """Absolute path of each source file -> the name the user knows it by (for messages)."""
         if self.upload:
-            return {self.upload.path: self.upload_name or Path(self.upload.name).name}
+            local = upload_local_path(self.upload.name, self.upload.storage)
+            return {str(local): self.upload_name or Path(self.upload.name).name}
         return {str(Path(settings.PADDOCK_DATA_DIR) / p): p for p in self.paths}

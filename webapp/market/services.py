@@ -106,7 +106,8 @@ def dataset_create_from_files(
 def dataset_create_from_upload(
     *, owner, name: str, upload: UploadedFile, options: dict[str, Any] | None = None
 ) -> Dataset:
-    """Create a dataset from one uploaded CSV/CSV.gz/Parquet file (stored under var/uploads).
+    """Create a dataset from one uploaded CSV/CSV.gz/Parquet file (stored under var/uploads, or
+    the bucket's uploads/).
 
     ``options`` are the intraday loader options, as for :func:`dataset_create_from_files`.
 

@@ -441,7 +441,9 @@ def backtest_execute(*, backtest_id: int) -> Backtest:
     spec["data"]["tickers"] = list(backtest.tickers)
     with tempfile.TemporaryDirectory(prefix="paddock-backtest-") as tmp:
         local = local_copy_of_checkpoint(
-            agent.checkpoint, Path(tmp) / ("agent" + (Path(agent.checkpoint).suffix or ".pt"))
+            agent.checkpoint,
+            Path(tmp) / ("agent" + (Path(agent.checkpoint).suffix or ".pt")),
+            expected_sha256=agent.sha256 or None,
         )
         output = engine.backtest_agent(
             agent_path=str(local),

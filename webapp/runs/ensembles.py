@@ -92,7 +92,10 @@ def ensemble_get_or_create(*, run: Run, k: int = DEFAULT_K) -> tuple[Agent, bool
     if existing is not None:
         return existing, False
     with tempfile.TemporaryDirectory(prefix="paddock-ensemble-") as tmp:
-        paths = [services.local_copy_of_checkpoint(a.checkpoint, Path(tmp) / f"member-{a.id}.pt") for a in members]
+        paths = [
+            services.local_copy_of_checkpoint(a.checkpoint, Path(tmp) / f"member-{a.id}.pt", expected_sha256=a.sha256)
+            for a in members
+        ]
         out = Path(tmp) / "ensemble.pt"
         try:
             result = engine.build_ensemble(

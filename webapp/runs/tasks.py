@@ -112,7 +112,11 @@ def run_generation(self, generation_id: int) -> None:
         with tempfile.TemporaryDirectory(prefix="paddock-gen-") as tmp:
             parent_path = None
             if claim.parent_checkpoint:
-                parent_path = str(services.local_copy_of_checkpoint(claim.parent_checkpoint, Path(tmp) / "parent.pt"))
+                parent_path = str(
+                    services.local_copy_of_checkpoint(
+                        claim.parent_checkpoint, Path(tmp) / "parent.pt", expected_sha256=claim.parent_sha256
+                    )
+                )
             out_path = Path(tmp) / "agent.pt"
             result = engine.train_generation(
                 claim.task,

@@ -12,15 +12,14 @@ from __future__ import annotations
 import hashlib
 import time
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 import redis
 from django.conf import settings
-from django.core.files.storage import default_storage
 from django.db import transaction
 
 from webapp import engine
+from webapp.core import artifacts
 from webapp.core.errors import AppError
 from webapp.runs import selectors
 from webapp.runs import services as runs_services
@@ -121,7 +120,7 @@ def agent_entry(*, user, agent_id: int, cached: cache.AgentEntry | None) -> cach
         agent_stamp=cache.stamp(agent.created_at),
         owner_id=user.pk,
         owner_joined_us=joined,
-        bundle_path=str(Path(default_storage.path(bundle.name))),
+        bundle_path=str(artifacts.local_path(bundle.name, sha256=bundle.sha256, cache_dir=settings.PADDOCK_CACHE_DIR)),
     )
     cache.agent_entry_store(entry)
     return entry

@@ -109,11 +109,21 @@ def test_head_on_a_bundle_gives_the_download_headers_without_a_body(bundle, api_
 def test_a_sidecar_of_another_checkpoint_is_not_served(bundle, api_client):
     """Agent ids restart in a new database while the storage folder stays: a bundle exported for
     an older agent #N must not be served for the new agent #N."""
+    import json
+
+    from django.core.files.base import ContentFile
+    from django.core.files.storage import default_storage
+
     from webapp.runs import services
 
     agent, first, _ = bundle
     old = services.agent_bundle(agent)
-    agent.sha256 = "f" * 64  # another checkpoint under the same agent id
+    # the sidecar an older agent under the same id left: another checkpoint's digest
+    sidecar = f"bundles/run-{agent.run_id}/agent-{agent.id}.json"
+    with default_storage.open(sidecar, "rb") as fh:
+        info = json.loads(fh.read())
+    default_storage.delete(sidecar)
+    default_storage.save(sidecar, ContentFile(json.dumps({**info, "checkpoint_sha256": "f" * 64}).encode()))
     fresh = services.agent_bundle(agent)
     assert fresh.name != old.name
     assert services.agent_bundle(agent) == fresh  # exported once, then served from storage again

@@ -81,3 +81,53 @@ def test_a_cuda_run_on_a_cpu_worker_fails_naming_the_device(run):
     with pytest.raises(engine.TrainerError) as info:
         engine.resolve_device(run, "cpu")
     assert info.value.details == {"field": "device"}
+
+
+@pytest.mark.django_db
+def test_healthz_require_lets_a_probe_ignore_what_it_does_not_need(client, redis_down):
+    # a web server's readiness: the database answers, so the pages can be served
+    ready = client.get("/healthz?require=database")
+    # liveness: the process answers at all
+    alive = client.get("/healthz?require=")
+    full = client.get("/healthz")
+
+    assert (ready.status_code, alive.status_code, full.status_code) == (200, 200, 503)
+    assert ready.json()["checks"]["redis"]["ok"] is False  # still reported, just not required
+    assert client.get("/healthz?require=redis").status_code == 503
+
+
+def test_healthz_require_names_an_unknown_check(client):
+    response = client.get("/healthz?require=database,gpus")
+
+    assert response.status_code == 400
+    assert response.json()["fields"] == {
+        "require": "unknown check gpus; expected some of database, redis, channel_layer, workers"
+    }
+
+
+def test_worker_alive_follows_the_workers_heartbeat_in_redis(settings):
+    import redis
+    from django.core.management import CommandError, call_command
+
+    from webapp.core.workers import HEARTBEAT_KEY
+
+    node = f"probe-test-{free_port()}@host"
+    client = redis.Redis.from_url(settings.REDIS_URL)
+    try:
+        client.set(HEARTBEAT_KEY + node, "{}", ex=10)
+        call_command("worker_alive", node)  # exit 0
+        client.delete(HEARTBEAT_KEY + node)
+        with pytest.raises(CommandError, match="no heartbeat") as failed:
+            call_command("worker_alive", node)
+        assert failed.value.returncode == 1
+    finally:
+        client.delete(HEARTBEAT_KEY + node)
+        client.close()
+
+
+def test_worker_alive_does_not_fail_a_worker_for_a_redis_outage(redis_down, capsys):
+    from django.core.management import call_command
+
+    call_command("worker_alive", "gpu@nowhere")  # no exception: exit 0
+
+    assert "Redis does not answer" in capsys.readouterr().err

@@ -32,7 +32,8 @@ logger = logging.getLogger(__name__)
 class Claim:
     """What a worker needs to train a claimed generation (plain data, no model instances).
 
-    ``parent_checkpoint`` is a name in the default storage (``None`` for a fresh agent).
+    ``parent_checkpoint`` is a name in the default storage (``None`` for a fresh agent) and
+    ``parent_sha256`` its recorded digest, checked when the worker copies it.
     """
 
     generation_id: int
@@ -47,6 +48,7 @@ class Claim:
     hyperparameters: dict[str, Any]
     seed: int
     device: str
+    parent_sha256: str | None = None
 
 
 def _generation_seed(run: Run, pod_index: int, number: int) -> int:
@@ -146,6 +148,7 @@ def generation_claim(*, generation_id: int, worker: str = "", device: str = "") 
             hyperparameters=hyperparameters,
             seed=_generation_seed(run, pod.index, gen.number),
             device=run.device,
+            parent_sha256=None if parent is None else (parent.sha256 or None),
         )
 
 

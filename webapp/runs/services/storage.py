@@ -14,19 +14,22 @@ from django.core.files.base import ContentFile
 from django.core.files.storage import default_storage
 
 from webapp import engine
+from webapp.core import artifacts
 from webapp.core.errors import AppError
 from webapp.runs.models import Agent
 
 logger = logging.getLogger(__name__)
 
 
-def local_copy_of_checkpoint(name: str, dest: Path) -> Path:
-    """Copy a checkpoint from the default storage to a local file (workers train from local
-    files; the storage may be remote)."""
-    with default_storage.open(name, "rb") as src, open(dest, "wb") as out:
-        for chunk in iter(lambda: src.read(1 << 20), b""):
-            out.write(chunk)
-    return dest
+def local_copy_of_checkpoint(name: str, dest: Path, *, expected_sha256: str | None = None) -> Path:
+    """Copy a checkpoint from the default storage (a local folder or a bucket) to a local file:
+    workers train, backtest and export from local files. With ``expected_sha256`` (the agent's
+    recorded digest) the copy is checked before ``dest`` appears.
+
+    Raises:
+        AppError: the copy's SHA-256 is not ``expected_sha256``.
+    """
+    return artifacts.local_copy(name, Path(dest), expected_sha256=expected_sha256)
 
 
 @dataclass(frozen=True)
@@ -91,7 +94,7 @@ def agent_bundle(agent: Agent) -> Bundle:
     if not agent.checkpoint or not default_storage.exists(agent.checkpoint):
         raise AppError("this agent has no checkpoint to export", status=404)
     with tempfile.TemporaryDirectory(prefix="paddock-bundle-") as tmp:
-        local = local_copy_of_checkpoint(agent.checkpoint, Path(tmp) / "agent.pt")
+        local = local_copy_of_checkpoint(agent.checkpoint, Path(tmp) / "agent.pt", expected_sha256=agent.sha256)
         out = Path(tmp) / f"agent-{agent.id}.zip"
         if agent.kind == Agent.Kind.ENSEMBLE:
             depth = dict(Agent.objects.filter(pk__in=agent.members).values_list("id", "depth"))

@@ -1,0 +1,1 @@
+"""Deployment tooling that runs without the virtualenv (standard library only)."""
