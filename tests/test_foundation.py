@@ -6,6 +6,8 @@ with their own environment, so what is tested is what a person starting Paddock 
 
 from __future__ import annotations
 
+import importlib.machinery
+import importlib.util
 import json
 import os
 import shutil
@@ -322,6 +324,49 @@ def test_paddock_test_turns_no_collected_tests_into_a_failure(tmp_path):
 
     assert result.returncode == 1
     assert "collected no tests" in result.stderr
+
+
+def _launcher():
+    """The ``paddock`` launcher as a module (it has no ``.py`` suffix)."""
+    loader = importlib.machinery.SourceFileLoader("paddock_launcher", str(REPO_ROOT / "paddock"))
+    module = importlib.util.module_from_spec(importlib.util.spec_from_loader(loader.name, loader))
+    loader.exec_module(module)
+    return module
+
+
+def test_a_full_paddock_test_runs_the_query_path_tests_again_on_the_other_database(tmp_path):
+    launcher = _launcher()
+    postgres = os.environ.get("DATABASE_URL", "")
+    base = {"PATH": os.environ["PATH"], "REDIS_URL": "redis://127.0.0.1:6379/15"}
+    # CI: PostgreSQL first, then SQLite, the default database, without DATABASE_URL.
+    label, env = launcher.other_database_pass({**base, "DATABASE_URL": "postgres://u@h:5432/p"}, [])
+    assert label.startswith("SQLite") and "DATABASE_URL" not in env and env["REDIS_URL"] == base["REDIS_URL"]
+    # A chosen selection runs as asked, once.
+    assert launcher.other_database_pass({**base, "DATABASE_URL": "postgres://u@h:5432/p"}, ["tests/trainer"]) is None
+    # SQLite first: PostgreSQL when one accepts the connection, else no second pass.
+    nobody = f"postgres://postgres@127.0.0.1:{free_port()}/postgres"
+    assert launcher.other_database_pass({**base, "PADDOCK_TEST_POSTGRES_URL": nobody}, []) is None
+    if postgres.startswith("postgres"):
+        label, env = launcher.other_database_pass({**base, "PADDOCK_TEST_POSTGRES_URL": postgres}, [])
+        assert label.startswith("PostgreSQL") and env["DATABASE_URL"] == postgres
+    # The second pass selects tests that exist and are marked.
+    result = run(
+        [
+            sys.executable,
+            "-m",
+            "pytest",
+            "--collect-only",
+            "-q",
+            "-p",
+            "no:cacheprovider",
+            *launcher.OTHER_DATABASE_ARGS,
+        ],
+        {**os.environ, "PADDOCK_VAR_DIR": str(tmp_path / "var")},
+    )
+    assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-2000:]
+    collected = [line for line in result.stdout.splitlines() if "::" in line]
+    assert any("test_the_tag_filter_matches_whole_tags_on_every_database" in line for line in collected)
+    assert not any(line.startswith("tests/e2e/") for line in collected)
 
 
 # --- deployment files ------------------------------------------------------------------------

@@ -176,6 +176,16 @@ def _baseline_lines(metrics: dict[str, Any], num: Any, pct: Any) -> list[str]:
         lines.append(
             f"  QQQ buy and hold Sharpe {num(qqq.get('baseline_sharpe'))}, total return {pct(qqq.get('baseline_total_return'))}."
         )
+    for key, who in (("vs_equal_weight", "cost-free 1/N"), ("vs_equal_weight_with_costs", "1/N with the task's costs")):
+        rel = metrics.get(key) or {}
+        if rel.get("verdict"):
+            low, high = rel["ci95"]
+            lines.append(
+                f"- Against {who} on the same validation days: {rel['verdict']} (Sharpe difference "
+                f"{num(rel.get('sharpe_difference'))}, 95 % interval {num(low)} to {num(high)} from a studentised "
+                f"block bootstrap, Ledoit & Wolf 2008; one-sided p = {num(rel.get('p_value'))}; "
+                f"information ratio {num(rel.get('information_ratio'))})."
+            )
     return lines
 
 

@@ -153,6 +153,7 @@ def cmd_train(args: argparse.Namespace) -> int:
         "validation_sharpe_ratio": m.get("sharpe_ratio"),
         "short_window": bool(m.get("short_window")),
         "vs_equal_weight": m.get("vs_equal_weight"),
+        "vs_equal_weight_with_costs": m.get("vs_equal_weight_with_costs"),
         "vs_QQQ": m.get("vs_QQQ"),
         "benchmark": bench.to_dict(),
         "untrained": m.get("untrained"),
@@ -220,6 +221,7 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
     built with the line's seed) on the same days."""
     import dataclasses
 
+    from trainer.backtest.relative import DEFAULT_REPS
     from trainer.bundle import load_agent
     from trainer.checkpoints import load_checkpoint
     from trainer.data.pipeline import DataSpec
@@ -293,7 +295,7 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
             **extra,
         )
 
-    metrics = evaluate(policy, path.name)
+    metrics = evaluate(policy, path.name, bootstrap_reps=DEFAULT_REPS)
     if shape["algorithm"] == "ensemble":
         metrics["untrained_note"] = "n/a (an ensemble has no single untrained policy)"
     else:

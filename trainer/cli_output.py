@@ -131,7 +131,25 @@ def format_metrics(metrics: dict[str, Any]) -> str:
     return "\n".join(f"{label.ljust(width)}  {text}" for label, text in rows)
 
 
-BASELINES = (("vs_equal_weight", "equal weight (1/N)"), ("vs_QQQ", "QQQ"))
+BASELINES = (
+    ("vs_equal_weight", "equal weight (1/N)"),
+    ("vs_equal_weight_with_costs", "1/N with costs"),
+    ("vs_QQQ", "QQQ"),
+)
+
+
+def verdict_text(rel: dict[str, Any]) -> str | None:
+    """One line of a ``vs_equal_weight`` object's verdict, e.g. ``"beats: Sharpe difference
+    +0.412 (95 % CI +0.101 to +0.723), p = 0.004; IR 1.21"``; ``None`` without a verdict."""
+    if not rel.get("verdict"):
+        return rel.get("note")
+    low, high = rel["ci95"]
+    ir = rel.get("information_ratio")
+    ir_text = f"; IR {ir:.2f}" if ir is not None else ""
+    return (
+        f"{rel['verdict']}: Sharpe difference {rel['sharpe_difference']:+.3f} "
+        f"(95 % CI {low:+.3f} to {high:+.3f}), p = {rel['p_value']:.3f}{ir_text}"
+    )
 
 
 def _short(metrics: dict[str, Any]) -> str | None:
@@ -182,6 +200,8 @@ def baseline_rows(metrics: dict[str, Any]) -> list[tuple[str, str]]:
             rows.append((f"  {name} Sharpe ratio", sharpe_text(rel.get("baseline_sharpe"), metrics)))
             rows.append(("  excess total return", _pct(rel.get("excess_return"), sign=True)))
             rows.append(("  Sharpe difference", sharpe_text(rel.get("sharpe_difference"), metrics, sign=True)))
+            if key != "vs_QQQ" and verdict_text(rel):
+                rows.append(("  verdict", verdict_text(rel)))
     untrained = metrics.get("untrained")
     if untrained:
         who = f"fresh {str(untrained['algorithm']).upper()} agent, seed {untrained.get('seed')}"

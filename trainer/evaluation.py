@@ -15,6 +15,7 @@ import pandas as pd
 import torch
 
 from trainer.backtest.engine import agent_metrics, daily_frame
+from trainer.backtest.equal_weight import equal_weight_comparison
 from trainer.backtest.metrics import sharpe_ratio
 from trainer.backtest.policy_run import Policy, run_policy
 from trainer.data.market import MarketData
@@ -23,12 +24,13 @@ from trainer.data.timestamps import infer_periods_per_year
 from trainer.envs.kinds import make_env, prepare_market
 from trainer.envs.observations import FeatureStats
 from trainer.envs.portfolio import PortfolioVecEnv
-from trainer.selection import SelectionRule, baseline_relative, equal_weight_returns, robust_score, window_bounds
+from trainer.selection import SelectionRule, baseline_relative, robust_score, window_bounds
 from trainer.task import TaskSpec
 
 __all__ = [
     "EVAL_RANDOM_WINDOWS",
     "EVAL_WINDOW_DAYS",
+    "FAST_BOOTSTRAP_REPS",
     "Policy",
     "eval_config",
     "evaluate_checkpoint_state",
@@ -39,6 +41,10 @@ __all__ = [
 #: trading days (one quarter). They show whether the score depends on the start day.
 EVAL_RANDOM_WINDOWS = 4
 EVAL_WINDOW_DAYS = 63
+#: Bootstrap replications of ``vs_equal_weight`` when a pod scores its agents (about 0.06 s an
+#: agent on a year of days); the CLI's ``evaluate`` and backtests use
+#: :data:`trainer.backtest.relative.DEFAULT_REPS`.
+FAST_BOOTSTRAP_REPS = 500
 
 
 def eval_config(config: Any, **changes: Any) -> Any:
@@ -63,6 +69,7 @@ def evaluate_policy(
     selection: SelectionRule | None = None,
     policy_name: str = "the policy",
     split: str | None = "validation",
+    bootstrap_reps: int = FAST_BOOTSTRAP_REPS,
 ) -> dict[str, Any]:
     """Score a deterministic policy on a date range, as the pods and the CLI do.
 
@@ -88,6 +95,8 @@ def evaluate_policy(
         policy_name: who the policy is, for errors (e.g. ``"agent 12"``, a file name).
         split: the split ``data`` is (``"validation"``, ``"test"``...; ``None`` for a date
             range), named in the selection rule's description.
+        bootstrap_reps: replications of the block bootstrap behind ``vs_equal_weight``'s
+            interval (:data:`FAST_BOOTSTRAP_REPS` for a pod's many agents; the CLI uses more).
 
     Returns:
         JSON-able dict: every key of :func:`trainer.backtest.metrics.compute_metrics` for the
@@ -98,9 +107,11 @@ def evaluate_policy(
         fewer than 2 returns per sub-window, with ``score_note`` saying so), ``score_defined``
         (bool: the full-window Sharpe ratio exists), ``selection`` (the rule, with
         ``description``), ``sub_windows`` (list of ``{start, end, sharpe}``; empty without a
-        score), ``vs_equal_weight`` and, with
-        ``benchmark_returns``, ``vs_QQQ`` (:func:`trainer.selection.baseline_relative` on the
-        same days; equal weight is the cost-free daily-rebalanced 1/N portfolio), and
+        score), ``vs_equal_weight`` (against the cost-free daily-rebalanced 1/N portfolio) and
+        ``vs_equal_weight_with_costs`` (against 1/N traded with the task's costs and band), both
+        from :func:`trainer.backtest.equal_weight.equal_weight_comparison` (interval, p-value,
+        verdict), with ``benchmark_returns``, ``vs_QQQ``
+        (:func:`trainer.selection.baseline_relative` on the same days), and
         ``random_windows`` (``count``, ``days``, ``total_return_mean``, ``total_return_min``,
         ``total_return_max``, ``sharpe_mean``, ``start_dates``).
 
@@ -142,8 +153,17 @@ def evaluate_policy(
             f"n/a ({selection.windows} sub-windows need at least {2 * selection.windows} returns, got {len(daily)})"
         )
         metrics["sub_windows"] = []
-    metrics["vs_equal_weight"] = baseline_relative(
-        daily, equal_weight_returns(data.close), periods_per_year=periods_per_year
+    metrics.update(
+        equal_weight_comparison(
+            daily,
+            data,
+            env_config,
+            periods_per_year=periods_per_year,
+            reps=bootstrap_reps,
+            seed=seed,
+            device=device,
+            feature_stats=feature_stats,
+        )
     )
     if benchmark_returns is not None:
         bench = benchmark_returns.reindex(returns.index)

@@ -362,8 +362,8 @@
       mark.textContent = "within noise";
       cell("untrained").append(" ", mark);
     }
-    // Deflated Sharpe Ratio against every agent the run has evaluated (server-computed)
-    cell("dsr").textContent = withheld(agent.deflated_sharpe, fmtNumber(agent.deflated_sharpe ?? null, 3));
+    // Deflated Sharpe Ratios, against 1/N (trial ledger) and raw against zero (server text)
+    cell("dsr").textContent = agent.dsr_text || "–";
     cell("generation").textContent = agent.generation;
     cell("parent").innerHTML = agent.parent_id
       ? '<a href="' + agentUrl(agent.parent_id) + '">#' + agent.parent_id + "</a>"

@@ -129,6 +129,12 @@ def test_the_model_card_puts_the_validation_baselines_next_to_the_agents_figures
     assert "untrained policy Sharpe 0.444, score -0.280 (this agent's score -0.170, rule: mean - 1 x std" in card
     assert "1/N rebalanced daily Sharpe 0.496, total return 11.95 %" in card
     assert "QQQ buy and hold Sharpe 1.245, total return 46.18 %" in card
+    # the bundle's own validation metrics carry both verdicts against 1/N, with their intervals
+    own = config["validation_metrics"]
+    card = _model_card(config)
+    for key, who in (("vs_equal_weight", "cost-free 1/N"), ("vs_equal_weight_with_costs", "1/N with the task's costs")):
+        assert f"- Against {who} on the same validation days: {own[key]['verdict']} (Sharpe difference" in card
+    assert "95 % interval" in card and "Ledoit & Wolf 2008" in card
     bare = {k: v for k, v in metrics.items() if k not in ("untrained", "vs_equal_weight", "vs_QQQ")}
     assert "Baselines on the same validation days" not in _model_card({**config, "validation_metrics": bare})
 

@@ -173,6 +173,28 @@ def test_evaluate_gives_the_same_metrics_for_checkpoint_and_bundle(tiny_run, dat
     assert from_bundle["metrics"]["score"] == pytest.approx(tiny_run["score"], abs=1e-9)
 
 
+def test_evaluate_json_has_vs_equal_weight_with_interval_and_verdict_against_both_one_over_n(
+    tiny_run, data_dir, cache_dir, capsys
+):
+    common = ["--data-dir", str(data_dir), "--cache-dir", str(cache_dir), "--split", "test", "--json"]
+    assert main(["evaluate", tiny_run["bundle"], *common]) == 0
+    metrics = json.loads(capsys.readouterr().out)["metrics"]
+    for key in ("vs_equal_weight", "vs_equal_weight_with_costs"):
+        rel = metrics[key]
+        for field in ("sharpe_difference", "p_value", "active_return_annual", "tracking_error", "information_ratio"):
+            assert isinstance(rel[field], float), (key, field)
+        low, high = rel["ci95"]
+        assert low <= rel["sharpe_difference"] <= high and 0 < rel["p_value"] <= 1
+        assert rel["verdict"] == ("beats" if low > 0 else "trails" if high < 0 else "indistinguishable")
+        assert rel["reps"] == 2000 and rel["n_periods"] == metrics["num_days"]
+    assert metrics["vs_equal_weight"]["benchmark"] == "1/N rebalanced daily, cost-free"
+    # the fair 1/N pays the task's 0.1 % costs: it earns less than the cost-free one
+    assert (
+        metrics["vs_equal_weight_with_costs"]["baseline_total_return"]
+        < metrics["vs_equal_weight"]["baseline_total_return"]
+    )
+
+
 def test_evaluate_prints_a_table_for_the_test_split(tiny_run, data_dir, cache_dir, capsys):
     assert main(["evaluate", tiny_run["bundle"], "--data-dir", str(data_dir), "--cache-dir", str(cache_dir)]) == 0
     out = capsys.readouterr().out
@@ -181,6 +203,7 @@ def test_evaluate_prints_a_table_for_the_test_split(tiny_run, data_dir, cache_di
     assert "data:       2 tickers traded (AAPL, MSFT)" in out
     assert "note:       " in out and "adjusted prices used" in out
     assert "Sharpe ratio" in out and "max drawdown" in out
+    assert "vs 1/N with costs, same days" in out and "(95 % CI " in out
 
 
 def test_evaluate_on_a_short_range_shows_annualised_figures_as_na_and_keeps_them_in_json(

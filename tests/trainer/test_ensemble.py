@@ -115,7 +115,14 @@ def test_a_portfolio_bundle_backtests_against_qqq_and_equal_weight(members, mark
         tickers=loaded.tickers,
     )  # the statistics come with loaded.policy_fn
     assert list(result.actions.columns) == [*TICKERS, "cash"]
-    assert set(result.metrics) == {"agent", "equal_weight", "QQQ"}
+    assert set(result.metrics) == {
+        "agent",
+        "equal_weight",
+        "QQQ",
+        "vs_equal_weight",
+        "vs_equal_weight_with_costs",
+        "robustness",
+    }
     assert result.daily["account_value"].iloc[0] == 1e6 and (result.daily["account_value"] > 0).all()
     # The same policy through the pod's evaluation loop gives the same values on the same days.
     # The same policy through the pod's evaluation loop, on the panel prepared over the whole

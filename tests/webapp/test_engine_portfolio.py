@@ -59,7 +59,14 @@ def test_a_portfolio_checkpoint_and_its_bundle_backtest_against_qqq_and_equal_we
         "benchmark_path": str(data_dir / BENCHMARK_FILE),
     }
     from_checkpoint = engine.backtest_agent(agent_path=checkpoint, expected_sha256=result.sha256, **common)
-    assert set(from_checkpoint.metrics) == {"agent", "equal_weight", "QQQ"}
+    assert set(from_checkpoint.metrics) == {
+        "agent",
+        "equal_weight",
+        "QQQ",
+        "vs_equal_weight",
+        "vs_equal_weight_with_costs",
+        "robustness",
+    }
     assert from_checkpoint.env_config["reward"] == "excess_log_return"
     bundle = tmp_path / "agent.zip"
     engine.export_bundle(checkpoint, bundle)

@@ -54,6 +54,7 @@ __all__ = [
     "VERDICTS",
     "active_statistics",
     "deflated_information_ratio",
+    "deflated_information_ratio_annualised",
     "vs_equal_weight",
 ]
 
@@ -203,7 +204,9 @@ def vs_equal_weight(
         ``sharpe_difference`` (their difference), ``ci95`` ``[low, high]`` (annualised),
         ``p_value`` (one-sided, H0: agent Sharpe <= benchmark Sharpe), ``standard_error``
         (annualised HAC delta-method), ``active_return_annual``, ``tracking_error``,
-        ``information_ratio`` (``None`` with zero tracking error), ``verdict`` (one of
+        ``information_ratio`` (``None`` with zero tracking error), ``active_skewness`` and
+        ``active_kurtosis`` (of ``r - b``, non-excess; ``None`` without spread; the DSR's
+        inputs), ``verdict`` (one of
         :data:`VERDICTS`), ``n_periods``, ``periods_per_year``, ``block_length``, ``reps``,
         ``seed`` and ``method``.
 
@@ -237,6 +240,7 @@ def vs_equal_weight(
         p_value = 1.0 if d <= 0 else 0.0
     sa, _, _ = _sharpe_parts(a)
     sb, _, _ = _sharpe_parts(b)
+    _, skew, kurt = _moments(a - b) or (None, None, None)
     return {
         "sharpe_ratio": sa * root,
         "benchmark_sharpe_ratio": sb * root,
@@ -245,6 +249,8 @@ def vs_equal_weight(
         "p_value": min(1.0, p_value),
         "standard_error": s * root,
         **active_statistics(a, b, periods_per_year=periods_per_year),
+        "active_skewness": skew,
+        "active_kurtosis": kurt,
         "verdict": _verdict(low, high),
         "n_periods": int(a.size),
         "periods_per_year": float(periods_per_year),
@@ -284,21 +290,63 @@ def deflated_information_ratio(
     """
     zeros = np.zeros(np.asarray(active_returns, dtype=np.float64).shape)
     x, _ = _check_pair(active_returns, zeros, minimum=2)
-    if num_trials < 1:
-        raise DataError(f"num_trials must be >= 1, got {num_trials}", field="num_trials")
-    sd = float(x.std(ddof=1))
-    if not sd > _SPREAD_EPS:
+    moments = _moments(x)
+    if moments is None:
         return None
-    ir = float(x.mean()) / sd
-    centred = x - x.mean()
-    m2 = float(np.mean(centred**2))
-    skew = float(np.mean(centred**3)) / m2**1.5
-    kurt = float(np.mean(centred**4)) / m2**2
-    return deflated_sharpe_ratio(
-        ir,
-        num_trials=int(num_trials),
-        sharpe_variance=float(trial_variance) / float(periods_per_year),
+    ir, skew, kurt = moments
+    return deflated_information_ratio_annualised(
+        ir * math.sqrt(periods_per_year),
         num_observations=int(x.size),
         skewness=skew,
         kurtosis=kurt,
+        num_trials=num_trials,
+        trial_variance=trial_variance,
+        periods_per_year=periods_per_year,
+    )
+
+
+def _moments(x: np.ndarray) -> tuple[float, float, float] | None:
+    """Per-period IR (ddof=1), skewness and non-excess kurtosis of active returns ``x``;
+    ``None`` without spread."""
+    sd = float(x.std(ddof=1))
+    if not sd > _SPREAD_EPS:
+        return None
+    centred = x - x.mean()
+    m2 = float(np.mean(centred**2))
+    return float(x.mean()) / sd, float(np.mean(centred**3)) / m2**1.5, float(np.mean(centred**4)) / m2**2
+
+
+def deflated_information_ratio_annualised(
+    information_ratio: float,
+    *,
+    num_observations: int,
+    skewness: float,
+    kurtosis: float,
+    num_trials: int,
+    trial_variance: float,
+    periods_per_year: float,
+) -> float | None:
+    """:func:`deflated_information_ratio` from stored figures (a ``vs_equal_weight`` object's
+    ``information_ratio``, ``n_periods``, ``active_skewness`` and ``active_kurtosis``).
+
+    Args:
+        information_ratio: the agent's annualised information ratio over 1/N.
+        num_observations: ``T`` >= 2, active returns behind it.
+        skewness, kurtosis: of those returns (kurtosis not excess: 3 for normal returns).
+        num_trials: ``N`` >= 1 (the trial ledger).
+        trial_variance: sample variance of the trials' annualised information ratios.
+        periods_per_year: ``P``; the ratio and the variance are taken per period.
+
+    Raises:
+        DataError: num_trials < 1 (field ``num_trials``).
+    """
+    if num_trials < 1:
+        raise DataError(f"num_trials must be >= 1, got {num_trials}", field="num_trials")
+    return deflated_sharpe_ratio(
+        float(information_ratio) / math.sqrt(periods_per_year),
+        num_trials=int(num_trials),
+        sharpe_variance=float(trial_variance) / float(periods_per_year),
+        num_observations=int(num_observations),
+        skewness=float(skewness),
+        kurtosis=float(kurtosis),
     )

@@ -50,11 +50,24 @@ class OneThreadASGIHandler(ASGIHandler):
     thread and back. The async parts of the handler (reading the body, sending the response,
     noticing a disconnect) are unchanged. On the 2-core VM this took about 3 ms off every
     request (``benchmarks/serving.py``).
+
+    Request limits (``webapp/core/limits.py``) are met here first: a ``Content-Length`` over its
+    limit is answered 413 before a byte of the body is read into Django's spool file, and a body
+    that arrives without one is cut off at the limit.
     """
 
     def __init__(self) -> None:
         BaseHandler.__init__(self)
         self.load_middleware(is_async=False)
+
+    async def handle(self, scope, receive, send):
+        refusal = limits.early_refusal(scope)
+        if refusal is None:
+            try:
+                return await super().handle(scope, limits.capped_receive(scope, receive), send)
+            except AppError as exc:  # the body passed its limit while it streamed (413)
+                refusal = limits.refusal_response(exc, path=scope.get("path", ""))
+        await self.send_response(refusal, send)
 
     async def get_response_async(self, request):
         return await sync_to_async(self.get_response, thread_sensitive=True)(request)
@@ -75,6 +88,8 @@ from channels.security.websocket import AllowedHostsOriginValidator  # noqa: E40
 
 from webapp import engine  # noqa: E402
 from webapp.config.routing import websocket_urlpatterns  # noqa: E402
+from webapp.core import limits  # noqa: E402 (after django.setup: it imports DRF)
+from webapp.core.errors import AppError  # noqa: E402
 
 # The first task validation would otherwise import torch inside a request (about 3 s).
 engine.preload_trainer()

@@ -4,8 +4,8 @@ Variables (see README "Configuration"):
     DEBUG, SECRET_KEY, ALLOWED_HOSTS, CSRF_TRUSTED_ORIGINS, DATABASE_URL, REDIS_URL,
     PADDOCK_VAR_DIR, PADDOCK_DATA_DIR, PADDOCK_BENCHMARK_FILE, PADDOCK_ARTIFACTS_DIR,
     PADDOCK_TORCH_THREADS, PADDOCK_GENERATION_TIME_LIMIT, PADDOCK_LOG_LEVEL, PADDOCK_SERVE_RATE_LIMIT,
-    PADDOCK_SERVE_CACHE_SIZE; the artifact storage's PADDOCK_STORAGE and PADDOCK_S3_* in
-    :mod:`webapp.config.storage`.
+    PADDOCK_SERVE_CACHE_SIZE, PADDOCK_UPLOAD_MAX_BYTES, PADDOCK_REQUEST_MAX_BYTES; the artifact
+    storage's PADDOCK_STORAGE and PADDOCK_S3_* in :mod:`webapp.config.storage`.
 A bad value stops start-up with one line naming the variable (``SettingsError``).
 """
 
@@ -76,6 +76,8 @@ INSTALLED_APPS = [
 ]
 
 MIDDLEWARE = [
+    # First: every request limit is met before anything reads the body (docs/limits.md).
+    "webapp.core.limits.RequestLimitsMiddleware",
     "django.middleware.security.SecurityMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
@@ -207,8 +209,21 @@ for _d in (PADDOCK_ARTIFACTS_DIR, PADDOCK_CACHE_DIR, PADDOCK_UPLOADS_DIR):
 STORAGES = storages(artifacts_dir=PADDOCK_ARTIFACTS_DIR, uploads_dir=PADDOCK_UPLOADS_DIR)
 PADDOCK_STORAGE = storage_kind()
 MEDIA_ROOT = str(PADDOCK_ARTIFACTS_DIR)
-DATA_UPLOAD_MAX_MEMORY_SIZE = 10 * 1024 * 1024
-FILE_UPLOAD_MAX_MEMORY_SIZE = 10 * 1024 * 1024
+
+# --- Request limits (docs/limits.md; webapp/core/limits.py applies them) ------------------------
+#: Bytes of files one upload may carry (413 from the Content-Length alone, or while it streams).
+PADDOCK_UPLOAD_MAX_BYTES = env_int("PADDOCK_UPLOAD_MAX_BYTES", 100 * 1024 * 1024, minimum=1024)
+#: Bytes of any other request body (JSON, forms without files): Django's own limit.
+DATA_UPLOAD_MAX_MEMORY_SIZE = env_int("PADDOCK_REQUEST_MAX_BYTES", 10 * 1024 * 1024, minimum=1024)
+#: Form fields (and query parameters) per request, and files per request (Django's defaults).
+DATA_UPLOAD_MAX_NUMBER_FIELDS = 1000
+DATA_UPLOAD_MAX_NUMBER_FILES = 100
+#: Nesting of lists and objects in a JSON body (the deepest real body, ``bars``, nests 4).
+PADDOCK_JSON_MAX_DEPTH = 32
+# Uploaded files stream to a temporary file as they arrive (none is held in memory), stopped at
+# PADDOCK_UPLOAD_MAX_BYTES; a request body beyond 2.5 MB is spooled to disk by the ASGI handler.
+FILE_UPLOAD_HANDLERS = ["webapp.core.limits.CappedUploadHandler"]
+FILE_UPLOAD_MAX_MEMORY_SIZE = 2_621_440
 
 REST_FRAMEWORK = {
     # Token first: DRF answers an unauthenticated request with the first class's challenge,
@@ -222,6 +237,11 @@ REST_FRAMEWORK = {
     "DEFAULT_PAGINATION_CLASS": "rest_framework.pagination.PageNumberPagination",
     "PAGE_SIZE": 50,
     "EXCEPTION_HANDLER": "webapp.core.errors.api_exception_handler",
+    "DEFAULT_PARSER_CLASSES": [
+        "webapp.core.parsers.BoundedJSONParser",
+        "rest_framework.parsers.FormParser",
+        "rest_framework.parsers.MultiPartParser",
+    ],
     "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
 }
 SPECTACULAR_SETTINGS = {

@@ -16,6 +16,7 @@ from rest_framework import serializers
 from rest_framework.authtoken.models import Token
 from rest_framework.authtoken.views import ObtainAuthToken
 from rest_framework.permissions import AllowAny
+from rest_framework.settings import api_settings
 
 
 class TokenView(ObtainAuthToken):
@@ -23,6 +24,9 @@ class TokenView(ObtainAuthToken):
 
     permission_classes = [AllowAny]
     authentication_classes: list = []
+    # DRF's ObtainAuthToken names its own parsers (plain JSONParser); use the project's, whose
+    # nesting limit keeps a deeply nested body a 400.
+    parser_classes = api_settings.DEFAULT_PARSER_CLASSES
 
     @extend_schema(
         summary="Get your API token",

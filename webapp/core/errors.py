@@ -13,6 +13,8 @@ from __future__ import annotations
 import logging
 from typing import Any
 
+from django.conf import settings
+from django.core.exceptions import RequestDataTooBig, TooManyFieldsSent, TooManyFilesSent
 from django.http import Http404, JsonResponse
 from rest_framework import exceptions, status
 from rest_framework.response import Response
@@ -128,9 +130,31 @@ def _from_trainer_error(exc: Exception) -> Exception:
     return AppError.from_trainer(exc) if isinstance(exc, _trainer_error_types) else exc
 
 
+def limit_error(exc: Exception) -> AppError | None:
+    """Django's request-limit exceptions (raised where ``request.GET``, ``request.POST``,
+    ``request.FILES`` or ``request.body`` is first read) as the 400/413 :class:`AppError` naming
+    the limit and its setting (``details``: ``limit``, ``max``); ``None`` for anything else."""
+    if isinstance(exc, TooManyFieldsSent):
+        setting, status_code, what = "DATA_UPLOAD_MAX_NUMBER_FIELDS", 400, "too many form fields or query parameters"
+    elif isinstance(exc, TooManyFilesSent):
+        setting, status_code, what = "DATA_UPLOAD_MAX_NUMBER_FILES", 400, "too many files in one request"
+    elif isinstance(exc, RequestDataTooBig):
+        setting, status_code, what = "PADDOCK_REQUEST_MAX_BYTES", 413, "request body too large"
+    else:
+        return None
+    limit = getattr(settings, "DATA_UPLOAD_MAX_MEMORY_SIZE" if status_code == 413 else setting)
+    unit = " bytes" if status_code == 413 else ""
+    return AppError(
+        f"{what}: the limit is {limit:,}{unit} ({setting})",
+        status=status_code,
+        details={"limit": setting, "max": limit},
+    )
+
+
 def api_exception_handler(exc: Exception, context: dict) -> Response | None:
     """DRF exception handler producing the single error format."""
     exc = _from_trainer_error(exc)
+    exc = limit_error(exc) or exc
     if isinstance(exc, AppError):
         return Response(exc.to_dict(), status=exc.status)
     if isinstance(exc, Http404):

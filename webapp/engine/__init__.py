@@ -30,6 +30,7 @@ from webapp.engine.backtests import (  # noqa: E402 - after the error type is re
     backtest_agent,
     benchmark_path_for,
     benchmark_values,
+    deflated_information_ratio,
     deflated_sharpe_ratio,
     export_bundle,
     series_metrics,
@@ -48,6 +49,7 @@ from webapp.engine.market import (  # noqa: E402
     inspect_market_files,
     loader_options,
     serve_act,
+    survivorship_note,
 )
 from webapp.engine.studies import check_study_plan, plan_study_folds, stitch_study  # noqa: E402
 from webapp.engine.tasks import (  # noqa: E402
@@ -105,6 +107,7 @@ __all__ = [
     "choose_parent",
     "configure_process",
     "default_hyperparameters",
+    "deflated_information_ratio",
     "deflated_sharpe_ratio",
     "demo_task",
     "selection_rule",
@@ -128,6 +131,7 @@ __all__ = [
     "series_metrics",
     "serve_act",
     "stitch_study",
+    "survivorship_note",
     "train_generation",
     "validate_hyperparameters",
     "validate_task",

@@ -395,6 +395,34 @@ def deflated_sharpe_ratio(
     )
 
 
+def deflated_information_ratio(
+    information_ratio: float,
+    *,
+    num_observations: int,
+    skewness: float,
+    kurtosis: float,
+    num_trials: int,
+    trial_variance: float,
+    periods_per_year: float | None = None,
+) -> float | None:
+    """Deflated Sharpe Ratio against 1/N: of an agent's annualised information ratio over the
+    cost-free 1/N (``trainer.backtest.relative.deflated_information_ratio_annualised``, Bailey &
+    López de Prado 2014 applied to the active returns), with ``num_trials`` from the trial ledger
+    and ``trial_variance`` the variance of their annualised information ratios; ``periods_per_year``
+    ``None`` means daily data (252)."""
+    from trainer.backtest.relative import deflated_information_ratio_annualised
+
+    return deflated_information_ratio_annualised(
+        information_ratio,
+        num_observations=num_observations,
+        skewness=skewness,
+        kurtosis=kurtosis,
+        num_trials=num_trials,
+        trial_variance=trial_variance,
+        periods_per_year=float(periods_per_year or 252),
+    )
+
+
 def withheld_metrics(metrics: dict[str, Any]) -> dict[str, str]:
     """The annualised figures a page or export must not show for a short window, and the text
     it shows instead (``trainer.backtest.metrics``: fewer than 63 trading days).

@@ -28,6 +28,8 @@ class MarketFiles:
             starts late, ends early or misses days (named with the dates).
         bars: ``trainer.data.intraday.BarInfo.to_dict()``: interval, session, periods per year,
             bar label and time zone (used and detected), half days, missing-bar report.
+        survivorship: one line when the universe looks chosen after the data starts
+            (``trainer.data.survivorship.survivorship_note``), else ``""``.
     """
 
     tickers: list[str]
@@ -36,6 +38,7 @@ class MarketFiles:
     rows: int
     notes: list[str]
     bars: dict[str, Any] = field(default_factory=dict)
+    survivorship: str = ""
 
 
 def loader_options(raw: dict[str, Any] | None) -> dict[str, str]:
@@ -93,14 +96,27 @@ def inspect_market_files(
     if bars.intraday:  # coverage by day; missing bars inside a day are in the bar report
         pairs = pairs.assign(date=dates.dt.normalize()).drop_duplicates()
     notes = [str(n) for n in panel.attrs.get("notes", [])] + coverage_notes(pairs)
+    start, end = dates.min().strftime("%Y-%m-%d"), dates.max().strftime("%Y-%m-%d")
+    last_days = {str(t): d.strftime("%Y-%m-%d") for t, d in panel.groupby("tic")["date"].max().items()}
     return MarketFiles(
         tickers=sorted(str(t) for t in panel["tic"].unique()),
-        start=dates.min().strftime("%Y-%m-%d"),
-        end=dates.max().strftime("%Y-%m-%d"),
+        start=start,
+        end=end,
         rows=int(len(panel)),
         notes=notes,
         bars=bars.to_dict(),
+        survivorship=survivorship_note(paths, start, end, last_days) or "",
     )
+
+
+def survivorship_note(
+    paths: Sequence[str | Path], start: Any, end: Any, last_days: dict[str, str] | None = None
+) -> str | None:
+    """``trainer.data.survivorship.survivorship_note``: one line when a universe was chosen after
+    its data starts (a known membership snapshot, or no ticker ever leaving it), else ``None``."""
+    from trainer.data.survivorship import survivorship_note as note
+
+    return note(paths, start, end, last_days)
 
 
 _market_cache: OrderedDict[str, Any] = OrderedDict()

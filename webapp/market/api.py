@@ -5,9 +5,10 @@ from __future__ import annotations
 from drf_spectacular.utils import extend_schema, extend_schema_view
 from rest_framework import mixins, status, viewsets
 from rest_framework.decorators import action
-from rest_framework.parsers import FormParser, JSONParser, MultiPartParser
+from rest_framework.parsers import FormParser, MultiPartParser
 from rest_framework.response import Response
 
+from webapp.core.parsers import BoundedJSONParser
 from webapp.market import services
 from webapp.market.models import Dataset
 from webapp.market.serializers import DatasetCreateSerializer, DatasetSerializer
@@ -27,7 +28,7 @@ class DatasetViewSet(
 ):
     queryset = Dataset.objects.none()  # for the schema; get_queryset scopes to the user
     serializer_class = DatasetSerializer
-    parser_classes = [JSONParser, MultiPartParser, FormParser]
+    parser_classes = [BoundedJSONParser, MultiPartParser, FormParser]
 
     def get_queryset(self):
         return Dataset.objects.filter(owner=self.request.user)

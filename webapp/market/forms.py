@@ -12,7 +12,9 @@ class DatasetForm(forms.Form):
 
     name = forms.CharField(max_length=200)
     file = forms.FileField(
-        required=False, help_text="CSV, CSV.gz or Parquet with date, tic, open, high, low, close, volume."
+        required=False,
+        allow_empty_file=True,  # services.dataset_create_from_upload refuses it, by name
+        help_text="CSV, CSV.gz or Parquet with date, tic, open, high, low, close, volume.",
     )
     paths = forms.MultipleChoiceField(
         required=False, help_text="Or files of the shared data folder.", widget=forms.SelectMultiple(attrs={"size": 6})
@@ -55,6 +57,8 @@ class DatasetForm(forms.Form):
 
     def clean(self):
         data = super().clean()
+        if "file" in self.errors:
+            return data  # a file was given and refused: its own error says why
         if not data.get("file") and not data.get("paths"):
             raise forms.ValidationError("Upload a file or pick files of the data folder.")
         if data.get("file") and data.get("paths"):

@@ -47,6 +47,9 @@ class Dataset(models.Model):
     (``trainer.data.intraday.BarInfo`` as a dict: bar label and time zone detected and used,
     half days, missing-bar report) describe the bars; ``loader_options`` are the intraday
     options the user chose (non-default ones only), passed to every task's data spec.
+    ``survivorship`` is one line when the universe was chosen after its data starts (a known
+    membership snapshot such as the shared Dow 30 file of 2022 members, or no ticker ever leaving
+    it; ``trainer.data.survivorship``), shown on the dataset page and every report.
     """
 
     owner = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="datasets")
@@ -63,6 +66,10 @@ class Dataset(models.Model):
     bars = models.JSONField(default=dict, blank=True, help_text="what the loader found about the bars")
     loader_options = models.JSONField(
         default=dict, blank=True, help_text="intraday loader options chosen: timezone, bar_label, session"
+    )
+    survivorship = models.TextField(
+        blank=True,
+        help_text="one line when the universe was chosen after the data starts (trainer.data.survivorship)",
     )
     created_at = models.DateTimeField(auto_now_add=True)
 

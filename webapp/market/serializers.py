@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from rest_framework import serializers
 
+from webapp.core.fields import StrictCharField
 from webapp.market.models import Dataset
 
 
@@ -27,6 +28,7 @@ class DatasetSerializer(serializers.ModelSerializer):
             "bars",
             "loader_options",
             "notes",
+            "survivorship",
             "created_at",
         ]
         read_only_fields = fields
@@ -41,13 +43,13 @@ class DatasetCreateSerializer(serializers.Serializer):
     the optional loader options ``timezone`` (``auto``, ``UTC``, ``America/New_York``),
     ``bar_label`` (``auto``, ``start``, ``end``) and ``session`` (``regular``, ``extended``)."""
 
-    name = serializers.CharField(max_length=200)
-    file = serializers.FileField(required=False)
-    paths = serializers.ListField(child=serializers.CharField(), required=False)
-    tickers = serializers.ListField(child=serializers.CharField(max_length=20), required=False)
-    timezone = serializers.CharField(max_length=40, required=False, allow_blank=True)
-    bar_label = serializers.CharField(max_length=10, required=False, allow_blank=True)
-    session = serializers.CharField(max_length=10, required=False, allow_blank=True)
+    name = StrictCharField(max_length=200)
+    file = serializers.FileField(required=False, allow_empty_file=True)  # the service refuses it, by name
+    paths = serializers.ListField(child=StrictCharField(), required=False)
+    tickers = serializers.ListField(child=StrictCharField(max_length=20), required=False)
+    timezone = StrictCharField(max_length=40, required=False, allow_blank=True)
+    bar_label = StrictCharField(max_length=10, required=False, allow_blank=True)
+    session = StrictCharField(max_length=10, required=False, allow_blank=True)
 
     def validate(self, attrs):
         if bool(attrs.get("file")) == bool(attrs.get("paths")):

@@ -97,6 +97,7 @@ def dataset_create_from_files(
             start_date=info.start,
             end_date=info.end,
             notes=info.notes,
+            survivorship=info.survivorship,
             **_bars_fields(info, options),
         )
     dataset_preview_build(dataset)
@@ -112,8 +113,8 @@ def dataset_create_from_upload(
     ``options`` are the intraday loader options, as for :func:`dataset_create_from_files`.
 
     Raises:
-        AppError: a file type the loader does not read, or data it rejects; the stored file
-            is removed again.
+        AppError: a file type the loader does not read, an empty file (0 bytes), or data the
+            loader rejects; the stored file is removed again.
     """
     name = _check_name(owner, name)
     filename = (upload.name or "").lower()
@@ -121,6 +122,9 @@ def dataset_create_from_upload(
         raise AppError(
             "file: expected a .csv, .csv.gz or .parquet file", fields={"file": f"unsupported type: {upload.name}"}
         )
+    if not upload.size:
+        shown = Path(upload.name).name
+        raise AppError(f"file: {shown} is empty (0 bytes)", fields={"file": f"{shown} is empty (0 bytes)"})
     options = engine.loader_options(options)
     shown = Path(upload.name).name  # the user knows the file by its own name, not the stored one
     dataset = Dataset(owner=owner, name=name, start_date="1970-01-01", end_date="1970-01-01", upload_name=shown)
@@ -136,6 +140,7 @@ def dataset_create_from_upload(
     dataset.end_date = info.end
     stored_name = Path(stored[0]).name
     dataset.notes = [note.replace(stored_name, shown) for note in info.notes]
+    dataset.survivorship = engine.survivorship_note([shown], info.start, info.end) or info.survivorship
     for key, value in _bars_fields(info, options).items():
         setattr(dataset, key, value)
     dataset.bars["timezone"] = str(dataset.bars.get("timezone", "")).replace(stored_name, shown)

@@ -16,6 +16,7 @@ from webapp.core.errors import AppError
 from webapp.market import services
 from webapp.market.forms import DatasetForm
 from webapp.market.models import Dataset
+from webapp.market.selectors import dataset_survivorship
 
 
 def price_preview(dataset: Dataset) -> dict[str, Any]:
@@ -65,7 +66,7 @@ def dataset_list(request: HttpRequest) -> HttpResponse:
             "error_fields": error_fields,
             "next": request.GET.get("next") or request.POST.get("next", ""),
         },
-        status=400 if error else 200,
+        status=400 if error or (request.method == "POST" and form.errors) else 200,
     )
 
 
@@ -76,4 +77,5 @@ def dataset_detail(request: HttpRequest, dataset_id: int) -> HttpResponse:
     dataset = Dataset.objects.filter(owner=request.user, pk=dataset_id).first()
     if dataset is None:
         raise Http404("dataset not found")
-    return render(request, "market/detail.html", {"dataset": dataset, "preview": price_preview(dataset)})
+    context = {"dataset": dataset, "preview": price_preview(dataset), "survivorship": dataset_survivorship(dataset)}
+    return render(request, "market/detail.html", context)

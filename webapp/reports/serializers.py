@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from rest_framework import serializers
 
+from webapp.core.fields import StrictCharField
 from webapp.reports.models import Backtest
 
 
@@ -52,6 +53,6 @@ class BacktestCreateSerializer(serializers.Serializer):
 
     agent = serializers.IntegerField(min_value=1)
     start = serializers.CharField(max_length=40)  # YYYY-MM-DD or YYYY-MM-DD HH:MM; the service checks it
-    end = serializers.CharField(max_length=40)
-    tickers = serializers.ListField(child=serializers.CharField(max_length=20), required=False, allow_empty=False)
+    end = StrictCharField(max_length=40)
+    tickers = serializers.ListField(child=StrictCharField(max_length=20), required=False, allow_empty=False)
     allow_overlap = serializers.BooleanField(default=False)

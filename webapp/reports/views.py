@@ -18,9 +18,10 @@ from django.views.decorators.http import require_GET, require_http_methods
 
 from webapp import engine
 from webapp.core.errors import AppError
+from webapp.market.selectors import dataset_survivorship
 from webapp.reports import charts, selectors, services
 from webapp.reports.models import Backtest
-from webapp.runs import deflated
+from webapp.runs import baselines, deflated
 from webapp.runs.models import Agent
 
 
@@ -103,6 +104,9 @@ def _report_context(backtest: Backtest) -> dict[str, Any]:
         "agent": backtest.agent,  # the live record: an ensemble's members also for reports made before they were stored
         "contract": config.get("metric_contract", ""),
         "selection": _selection_context(backtest.agent),
+        "vs_rows": baselines.equal_weight_rows(backtest.metrics),
+        "robustness": (backtest.metrics or {}).get("robustness"),
+        "survivorship": dataset_survivorship(backtest.dataset),
     }
 
 

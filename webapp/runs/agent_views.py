@@ -142,8 +142,13 @@ def agent_detail(request: HttpRequest, agent_id: int) -> HttpResponse:
             "backtest_url": backtest_url,
             "bundle": bundle,
             "baselines": baselines.agent_baselines(agent),
+            "vs_rows": baselines.equal_weight_rows(agent.metrics),
             "deflated_sharpe": deflated.agent_dsr(agent, run_sharpes := deflated.run_sharpes(agent.run_id)),
             "trials": run_sharpes.trials,
+            "deflated_sharpe_vs_equal_weight": deflated.agent_dsr_vs_equal_weight(
+                agent, ledger := deflated.task_ledger(agent.run.task_id)
+            ),
+            "ledger_trials": ledger.trials,
             # the rule the agent was scored by (its own record; the task's when it has none)
             "score_rule": scoring.score_rule((agent.metrics or {}).get("selection") or agent.run.task.selection),
             "metrics_config": metrics_config(

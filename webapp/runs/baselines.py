@@ -117,9 +117,20 @@ def agent_baselines(agent: Agent) -> dict[str, Any]:
         for name in ("excess_return", "sharpe_difference"):
             if formatting.finite_or_none(rel.get(name)) is not None:
                 vs[key][name] = formatting.finite_or_none(rel.get(name))
+    # the paired statistics against both 1/N (trainer.backtest.equal_weight): interval, p-value, verdict
+    vs["equal_weight"] = {**(m.get("vs_equal_weight") or {}), **vs["equal_weight"]}
+    with_costs = dict(m.get("vs_equal_weight_with_costs") or {})
     note = short_window_note(m)
     comparison = [{"key": "agent", "label": "This agent", **own, "excess_return": None, "sharpe_difference": None}]
-    comparison += [{"key": key, "label": label, **series[key], **vs[key]} for key, label in BASELINES]
+    comparison += [
+        {
+            "key": key,
+            "label": label,
+            **series[key],
+            **{k: vs[key].get(k) for k in ("excess_return", "sharpe_difference")},
+        }
+        for key, label in BASELINES
+    ]
     b = {
         **own,
         "untrained": untrained,
@@ -137,6 +148,7 @@ def agent_baselines(agent: Agent) -> dict[str, Any]:
         "comparison": comparison,
         "vs_untrained": vs["untrained"],
         "vs_equal_weight": vs["equal_weight"],
+        "vs_equal_weight_with_costs": with_costs,
         "vs_qqq": vs["qqq"],
         "windows": {
             k: windows.get(k) for k in ("count", "days", "total_return_min", "total_return_mean", "total_return_max")
@@ -178,18 +190,69 @@ def leaderboard_verdict(rows: list[dict[str, Any]]) -> dict[str, Any]:
             f"{len(above)} of {len(judged)} leaderboard agents score above their untrained policy by more "
             "than the noise of their validation sub-windows (one validation period: no promise for the next)."
         )
-    return {"judged": len(judged), "above_noise": len(above), "text": text}
+    against = equal_weight_verdicts(rows)
+    if against["text"]:
+        text = f"{text} {against['text']}".strip()
+    return {"judged": len(judged), "above_noise": len(above), "vs_equal_weight": against, "text": text}
 
 
-def relative_text(rel: dict[str, float | None], *, short: bool = False) -> str:
-    """``"+2.10 % · Sharpe +0.03"``: excess total return and Sharpe difference ("" if neither);
-    ``short`` (a window under the short-window rule's minimum): ``"+2.10 % · Sharpe n/a"``."""
+def equal_weight_verdicts(rows: list[dict[str, Any]]) -> dict[str, Any]:
+    """How many leaderboard agents beat, trail or cannot be told from each 1/N on validation, by
+    the studentised block-bootstrap interval of their Sharpe difference (``vs_equal_weight``).
+
+    Returns:
+        ``{"cost_free": {"beats", "trails", "indistinguishable"}, "with_costs": {...}, "text"}``
+        (counts; ``text`` one sentence, "" when no agent has a verdict).
+    """
+    counts: dict[str, dict[str, int]] = {}
+    for name, key in (("cost_free", "vs_equal_weight"), ("with_costs", "vs_equal_weight_with_costs")):
+        verdicts = [(b.get(key) or {}).get("verdict") for b in rows if not b.get("note")]
+        counts[name] = {v: verdicts.count(v) for v in ("beats", "trails", "indistinguishable")}
+    judged = sum(counts["cost_free"].values())
+    text = ""
+    if judged:
+        free, fair = counts["cost_free"], counts["with_costs"]
+        text = (
+            f"Against 1/N on the same validation days (95 % interval of the Sharpe difference): "
+            f"{free['beats']} of {judged} beat the cost-free 1/N, {free['trails']} trail it; "
+            f"{fair['beats']} beat 1/N traded with the task's costs, {fair['trails']} trail it; "
+            "the rest cannot be told from it."
+        )
+    return {**counts, "text": text}
+
+
+def relative_text(rel: dict[str, Any], *, short: bool = False) -> str:
+    """``"+2.10 % · Sharpe +0.03 [-0.41, +0.47] · indistinguishable"``: excess total return, Sharpe
+    difference with its 95 % interval and the verdict where the comparison has them ("" if
+    nothing); ``short`` (a window under the short-window rule's minimum): ``"+2.10 % · Sharpe n/a"``."""
     parts = []
     if rel.get("excess_return") is not None:
         parts.append(formatting.format_percent(rel["excess_return"], signed=True))
     if rel.get("sharpe_difference") is not None:
-        parts.append("Sharpe n/a" if short else f"Sharpe {rel['sharpe_difference']:+.2f}")
+        if short:
+            parts.append("Sharpe n/a")
+        else:
+            interval = rel.get("ci95")
+            ci = f" [{interval[0]:+.2f}, {interval[1]:+.2f}]" if interval else ""
+            parts.append(f"Sharpe {rel['sharpe_difference']:+.2f}{ci}")
+    if rel.get("verdict") and not short:
+        parts.append(str(rel["verdict"]))
     return " · ".join(parts)
+
+
+def verdict_sentence(rel: dict[str, Any], who: str) -> str:
+    """One sentence of a ``vs_equal_weight`` object, e.g. ``"Against 1/N rebalanced daily,
+    cost-free: beats (Sharpe difference +0.41, 95 % interval +0.10 to +0.72, one-sided p = 0.004,
+    information ratio 1.21)."``; "" without a verdict."""
+    if not rel.get("verdict") or not rel.get("ci95"):
+        return ""
+    low, high = rel["ci95"]
+    ir = rel.get("information_ratio")
+    ir_text = f", information ratio {ir:.2f}" if ir is not None else ""
+    return (
+        f"Against {who}: {rel['verdict']} (Sharpe difference {rel['sharpe_difference']:+.2f}, 95 % interval "
+        f"{low:+.2f} to {high:+.2f}, one-sided p = {rel['p_value']:.3f}{ir_text})."
+    )
 
 
 _SHARPE_KEYS = ("sharpe", "untrained_sharpe", "equal_weight", "qqq")
@@ -202,7 +265,8 @@ def leaderboard_texts(b: dict[str, Any]) -> dict[str, str]:
         ``{"untrained": "untrained -0.28 · noise ±0.32"`` (scores, same rule),
         ``"sharpe": "0.53 · untrained 0.10 · 1/N 0.50 · QQQ 1.24"`` (full-window Sharpe ratios,
         the agent's first; 1/N rebalanced daily), ``"vs_equal_weight"``, ``"vs_qqq"``:
-        :func:`relative_text`}; "" where nothing was recorded. On a short window (``b["note"]``
+        :func:`relative_text`, the first with the cost-free 1/N's interval and verdict and
+        ``" · with costs: <verdict>"`` against the fair 1/N}; "" where nothing was recorded. On a short window (``b["note"]``
         set) the Sharpe-based parts read "n/a": ``"untrained": "n/a"``, ``"sharpe": "n/a
         (window shorter than 63 days)"``, ``"vs_qqq": "+2.10 % · Sharpe n/a"``.
     """
@@ -223,10 +287,14 @@ def leaderboard_texts(b: dict[str, Any]) -> dict[str, str]:
     for key, label in (("untrained_sharpe", "untrained"), ("equal_weight", "1/N"), ("qqq", "QQQ")):
         if b.get(key) is not None:
             sharpe_parts.append(f"{label} {b[key]:.2f}")
+    vs_equal_weight = relative_text(b.get("vs_equal_weight") or {})
+    fair = (b.get("vs_equal_weight_with_costs") or {}).get("verdict")
+    if vs_equal_weight and fair:
+        vs_equal_weight += f" · with costs: {fair}"
     return {
         "untrained": " · ".join(score_parts),
         "sharpe": " · ".join(sharpe_parts),
-        "vs_equal_weight": relative_text(b.get("vs_equal_weight") or {}),
+        "vs_equal_weight": vs_equal_weight,
         "vs_qqq": relative_text(b.get("vs_qqq") or {}),
     }
 
@@ -246,3 +314,22 @@ def baselines_text(b: dict[str, Any]) -> str:
         if texts.get(key):
             parts.append(f"{label}: {texts[key]}")
     return "; ".join(parts)
+
+
+#: The two 1/N comparisons of ``trainer.backtest.equal_weight``, as pages label them.
+EQUAL_WEIGHT_COMPARISONS = (
+    ("vs_equal_weight", "1/N rebalanced daily, cost-free (headline)"),
+    ("vs_equal_weight_with_costs", "1/N traded with the task's costs and band (fair)"),
+)
+
+
+def equal_weight_rows(metrics: dict[str, Any] | None) -> list[dict[str, Any]]:
+    """Rows of the "against 1/N" table of an agent's or a backtest's metrics: ``{"key",
+    "label", "sentence", **the trainer's object}`` for each of :data:`EQUAL_WEIGHT_COMPARISONS`
+    the metrics hold with a verdict (an older record, or a window under 20 returns, has none)."""
+    rows = []
+    for key, label in EQUAL_WEIGHT_COMPARISONS:
+        rel = (metrics or {}).get(key) or {}
+        if rel.get("verdict"):
+            rows.append({"key": key, "label": label, "sentence": verdict_sentence(rel, label), **rel})
+    return rows

@@ -31,10 +31,16 @@ class Bound:
     unit: str = ""
 
     def error(self, value: Any) -> str | None:
-        """Why ``value`` is out of bounds, or ``None``."""
-        if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
-            return f"must be a number, got {value!r}"
-        if self.integer and not float(value).is_integer():
+        """Why ``value`` is out of bounds, or ``None``.
+
+        Integers are compared exactly, never through ``float``: JSON allows integers of any
+        length, and one of 400 digits has no float (``OverflowError``); it is simply too large.
+        """
+        if isinstance(value, bool) or not isinstance(value, int | float):
+            return f"must be a number, got {_shown(value)}"
+        if isinstance(value, float) and not math.isfinite(value):
+            return f"must be a finite number, got {value!r}"
+        if self.integer and isinstance(value, float) and not value.is_integer():
             return f"must be a whole number, got {value!r}"
         too_low = value <= self.low if self.low_open else value < self.low
         if too_low or value > self.high:
@@ -50,10 +56,19 @@ class Bound:
 
 
 def _num(value: float) -> str:
-    """``10000000000.0`` -> ``"10,000,000,000"``, ``1e300`` -> ``"1e+300"``, ``0.1`` -> ``"0.1"``."""
+    """``10000000000.0`` -> ``"10,000,000,000"``, ``1e300`` -> ``"1e+300"``, ``0.1`` -> ``"0.1"``;
+    an integer too long for a float is shown by its length (``"a 400-digit number"``)."""
+    if isinstance(value, int) and abs(value) >= 10**100:
+        return f"a {len(str(abs(value)))}-digit number"
     if float(value).is_integer() and abs(value) < 1e13:
         return f"{int(value):,}"
     return f"{value:g}"
+
+
+def _shown(value: Any, limit: int = 60) -> str:
+    """``repr(value)``, cut to ``limit`` characters (an error message must not grow with the input)."""
+    text = repr(value)
+    return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
 #: The stock-trading env (``EnvConfig``), keys of ``Task.env``.

@@ -1,4 +1,16 @@
-"""The Deflated Sharpe Ratio of leaderboard agents (reads only).
+"""The Deflated Sharpe Ratios of leaderboard agents (reads only): against 1/N (the headline, from
+the trial ledger) and of the raw Sharpe ratio against zero (the second, labelled figure).
+
+**Against 1/N** (:func:`agent_dsr_vs_equal_weight`): the DSR of the agent's information ratio
+over the cost-free daily-rebalanced 1/N on its validation days (``metrics["vs_equal_weight"]``,
+``engine.deflated_information_ratio``), with the skewness and kurtosis of its active returns.
+``N`` is the number of entries in the **trial ledger** of the run's task (``models.Trial``:
+every trained agent ever evaluated on the task, in this run and its other runs, pruned ones
+included) and the variance is the sample variance of their information ratios
+(:func:`task_ledger`). The null is "no better than 1/N": in a rising year 1/N itself scores a
+high raw DSR, but an agent that only holds 1/N has an information ratio of 0.
+
+**Raw Sharpe against zero** (the figure below, kept for comparison):
 
 A run that evaluates many agents and keeps the best will find a high validation Sharpe ratio by
 luck alone. The Deflated Sharpe Ratio (Bailey & López de Prado 2014; ``engine.deflated_sharpe_ratio``)
@@ -24,7 +36,7 @@ from typing import Any
 from django.db.models.fields.json import KT
 
 from webapp import engine
-from webapp.runs.models import Agent
+from webapp.runs.models import Agent, Trial
 
 
 @dataclass(frozen=True)
@@ -81,3 +93,53 @@ def agent_dsr(agent: Agent, stats: RunSharpes) -> float | None:
         num_observations=int(observations),
         periods_per_year=metrics.get("periods_per_year"),
     )
+
+
+@dataclass(frozen=True)
+class LedgerStats:
+    """The trial ledger of a task: ``trials`` (every trained agent ever evaluated on it, ``N``)
+    and ``variance``, the sample variance of their annualised information ratios over cost-free
+    1/N (those that have one; 0.0 with fewer than 2)."""
+
+    trials: int
+    variance: float
+
+
+def task_ledger(task_id: int) -> LedgerStats:
+    """The :class:`LedgerStats` of a task's trial ledger (one query)."""
+    values = list(Trial.objects.filter(task_id=task_id).values_list("information_ratio", flat=True))
+    ratios = [v for v in values if v is not None and math.isfinite(v)]
+    variance = statistics.variance(ratios) if len(ratios) >= 2 else 0.0
+    return LedgerStats(trials=len(values), variance=float(variance))
+
+
+def agent_dsr_vs_equal_weight(agent: Agent, stats: LedgerStats) -> float | None:
+    """The agent's DSR against 1/N given its task's :class:`LedgerStats`; ``None`` without an
+    information ratio (no ``vs_equal_weight`` statistics, e.g. an agent stored before them) or
+    an empty ledger."""
+    metrics = agent.metrics or {}
+    rel = metrics.get("vs_equal_weight") or {}
+    ir = _sharpe({"sharpe_ratio": rel.get("information_ratio")})
+    skew, kurt, periods = rel.get("active_skewness"), rel.get("active_kurtosis"), rel.get("n_periods")
+    if ir is None or skew is None or kurt is None or not periods or stats.trials < 1:
+        return None
+    return engine.deflated_information_ratio(
+        ir,
+        num_observations=int(periods),
+        skewness=float(skew),
+        kurtosis=float(kurt),
+        num_trials=stats.trials,
+        trial_variance=stats.variance,
+        periods_per_year=rel.get("periods_per_year"),
+    )
+
+
+def dsr_text(vs_equal_weight: float | None, raw: float | None, *, note: str = "") -> str:
+    """The leaderboard's DSR cell: ``"0.412 · raw 0.981"`` (against 1/N first, the raw-Sharpe DSR
+    against zero second), ``"n/a"`` on a short window (``note``), ``"–"`` with neither."""
+    if vs_equal_weight is None and raw is None:
+        return "–"
+    if note:
+        return "n/a"
+    first = f"{vs_equal_weight:.3f}" if vs_equal_weight is not None else "–"
+    return f"{first} · raw {raw:.3f}" if raw is not None else first

@@ -14,6 +14,7 @@ from django.conf import settings
 from django.db import models
 from django.db.models import F, Q
 
+from webapp.core.lookups import JSONListHas
 from webapp.runs.scoring import score_rule
 
 
@@ -177,6 +178,11 @@ class Run(models.Model):
         task's ``selection``): the stored ``score_metric`` only names the quantity it is built on
         (the API's ``score_metric`` is this rule's name)."""
         return score_rule(self.task.selection)
+
+
+# ``Run.objects.filter(tags__list_has="keep")``: the same query on SQLite and PostgreSQL (Django's
+# ``tags__contains`` exists on PostgreSQL only).
+Run._meta.get_field("tags").register_lookup(JSONListHas)
 
 
 class Pod(models.Model):
@@ -416,3 +422,35 @@ class TrainingPoint(models.Model):
 
     def __str__(self) -> str:
         return f"generation {self.generation_id} at {self.env_steps} env steps"
+
+
+class Trial(models.Model):
+    """One entry of the trial ledger: an agent a pod trained and evaluated on validation, with
+    the figures the Deflated Sharpe Ratio counts (Bailey & López de Prado 2014: ``N`` trials and
+    the variance of their figures).
+
+    Written once per trained agent when its generation's result is stored
+    (``services.trials.trial_record``), and kept when the agent is pruned or its run deleted
+    (``agent`` and ``run`` become NULL), so a task's ledger counts every agent ever evaluated on
+    it, across its runs. Ensembles are never trials (they average agents already counted).
+
+    ``sharpe_ratio`` is the annualised validation Sharpe ratio; ``information_ratio`` the
+    annualised information ratio of the agent's validation returns over the cost-free
+    daily-rebalanced 1/N (``metrics["vs_equal_weight"]``), NULL where the evaluation had none
+    (fewer than 20 returns, or an agent stored before the ledger).
+    """
+
+    task = models.ForeignKey(Task, on_delete=models.CASCADE, related_name="trials")
+    run = models.ForeignKey(Run, on_delete=models.SET_NULL, null=True, blank=True, related_name="trials")
+    agent = models.OneToOneField("Agent", on_delete=models.SET_NULL, null=True, blank=True, related_name="trial")
+    sharpe_ratio = models.FloatField(null=True, help_text="annualised validation Sharpe ratio")
+    information_ratio = models.FloatField(null=True, help_text="annualised IR over cost-free 1/N")
+    num_periods = models.PositiveIntegerField(null=True, help_text="validation returns behind the figures")
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["id"]
+        indexes = [models.Index(fields=["task", "id"], name="runs_trial_task")]
+
+    def __str__(self) -> str:
+        return f"trial of agent {self.agent_id} on task {self.task_id}"

@@ -258,23 +258,39 @@ def generation_payload(gen: Generation) -> dict[str, Any]:
     }
 
 
-def agent_payload(agent: Agent, run_sharpes: deflated.RunSharpes | None = None) -> dict[str, Any]:
+def agent_payload(
+    agent: Agent, run_sharpes: deflated.RunSharpes | None = None, ledger: deflated.LedgerStats | None = None
+) -> dict[str, Any]:
     """One leaderboard row (``pod`` and ``generation`` joined: ``leaderboard`` selects them).
 
     ``generation`` is the depth in the lineage (1 = fresh), ``pod_generation`` the pod's
     counter; ``env_steps`` is what the agent's own generation trained and ``total_env_steps``
     its line's (ancestors' + own). ``deflated_sharpe`` is the Deflated Sharpe Ratio against every
-    agent the run has evaluated (``run_sharpes``, computed here when not given).
+    agent the run has evaluated (``run_sharpes``, computed here when not given): the raw Sharpe
+    ratio against zero. ``deflated_sharpe_vs_equal_weight`` is the DSR of its information ratio
+    over 1/N against its task's trial ledger (``ledger``; ``ledger_trials`` entries), and
+    ``vs_equal_weight`` / ``vs_equal_weight_with_costs`` the trainer's objects (interval,
+    p-value, verdict) against both 1/N.
     """
     stats = run_sharpes if run_sharpes is not None else deflated.run_sharpes(agent.run_id)
+    ledger = ledger if ledger is not None else deflated.task_ledger(agent.run.task_id)
+    row_baselines = baselines.agent_baselines(agent)
+    raw = deflated.agent_dsr(agent, stats)
+    against = deflated.agent_dsr_vs_equal_weight(agent, ledger)
+    metrics = agent.metrics or {}
     return {
         "id": agent.id,
-        "deflated_sharpe": deflated.agent_dsr(agent, stats),
+        "deflated_sharpe": raw,
+        "deflated_sharpe_vs_equal_weight": against,
+        "dsr_text": deflated.dsr_text(against, raw, note=row_baselines.get("note") or ""),
         "trials": stats.trials,
+        "ledger_trials": ledger.trials,
+        "vs_equal_weight": metrics.get("vs_equal_weight"),
+        "vs_equal_weight_with_costs": metrics.get("vs_equal_weight_with_costs"),
         "score": agent.score,
         "metrics": agent.metrics,
         "pod": agent.pod.index,
-        "baselines": baselines.agent_baselines(agent),
+        "baselines": row_baselines,
         "generation": agent.depth,
         "pod_generation": agent.generation.number,
         "env_steps": agent.generation.env_steps,
@@ -295,8 +311,8 @@ def leaderboard(run: Run) -> list[Agent]:
 
 
 def leaderboard_payload(run: Run) -> list[dict[str, Any]]:
-    stats = deflated.run_sharpes(run.id)
-    return [agent_payload(a, stats) for a in leaderboard(run)]
+    stats, ledger = deflated.run_sharpes(run.id), deflated.task_ledger(run.task_id)
+    return [agent_payload(a, stats, ledger) for a in leaderboard(run)]
 
 
 def leaderboard_with_verdict(run: Run) -> dict[str, Any]:
@@ -338,7 +354,7 @@ def _count_subquery(qs: QuerySet) -> Subquery:
     )
 
 
-def run_list(*, user, status: str = "", algorithm: str = "", search: str = "") -> QuerySet[Run]:
+def run_list(*, user, status: str = "", algorithm: str = "", search: str = "", tag: str = "") -> QuerySet[Run]:
     """The user's runs, newest first, with what the list shows annotated (no N+1).
 
     Annotations: ``pods_running`` (generations running now), ``agents_count`` (agents its pods
@@ -350,6 +366,7 @@ def run_list(*, user, status: str = "", algorithm: str = "", search: str = "") -
         status: one of ``Run.Status`` values, or empty for all.
         algorithm: ``ppo``/``sac``, or empty for all.
         search: matches the run name, the task name or the run id.
+        tag: one of the run's tags (compared lower case), or empty for all.
     """
     qs = Run.objects.filter(owner=user).select_related("task", "budget", "owner")
     if status:
@@ -362,6 +379,9 @@ def run_list(*, user, status: str = "", algorithm: str = "", search: str = "") -
         if search.isdigit():
             cond |= Q(pk=int(search))
         qs = qs.filter(cond)
+    tag = (tag or "").strip().lower()
+    if tag:
+        qs = qs.filter(tags__list_has=tag)
     running = Generation.objects.filter(run_id=OuterRef("pk"), status=Generation.Status.RUNNING)
     agents = Agent.objects.filter(run_id=OuterRef("pk"), kind=Agent.Kind.TRAINED)
     ensembles = Agent.objects.filter(run_id=OuterRef("pk"), kind=Agent.Kind.ENSEMBLE)

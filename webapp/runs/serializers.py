@@ -8,6 +8,7 @@ from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
 from webapp import engine
+from webapp.core.fields import StrictCharField, strict_field_mapping
 from webapp.runs import baselines, deflated, selectors, services
 from webapp.runs.models import Agent, ClusterBudget, Run, Task
 
@@ -31,6 +32,7 @@ class BudgetSerializer(serializers.ModelSerializer):
     owner = serializers.SlugRelatedField(slug_field="username", queryset=get_user_model().objects.all(), required=False)
     gpu_hours_used = serializers.SerializerMethodField()
     progress = serializers.SerializerMethodField()
+    serializer_field_mapping = strict_field_mapping(serializers.ModelSerializer.serializer_field_mapping)
 
     class Meta:
         model = ClusterBudget
@@ -88,10 +90,10 @@ class TaskCreateSerializer(serializers.Serializer):
     """Input of ``POST /api/tasks/``; the trainer validates the JSON parts (400 naming the
     dotted field, e.g. ``hyperparameters.learning_rate``)."""
 
-    name = serializers.CharField(max_length=200)
+    name = StrictCharField(max_length=200)
     dataset = _UserScopedPK(selectors.dataset_queryset)
     tickers = serializers.ListField(
-        child=serializers.CharField(max_length=20),
+        child=StrictCharField(max_length=20),
         required=False,
         default=None,
         allow_null=True,
@@ -110,7 +112,7 @@ class TaskCreateSerializer(serializers.Serializer):
     algorithm = serializers.ChoiceField(choices=engine.algorithms(), default="ppo")
     hyperparameters = serializers.DictField(required=False, default=dict)
     algorithms = serializers.ListField(
-        child=serializers.CharField(max_length=20),
+        child=StrictCharField(max_length=20),
         required=False,
         default=None,
         allow_null=True,
@@ -230,7 +232,7 @@ class RunCreateSerializer(serializers.Serializer):
 
     task = _UserScopedPK(selectors.task_queryset)
     budget = _UserScopedPK(selectors.budget_queryset)
-    name = serializers.CharField(max_length=200, required=False, allow_blank=True, default="")
+    name = StrictCharField(max_length=200, required=False, allow_blank=True, default="")
     num_pods = serializers.IntegerField(default=2, help_text="size of the training pool")
     generation_steps = serializers.IntegerField(
         default=services.DEFAULT_GENERATION_STEPS,
@@ -246,13 +248,13 @@ class RunCreateSerializer(serializers.Serializer):
         "1e-2 moved by x0.8 or x1.25; {} = no mutation (children copy their parent's hyperparameters)",
     )
     seed = serializers.IntegerField(default=0, min_value=0)
-    device = serializers.CharField(max_length=20, default="auto")
+    device = StrictCharField(max_length=20, default="auto")
     start = serializers.BooleanField(default=False, help_text="start the run at once")
 
 
 class AnnotateSerializer(serializers.Serializer):
-    tags = serializers.ListField(child=serializers.CharField(), required=False, help_text="lower-cased, at most 20")
-    note = serializers.CharField(required=False, allow_blank=True)
+    tags = serializers.ListField(child=StrictCharField(), required=False, help_text="lower-cased, at most 20")
+    note = StrictCharField(required=False, allow_blank=True)
 
 
 class ArchiveSerializer(serializers.Serializer):
@@ -320,6 +322,26 @@ class AgentSerializer(serializers.ModelSerializer):
         "against the agents the run's pods trained and evaluated (ensembles are not trials; an ensemble's "
         "own DSR uses the same trials); null without a Sharpe ratio"
     )
+    deflated_sharpe_vs_equal_weight = serializers.SerializerMethodField(
+        help_text="Deflated Sharpe Ratio against 1/N: of the information ratio over the cost-free daily-rebalanced "
+        "1/N on the validation days, against every agent ever evaluated on the task (the trial ledger, "
+        "ledger_trials entries) and the variance of their information ratios; null without one"
+    )
+    ledger_trials = serializers.SerializerMethodField(help_text="entries in the task's trial ledger")
+    vs_equal_weight = serializers.JSONField(
+        source="metrics.vs_equal_weight",
+        read_only=True,
+        allow_null=True,
+        help_text="against the cost-free daily-rebalanced 1/N on the validation days: sharpe_difference, ci95 "
+        "(studentised block bootstrap, Ledoit & Wolf 2008), p_value (one-sided), active_return_annual, "
+        "tracking_error, information_ratio, verdict (beats, trails, indistinguishable)",
+    )
+    vs_equal_weight_with_costs = serializers.JSONField(
+        source="metrics.vs_equal_weight_with_costs",
+        read_only=True,
+        allow_null=True,
+        help_text="the same against 1/N traded with the task's costs and no-trade band",
+    )
 
     baselines = serializers.SerializerMethodField(
         help_text="the validation result against the untrained policy, 1/N and QQQ on the same days: "
@@ -353,6 +375,10 @@ class AgentSerializer(serializers.ModelSerializer):
             "created_at",
             "bundle_url",
             "deflated_sharpe",
+            "deflated_sharpe_vs_equal_weight",
+            "ledger_trials",
+            "vs_equal_weight",
+            "vs_equal_weight_with_costs",
             "baselines",
         ]
         read_only_fields = fields
@@ -370,6 +396,22 @@ class AgentSerializer(serializers.ModelSerializer):
         if obj.run_id not in cache:
             cache[obj.run_id] = deflated.run_sharpes(obj.run_id)
         return deflated.agent_dsr(obj, cache[obj.run_id])
+
+    def _ledger(self, obj: Agent) -> deflated.LedgerStats:
+        cache = self.context.setdefault("task_ledgers", {})
+        task_id = obj.run.task_id
+        if task_id not in cache:
+            cache[task_id] = deflated.task_ledger(task_id)
+        return cache[task_id]
+
+    @extend_schema_field(OpenApiTypes.FLOAT)
+    def get_deflated_sharpe_vs_equal_weight(self, obj: Agent) -> float | None:
+        """DSR of the information ratio over 1/N against the task's trial ledger (one query per task)."""
+        return deflated.agent_dsr_vs_equal_weight(obj, self._ledger(obj))
+
+    @extend_schema_field(OpenApiTypes.INT)
+    def get_ledger_trials(self, obj: Agent) -> int:
+        return self._ledger(obj).trials
 
     def get_bundle_url(self, obj: Agent) -> str:
         from django.urls import reverse

@@ -66,10 +66,9 @@ def run_list(request: HttpRequest) -> HttpResponse:
         status=values.get("status", ""),
         algorithm=values.get("algorithm", ""),
         search=values.get("q", ""),
+        tag=values.get("tag", ""),
     )
     qs = qs.filter(archived=bool(values.get("archived")))
-    if values.get("tag"):
-        qs = qs.filter(tags__contains=[values["tag"].strip().lower()])
     page = Paginator(qs, PAGE_SIZE).get_page(request.GET.get("page"))
     runs = selectors.with_score_notes(list(page.object_list))
     rows = [(run, selectors.budget_progress(run.budget, run)) for run in runs]
@@ -90,16 +89,15 @@ def run_new(request: HttpRequest) -> HttpResponse:
         form = forms.RunForm(request.POST, user=request.user)
         if form.is_valid():
             try:
-                with transaction.atomic():
-                    try:
-                        task = services.task_create(owner=request.user, **form.task_kwargs())
-                    except AppError as exc:
-                        # the run's own settings are checked too: every error in one answer
-                        run_kwargs = {
-                            k: v for k, v in form.run_kwargs().items() if k not in ("budget", "name", "mutation")
-                        }
-                        extra = services.run_settings_errors(**run_kwargs)
-                        raise AppError(exc.message, fields={**exc.fields, **extra}) from exc
+                try:  # validated outside the transaction: it reads the data files (seconds)
+                    task = services.task_prepare(owner=request.user, **form.task_kwargs())
+                except AppError as exc:
+                    # the run's own settings are checked too: every error in one answer
+                    run_kwargs = {k: v for k, v in form.run_kwargs().items() if k not in ("budget", "name", "mutation")}
+                    extra = services.run_settings_errors(**run_kwargs)
+                    raise AppError(exc.message, fields={**exc.fields, **extra}) from exc
+                with transaction.atomic():  # the task and its run, or neither
+                    task.save()
                     run = services.run_create(owner=request.user, task=task, **form.run_kwargs())
             except AppError as exc:
                 form.add_app_error(exc)
@@ -149,6 +147,7 @@ def run_detail(request: HttpRequest, run_id: int) -> HttpResponse:
     pods = [selectors.pod_payload(p) for p in selectors.run_pods(run)]
     board = list(selectors.leaderboard_queryset(run))
     run_sharpes = deflated.run_sharpes(run.pk)
+    ledger = deflated.task_ledger(run.task_id)
     # the verdict reads the whole leaderboard, as the live events' does; the table its top rows
     board_baselines = [baselines.agent_baselines(a) for a in board]
     hp_keys = hyperparameter_columns(run)
@@ -175,6 +174,11 @@ def run_detail(request: HttpRequest, run_id: int) -> HttpResponse:
                     "hp": format_hyperparameters(a.hyperparameters, hp_keys),
                     "baselines": b,
                     "deflated_sharpe": deflated.agent_dsr(a, run_sharpes),
+                    "dsr_text": deflated.dsr_text(
+                        deflated.agent_dsr_vs_equal_weight(a, ledger),
+                        deflated.agent_dsr(a, run_sharpes),
+                        note=b.get("note") or "",
+                    ),
                 }
                 for a, b in zip(board[:LEADERBOARD_ROWS], board_baselines)
             ],

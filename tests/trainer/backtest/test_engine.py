@@ -85,7 +85,7 @@ def test_qqq_benchmark_is_buy_and_hold_over_the_same_dates(equal_weight_run, qqq
         (CAPITAL * qqq / qqq.iloc[0]).to_numpy(), rel=1e-12
     )
     m = equal_weight_run.metrics
-    assert set(m) == {"agent", "QQQ", "equal_weight"}
+    assert set(m) == {"agent", "QQQ", "equal_weight", "vs_equal_weight", "vs_equal_weight_with_costs", "robustness"}
     assert m["QQQ"]["beta"] == pytest.approx(1.0) and m["QQQ"]["alpha"] == pytest.approx(0.0, abs=1e-12)
     assert m["QQQ"]["cumulative_return"] == pytest.approx(qqq.iloc[-1] / qqq.iloc[0] - 1, rel=1e-12)
     assert m["agent"]["turnover_daily_mean"] > 0

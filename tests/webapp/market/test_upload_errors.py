@@ -44,3 +44,19 @@ def test_the_upload_page_shows_the_error_once_with_the_file_name(client, user, s
     message = box.select_one("p.error").get_text(strip=True)
     assert "dup.csv" in message
     assert text.count(message) == 1, "the message is shown once"
+
+
+def test_an_empty_file_is_refused_by_its_name_on_the_page_and_the_api(client, user, api_client):
+    from bs4 import BeautifulSoup
+
+    from webapp.market.models import Dataset
+
+    client.force_login(user)
+    page = client.post("/datasets/", {"name": "e", "file": _upload("empty.csv", "")})
+    assert page.status_code == 400
+    soup = BeautifulSoup(page.content.decode(), "html.parser")
+    assert soup.select_one("#upload-errors p.error").get_text(strip=True) == "file: empty.csv is empty (0 bytes)"
+    assert "Upload a file or pick files" not in soup.get_text(), "a file was given: it is not 'missing'"
+    api = api_client.post("/api/datasets/", {"name": "e", "file": _upload("empty.csv", "")}, format="multipart")
+    assert api.status_code == 400 and api.json()["fields"] == {"file": "empty.csv is empty (0 bytes)"}
+    assert not Dataset.objects.exists()

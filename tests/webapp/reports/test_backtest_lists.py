@@ -13,7 +13,7 @@ from rest_framework.test import APIClient
 
 from tests.webapp.conftest import SPLITS
 
-pytestmark = pytest.mark.django_db
+pytestmark = [pytest.mark.django_db, pytest.mark.both_databases]
 
 SHORT = "n/a (window shorter than 63 days)"
 

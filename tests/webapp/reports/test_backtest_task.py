@@ -20,7 +20,14 @@ pytestmark = pytest.mark.django_db
 def test_backtest_task_stores_metrics_config_and_daily_series(done_backtest, data_dir):
     daily = backtest_daily(done_backtest)
 
-    assert set(done_backtest.metrics) == {"agent", "equal_weight", "QQQ"}
+    assert set(done_backtest.metrics) == {
+        "agent",
+        "equal_weight",
+        "QQQ",
+        "vs_equal_weight",
+        "vs_equal_weight_with_costs",
+        "robustness",
+    }
     assert done_backtest.num_days == len(daily)
     # Every QQQ trading day of the test split, and nothing else.
     qqq = qqq_close(data_dir).loc[SPLITS["test"][0] : SPLITS["test"][1]]

@@ -5,10 +5,10 @@ from __future__ import annotations
 import pytest
 from django.core.files.storage import default_storage
 
-from webapp.runs import services
+from webapp.runs import selectors, services
 from webapp.runs.models import Agent, Run
 
-pytestmark = pytest.mark.django_db
+pytestmark = [pytest.mark.django_db, pytest.mark.both_databases]
 
 
 def test_tags_and_a_note_are_set_normalized_and_bad_ones_refused_together(api_client, world):
@@ -29,6 +29,31 @@ def test_archived_runs_leave_the_list_until_asked_for_and_tags_filter_it(client,
     assert f'data-run-id="{world.run.pk}"' not in client.get("/runs/").content.decode()
     assert f'data-run-id="{world.run.pk}"' in client.get("/runs/?archived=on").content.decode()
     assert client.get(f"/runs/{world.run.pk}/").status_code == 200, "an archived run's page stays"
+
+
+#: (the run's tags, the tag asked for, listed?)
+TAG_CASES = [
+    (["keep", "lr-sweep"], "keep", True),
+    (["keep", "lr-sweep"], "KEEP ", True),
+    (["keeper"], "keep", False),  # a whole tag, not a part of one
+    (["50%", "a_b"], "50%", True),  # LIKE's wildcards are plain characters
+    (["a_b"], "a%b", False),
+    (['say "hi"'], 'say "hi"', True),  # quotes inside a tag
+    (["x"], '"x"', False),
+    ([], "keep", False),
+    ([1, None, {"keep": 1}], "keep", False),  # non-string items (written by hand) never match
+]
+
+
+def test_the_tag_filter_matches_whole_tags_on_every_database(user, world):
+    # The default database is SQLite, CI's PostgreSQL; ./paddock test runs this on both.
+    wrong = []
+    for tags, asked, found in TAG_CASES:
+        Run.objects.filter(pk=world.run.pk).update(tags=tags)
+        listed = selectors.run_list(user=user, tag=asked).filter(pk=world.run.pk).exists()
+        if listed is not found:
+            wrong.append((tags, asked, listed))
+    assert wrong == []
 
 
 def test_deleting_an_ended_run_removes_its_rows_and_files_but_not_a_running_one(api_client, other_client, world):

@@ -78,8 +78,11 @@ def test_the_leaderboard_shows_sharpe_next_to_sharpe_and_the_excess_over_1n_and_
     ]
     assert sharpe == " · ".join(expected)
     ew, qqq = m["vs_equal_weight"], m["vs_QQQ"]
+    fair = m["vs_equal_weight_with_costs"]
+    low, high = ew["ci95"]
     assert _cell(row, "vs_equal_weight") == (
-        f"{ew['excess_return'] * 100:+.2f} % · Sharpe {ew['sharpe_difference']:+.2f}"
+        f"{ew['excess_return'] * 100:+.2f} % · Sharpe {ew['sharpe_difference']:+.2f} [{low:+.2f}, {high:+.2f}]"
+        f" · {ew['verdict']} · with costs: {fair['verdict']}"
     )
     assert _cell(row, "vs_qqq") == f"{qqq['excess_return'] * 100:+.2f} % · Sharpe {qqq['sharpe_difference']:+.2f}"
     # the untrained policy's score stands next to the score, both by the same rule

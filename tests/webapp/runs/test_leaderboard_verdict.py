@@ -26,7 +26,28 @@ def test_the_verdict_counts_agents_above_the_untrained_policy_by_more_than_the_n
     rows += [_row(1.0, None, 0.1), _row(1.0, 0.0, None)]
     some = baselines.leaderboard_verdict(rows)
     assert (some["judged"], some["above_noise"]) == (2, 1) and some["text"].startswith("1 of 2 leaderboard agents")
-    assert baselines.leaderboard_verdict([]) == {"judged": 0, "above_noise": 0, "text": ""}
+    empty = baselines.leaderboard_verdict([])
+    assert (empty["judged"], empty["above_noise"], empty["text"]) == (0, 0, "")
+    assert empty["vs_equal_weight"]["cost_free"] == {"beats": 0, "trails": 0, "indistinguishable": 0}
+
+
+def test_the_verdict_counts_agents_that_beat_or_trail_each_one_over_n():
+    def row(free, fair):
+        return {"vs_equal_weight": {"verdict": free}, "vs_equal_weight_with_costs": {"verdict": fair}}
+
+    rows = [row("beats", "indistinguishable"), row("trails", "trails"), row("indistinguishable", "beats")]
+    against = baselines.leaderboard_verdict(rows)["vs_equal_weight"]
+    assert against["cost_free"] == {"beats": 1, "trails": 1, "indistinguishable": 1}
+    assert against["with_costs"] == {"beats": 1, "trails": 1, "indistinguishable": 1}
+    assert against["text"].startswith(
+        "Against 1/N on the same validation days (95 % interval of the Sharpe difference): "
+    )
+    assert (
+        "1 of 3 beat the cost-free 1/N, 1 trail it; 1 beat 1/N traded with the task's costs, 1 trail it"
+        in against["text"]
+    )
+    # a short validation window has no interval to judge by
+    assert baselines.equal_weight_verdicts([{**rows[0], "note": "n/a (window shorter than 63 days)"}])["text"] == ""
 
 
 def test_the_run_page_and_the_snapshot_show_the_same_verdict(client, user, world):

@@ -86,6 +86,7 @@ def test_other_users_get_404_and_anonymous_401(agent, other_client):
     assert APIClient().post(f"/api/agents/{agent.id}/act", {"observations": [[0]]}, format="json").status_code == 401
 
 
+@pytest.mark.both_databases  # the call counters' flush (Greatest over a null timestamp)
 def test_account_tokens_and_serve_tokens_of_the_owner_may_call(agent, user, bundle):
     obs = {"observations": np.zeros((1, bundle.obs_dim)).tolist()}
     account = Token.objects.create(user=user)

@@ -72,7 +72,8 @@ from webapp.runs.services.lifecycle import (
 )
 from webapp.runs.services.results import generation_complete, generation_diverged, generation_fail
 from webapp.runs.services.storage import Bundle, agent_bundle, local_copy_of_checkpoint
-from webapp.runs.services.tasks import task_create
+from webapp.runs.services.tasks import task_create, task_prepare
+from webapp.runs.services.trials import trial_record
 
 __all__ = [
     "BUDGET_EDITABLE",
@@ -111,5 +112,7 @@ __all__ = [
     "runs_ensure_work",
     "stale_after_s",
     "task_create",
+    "task_prepare",
+    "trial_record",
     "task_spec",
 ]

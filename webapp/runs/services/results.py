@@ -39,6 +39,7 @@ from webapp.runs.services.lifecycle import (
     run_maybe_finish,
     run_set_paused,
 )
+from webapp.runs.services.trials import trial_record
 
 logger = logging.getLogger(__name__)
 
@@ -132,6 +133,7 @@ def _generation_complete_locked(claim: Claim, result: engine.TrainedGeneration, 
         if parent is None:
             Agent.objects.filter(pk=agent.pk).update(lineage=agent)
             agent.lineage_id = agent.pk
+        trial_record(agent=agent)
         _leaderboard_submit(run, agent)
         Pod.objects.filter(pk=pod.pk).update(current_agent=agent, generations_done=F("generations_done") + 1)
         _run_stop_if_all_zero(run)

@@ -7,7 +7,6 @@ from __future__ import annotations
 from typing import Any
 
 from django.conf import settings
-from django.db import transaction
 
 from webapp import engine
 from webapp.core.errors import AppError
@@ -26,8 +25,18 @@ def _split_paths(fields: dict[str, Any]) -> dict[str, Any]:
     return {f"splits.{k}" if k.partition(".")[0] in SPLITS else k: v for k, v in fields.items()}
 
 
-@transaction.atomic
-def task_create(
+def task_create(**kwargs: Any) -> Task:
+    """Validate a task (:func:`task_prepare`, same arguments) and store it.
+
+    Raises:
+        AppError: as :func:`task_prepare`.
+    """
+    task = task_prepare(**kwargs)
+    task.save()
+    return task
+
+
+def task_prepare(
     *,
     owner,
     dataset: Dataset,
@@ -42,7 +51,13 @@ def task_create(
     algorithms: list[str] | None = None,
     algorithm_hyperparameters: dict[str, dict[str, Any]] | None = None,
 ) -> Task:
-    """Create a task after validating it with the trainer's config classes.
+    """A validated, unsaved task (checked with the trainer's config classes and its data).
+
+    No transaction is open while it validates, and it writes nothing: reading the data files
+    takes seconds, and on SQLite a transaction holds the database's one write lock from its
+    start (``transaction_mode=IMMEDIATE``), so validating inside one made every other writer
+    wait, and concurrent bad requests past the lock timeout answered 500 ("database is
+    locked"). Callers save it inside their own short transaction (:func:`task_create`).
 
     Args:
         dataset: one of ``owner``'s datasets.
@@ -153,7 +168,7 @@ def task_create(
         )
         for name in allowed[1:]
     }
-    return Task.objects.create(
+    return Task(
         owner=owner,
         name=name,
         dataset=dataset,
