@@ -63,6 +63,7 @@ from webapp.engine.tasks import (  # noqa: E402
     configure_process,
     default_hyperparameters,
     demo_task,
+    is_sticky_device_error,
     min_env_steps,
     parse_day,
     parse_moment,
@@ -73,6 +74,7 @@ from webapp.engine.tasks import (  # noqa: E402
     selection_rule,
     validate_hyperparameters,
     validate_task,
+    worker_device_problem,
 )
 from webapp.engine.tournament import (  # noqa: E402
     ParentDecision,
@@ -126,6 +128,8 @@ __all__ = [
     "recommended_rebalance_band",
     "prune_leaderboard",
     "resolve_device",
+    "is_sticky_device_error",
+    "worker_device_problem",
     "series_metrics",
     "serve_act",
     "stitch_study",
