@@ -50,6 +50,7 @@ from finrl_style_numpy_env import FinRLStyleNumpyEnv  # noqa: E402
 
 from trainer.data import DataSpec, MarketData, build_market_data, load_market_data, load_panel  # noqa: E402
 from trainer.data.sessions import SESSION_FEATURES, session_features  # noqa: E402
+from trainer.device import configure_device  # noqa: E402
 from trainer.envs import EnvConfig, PortfolioConfig, PortfolioVecEnv, StockTradingVecEnv  # noqa: E402
 from trainer.envs.gym_adapter import StockTradingEnv  # noqa: E402
 
@@ -254,6 +255,7 @@ def main() -> None:
         )
     rows = [("cpu", t) for t in args.threads]
     if torch.cuda.is_available():
+        configure_device(torch.device("cuda"))  # as in training (TF32; the envs do no matrix products)
         rows.append(("cuda", 1))
     per_cpu_ratios = []
     for name in args.envs:

@@ -37,7 +37,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run as a script 
 from trainer.agents import make_agent  # noqa: E402
 from trainer.agents.ppo import PPOConfig  # noqa: E402
 from trainer.data.pipeline import load_market_data  # noqa: E402
-from trainer.device import pick_device  # noqa: E402
+from trainer.device import configure_device, pick_device  # noqa: E402
 from trainer.envs.stock_trading import EnvConfig, StockTradingVecEnv  # noqa: E402
 from trainer.pod import TaskSpec, demo_task_dict  # noqa: E402
 
@@ -62,7 +62,7 @@ def _result(steps: int, wall: float, cpu: float) -> dict:
 
 
 def measure_ours(train, *, device: torch.device, env_steps: int, num_envs: int, hyperparameters: dict) -> dict:
-    env = StockTradingVecEnv(train, EnvConfig(), num_envs=num_envs, device=device, seed=0)
+    env = StockTradingVecEnv(train, EnvConfig(), num_envs=num_envs, device=device, seed=0, state_info=False)
     agent = make_agent(
         "ppo", env.obs_dim, env.action_dim, {**hyperparameters, "num_envs": num_envs}, device=device, seed=0
     )
@@ -123,6 +123,7 @@ def main() -> None:
     market = load_market_data(task.data, data_dir=args.data_dir, cache_dir=args.cache_dir)
     train = market.slice(*task.train, name="train")
     device = pick_device(args.device)
+    configure_device(device)  # TF32 on CUDA, as a generation trains
     print(f"data: {train.num_stocks} tickers, {train.num_days} days ({train.dates[0]} to {train.dates[-1]})")
     print(f"torch threads: {args.threads}; our device: {device}")
 

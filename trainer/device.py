@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import os
+import subprocess
+import sys
 
 import torch
 
@@ -90,6 +92,66 @@ def configure_device(device: torch.device) -> None:
         torch.set_float32_matmul_precision("high")
 
 
+#: Fragments of the messages of CUDA errors after which the process's CUDA context is unusable
+#: ("sticky" errors: every later CUDA call fails the same way, so only a new process recovers).
+STICKY_CUDA_ERRORS = (
+    "illegal memory access",
+    "device-side assert",
+    "misaligned address",
+    "illegal instruction",
+    "unspecified launch failure",
+    "an illegal address",
+    "cuda error: launch failed",
+    "uncorrectable ecc error",
+    "hardware stop",
+)
+
+
+def is_sticky_cuda_error(exc: BaseException) -> bool:
+    """Whether ``exc`` is a CUDA error that leaves this process's CUDA context broken.
+
+    PyTorch raises them as ``RuntimeError`` (or its subclass ``torch.AcceleratorError``) whose
+    message starts with ``CUDA error:``; e.g. "CUDA error: an illegal memory access was
+    encountered" (``cudaErrorIllegalAddress``) or "device-side assert triggered".
+    """
+    text = str(exc).lower()
+    return isinstance(exc, RuntimeError) and "cuda" in text and any(f in text for f in STICKY_CUDA_ERRORS)
+
+
+#: What :func:`cuda_self_check` runs in a fresh interpreter: one tiny kernel, read back.
+_SELF_CHECK = (
+    "import sys, torch\n"
+    "if not torch.cuda.is_available():\n"
+    "    sys.exit(f'CUDA is not available to torch {torch.__version__} (CUDA build: {torch.version.cuda})')\n"
+    "x = torch.arange(8, device=sys.argv[1], dtype=torch.float32)\n"
+    "total = float((x * 2 + 1).sum())\n"
+    "sys.exit(None if total == 64.0 else f'a test kernel returned {total}, expected 64.0')\n"
+)
+
+
+def cuda_self_check(device: str = "cuda:0", *, timeout_s: float = 120.0) -> str | None:
+    """Run one tiny kernel on ``device`` in a fresh interpreter; ``None`` when it works.
+
+    A child process, so that this one never initialises CUDA (a Celery prefork parent must not:
+    CUDA does not survive ``fork``) and a crash or hang of the driver cannot take it down.
+
+    Returns:
+        ``None``, or a one-line reason: "CUDA is not available to torch 2.x (CUDA build:
+        None)", the last line of the child's error (a driver/wheel mismatch, an unusable
+        device), or the timeout.
+    """
+    try:
+        child = subprocess.run(
+            [sys.executable, "-c", _SELF_CHECK, device], capture_output=True, text=True, timeout=timeout_s
+        )
+    except subprocess.TimeoutExpired:
+        return f"a test kernel on {device} did not finish within {timeout_s:.0f} s"
+    if child.returncode == 0:
+        return None
+    lines = [line.strip() for line in (child.stderr or child.stdout).splitlines() if line.strip()]
+    return lines[-1] if lines else f"the CUDA check exited with status {child.returncode}"
+
+
 #: A pod's largest buffer (PPO rollout, SAC replay) may take one part in N of a device's memory:
 #: the networks, the env, optimizer moments and temporaries need the rest.
 BUFFER_MEMORY_PARTS = {"cuda": 3, "cpu": 4}
@@ -98,12 +160,13 @@ BUFFER_MEMORY_PARTS = {"cuda": 3, "cpu": 4}
 def buffer_memory_limit(device: torch.device) -> int:
     """Bytes a pod's largest buffer may take on ``device``: a share of the device's memory.
 
-    CUDA: a third of the GPU's total memory (``torch.cuda.get_device_properties``), e.g.
-    8 GiB on a 24 GB card, 47 GiB on a 141 GB H200. CPU: a quarter of the machine's physical
-    memory (``os.sysconf``). See :data:`BUFFER_MEMORY_PARTS`.
+    CUDA: a third of the GPU's *free* memory now (``torch.cuda.mem_get_info``: other processes
+    and this one's earlier allocations are left out), e.g. 8 GiB of an idle 24 GB card, 47 GiB
+    of an idle 141 GB H200. CPU: a quarter of the machine's physical memory (``os.sysconf``).
+    See :data:`BUFFER_MEMORY_PARTS`.
     """
     if device.type == "cuda":
-        total = torch.cuda.get_device_properties(device.index or 0).total_memory
+        total = torch.cuda.mem_get_info(device.index or 0)[0]
     else:
         total = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
     return total // BUFFER_MEMORY_PARTS.get(device.type, 4)

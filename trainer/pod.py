@@ -285,6 +285,7 @@ def run_generation(
         device=torch_device,
         seed=seed,
         feature_stats=feature_stats,
+        state_info=False,  # the agents read final_observation and episode_return only
     )
     layout = env.observation_layout()
     if parent_state is not None and _layout_key(parent_state["observation_layout"]) != _layout_key(layout):

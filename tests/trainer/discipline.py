@@ -17,8 +17,13 @@ CUDA generator, has a 16-byte state.
 
 Counted as host syncs (operations whose result the CPU must wait for): reading a value
 (``item``, ``bool``, ``tolist``: ``_local_scalar_dense``, ``is_nonzero``), data-dependent
-shapes (``nonzero``, boolean-mask indexing, ``masked_select``, ``unique``), ``equal`` and
-device-to-host copies.
+shapes (``nonzero``, boolean-mask indexing, ``masked_select``, ``unique``), ``equal``,
+device-to-host copies and host-to-device copies (``torch.tensor(x, device=...)``,
+``cpu_tensor.to(device)``: a pageable copy blocks the host until the device has it).
+
+Float64 allocation arithmetic is counted too (``Discipline.float64_ops``): a device operation
+on or producing a float64 tensor of 2 or more dimensions (per-env, per-stock work; FP64 runs at
+1/2 to 1/64 of the FP32 rate on GPUs). Per-env float64 vectors (cash, portfolio value) are allowed.
 """
 
 from __future__ import annotations
@@ -124,6 +129,8 @@ def _empty(size, dtype=None, layout=None, device=None, pin_memory=None, memory_f
 
 
 def _copy_from(src, dst, non_blocking=False):
+    if _ACTIVE and isinstance(dst, AcceleratorTensor) and not isinstance(src, AcceleratorTensor):
+        _ACTIVE[-1]._sync("host-to-device copy (aten._copy_from)")
     source = src.elem if isinstance(src, AcceleratorTensor) else src
     (dst.elem if isinstance(dst, AcceleratorTensor) else dst).copy_(source)
     return dst
@@ -213,6 +220,7 @@ class Discipline(TorchDispatchMode):
         self.syncs: collections.Counter[str] = collections.Counter()
         self.sync_ops: dict[str, collections.Counter[str]] = collections.defaultdict(collections.Counter)
         self.device_ops: collections.Counter[str] = collections.Counter()
+        self.float64_ops: dict[str, collections.Counter[str]] = collections.defaultdict(collections.Counter)
 
     @contextlib.contextmanager
     def suspended(self) -> Iterator[None]:
@@ -268,8 +276,11 @@ class Discipline(TorchDispatchMode):
                 isinstance(i, torch.Tensor) and i.dtype == torch.bool for i in (args[1] if len(args) > 1 else ())
             )
             copy_to_host = copy_between and not isinstance(args[0], AcceleratorTensor)
-            if func in SYNC_OPS or copies_to_host or boolean_index or copy_to_host:
+            copy_to_device = copy_between and isinstance(args[0], AcceleratorTensor) and bool(on_host)
+            if func in SYNC_OPS or copies_to_host or boolean_index or copy_to_host or copy_to_device:
                 self._sync(func)
+        elif creates_on_device and on_host:  # cpu_tensor.to(device): a host-to-device copy
+            self._sync(func)
 
         wrap = (bool(on_device) or creates_on_device) and not copies_to_host
         if creates_on_device:
@@ -282,6 +293,8 @@ class Discipline(TorchDispatchMode):
             return out
         if copy_between and not isinstance(args[0], AcceleratorTensor):
             return out
+        if _wide_float64(on_device) or _wide_float64([t for t in tree_flatten(out)[0] if isinstance(t, torch.Tensor)]):
+            self.float64_ops[self.phase][str(func)] += 1
 
         def rewrap(x):
             if not isinstance(x, torch.Tensor):
@@ -290,6 +303,11 @@ class Discipline(TorchDispatchMode):
             return original if original is not None else AcceleratorTensor(x)
 
         return tree_map(rewrap, out)
+
+
+def _wide_float64(tensors) -> bool:
+    """Whether any of ``tensors`` is float64 with 2 or more dimensions (allocation arithmetic)."""
+    return any(t.dtype == torch.float64 and t.dim() >= 2 for t in tensors)
 
 
 def _unwrap(x):

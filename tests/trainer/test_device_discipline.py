@@ -5,7 +5,8 @@ Every tensor of the env, the agents, evaluation, checkpoints and bundles is plac
 generator drawing for another device type and ``.numpy()`` on a device tensor, and counts host
 syncs per phase. The budgets asserted here are today's:
 
-* env step: 0 host syncs;
+* env step (both market envs, through episode ends): 0 host syncs (host-to-device copies
+  included) and no float64 allocation arithmetic (float64 tensors of 2+ dimensions);
 * PPO and A2C ``learn``: 1 per call (the env seed drawn from the agent's generator) and 2 per
   rollout (the finished episodes' returns and the update's mean losses);
 * one SAC or TD3 gradient update: 0, and 0 per vector step of their ``learn`` (the divergence
@@ -45,6 +46,7 @@ pytestmark = pytest.mark.skipif(
 )
 
 TICKERS = ["AAPL", "MSFT", "JPM"]
+COPY_OPS = {"aten.copy_.default", "aten._to_copy.default", "host-to-device copy (aten._copy_from)"}
 SMALL = {"num_envs": 16, "hidden_sizes": [16, 16]}
 ON_POLICY = {**SMALL, "rollout_steps": 8, "num_minibatches": 2, "update_epochs": 2}
 A2C = {**SMALL, "rollout_steps": 8}
@@ -101,12 +103,36 @@ def test_an_env_step_on_the_accelerator_needs_no_host_sync(accelerator, train):
     env = StockTradingVecEnv(train, _env_config(train), num_envs=16, device=device, seed=0)
     assert env.sync_free and env.share_dtype == torch.float32
     actions = torch.rand((12, 16, len(TICKERS)), device=device) * 2.2 - 1.0
+    ends = torch.zeros((), dtype=torch.long, device=device)
     with mode.in_phase("env step"):
         for a in actions:
             obs, reward, terminated, truncated, info = env.step(a)
+            ends = ends + truncated.sum()
     assert obs.device.type == DEVICE_TYPE and info["holdings"].device.type == DEVICE_TYPE
     assert mode.device_ops["env step"] > 0
     assert mode.syncs["env step"] == 0, dict(mode.sync_ops["env step"])
+    assert not mode.float64_ops["env step"], dict(mode.float64_ops["env step"])
+    assert int(ends.cpu()) >= 16 * 2, "episodes of 5 steps ended and restarted"
+
+
+@pytest.mark.parametrize("reward", ["log_return", "differential_sharpe"])
+def test_a_portfolio_env_step_through_episode_ends_needs_no_host_sync_and_no_float64(accelerator, train, reward):
+    from trainer.envs import PortfolioConfig, PortfolioVecEnv
+
+    device, mode = accelerator
+    config = PortfolioConfig(episode_length=4, reward=reward, rebalance_band=0.01)
+    env = PortfolioVecEnv(train, config, num_envs=16, device=device, seed=0)
+    assert env.sync_free and env.dtype == torch.float32
+    actions = torch.rand((13, 16, len(TICKERS) + 1), device=device) * 2.2 - 1.0
+    ends = torch.zeros((), dtype=torch.long, device=device)
+    with mode.in_phase("portfolio step"):
+        for a in actions:
+            obs, reward_, terminated, truncated, info = env.step(a)
+            ends = ends + truncated.sum()
+    assert mode.device_ops["portfolio step"] > 0 and info["weights"].dtype == torch.float32
+    assert mode.syncs["portfolio step"] == 0, dict(mode.sync_ops["portfolio step"])
+    assert not mode.float64_ops["portfolio step"], dict(mode.float64_ops["portfolio step"])
+    assert int(ends.cpu()) == 16 * 3, "every env ended three episodes"
 
 
 def test_intraday_envs_flattening_at_the_close_step_without_host_sync(accelerator, data_dir):
@@ -124,10 +150,11 @@ def test_intraday_envs_flattening_at_the_close_step_without_host_sync(accelerato
         for _ in range(12):
             stock.step(torch.ones((8, 2), device=device))
     assert mode.syncs["intraday env step"] == 0, dict(mode.sync_ops["intraday env step"])
-    with mode.in_phase("intraday portfolio step"):  # its one check per step (non-finite action, resets)
+    zeros = torch.zeros((8, 3), device=device)
+    with mode.in_phase("intraday portfolio step"):
         for _ in range(12):
-            portfolio.step(torch.zeros((8, 3), device=device))
-    assert mode.syncs["intraday portfolio step"] == 12, dict(mode.sync_ops["intraday portfolio step"])
+            portfolio.step(zeros)
+    assert mode.syncs["intraday portfolio step"] == 0, dict(mode.sync_ops["intraday portfolio step"])
 
 
 def test_the_cpu_shortcuts_would_sync_on_the_accelerator(accelerator, train):
@@ -236,11 +263,13 @@ def test_checkpoints_resume_exactly_on_the_accelerator_and_reseed_from_a_cpu_sta
     agent.learn(env, 128)
     with mode.in_phase("checkpoint save"):
         save_checkpoint({"agent": agent.state_dict()}, tmp_path / "a.pt")
+    again = make_agent("ppo", env.obs_dim, env.action_dim, dict(ON_POLICY), device=device, seed=1)
     with mode.in_phase("checkpoint load"):
         state = torch.load(tmp_path / "a.pt", weights_only=True)
-        again = make_agent("ppo", env.obs_dim, env.action_dim, dict(ON_POLICY), device=device, seed=1)
         again.load_state_dict(state["agent"])
-    assert mode.syncs["checkpoint load"] == 0
+    # loading copies each saved tensor to the device once (host-to-device copies), nothing else
+    assert set(mode.sync_ops["checkpoint load"]) <= COPY_OPS, dict(mode.sync_ops["checkpoint load"])
+    assert 0 < mode.syncs["checkpoint load"] <= _count_tensors(state["agent"]), mode.syncs["checkpoint load"]
     draw = lambda a: torch.rand(4, device=device, generator=a.generator).cpu()  # noqa: E731
     assert torch.equal(draw(agent), draw(again)), "same device type: the stream continues exactly"
     assert all(torch.equal(p.cpu(), q.cpu()) for p, q in zip(agent.actor.parameters(), again.actor.parameters()))
@@ -265,3 +294,16 @@ def test_the_harness_catches_device_mistakes(accelerator):
         torch.rand(4, device=device, generator=torch.Generator())  # a CPU generator for device numbers
     with pytest.raises(DisciplineError, match="numpy"):
         x.numpy()
+
+
+def test_the_harness_counts_host_to_device_copies_and_float64_arithmetic(accelerator):
+    device, mode = accelerator
+    with mode.in_phase("copies"):
+        torch.tensor(2.0, device=device)  # a fresh device tensor from a Python number
+        torch.ones(3).to(device)
+        torch.ones(3, device=device).add_(1.0)  # a Python number: no copy
+    assert mode.syncs["copies"] == 2, dict(mode.sync_ops["copies"])
+    with mode.in_phase("float64"):
+        torch.ones(4, dtype=torch.float64, device=device) * 2.0  # a per-env vector: allowed
+        torch.ones((4, 3), device=device).double()
+    assert sum(mode.float64_ops["float64"].values()) == 1, dict(mode.float64_ops["float64"])

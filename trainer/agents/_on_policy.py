@@ -220,12 +220,13 @@ class OnPolicyAgent(AgentBase):
                     buf.advantages.sub_(mean_adv).div_(std + 1e-8)
             collected += buf.size
             self.env_steps += buf.size
-            finished = buf.finished_episode_returns()
-            episodes += len(finished)
-            self.recent_returns.extend(finished)
+            finished_copy = buf.start_finished_episode_returns()  # overlaps the update on CUDA
 
             # ---- the algorithm's update on the rollout
             losses, diverged, stopped = self._train_on_rollout(buf, explained, should_stop, losses)
+            finished = finished_copy.returns()
+            episodes += len(finished)
+            self.recent_returns.extend(finished)
             cancelled = cancelled or stopped
             if telemetry is not None and (cancelled or diverged or telemetry_due(iteration, iterations)):
                 telemetry(self._telemetry_point(collected, clock, {**losses, "learning_rate": cfg.learning_rate}))

@@ -149,7 +149,9 @@ class A2CAgent(OnPolicyAgent):
             self.critic = ValueCritic(obs_dim, cfg.hidden_sizes).to(self.device)
         self.obs_rms = self._make_normalizer()
         params = [*self.actor.parameters(), *self.critic.parameters()]
-        self.optimizer = torch.optim.Adam(params, lr=cfg.learning_rate, eps=1e-5)
+        # fused (one kernel for all parameters) on CUDA, as SAC/TD3 (make_adam); default elsewhere
+        fused = True if self.device.type == "cuda" else None
+        self.optimizer = torch.optim.Adam(params, lr=cfg.learning_rate, eps=1e-5, fused=fused)
         self._init_counters(seed)
 
     # ---------------------------------------------------------------- learning

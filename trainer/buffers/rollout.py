@@ -6,7 +6,7 @@ from typing import NamedTuple
 
 import torch
 
-__all__ = ["RolloutBatch", "RolloutBuffer", "finished_returns"]
+__all__ = ["HostCopy", "RolloutBatch", "RolloutBuffer", "finished_returns"]
 
 
 class RolloutBatch(NamedTuple):
@@ -39,8 +39,34 @@ def finished_returns(episode_returns: torch.Tensor, done: torch.Tensor) -> list[
         episode_returns: (..., E) float returns, any device.
         done: bool tensor of the same shape.
     """
-    both = torch.stack([episode_returns.to(torch.float32), done.to(torch.float32)]).cpu()
-    return both[0][both[1] > 0].tolist()
+    return HostCopy(episode_returns, done).returns()
+
+
+class HostCopy:
+    """The copy of :func:`finished_returns`, started now and read later.
+
+    On CUDA the copy goes into pinned host memory with ``non_blocking=True`` and a CUDA event
+    marks its end, so the host does not wait at the copy: the update that follows runs first,
+    and :meth:`returns` waits only for what is left (usually nothing: the update's own read of
+    its statistics has waited for the device by then). Elsewhere it is a plain copy.
+    """
+
+    def __init__(self, episode_returns: torch.Tensor, done: torch.Tensor) -> None:
+        both = torch.stack([episode_returns.to(torch.float32), done.to(torch.float32)])
+        self._event = None
+        if both.device.type == "cuda":
+            self._host = torch.empty(both.shape, dtype=both.dtype, pin_memory=True)
+            self._host.copy_(both, non_blocking=True)
+            self._event = torch.cuda.Event()
+            self._event.record()
+        else:
+            self._host = both.cpu()
+
+    def returns(self) -> list[float]:
+        """The finished episodes' returns, in row-major (time, then env) order."""
+        if self._event is not None:
+            self._event.synchronize()
+        return self._host[0][self._host[1] > 0].tolist()
 
 
 class RolloutBuffer:
@@ -79,6 +105,11 @@ class RolloutBuffer:
     def finished_episode_returns(self) -> list[float]:
         """Returns of the K episodes that ended during this rollout, in time order (one host copy)."""
         return finished_returns(self.episode_returns, self.terminated | self.truncated)
+
+    def start_finished_episode_returns(self) -> HostCopy:
+        """As :meth:`finished_episode_returns`, read later (``.returns()``): the copy overlaps
+        the update on CUDA (:class:`HostCopy`)."""
+        return HostCopy(self.episode_returns, self.terminated | self.truncated)
 
     def flatten(self) -> RolloutBatch:
         """Views of the learning fields over all T * E samples, flattened time-major (no copy)."""

@@ -16,6 +16,7 @@ import torch
 
 from trainer.data.market import MarketData
 from trainer.data.sessions import is_intraday
+from trainer.envs.counter_random import MASK31, counter_randint
 from trainer.errors import ConfigError, DataError
 
 #: With ``episode_length=None`` and a random start, an episode still has at least this many
@@ -33,6 +34,22 @@ class EpisodeStarts:
     _generator: torch.Generator
     _latest_start: int
     _fixed_start: int | None
+    #: sync-free draws (:mod:`trainer.envs.counter_random`): 0-dim int64 key and step counter
+    _draw_key: torch.Tensor
+    _draw_count: torch.Tensor
+
+    def _new_draw_key(self) -> None:
+        """Draw the counter-based stream's key from the env's generator and restart its counter
+        (at ``reset``, outside the step: a seed fixes the sync-free draws too)."""
+        self._draw_key = torch.randint(0, MASK31, (), generator=self._generator, device=self.device)
+        self._draw_count = torch.zeros((), dtype=torch.long, device=self.device)
+
+    def _draw_starts_counter(self, count: int, stream: int = 0) -> torch.Tensor:
+        """As :meth:`_draw_starts`, from the counter-based stream (no generator, no host sync),
+        for the sync-free steps: ``torch.compile(fullgraph=True)`` and CUDA graphs can hold it."""
+        if self._fixed_start is not None or not self.config.random_start or self._latest_start <= 0:
+            return self._draw_starts(count)
+        return counter_randint(self._latest_start + 1, self._draw_key, self._draw_count, stream, (count,))
 
     def _draw_starts(self, count: int) -> torch.Tensor:
         """(count,) int64 first days: the fixed start, day 0, or uniform over ``[0, _latest_start]``."""

@@ -97,17 +97,22 @@ def make_env(
     device: str | torch.device = "cpu",
     seed: int = 0,
     feature_stats: FeatureStats | None = None,
+    state_info: bool = True,
 ) -> Any:
     """Build the vector env of ``config``'s kind over ``data`` (already :func:`prepare_market`-ed).
 
     Args:
         feature_stats: the train split's statistics for scale-free observations.
+        state_info: ``False`` for training: the step's ``info`` then holds only
+            ``final_observation`` and ``episode_return`` (the portfolio env skips its state).
 
     Raises:
         ConfigError, DataError: as the env's constructor.
     """
     cls = PortfolioVecEnv if isinstance(config, PortfolioConfig) else StockTradingVecEnv
-    return cls(data, config, num_envs=num_envs, device=device, seed=seed, feature_stats=feature_stats)
+    return cls(
+        data, config, num_envs=num_envs, device=device, seed=seed, feature_stats=feature_stats, state_info=state_info
+    )
 
 
 def observation_dim(config: Any, num_tickers: int, num_features: int) -> tuple[int, int]:

@@ -134,18 +134,22 @@ def portfolio_obs_dim(num_stocks: int, num_features: int) -> int:
     return num_stocks * num_features + num_stocks + 1
 
 
-def target_weights(action: torch.Tensor, *, logit_scale: float, cash_bias: float) -> torch.Tensor:
+def target_weights(
+    action: torch.Tensor, *, logit_scale: float, cash_bias: float, dtype: torch.dtype = torch.float64
+) -> torch.Tensor:
     """Map actions to long-only target weights (stocks, then cash) that sum to 1.
 
     Args:
         action: (B, N+1) float in [-1, 1] (clipped; NaN counts as 0).
         logit_scale, cash_bias: see :class:`PortfolioConfig`.
+        dtype: of the arithmetic and the result (float64: the exact reference; float32 on
+            accelerators, see :class:`PortfolioVecEnv`'s ``dtype``).
 
     Returns:
-        (B, N+1) float64 weights; a zero action gives ``1/N`` per stock up to a cash weight of
+        (B, N+1) ``dtype`` weights; a zero action gives ``1/N`` per stock up to a cash weight of
         ``e^-cash_bias / (N + e^-cash_bias)``.
     """
-    a = torch.nan_to_num(action.to(torch.float64), nan=0.0).clamp(-1.0, 1.0)
+    a = torch.nan_to_num(action.to(dtype), nan=0.0).clamp(-1.0, 1.0)
     logits = a * logit_scale
     cash = a[:, -1]
     logits[:, -1] = cash * (logit_scale + cash_bias) - cash_bias
@@ -156,12 +160,12 @@ def banded_target(target: torch.Tensor, weights: torch.Tensor, band: float) -> t
     """Apply the no-trade band of the module docstring to target weights.
 
     Args:
-        target: (B, N+1) float64 target weights (stocks, then cash), summing to 1.
-        weights: (B, N+1) float64 current (drifted) weights, summing to 1.
+        target: (B, N+1) float target weights (stocks, then cash), summing to 1.
+        weights: (B, N+1) current (drifted) weights of the same dtype, summing to 1.
         band: ``rebalance_band`` in [0, 1), a fraction of portfolio value.
 
     Returns:
-        (B, N+1) float64 weights after trading: a stock moves to its target only where
+        (B, N+1) weights after trading (``target``'s dtype): a stock moves to its target only where
         ``|target - current| > band``; buys are scaled down pro rata when cash and the sales
         do not fund them; cash is the rest (>= 0, the weights sum to 1).
     """
@@ -171,7 +175,8 @@ def banded_target(target: torch.Tensor, weights: torch.Tensor, band: float) -> t
     delta = stocks - current
     buy, sell = delta.clamp(min=0.0), (-delta).clamp(min=0.0)
     buys, funds = buy.sum(1), weights[:, n] + sell.sum(1)
-    scale = torch.where(buys > funds, funds / buys.clamp(min=1e-300), torch.ones_like(buys))
+    tiny = torch.finfo(target.dtype).tiny
+    scale = torch.where(buys > funds, funds / buys.clamp(min=tiny), torch.ones_like(buys))
     stocks = current + buy * scale[:, None] - sell
     cash = (1.0 - stocks.sum(1)).clamp(min=0.0)
     return torch.cat([stocks, cash[:, None]], dim=1)
@@ -226,6 +231,23 @@ class PortfolioVecEnv(EpisodeStarts):
         feature_stats: z-score statistics of the scale-free features, fitted on the train
             split (:func:`~trainer.envs.observations.fit_feature_stats`); ``None`` fits them
             on ``data``. Ignored by the ``"finrl"`` observation.
+        sync_free: step without host syncs or data-dependent shapes (see "Two paths" below).
+            Default: on every device but the CPU.
+        dtype: of the allocation arithmetic (weights, prices, growth, rewards), ``torch.float64``
+            or ``torch.float32``. Default: float64 on the CPU (the exact reference of evaluation
+            and backtests), float32 elsewhere (FP64 runs at 1/2 to 1/64 of the FP32 rate on
+            GPUs). The portfolio value stays float64 (a product over thousands of steps).
+        state_info: ``False`` leaves out the per-step state of ``info`` (see :meth:`step`):
+            training reads only ``final_observation`` and ``episode_return``.
+
+    **Two paths** (``sync_free``), as in :class:`~trainer.envs.stock_trading.StockTradingVecEnv`:
+    on the CPU the step checks the action for NaN with one host read and resets only the
+    finished envs (free there); the sync-free path computes every env's reset and selects it
+    with ``torch.where``, draws start days from :mod:`trainer.envs.counter_random` (no
+    generator in the step) and holds a NaN or infinite action's row (no trade) instead of
+    refusing it, counting such steps in ``nonfinite_steps``. ``torch.compile(env.step,
+    fullgraph=True)`` and CUDA graphs can hold that step. With fixed start days both paths
+    give the same results (float64: bit for bit; tested).
 
     Raises:
         ConfigError: invalid config, ``num_envs`` or ``episode_length``; a ``"finrl"``
@@ -233,6 +255,19 @@ class PortfolioVecEnv(EpisodeStarts):
         DataError: fewer than 2 days, non-positive prices, non-finite features, or
             ``feature_stats`` for other features.
     """
+
+    #: state tensors the step replaces (:class:`~trainer.envs.graphed.CudaGraphStep` keeps them static)
+    GRAPH_STATE = (
+        "_day",
+        "_end_day",
+        "_weights",
+        "_value",
+        "_episode_return",
+        "_dsr_a",
+        "_dsr_b",
+        "_draw_count",
+        "nonfinite_steps",
+    )
 
     def __init__(
         self,
@@ -243,6 +278,9 @@ class PortfolioVecEnv(EpisodeStarts):
         device: str | torch.device = "cpu",
         seed: int = 0,
         feature_stats: FeatureStats | None = None,
+        sync_free: bool | None = None,
+        dtype: torch.dtype | None = None,
+        state_info: bool = True,
     ) -> None:
         config = (config or PortfolioConfig()).validate()
         check_market(data)
@@ -258,6 +296,12 @@ class PortfolioVecEnv(EpisodeStarts):
         self.config = config
         self.num_envs = num_envs
         self.device = torch.device(device)
+        on_cpu = self.device.type == "cpu"
+        self.sync_free = (not on_cpu) if sync_free is None else bool(sync_free)
+        self.dtype = dtype or (torch.float64 if on_cpu else torch.float32)
+        if self.dtype not in (torch.float64, torch.float32):
+            raise ConfigError(f"dtype: must be torch.float64 or torch.float32, got {dtype}", field="dtype")
+        self.state_info = bool(state_info)
         self.num_stocks = n = data.num_stocks
         self.num_days = num_days
         self.action_dim = n + 1
@@ -284,19 +328,22 @@ class PortfolioVecEnv(EpisodeStarts):
         )
         self._market_obs = torch.as_tensor(table, device=dev)
         self._weights_slice = slice(n * self.num_features, self.obs_dim)
-        self._close = torch.tensor(data.close, dtype=torch.float64, device=dev)
+        self._close = torch.tensor(data.close, dtype=self.dtype, device=dev)
         gross = np.ones((num_days, n), dtype=np.float64)
         gross[:-1] = data.close[1:] / data.close[:-1]  # row t: close[t+1] / close[t]; last row unused
-        self._gross = torch.as_tensor(gross, device=dev)
-        self._log_ew_gross = torch.as_tensor(np.log(gross.mean(axis=1)), device=dev)
+        self._gross = torch.tensor(gross, dtype=self.dtype, device=dev)
+        self._log_ew_gross = torch.tensor(np.log(gross.mean(axis=1)), dtype=self.dtype, device=dev)
 
         min_steps = config.episode_length or min(MIN_EPISODE_STEPS, num_days - 1)
         self._latest_start = num_days - 1 - min_steps
         self._generator = torch.Generator(device=dev)
         self._generator.manual_seed(int(seed))
         self._fixed_start: int | None = None
-        self._all_cash = torch.zeros(n + 1, dtype=torch.float64, device=dev)
+        self._all_cash = torch.zeros(n + 1, dtype=self.dtype, device=dev)
         self._all_cash[n] = 1.0
+        #: Steps (so far) that held a NaN or infinite action on the sync-free path, a 0-dim int64
+        #: tensor on the device (the CPU path raises instead; see :meth:`step`).
+        self.nonfinite_steps = torch.zeros((), dtype=torch.int64, device=dev)
         # (T,) bool, the last bar of each session; only read when flatten_at_close is on
         self._session_close = torch.as_tensor(
             session_close_mask(data.dates) if config.flatten_at_close else np.zeros(num_days, dtype=bool), device=dev
@@ -365,13 +412,15 @@ class PortfolioVecEnv(EpisodeStarts):
         return obs
 
     def _state_info(self, value: torch.Tensor, weights: torch.Tensor, day: torch.Tensor) -> dict[str, torch.Tensor]:
+        if not self.state_info:
+            return {}
         n = self.num_stocks
         prices = self._close.index_select(0, day)
         return {
             "portfolio_value": value,
             "weights": weights,
             "cash": weights[:, n] * value,
-            "holdings": weights[:, :n] * value[:, None] / prices,
+            "holdings": weights[:, :n] * value.to(self.dtype)[:, None] / prices,
             "day": day,
         }
 
@@ -386,8 +435,9 @@ class PortfolioVecEnv(EpisodeStarts):
 
         Returns:
             ``obs`` (E, obs_dim) float32 and ``info`` with ``portfolio_value`` (E,) float64 USD,
-            ``weights`` (E, N+1) float64, ``cash`` (E,) USD, ``holdings`` (E, N) float64
-            (fractional) shares, ``costs`` (E,) zeros and ``day`` (E,) int64.
+            ``weights`` (E, N+1) ``dtype``, ``cash`` (E,) USD, ``holdings`` (E, N) ``dtype``
+            (fractional) shares, ``costs`` (E,) zeros and ``day`` (E,) int64 (``state_info``
+            off: ``costs`` only).
 
         Raises:
             ConfigError: ``start_day`` outside ``[0, T-2]`` or an unknown option.
@@ -399,9 +449,11 @@ class PortfolioVecEnv(EpisodeStarts):
             self._end_day = self._end_days(self._day)
             self._weights = self._all_cash.expand(e, -1).clone()
             self._value = torch.full((e,), float(self.config.initial_cash), dtype=torch.float64, device=dev)
-            self._dsr_a = torch.zeros(e, dtype=torch.float64, device=dev)
-            self._dsr_b = torch.full((e,), DSR_PRIOR_VARIANCE, dtype=torch.float64, device=dev)
+            self._dsr_a = torch.zeros(e, dtype=self.dtype, device=dev)
+            self._dsr_b = torch.full((e,), DSR_PRIOR_VARIANCE, dtype=self.dtype, device=dev)
             self._episode_return = torch.zeros(e, dtype=torch.float32, device=dev)
+            if self.sync_free:
+                self._new_draw_key()
             obs = self._observe(self._day, self._weights)
         info = self._state_info(self._value, self._weights, self._day)
         info["costs"] = torch.zeros(e, dtype=torch.float64, device=dev)
@@ -425,12 +477,16 @@ class PortfolioVecEnv(EpisodeStarts):
             and the state reached before any reset: ``portfolio_value`` (E,) float64 USD,
             ``weights`` (E, N+1) drifted weights, ``target_weights`` (E, N+1), ``cash`` USD,
             ``holdings`` (E, N) shares, ``costs`` (E,) USD paid in this step, ``turnover`` (E,)
-            fraction, ``log_return`` (E,) float64 and ``day`` (E,) int64. ``target_weights``
+            fraction, ``log_return`` (E,) and ``day`` (E,) int64. ``target_weights``
             are the weights traded to, after ``rebalance_band`` and ``flatten_at_close``.
+            Weights, holdings, turnover and log returns are of ``dtype``; with ``state_info``
+            off, ``info`` holds only ``final_observation`` and ``episode_return``.
 
         Raises:
             ValueError: ``action`` does not have shape (num_envs, N+1), or holds NaN or
-                infinite values (the message names the env rows); the env's state is unchanged.
+                infinite values on the CPU path (the message names the env rows); the env's
+                state is unchanged. The sync-free path holds such rows instead (no trade) and
+                counts the step in ``nonfinite_steps``.
         """
         if tuple(action.shape) != (self.num_envs, self.action_dim):
             raise ValueError(f"action must have shape {(self.num_envs, self.action_dim)}, got {tuple(action.shape)}")
@@ -440,8 +496,15 @@ class PortfolioVecEnv(EpisodeStarts):
     def _step(self, action: torch.Tensor):
         cfg, n = self.config, self.num_stocks
         day, weights, value = self._day, self._weights, self._value
-        finite = torch.isfinite(action).all()
-        target = target_weights(action.to(self.device), logit_scale=cfg.logit_scale, cash_bias=cfg.cash_bias)
+        action = action.to(self.device)
+        target = target_weights(action, logit_scale=cfg.logit_scale, cash_bias=cfg.cash_bias, dtype=self.dtype)
+        if self.sync_free:
+            # Refusing a NaN or infinite action would need a host sync: such a row holds.
+            row_finite = torch.isfinite(action).all(1)
+            self.nonfinite_steps = self.nonfinite_steps + (~row_finite).any().to(torch.int64)
+            target = torch.where(row_finite[:, None], target, weights)
+        else:
+            finite = torch.isfinite(action).all()
         if cfg.rebalance_band > 0:
             target = banded_target(target, weights, cfg.rebalance_band)
         if cfg.flatten_at_close:  # all cash on a session's last bar (no host sync)
@@ -454,7 +517,7 @@ class PortfolioVecEnv(EpisodeStarts):
         growth = grown.sum(1)
         new_weights = grown / growth[:, None]
         factor = kept * growth
-        new_value = value * factor
+        new_value = value * factor.to(torch.float64)
         log_ret = torch.log(factor)
         if cfg.reward == "log_return":
             raw = log_ret
@@ -472,38 +535,59 @@ class PortfolioVecEnv(EpisodeStarts):
         day = day + 1
         truncated = day >= self._end_day
         obs = self._observe(day, new_weights)
-        info = self._state_info(new_value, new_weights, day)
-        info.update(
-            final_observation=obs,
-            episode_return=episode_return,
-            final_portfolio_value=new_value,
-            target_weights=target,
-            costs=value * (cfg.cost_pct * turnover),
-            turnover=turnover,
-            log_return=log_ret,
-        )
-        # One host sync answers both; no state has been written yet, so a refused step changes nothing.
-        all_finite, any_truncated = torch.stack((finite, truncated.any())).tolist()
-        if not all_finite:
-            raise nonfinite_action_error(action)
-        if cfg.reward == "differential_sharpe":
-            self._dsr_a, self._dsr_b = dsr_a, dsr_b
-        if any_truncated:
-            done = truncated.nonzero().squeeze(1)
-            starts = self._draw_starts(done.shape[0])
-            day = day.index_put((done,), starts)
-            new_weights = new_weights.index_put((done,), self._all_cash.expand(done.shape[0], -1))
-            new_value = new_value.index_put(
-                (done,), torch.tensor(float(cfg.initial_cash), dtype=torch.float64, device=self.device)
+        info = {"final_observation": obs, "episode_return": episode_return}
+        if self.state_info:
+            info.update(self._state_info(new_value, new_weights, day))
+            info.update(
+                final_portfolio_value=new_value,
+                target_weights=target,
+                costs=value * (cfg.cost_pct * turnover).to(torch.float64),
+                turnover=turnover,
+                log_return=log_ret,
             )
-            episode_return = episode_return.index_put((done,), torch.tensor(0.0, device=self.device))
-            if cfg.reward == "differential_sharpe":
-                self._dsr_a = self._dsr_a.index_fill(0, done, 0.0)
-                self._dsr_b = self._dsr_b.index_fill(0, done, DSR_PRIOR_VARIANCE)
-            self._end_day = self._end_day.index_put((done,), self._end_days(starts))
-            obs = obs.index_put((done,), self._observe(starts, new_weights.index_select(0, done)))
-        self._day, self._weights, self._value, self._episode_return = day, new_weights, new_value, episode_return
+        state = (day, new_weights, new_value, episode_return, obs)
+        if self.sync_free:
+            state = self._reset_finished_sync_free(truncated, *state)
+        else:
+            # One host read answers both; no state has been written yet, so a refused step changes nothing.
+            all_finite, any_truncated = torch.stack((finite, truncated.any())).tolist()
+            if not all_finite:
+                raise nonfinite_action_error(action)
+            if any_truncated:
+                state = self._reset_finished(truncated.nonzero().squeeze(1), *state)
+        if cfg.reward == "differential_sharpe":  # each new episode restarts from A_0 = 0, B_0 = prior
+            self._dsr_a = torch.where(truncated, 0.0, dsr_a)
+            self._dsr_b = torch.where(truncated, DSR_PRIOR_VARIANCE, dsr_b)
+        self._day, self._weights, self._value, self._episode_return, obs = state
         return obs, reward, torch.zeros_like(truncated), truncated, info
+
+    def _reset_finished(self, done, day, weights, value, episode_return, obs) -> tuple[torch.Tensor, ...]:
+        """CPU path: only the finished rows ``done`` (K,) int64 start again; returns the new state."""
+        starts = self._draw_starts(done.shape[0])
+        day = day.index_put((done,), starts)
+        weights = weights.index_put((done,), self._all_cash.expand(done.shape[0], -1))
+        value = value.index_fill(0, done, float(self.config.initial_cash))
+        episode_return = episode_return.index_fill(0, done, 0.0)
+        self._end_day = self._end_day.index_put((done,), self._end_days(starts))
+        obs = obs.index_put((done,), self._observe(starts, weights.index_select(0, done)))
+        return day, weights, value, episode_return, obs
+
+    def _reset_finished_sync_free(
+        self, truncated, day, weights, value, episode_return, obs
+    ) -> tuple[torch.Tensor, ...]:
+        """Sync-free path: every env gets a next start, finished ones take it (fixed shapes, no
+        generator: :mod:`trainer.envs.counter_random`); returns the new state."""
+        starts = self._draw_starts_counter(self.num_envs)
+        self._draw_count = self._draw_count + 1
+        rows = truncated[:, None]
+        self._end_day = torch.where(truncated, self._end_days(starts), self._end_day)
+        return (
+            torch.where(truncated, starts, day),
+            torch.where(rows, self._all_cash, weights),
+            value.masked_fill(truncated, float(self.config.initial_cash)),
+            episode_return.masked_fill(truncated, 0.0),
+            torch.where(rows, self._observe(starts, self._all_cash.expand(self.num_envs, -1)), obs),
+        )
 
     @property
     def day(self) -> torch.Tensor:

@@ -51,6 +51,7 @@ import torch
 
 from trainer.data.market import MarketData
 from trainer.data.sessions import session_close_mask
+from trainer.envs.counter_random import counter_uniform
 from trainer.envs.episodes import (
     MIN_EPISODE_STEPS,
     EpisodeStarts,
@@ -147,12 +148,27 @@ class StockTradingVecEnv(EpisodeStarts):
             ``data``. For scale-free observations pass a panel made by
             :func:`~trainer.envs.observations.scale_free_market` over the whole history and
             then sliced, so lookbacks reach before the first day.
+        state_info: ``False`` leaves the state (value, cash, holdings, costs, day) out of the
+            step's ``info``: training reads only ``final_observation`` and ``episode_return``.
 
     Raises:
         ConfigError: invalid config, ``num_envs`` < 1, or ``episode_length`` not shorter than
             the data.
         DataError: fewer than 2 days, non-positive or non-finite prices, non-finite features.
     """
+
+    #: state tensors the step replaces (:class:`~trainer.envs.graphed.CudaGraphStep` keeps them static)
+    GRAPH_STATE = (
+        "_day",
+        "_end_day",
+        "_cash",
+        "_holdings",
+        "_value",
+        "_prices",
+        "_episode_return",
+        "_draw_count",
+        "nonfinite_steps",
+    )
 
     def __init__(
         self,
@@ -165,6 +181,7 @@ class StockTradingVecEnv(EpisodeStarts):
         sync_free: bool | None = None,
         share_dtype: torch.dtype | None = None,
         feature_stats: FeatureStats | None = None,
+        state_info: bool = True,
     ) -> None:
         config = (config or EnvConfig()).validate()
         check_market(data)
@@ -186,6 +203,7 @@ class StockTradingVecEnv(EpisodeStarts):
         self.action_dim = self.num_stocks
         self.obs_dim = stock_obs_dim(self.num_stocks, self.num_features, scale_free=self._scale_free)
         self.tickers = tuple(data.tickers)
+        self.state_info = bool(state_info)
 
         n, dev = self.num_stocks, self.device
         on_cpu = dev.type == "cpu"
@@ -256,29 +274,47 @@ class StockTradingVecEnv(EpisodeStarts):
         if self._scale_free:
             held = holdings * self._close.index_select(0, day)
             value = cash + held.sum(1)
-            torch.div(cash, value, out=obs[:, 0])
-            torch.div(held, value[:, None], out=obs[:, self._hold_slice])
+            if self.sync_free:  # item assignment: ``out=`` into strided views breaks torch.compile's graph
+                obs[:, 0] = cash / value
+                obs[:, self._hold_slice] = held / value.to(held.dtype)[:, None]
+            else:  # the CPU path writes in place (one pass fewer over (E, N)); same values
+                torch.div(cash, value, out=obs[:, 0])
+                torch.div(held, value[:, None], out=obs[:, self._hold_slice])
             return obs
-        torch.mul(cash, CASH_SCALE, out=obs[:, 0])
-        torch.mul(holdings, HOLDINGS_SCALE, out=obs[:, self._hold_slice])
+        if self.sync_free:
+            obs[:, 0] = cash * CASH_SCALE
+            obs[:, self._hold_slice] = holdings * HOLDINGS_SCALE
+        else:
+            torch.mul(cash, CASH_SCALE, out=obs[:, 0])
+            torch.mul(holdings, HOLDINGS_SCALE, out=obs[:, self._hold_slice])
         return obs
 
     # ------------------------------------------------------------------ episode starts
-    def _initial_wealth(self, starts: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    def _initial_wealth(self, starts: torch.Tensor, counter: bool = False) -> tuple[torch.Tensor, torch.Tensor]:
+        """(count,) float64 cash and (count, N) ``share_dtype`` holdings of new episodes
+        starting on ``starts``; random numbers from the env's generator or, with ``counter``
+        (the sync-free step), from :mod:`trainer.envs.counter_random`."""
         count, n, dev = starts.shape[0], self.num_stocks, self.device
-        cfg = self.config
+        cfg, dtype = self.config, self.share_dtype
         if not cfg.randomize_initial:
             cash = torch.full((count,), float(cfg.initial_cash), dtype=torch.float64, device=dev)
-            return cash, torch.zeros((count, n), dtype=self.share_dtype, device=dev)
-        g = self._generator
-        wealth = cfg.initial_cash * (0.5 + torch.rand(count, generator=g, device=dev, dtype=torch.float64))
-        invested = 0.5 * torch.rand(count, generator=g, device=dev, dtype=torch.float64)
-        weights = torch.rand((count, n), generator=g, device=dev, dtype=torch.float64)
+            return cash, torch.zeros((count, n), dtype=dtype, device=dev)
+        if counter:
+            key, step = self._draw_key, self._draw_count
+            wealth = cfg.initial_cash * (0.5 + counter_uniform(key, step, 1, (count,), torch.float64))
+            invested = 0.5 * counter_uniform(key, step, 2, (count,), torch.float64)
+            weights = counter_uniform(key, step, 3, (count, n), dtype)
+        else:
+            g = self._generator
+            wealth = cfg.initial_cash * (0.5 + torch.rand(count, generator=g, device=dev, dtype=torch.float64))
+            invested = 0.5 * torch.rand(count, generator=g, device=dev, dtype=torch.float64)
+            # drawn in float64 whatever share_dtype: the same generator gives the same portfolios
+            weights = torch.rand((count, n), generator=g, device=dev, dtype=torch.float64).to(dtype)
         weights = weights / weights.sum(1, keepdim=True)
-        prices = self._close.index_select(0, starts).to(torch.float64)
-        holdings = torch.floor((wealth * invested)[:, None] * weights / prices)
-        cash = wealth - (holdings * prices).sum(1)
-        return cash, holdings.to(self.share_dtype)
+        prices = self._close.index_select(0, starts)  # share_dtype: no float64 (E, N) work on accelerators
+        holdings = torch.floor((wealth * invested).to(dtype)[:, None] * weights / prices)
+        cash = wealth - (holdings * prices).sum(1, dtype=torch.float64)
+        return cash, holdings
 
     # ------------------------------------------------------------------ API
     def reset(
@@ -308,6 +344,8 @@ class StockTradingVecEnv(EpisodeStarts):
             self._prices = self._close.index_select(0, self._day)  # (E, N) close of each env's day
             self._value = self._cash + self._dot(self._holdings, self._prices)
             self._episode_return = torch.zeros(self.num_envs, dtype=torch.float32, device=self.device)
+            if self.sync_free:
+                self._new_draw_key()
             obs = self._observe(self._day, self._cash, self._holdings)
         info = {
             "portfolio_value": self._value,
@@ -348,7 +386,8 @@ class StockTradingVecEnv(EpisodeStarts):
               and the state after this step's trade on the new day, before any reset:
               ``portfolio_value`` = ``final_portfolio_value`` (E,) float64 USD, ``cash`` (E,)
               float64 USD, ``holdings`` (E, N) ``share_dtype`` shares, ``costs`` (E,) float64
-              USD paid in this step, ``day`` (E,) int64 day index.
+              USD paid in this step, ``day`` (E,) int64 day index (with ``state_info`` off,
+              only the first two).
 
             All returned tensors are fresh each step; the env never writes into them later.
 
@@ -423,20 +462,17 @@ class StockTradingVecEnv(EpisodeStarts):
         episode_return = self._episode_return + reward
         truncated = day >= self._end_day
         obs = self._observe(day, cash, holdings)
-        info = {
-            "final_observation": obs,
-            "episode_return": episode_return,
-            "portfolio_value": value,
-            "final_portfolio_value": value,
-            "cash": cash,
-            "holdings": holdings,
-            "costs": costs,
-            "day": day,
-        }
+        info = {"final_observation": obs, "episode_return": episode_return}
+        if self.state_info:
+            info.update(
+                portfolio_value=value, final_portfolio_value=value, cash=cash, holdings=holdings, costs=costs, day=day
+            )
         if self.sync_free:
-            # Every env gets a next start; finished ones take it (no host sync, fixed shapes).
-            starts = self._draw_starts(self.num_envs)
-            new_cash, new_holdings = self._initial_wealth(starts)
+            # Every env gets a next start; finished ones take it (no host sync, fixed shapes, no
+            # generator in the step: the draws are counter-based).
+            starts = self._draw_starts_counter(self.num_envs)
+            new_cash, new_holdings = self._initial_wealth(starts, counter=True)
+            self._draw_count = self._draw_count + 1
             new_prices = self._close.index_select(0, starts)
             rows = truncated[:, None]
             day = torch.where(truncated, starts, day)

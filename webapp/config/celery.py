@@ -6,7 +6,7 @@ import os
 import sys
 
 from celery import Celery
-from celery.signals import worker_process_init
+from celery.signals import celeryd_after_setup, worker_process_init
 from kombu import Exchange, Queue
 
 import webapp.core.workers  # registers the worker-info remote-control command, the Beacon bootstep
@@ -45,6 +45,25 @@ app.conf.task_default_routing_key = "cpu"
 app.conf.worker_consumer = "webapp.core.workers:Consumer"
 app.steps["consumer"].add(webapp.core.workers.Beacon)
 app.autodiscover_tasks()
+
+
+@celeryd_after_setup.connect
+def _check_worker_device(**_kwargs) -> None:
+    # A CUDA worker runs a tiny kernel (in a child interpreter: this prefork parent must not
+    # initialise CUDA) before it takes generations; when that fails it refuses the gpu queue
+    # (webapp.core.workers.Beacon) and says why in its log and heartbeat (/healthz).
+    import logging
+
+    from webapp import engine
+    from webapp.core import workers
+
+    device = workers.worker_device()
+    problem = engine.worker_device_problem(device)
+    if problem is not None:
+        workers.DEVICE_PROBLEM = f"{device} does not work in this worker: {problem}"
+        logging.getLogger("webapp.core.workers").error(
+            "%s; this worker will not take generations (the gpu queue)", workers.DEVICE_PROBLEM
+        )
 
 
 @worker_process_init.connect

@@ -63,7 +63,9 @@ def check_workers() -> dict:
     waiting for replies.
 
     Fails when no worker beat in the last 10 s, or when nobody consumes the ``gpu`` (training)
-    or ``cpu`` (backtests, housekeeping) queue.
+    or ``cpu`` (backtests, housekeeping) queue; a worker whose device failed its start-up check
+    (a CUDA worker whose test kernel failed) has refused the ``gpu`` queue and says why in its
+    ``error``, which the failure message repeats.
     """
 
     def read():
@@ -76,6 +78,7 @@ def check_workers() -> dict:
                 "queues": b.get("queues", []),
                 "device": b.get("device", "unknown"),
                 "gpu": b.get("gpu"),
+                "error": b.get("error"),
             }
             for b in read_heartbeats(app.conf.broker_url)
         ]
@@ -88,7 +91,9 @@ def check_workers() -> dict:
         served = {q for w in result["workers"] for q in w["queues"]}
         missing = [q for q in ("gpu", "cpu") if q not in served]
         if missing:
-            result.update(ok=False, error=f"no worker consumes queue {' or '.join(missing)}")
+            refused = "; ".join(f"{w['name']} refused it: {w['error']}" for w in result["workers"] if w.get("error"))
+            error = f"no worker consumes queue {' or '.join(missing)}" + (f" ({refused})" if refused else "")
+            result.update(ok=False, error=error)
     return result
 
 

@@ -24,6 +24,11 @@ logger = logging.getLogger(__name__)
 
 WORKER_INFO_COMMAND = "paddock_worker_info"
 
+#: Why this worker cannot train on its device (set at start by ``webapp.config.celery`` after
+#: a CUDA worker's test kernel failed), else ``None``. Such a worker stops consuming the
+#: ``gpu`` queue and reports the reason in its heartbeat (``error``), hence on ``/healthz``.
+DEVICE_PROBLEM: str | None = None
+
 
 def worker_device(environ: os._Environ | dict | None = None) -> str:
     """The device this worker's generations train on, as an ordinal among the GPUs it sees.
@@ -84,13 +89,19 @@ def paddock_worker_info(state, **_kwargs) -> dict:
     """
     consumer = state.consumer
     queues = sorted(q.name for q in consumer.task_consumer.queues) if consumer.task_consumer else []
-    return {"device": worker_device(), "gpu": physical_gpus(), "queues": queues, "pid": os.getpid()}
+    return {
+        "device": worker_device(),
+        "gpu": physical_gpus(),
+        "queues": queues,
+        "pid": os.getpid(),
+        "error": DEVICE_PROBLEM,
+    }
 
 
 # --- heartbeats and broker reconnects ------------------------------------------------------------
 
 #: Redis key prefix of the workers' heartbeats: ``paddock:worker:<node name>`` holds the JSON
-#: ``{"name", "queues", "device", "gpu", "pid", "at"}`` and expires ``HEARTBEAT_TTL_S`` after the
+#: ``{"name", "queues", "device", "gpu", "pid", "at", "error"}`` and expires ``HEARTBEAT_TTL_S`` after the
 #: last beat, so ``/healthz`` reads which workers are alive without asking them.
 HEARTBEAT_KEY = "paddock:worker:"
 HEARTBEAT_EVERY_S = 2.0
@@ -171,6 +182,10 @@ class Beacon(bootsteps.StartStopStep):
 
     def start(self, c) -> None:
         self.starts += 1
+        if DEVICE_PROBLEM is not None and c.task_consumer is not None:
+            if any(q.name == "gpu" for q in c.task_consumer.queues):
+                logger.error("refusing the gpu queue: %s", DEVICE_PROBLEM)
+                c.cancel_task_queue("gpu")
         if self.thread is None:
             self.thread = threading.Thread(target=self._beat, args=(c,), name="paddock-heartbeat", daemon=True)
             self.thread.start()
@@ -195,7 +210,7 @@ class Beacon(bootsteps.StartStopStep):
             try:
                 queues = sorted(q.name for q in c.task_consumer.queues) if c.task_consumer else []
                 beat = {"name": c.hostname, "queues": queues, "device": worker_device(), "gpu": physical_gpus()}
-                beat.update(pid=os.getpid(), at=time.time())
+                beat.update(pid=os.getpid(), at=time.time(), error=DEVICE_PROBLEM)
                 client.set(HEARTBEAT_KEY + c.hostname, json.dumps(beat), ex=HEARTBEAT_TTL_S)
             except Exception as exc:  # Redis down: /healthz says so; beat again when it is back
                 logger.debug("worker heartbeat not written: %s", exc)

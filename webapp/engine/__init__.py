@@ -64,6 +64,7 @@ from webapp.engine.tasks import (  # noqa: E402
     configure_process,
     default_hyperparameters,
     demo_task,
+    is_sticky_device_error,
     min_env_steps,
     parse_day,
     parse_moment,
@@ -75,6 +76,7 @@ from webapp.engine.tasks import (  # noqa: E402
     split_errors,
     validate_hyperparameters,
     validate_task,
+    worker_device_problem,
 )
 from webapp.engine.tournament import (  # noqa: E402
     ParentDecision,
@@ -128,6 +130,8 @@ __all__ = [
     "recommended_rebalance_band",
     "prune_leaderboard",
     "resolve_device",
+    "is_sticky_device_error",
+    "worker_device_problem",
     "series_metrics",
     "serve_act",
     "provenance",

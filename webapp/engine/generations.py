@@ -184,16 +184,17 @@ def measure_training_throughput(
     import torch
 
     from trainer.agents import make_agent
-    from trainer.device import pick_device
+    from trainer.device import configure_device, pick_device
     from trainer.envs.kinds import make_env, prepare_market
     from trainer.task import TaskSpec
 
     spec = TaskSpec.from_dict(task)
     torch_device = pick_device(device)
+    configure_device(torch_device)  # TF32 on CUDA, as the generations it sizes will train
     market = _market_data(spec, data_dir=data_dir, cache_dir=cache_dir)
     train = prepare_market(market, spec.env).slice(*spec.train, name="train")
     hp = dict(spec.hyperparameters)
-    env = make_env(train, spec.env, num_envs=int(hp["num_envs"]), device=torch_device, seed=0)
+    env = make_env(train, spec.env, num_envs=int(hp["num_envs"]), device=torch_device, seed=0, state_info=False)
     agent = make_agent(spec.algorithm, env.obs_dim, env.action_dim, hp, device=torch_device, seed=0)
     chunk = int(hp["num_envs"]) * int(hp.get("rollout_steps", 1))
     # Off-policy agents act at random without updates for their first ``learning_starts``

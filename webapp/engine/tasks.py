@@ -19,6 +19,22 @@ from webapp.engine.backtests import BENCHMARK_TICKER, benchmark_path_for
 from webapp.engine.market import input_limits
 
 
+def worker_device_problem(device: str) -> str | None:
+    """Why this worker cannot train on ``device`` (``"cuda:0"``...), or ``None``: a CUDA device
+    runs one tiny kernel in a fresh interpreter first (:func:`trainer.device.cuda_self_check`);
+    other devices need no check."""
+    from trainer.device import cuda_self_check
+
+    return cuda_self_check(device) if device.startswith("cuda") else None
+
+
+def is_sticky_device_error(exc: BaseException) -> bool:
+    """Whether ``exc`` broke this process's CUDA context (:func:`trainer.device.is_sticky_cuda_error`)."""
+    from trainer.device import is_sticky_cuda_error
+
+    return is_sticky_cuda_error(exc)
+
+
 def configure_process(*, threads: int) -> None:
     """Per-worker-process setup: torch thread count (1 per process on a 2-core machine)."""
     from trainer.device import set_cpu_threads

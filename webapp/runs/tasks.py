@@ -9,6 +9,7 @@ re-queues generations of dead workers and re-sends lost messages.
 from __future__ import annotations
 
 import logging
+import os
 import socket
 import tempfile
 import time
@@ -107,6 +108,7 @@ def run_generation(self, generation_id: int) -> None:
     try:
         device = engine.resolve_device(claim.device, workers.worker_device())
         attempt.heartbeat(device=workers.device_label(device, workers.physical_gpus()))
+        _injected_fault()
         with tempfile.TemporaryDirectory(prefix="paddock-gen-") as tmp:
             parent_path = None
             if claim.parent_checkpoint:
@@ -175,6 +177,37 @@ def run_generation(self, generation_id: int) -> None:
         # The traceback goes to the worker log only; users see the one-line reason.
         logger.exception("generation %s crashed", claim.number, extra=log)
         db.on_fresh_connection(services.generation_fail, claim=claim, error=failure_reason(exc), retry=True)
+        if engine.is_sticky_device_error(exc):
+            _end_poisoned_process(claim.number, exc)
+
+
+def _end_poisoned_process(number: Any, exc: BaseException) -> None:
+    """End this pool process after a CUDA error that broke its CUDA context: every later
+    generation here would fail the same way. The attempt is already recorded (and queued again
+    while attempts remain); Celery's pool starts a fresh process in its place, and the message
+    (``acks_late`` + ``reject_on_worker_lost``) comes back to a claim that is no longer open."""
+    logger.error(
+        "generation %s: %s broke this process's CUDA context; ending pool process %s (Celery starts a fresh one)",
+        number,
+        failure_reason(exc),
+        os.getpid(),
+    )
+    logging.shutdown()
+    os._exit(70)  # EX_SOFTWARE; no cleanup that could touch CUDA again
+
+
+def _injected_fault() -> None:
+    """Tests only: when the file named by ``PADDOCK_TEST_FAULT_FILE`` holds ``sticky-cuda``, the
+    next generation overwrites it with its pool process id and raises the RuntimeError that a
+    sticky CUDA error raises (``tests/webapp/runs/test_worker_cuda_health.py``)."""
+    path = os.environ.get("PADDOCK_TEST_FAULT_FILE")
+    if not path or not os.path.exists(path) or Path(path).read_text().strip() != "sticky-cuda":
+        return
+    Path(path).write_text(str(os.getpid()))
+    raise RuntimeError(
+        "CUDA error: an illegal memory access was encountered\n"
+        "CUDA kernel errors might be asynchronously reported at some other API call (injected by a test)"
+    )
 
 
 def failure_reason(exc: BaseException, *, limit: int = 300) -> str:

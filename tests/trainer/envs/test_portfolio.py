@@ -194,3 +194,48 @@ def test_non_finite_actions_are_refused_and_leave_the_env_as_it_was(two_stocks, 
     if state[2] is not None:
         assert torch.equal(env._dsr_a, state[2])
     assert env.day[0].item() == before["day"][0].item()
+
+
+def test_the_sync_free_step_gives_the_cpu_paths_results_bit_for_bit(two_stocks):
+    # Fixed start days (no random draws), short episodes: resets happen on both paths.
+    for reward in ("log_return", "differential_sharpe"):
+        config = PortfolioConfig(episode_length=4, random_start=False, reward=reward, rebalance_band=0.01)
+        cpu = PortfolioVecEnv(two_stocks, config, num_envs=6, sync_free=False)
+        free = PortfolioVecEnv(two_stocks, config, num_envs=6, sync_free=True)
+        assert cpu.dtype == free.dtype == torch.float64
+        g = torch.Generator().manual_seed(3)
+        for _ in range(11):
+            a = torch.rand((6, 3), generator=g) * 2 - 1
+            out_a, out_b = cpu.step(a), free.step(a)
+            for x, y in zip(out_a[:4], out_b[:4], strict=True):
+                assert x.dtype == y.dtype and torch.equal(x, y)
+            assert out_a[4].keys() == out_b[4].keys()
+            for k in out_a[4]:
+                assert torch.equal(out_a[4][k], out_b[4][k]), k
+
+
+def test_the_sync_free_step_holds_a_nan_row_and_counts_the_step(two_stocks):
+    env = PortfolioVecEnv(two_stocks, PortfolioConfig(random_start=False), num_envs=2, sync_free=True)
+    env.step(torch.zeros((2, 3)))
+    before = env._weights.clone()
+    *_, info = env.step(torch.tensor([[float("nan"), 0.0, 0.0], [0.0, 0.0, 0.0]]))
+    assert torch.equal(info["target_weights"][0], before[0]) and float(info["turnover"][0]) == 0.0
+    assert int(env.nonfinite_steps) == 1
+
+
+def test_sync_free_random_starts_follow_the_seed_and_spread_over_the_days(two_stocks):
+    config = PortfolioConfig(episode_length=2)
+    days = []
+    for _ in range(2):
+        env = PortfolioVecEnv(two_stocks, config, num_envs=64, seed=9, sync_free=True)
+        for _ in range(6):
+            env.step(torch.zeros((64, 3)))
+        days.append(env.day)
+    assert torch.equal(days[0], days[1])
+    assert days[0].unique().numel() > 20
+
+
+def test_training_info_leaves_the_state_out(two_stocks):
+    env = PortfolioVecEnv(two_stocks, num_envs=2, state_info=False)
+    *_, info = env.step(torch.zeros((2, 3)))
+    assert set(info) == {"final_observation", "episode_return"}

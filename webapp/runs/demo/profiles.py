@@ -147,12 +147,13 @@ CPU_PROFILE = DemoProfile(
     training_s=480.0,
     generation_s=25.0,
 )
-#: One or more GPUs: 1,024 envs per pod (the GPU's parallelism), PPO's default networks and
-#: epochs; 5 minutes of training.
+#: One or more GPUs: 16,384 envs per pod (1,024 envs leave a GPU's SMs mostly idle: the step is
+#: launch-bound below ~16k; issue 27's estimate for an H200 is 20-30 M PPO env-steps/s at
+#: 65,536), PPO's default networks and epochs; 5 minutes of training. Not yet measured on a GPU.
 GPU_PROFILE = DemoProfile(
     name="gpu",
     num_pods=4,
-    hyperparameters={"num_envs": 1024, "rollout_steps": 16},
+    hyperparameters={"num_envs": 16384, "rollout_steps": 16},
     training_s=300.0,
     generation_s=15.0,
 )
@@ -198,7 +199,7 @@ INTRADAY_CPU_PROFILE = DemoProfile(
 INTRADAY_GPU_PROFILE = DemoProfile(
     name="gpu",
     num_pods=4,
-    hyperparameters={"num_envs": 1024, "rollout_steps": 16},
+    hyperparameters={"num_envs": 16384, "rollout_steps": 16},
     training_s=180.0,
     generation_s=15.0,
     intraday=True,
