@@ -65,7 +65,7 @@ def test_a_backtest_may_start_and_end_inside_a_session(user, bar_agent):
         ("2025-12-31", "2026-03-31", "start", "overlaps"),  # the whole day holds validation bars
         ("2026-03-31 15:00", "2026-03-31 10:00", "end", "after start"),
         ("2026-01-02 25:00", "2026-03-31", "start", "not a calendar date and time"),
-        ("2026-01-02", "2026-08-22 10:00", "end", "after the data"),
+        ("2026-01-02", "2026-08-26 10:00", "end", "after the data"),  # 5 days past the last bar (2026-08-21)
     ],
 )
 def test_bad_intraday_bounds_are_refused_naming_the_field(user, bar_agent, start, end, field, words):
