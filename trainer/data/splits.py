@@ -49,7 +49,8 @@ def check_window(
         A note for an early start (``strict_start=False``), else ``None``.
 
     Raises:
-        ConfigError: ``<name>.end`` more than the tolerance after ``last`` (``"test.end:
+        ConfigError: ``<name>.start`` when the whole range lies more than the tolerance after
+            ``last``; ``<name>.end`` more than the tolerance after ``last`` (``"test.end:
         2023-01-01 is after the data, which ends on 2022-11-15 (a range may end at most 4
         calendar days later)"``), or ``<name>.start`` before ``first`` likewise.
     """
@@ -57,6 +58,13 @@ def check_window(
     first_day, last_day = np.datetime64(str(first)[:10], "D"), np.datetime64(str(last)[:10], "D")
     slack = np.timedelta64(EDGE_TOLERANCE_DAYS, "D")
     start_field, end_field = (f"{name}.start", f"{name}.end") if name else ("start", "end")
+    if lo > last_day + slack:
+        # The whole range lies after the data: its start is the first thing wrong.
+        raise ConfigError(
+            f"{start_field}: {start} is after the data, which ends on {last_day} (a range may end at most "
+            f"{EDGE_TOLERANCE_DAYS} calendar days later)",
+            field=start_field,
+        )
     if hi > last_day + slack:
         raise ConfigError(
             f"{end_field}: {end} is after the data, which ends on {last_day} (a range may end at most "
@@ -198,9 +206,10 @@ def check_coverage(
         Notes for starts before the file's first day (``strict_start=False`` only).
 
     Raises:
-        ConfigError: ``<name>.end`` after the last day (``test.end: 2026-08-31 is after the
-            last QQQ day 2024-04-19 in benchmark_etfs_daily_eodhd.csv.gz``), or ``<name>.start``
-            before the first day when ``strict_start``; also a file without days.
+        ConfigError: ``<name>.start`` when the whole range lies after the last day,
+            ``<name>.end`` after the last day (``test.end: 2026-08-31 is after the last QQQ day
+            2024-04-19 in benchmark_etfs_daily_eodhd.csv.gz``), or ``<name>.start`` before the
+            first day when ``strict_start``; also a file without days.
     """
     days = np.asarray(dates, dtype="datetime64[D]")
     if days.size == 0:
@@ -211,6 +220,10 @@ def check_coverage(
     for name, (start, end) in ranges.items():
         lo, hi = np.datetime64(str(start)[:10], "D"), np.datetime64(str(end)[:10], "D")
         start_field, end_field = (f"{name}.start", f"{name}.end") if name else ("start", "end")
+        if lo > last + slack:  # the whole range lies after the file's days: its start is what is wrong
+            raise ConfigError(
+                f"{start_field}: {lo} is after the last {what} day {last} in {file}", field=start_field, file=file
+            )
         if hi > last + slack:
             raise ConfigError(
                 f"{end_field}: {hi} is after the last {what} day {last} in {file}", field=end_field, file=file
