@@ -50,8 +50,9 @@ def isolated_redis(django_db_setup, django_db_blocker) -> Iterator[str]:
 
     from webapp.config.celery import app
 
-    base = settings.REDIS_URL.rsplit("/", 1)[0]
-    url = f"{base}/{random.randint(2, 15)}"
+    base, own = settings.REDIS_URL.rsplit("/", 1)
+    # Any database but the session's own (its flush would drop the session's other messages).
+    url = f"{base}/{random.choice([db for db in range(2, 16) if str(db) != own])}"
     client = redis.Redis.from_url(url)
     client.flushdb()
     old = (app.conf.broker_url, settings.CHANNEL_LAYERS)
