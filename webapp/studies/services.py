@@ -15,6 +15,7 @@ from django.utils import timezone
 
 from webapp import engine
 from webapp.core.errors import AppError
+from webapp.runs import quotas as runs_quotas
 from webapp.runs import selectors as runs_selectors
 from webapp.runs import services as runs_services
 from webapp.runs.models import Agent, ClusterBudget, Run, Task
@@ -46,6 +47,8 @@ def _study_budget(*, owner, chosen: ClusterBudget, name: str, env_step_cap: int)
     gpu_hours = None
     if chosen.gpu_hours_cap is not None:
         gpu_hours = max(chosen.gpu_hours_cap - chosen.gpu_seconds_used / 3600.0, 1e-6)
+    if not owner.is_staff:
+        return _own_study_budget(owner=owner, chosen=chosen, name=name, env_step_cap=env_step_cap, gpu_hours=gpu_hours)
     return runs_services.budget_create(
         actor=owner,
         name=f"study: {name}"[:200],
@@ -55,6 +58,34 @@ def _study_budget(*, owner, chosen: ClusterBudget, name: str, env_step_cap: int)
         deadline=chosen.deadline,
         env_step_cap=env_step_cap,
     )
+
+
+def _own_study_budget(*, owner, chosen: ClusterBudget, name: str, env_step_cap: int, gpu_hours) -> ClusterBudget:
+    """A non-staff owner's study budget is a budget of their own: it counts against their quota
+    like any other (so studies never hold more than the quota at once), with the chosen budget's
+    hours left (or, uncapped, what the quota has left) and pods (no more than the quota has left).
+
+    Raises:
+        AppError: 400 on ``budget`` naming the quota when it has no pod or hour left.
+    """
+    quota = runs_quotas.quota_of(owner)
+    hours = quota.hours_left if gpu_hours is None else min(gpu_hours, quota.hours_left)
+    pods = min(chosen.max_concurrent_pods, quota.pods_left)
+    if hours <= 0 or pods < 1:
+        why = f"a study's budget counts against your quota, which has {quota.hours_left:g} h and {quota.pods_left} pods left of {quota.text()}"
+        raise AppError(f"budget: {why}", fields={"budget": why})
+    try:
+        return runs_services.budget_create_own(
+            actor=owner,
+            name=f"study: {name}"[:200],
+            gpu_hours_cap=hours,
+            max_concurrent_pods=pods,
+            max_wall_clock_s=chosen.max_wall_clock_s,
+            deadline=chosen.deadline,
+            env_step_cap=env_step_cap,
+        )
+    except AppError as err:  # the name taken, say: reported on the study's own fields
+        raise AppError(f"budget: {err}", fields={"budget": str(err)}) from err
 
 
 def _fold_task(owner, base: Task, index: int, spans: dict[str, Any]) -> Task:

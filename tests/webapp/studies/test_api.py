@@ -68,3 +68,19 @@ def test_cancelling_a_study_stops_its_fold_runs(api_client, study_body):
     assert {r.status for r in Run.objects.filter(study_fold__study_id=study_id)} == {Run.Status.CANCELLED}
     again = api_client.post(f"{URL}{study_id}/cancel/")
     assert again.status_code == 409
+
+
+def test_a_non_staff_users_studies_hold_no_more_than_their_quota(api_client, user, study_body, settings):
+    """A study's budget is a budget of the user's own: it counts against their quota, so
+    studies cannot hold more device hours or pods at once than the quota allows (each study
+    used to get an uncounted copy of the chosen budget's limits)."""
+    settings.PADDOCK_QUOTA_DEVICE_HOURS, settings.PADDOCK_QUOTA_PODS = 2, 2
+    own = api_client.post("/api/budgets/", {"name": "mine", "gpu_hours_cap": 1, "max_concurrent_pods": 1}, format="json")
+    assert own.status_code == 201, own.json()
+    first = api_client.post(URL, {**study_body, "budget": own.json()["id"]}, format="json")
+    assert first.status_code == 201, first.json()
+    study_budget = Study.objects.get(pk=first.json()["id"]).budget
+    assert study_budget.purpose == "own" and study_budget.max_concurrent_pods == 1
+    second = api_client.post(URL, {**study_body, "budget": own.json()["id"], "name": "again"}, format="json")
+    assert second.status_code == 400
+    assert "budget" in second.json()["fields"] and "quota" in second.json()["error"]
