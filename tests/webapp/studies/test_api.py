@@ -75,7 +75,9 @@ def test_a_non_staff_users_studies_hold_no_more_than_their_quota(api_client, use
     studies cannot hold more device hours or pods at once than the quota allows (each study
     used to get an uncounted copy of the chosen budget's limits)."""
     settings.PADDOCK_QUOTA_DEVICE_HOURS, settings.PADDOCK_QUOTA_PODS = 2, 2
-    own = api_client.post("/api/budgets/", {"name": "mine", "gpu_hours_cap": 1, "max_concurrent_pods": 1}, format="json")
+    own = api_client.post(
+        "/api/budgets/", {"name": "mine", "gpu_hours_cap": 1, "max_concurrent_pods": 1}, format="json"
+    )
     assert own.status_code == 201, own.json()
     first = api_client.post(URL, {**study_body, "budget": own.json()["id"]}, format="json")
     assert first.status_code == 201, first.json()
