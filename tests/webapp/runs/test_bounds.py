@@ -72,7 +72,8 @@ def test_another_owner_may_use_the_same_budget_name(user, other_user):
 def test_the_budget_form_says_the_bound_not_a_database_constraint(client, staff, user):
     client.force_login(staff)
     page = client.post(
-        "/budgets/", {"name": "zero", "owner": user.id, "max_concurrent_pods": 0, "env_step_cap": 1000}
+        "/budgets/",
+        {"action": "assign", "name": "zero", "owner": user.id, "max_concurrent_pods": 0, "env_step_cap": 1000},
     ).content.decode()
     assert "violated" not in page and "budget_pods_gte_1" not in page
     assert "greater than or equal to 1" in page

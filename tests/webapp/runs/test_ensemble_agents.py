@@ -130,7 +130,10 @@ def test_the_migration_moves_an_ensemble_off_its_synthetic_generation(world, tra
 
     before = [("runs", "0009_task_algorithm_hyperparameters")]
     executor = MigrationExecutor(connection)
-    latest = executor.loader.graph.leaf_nodes("runs")  # back to the newest state the models have
+    # Back to every app's newest state: going back before runs 0011 also unapplies the
+    # migrations of other apps that depend on it (studies 0001), which a runs-only target
+    # would leave unapplied for every later test.
+    latest = executor.loader.graph.leaf_nodes()
     executor.migrate(before)
     try:
         old = MigrationExecutor(connection).loader.project_state(before).apps
