@@ -113,8 +113,15 @@ def _operations_with_a_body() -> list[tuple[str, str]]:
 
 
 def _concrete(path: str, world) -> str:
-    """``path`` with every ``{parameter}`` an id of ada's (the world's run, agent or dataset)."""
-    ids = {"run": world.run.pk, "agent": world.agents[0].pk, "dataset": world.dataset.pk, "task": world.task.pk}
+    """``path`` with every ``{parameter}`` an id of ada's (the world's run, agent, dataset, task
+    or budget; a budget path given a run's id found no budget once the two sequences drifted)."""
+    ids = {
+        "run": world.run.pk,
+        "agent": world.agents[0].pk,
+        "dataset": world.dataset.pk,
+        "task": world.task.pk,
+        "budget": world.run.budget_id,
+    }
     kind = next((k for k in ids if f"/{k}s/" in path or f"/{k}" in path), "run")
     out = path
     while "{" in out:
