@@ -48,11 +48,17 @@ sys.path.insert(0, str(REPO / "benchmarks"))
 
 from finrl_style_numpy_env import FinRLStyleNumpyEnv  # noqa: E402
 
-from trainer.data import DataSpec, MarketData, build_market_data, load_market_data, load_panel  # noqa: E402
+from trainer.data.loading import load_panel  # noqa: E402
+from trainer.data.market import MarketData  # noqa: E402
+from trainer.data.pipeline import build_market_data, load_market_data  # noqa: E402
 from trainer.data.sessions import SESSION_FEATURES, session_features  # noqa: E402
-from trainer.device import configure_device  # noqa: E402
-from trainer.envs import EnvConfig, PortfolioConfig, PortfolioVecEnv, StockTradingVecEnv  # noqa: E402
+from trainer.data.spec import DataSpec  # noqa: E402
 from trainer.envs.gym_adapter import StockTradingEnv  # noqa: E402
+from trainer.envs.portfolio import PortfolioVecEnv  # noqa: E402
+from trainer.envs.portfolio_config import PortfolioConfig  # noqa: E402
+from trainer.envs.stock_config import EnvConfig  # noqa: E402
+from trainer.envs.stock_trading import StockTradingVecEnv  # noqa: E402
+from trainer.util.device import configure_device  # noqa: E402
 
 DOW30_FILE = "dow30_daily_eodhd_2010-01-04_2022-11-15.csv.gz"
 FIVE_MIN_FILE = "intraday_5min_ib_2024-03-11_2026-08-21.csv.gz"

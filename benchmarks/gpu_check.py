@@ -99,8 +99,9 @@ class Check:
         import torch
 
         from trainer.data.pipeline import load_market_data
-        from trainer.device import configure_device
-        from trainer.pod import TaskSpec, demo_task_dict
+        from trainer.demo import demo_task_dict
+        from trainer.task import TaskSpec
+        from trainer.util.device import configure_device
 
         self.torch = torch
         self.dry = dry_run
@@ -127,8 +128,11 @@ class Check:
             self.torch.cuda.synchronize()
 
     def make_env(self, kind: str, num_envs: int, episode_length: int | None = None):
-        from trainer.envs import EnvConfig, PortfolioConfig, PortfolioVecEnv, StockTradingVecEnv
         from trainer.envs.kinds import prepare_market
+        from trainer.envs.portfolio import PortfolioVecEnv
+        from trainer.envs.portfolio_config import PortfolioConfig
+        from trainer.envs.stock_config import EnvConfig
+        from trainer.envs.stock_trading import StockTradingVecEnv
 
         config = (PortfolioConfig if kind == "portfolio" else EnvConfig)(episode_length=episode_length)
         cls = PortfolioVecEnv if kind == "portfolio" else StockTradingVecEnv
@@ -287,10 +291,11 @@ class Check:
 
     def export_cpu(self) -> dict:
         torch = self.torch
-        from trainer.bundle import export_bundle, load_checkpoint
-        from trainer.bundle_reader import load_agent
+        from trainer.artifacts.bundle import export_bundle
+        from trainer.artifacts.bundle_reader import load_agent
+        from trainer.artifacts.checkpoints import load_checkpoint
+        from trainer.artifacts.rebuild import build_agent
         from trainer.pod import run_generation
-        from trainer.rebuild import build_agent
 
         with tempfile.TemporaryDirectory() as tmp:
             hp = {"num_envs": 16 if self.dry else 2048, "rollout_steps": 8 if self.dry else 16}

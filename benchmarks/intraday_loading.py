@@ -34,7 +34,8 @@ import pandas as pd
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from trainer.data import bar_info, load_panel  # noqa: E402
+from trainer.data.bars import bar_info  # noqa: E402
+from trainer.data.loading import load_panel  # noqa: E402
 
 DATA = Path(os.environ.get("PADDOCK_DATA_DIR") or REPO.parent / "shared" / "data")
 REAL = DATA / "intraday_5min_ib_2024-03-11_2026-08-21.csv.gz"

@@ -83,16 +83,18 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
 from trainer import tournament  # noqa: E402
-from trainer.backtest.engine import load_benchmark_close  # noqa: E402
+from trainer.artifacts.checkpoints import load_checkpoint  # noqa: E402
+from trainer.artifacts.rebuild import build_agent  # noqa: E402
+from trainer.backtest.benchmark import load_benchmark_close  # noqa: E402
 from trainer.backtest.policy_run import run_policy  # noqa: E402
-from trainer.bundle import build_agent, load_checkpoint  # noqa: E402
-from trainer.data import load_market_data  # noqa: E402
+from trainer.data.pipeline import load_market_data  # noqa: E402
 from trainer.envs.kinds import make_env, prepare_market  # noqa: E402
 from trainer.envs.observations import FeatureStats  # noqa: E402
 from trainer.envs.portfolio_config import RECOMMENDED_REBALANCE_BAND, RECOMMENDED_REWARD_SCALES  # noqa: E402
 from trainer.evaluation import eval_config  # noqa: E402
-from trainer.pod import TaskSpec, run_generation  # noqa: E402
+from trainer.pod import run_generation  # noqa: E402
 from trainer.selection import annual_sharpe  # noqa: E402
+from trainer.task import TaskSpec  # noqa: E402
 
 DOW30 = "dow30_daily_eodhd_2010-01-04_2022-11-15.csv.gz"
 NDX = "nasdaq100_daily_eodhd_2010-01-04_2022-11-15.csv.gz"

@@ -35,12 +35,13 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
 from benchmarks.learning_quality import Lineage, task_dict  # noqa: E402
-from trainer.bundle import build_agent, load_checkpoint  # noqa: E402
-from trainer.data import load_market_data  # noqa: E402
+from trainer.artifacts.checkpoints import load_checkpoint  # noqa: E402
+from trainer.artifacts.rebuild import build_agent  # noqa: E402
+from trainer.data.pipeline import load_market_data  # noqa: E402
 from trainer.envs.kinds import make_env, prepare_market  # noqa: E402
 from trainer.envs.observations import FeatureStats  # noqa: E402
 from trainer.evaluation import eval_config  # noqa: E402
-from trainer.pod import TaskSpec  # noqa: E402
+from trainer.task import TaskSpec  # noqa: E402
 
 
 @torch.no_grad()

@@ -134,7 +134,7 @@ def main() -> None:
     from rest_framework.authtoken.models import Token
 
     from tests.harness import free_port
-    from trainer.serving import ServedPolicy
+    from trainer.serving.policy import ServedPolicy
     from webapp.runs import services
 
     call_command("migrate", verbosity=0)

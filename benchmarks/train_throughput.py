@@ -37,9 +37,11 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run as a script 
 from trainer.agents import make_agent  # noqa: E402
 from trainer.agents.ppo import PPOConfig  # noqa: E402
 from trainer.data.pipeline import load_market_data  # noqa: E402
-from trainer.device import configure_device, pick_device  # noqa: E402
-from trainer.envs.stock_trading import EnvConfig, StockTradingVecEnv  # noqa: E402
-from trainer.pod import TaskSpec, demo_task_dict  # noqa: E402
+from trainer.demo import demo_task_dict
+from trainer.envs.stock_config import EnvConfig
+from trainer.envs.stock_trading import StockTradingVecEnv
+from trainer.task import TaskSpec
+from trainer.util.device import configure_device, pick_device  # noqa: E402
 
 DEFAULT_DATA_DIR = Path(__file__).resolve().parents[2] / "shared" / "data"
 

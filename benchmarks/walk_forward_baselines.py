@@ -44,9 +44,9 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path[:0] = [str(REPO)]
 
 from trainer.backtest.relative import vs_equal_weight  # noqa: E402
-from trainer.data import load_market_data  # noqa: E402
 from trainer.data.folds import plan_folds  # noqa: E402
-from trainer.data.pipeline import DataSpec  # noqa: E402
+from trainer.data.pipeline import load_market_data  # noqa: E402
+from trainer.data.spec import DataSpec  # noqa: E402
 from trainer.selection import annual_sharpe  # noqa: E402
 
 FILES = {

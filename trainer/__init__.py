@@ -9,7 +9,7 @@ __all__ = ["__version__", "load_agent"]
 
 
 def load_agent(path):
-    """Load a downloadable agent bundle (zip) for inference; see :func:`trainer.bundle.load_agent`."""
-    from trainer.bundle import load_agent as _load_agent
+    """Load a downloadable agent bundle (zip) for inference; see :func:`trainer.artifacts.bundle_reader.load_agent`."""
+    from trainer.artifacts.bundle_reader import load_agent as _load_agent
 
     return _load_agent(path)

@@ -1,8 +1,8 @@
-"""``python -m trainer``: see :mod:`trainer.cli`."""
+"""``python -m trainer``: see :mod:`trainer.cli.main`."""
 
 import sys
 
-from trainer.cli import main
+from trainer.cli.main import main
 
 if __name__ == "__main__":
     sys.exit(main())

@@ -31,7 +31,6 @@ __all__ = [
     "EVAL_RANDOM_WINDOWS",
     "EVAL_WINDOW_DAYS",
     "FAST_BOOTSTRAP_REPS",
-    "Policy",
     "eval_config",
     "evaluate_checkpoint_state",
     "evaluate_policy",

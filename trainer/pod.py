@@ -8,7 +8,7 @@ from the leaderboard (:mod:`trainer.tournament`), maybe with perturbed hyperpara
 
 What is learned is a :class:`~trainer.task.TaskSpec` (:mod:`trainer.task`); the score comes
 from :func:`~trainer.evaluation.evaluate_policy` on the validation split; the checkpoint is
-written with :mod:`trainer.checkpoints`. Those names are re-exported here.
+written with :mod:`trainer.artifacts.checkpoints`. Those names are re-exported here.
 """
 
 from __future__ import annotations
@@ -25,62 +25,23 @@ import pandas as pd
 import torch
 
 from trainer.agents import make_agent
-from trainer.checkpoints import load_checkpoint, save_checkpoint, utc_now
+from trainer.artifacts.checkpoints import load_checkpoint, save_checkpoint, utc_now
+from trainer.artifacts.rebuild import build_agent
 from trainer.data.market import MarketData
 from trainer.data.pipeline import load_market_data
 from trainer.data.splits import check_split_days
 from trainer.data.timestamps import infer_periods_per_year
-from trainer.device import buffer_memory_limit, configure_device, pick_device
 from trainer.envs.kinds import fit_stats, kind_of, make_env, observation_dim, prepare_market
 from trainer.envs.observations import FeatureStats
 from trainer.errors import BundleError, ConfigError, PolicyError
-from trainer.evaluation import (
-    EVAL_RANDOM_WINDOWS,
-    EVAL_WINDOW_DAYS,
-    Policy,
-    evaluate_checkpoint_state,
-    evaluate_policy,
-)
-from trainer.files import sha256_file
-from trainer.jsonable import to_jsonable
-from trainer.rebuild import build_agent
-from trainer.task import (
-    DEMO_DATA_FILE,
-    MAX_BUFFER_BYTES,
-    MIN_SPLIT_DAYS,
-    SPLITS,
-    TaskSpec,
-    buffer_bytes,
-    check_buffer_memory,
-    check_env_steps,
-    demo_task_dict,
-    min_env_steps,
-    reprefix,
-    validate_hyperparameters,
-)
+from trainer.evaluation import evaluate_policy
+from trainer.task import SPLITS, TaskSpec, check_buffer_memory, reprefix, validate_hyperparameters
+from trainer.util.device import buffer_memory_limit, configure_device, pick_device
+from trainer.util.files import sha256_file
+from trainer.util.jsonable import to_jsonable
 from trainer.version import __version__
 
-__all__ = [
-    "DEMO_DATA_FILE",
-    "EVAL_RANDOM_WINDOWS",
-    "EVAL_WINDOW_DAYS",
-    "MAX_BUFFER_BYTES",
-    "MIN_SPLIT_DAYS",
-    "SPLITS",
-    "GenerationResult",
-    "Policy",
-    "TaskSpec",
-    "branch_seed",
-    "buffer_bytes",
-    "check_buffer_memory",
-    "check_env_steps",
-    "demo_task_dict",
-    "evaluate_checkpoint_state",
-    "evaluate_policy",
-    "min_env_steps",
-    "run_generation",
-    "validate_hyperparameters",
-]
+__all__ = ["GenerationResult", "branch_seed", "run_generation"]
 
 
 @dataclass
@@ -88,7 +49,7 @@ class GenerationResult:
     """What one generation produced.
 
     Attributes:
-        checkpoint_path: the checkpoint file written (see :mod:`trainer.bundle`).
+        checkpoint_path: the checkpoint file written (see :mod:`trainer.artifacts.bundle`).
         sha256: hex SHA-256 of that file.
         score: validation Sharpe ratio of the full-window deterministic episode (0.0 when
             undefined, see :func:`evaluate_policy`); higher is better.
@@ -199,7 +160,7 @@ def run_generation(
             ``{"learning_rate": 1e-4}``; validated like the task's.
         seed: seed of the fresh agent and of the envs.
         device: ``"auto"`` (CUDA when available), ``"cpu"``, ``"cuda"``, ``"cuda:N"``
-            (checked by :func:`trainer.device.pick_device`); a ``torch.device`` is used as
+            (checked by :func:`trainer.util.device.pick_device`); a ``torch.device`` is used as
             given (the device-discipline test trains on a stand-in accelerator).
         progress: called at most about 4 times a second with the agent's progress dict
             (``env_steps``, ``steps_per_s``, ``episode_return_mean``, losses...) plus

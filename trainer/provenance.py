@@ -17,7 +17,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from trainer.files import sha256_file
+from trainer.util.files import sha256_file
 from trainer.version import __version__
 
 _REPO = Path(__file__).resolve().parent.parent

@@ -15,26 +15,21 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from trainer.agents import ALGORITHMS, OFF_POLICY
-from trainer.data.pipeline import DataSpec
 from trainer.data.sessions import panel_feature_names
-from trainer.data.splits import MIN_SPLIT_DAYS
-from trainer.dates import parse_moment, range_bound
-from trainer.demo import DEMO_DATA_FILE, demo_task_dict
+from trainer.data.spec import DataSpec
 from trainer.envs.kinds import DEFAULT_KIND, check_kind, env_config_from_dict, observation_dim
-from trainer.envs.stock_trading import EnvConfig
+from trainer.envs.stock_config import EnvConfig
 from trainer.errors import ConfigError
 from trainer.selection import SelectionRule
+from trainer.util.dates import parse_moment, range_bound
 
 __all__ = [
-    "DEMO_DATA_FILE",
     "MAX_BUFFER_BYTES",
-    "MIN_SPLIT_DAYS",
     "SPLITS",
     "TaskSpec",
     "buffer_bytes",
     "check_buffer_memory",
     "check_env_steps",
-    "demo_task_dict",
     "min_env_steps",
     "reprefix",
     "validate_hyperparameters",
@@ -44,7 +39,7 @@ SPLITS = ("train", "validation", "test")
 #: Largest rollout (PPO) or replay (SAC) buffer any task may ask for: 48 GiB, a third of the
 #: largest GPUs (141 GB). Checked with :func:`buffer_bytes` when the task is created and the
 #: observation size is known (the task names its tickers); the pod then checks the buffer
-#: against the memory of the device it trains on (``trainer.device.buffer_memory_limit``: a
+#: against the memory of the device it trains on (``trainer.util.device.buffer_memory_limit``: a
 #: third of a GPU, a quarter of the CPU machine's RAM).
 MAX_BUFFER_BYTES = 48 * 2**30
 
@@ -76,7 +71,7 @@ def _parse_range(value: Any, name: str) -> tuple[str, str]:
     """Accept ``{"start": a, "end": b}`` or ``[a, b]``; return ``(a, b)`` validated, a <= b.
 
     Bounds are days ``YYYY-MM-DD`` or, for intraday data, exchange-time moments
-    ``YYYY-MM-DD HH:MM`` (:func:`trainer.dates.parse_moment`; a day covers the whole day).
+    ``YYYY-MM-DD HH:MM`` (:func:`trainer.util.dates.parse_moment`; a day covers the whole day).
     """
     if isinstance(value, Mapping):
         unknown = set(value) - {"start", "end"}
@@ -139,7 +134,7 @@ class TaskSpec:
     Attributes:
         data: which files/tickers/indicators (see :class:`trainer.data.pipeline.DataSpec`).
         train: ``(start, end)`` ``YYYY-MM-DD`` inclusive (intraday data: also exchange-time
-            ``YYYY-MM-DD HH:MM`` moments, see :func:`trainer.dates.parse_moment`); the agent
+            ``YYYY-MM-DD HH:MM`` moments, see :func:`trainer.util.dates.parse_moment`); the agent
             learns on these days (bars) only.
         validation: ``(start, end)`` after ``train``; generations are scored on it.
         test: ``(start, end)`` after ``validation``; kept for backtests.
@@ -334,7 +329,7 @@ def check_buffer_memory(
 
     Args:
         limit: bytes allowed; default :data:`MAX_BUFFER_BYTES` (any device). A pod passes its
-            device's :func:`trainer.device.buffer_memory_limit`.
+            device's :func:`trainer.util.device.buffer_memory_limit`.
 
     Raises:
         ConfigError: naming ``hyperparameters.buffer_size`` (off-policy) or ``hyperparameters.num_envs``

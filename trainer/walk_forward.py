@@ -30,20 +30,20 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from trainer.artifacts.checkpoints import load_checkpoint
+from trainer.artifacts.rebuild import build_agent
 from trainer.backtest.engine import run_backtest
 from trainer.backtest.metrics import compute_metrics
 from trainer.backtest.overfitting import DEFAULT_BLOCKS, probability_of_backtest_overfitting
 from trainer.backtest.relative import vs_equal_weight
-from trainer.checkpoints import load_checkpoint
 from trainer.data.folds import Fold
 from trainer.data.market import MarketData
 from trainer.data.timestamps import infer_periods_per_year
 from trainer.envs.observations import FeatureStats
 from trainer.errors import TrainerError
-from trainer.jsonable import finite_or_none
-from trainer.rebuild import build_agent
 from trainer.selection import equal_weight_returns
 from trainer.task import TaskSpec
+from trainer.util.jsonable import finite_or_none
 
 __all__ = [
     "SpanReturns",

@@ -28,9 +28,11 @@ from playwright.sync_api import expect
 from tests.conftest import BENCHMARK_FILE
 from tests.e2e.conftest import E2E_PASSWORD
 from trainer import load_agent
-from trainer.backtest.engine import load_benchmark_close, run_backtest
+from trainer.backtest.benchmark import load_benchmark_close
+from trainer.backtest.engine import run_backtest
 from trainer.backtest.metrics import compute_metrics, returns_from_values
-from trainer.data import DataSpec, load_market_data
+from trainer.data.pipeline import load_market_data
+from trainer.data.spec import DataSpec
 from webapp.reports.models import Backtest
 from webapp.runs import demo
 from webapp.runs.models import Agent, Run

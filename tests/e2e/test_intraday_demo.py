@@ -27,7 +27,8 @@ from trainer import load_agent
 from trainer.backtest.benchmark import load_benchmark_close
 from trainer.backtest.engine import run_backtest
 from trainer.backtest.metrics import compute_metrics, returns_from_values
-from trainer.data import DataSpec, load_market_data
+from trainer.data.pipeline import load_market_data
+from trainer.data.spec import DataSpec
 from webapp.reports.models import Backtest
 from webapp.runs import demo
 from webapp.runs.models import Agent, Run

@@ -33,12 +33,17 @@ import torch
 from tests.trainer.discipline import DEVICE_TYPE, DisciplineError, stand_in_accelerator
 from trainer.agents import make_agent
 from trainer.agents._off_policy import DRAIN_EVERY
-from trainer.bundle import export_bundle, load_agent, load_checkpoint, save_checkpoint
+from trainer.artifacts.bundle import export_bundle
+from trainer.artifacts.bundle_reader import load_agent
+from trainer.artifacts.checkpoints import load_checkpoint, save_checkpoint
+from trainer.artifacts.rebuild import build_agent
 from trainer.data.pipeline import load_market_data
-from trainer.envs import EnvConfig, StockTradingVecEnv
+from trainer.demo import demo_task_dict
+from trainer.envs.stock_config import EnvConfig
+from trainer.envs.stock_trading import StockTradingVecEnv
 from trainer.errors import Diverged
-from trainer.pod import TaskSpec, demo_task_dict, run_generation
-from trainer.rebuild import build_agent
+from trainer.pod import run_generation
+from trainer.task import TaskSpec
 
 pytestmark = pytest.mark.skipif(
     os.environ.get("PADDOCK_DISCIPLINE_CHILD") != "1",
@@ -117,7 +122,8 @@ def test_an_env_step_on_the_accelerator_needs_no_host_sync(accelerator, train):
 
 @pytest.mark.parametrize("reward", ["log_return", "differential_sharpe"])
 def test_a_portfolio_env_step_through_episode_ends_needs_no_host_sync_and_no_float64(accelerator, train, reward):
-    from trainer.envs import PortfolioConfig, PortfolioVecEnv
+    from trainer.envs.portfolio import PortfolioVecEnv
+    from trainer.envs.portfolio_config import PortfolioConfig
 
     device, mode = accelerator
     config = PortfolioConfig(episode_length=4, reward=reward, rebalance_band=0.01)
@@ -137,8 +143,9 @@ def test_a_portfolio_env_step_through_episode_ends_needs_no_host_sync_and_no_flo
 
 def test_intraday_envs_flattening_at_the_close_step_without_host_sync(accelerator, data_dir):
     from tests.intraday import intraday_panel
-    from trainer.data import build_market_data
-    from trainer.envs import PortfolioConfig, PortfolioVecEnv
+    from trainer.data.pipeline import build_market_data
+    from trainer.envs.portfolio import PortfolioVecEnv
+    from trainer.envs.portfolio_config import PortfolioConfig
 
     device, mode = accelerator
     bars = build_market_data(intraday_panel(data_dir, ["AAPL", "MSFT"], "2024-03-11", "2024-03-13"))

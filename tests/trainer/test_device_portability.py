@@ -17,11 +17,16 @@ import pytest
 import torch
 
 from trainer.agents._common import reseed_from_state, restore_generator
+from trainer.artifacts.bundle import export_bundle
+from trainer.artifacts.bundle_reader import load_agent
+from trainer.artifacts.checkpoints import load_checkpoint, save_checkpoint
+from trainer.artifacts.rebuild import build_agent
 from trainer.backtest.engine import run_backtest
-from trainer.bundle import build_agent, export_bundle, load_agent, load_checkpoint, save_checkpoint
-from trainer.cli import main
+from trainer.cli.main import main
 from trainer.data.pipeline import load_market_data
-from trainer.pod import TaskSpec, demo_task_dict, run_generation
+from trainer.demo import demo_task_dict
+from trainer.pod import run_generation
+from trainer.task import TaskSpec
 
 TICKERS = ["AAPL", "MSFT"]
 CUDA_STATE = torch.tensor(list((1234).to_bytes(8, "little") + (4096).to_bytes(8, "little")), dtype=torch.uint8)

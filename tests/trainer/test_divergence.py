@@ -16,12 +16,16 @@ from pathlib import Path
 import pytest
 import torch
 
+from trainer.artifacts.bundle import export_bundle
+from trainer.artifacts.checkpoints import load_checkpoint, save_checkpoint
 from trainer.backtest.engine import run_backtest
-from trainer.bundle import export_bundle, load_checkpoint, save_checkpoint
-from trainer.cli import main
+from trainer.cli.main import main
 from trainer.data.pipeline import load_market_data
+from trainer.demo import demo_task_dict
 from trainer.errors import BundleError, Diverged, PolicyError
-from trainer.pod import TaskSpec, demo_task_dict, evaluate_policy, run_generation
+from trainer.evaluation import evaluate_policy
+from trainer.pod import run_generation
+from trainer.task import TaskSpec
 
 REPO = Path(__file__).resolve().parents[2]
 TICKERS = ["AAPL", "MSFT", "JPM"]

@@ -9,20 +9,20 @@ import pytest
 import torch
 
 from trainer.agents import make_agent
+from trainer.artifacts.checkpoints import load_checkpoint
+from trainer.artifacts.rebuild import build_agent
 from trainer.backtest.engine import run_backtest
-from trainer.bundle import build_agent, load_checkpoint, sha256_file
-from trainer.data.pipeline import DataSpec, load_market_data
-from trainer.envs.stock_trading import EnvConfig, StockTradingVecEnv
+from trainer.data.pipeline import load_market_data
+from trainer.data.spec import DataSpec
+from trainer.demo import demo_task_dict
+from trainer.envs.stock_config import EnvConfig
+from trainer.envs.stock_trading import StockTradingVecEnv
 from trainer.errors import BundleError, ConfigError
-from trainer.pod import (
-    TaskSpec,
-    branch_seed,
-    demo_task_dict,
-    evaluate_checkpoint_state,
-    evaluate_policy,
-    run_generation,
-)
+from trainer.evaluation import evaluate_checkpoint_state, evaluate_policy
+from trainer.pod import branch_seed, run_generation
 from trainer.selection import SelectionRule
+from trainer.task import TaskSpec
+from trainer.util.files import sha256_file
 
 TICKERS = ["AAPL", "MSFT", "JPM"]
 SMALL_PPO = {"num_envs": 32, "rollout_steps": 8, "num_minibatches": 2, "update_epochs": 2, "hidden_sizes": [32, 32]}
@@ -300,7 +300,8 @@ def test_data_spec_inside_the_task_keeps_its_validation(task):
 
 
 def test_a_sac_task_trains_resumes_and_exports(market, tmp_path):
-    from trainer.bundle import export_bundle, load_agent
+    from trainer.artifacts.bundle import export_bundle
+    from trainer.artifacts.bundle_reader import load_agent
 
     d = small_task_dict()
     d["algorithm"] = "sac"

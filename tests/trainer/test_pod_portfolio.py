@@ -8,13 +8,15 @@ import numpy as np
 import pytest
 import torch
 
-from trainer.bundle import load_checkpoint
+from trainer.artifacts.checkpoints import load_checkpoint
 from trainer.data.pipeline import load_market_data
+from trainer.demo import demo_task_dict
 from trainer.envs.kinds import prepare_market
 from trainer.envs.observations import fit_feature_stats
-from trainer.envs.portfolio import PortfolioConfig
+from trainer.envs.portfolio_config import PortfolioConfig
 from trainer.errors import ConfigError
-from trainer.pod import TaskSpec, demo_task_dict, run_generation
+from trainer.pod import run_generation
+from trainer.task import TaskSpec
 
 TICKERS = ["AAPL", "MSFT", "JPM", "KO"]
 SMALL_PPO = {"num_envs": 16, "rollout_steps": 8, "num_minibatches": 2, "update_epochs": 1, "hidden_sizes": [16, 16]}

@@ -9,8 +9,8 @@ import pytest
 import torch
 
 from tests.intraday import intraday_panel
-from trainer.data import build_market_data
-from trainer.envs.portfolio import PortfolioConfig
+from trainer.data.pipeline import build_market_data
+from trainer.envs.portfolio_config import PortfolioConfig
 from trainer.evaluation import evaluate_policy
 from trainer.selection import SelectionRule
 

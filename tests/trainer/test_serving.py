@@ -17,20 +17,16 @@ import numpy as np
 import pytest
 import torch
 
-from trainer.bundle import load_agent
-from trainer.cli import main
-from trainer.data import DataSpec, load_market_data, load_panel
+from trainer.artifacts.bundle_reader import load_agent
+from trainer.cli.main import main
+from trainer.data.loading import load_panel
+from trainer.data.pipeline import load_market_data
+from trainer.data.spec import DataSpec
 from trainer.errors import DataError
-from trainer.serving import (
-    BARS_MIN_DAYS,
-    BARS_TOLERANCE,
-    PolicyCache,
-    ServedPolicy,
-    answer,
-    make_server,
-    min_bars_days,
-    min_history_days,
-)
+from trainer.serving.answers import answer
+from trainer.serving.bodies import BARS_MIN_DAYS, BARS_TOLERANCE, min_bars_days, min_history_days
+from trainer.serving.policy import PolicyCache, ServedPolicy
+from trainer.serving.server import make_server
 
 REPO = Path(__file__).resolve().parents[2]
 TINY = [
@@ -167,7 +163,7 @@ def _real_bars(policy, data_dir, day: str, days: int) -> dict:
 
 
 def _need(policy) -> int:
-    from trainer.data import DEFAULT_INDICATORS
+    from trainer.data.indicators import DEFAULT_INDICATORS
 
     raw = policy.config["task"]["data"].get("indicators") or DEFAULT_INDICATORS
     return min_bars_days(list(raw), scale_free=policy.config["env_config"].get("observation") == "scale_free")

@@ -8,10 +8,12 @@ import pytest
 import torch
 
 from tests.conftest import INTRADAY_5MIN_FILE
-from trainer.cli import main
-from trainer.data import DataSpec, load_market_data
+from trainer.cli.main import main
+from trainer.data.pipeline import load_market_data
+from trainer.data.spec import DataSpec
 from trainer.errors import DataError
-from trainer.serving import ServedPolicy, answer
+from trainer.serving.answers import answer
+from trainer.serving.policy import ServedPolicy
 
 
 @pytest.fixture(scope="module")

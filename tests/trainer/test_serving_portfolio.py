@@ -9,11 +9,13 @@ import pytest
 import torch
 
 from tests.trainer.test_serving import TINY as SERVING_TINY
-from trainer.bundle import load_agent
-from trainer.cli import main
-from trainer.data import DataSpec, load_market_data
+from trainer.artifacts.bundle_reader import load_agent
+from trainer.cli.main import main
+from trainer.data.pipeline import load_market_data
+from trainer.data.spec import DataSpec
 from trainer.errors import DataError
-from trainer.serving import ServedPolicy, answer
+from trainer.serving.answers import answer
+from trainer.serving.policy import ServedPolicy
 
 TICKERS = ["AAPL", "MSFT", "JPM"]
 # test_serving's tiny PPO run (the same three tickers) as a portfolio task with a 0.01 band
@@ -147,8 +149,8 @@ def test_fractional_shares_are_a_portfolio_agents_holdings(policy, market):
 def test_the_fewest_bars_accepted_give_the_dataset_days_target_weights_within_the_tolerance(policy, market, data_dir):
     """252 real daily bars (the minimum) give the date path's observation and target weights
     within BARS_TOLERANCE; 251 are refused naming the ticker."""
-    from trainer.data import load_panel
-    from trainer.serving import BARS_MIN_DAYS, BARS_TOLERANCE
+    from trainer.data.loading import load_panel
+    from trainer.serving.bodies import BARS_MIN_DAYS, BARS_TOLERANCE
 
     spec = DataSpec.from_dict(policy.config["task"]["data"])
     panel = load_panel([data_dir / p for p in spec.paths], tickers=policy.tickers)

@@ -7,8 +7,8 @@ import pytest
 
 from tests.conftest import INTRADAY_5MIN_FILE
 from tests.intraday import intraday_panel
-from trainer.data import build_market_data
 from trainer.data.indicators import DEFAULT_INDICATORS
+from trainer.data.pipeline import build_market_data
 from trainer.data.sessions import SESSION_FEATURES, panel_feature_names
 from trainer.envs.kinds import env_config_from_dict, make_env, observation_dim, prepare_market
 from trainer.errors import ConfigError

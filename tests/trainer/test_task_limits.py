@@ -12,21 +12,15 @@ import numpy as np
 import pytest
 import torch
 
-from trainer.cli import default_data_dir, main
+from trainer.cli.main import default_data_dir, main
 from trainer.data.splits import MIN_SPLIT_DAYS, check_split_days, check_window
-from trainer.device import buffer_memory_limit
+from trainer.demo import demo_task_dict
 from trainer.envs.kinds import observation_dim
-from trainer.envs.stock_trading import EnvConfig
+from trainer.envs.stock_config import EnvConfig
 from trainer.errors import ConfigError
-from trainer.pod import (
-    MAX_BUFFER_BYTES,
-    TaskSpec,
-    buffer_bytes,
-    check_buffer_memory,
-    check_env_steps,
-    demo_task_dict,
-    run_generation,
-)
+from trainer.pod import run_generation
+from trainer.task import MAX_BUFFER_BYTES, TaskSpec, buffer_bytes, check_buffer_memory, check_env_steps
+from trainer.util.device import buffer_memory_limit
 
 
 def task_with(**hyperparameters) -> dict:

@@ -16,8 +16,8 @@ import torch
 
 from trainer.agents.networks import RunningMeanStd
 from trainer.errors import ConfigError, Diverged
-from trainer.jsonable import finite_or_none
-from trainer.nonfinite import labelled
+from trainer.util.jsonable import finite_or_none
+from trainer.util.nonfinite import labelled
 
 ProgressFn = Callable[[dict], None]
 StopFn = Callable[[], bool]

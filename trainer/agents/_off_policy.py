@@ -29,7 +29,7 @@ from trainer.agents._common import (
 )
 from trainer.buffers.rollout import finished_returns
 from trainer.errors import ConfigError
-from trainer.nonfinite import first_nonfinite, nonfinite_kind
+from trainer.util.nonfinite import first_nonfinite, nonfinite_kind
 
 #: Env steps whose finished-episode returns wait on the device before one host sync fetches
 #: them (progress reports fetch them sooner).

@@ -30,8 +30,8 @@ from trainer.agents._common import StopFn, seeded_init
 from trainer.agents._on_policy import Divergence, OnPolicyAgent, OnPolicyConfig
 from trainer.agents.networks import GaussianActor, ValueCritic
 from trainer.buffers.rollout import RolloutBuffer
-from trainer.nonfinite import first_nonfinite, nonfinite_kind
 from trainer.ops.losses import a2c_loss
+from trainer.util.nonfinite import first_nonfinite, nonfinite_kind
 
 __all__ = ["A2CAgent", "A2CConfig", "PENDULUM_A2C"]
 

@@ -8,7 +8,6 @@ from collections.abc import Sequence
 import torch
 from torch import nn
 
-from trainer.agents.flat import FlatActorCritic, FlatAdam, fast_tanh, mlp_forward
 from trainer.ops.losses import (
     diag_gaussian_entropy,
     diag_gaussian_log_prob,
@@ -19,10 +18,6 @@ from trainer.ops.losses import (
 # The fast path of PPO's update lives in trainer.agents.flat; its names stay importable here.
 __all__ = [
     "DeterministicPolicy",
-    "FlatActorCritic",
-    "FlatAdam",
-    "fast_tanh",
-    "mlp_forward",
     "GaussianActor",
     "RunningMeanStd",
     "SquashedGaussianActor",

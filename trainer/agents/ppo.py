@@ -26,12 +26,13 @@ import torch
 
 from trainer.agents._common import StopFn, seeded_init
 from trainer.agents._on_policy import Divergence, OnPolicyAgent, OnPolicyConfig
-from trainer.agents.networks import FlatActorCritic, FlatAdam, GaussianActor, ValueCritic, mlp_forward
+from trainer.agents.flat import FlatActorCritic, FlatAdam, mlp_forward
+from trainer.agents.networks import GaussianActor, ValueCritic
 from trainer.agents.ppo_reference import reference_optimizer, reference_step
 from trainer.buffers.rollout import RolloutBatch, RolloutBuffer
 from trainer.errors import ConfigError
-from trainer.nonfinite import first_nonfinite, nonfinite_kind
 from trainer.ops.losses import diag_gaussian_log_normalizer, ppo_loss_gradients
+from trainer.util.nonfinite import first_nonfinite, nonfinite_kind
 
 __all__ = ["PENDULUM_PPO", "PPOAgent", "PPOConfig"]
 

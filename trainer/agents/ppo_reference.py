@@ -20,7 +20,7 @@ from typing import Any
 import torch
 from torch.func import functional_call
 
-from trainer.agents.networks import FlatActorCritic, FlatAdam
+from trainer.agents.flat import FlatActorCritic, FlatAdam
 from trainer.buffers.rollout import RolloutBatch
 from trainer.ops.losses import diag_gaussian_entropy, diag_gaussian_log_prob, ppo_policy_loss, ppo_value_loss
 

@@ -1,7 +1,9 @@
 """Backtests: run a policy over dates (``engine``) and score return series (``metrics``)."""
 
-from trainer.backtest.engine import BacktestResult, load_benchmark_close, run_backtest
-from trainer.backtest.metrics import METRIC_CONTRACT, compute_metrics, returns_from_values
+from trainer.backtest.benchmark import load_benchmark_close
+from trainer.backtest.contract import METRIC_CONTRACT
+from trainer.backtest.engine import BacktestResult, run_backtest
+from trainer.backtest.metrics import compute_metrics, returns_from_values
 
 __all__ = [
     "METRIC_CONTRACT",

@@ -165,7 +165,7 @@ def intraday_benchmark_close(paths, ticker: str = "QQQ") -> tuple[pd.Series, Pat
     Raises:
         DataError: a file holding ``ticker`` cannot be read or is malformed.
     """
-    from trainer.data.loading import expand_paths, ticker_days
+    from trainer.data.files import expand_paths, ticker_days
 
     for path in expand_paths(paths):
         if not len(ticker_days([path], tickers=[ticker])):

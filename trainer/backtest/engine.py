@@ -25,20 +25,21 @@ import pandas as pd
 
 from trainer.backtest.benchmark import AlignedBenchmark, align_benchmark
 from trainer.backtest.benchmark import load_benchmark_close as load_benchmark_close
+from trainer.backtest.contract import METRIC_CONTRACT
 from trainer.backtest.equal_weight import equal_weight_comparison
-from trainer.backtest.metrics import METRIC_CONTRACT, compute_metrics, returns_from_values, turnover_series
+from trainer.backtest.metrics import compute_metrics, returns_from_values, turnover_series
 from trainer.backtest.policy_run import Policy, PolicyTrace, run_policy
 from trainer.backtest.robustness import robustness_report
 from trainer.data.market import MarketData
 from trainer.data.sessions import stamp_text
 from trainer.data.timestamps import infer_periods_per_year
-from trainer.dates import parse_day
 from trainer.envs.kinds import make_env, prepare_market
 from trainer.envs.observations import FeatureStats, fit_feature_stats
-from trainer.envs.portfolio import PortfolioConfig
-from trainer.envs.stock_trading import EnvConfig
+from trainer.envs.portfolio_config import PortfolioConfig
+from trainer.envs.stock_config import EnvConfig
 from trainer.errors import ConfigError, DataError
-from trainer.jsonable import finite_or_none
+from trainer.util.dates import parse_day
+from trainer.util.jsonable import finite_or_none
 
 #: Fewest days before a backtest window to fit observation statistics on when none are given.
 MIN_STATS_DAYS = 126

@@ -22,7 +22,7 @@ import numpy as np
 import pandas as pd
 
 from trainer.errors import DataError
-from trainer.jsonable import finite_or_none
+from trainer.util.jsonable import finite_or_none
 
 TRADING_DAYS_PER_YEAR = 252
 """Periods per year used to annualise daily figures (empyrical's ``DAILY`` factor)."""

@@ -13,7 +13,7 @@ import numpy as np
 import torch
 
 from trainer.errors import ConfigError
-from trainer.nonfinite import check_policy_actions
+from trainer.util.nonfinite import check_policy_actions
 
 __all__ = ["Policy", "PolicyTrace", "run_policy"]
 

@@ -38,8 +38,8 @@ from trainer.data.market import MarketData
 from trainer.envs.kinds import make_env
 from trainer.envs.observations import FeatureStats
 from trainer.envs.portfolio_config import PortfolioConfig
-from trainer.jsonable import finite_or_none
 from trainer.selection import annual_sharpe, equal_weight_returns
+from trainer.util.jsonable import finite_or_none
 
 __all__ = ["COST_MULTIPLES", "drawdown_table", "lagged_policy", "robustness_report", "scaled_costs", "tail_risk"]
 

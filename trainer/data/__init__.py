@@ -4,7 +4,8 @@ from trainer.data.bars import DAILY, BarInfo, bar_info
 from trainer.data.indicators import DEFAULT_INDICATORS, turbulence_index
 from trainer.data.loading import load_panel
 from trainer.data.market import MarketData
-from trainer.data.pipeline import DataSpec, build_market_data, load_market_data
+from trainer.data.pipeline import build_market_data, load_market_data
+from trainer.data.spec import DataSpec
 from trainer.data.splits import split_market_data
 from trainer.data.yahoo import download_yfinance, panel_from_yfinance, yfinance_to_long
 

@@ -12,11 +12,11 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import stockstats
 
-from trainer.data.loading import expand_paths
+from trainer.data.files import expand_paths
 from trainer.data.market import MarketData
 from trainer.data.sessions import bar_dates
 from trainer.data.spec import DataSpec
-from trainer.files import atomic_write_bytes
+from trainer.util.files import atomic_write_bytes
 
 CACHE_FORMAT = 2
 """Bump when the cache layout or any computation changes, so old cache files are ignored."""

@@ -22,8 +22,8 @@ import numpy as np
 import pandas as pd
 
 from trainer.data.files import listed
-from trainer.dates import parse_day
 from trainer.errors import DataError
+from trainer.util.dates import parse_day
 
 MISSING_POLICIES = ("drop", "start_later")
 MAX_FILL_DAYS = 5

@@ -25,8 +25,8 @@ from typing import Any
 import numpy as np
 
 from trainer.data.splits import MIN_SPLIT_DAYS
-from trainer.dates import parse_day
 from trainer.errors import ConfigError
+from trainer.util.dates import parse_day
 
 __all__ = ["DEFAULT_GAP_DAYS", "DEFAULT_VALIDATION_DAYS", "Fold", "check_folds", "check_plan", "plan_folds"]
 

@@ -27,7 +27,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from trainer.data.bars import DAILY, BarInfo, MissingBars, bar_info  # noqa: F401  (re-exported)
+from trainer.data.bars import BarInfo, MissingBars
 from trainer.data.files import listed
 from trainer.data.timestamps import (
     BAR_LABELS,

@@ -41,7 +41,8 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from trainer.data.files import (  # noqa: F401  (re-exported: callers import them from here)
+from trainer.data.bars import DAILY
+from trainer.data.files import (
     TICKER_PATTERN,
     _canonical,
     _is_parquet,
@@ -49,13 +50,10 @@ from trainer.data.files import (  # noqa: F401  (re-exported: callers import the
     check_ticker,
     expand_paths,
     listed,
-    price_basis,
     shown,
-    ticker_days,
     ticker_from_filename,
-    trading_dates,
 )
-from trainer.data.intraday import DAILY, check_options, complete_sessions, intraday_file
+from trainer.data.intraday import check_options, complete_sessions, intraday_file
 from trainer.errors import ConfigError, DataError
 from trainer.limits import DEFAULT_LIMITS, InputLimits
 

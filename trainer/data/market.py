@@ -66,7 +66,7 @@ class MarketData:
         """Return the days with ``start <= date <= end`` (inclusive, ``YYYY-MM-DD`` or dates).
 
         Intraday data (bar-end stamps) takes days or exchange-time moments ``YYYY-MM-DD HH:MM``
-        (:func:`trainer.dates.range_bound`: a start day from its 00:00, an end day to its end,
+        (:func:`trainer.util.dates.range_bound`: a start day from its 00:00, an end day to its end,
         a moment compared with the bar-end stamps inclusively), so a range may start or end
         inside a session.
 
@@ -89,8 +89,8 @@ class MarketData:
         return self.take(slice(idx[0], idx[-1] + 1))
 
     def _slice_bars(self, start, end, *, name: str) -> MarketData:
-        from trainer.dates import range_bound
         from trainer.errors import ConfigError
+        from trainer.util.dates import range_bound
 
         try:
             lo = range_bound(start, end=False) if start is not None else self.dates[0]

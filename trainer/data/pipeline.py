@@ -20,18 +20,14 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from trainer.data.cache import _read_cache, _resolve, _write_cache, cache_key, cache_path
+from trainer.data.cache import _read_cache, _resolve, _write_cache, cache_key
 from trainer.data.coverage import (
-    MAX_FILL_DAYS,
     MISSING_POLICIES,
-    TickerPlan,
     _check_date,
     _day,
     _fill_note,
     _list_days,
     _warmup_note,
-    coverage_notes,
-    fit_tickers,
     plan_tickers,
 )
 from trainer.data.indicators import (
@@ -48,18 +44,7 @@ from trainer.data.spec import DataSpec
 from trainer.errors import ConfigError, DataError
 from trainer.limits import DEFAULT_LIMITS, InputLimits
 
-__all__ = [
-    "MAX_FILL_DAYS",
-    "MISSING_POLICIES",
-    "DataSpec",
-    "TickerPlan",
-    "build_market_data",
-    "cache_path",
-    "coverage_notes",
-    "fit_tickers",
-    "load_market_data",
-    "plan_tickers",
-]
+__all__ = ["build_market_data", "load_market_data"]
 
 _OHLCV = ("open", "high", "low", "close", "volume")
 

@@ -7,9 +7,9 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from trainer.data.coverage import MISSING_POLICIES, _check_date
+from trainer.data.files import check_ticker
 from trainer.data.indicators import DEFAULT_INDICATORS, validate_indicators
 from trainer.data.intraday import check_options
-from trainer.data.loading import check_ticker
 from trainer.errors import ConfigError, DataError
 
 _LOADER_DEFAULTS = {"timezone": "auto", "bar_label": "auto", "session": "regular"}

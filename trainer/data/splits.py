@@ -1,7 +1,7 @@
 """Cut one :class:`MarketData` into named, chronological, non-overlapping date ranges.
 
 Daily data splits on days. Intraday data (bar-end stamps) splits on timestamps: a bound is a day
-(the whole day) or an exchange-time moment ``YYYY-MM-DD HH:MM`` (:func:`trainer.dates.parse_moment`),
+(the whole day) or an exchange-time moment ``YYYY-MM-DD HH:MM`` (:func:`trainer.util.dates.parse_moment`),
 so a split may start or end inside a session. Minimum sizes are trading days
 (:data:`MIN_SPLIT_DAYS`); for bars they are also stated in bars, ``days x bars per session``
 (20 days of 5-minute bars = 1,560 bars), and a split must hold that many bars.
@@ -259,7 +259,7 @@ def check_split_bars(
             trading day(s); it needs at least 20 trading days = 1,560 bars (78 a day) (...)``.
     """
     from trainer.data.timestamps import TRADING_DAYS_PER_YEAR, infer_periods_per_year
-    from trainer.dates import range_bound
+    from trainer.util.dates import range_bound
 
     bars = np.asarray(stamps).astype("datetime64[s]")
     per_day = infer_periods_per_year(bars) // TRADING_DAYS_PER_YEAR

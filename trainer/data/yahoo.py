@@ -10,7 +10,8 @@ from collections.abc import Sequence
 
 import pandas as pd
 
-from trainer.data.loading import PANEL_COLUMNS, _canonical, normalize_frame, validate_rows
+from trainer.data.files import _canonical
+from trainer.data.loading import PANEL_COLUMNS, normalize_frame, validate_rows
 from trainer.errors import ConfigError, DataError
 
 _PRICE_FIELDS = {"open", "high", "low", "close", "adj_close", "volume", "adj_open", "adj_high", "adj_low"}

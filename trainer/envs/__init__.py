@@ -8,8 +8,11 @@ Gymnasium; registration needs no data (the env takes a ``MarketData`` argument i
 import gymnasium as _gym
 
 from trainer.envs.pendulum import PendulumVecEnv
-from trainer.envs.portfolio import PortfolioConfig, PortfolioVecEnv
-from trainer.envs.stock_trading import EnvConfig, StockTradingVecEnv, build_observation
+from trainer.envs.portfolio import PortfolioVecEnv
+from trainer.envs.portfolio_config import PortfolioConfig
+from trainer.envs.stock_config import EnvConfig
+from trainer.envs.stock_layout import build_observation
+from trainer.envs.stock_trading import StockTradingVecEnv
 
 STOCK_TRADING_ENV_ID = "Paddock/StockTrading-v0"
 PORTFOLIO_ENV_ID = "Paddock/Portfolio-v0"

@@ -19,8 +19,10 @@ import torch
 
 from trainer.data.market import MarketData
 from trainer.envs.observations import FeatureStats
-from trainer.envs.portfolio import PortfolioConfig, PortfolioVecEnv
-from trainer.envs.stock_trading import EnvConfig, StockTradingVecEnv
+from trainer.envs.portfolio import PortfolioVecEnv
+from trainer.envs.portfolio_config import PortfolioConfig
+from trainer.envs.stock_config import EnvConfig
+from trainer.envs.stock_trading import StockTradingVecEnv
 
 __all__ = ["ENV_ID", "PORTFOLIO_ENV_ID", "PortfolioEnv", "StockTradingEnv"]
 

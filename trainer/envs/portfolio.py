@@ -108,15 +108,13 @@ from trainer.envs.observations import (
     is_scale_free,
     scale_free_market,
 )
-from trainer.envs.portfolio_config import REWARDS, PortfolioConfig
+from trainer.envs.portfolio_config import PortfolioConfig
 from trainer.envs.stock_layout import PRICE_SCALE, feature_scale
 from trainer.errors import ConfigError
-from trainer.nonfinite import nonfinite_action_error
+from trainer.util.nonfinite import nonfinite_action_error
 
 __all__ = [
     "DSR_PRIOR_VARIANCE",
-    "REWARDS",
-    "PortfolioConfig",
     "PortfolioVecEnv",
     "banded_target",
     "portfolio_market_block",

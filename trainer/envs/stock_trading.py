@@ -65,24 +65,14 @@ from trainer.envs.stock_layout import (
     CASH_SCALE,
     HOLDINGS_SCALE,
     PRICE_SCALE,
-    build_observation,
     feature_scale,
     observation_layout,
     stock_obs_dim,
 )
 from trainer.errors import ConfigError
-from trainer.nonfinite import nonfinite_action_error
+from trainer.util.nonfinite import nonfinite_action_error
 
-__all__ = [
-    "CASH_SCALE",
-    "HOLDINGS_SCALE",
-    "MIN_EPISODE_STEPS",
-    "PRICE_SCALE",
-    "EnvConfig",
-    "StockTradingVecEnv",
-    "build_observation",
-    "feature_scale",
-]
+__all__ = ["StockTradingVecEnv"]
 
 
 def _value_float32(shares: torch.Tensor, prices: torch.Tensor) -> torch.Tensor:

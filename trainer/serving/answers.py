@@ -116,7 +116,8 @@ def warmup_warnings(policy: ServedPolicy, dates: np.ndarray, t: int, need: int) 
 
 
 def _market_state(policy: ServedPolicy, body: Mapping[str, Any], load_market: MarketLoader | None) -> dict[str, Any]:
-    from trainer.data import DEFAULT_INDICATORS, build_market_data
+    from trainer.data.indicators import DEFAULT_INDICATORS
+    from trainer.data.pipeline import build_market_data
     from trainer.envs.kinds import env_config_from_dict, uses_scale_free
 
     tickers = policy.tickers
@@ -175,7 +176,7 @@ def _market_state(policy: ServedPolicy, body: Mapping[str, Any], load_market: Ma
 def _state_answer(policy: ServedPolicy, env_config: Any, state: Any, market: Any, t: int, day: str) -> dict[str, Any]:
     """The answer on row ``t`` of ``market``: a portfolio agent's, or a stock-trading agent's
     (``state`` is ``(cash, holdings)``) with its orders under the env's trade rule."""
-    from trainer.envs.stock_trading import build_observation
+    from trainer.envs.stock_layout import build_observation
 
     env, tickers = policy.config["env_config"], policy.tickers
     if policy.kind == "portfolio":

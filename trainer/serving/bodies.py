@@ -277,10 +277,10 @@ def checked_date(value: Any, field: str) -> str:
 
 def checked_moment(value: Any, field: str) -> str:
     """A ``date`` request: ``YYYY-MM-DD``, or ``YYYY-MM-DD HH:MM`` exchange time (America/New_York,
-    bar end) for agents of intraday data (``trainer.dates.parse_moment``, the parser of task
+    bar end) for agents of intraday data (``trainer.util.dates.parse_moment``, the parser of task
     splits); ``DataError`` naming ``field`` otherwise."""
-    from trainer.dates import parse_moment
     from trainer.errors import ConfigError
+    from trainer.util.dates import parse_moment
 
     if not isinstance(value, str):
         raise DataError(f"{field} must be a YYYY-MM-DD date or a YYYY-MM-DD HH:MM bar time, got {value!r}", field=field)

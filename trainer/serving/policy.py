@@ -42,7 +42,7 @@ class ServedPolicy:
         """Open a bundle, verify every checksum and start an onnxruntime session on the CPU.
 
         Args:
-            path: bundle zip written by :func:`trainer.bundle.export_bundle`.
+            path: bundle zip written by :func:`trainer.artifacts.bundle.export_bundle`.
             threads: onnxruntime intra-op threads (1: requests are small; parallelism comes
                 from serving several requests at once).
             limits: the bundle's members may decompress to at most ``limits.bundle_bytes``.
@@ -53,7 +53,7 @@ class ServedPolicy:
         """
         import onnxruntime as ort
 
-        from trainer.bundle_reader import read_bundle
+        from trainer.artifacts.bundle_reader import read_bundle
 
         path = Path(path)
         signature = _signature(path)

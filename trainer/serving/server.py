@@ -52,7 +52,8 @@ def make_server(
     lock = threading.Lock()
 
     def load_market() -> Any:
-        from trainer.data import DataSpec, load_market_data
+        from trainer.data.pipeline import load_market_data
+        from trainer.data.spec import DataSpec
 
         with lock:
             if not market:

@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from trainer.errors import TrainerError
-from trainer.jsonable import to_jsonable
+from trainer.util.jsonable import to_jsonable
 from webapp.core.errors import AppError
 from webapp.engine.market import _market_data, input_limits
 
@@ -22,7 +22,7 @@ _intraday_holders: dict[tuple[str, float], bool] = {}
 def _benchmark_close(path: str | Path, ticker: str) -> Any:
     """QQQ's adjusted close (``trainer.backtest.engine.load_benchmark_close``), kept per worker
     process (the last 4 files) and reloaded when the file changes."""
-    from trainer.backtest.engine import load_benchmark_close
+    from trainer.backtest.benchmark import load_benchmark_close
 
     p = Path(path)
     key = (str(p), p.stat().st_mtime if p.exists() else 0.0, ticker)
@@ -48,7 +48,7 @@ def benchmark_path_for(paths: Sequence[str | Path], *, default: str | Path, data
     Raises:
         AppError: a data file holding QQQ cannot be read.
     """
-    from trainer.data.loading import expand_paths, ticker_days
+    from trainer.data.files import expand_paths, ticker_days
     from trainer.data.sessions import is_intraday
 
     resolved = [Path(data_dir) / p if data_dir is not None and not Path(p).is_absolute() else Path(p) for p in paths]
@@ -98,7 +98,7 @@ def _policy_from_file(path: str | Path, *, expected_sha256: str | None) -> tuple
     """
     path = Path(path)
     if path.suffix == ".zip":
-        from trainer.bundle import load_agent
+        from trainer.artifacts.bundle_reader import load_agent
 
         loaded = load_agent(path, limits=input_limits())
         info = {
@@ -110,8 +110,8 @@ def _policy_from_file(path: str | Path, *, expected_sha256: str | None) -> tuple
         }
         return loaded.policy_fn("cpu"), info
 
-    from trainer.checkpoints import load_checkpoint
-    from trainer.rebuild import build_agent
+    from trainer.artifacts.checkpoints import load_checkpoint
+    from trainer.artifacts.rebuild import build_agent
 
     state = load_checkpoint(path, expected_sha256=expected_sha256)
     agent = build_agent(state)  # refuses NaN or infinite parameters (a diverged agent)
@@ -201,8 +201,8 @@ def backtest_agent(
             the agent diverged: its parameters hold NaN or inf (``BundleError``) or its policy
             emits such actions (``PolicyError``), each message naming ``agent_name``.
     """
+    from trainer.backtest.contract import METRIC_CONTRACT
     from trainer.backtest.engine import run_backtest
-    from trainer.backtest.metrics import METRIC_CONTRACT
     from trainer.envs.kinds import prepare_market
     from trainer.envs.observations import FeatureStats
     from trainer.errors import BundleError, DataError
@@ -244,7 +244,7 @@ def backtest_agent(
         feature_stats=stats,
         policy_name=agent_name,
     )
-    from trainer.data.loading import price_basis
+    from trainer.data.files import price_basis
 
     basis = {"agent": price_basis(list(spec.data.paths)), "benchmark": price_basis(benchmark_path)}
     daily = result.daily.copy()
@@ -306,7 +306,7 @@ def export_bundle(
     provenance: dict[str, Any] | None = None,
     test_metrics: dict[str, Any] | None = None,
 ) -> str:
-    """Write the downloadable bundle zip of a local checkpoint (``trainer.bundle.export_bundle``).
+    """Write the downloadable bundle zip of a local checkpoint (``trainer.artifacts.bundle.export_bundle``).
 
     Args:
         checkpoint_path: a local checkpoint file written by :func:`train_generation` (copy a
@@ -325,7 +325,7 @@ def export_bundle(
     Raises:
         AppError: the checkpoint is missing, corrupt or does not rebuild into an agent (400).
     """
-    from trainer.bundle import export_bundle as export
+    from trainer.artifacts.bundle import export_bundle as export
 
     try:
         return str(
@@ -356,7 +356,7 @@ def benchmark_values(path: str | Path, tickers: Sequence[str], dates: Any, initi
     """
     import pandas as pd
 
-    from trainer.backtest.engine import load_benchmark_close
+    from trainer.backtest.benchmark import load_benchmark_close
 
     out = {}
     for ticker in tickers:
@@ -442,7 +442,7 @@ def withheld_metrics(metrics: dict[str, Any]) -> dict[str, str]:
     """
     if not (metrics or {}).get("short_window"):
         return {}  # before the import: it loads torch, which pages of long windows never need
-    from trainer.backtest.metrics import ANNUALISED_KEYS, short_window_text
+    from trainer.backtest.contract import ANNUALISED_KEYS, short_window_text
 
     text = short_window_text(int(metrics.get("min_annualised_days") or 63))
     return {key: text for key in ANNUALISED_KEYS}

@@ -10,7 +10,7 @@ from typing import Any
 
 import numpy as np
 
-from trainer.jsonable import to_jsonable
+from trainer.util.jsonable import to_jsonable
 from webapp.engine.backtests import validation_benchmark_returns
 from webapp.engine.market import _market_data
 
@@ -91,7 +91,8 @@ def train_generation(
             written); ``message`` is the one line for users, ``details["stats"]["env_steps"]``
             the env steps trained. A permanent failure of this generation, not of the task.
     """
-    from trainer.pod import TaskSpec, run_generation
+    from trainer.pod import run_generation
+    from trainer.task import TaskSpec
 
     spec = TaskSpec.from_dict(task)
     market = _market_data(spec, data_dir=data_dir, cache_dir=cache_dir)
@@ -184,9 +185,9 @@ def measure_training_throughput(
     import torch
 
     from trainer.agents import make_agent
-    from trainer.device import configure_device, pick_device
     from trainer.envs.kinds import make_env, prepare_market
     from trainer.task import TaskSpec
+    from trainer.util.device import configure_device, pick_device
 
     spec = TaskSpec.from_dict(task)
     torch_device = pick_device(device)
@@ -239,7 +240,7 @@ def build_ensemble(
     member_ids: Sequence[int] | None = None,
     total_env_steps: int | None = None,
 ) -> BuiltEnsemble:
-    """Write the ensemble checkpoint of a run's agents (``trainer.ensemble.build_ensemble``),
+    """Write the ensemble checkpoint of a run's agents (``trainer.artifacts.ensemble.build_ensemble``),
     scored on the task's validation split by the task's rule like any generation.
 
     ``member_ids`` (the agents' ids, in the order of ``checkpoint_paths``) and
@@ -253,7 +254,7 @@ def build_ensemble(
         trainer.errors.TrainerError: fewer than 2 agents, agents of different observations, or
             an unreadable checkpoint (naming the field ``agents``).
     """
-    from trainer.ensemble import build_ensemble as build
+    from trainer.artifacts.ensemble import build_ensemble as build
     from trainer.evaluation import evaluate_checkpoint_state
     from trainer.task import TaskSpec
 

@@ -96,9 +96,9 @@ def inspect_market_files(
         AppError: the files cannot be used (missing, bad rows, unknown tickers), naming the
             file, row or ticker in ``fields``.
     """
-    from trainer.data.intraday import bar_info
+    from trainer.data.bars import bar_info
+    from trainer.data.coverage import coverage_notes
     from trainer.data.loading import load_panel
-    from trainer.data.pipeline import coverage_notes
 
     try:
         # every row of every file is validated, whatever ``tickers`` keeps: a dataset never stores
@@ -152,7 +152,7 @@ def _market_data(task_spec: Any, *, data_dir: str | None, cache_dir: str | None)
 
 def _market_data_of(data_spec: Any, *, data_dir: str | None, cache_dir: str | None) -> Any:
     """:func:`_market_data` for a ``trainer.data.DataSpec`` (the LRU of this process)."""
-    from trainer.data import load_market_data
+    from trainer.data.pipeline import load_market_data
 
     key = repr(data_spec.to_dict())
     with _market_lock:
@@ -200,8 +200,9 @@ def serve_act(
         TrainerError: bad body (``DataError`` naming the field) or an unreadable bundle.
     """
     global _serving_cache
-    from trainer.data import DataSpec
-    from trainer.serving import PolicyCache, answer
+    from trainer.data.spec import DataSpec
+    from trainer.serving.answers import answer
+    from trainer.serving.policy import PolicyCache
 
     with _serving_lock:
         if _serving_cache is None:
@@ -220,7 +221,7 @@ def download_daily_bars(tickers: Sequence[str], *, start: str, end: str, out_pat
 
     The file is a gzipped long CSV ``date, tic, open, high, low, close, volume`` with prices
     already adjusted (the loader reads it back like any other file); it is written atomically
-    (``trainer.checkpoints.atomic_write_bytes``), so an interrupted download leaves nothing behind.
+    (``trainer.artifacts.checkpoints.atomic_write_bytes``), so an interrupted download leaves nothing behind.
 
     Args:
         tickers: Yahoo symbols.
@@ -233,8 +234,8 @@ def download_daily_bars(tickers: Sequence[str], *, start: str, end: str, out_pat
     Raises:
         AppError: the download failed (no network, unknown symbol, empty answer), naming why.
     """
-    from trainer.checkpoints import atomic_write_bytes
-    from trainer.data import download_yfinance
+    from trainer.data.yahoo import download_yfinance
+    from trainer.util.files import atomic_write_bytes
 
     try:
         panel = download_yfinance(list(tickers), str(start), str(end))

@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from trainer.errors import TrainerError
-from trainer.jsonable import to_jsonable
+from trainer.util.jsonable import to_jsonable
 from webapp.core.errors import AppError
 from webapp.engine.backtests import BENCHMARK_TICKER, _benchmark_close, benchmark_path_for
 from webapp.engine.market import _market_data_of
@@ -18,7 +18,7 @@ PLAN_DEFAULTS = {"fold_years": 1, "validation_days": 252, "gap_days": 5, "train_
 
 
 def _data_spec(task: dict[str, Any], start: str, end: str) -> Any:
-    from trainer.data.pipeline import DataSpec
+    from trainer.data.spec import DataSpec
 
     return DataSpec.from_dict({**task["data"], "start": start, "end": end}, prefix="data")
 

@@ -21,23 +21,23 @@ from webapp.engine.market import input_limits
 
 def worker_device_problem(device: str) -> str | None:
     """Why this worker cannot train on ``device`` (``"cuda:0"``...), or ``None``: a CUDA device
-    runs one tiny kernel in a fresh interpreter first (:func:`trainer.device.cuda_self_check`);
+    runs one tiny kernel in a fresh interpreter first (:func:`trainer.util.device.cuda_self_check`);
     other devices need no check."""
-    from trainer.device import cuda_self_check
+    from trainer.util.device import cuda_self_check
 
     return cuda_self_check(device) if device.startswith("cuda") else None
 
 
 def is_sticky_device_error(exc: BaseException) -> bool:
-    """Whether ``exc`` broke this process's CUDA context (:func:`trainer.device.is_sticky_cuda_error`)."""
-    from trainer.device import is_sticky_cuda_error
+    """Whether ``exc`` broke this process's CUDA context (:func:`trainer.util.device.is_sticky_cuda_error`)."""
+    from trainer.util.device import is_sticky_cuda_error
 
     return is_sticky_cuda_error(exc)
 
 
 def configure_process(*, threads: int) -> None:
     """Per-worker-process setup: torch thread count (1 per process on a 2-core machine)."""
-    from trainer.device import set_cpu_threads
+    from trainer.util.device import set_cpu_threads
 
     set_cpu_threads(threads)
 
@@ -157,12 +157,12 @@ def _default_hyperparameters(algorithm: str) -> dict[str, Any]:
 
 
 def parse_day(value: Any, field: str) -> str:
-    """A ``YYYY-MM-DD`` day (``trainer.dates.parse_day``, the trainer's one date parser).
+    """A ``YYYY-MM-DD`` day (``trainer.util.dates.parse_day``, the trainer's one date parser).
 
     Raises:
         AppError: not such a day, naming ``field``.
     """
-    from trainer.dates import parse_day as trainer_parse_day
+    from trainer.util.dates import parse_day as trainer_parse_day
 
     try:
         return trainer_parse_day(value, field)
@@ -172,12 +172,12 @@ def parse_day(value: Any, field: str) -> str:
 
 def parse_moment(value: Any, field: str) -> str:
     """A split bound: ``YYYY-MM-DD``, or ``YYYY-MM-DD HH:MM`` exchange time for intraday data
-    (``trainer.dates.parse_moment``).
+    (``trainer.util.dates.parse_moment``).
 
     Raises:
         AppError: neither, naming ``field``.
     """
-    from trainer.dates import parse_moment as trainer_parse_moment
+    from trainer.util.dates import parse_moment as trainer_parse_moment
 
     try:
         return trainer_parse_moment(value, field)
@@ -186,7 +186,7 @@ def parse_moment(value: Any, field: str) -> str:
 
 
 def range_bound(value: Any, *, end: bool, field: str) -> Any:
-    """The instant a range bound stands for (``trainer.dates.range_bound``): a start day is its
+    """The instant a range bound stands for (``trainer.util.dates.range_bound``): a start day is its
     00:00, an end day its last second, a ``YYYY-MM-DD HH:MM`` moment itself.
 
     Returns:
@@ -197,8 +197,8 @@ def range_bound(value: Any, *, end: bool, field: str) -> Any:
     """
     import datetime as dt
 
-    from trainer.dates import parse_moment as trainer_parse_moment
-    from trainer.dates import range_bound as trainer_range_bound
+    from trainer.util.dates import parse_moment as trainer_parse_moment
+    from trainer.util.dates import range_bound as trainer_range_bound
 
     try:
         instant = trainer_range_bound(trainer_parse_moment(value, field), end=end)
@@ -233,7 +233,7 @@ def clean_tickers(values: Sequence[Any], *, field: str = "tickers") -> list[str]
     Raises:
         AppError: 400 naming ``<field>.<i>``; control characters in the value are escaped.
     """
-    from trainer.data.loading import check_ticker
+    from trainer.data.files import check_ticker
 
     out = []
     for i, value in enumerate(values):
@@ -253,7 +253,7 @@ _DAYS_CACHE_SIZE = 16
 
 def _ticker_days(paths: Sequence[str | Path], tickers: Sequence[str] | None = None) -> Any:
     """``trainer.data.loading.ticker_days`` of the files, kept per process and file version."""
-    from trainer.data.loading import ticker_days
+    from trainer.data.files import ticker_days
 
     key = (
         tuple((str(p), Path(p).stat().st_mtime_ns if Path(p).exists() else 0) for p in paths),
@@ -347,7 +347,7 @@ def check_task_data(
     Raises:
         AppError: naming ``tickers``, ``<split>.start`` or ``<split>.end``; or an unreadable file.
     """
-    from trainer.data.pipeline import plan_tickers
+    from trainer.data.coverage import plan_tickers
     from trainer.data.splits import check_coverage, check_split_days
 
     ranges = _as_pairs(splits)
@@ -402,12 +402,12 @@ def preload_trainer() -> threading.Thread:
 
 
 def check_run_device(device: str) -> None:
-    """Refuse a run device other than ``auto``, ``cpu`` or ``cuda`` (``trainer.device.check_run_device``).
+    """Refuse a run device other than ``auto``, ``cpu`` or ``cuda`` (``trainer.util.device.check_run_device``).
 
     Raises:
         AppError: naming ``device`` (e.g. for ``"cuda:1"``: the worker picks the GPU).
     """
-    from trainer.device import check_run_device as check
+    from trainer.util.device import check_run_device as check
 
     try:
         check(device)
@@ -431,8 +431,8 @@ def resolve_device(requested: str, worker: str = "auto") -> str:
         trainer.errors.ConfigError: a CUDA run on a CPU-only worker, or a worker ordinal this
             process cannot see (``field="device"``).
     """
-    from trainer.device import pick_device
     from trainer.errors import ConfigError
+    from trainer.util.device import pick_device
 
     kind = requested.split(":", 1)[0]
     if kind == "cpu":

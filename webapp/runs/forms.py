@@ -16,9 +16,9 @@ from django.core.validators import MaxValueValidator, MinValueValidator
 from webapp import engine
 from webapp.core.errors import AppError, without_field_name
 from webapp.runs import bounds, lineage, selectors
-from webapp.runs.algorithms import DEFAULT_MUTATION, default_mutation, form_hyperparameters  # noqa: F401
+from webapp.runs.algorithms import default_mutation, form_hyperparameters
 from webapp.runs.models import ClusterBudget, Run
-from webapp.runs.services import DEFAULT_GENERATION_STEPS
+from webapp.runs.services.common import DEFAULT_GENERATION_STEPS
 
 # Where an error naming a task/run field (dotted, from the services) is shown on the form.
 _SPLIT_FIELDS = {

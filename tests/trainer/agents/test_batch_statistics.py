@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from trainer.cli import main
+from trainer.cli.main import main
 from trainer.errors import ConfigError
 from trainer.task import validate_hyperparameters
 

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import torch
 
-from trainer.buffers import ReplayBuffer, RolloutBuffer
+from trainer.buffers.replay import ReplayBuffer
+from trainer.buffers.rollout import RolloutBuffer
 
 
 def _insert(buf: ReplayBuffer, first: float, n: int) -> None:

@@ -8,9 +8,10 @@ import json
 import pytest
 import torch
 
-from trainer.agents import ALGORITHMS, DDPGConfig, PPOAgent, SACAgent, TD3Agent, TD3Config, make_agent
-from trainer.agents.ppo import PPOConfig
-from trainer.agents.sac import SACConfig
+from trainer.agents import ALGORITHMS, make_agent
+from trainer.agents.ppo import PPOAgent, PPOConfig
+from trainer.agents.sac import SACAgent, SACConfig
+from trainer.agents.td3 import DDPGConfig, TD3Agent, TD3Config
 from trainer.errors import ConfigError
 
 

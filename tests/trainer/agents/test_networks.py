@@ -6,16 +6,8 @@ import numpy as np
 import pytest
 import torch
 
-from trainer.agents.networks import (
-    FlatActorCritic,
-    FlatAdam,
-    GaussianActor,
-    RunningMeanStd,
-    SquashedGaussianActor,
-    ValueCritic,
-    batch_moments,
-    fast_tanh,
-)
+from trainer.agents.flat import FlatActorCritic, FlatAdam, fast_tanh
+from trainer.agents.networks import GaussianActor, RunningMeanStd, SquashedGaussianActor, ValueCritic, batch_moments
 
 
 def test_running_mean_std_merged_in_batches_equals_statistics_of_all_data():

@@ -10,8 +10,10 @@ import pytest
 import torch
 
 from tests.trainer.backtest.conftest import market_from_close
-from trainer.backtest.engine import load_benchmark_close, run_backtest
-from trainer.envs.stock_trading import CASH_SCALE, HOLDINGS_SCALE, PRICE_SCALE, EnvConfig
+from trainer.backtest.benchmark import load_benchmark_close
+from trainer.backtest.engine import run_backtest
+from trainer.envs.stock_config import EnvConfig
+from trainer.envs.stock_layout import CASH_SCALE, HOLDINGS_SCALE, PRICE_SCALE
 from trainer.errors import ConfigError, DataError
 
 CAPITAL = 1e6
@@ -187,7 +189,8 @@ def test_benchmark_close_loads_the_same_qqq_from_both_files(benchmark_path, data
 
 
 def test_backtest_runs_on_the_data_pipelines_market_data(data_dir, benchmark_path, dow_close):
-    from trainer.data import DataSpec, load_market_data
+    from trainer.data.pipeline import load_market_data
+    from trainer.data.spec import DataSpec
 
     spec = DataSpec(
         paths=["dow30_daily_eodhd_2010-01-04_2022-11-15.csv.gz"], tickers=list(dow_close.columns), start="2020-06-01"

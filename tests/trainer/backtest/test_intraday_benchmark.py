@@ -9,9 +9,9 @@ import pytest
 import torch
 
 from tests.intraday import intraday_panel
-from trainer.backtest.benchmark import align_benchmark
-from trainer.backtest.engine import load_benchmark_close, run_backtest
-from trainer.data import build_market_data
+from trainer.backtest.benchmark import align_benchmark, load_benchmark_close
+from trainer.backtest.engine import run_backtest
+from trainer.data.pipeline import build_market_data
 from trainer.data.sessions import session_close_mask
 from trainer.envs.stock_config import EnvConfig
 from trainer.errors import DataError

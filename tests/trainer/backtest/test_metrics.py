@@ -9,8 +9,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from trainer.backtest.contract import METRIC_CONTRACT
 from trainer.backtest.metrics import (
-    METRIC_CONTRACT,
     alpha_beta,
     calmar_from,
     compute_metrics,
@@ -201,7 +201,8 @@ def test_qqq_2021_metrics_equal_empyricals_on_the_same_series(qqq_2021):
 
 
 def test_windows_shorter_than_63_days_are_flagged_with_per_day_figures_beside_the_annualised_ones():
-    from trainer.backtest.metrics import MIN_ANNUALISED_DAYS, compute_metrics
+    from trainer.backtest.contract import MIN_ANNUALISED_DAYS
+    from trainer.backtest.metrics import compute_metrics
 
     days = pd.bdate_range("2021-01-04", periods=80)
     r = pd.Series(np.random.default_rng(3).normal(0.002, 0.01, 80), index=days)

@@ -9,7 +9,7 @@ import torch
 
 from trainer.backtest.engine import executed_trades, run_backtest
 from trainer.envs.kinds import make_env
-from trainer.envs.portfolio import PortfolioConfig
+from trainer.envs.portfolio_config import PortfolioConfig
 
 BAND = 0.01
 CONFIG = PortfolioConfig(rebalance_band=BAND, observation="finrl", random_start=False)

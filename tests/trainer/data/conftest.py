@@ -11,7 +11,8 @@ os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 import pytest  # noqa: E402
 import torch  # noqa: E402
 
-from trainer.data import build_market_data, load_panel  # noqa: E402
+from trainer.data.loading import load_panel
+from trainer.data.pipeline import build_market_data
 
 
 @pytest.fixture(scope="session", autouse=True)

@@ -9,7 +9,8 @@ import pandas as pd
 import pytest
 
 from trainer.data.coverage import plan_tickers
-from trainer.data.loading import load_panel, ticker_days
+from trainer.data.files import ticker_days
+from trainer.data.loading import load_panel
 from trainer.errors import DataError
 
 

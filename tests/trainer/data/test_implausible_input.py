@@ -9,9 +9,11 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from trainer.cli import main
-from trainer.data.loading import load_panel, shown
-from trainer.data.pipeline import DataSpec, _check_finite_features, build_market_data
+from trainer.cli.main import main
+from trainer.data.files import shown
+from trainer.data.loading import load_panel
+from trainer.data.pipeline import _check_finite_features, build_market_data
+from trainer.data.spec import DataSpec
 from trainer.errors import ConfigError, DataError
 
 HEADER = "date,tic,open,high,low,close,volume\n"

@@ -13,8 +13,9 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from trainer.bundle_reader import BUNDLE_MEMBERS, read_bundle
-from trainer.data.loading import load_panel, ticker_days
+from trainer.artifacts.bundle_reader import BUNDLE_MEMBERS, read_bundle
+from trainer.data.files import ticker_days
+from trainer.data.loading import load_panel
 from trainer.errors import BundleError, DataError
 from trainer.limits import DEFAULT_LIMITS, MIB, InputLimits
 
@@ -25,13 +26,13 @@ REPO = Path(__file__).resolve().parents[3]
 _PEAK = """
 import json, resource, sys, time
 from pathlib import Path
-import trainer.bundle_reader, trainer.data.loading
+import trainer.artifacts.bundle_reader, trainer.data.loading
 from trainer.errors import TrainerError
 before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
 t0 = time.perf_counter()
 try:
     if sys.argv[1] == "bundle":
-        trainer.bundle_reader.read_bundle(Path(sys.argv[2]))
+        trainer.artifacts.bundle_reader.read_bundle(Path(sys.argv[2]))
     else:
         trainer.data.loading.load_panel(sys.argv[2])
     message = None

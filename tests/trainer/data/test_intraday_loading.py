@@ -11,8 +11,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from trainer.data import load_panel
-from trainer.data.intraday import DAILY, BarInfo, bar_info
+from trainer.data.bars import DAILY, BarInfo, bar_info
+from trainer.data.loading import load_panel
 from trainer.errors import ConfigError, DataError
 
 

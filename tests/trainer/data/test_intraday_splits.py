@@ -5,11 +5,12 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from trainer.data import build_market_data, load_panel, split_market_data
-from trainer.data.splits import check_split_bars, check_split_days
-from trainer.dates import parse_moment
+from trainer.data.loading import load_panel
+from trainer.data.pipeline import build_market_data
+from trainer.data.splits import check_split_bars, check_split_days, split_market_data
 from trainer.errors import ConfigError, DataError
 from trainer.task import TaskSpec
+from trainer.util.dates import parse_moment
 
 
 @pytest.fixture(scope="module")

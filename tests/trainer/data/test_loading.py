@@ -6,7 +6,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from trainer.data import load_panel
+from trainer.data.loading import load_panel
 from trainer.errors import DataError
 
 QQQ_FILE = "QQQ_daily_eodhd_1999-03-10_2024-04-19.csv"
@@ -189,7 +189,7 @@ def test_all_four_adjusted_columns_need_no_raw_prices(dow30_path, tmp_path):
 
 
 def test_trading_dates_reads_the_calendar_of_the_chosen_tickers(dow30_path):
-    from trainer.data.loading import trading_dates
+    from trainer.data.files import trading_dates
 
     days = trading_dates(dow30_path, tickers=["aapl"])
     assert str(days[0]) == "2010-01-04" and str(days[-1]) == "2022-11-15"

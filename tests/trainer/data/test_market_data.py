@@ -6,8 +6,9 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from trainer.data import DEFAULT_INDICATORS, build_market_data, split_market_data, turbulence_index
-from trainer.data.indicators import compute_indicators, validate_indicators
+from trainer.data.indicators import DEFAULT_INDICATORS, compute_indicators, turbulence_index, validate_indicators
+from trainer.data.pipeline import build_market_data
+from trainer.data.splits import split_market_data
 from trainer.errors import ConfigError, DataError
 
 

@@ -11,8 +11,8 @@ import pandas as pd
 import pytest
 
 from tests.intraday import intraday_panel
-from trainer.data import DEFAULT_INDICATORS, build_market_data
-from trainer.data.indicators import turbulence_index, turbulence_index_batched
+from trainer.data.indicators import DEFAULT_INDICATORS, turbulence_index, turbulence_index_batched
+from trainer.data.pipeline import build_market_data
 from trainer.data.sessions import SESSION_FEATURES, is_intraday, session_close_mask, session_index
 from trainer.envs.observations import scale_free_market
 

@@ -9,8 +9,10 @@ import time
 import numpy as np
 import pytest
 
-from trainer.data import DEFAULT_INDICATORS, DataSpec, load_market_data
-from trainer.data.pipeline import cache_path
+from trainer.data.cache import cache_path
+from trainer.data.indicators import DEFAULT_INDICATORS
+from trainer.data.pipeline import load_market_data
+from trainer.data.spec import DataSpec
 from trainer.errors import ConfigError, DataError
 
 DOW = "dow30_daily_eodhd_2010-01-04_2022-11-15.csv.gz"

@@ -9,7 +9,8 @@ from __future__ import annotations
 import pandas as pd
 import pytest
 
-from trainer.data import build_market_data, load_panel
+from trainer.data.loading import load_panel
+from trainer.data.pipeline import build_market_data
 from trainer.errors import ConfigError, DataError
 
 HEADER = "date,tic,open,high,low,close,adj_close,volume,adj_open,adj_high,adj_low"

@@ -6,7 +6,9 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from trainer.data import build_market_data, download_yfinance, load_panel, panel_from_yfinance, yfinance_to_long
+from trainer.data.loading import load_panel
+from trainer.data.pipeline import build_market_data
+from trainer.data.yahoo import download_yfinance, panel_from_yfinance, yfinance_to_long
 from trainer.errors import ConfigError, DataError
 
 TICKERS = ["AAPL", "MSFT", "DOW"]

@@ -12,7 +12,9 @@ import pytest  # noqa: E402
 import torch  # noqa: E402
 
 from tests.conftest import DOW30_FILE  # noqa: E402
-from trainer.data import DataSpec, MarketData, load_market_data  # noqa: E402
+from trainer.data.market import MarketData
+from trainer.data.pipeline import load_market_data
+from trainer.data.spec import DataSpec
 
 
 @pytest.fixture(scope="session", autouse=True)

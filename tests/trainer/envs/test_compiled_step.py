@@ -15,7 +15,10 @@ from __future__ import annotations
 import pytest
 import torch
 
-from trainer.envs import EnvConfig, PortfolioConfig, PortfolioVecEnv, StockTradingVecEnv
+from trainer.envs.portfolio import PortfolioVecEnv
+from trainer.envs.portfolio_config import PortfolioConfig
+from trainer.envs.stock_config import EnvConfig
+from trainer.envs.stock_trading import StockTradingVecEnv
 
 USD_FIELDS = ("cash", "costs")
 STEPS = 7  # episodes of 3 steps: two rounds of resets

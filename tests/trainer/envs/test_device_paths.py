@@ -12,7 +12,8 @@ import numpy as np
 import pytest
 import torch
 
-from trainer.envs import EnvConfig, StockTradingVecEnv
+from trainer.envs.stock_config import EnvConfig
+from trainer.envs.stock_trading import StockTradingVecEnv
 from trainer.errors import ConfigError
 
 STEPS = 120

@@ -10,8 +10,11 @@ from __future__ import annotations
 import pytest
 import torch
 
-from trainer.envs import EnvConfig, PortfolioConfig, PortfolioVecEnv, StockTradingVecEnv
 from trainer.envs.counter_random import counter_bits, counter_randint, counter_uniform
+from trainer.envs.portfolio import PortfolioVecEnv
+from trainer.envs.portfolio_config import PortfolioConfig
+from trainer.envs.stock_config import EnvConfig
+from trainer.envs.stock_trading import StockTradingVecEnv
 
 E = 64
 

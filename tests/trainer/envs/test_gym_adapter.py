@@ -9,8 +9,10 @@ import numpy as np
 import torch
 from gymnasium.utils.env_checker import check_env
 
-from trainer.envs import STOCK_TRADING_ENV_ID, EnvConfig, StockTradingVecEnv
+from trainer.envs import STOCK_TRADING_ENV_ID
 from trainer.envs.gym_adapter import StockTradingEnv
+from trainer.envs.stock_config import EnvConfig
+from trainer.envs.stock_trading import StockTradingVecEnv
 
 
 def test_adapter_passes_gymnasium_env_checker_without_warnings(two_stocks):

@@ -14,7 +14,8 @@ from gymnasium.utils.env_checker import check_env
 from trainer.envs import PORTFOLIO_ENV_ID
 from trainer.envs.gym_adapter import PortfolioEnv
 from trainer.envs.observations import fit_feature_stats, scale_free_market
-from trainer.envs.portfolio import DSR_PRIOR_VARIANCE, PortfolioConfig, PortfolioVecEnv, target_weights
+from trainer.envs.portfolio import DSR_PRIOR_VARIANCE, PortfolioVecEnv, target_weights
+from trainer.envs.portfolio_config import PortfolioConfig
 from trainer.errors import ConfigError
 
 

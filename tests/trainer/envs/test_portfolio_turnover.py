@@ -9,9 +9,10 @@ import pytest
 import torch
 
 from tests.intraday import intraday_panel
-from trainer.data import build_market_data
+from trainer.data.pipeline import build_market_data
 from trainer.data.sessions import session_close_mask
-from trainer.envs.portfolio import PortfolioConfig, PortfolioVecEnv, target_weights
+from trainer.envs.portfolio import PortfolioVecEnv, target_weights
+from trainer.envs.portfolio_config import PortfolioConfig
 from trainer.errors import ConfigError
 
 

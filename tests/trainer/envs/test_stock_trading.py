@@ -10,14 +10,11 @@ import numpy as np
 import pytest
 import torch
 
+from trainer.envs.episodes import MIN_EPISODE_STEPS
 from trainer.envs.observations import fit_feature_stats, scale_free_market
-from trainer.envs.stock_trading import (
-    CASH_SCALE,
-    MIN_EPISODE_STEPS,
-    EnvConfig,
-    StockTradingVecEnv,
-    build_observation,
-)
+from trainer.envs.stock_config import EnvConfig
+from trainer.envs.stock_layout import CASH_SCALE, build_observation
+from trainer.envs.stock_trading import StockTradingVecEnv
 from trainer.errors import ConfigError, DataError
 
 COST = 1e-3  # default buy and sell cost rate

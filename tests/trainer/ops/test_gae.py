@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from trainer.ops import compute_gae
+from trainer.ops.gae import compute_gae
 
 GAMMA = 0.5
 LAM = 0.5  # gamma * lambda = 0.25

@@ -7,7 +7,7 @@ import math
 import pytest
 import torch
 
-from trainer.ops import (
+from trainer.ops.losses import (
     diag_gaussian_entropy,
     diag_gaussian_log_prob,
     diag_gaussian_log_prob_from_noise,

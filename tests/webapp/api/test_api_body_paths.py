@@ -10,7 +10,8 @@ import pytest
 
 from tests.webapp.conftest import SPLITS, TICKERS, TINY_PPO, create_task
 from tests.webapp.runs.test_mixed_algorithms import _claim, _complete
-from webapp.runs.forms import RunForm, default_mutation
+from webapp.runs.algorithms import default_mutation
+from webapp.runs.forms import RunForm
 from webapp.runs.models import Generation, Run
 
 pytestmark = pytest.mark.django_db

@@ -135,7 +135,7 @@ def test_a_gpu_trained_agent_downloads_from_a_cpu_server(user, trained_checkpoin
     import torch
 
     from tests.webapp.conftest import make_world
-    from trainer.bundle import load_checkpoint, save_checkpoint
+    from trainer.artifacts.checkpoints import load_checkpoint, save_checkpoint
 
     state = load_checkpoint(trained_checkpoint["path"])
     state["agent"]["generator"] = torch.arange(16, dtype=torch.uint8)

@@ -72,7 +72,7 @@ def test_a_generation_shorter_than_one_rollout_is_a_400_naming_generation_steps(
 
 def test_the_api_and_the_form_default_to_the_same_generation_steps(api_client, task, make_budget, user):
     from webapp.runs.forms import RunForm
-    from webapp.runs.services import DEFAULT_GENERATION_STEPS
+    from webapp.runs.services.common import DEFAULT_GENERATION_STEPS
 
     response = api_client.post("/api/runs/", {"task": task.id, "budget": make_budget().id}, format="json")
     assert response.status_code == 201, response.json()

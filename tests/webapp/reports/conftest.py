@@ -87,6 +87,6 @@ def done_backtest(agent, run_backtest_now):
 
 
 def qqq_close(data_dir: Path):
-    from trainer.backtest.engine import load_benchmark_close
+    from trainer.backtest.benchmark import load_benchmark_close
 
     return load_benchmark_close(data_dir / "benchmark_etfs_daily_eodhd.csv.gz", "QQQ")

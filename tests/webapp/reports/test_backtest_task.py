@@ -113,7 +113,7 @@ def test_daily_csv_round_trips_through_pandas(done_backtest):
 
 def test_checkpoint_with_nan_parameters_fails_the_backtest_naming_the_agent(user, agent, tmp_path):
     # A diverged agent (issue 20) must not be backtested as if NaN actions meant "hold".
-    from trainer.bundle import load_checkpoint, save_checkpoint
+    from trainer.artifacts.checkpoints import load_checkpoint, save_checkpoint
 
     local = tmp_path / "agent.pt"
     with default_storage.open(agent.checkpoint, "rb") as fh:

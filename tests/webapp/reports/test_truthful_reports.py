@@ -14,7 +14,7 @@ import pytest
 from bs4 import BeautifulSoup
 
 from tests.conftest import BENCHMARK_FILE
-from trainer.backtest.metrics import ANNUALISED_KEYS
+from trainer.backtest.contract import ANNUALISED_KEYS
 
 pytestmark = pytest.mark.django_db
 

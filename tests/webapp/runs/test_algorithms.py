@@ -71,7 +71,7 @@ def test_the_api_creates_a_ddpg_task_and_filters_runs_by_algorithm(api_client, w
 
 @pytest.mark.parametrize("algo", ["ppo", "a2c", "sac", "td3", "ddpg"])
 def test_each_algorithms_default_mutation_is_usable(algo):
-    from webapp.runs.forms import default_mutation
+    from webapp.runs.algorithms import default_mutation
 
     engine.check_mutation(default_mutation(algo), engine.default_hyperparameters(algo))  # raises when unusable
     assert default_mutation(algo)["bounds"]

@@ -133,7 +133,7 @@ def test_the_budgets_page_creates_raises_and_ends_an_own_budget(client, user):
 
 def test_the_demo_budget_counts_against_no_quota(user):
     from webapp.runs import quotas
-    from webapp.runs.demo import ensure_budget
+    from webapp.runs.demo.launch import ensure_budget
     from webapp.runs.demo.sizing import Sizing
 
     sizing = Sizing(

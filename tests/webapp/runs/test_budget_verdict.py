@@ -8,7 +8,7 @@ import datetime as dt
 import pytest
 
 from webapp.runs.models import ClusterBudget, Run
-from webapp.runs.services import BudgetVerdict, budget_verdict
+from webapp.runs.services.budgets import BudgetVerdict, budget_verdict
 
 NOW = dt.datetime(2026, 1, 1, 12, 0, tzinfo=dt.UTC)
 HOUR = dt.timedelta(hours=1)

@@ -11,7 +11,7 @@ from bs4 import BeautifulSoup
 from django.contrib.messages import get_messages
 
 from tests.webapp.conftest import make_world
-from trainer.bundle import load_agent
+from trainer.artifacts.bundle_reader import load_agent
 from webapp.runs.models import Agent
 
 pytestmark = pytest.mark.django_db

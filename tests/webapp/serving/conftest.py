@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from trainer.bundle import load_agent
+from trainer.artifacts.bundle_reader import load_agent
 
 
 @pytest.fixture

@@ -15,7 +15,7 @@ from django.test.utils import CaptureQueriesContext
 from rest_framework.authtoken.models import Token
 from rest_framework.test import APIClient
 
-from trainer.bundle import load_agent
+from trainer.artifacts.bundle_reader import load_agent
 from webapp.serving import cache, counters, services
 from webapp.serving.models import AgentServeStats, ServeToken
 from webapp.serving.selectors import agent_serve_stats, serve_tokens_of

@@ -89,7 +89,7 @@ def format_metrics(metrics: dict[str, Any]) -> str:
     metrics the per-period rows say "bar", and the figures on session closes
     (``metrics["daily"]``) follow. The baselines follow the agent's figures
     (:func:`baseline_rows`), then the score."""
-    from trainer.backtest.metrics import ANNUALISED_KEYS, short_window_text
+    from trainer.backtest.contract import ANNUALISED_KEYS, short_window_text
 
     short = bool(metrics.get("short_window"))
     intraday = metrics.get("num_periods") is not None
@@ -154,7 +154,7 @@ def verdict_text(rel: dict[str, Any]) -> str | None:
 
 def _short(metrics: dict[str, Any]) -> str | None:
     """The short-window text when ``metrics`` cover fewer than 63 days, else None."""
-    from trainer.backtest.metrics import short_window_text
+    from trainer.backtest.contract import short_window_text
 
     if metrics.get("short_window"):
         return short_window_text(int(metrics.get("min_annualised_days") or 63))

@@ -4,7 +4,7 @@ closes are printed too (real 5-minute AAPL bars)."""
 from __future__ import annotations
 
 from trainer.backtest.metrics import compute_metrics
-from trainer.cli_output import format_metrics
+from trainer.cli.output import format_metrics
 from trainer.data.loading import load_panel
 
 

@@ -9,9 +9,9 @@ stderr, no bundle); 2 bad arguments or user errors (bad task, data, checkpoint o
 one whose policy emits NaN actions), one line ``error: ...``; 130 interrupted twice with
 Ctrl-C. Never a traceback.
 
-This module parses the arguments; the commands are in :mod:`trainer.cli_commands`, what they
-read from their arguments in :mod:`trainer.cli_inputs` and what they print in
-:mod:`trainer.cli_output` (their names stay importable from here).
+This module parses the arguments; the commands are in :mod:`trainer.cli.commands`, what they
+read from their arguments in :mod:`trainer.cli.inputs` and what they print in
+:mod:`trainer.cli.output`.
 """
 
 from __future__ import annotations
@@ -27,32 +27,13 @@ from typing import Any, NoReturn
 
 import yaml
 
-from trainer.cli_commands import EXIT_TRAINING_FAILED, EXIT_USAGE, cmd_evaluate, cmd_export, cmd_serve, cmd_train
-from trainer.cli_inputs import task_from_args
-from trainer.cli_output import data_summary, format_data_summary, format_metrics
-from trainer.cli_walk_forward import cmd_walk_forward
+from trainer.cli.commands import EXIT_TRAINING_FAILED, EXIT_USAGE, cmd_evaluate, cmd_export, cmd_serve, cmd_train
+from trainer.cli.walk_forward import cmd_walk_forward
 from trainer.errors import Diverged, TrainerError
 from trainer.limits import DEFAULT_LIMITS
 from trainer.version import __version__
 
-__all__ = [
-    "DEFAULT_ENV_STEPS",
-    "EXIT_TRAINING_FAILED",
-    "EXIT_USAGE",
-    "SHARED_DATA_DIR",
-    "build_parser",
-    "cmd_evaluate",
-    "cmd_export",
-    "cmd_serve",
-    "cmd_train",
-    "cmd_walk_forward",
-    "data_summary",
-    "default_data_dir",
-    "format_data_summary",
-    "format_metrics",
-    "main",
-    "task_from_args",
-]
+__all__ = ["DEFAULT_ENV_STEPS", "SHARED_DATA_DIR", "build_parser", "default_data_dir", "main"]
 
 DEFAULT_ENV_STEPS = 2_000_000
 #: Env steps of each candidate in each fold of ``walk-forward`` when ``--env-steps`` is not given.
@@ -164,7 +145,7 @@ def _add_limit_flags(parser: argparse.ArgumentParser, *, body: bool = False) -> 
 
 def add_task_flags(parser: argparse.ArgumentParser) -> None:
     """The task flags ``train`` and ``walk-forward`` share (the task file, data, env, algorithm,
-    hyperparameters, device, seed, output); :func:`trainer.cli_inputs.task_from_args` reads them."""
+    hyperparameters, device, seed, output); :func:`trainer.cli.inputs.task_from_args` reads them."""
     parser.add_argument("task", nargs="?", help="task file (YAML or JSON) as TaskSpec.to_dict() writes it")
     parser.add_argument("--data", nargs="+", metavar="PATH", help="data file(s) or folder(s), replacing the task's")
     parser.add_argument(

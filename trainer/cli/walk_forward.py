@@ -16,9 +16,9 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from trainer.cli_baselines import load_benchmark
-from trainer.cli_inputs import load_market, task_from_args
-from trainer.cli_output import data_summary
+from trainer.cli.baselines import load_benchmark
+from trainer.cli.inputs import load_market, task_from_args
+from trainer.cli.output import data_summary
 from trainer.errors import ConfigError
 
 __all__ = ["FLAGS", "cmd_walk_forward", "format_study"]
@@ -97,11 +97,11 @@ def format_study(study: dict[str, Any]) -> list[str]:
 def cmd_walk_forward(args: argparse.Namespace) -> int:
     """Run the study of the arguments and print it (text, or JSON with ``--json``)."""
     from trainer.data.folds import check_plan, plan_folds
-    from trainer.data.pipeline import DataSpec
-    from trainer.device import set_cpu_threads
-    from trainer.files import atomic_write_bytes
+    from trainer.data.spec import DataSpec
     from trainer.pod import run_generation
     from trainer.task import TaskSpec, check_env_steps, validate_hyperparameters
+    from trainer.util.device import set_cpu_threads
+    from trainer.util.files import atomic_write_bytes
     from trainer.walk_forward import fold_task, run_study
 
     task = task_from_args(args)

@@ -24,9 +24,9 @@ from typing import Any
 import torch
 from torch import nn
 
-from trainer.checkpoints import load_checkpoint, save_checkpoint, utc_now
+from trainer.artifacts.checkpoints import load_checkpoint, save_checkpoint, utc_now
 from trainer.errors import BundleError, ConfigError
-from trainer.files import sha256_file
+from trainer.util.files import sha256_file
 from trainer.version import __version__
 
 __all__ = ["ENSEMBLE", "EnsembleAgent", "EnsemblePolicy", "build_ensemble", "ensemble_policy_from_config"]

@@ -7,9 +7,9 @@ import torch
 
 from trainer.agents import make_agent
 from trainer.agents._common import make_adam
-from trainer.cli import main
-from trainer.device import RUN_DEVICES, check_cuda_index, check_run_device, configure_device, pick_device
+from trainer.cli.main import main
 from trainer.errors import ConfigError
+from trainer.util.device import RUN_DEVICES, check_cuda_index, check_run_device, configure_device, pick_device
 
 
 def test_a_pinned_process_sees_its_gpu_as_cuda_0_and_no_other_ordinal():

@@ -12,19 +12,16 @@ import pytest
 import torch
 
 import trainer
-from trainer.bundle import (
-    BUNDLE_MEMBERS,
-    build_agent,
-    export_bundle,
-    load_agent,
-    load_checkpoint,
-    save_checkpoint,
-    sha256_bytes,
-    sha256_file,
-)
+from trainer.artifacts.bundle import export_bundle
+from trainer.artifacts.bundle_reader import BUNDLE_MEMBERS, load_agent
+from trainer.artifacts.checkpoints import load_checkpoint, save_checkpoint
+from trainer.artifacts.rebuild import build_agent
 from trainer.data.pipeline import load_market_data
+from trainer.demo import demo_task_dict
 from trainer.errors import BundleError, DataError
-from trainer.pod import TaskSpec, demo_task_dict, run_generation
+from trainer.pod import run_generation
+from trainer.task import TaskSpec
+from trainer.util.files import sha256_bytes, sha256_file
 
 TICKERS = ["AAPL", "MSFT", "JPM"]
 
@@ -97,7 +94,7 @@ def test_bundle_holds_every_member_with_matching_checksums(bundle):
 
 
 def test_the_model_card_names_the_bars_the_agent_was_trained_on(bundle, checkpoint):
-    from trainer.bundle import _model_card
+    from trainer.artifacts.bundle import _model_card
 
     window = load_checkpoint(checkpoint)["data_window"]
     assert window["periods_per_year"] == 252
@@ -114,7 +111,7 @@ def test_the_model_card_names_the_bars_the_agent_was_trained_on(bundle, checkpoi
 
 
 def test_the_model_card_puts_the_validation_baselines_next_to_the_agents_figures(bundle):
-    from trainer.bundle import _model_card
+    from trainer.artifacts.bundle import _model_card
 
     config = load_agent(bundle[0]).config
     metrics = {

@@ -1,6 +1,6 @@
 """Downloadable agent bundles (inference only): the format and :func:`export_bundle`; reading a
-bundle back is :mod:`trainer.bundle_reader` (re-exported here), checkpoints are
-:mod:`trainer.checkpoints`.
+bundle back is :mod:`trainer.artifacts.bundle_reader` (re-exported here), checkpoints are
+:mod:`trainer.artifacts.checkpoints`.
 
 **Bundle**: a zip for users, holding
 
@@ -14,7 +14,7 @@ bundle back is :mod:`trainer.bundle_reader` (re-exported here), checkpoints are
 * ``README.md``: a short model card;
 * ``SHA256SUMS``: ``<sha256>  <name>`` of every other member, checked on load.
 
-Every file is written atomically (:func:`trainer.checkpoints.atomic_write_bytes`). Loading
+Every file is written atomically (:func:`trainer.artifacts.checkpoints.atomic_write_bytes`). Loading
 never unpickles arbitrary objects: bundles go through safetensors and JSON only.
 """
 
@@ -32,33 +32,15 @@ from typing import Any
 
 import torch
 
-from trainer.bundle_reader import BUNDLE_FORMAT, BUNDLE_MEMBERS, BUNDLE_VERSION, LoadedAgent, load_agent
-from trainer.checkpoints import (
-    CHECKPOINT_FORMAT,
-    atomic_write_bytes,
-    load_checkpoint,
-    save_checkpoint,
-    sha256_bytes,
-    sha256_file,
-)
+from trainer.artifacts.bundle_reader import BUNDLE_FORMAT, BUNDLE_VERSION
+from trainer.artifacts.checkpoints import load_checkpoint
+from trainer.artifacts.rebuild import build_agent
 from trainer.data.timestamps import TRADING_DAYS_PER_YEAR
 from trainer.errors import BundleError
-from trainer.rebuild import build_agent
+from trainer.util.files import atomic_write_bytes, sha256_bytes, sha256_file
 from trainer.version import __version__
 
-__all__ = [
-    "BUNDLE_MEMBERS",
-    "CHECKPOINT_FORMAT",
-    "LoadedAgent",
-    "atomic_write_bytes",
-    "build_agent",
-    "export_bundle",
-    "load_agent",
-    "load_checkpoint",
-    "save_checkpoint",
-    "sha256_bytes",
-    "sha256_file",
-]
+__all__ = ["export_bundle"]
 
 
 def _export_onnx(policy: torch.nn.Module, obs_dim: int) -> bytes:

@@ -1,5 +1,5 @@
 """The ``python -m trainer`` commands (``train``, ``evaluate``, ``export``, ``serve``) and the exit
-statuses they return; :mod:`trainer.cli` parses the arguments and calls them."""
+statuses they return; :mod:`trainer.cli.main` parses the arguments and calls them."""
 
 from __future__ import annotations
 
@@ -14,9 +14,9 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from trainer.cli_baselines import dsr_of_best, load_benchmark, untrained_metrics
-from trainer.cli_inputs import data_paths, limits_from_args, load_market, task_from_args
-from trainer.cli_output import (
+from trainer.cli.baselines import dsr_of_best, load_benchmark, untrained_metrics
+from trainer.cli.inputs import data_paths, limits_from_args, load_market, task_from_args
+from trainer.cli.output import (
     data_summary,
     fmt_score,
     format_data_summary,
@@ -62,15 +62,15 @@ def _graceful_interrupt() -> Iterator[dict[str, bool]]:
 
 def cmd_train(args: argparse.Namespace) -> int:
     """Run ``--generations`` generations of one pod; export the best one's bundle; print its
-    validation score next to equal weight, QQQ (:func:`trainer.cli_baselines.load_benchmark`),
+    validation score next to equal weight, QQQ (:func:`trainer.cli.baselines.load_benchmark`),
     the line's untrained policy and its Deflated Sharpe Ratio."""
     from tqdm import tqdm
 
-    from trainer.bundle import export_bundle
+    from trainer.artifacts.bundle import export_bundle
     from trainer.data.splits import check_split_days
-    from trainer.device import set_cpu_threads
     from trainer.pod import run_generation
     from trainer.task import SPLITS, TaskSpec, check_env_steps
+    from trainer.util.device import set_cpu_threads
 
     task = TaskSpec.from_dict(task_from_args(args))
     total = args.env_steps
@@ -221,17 +221,17 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
     built with the line's seed) on the same days."""
     import dataclasses
 
+    from trainer.artifacts.bundle_reader import load_agent
+    from trainer.artifacts.checkpoints import load_checkpoint
+    from trainer.artifacts.rebuild import build_agent
     from trainer.backtest.relative import DEFAULT_REPS
-    from trainer.bundle import load_agent
-    from trainer.checkpoints import load_checkpoint
-    from trainer.data.pipeline import DataSpec
+    from trainer.data.spec import DataSpec
     from trainer.data.splits import check_window
-    from trainer.device import pick_device, set_cpu_threads
     from trainer.envs.kinds import prepare_market
     from trainer.envs.observations import FeatureStats
     from trainer.evaluation import evaluate_policy
-    from trainer.rebuild import build_agent
     from trainer.task import TaskSpec
+    from trainer.util.device import pick_device, set_cpu_threads
 
     set_cpu_threads()
     path = Path(args.path)
@@ -338,7 +338,7 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
 
 def cmd_export(args: argparse.Namespace) -> int:
     """Write a bundle from a checkpoint and print its path and SHA-256."""
-    from trainer.bundle import export_bundle
+    from trainer.artifacts.bundle import export_bundle
 
     out = Path(args.out) if args.out else Path(args.checkpoint).with_suffix(".zip")
     digest = export_bundle(args.checkpoint, out)
@@ -348,7 +348,7 @@ def cmd_export(args: argparse.Namespace) -> int:
 
 def cmd_serve(args: argparse.Namespace) -> int:
     """Serve a bundle over HTTP until interrupted; prints the address it listens on."""
-    from trainer.serving import make_server
+    from trainer.serving.server import make_server
 
     try:
         server = make_server(

@@ -11,14 +11,21 @@ import onnxruntime as ort
 import pytest
 import torch
 
-from trainer.backtest.engine import load_benchmark_close, run_backtest
-from trainer.bundle import build_agent, export_bundle, load_agent, load_checkpoint
+from trainer.artifacts.bundle import export_bundle
+from trainer.artifacts.bundle_reader import load_agent
+from trainer.artifacts.checkpoints import load_checkpoint
+from trainer.artifacts.ensemble import EnsembleAgent, build_ensemble
+from trainer.artifacts.rebuild import build_agent
+from trainer.backtest.benchmark import load_benchmark_close
+from trainer.backtest.engine import run_backtest
 from trainer.data.pipeline import load_market_data
-from trainer.ensemble import EnsembleAgent, build_ensemble
+from trainer.demo import demo_task_dict
 from trainer.envs.kinds import prepare_market
 from trainer.envs.observations import FeatureStats
 from trainer.errors import BundleError, ConfigError
-from trainer.pod import TaskSpec, demo_task_dict, evaluate_checkpoint_state, run_generation
+from trainer.evaluation import evaluate_checkpoint_state
+from trainer.pod import run_generation
+from trainer.task import TaskSpec
 
 TICKERS = ["AAPL", "MSFT", "JPM", "KO", "WMT"]
 SMALL_PPO = {"num_envs": 16, "rollout_steps": 8, "num_minibatches": 2, "update_epochs": 1, "hidden_sizes": [16, 16]}

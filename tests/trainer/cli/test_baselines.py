@@ -16,8 +16,8 @@ import pandas as pd
 import pytest
 import torch
 
-from trainer.bundle import load_checkpoint
-from trainer.cli import main
+from trainer.artifacts.checkpoints import load_checkpoint
+from trainer.cli.main import main
 
 TINY = [
     "--env", "portfolio",

@@ -8,8 +8,8 @@ from typing import Any
 import torch
 
 from trainer.agents import make_agent
-from trainer.checkpoints import error_summary, refuse_nonfinite
-from trainer.ensemble import ENSEMBLE, build_members
+from trainer.artifacts.checkpoints import error_summary, refuse_nonfinite
+from trainer.artifacts.ensemble import ENSEMBLE, build_members
 from trainer.errors import BundleError, ConfigError
 
 __all__ = ["build_agent"]
@@ -17,10 +17,10 @@ __all__ = ["build_agent"]
 
 def build_agent(state: dict[str, Any], *, device: str | torch.device = "cpu") -> Any:
     """Rebuild the agent of a checkpoint with its full training state (CPU by default); an
-    ensemble checkpoint gives a :class:`trainer.ensemble.EnsembleAgent`.
+    ensemble checkpoint gives a :class:`trainer.artifacts.ensemble.EnsembleAgent`.
 
     Args:
-        state: a checkpoint dict (:func:`trainer.checkpoints.load_checkpoint`).
+        state: a checkpoint dict (:func:`trainer.artifacts.checkpoints.load_checkpoint`).
         device: where the agent's networks live.
 
     Raises:

@@ -55,7 +55,7 @@ def task_from_args(args: argparse.Namespace) -> dict[str, Any]:
     Raises:
         ConfigError: an unreadable task file; ``--tickers`` naming no ticker (``''``, ``','``).
     """
-    from trainer.task import demo_task_dict
+    from trainer.demo import demo_task_dict
 
     task = read_task_file(args.task) if args.task else demo_task_dict()
     if not isinstance(task.get("data"), dict):

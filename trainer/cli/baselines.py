@@ -192,7 +192,7 @@ def dsr_of_best(best: Mapping[str, Any], evaluated: Sequence[Mapping[str, Any]])
         n/a}``; n/a without a Sharpe ratio and on a validation window shorter than 63 days
         (the short-window rule of every Sharpe-based figure).
     """
-    from trainer.backtest.metrics import short_window_text
+    from trainer.backtest.contract import short_window_text
     from trainer.selection import deflated_sharpe_ratio_annualised
 
     sharpes = [float(m["sharpe_ratio"]) for m in evaluated if _finite(m.get("sharpe_ratio"))]

@@ -1,4 +1,4 @@
-"""Opening a downloadable agent bundle (written by :func:`trainer.bundle.export_bundle`) for
+"""Opening a downloadable agent bundle (written by :func:`trainer.artifacts.bundle.export_bundle`) for
 inference: every member's checksum verified, the policy rebuilt from safetensors and JSON only
 (no pickle), the observation checked against the market data it is fed."""
 
@@ -15,11 +15,11 @@ from typing import Any
 import numpy as np
 import torch
 
-from trainer.checkpoints import error_summary, refuse_nonfinite
-from trainer.ensemble import ENSEMBLE, ensemble_policy_from_config
+from trainer.artifacts.checkpoints import error_summary, refuse_nonfinite
+from trainer.artifacts.ensemble import ENSEMBLE, ensemble_policy_from_config
 from trainer.errors import BundleError, TrainerError
-from trainer.files import sha256_bytes
 from trainer.limits import DEFAULT_LIMITS, InputLimits, mib
+from trainer.util.files import sha256_bytes
 
 __all__ = ["BUNDLE_FORMAT", "BUNDLE_MEMBERS", "BUNDLE_VERSION", "LoadedAgent", "load_agent", "read_bundle"]
 
@@ -379,6 +379,6 @@ def load_agent(
             file=str(path),
             member="policy.safetensors",
         ) from exc
-    from trainer.device import pick_device
+    from trainer.util.device import pick_device
 
     return LoadedAgent(config, policy, path, pick_device(str(device)))

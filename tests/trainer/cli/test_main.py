@@ -14,10 +14,13 @@ import onnxruntime as ort
 import pytest
 import torch
 
-from trainer.bundle import build_agent, load_agent, load_checkpoint, sha256_file
-from trainer.cli import main
+from trainer.artifacts.bundle_reader import load_agent
+from trainer.artifacts.checkpoints import load_checkpoint
+from trainer.artifacts.rebuild import build_agent
+from trainer.cli.main import main
+from trainer.util.files import sha256_file
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[3]
 TINY = [
     "--tickers", "AAPL,MSFT",
     "--env-steps", "512",
@@ -302,7 +305,7 @@ def test_train_env_portfolio_trains_a_portfolio_agent_and_evaluate_shows_baselin
     printed = capsys.readouterr().out
     assert "mean - 1 x std of the Sharpe ratios of 4 validation sub-windows" in printed
     assert "vs equal weight (1/N) on the same days" in printed
-    from trainer.bundle import load_agent
+    from trainer.artifacts.bundle_reader import load_agent
 
     agent = load_agent(out / "agent.zip")
     assert agent.kind == "portfolio" and agent.action_dim == 4

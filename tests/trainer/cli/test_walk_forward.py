@@ -12,9 +12,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from trainer.cli import main
+from trainer.cli.main import main
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[3]
 TINY = [
     "--env", "portfolio",
     "--tickers", "AAPL,MSFT,JPM",
@@ -116,7 +116,7 @@ def test_bad_flags_exit_2_naming_the_flag(data_dir, tmp_path, capsys, flags, nam
 
 
 def test_the_text_report_has_a_line_per_fold_then_the_record_and_pbo(study):
-    from trainer.cli_walk_forward import format_study
+    from trainer.cli.walk_forward import format_study
 
     result, _ = study
     lines = format_study(result)

@@ -31,20 +31,11 @@ from typing import Any
 import torch
 
 from trainer.errors import BundleError
-from trainer.files import atomic_write_bytes, sha256_bytes, sha256_file
-from trainer.nonfinite import nonfinite_tensors
+from trainer.util.files import atomic_write_bytes, sha256_file
+from trainer.util.nonfinite import nonfinite_tensors
 from trainer.version import __version__
 
-__all__ = [
-    "CHECKPOINT_FORMAT",
-    "CHECKPOINT_VERSION",
-    "atomic_write_bytes",
-    "load_checkpoint",
-    "save_checkpoint",
-    "sha256_bytes",
-    "sha256_file",
-    "utc_now",
-]
+__all__ = ["CHECKPOINT_FORMAT", "CHECKPOINT_VERSION", "load_checkpoint", "save_checkpoint", "utc_now"]
 
 CHECKPOINT_FORMAT = "paddock.checkpoint"
 CHECKPOINT_VERSION = 1
