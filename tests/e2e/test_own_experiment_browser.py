@@ -46,7 +46,7 @@ def test_a_new_user_makes_a_budget_and_clones_the_demo_run_onto_it(page, live_ur
         page.click("#own-budget-form button[type=submit]")
     row = page.locator("#budgets tr", has_text="my first budget")
     assert "own" in row.locator('[data-col="purpose"]').text_content()
-    assert "1 h and 1 pods left" in page.text_content("[data-quota-left]")
+    assert "1 h and 1 pod left" in page.text_content("[data-quota-left]")
 
     page.goto(f"/runs/new/?clone={demo_run.id}")
     page.select_option("#id_budget", label="my first budget")

@@ -143,3 +143,15 @@ def test_the_demo_budget_counts_against_no_quota(user):
     assert created and budget.purpose == "demo"
     quota = quotas.quota_of(user)
     assert quota.hours_held == 0 and quota.pods_held == 0 and quota.pods_left == 2
+
+
+def test_the_budgets_page_counts_pods_in_words_and_rounds_the_hours_cap(client, user):
+    client.force_login(user)
+    made = client.post(
+        "/budgets/",
+        {"action": "own", "own-name": "third", "own-gpu_hours_cap": 1 / 3, "own-max_concurrent_pods": 1},
+    )
+    assert made.status_code == 302
+    page = client.get("/budgets/").content.decode()
+    assert "1 pod left" in page and "1 pods" not in page
+    assert "of 0.333</td>" in page and "of 0.3333333" not in page
