@@ -6,6 +6,7 @@ from __future__ import annotations
 from django import forms
 
 from webapp.runs.models import ClusterBudget, Task
+from webapp.studies.services import MOST
 
 
 class StudyForm(forms.Form):
@@ -19,9 +20,9 @@ class StudyForm(forms.Form):
     validation_days = forms.IntegerField(min_value=20, max_value=2520, initial=252, help_text="trading days")
     gap_days = forms.IntegerField(min_value=0, max_value=252, initial=5, help_text="purge/embargo, trading days")
     num_pods = forms.IntegerField(min_value=1, max_value=64, initial=2, help_text="pods of each fold's run")
-    generation_steps = forms.IntegerField(min_value=1, initial=50_000)
-    env_steps_per_fold = forms.IntegerField(min_value=1, initial=500_000)
-    seed = forms.IntegerField(min_value=0, initial=0)
+    generation_steps = forms.IntegerField(min_value=1, max_value=MOST["generation_steps"], initial=50_000)
+    env_steps_per_fold = forms.IntegerField(min_value=1, max_value=MOST["env_steps_per_fold"], initial=500_000)
+    seed = forms.IntegerField(min_value=0, max_value=MOST["seed"], initial=0)
 
     def __init__(self, *args, user, **kwargs) -> None:
         super().__init__(*args, **kwargs)

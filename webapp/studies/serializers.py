@@ -5,6 +5,7 @@ from __future__ import annotations
 from rest_framework import serializers
 
 from webapp.studies.models import Study, StudyFold
+from webapp.studies.services import MOST
 
 
 class StudyCreateSerializer(serializers.Serializer):
@@ -20,9 +21,9 @@ class StudyCreateSerializer(serializers.Serializer):
     validation_days = serializers.IntegerField(min_value=20, max_value=2520, default=252)
     gap_days = serializers.IntegerField(min_value=0, max_value=252, default=5)
     num_pods = serializers.IntegerField(min_value=1, max_value=64, default=2)
-    generation_steps = serializers.IntegerField(min_value=1)
-    env_steps_per_fold = serializers.IntegerField(min_value=1)
-    seed = serializers.IntegerField(min_value=0, default=0)
+    generation_steps = serializers.IntegerField(min_value=1, max_value=MOST["generation_steps"])
+    env_steps_per_fold = serializers.IntegerField(min_value=1, max_value=MOST["env_steps_per_fold"])
+    seed = serializers.IntegerField(min_value=0, max_value=MOST["seed"], default=0)
 
 
 class StudyFoldSerializer(serializers.ModelSerializer):

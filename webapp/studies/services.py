@@ -25,13 +25,30 @@ logger = logging.getLogger(__name__)
 
 #: Most folds a study may have (one per test year of a 2010-2022 file is 9 to 12).
 MAX_FOLDS = 20
+#: Largest whole-number settings of a study: a fold run's limits (``webapp.runs.bounds.RUN``) and
+#: a budget's env-step cap shared by at most :data:`MAX_FOLDS` folds.
+MOST = {
+    "env_steps_per_fold": 10**15 // MAX_FOLDS,
+    "generation_steps": 1_000_000_000,
+    "num_pods": 64,
+    "seed": 2**31 - 1,
+}
 
 
 def _whole(fields: dict[str, str], name: str, value: Any, *, least: int) -> int:
-    if isinstance(value, bool) or not isinstance(value, int) or value < least:
-        fields[name] = f"must be a whole number >= {least}"
+    most = MOST[name]
+    if isinstance(value, bool) or not isinstance(value, int) or not least <= value <= most:
+        fields[name] = f"must be a whole number from {least} to {most:,}"
         return least
     return int(value)
+
+
+def _pods_available(owner, chosen: ClusterBudget) -> int:
+    """Pods at once the study's budget will have: the chosen budget's, and for a non-staff owner
+    no more than their quota has left (see :func:`_own_study_budget`)."""
+    if owner.is_staff:
+        return chosen.max_concurrent_pods
+    return max(0, min(chosen.max_concurrent_pods, runs_quotas.quota_of(owner).pods_left))
 
 
 def _study_budget(*, owner, chosen: ClusterBudget, name: str, env_step_cap: int) -> ClusterBudget:
@@ -150,6 +167,12 @@ def study_create(
     seed = _whole(fields, "seed", seed, least=0)
     if not fields and generation_steps > env_steps_per_fold:
         fields["generation_steps"] = f"a generation ({generation_steps:,}) is more than a fold's env steps"
+    pods = _pods_available(owner, budget)
+    if "num_pods" not in fields and 0 < pods < num_pods:
+        fields["num_pods"] = (
+            f"each fold's run asks for {num_pods} pods at once; the study's budget runs at most {pods} "
+            f"(budget {budget.name!r}{'' if owner.is_staff else ' and your quota'})"
+        )
     if fields:
         raise AppError(f"{next(iter(fields))}: {next(iter(fields.values()))}", fields=fields)
     plan = engine.check_study_plan(

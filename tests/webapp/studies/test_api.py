@@ -41,6 +41,9 @@ def test_creating_a_study_starts_one_run_per_fold_on_a_budget_for_the_whole_stud
         ({"env_steps_per_fold": 100, "generation_steps": 256}, "generation_steps"),
         ({"generation_steps": 8}, "generation_steps"),
         ({"start": None}, "start"),
+        ({"num_pods": 3}, "num_pods"),  # the budget runs 2 pods at once
+        ({"env_steps_per_fold": 10**400}, "env_steps_per_fold"),
+        ({"seed": 2**40}, "seed"),
     ],
 )
 def test_bad_input_is_a_400_naming_the_field(api_client, study_body, change, field):
@@ -86,3 +89,17 @@ def test_a_non_staff_users_studies_hold_no_more_than_their_quota(api_client, use
     second = api_client.post(URL, {**study_body, "budget": own.json()["id"], "name": "again"}, format="json")
     assert second.status_code == 400
     assert "budget" in second.json()["fields"] and "quota" in second.json()["error"]
+
+
+def test_a_huge_number_is_refused_in_a_short_message(api_client, study_body):
+    body = {**study_body, "env_steps_per_fold": 10**400, "generation_steps": 10**300}
+    response = api_client.post(URL, body, format="json")
+    assert response.status_code == 400
+    assert len(response.content) < 1_000
+    assert set(response.json()["fields"]) >= {"env_steps_per_fold", "generation_steps"}
+
+
+def test_more_pods_than_the_studys_budget_runs_is_a_400_naming_num_pods(api_client, study_body):
+    response = api_client.post(URL, {**study_body, "num_pods": 3}, format="json")
+    assert response.status_code == 400
+    assert "at most 2" in response.json()["fields"]["num_pods"]
