@@ -54,6 +54,24 @@ def _bars_fields(info, options: dict[str, str]) -> dict[str, Any]:
     }
 
 
+#: Fields of a dataset request a user fills in; a loader error naming anything else (a column such
+#: as ``close``, a limit such as ``file_rows``, or no field) is about the data of the files.
+REQUEST_FIELDS = ("name", "file", "paths", "tickers", "timezone", "bar_label", "session")
+
+
+def _on_request_field(exc: AppError, field: str) -> AppError:
+    """``exc`` with every field that is not one of :data:`REQUEST_FIELDS` reported on ``field``
+    (``file`` for an upload, ``paths`` for data-folder files); the loader's messages already say
+    the column, row or limit they are about, in words."""
+    inner = [k for k in exc.fields if k.split(".")[0] not in REQUEST_FIELDS]
+    if not inner:
+        return exc
+    kept = {k: v for k, v in exc.fields.items() if k not in inner}
+    said = [str(exc.fields[k]) for k in inner]
+    merged = "; ".join([kept[field], *said] if field in kept else said)
+    return AppError(exc.message, fields={**kept, field: merged}, status=exc.status, details=dict(exc.details))
+
+
 def dataset_create_from_files(
     *,
     owner,
@@ -87,7 +105,8 @@ def dataset_create_from_files(
     try:
         info = engine.inspect_market_files([root / p for p in rel], tickers=tickers, options=options)
     except AppError as exc:  # name files as the user gave them, not by their server path
-        raise exc.with_names({str(root / p): p for p in rel} | {f"{root}/": ""}) from exc
+        named = exc.with_names({str(root / p): p for p in rel} | {f"{root}/": ""})
+        raise _on_request_field(named, "paths") from exc
     with transaction.atomic():
         dataset = Dataset.objects.create(
             owner=owner,
@@ -134,7 +153,7 @@ def dataset_create_from_upload(
         info = engine.inspect_market_files(stored, options=options)
     except AppError as exc:
         dataset.upload.delete(save=False)
-        raise exc.with_names({stored[0]: shown, Path(stored[0]).name: shown}) from exc
+        raise _on_request_field(exc.with_names({stored[0]: shown, Path(stored[0]).name: shown}), "file") from exc
     dataset.tickers = info.tickers
     dataset.start_date = info.start
     dataset.end_date = info.end

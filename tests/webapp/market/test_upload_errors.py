@@ -60,3 +60,22 @@ def test_an_empty_file_is_refused_by_its_name_on_the_page_and_the_api(client, us
     api = api_client.post("/api/datasets/", {"name": "e", "file": _upload("empty.csv", "")}, format="multipart")
     assert api.status_code == 400 and api.json()["fields"] == {"file": "empty.csv is empty (0 bytes)"}
     assert not Dataset.objects.exists()
+
+
+@pytest.mark.parametrize(
+    ("body", "said"),
+    [
+        (DUPLICATE_ROWS, "dup.csv"),
+        ("date,tic,open,high,low,close,volume\n2021-01-04,AAA,10,11,9,ten,100\n", "close"),
+        ("date,tic,open,high,low,volume\n2021-01-04,AAA,10,11,9,100\n", "close"),
+    ],
+)
+def test_a_rejected_upload_is_reported_on_the_file_field_naming_the_column(api_client, body, said):
+    """The user filled in ``name`` and ``file``: the data's faults (a duplicate row, a column
+    that is not a number or is missing) are reported on ``file``, never on an internal name such
+    as ``close`` or ``non_field_errors``; the message still says the column."""
+    response = api_client.post("/api/datasets/", {"name": "bad", "file": _upload(body=body)}, format="multipart")
+    assert response.status_code == 400
+    fields = response.json()["fields"]
+    assert set(fields) == {"file"}, fields
+    assert said in fields["file"] or said in response.json()["error"]
