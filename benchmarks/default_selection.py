@@ -45,18 +45,15 @@ sys.path[:0] = [str(REPO)]
 
 from trainer.agents import ALGORITHMS  # noqa: E402
 from trainer.artifacts.checkpoints import load_checkpoint  # noqa: E402
-from trainer.artifacts.rebuild import build_agent  # noqa: E402
-from trainer.backtest.engine import run_backtest  # noqa: E402
 from trainer.backtest.relative import vs_equal_weight  # noqa: E402
 from trainer.data.folds import plan_folds  # noqa: E402
 from trainer.data.pipeline import load_market_data  # noqa: E402
 from trainer.data.spec import DataSpec  # noqa: E402
-from trainer.envs.observations import FeatureStats  # noqa: E402
 from trainer.envs.portfolio_config import RECOMMENDED_REBALANCE_BAND  # noqa: E402
 from trainer.pod import run_generation  # noqa: E402
-from trainer.selection import equal_weight_returns  # noqa: E402
 from trainer.task import TaskSpec  # noqa: E402
 from trainer.util.device import set_cpu_threads  # noqa: E402
+from trainer.walk_forward import checkpoint_span_returns  # noqa: E402
 
 FILES = {
     "dow30": "dow30_daily_eodhd_2010-01-04_2022-11-15.csv.gz",
@@ -114,31 +111,6 @@ class Scored:
     seconds: float
 
 
-def _span(checkpoint: dict[str, Any], market, split: str) -> tuple[np.ndarray, np.ndarray, float, tuple[str, ...]]:
-    """(agent returns, cost-free 1/N returns, mean turnover, dates) of a checkpoint over a split."""
-    task = TaskSpec.from_dict(checkpoint["task"])
-    agent = build_agent(dict(checkpoint), device="cpu")
-    stats = FeatureStats.from_dict(checkpoint["feature_stats"]) if checkpoint.get("feature_stats") else None
-    start, end = task.split(split)
-    tickers = list(checkpoint["observation_layout"]["tickers"])
-    result = run_backtest(
-        lambda obs: agent.act(obs, deterministic=True),
-        market,
-        task.env,
-        start=start,
-        end=end,
-        tickers=tickers,
-        feature_stats=stats,
-        policy_name=f"the {split} run",
-    )
-    values = result.daily["account_value"].to_numpy(np.float64)
-    window = market.slice(start, end, name=split)
-    columns = [list(window.tickers).index(t) for t in tickers]
-    turnover = float(result.daily["turnover"].iloc[1:-1].mean())
-    dates = tuple(str(d.date()) for d in result.daily.index[1:])
-    return values[1:] / values[:-1] - 1.0, equal_weight_returns(window.close[:, columns]), turnover, dates
-
-
 def _equal_weight_with_costs(close: np.ndarray, cost: float) -> np.ndarray:
     """Daily net returns of 1/N rebalanced every day, paying ``cost`` per unit of value traded
     (entering from cash on the first day)."""
@@ -174,8 +146,8 @@ def score_fold(market_name, market, fold, name, spec, seed, out_dir, quick) -> S
     run_generation(task, env_steps=steps, out_path=path, seed=seed, device="cpu", market_data=market)
     seconds = time.perf_counter() - t0
     checkpoint = load_checkpoint(path)
-    v_agent, v_ew, v_turn, _ = _span(checkpoint, market, "validation")
-    t_agent, t_ew, _, dates = _span(checkpoint, market, "test")
+    validation = checkpoint_span_returns(checkpoint, market, split="validation")
+    test = checkpoint_span_returns(checkpoint, market, split="test")
     test_start, test_end = TaskSpec.from_dict(checkpoint["task"]).split("test")
     window = market.slice(test_start, test_end, name="test")
     cols = [list(window.tickers).index(t) for t in checkpoint["observation_layout"]["tickers"]]
@@ -185,12 +157,12 @@ def score_fold(market_name, market, fold, name, spec, seed, out_dir, quick) -> S
         fold=fold.index,
         candidate=name,
         seed=seed,
-        validation_difference=_difference(v_agent, v_ew, seed),
-        validation_turnover=v_turn,
-        test_returns=t_agent,
-        test_equal_weight=t_ew,
+        validation_difference=_difference(validation.agent, validation.equal_weight, seed),
+        validation_turnover=float(validation.turnover[1:].mean()),  # the first day enters from cash
+        test_returns=test.agent,
+        test_equal_weight=test.equal_weight,
         test_equal_weight_costs=_equal_weight_with_costs(window.close[:, cols], cost),
-        test_dates=dates,
+        test_dates=test.dates,
         seconds=seconds,
     )
 

@@ -67,12 +67,15 @@ class SpanReturns:
         agent: (T,) float64 simple net returns (after the task's costs), fractions.
         equal_weight: (T,) float64 returns of the cost-free, daily-rebalanced 1/N portfolio.
         qqq: (T,) float64 QQQ returns, or ``None`` without a benchmark covering the span.
+        turnover: (T,) float64 the agent's turnover on each day's trade (value traded / value),
+            or ``None`` where it was not recorded.
     """
 
     dates: tuple[str, ...]
     agent: np.ndarray
     equal_weight: np.ndarray
     qqq: np.ndarray | None = None
+    turnover: np.ndarray | None = None
 
 
 def candidate_seed(seed: int, fold: int, slot: int) -> int:
@@ -140,6 +143,7 @@ def checkpoint_span_returns(
         agent=values[1:] / values[:-1] - 1.0,
         equal_weight=equal_weight_returns(window.close[:, columns]),
         qqq=qqq,
+        turnover=result.daily["turnover"].to_numpy(np.float64)[:-1],
     )
 
 
