@@ -91,7 +91,9 @@ def test_the_manual_builds_in_strict_mode_with_every_page_in_its_navigation(tmp_
 
     assert result.returncode == 0, result.stdout + result.stderr
     pages = sorted(p.relative_to(REPO_ROOT / "docs") for p in (REPO_ROOT / "docs").rglob("*.md"))
-    built = [tmp_path / "site" / (p.with_suffix("") if p.name != "index.md" else p.parent) / "index.html" for p in pages]
+    built = [
+        tmp_path / "site" / (p.with_suffix("") if p.name != "index.md" else p.parent) / "index.html" for p in pages
+    ]
     assert [str(p) for p in built if not p.is_file()] == []
 
 
@@ -109,7 +111,8 @@ def test_the_strict_build_refuses_a_broken_link_and_a_missing_anchor(tmp_path):
     config = site_copy(tmp_path)
     page = tmp_path / "docs" / "guide" / "demo.md"
     page.write_text(
-        page.read_text() + "\nSee [the moon](../reference/moon.md) and [no heading](../reference/metrics.md#no-such-heading).\n"
+        page.read_text()
+        + "\nSee [the moon](../reference/moon.md) and [no heading](../reference/metrics.md#no-such-heading).\n"
     )
 
     result = build(config, tmp_path / "site")
@@ -136,3 +139,16 @@ def test_the_readme_is_an_entrance_with_the_two_commands_and_links_that_resolve(
     targets = re.findall(r"\]\(((?!https?:)[^)#]+)(?:#[^)]*)?\)", readme)
     assert {"docs/img/run-live.png", "docs/img/report.png", "docs/index.md"} <= set(targets)
     assert [t for t in targets if not (REPO_ROOT / t).exists()] == []
+
+
+def test_every_page_of_the_manual_that_code_names_exists():
+    named = {}
+    sources = [REPO_ROOT / "paddock", REPO_ROOT / "docker-compose.yml"]
+    for folder in ("trainer", "webapp", "templates", "tests", "deploy", "benchmarks", ".ci"):
+        sources += [p for p in sorted((REPO_ROOT / folder).rglob("*")) if p.is_file() and p.suffix != ".pyc"]
+    for path in sources:
+        for page in re.findall(r"\bdocs/[A-Za-z0-9_./-]+\.md\b", path.read_text(errors="replace")):
+            named.setdefault(page, str(path.relative_to(REPO_ROOT)))
+
+    assert len(named) >= 10, "the scan found too few references to mean anything"
+    assert {page: source for page, source in named.items() if not (REPO_ROOT / page).is_file()} == {}
