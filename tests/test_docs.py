@@ -95,6 +95,14 @@ def test_the_manual_builds_in_strict_mode_with_every_page_in_its_navigation(tmp_
         tmp_path / "site" / (p.with_suffix("") if p.name != "index.md" else p.parent) / "index.html" for p in pages
     ]
     assert [str(p) for p in built if not p.is_file()] == []
+    # Python-Markdown needs a blank line before a list: without it the items stay one paragraph.
+    swallowed = [
+        f"{page.parent.relative_to(tmp_path / 'site')}: {paragraph[:80]!r}"
+        for page, html in ((p, p.read_text()) for p in built)
+        for paragraph in re.findall(r"<p>(.*?)</p>", html, flags=re.DOTALL)
+        if re.search(r"\n\s*(?:[-*]|\d+\.) \S", paragraph)
+    ]
+    assert swallowed == [], "add a blank line before these lists"
 
 
 def test_the_strict_build_refuses_a_page_missing_from_the_navigation(tmp_path):
@@ -152,3 +160,20 @@ def test_every_page_of_the_manual_that_code_names_exists():
 
     assert len(named) >= 10, "the scan found too few references to mean anything"
     assert {page: source for page, source in named.items() if not (REPO_ROOT / page).is_file()} == {}
+
+
+def test_the_manual_uses_the_markdown_that_mkdocs_renders_as_github_does():
+    # Python-Markdown nests a list only under 4 spaces and reads no fence inside a list item:
+    # both render on GitHub, and in the built site they become flat items and inline code.
+    faults = []
+    for path in sorted((REPO_ROOT / "docs").rglob("*.md")):
+        fenced = False
+        for number, line in enumerate(path.read_text().splitlines(), 1):
+            if re.match(r"^ +```", line):
+                faults.append(f"{path.relative_to(REPO_ROOT)}:{number}: an indented fence")
+            if line.startswith("```"):
+                fenced = not fenced
+            elif not fenced and re.match(r"^ {1,3}(?:[-*]|\d+\.) \S", line):
+                faults.append(f"{path.relative_to(REPO_ROOT)}:{number}: a nested list item indented less than 4")
+
+    assert faults == []
