@@ -428,7 +428,7 @@ def postgres(o: Options) -> list[dict[str, Any]]:
 
 def redis(o: Options) -> list[dict[str, Any]]:
     """The official Redis image without persistence: the database holds the truth, and the
-    workers re-send what a restarted Redis lost (README "Recovery from faults")."""
+    workers re-send what a restarted Redis lost (docs/operations/recovery.md)."""
     ping = {"exec": {"command": ["redis-cli", "ping"]}, "periodSeconds": 10}
     container = {
         "name": "redis",

@@ -1,5 +1,5 @@
-"""The README's configuration table lists every environment variable the code reads, and
-nothing else.
+"""The manual's configuration table (``docs/reference/configuration.md``) lists every environment
+variable the code reads, and nothing else.
 
 The variables are found in the source, not listed by hand: every ``env_str/env_int/env_float/
 env_bool/env_list/env_url("NAME")`` of the settings module, and every ``os.environ.get("NAME")``,
@@ -59,11 +59,10 @@ def code_variables() -> set[str]:
     return set().union(*(variables_read(f.read_text()) for f in files))
 
 
-def readme_table_variables() -> set[str]:
-    readme = (REPO_ROOT / "README.md").read_text()
-    section = readme[readme.index("## Configuration") :]
-    section = section[: section.index("\n## ", 1)]
-    return set(re.findall(r"^\| `([A-Z][A-Z0-9_]*)` \|", section, flags=re.MULTILINE))
+def table_variables() -> set[str]:
+    """The variables of the first column of the configuration page's tables."""
+    page = (REPO_ROOT / "docs" / "reference" / "configuration.md").read_text()
+    return set(re.findall(r"^\| `([A-Z][A-Z0-9_]*)` \|", page, flags=re.MULTILINE))
 
 
 def test_the_scanner_finds_each_way_of_reading_a_variable():
@@ -83,8 +82,8 @@ def test_the_settings_module_reads_the_recovery_timings():
     )
 
 
-def test_the_readme_configuration_table_lists_exactly_the_variables_the_code_reads():
-    in_code, in_table = code_variables(), readme_table_variables()
+def test_the_configuration_table_lists_exactly_the_variables_the_code_reads():
+    in_code, in_table = code_variables(), table_variables()
 
-    assert sorted(in_code - in_table) == [], "read by the code but missing from the README table"
-    assert sorted(in_table - in_code) == [], "in the README table but read nowhere"
+    assert sorted(in_code - in_table) == [], "read by the code but missing from docs/reference/configuration.md"
+    assert sorted(in_table - in_code) == [], "in docs/reference/configuration.md but read nowhere"

@@ -328,11 +328,14 @@ def test_launcher_demo_prints_the_login_once_last_with_the_run_page(tmp_path, da
     assert [p.pid for p in children if not _gone(p)] == []
 
 
-def test_readme_try_it_says_a_clone_elsewhere_must_set_the_data_dir():
+def test_try_it_says_a_clone_elsewhere_must_set_the_data_dir():
     readme = (REPO_ROOT / "README.md").read_text()
-    try_it = readme[readme.index("## Try it") : readme.index("## The demo")]
+    guide = (REPO_ROOT / "docs" / "guide" / "demo.md").read_text()
+    readme_try_it = readme[readme.index("## Try it") : readme.index("## Run the tests")]
+    guide_try_it = guide[guide.index("## Try it") : guide.index("## The demo")]
 
-    assert "PADDOCK_DATA_DIR=/path/to/shared/data ./paddock demo" in try_it
+    assert "PADDOCK_DATA_DIR=/path/to/shared/data ./paddock demo" in readme_try_it
+    assert "PADDOCK_DATA_DIR=/path/to/shared/data ./paddock demo" in guide_try_it
 
 
 def test_launcher_says_how_to_start_redis_when_it_cannot_start_one_itself(tmp_path):

@@ -96,7 +96,7 @@ def test_the_run_form_refuses_a_named_late_ticker_next_to_the_tickers_field(clie
     dates = {f"{split}_{end}": FROM_2018[split][i] for split in FROM_2018 for i, end in enumerate(("start", "end"))}
     form = _run_form(owner_objects, tickers="AAPL, DOW", **dates)
     response = client.post("/runs/new/", form)
-    assert response.status_code == 400  # as the README says for every page form
+    assert response.status_code == 400  # as docs/reference/api.md says for every page form
     page = BeautifulSoup(response.content, "html.parser")
     error = page.select_one('[data-error-for="tickers"]')
     assert error is not None and "DOW does not cover the range" in error.get_text()

@@ -96,7 +96,7 @@ def test_bad_dates_and_json_are_shown_next_to_their_fields(world, ada):
     page = ada.post("/runs/new/", _run_form(world, validation_start="2019-06-01", mutation="{nope")).content.decode()
     assert 'data-error-for="mutation"' in page
     response = ada.post("/runs/new/", _run_form(world, validation_start="2019-06-01"))
-    assert response.status_code == 400  # README: a page form with errors answers 400
+    assert response.status_code == 400  # docs/reference/api.md: a page form with errors answers 400
     assert 'data-error-for="validation_start"' in response.content.decode()
 
 

@@ -14,13 +14,13 @@ REWARDS = ("log_return", "excess_log_return", "differential_sharpe")
 #: The no-trade band that new portfolio tasks of the web form, the CLI's ``--env portfolio`` and
 #: the demo start with (the env's own default stays 0). Chosen on validation scores only, among
 #: bands 0, 0.005, 0.01, a turnover penalty and a smaller exploration noise, in
-#: ``benchmarks/learning_quality.py --select`` (README, "Learning quality").
+#: ``benchmarks/learning_quality.py --select`` (docs/results/learning-quality.md).
 RECOMMENDED_REBALANCE_BAND = 0.01
 #: The ``reward_scale`` hyperparameter a portfolio task trains with when it leaves it out, per
 #: reward: daily log returns are about 0.01, scaled by 100 to rewards of about 1 (PPO's value
 #: loss and advantages are tuned for that size); the differential Sharpe ratio is about 1
-#: already. Fixed from those sizes before any learning-quality run, which uses them (README,
-#: "Learning quality"). Intraday bars' returns are smaller still: the 5-minute demo gives 1000.
+#: already. Fixed from those sizes before any learning-quality run, which uses them
+#: (docs/results/learning-quality.md). Intraday bars' returns are smaller still: the 5-minute demo gives 1000.
 RECOMMENDED_REWARD_SCALES = {"log_return": 100.0, "excess_log_return": 100.0, "differential_sharpe": 1.0}
 
 

@@ -167,7 +167,8 @@ class RunForm(forms.Form):
         max_value=0.999,
         widget=forms.NumberInput(attrs={"min": 0, "max": 0.999, "step": "any"}),
         help_text="Portfolio tasks only: a stock's weight is rebalanced only when it is more than this "
-        "fraction of value from its target (below 1/N; 0 = every day). Chosen on validation (README).",
+        "fraction of value from its target (below 1/N; 0 = every day). Chosen on validation "
+        "(docs/results/learning-quality.md).",
     )
     env_extra = forms.JSONField(
         required=False,

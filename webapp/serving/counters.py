@@ -1,6 +1,6 @@
 """Per-token rate limit and per-agent / per-token call counters of the act endpoint, in Redis.
 
-Rate limit (documented in the README): at most ``PADDOCK_SERVE_RATE_LIMIT`` act requests (600
+Rate limit (documented in docs/reference/serving.md): at most ``PADDOCK_SERVE_RATE_LIMIT`` act requests (600
 by default) per token and calendar minute: ``INCR`` of a key per identity and minute plus its
 ``EXPIRE`` (two minutes), sent in the same pipeline as the agent lookup, so a request costs one
 Redis round trip for both and every web process shares one count.

@@ -1,7 +1,7 @@
 """Annualisation of intraday bar returns and the "daily" figures from session closes.
 
-Expected values are worked out by hand from the formulas of the metric contract (README,
-"## Metrics"): a year is 252 sessions; 5-minute bars of the regular session are 78 a session,
+Expected values are worked out by hand from the formulas of the metric contract
+(docs/reference/metrics.md): a year is 252 sessions; 5-minute bars of the regular session are 78 a session,
 so 78 x 252 = 19,656 periods a year.
 """
 

@@ -7,7 +7,7 @@ agents, so some generated ids hit real objects). A bounded number of examples pe
 keeps it fast. Two properties must hold for every response:
 
 - never HTTP 500 (a server error is a bug, whatever the input);
-- every 4xx is in the documented error shape ``{"error": str, "fields": {...}}`` (README, API).
+- every 4xx is in the documented error shape ``{"error": str, "fields": {...}}`` (docs/reference/api.md).
 
 Issue 28 adds: every operation that takes a body refuses an oversize body (413), 101 files,
 1,001 fields and 3,000 nested ``[`` (400), each naming its limit; and a stateful pass, sequences

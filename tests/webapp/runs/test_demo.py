@@ -288,7 +288,8 @@ def test_the_demo_trains_the_portfolio_task_the_benchmark_chose_and_stock_tradin
     assert task.kind == demo.DEMO_KIND == "portfolio"
     assert task.hyperparameters["reward_scale"] == demo.PORTFOLIO_REWARD_SCALE
     assert task.env["observation"] == "scale_free" and task.selection["rule"] == "mean_minus_std"
-    assert task.env["rebalance_band"] == 0.01  # the no-trade band chosen on validation (README)
+    # the no-trade band chosen on validation (docs/results/learning-quality.md)
+    assert task.env["rebalance_band"] == 0.01
     assert demo.ensure_task(user, dataset, demo.CI_PROFILE) == task  # reused, not duplicated
     # a demo task from before the band trades every difference: not reused
     Task.objects.filter(pk=task.pk).update(env={**task.env, "rebalance_band": 0.0})

@@ -74,7 +74,7 @@ def _offline_error(root: Path, missing: list[str], reason: str) -> AppError:
     names = ", ".join(missing)
     return AppError(
         f"the demo data is not in PADDOCK_DATA_DIR={root} (missing: {names}) and it cannot be downloaded: "
-        f"{reason}. Copy the files there (see the README, section 'The demo'), point PADDOCK_DATA_DIR "
+        f"{reason}. Copy the files there (see docs/guide/demo.md), point PADDOCK_DATA_DIR "
         "at a folder holding them, or connect this machine to the internet and run the demo again.",
         fields={"data": f"missing: {names}"},
     )

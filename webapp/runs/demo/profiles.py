@@ -129,7 +129,7 @@ class DemoProfile:
 
 
 #: The demo's task kind, chosen on validation scores only: in ``benchmarks/learning_quality.py``
-#: (README, "Learning quality") the portfolio arms had the better validation score averaged over
+#: (docs/results/learning-quality.md) the portfolio arms had the better validation score averaged over
 #: the three windows (run 1: tournament 0.18, single pod 0.17, stock-trading single pod 0.09;
 #: run 3, with the band: single pod 0.26, tournament 0.21, stock-trading single pod -0.08).
 #: ``demo_setup --kind stock_trading`` runs the stock-trading task instead.
@@ -207,9 +207,9 @@ INTRADAY_GPU_PROFILE = DemoProfile(
 )
 
 
-#: The learning-quality benchmark's tournament budget, chosen on validation (README, "Learning
-#: quality", run 4: 262,144 env steps per generation scored 0.414 against 0.286 for 65,536): 3
-#: pods x 3 generations, 2,359,296 env steps per run. The daily portfolio PPO demo is the
+#: The learning-quality benchmark's tournament budget, chosen on validation
+#: (docs/results/learning-quality.md, run 4: 262,144 env steps per generation scored 0.414
+#: against 0.286 for 65,536): 3 pods x 3 generations, 2,359,296 env steps per run. The daily portfolio PPO demo is the
 #: configuration the benchmark studied and trains exactly this budget; sized by time instead, it
 #: trained up to ten times as much on the 2-core VM (22 M env steps), a budget no study looked at.
 BENCHMARK_BUDGET = {"num_pods": 3, "generation_steps": 262_144, "generations": 9}
@@ -254,7 +254,7 @@ def _task_spec(dataset: Dataset, profile: DemoProfile) -> dict[str, Any]:
         "kind": profile.kind,
         "algorithm": profile.algorithm,
         "hyperparameters": _hyperparameters(profile),
-        # daily portfolio demos trade with the band chosen on validation (README, "Learning
-        # quality"); intraday bars were not studied and keep the env's default (none)
+        # daily portfolio demos trade with the band chosen on validation
+        # (docs/results/learning-quality.md); intraday bars were not studied and keep the env's default (none)
         **({"env": {"rebalance_band": engine.recommended_rebalance_band()}} if daily_portfolio else {}),
     }
