@@ -89,7 +89,8 @@ def portfolio_answer(policy: Any, config: Any, state: PortfolioState, market: An
 
     from trainer.data.sessions import session_close_mask
     from trainer.envs.observations import FeatureStats
-    from trainer.envs.portfolio import banded_target, portfolio_market_block, target_weights
+    from trainer.envs.portfolio import banded_target, target_weights
+    from trainer.envs.portfolio_layout import portfolio_market_block
 
     tickers, n = policy.tickers, len(policy.tickers)
     close = np.asarray(market.close[t], dtype=np.float64)
