@@ -50,7 +50,15 @@ from trainer.data.files import check_file_size, check_ticker, listed, shown
 from trainer.errors import DataError
 from trainer.limits import DEFAULT_LIMITS, InputLimits
 
-__all__ = ["COLUMNS", "Membership", "MembershipRow", "membership_mask", "read_membership"]
+__all__ = [
+    "COLUMNS",
+    "Membership",
+    "MembershipRow",
+    "membership_mask",
+    "parse_membership",
+    "read_membership",
+    "rows_in_range",
+]
 
 #: The columns of a membership file.
 COLUMNS = ("ticker", "from", "to")
@@ -215,8 +223,54 @@ def read_membership(
     return parse_membership(text, name=shown_name, field=field)
 
 
-def _days_of(dates: np.ndarray) -> np.ndarray:
-    return np.asarray(dates).astype("datetime64[D]")
+def rows_in_range(
+    membership: Membership,
+    tickers: Sequence[str],
+    first: object,
+    last: object,
+    *,
+    chosen: Sequence[str] | None = None,
+    field: str = FIELD,
+) -> tuple[list[tuple[MembershipRow, int]], list[str]]:
+    """The rows that reach into ``first..last``, each with its ticker's column in ``tickers``.
+
+    Args:
+        membership: a parsed file.
+        tickers: (N,) the panel's tickers, in column order.
+        first, last: the range's first and last day (``YYYY-MM-DD``, dates or ``datetime64``).
+        chosen: the task's own ticker list (``data.tickers``), or ``None``; a file ticker
+            outside it is ignored instead of refused.
+        field: the field errors name.
+
+    Returns:
+        ``(rows, ignored)``: ``(row, column)`` pairs, and the tickers of ignored rows.
+
+    Raises:
+        DataError: a file ticker in range that ``tickers`` lacks (naming the row and ticker).
+    """
+    lo_day, hi_day = np.datetime64(str(first)[:10], "D"), np.datetime64(str(last)[:10], "D")
+    column = {str(t).upper(): i for i, t in enumerate(tickers)}
+    wanted = None if chosen is None else {str(t).strip().upper() for t in chosen}
+    out: list[tuple[MembershipRow, int]] = []
+    ignored: list[str] = []
+    for r in membership.rows:
+        if (r.end is not None and np.datetime64(r.end, "D") < lo_day) or np.datetime64(r.start, "D") > hi_day:
+            continue  # wholly outside the range
+        i = column.get(r.ticker)
+        if i is None:
+            if wanted is not None and r.ticker not in wanted:
+                ignored.append(r.ticker)
+                continue
+            raise DataError(
+                f"{field} row {r.row} ({r.ticker}): a member from {r.start} to {r.end or 'now'}, but the data has no "
+                f"prices of {r.ticker} in {lo_day} to {hi_day} (it holds {listed(tickers)}); add its prices, or "
+                "remove the row (a member without prices is the survivorship bias the file is meant to remove)",
+                field=field,
+                row=r.row,
+                ticker=r.ticker,
+            )
+        out.append((r, i))
+    return out, ignored
 
 
 def membership_mask(
@@ -233,48 +287,28 @@ def membership_mask(
         membership: a parsed file.
         dates: (T,) the panel's dates (``datetime64[D]`` days or intraday bar stamps).
         tickers: (N,) the panel's tickers, in column order.
-        chosen: the task's own ticker list (``data.tickers``), or ``None``; a file ticker
-            outside it is ignored instead of refused.
-        field: the field errors name.
+        chosen, field: as :func:`rows_in_range`.
 
     Returns:
         ``(members, notes)``: ``members`` (T, N) bool, True where ticker ``i`` is a member on
         day ``t``; ``notes`` one line each (the file in use, tickers never members in range).
 
     Raises:
-        DataError: a file ticker in range that the panel lacks (naming the row and ticker).
+        DataError: as :func:`rows_in_range`.
     """
-    days = _days_of(dates)
-    column = {str(t).upper(): i for i, t in enumerate(tickers)}
-    wanted = None if chosen is None else {str(t).strip().upper() for t in chosen}
-    first, last = days[0], days[-1]
-    mask = np.zeros((len(days), len(column)), dtype=bool)
-    ignored: list[str] = []
-    for r in membership.rows:
-        lo = np.datetime64(r.start, "D")
-        hi = np.datetime64(r.end, "D") if r.end is not None else last
-        if hi < first or lo > last:
-            continue  # wholly outside the range
-        i = column.get(r.ticker)
-        if i is None:
-            if wanted is not None and r.ticker not in wanted:
-                ignored.append(r.ticker)
-                continue
-            raise DataError(
-                f"{field} row {r.row} ({r.ticker}): a member from {r.start} to {r.end or 'now'}, but the data has no "
-                f"prices of {r.ticker} in {first} to {last} (it holds {listed(tickers)}); add its prices, or remove "
-                "the row (a member without prices is the survivorship bias the file is meant to remove)",
-                field=field,
-                row=r.row,
-                ticker=r.ticker,
-            )
-        mask[:, i] |= (days >= lo) & (days <= hi)
+    days = np.asarray(dates).astype("datetime64[D]")
+    rows, ignored = rows_in_range(membership, tickers, days[0], days[-1], chosen=chosen, field=field)
+    mask = np.zeros((len(days), len(tickers)), dtype=bool)
+    for r, i in rows:
+        hi = np.datetime64(r.end, "D") if r.end is not None else days[-1]
+        mask[:, i] |= (days >= np.datetime64(r.start, "D")) & (days <= hi)
+    per_day = mask.sum(axis=1)
     notes = [
         f"point-in-time universe from {membership.name or 'the membership file'}: "
-        f"{int(mask.any(axis=0).sum())} of {len(column)} tickers are members on some day, "
-        f"{mask.sum(axis=1).min()} to {mask.sum(axis=1).max()} on each day"
+        f"{int(mask.any(axis=0).sum())} of {len(tickers)} tickers are members on some day, "
+        f"{per_day.min()} to {per_day.max()} on each day"
     ]
-    never = [t for t, i in column.items() if not mask[:, i].any()]
+    never = [t for i, t in enumerate(tickers) if not mask[:, i].any()]
     if never:
         notes.append(f"never a member in the range, so never traded: {listed(never)}")
     if ignored:
