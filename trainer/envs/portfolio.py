@@ -75,7 +75,8 @@ episode lengths count bars. With ``flatten_at_close`` the target of a session's 
 all cash, so the overnight gap is never held.
 
 **Point-in-time universe** (``MarketData.members``): only the members of day ``t`` are held from
-its close, and a zero action is 1/N over them (:mod:`trainer.envs.membership_mask`).
+its close; a zero action, and the 1/N of ``excess_log_return``, are over them
+(:mod:`trainer.envs.membership_mask`).
 
 **Observation** (``observation``, ``"scale_free"`` or ``"finrl"``): the market block of each day,
 then the current weights (:mod:`trainer.envs.portfolio_layout`).
@@ -98,9 +99,7 @@ from trainer.envs.episodes import (
     check_market,
 )
 from trainer.envs.membership_mask import member_equal_weight_log_gross, member_target, members_tensor, sell_non_members
-from trainer.envs.observations import (
-    FeatureStats,
-)
+from trainer.envs.observations import FeatureStats
 from trainer.envs.portfolio_config import PortfolioConfig
 from trainer.envs.portfolio_layout import (
     market_table,
@@ -373,7 +372,7 @@ class PortfolioVecEnv(EpisodeStarts):
             ``weights`` (E, N+1) drifted weights, ``target_weights`` (E, N+1), ``cash`` USD,
             ``holdings`` (E, N) shares, ``costs`` (E,) USD paid in this step, ``turnover`` (E,)
             fraction, ``log_return`` (E,) and ``day`` (E,) int64. ``target_weights``
-            are the weights traded to, after ``rebalance_band`` and ``flatten_at_close``.
+            are the weights traded to, after ``rebalance_band``, the members and ``flatten_at_close``.
             Weights, holdings, turnover and log returns are of ``dtype``; with ``state_info``
             off, ``info`` holds only ``final_observation`` and ``episode_return``.
 
