@@ -55,6 +55,7 @@ def test_the_portfolio_env_holds_exactly_zero_of_a_non_member_and_1_over_n_of_th
 
 
 def test_the_portfolio_env_sync_free_path_applies_the_same_universe_bit_for_bit(market):
+    market = market.slice("2019-02-15", "2019-07-15")  # MSFT leaves and comes back, JPM joins
     steps = market.num_days - 1
     actions = torch.rand((steps, 4, 4), generator=torch.Generator().manual_seed(1)) * 2 - 1
     infos = {}
@@ -62,8 +63,8 @@ def test_the_portfolio_env_sync_free_path_applies_the_same_universe_bit_for_bit(
         env = PortfolioVecEnv(market, PortfolioConfig(rebalance_band=0.01), num_envs=4, sync_free=sync_free)
         infos[sync_free] = _rollout(env, actions)
     for a, b in zip(infos[False], infos[True], strict=True):
-        torch.testing.assert_close(a["target_weights"], b["target_weights"], rtol=0, atol=0)
-        torch.testing.assert_close(a["portfolio_value"], b["portfolio_value"], rtol=0, atol=0)
+        assert torch.equal(a["target_weights"], b["target_weights"])
+        assert torch.equal(a["portfolio_value"], b["portfolio_value"])
 
 
 @pytest.mark.parametrize("sync_free", [False, True])
@@ -89,3 +90,15 @@ def test_the_fair_1_over_n_and_the_headline_1_over_n_are_over_the_members(market
     assert not np.allclose(headline, equal_weight_returns(market.close)), "the universe changes the benchmark"
     fair = traded_equal_weight_returns(market, PortfolioConfig(cost_pct=0.0, observation="finrl"))
     np.testing.assert_allclose(fair, headline, atol=1e-8)  # cost-free zero action = 1/M of the day's members
+
+
+def test_a_held_row_still_sells_a_ticker_on_its_first_day_out_of_the_index(market):
+    # The sync-free path holds a NaN action's row (no trade): a leaving ticker is sold all the same.
+    env = PortfolioVecEnv(market, PortfolioConfig(), num_envs=2, sync_free=True)
+    last_in = int(np.flatnonzero(market.dates == np.datetime64("2019-02-28"))[0])
+    env.reset(options={"start_day": last_in})
+    _, _, _, _, info = env.step(torch.zeros((2, 4)))
+    assert info["weights"][:, 2].min() > 0.4, "MSFT held into its first day out"
+    _, _, _, _, info = env.step(torch.full((2, 4), float("nan")))
+    assert int(env.nonfinite_steps) == 1
+    assert (info["target_weights"][:, 2] == 0).all() and (info["target_weights"][:, 0] > 0.4).all()
