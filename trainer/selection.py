@@ -203,17 +203,25 @@ def robust_score(
     return score, subs
 
 
-def equal_weight_returns(close: np.ndarray) -> np.ndarray:
+def equal_weight_returns(close: np.ndarray, members: np.ndarray | None = None) -> np.ndarray:
     """Daily returns of the cost-free, daily-rebalanced equal-weight (1/N) portfolio.
 
     Args:
         close: (T, N) adjusted close prices.
+        members: (T, N) bool point-in-time universe (``MarketData.members``), or ``None``
+            (every ticker every day). Period ``t`` holds the members of day ``t``.
 
     Returns:
-        (T-1,) simple returns, ``mean_i(close[t+1, i] / close[t, i]) - 1``.
+        (T-1,) simple returns, ``mean_i(close[t+1, i] / close[t, i]) - 1`` over ``i`` in the
+        members of day ``t`` (0, all cash, on a day without members).
     """
     c = np.asarray(close, dtype=np.float64)
-    return (c[1:] / c[:-1]).mean(axis=1) - 1.0
+    gross = c[1:] / c[:-1]
+    if members is None:
+        return gross.mean(axis=1) - 1.0
+    held = np.asarray(members, dtype=bool)[:-1]
+    count = held.sum(axis=1)
+    return np.where(count > 0, np.where(held, gross, 0.0).sum(axis=1) / np.maximum(count, 1), 1.0) - 1.0
 
 
 def baseline_relative(

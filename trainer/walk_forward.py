@@ -141,7 +141,9 @@ def checkpoint_span_returns(
     return SpanReturns(
         dates=dates,
         agent=values[1:] / values[:-1] - 1.0,
-        equal_weight=equal_weight_returns(window.close[:, columns]),
+        equal_weight=equal_weight_returns(
+            window.close[:, columns], None if window.members is None else window.members[:, columns]
+        ),
         qqq=qqq,
         turnover=result.daily["turnover"].to_numpy(np.float64)[:-1],
     )

@@ -141,6 +141,34 @@ def test_a_portfolio_env_step_through_episode_ends_needs_no_host_sync_and_no_flo
     assert int(ends.cpu()) == 16 * 3, "every env ended three episodes"
 
 
+def test_both_envs_over_a_point_in_time_universe_step_without_host_sync_or_float64(accelerator, train):
+    import dataclasses
+
+    from trainer.envs.portfolio import PortfolioVecEnv
+    from trainer.envs.portfolio_config import PortfolioConfig
+
+    device, mode = accelerator
+    rng = np.random.default_rng(0)
+    members = rng.random(train.close.shape) < 0.7  # a ticker leaves and joins often
+    universe = dataclasses.replace(train, members=members)
+    stock = StockTradingVecEnv(universe, _env_config(universe), num_envs=16, device=device, seed=0)
+    portfolio = PortfolioVecEnv(
+        universe, PortfolioConfig(episode_length=4, rebalance_band=0.01), num_envs=16, device=device
+    )
+    buys = torch.ones((16, len(TICKERS)), device=device)
+    weights = torch.zeros((16, len(TICKERS) + 1), device=device)
+    with mode.in_phase("membership steps"):
+        for _ in range(10):
+            stock.step(buys)
+            *_, info = portfolio.step(weights)
+    assert mode.device_ops["membership steps"] > 0
+    assert mode.syncs["membership steps"] == 0, dict(mode.sync_ops["membership steps"])
+    assert not mode.float64_ops["membership steps"], dict(mode.float64_ops["membership steps"])
+    held = info["target_weights"][:, : len(TICKERS)].cpu()
+    out = ~torch.as_tensor(members)[info["day"].cpu() - 1]
+    assert (held[out] == 0).all(), "the sync-free step holds no non-member"
+
+
 def test_intraday_envs_flattening_at_the_close_step_without_host_sync(accelerator, data_dir):
     from tests.intraday import intraday_panel
     from trainer.data.pipeline import build_market_data

@@ -140,6 +140,20 @@ def test_sells_are_capped_by_holdings_and_buys_by_cash(policy, market):
     assert out["holdings"] == {"AAPL": 2.0, "MSFT": 0.0, "JPM": 0.0}
 
 
+def test_a_stock_agent_over_a_point_in_time_universe_sells_a_non_member_and_never_buys_it(policy, market):
+    import dataclasses
+
+    members = np.ones(market.close.shape, dtype=bool)
+    members[:, market.tickers.index("MSFT")] = False
+    universe = dataclasses.replace(market, members=members)
+    body = {"date": DAY, "cash": 1e6, "holdings": {"MSFT": 5}}
+    orders = {o["ticker"]: o["shares"] for o in answer(policy, body, load_market=lambda: universe)["orders"]}
+    assert orders["MSFT"] == -5, "its shares are sold at the close"
+    plain = {o["ticker"]: o["shares"] for o in answer(policy, body, load_market=lambda: market)["orders"]}
+    assert plain["MSFT"] != -5, "without the universe this agent keeps (some of) them"
+    assert {t: q for t, q in orders.items() if t != "MSFT"} == {t: q for t, q in plain.items() if t != "MSFT"}
+
+
 def _real_bars(policy, data_dir, day: str, days: int) -> dict:
     """The data file's own last ``days`` daily bars of every ticker up to ``day``."""
     spec = DataSpec.from_dict(policy.config["task"]["data"])

@@ -176,3 +176,19 @@ def test_the_fewest_bars_accepted_give_the_dataset_days_target_weights_within_th
     with pytest.raises(DataError) as err:
         answer(policy, {"bars": bars(BARS_MIN_DAYS - 1)})
     assert err.value.details["field"] == f"bars.{policy.tickers[0]}"
+
+
+def test_a_served_portfolio_over_a_point_in_time_universe_trades_as_the_env_does(policy, bundle, market):
+    import dataclasses
+
+    members = np.ones(market.close.shape, dtype=bool)
+    members[:, TICKERS.index("MSFT")] = market.dates < np.datetime64(START)  # MSFT left before START
+    universe = dataclasses.replace(market, members=members)
+    out = answer(policy, {"date": START}, load_market=lambda: universe)
+    agent = load_agent(bundle)
+    env = agent.make_env(agent.prepare_market(universe).slice(START, None))
+    obs, _ = env.reset(options={"start_day": 0})
+    _, _, _, _, info = env.step(torch.as_tensor([out["action"]], dtype=torch.float32))
+    served = _vector(out["rebalanced_weights"], TICKERS)
+    assert served[TICKERS.index("MSFT")] == 0.0 and out["rebalanced_weights"]["cash"] < 1.0
+    np.testing.assert_allclose(served, info["target_weights"][0], atol=1e-12)

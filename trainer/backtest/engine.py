@@ -38,6 +38,7 @@ from trainer.envs.observations import FeatureStats, fit_feature_stats
 from trainer.envs.portfolio_config import PortfolioConfig
 from trainer.envs.stock_config import EnvConfig
 from trainer.errors import ConfigError, DataError
+from trainer.selection import equal_weight_returns
 from trainer.util.dates import parse_day
 from trainer.util.jsonable import finite_or_none
 
@@ -165,6 +166,7 @@ def _select_tickers(data: MarketData, tickers: Sequence[str] | None) -> MarketDa
         turbulence=data.turbulence,
         notes=data.notes,
         source=data.source,
+        members=data.members[:, idx] if data.members is not None else None,
     )
 
 
@@ -369,8 +371,14 @@ def run_backtest(
 
     capital = float(config.initial_cash)
     benchmarks = pd.DataFrame(index=dates)
-    # Equal weight: capital / N in each ticker at the first close, fractional shares, no costs.
-    benchmarks[EQUAL_WEIGHT] = capital * (window.close / window.close[0]).mean(axis=1)
+    # Equal weight: capital / N in each ticker at the first close, fractional shares, no costs;
+    # over a point-in-time universe, 1/N of each day's members (rebalanced daily, no costs).
+    if window.members is None:
+        benchmarks[EQUAL_WEIGHT] = capital * (window.close / window.close[0]).mean(axis=1)
+    else:
+        growth = np.cumprod(1.0 + equal_weight_returns(window.close, window.members))
+        benchmarks[EQUAL_WEIGHT] = capital * np.concatenate([[1.0], growth])
+        notes.append("equal weight: 1/N of each day's index members, rebalanced daily, no costs")
     if aligned is not None:
         benchmarks[QQQ] = capital * aligned.close / aligned.close[0]
         notes.append(aligned.note)

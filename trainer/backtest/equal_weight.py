@@ -131,7 +131,7 @@ def equal_weight_comparison(
         ``{COST_FREE: {...}, WITH_COSTS: {...}}`` (module docstring).
     """
     r = np.asarray(returns, dtype=np.float64)
-    headline = equal_weight_returns(data.close)
+    headline = equal_weight_returns(data.close, data.members)
     fair = traded_equal_weight_returns(data, env_config, device=device, feature_stats=feature_stats)
     kwargs = {"periods_per_year": periods_per_year, "reps": reps, "seed": seed}
     return {

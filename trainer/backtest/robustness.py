@@ -180,7 +180,7 @@ def robustness_report(
     lagged = _summary(_rerun(lagged_policy(policy), data, config, name=policy_name, **kwargs), periods_per_year)
     base = costs[0]["sharpe_ratio"]
     change = lagged["sharpe_ratio"] - base if lagged["sharpe_ratio"] is not None and base is not None else None
-    one_over_n = equal_weight_returns(data.close)
+    one_over_n = equal_weight_returns(data.close, data.members)
     beta = float(empyrical.beta(pd.Series(returns), pd.Series(one_over_n))) if returns.size >= 2 else math.nan
     turnover = daily["turnover"].iloc[:-1].to_numpy(dtype=np.float64)
     mean_turnover = float(turnover.mean()) if turnover.size else None

@@ -274,6 +274,8 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
     data_fields["tickers"] = tickers  # the agent's universe, whatever the missing-data policy dropped
     if args.data:
         data_fields["paths"] = data_paths(args.data, args.data_dir)
+    if args.membership:
+        data_fields["membership"] = data_paths([args.membership], args.data_dir)[0]
     if args.start or args.end:
         data_fields["end"] = None if args.end else data_fields["end"]
     spec = DataSpec.from_dict(data_fields, prefix="data")

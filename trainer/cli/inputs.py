@@ -62,6 +62,8 @@ def task_from_args(args: argparse.Namespace) -> dict[str, Any]:
         task["data"] = {} if task.get("data") is None else task["data"]
     if args.data:
         task["data"] = {**task["data"], "paths": data_paths(args.data, args.data_dir)}
+    if getattr(args, "membership", None):
+        task["data"] = {**task["data"], "membership": data_paths([args.membership], args.data_dir)[0]}
     if args.tickers is not None:
         tickers = [t.strip() for t in args.tickers.split(",") if t.strip()]
         if not tickers:

@@ -107,6 +107,11 @@ BENCHMARK_HELP = (
     "window, a note says so and QQQ is left out"
 )
 
+MEMBERSHIP_HELP = (
+    "point-in-time index membership, a CSV of ticker,from,to rows (to empty = still a member): each day "
+    "trades only that day's members, and 1/N is over them (docs/walk-forward.md)"
+)
+
 
 def _add_limit_flags(parser: argparse.ArgumentParser, *, body: bool = False) -> None:
     """The caps on what an input may expand to (``trainer.limits.InputLimits``; defaults there)."""
@@ -156,6 +161,7 @@ def add_task_flags(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--cache-dir", metavar="DIR", help="Parquet cache of processed market data")
     parser.add_argument("--benchmark", metavar="FILE", help=BENCHMARK_HELP)
+    parser.add_argument("--membership", metavar="FILE", help=MEMBERSHIP_HELP)
     parser.add_argument(
         "--tickers", metavar="A,B,...", help="comma-separated tickers to trade (default: all; an empty list is refused)"
     )
@@ -322,6 +328,7 @@ def build_parser() -> argparse.ArgumentParser:
     ev.add_argument("--data-dir", metavar="DIR", default=default_data_dir(), help=DATA_DIR_HELP)
     ev.add_argument("--cache-dir", metavar="DIR", help="Parquet cache of processed market data")
     ev.add_argument("--benchmark", metavar="FILE", help=BENCHMARK_HELP)
+    ev.add_argument("--membership", metavar="FILE", help=MEMBERSHIP_HELP + " (default: the task's)")
     ev.add_argument("--device", default="cpu", help="cpu (default), auto, cuda or cuda:N")
     ev.add_argument("--json", action="store_true", help="print metrics as JSON")
     _add_limit_flags(ev)

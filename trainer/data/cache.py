@@ -48,6 +48,7 @@ def cache_key(spec: DataSpec, files: Sequence[Path]) -> str:
     """
     options = spec.to_dict()
     options.pop("paths")
+    options.pop("membership", None)  # applied after the cache (load_market_data): one panel, any membership
     payload = {
         "format": CACHE_FORMAT,
         "stockstats": getattr(stockstats, "__version__", "?"),

@@ -34,6 +34,9 @@ class MarketData:
         notes: human-readable report of what the loading policy did (dropped tickers,
             later start), so nothing is silent.
         source: short description of where the data came from (file names, yfinance).
+        members: (T, N) bool point-in-time universe, True where ticker ``i`` is an index member
+            on day ``t`` (:mod:`trainer.data.membership`); the envs trade only members and
+            the 1/N benchmarks are over them. ``None``: every ticker is a member every day.
     """
 
     dates: np.ndarray
@@ -44,6 +47,7 @@ class MarketData:
     turbulence: np.ndarray
     notes: tuple[str, ...] = field(default=())
     source: str = ""
+    members: np.ndarray | None = None
 
     def __post_init__(self) -> None:
         t, n = len(self.dates), len(self.tickers)
@@ -53,6 +57,8 @@ class MarketData:
             raise DataError(f"features has shape {self.features.shape}, expected {(t, n, len(self.feature_names))}")
         if self.turbulence.shape != (t,):
             raise DataError(f"turbulence has shape {self.turbulence.shape}, expected {(t,)}")
+        if self.members is not None and (self.members.shape != (t, n) or self.members.dtype != np.bool_):
+            raise DataError(f"members has shape {self.members.shape} ({self.members.dtype}), expected {(t, n)} bool")
 
     @property
     def num_days(self) -> int:
@@ -120,6 +126,7 @@ class MarketData:
             turbulence=self.turbulence[s],
             notes=self.notes,
             source=self.source,
+            members=self.members[s] if self.members is not None else None,
         )
 
     def content_hash(self) -> str:
@@ -130,4 +137,7 @@ class MarketData:
         stamps = self.dates if self.dates.dtype != np.dtype("datetime64[D]") else self.dates.astype("datetime64[D]")
         for arr in (stamps.astype(np.int64), self.close, self.features, self.turbulence):
             h.update(np.ascontiguousarray(arr).tobytes())
+        if self.members is not None:  # a panel without a membership hashes as it always did
+            h.update(b"members")
+            h.update(np.ascontiguousarray(self.members).tobytes())
         return h.hexdigest()

@@ -14,6 +14,7 @@ one; nothing after a row's day is used.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -39,6 +40,7 @@ from trainer.data.indicators import (
 )
 from trainer.data.loading import load_panel
 from trainer.data.market import MarketData
+from trainer.data.membership import Membership, membership_mask, read_membership
 from trainer.data.sessions import bar_dates, is_intraday, panel_feature_names, session_features
 from trainer.data.spec import DataSpec
 from trainer.errors import ConfigError, DataError
@@ -211,14 +213,23 @@ def load_market_data(
         limits: caps on each file's decompressed size and rows (:class:`trainer.limits.InputLimits`).
 
     Returns:
-        The same :class:`MarketData` as :func:`build_market_data` on :func:`load_panel`.
+        The same :class:`MarketData` as :func:`build_market_data` on :func:`load_panel`; with
+        ``spec.membership``, its ``members`` mask (:func:`trainer.data.membership.membership_mask`,
+        relative paths resolved against ``data_dir``) and notes.
 
     Raises:
-        DataError: see :func:`load_panel` and :func:`build_market_data`.
+        DataError: see :func:`load_panel` and :func:`build_market_data`; a bad membership file
+            (``field="data.membership"``, with the ``row`` and ``ticker``).
     """
     if not isinstance(spec, DataSpec):
         raise ConfigError("spec must be a DataSpec", field="data")
     files = _resolve(spec, data_dir)
+    membership = None
+    if spec.membership is not None:  # read first: a bad file fails before seconds of indicators
+        where = Path(spec.membership).expanduser()
+        if not where.is_absolute() and data_dir is not None:
+            where = Path(data_dir) / where
+        membership = read_membership(where, limits=limits)
     path = None
     if cache_dir is not None:
         key = cache_key(spec, files)
@@ -226,7 +237,7 @@ def load_market_data(
         if path.exists():
             cached = _read_cache(path, key)
             if cached is not None:
-                return cached
+                return _with_membership(cached, membership, spec)
     panel = load_panel(files, tickers=spec.tickers, limits=limits, **spec.loader_options())
     data = build_market_data(
         panel,
@@ -239,4 +250,12 @@ def load_market_data(
     )
     if path is not None:
         _write_cache(data, path, key)
-    return data
+    return _with_membership(data, membership, spec)
+
+
+def _with_membership(data: MarketData, membership: Membership | None, spec: DataSpec) -> MarketData:
+    """``data`` with the (T, N) mask of ``membership`` and its notes (unchanged without one)."""
+    if membership is None:
+        return data
+    members, notes = membership_mask(membership, data.dates, data.tickers, chosen=spec.tickers)
+    return dataclasses.replace(data, members=members, notes=(*data.notes, *notes))

@@ -32,6 +32,9 @@ class DataSpec:
         timezone, bar_label, session: the loader's intraday options (see
             :func:`trainer.data.load_panel`: ``"auto"``, ``"auto"``, ``"regular"`` by default);
             left out of :meth:`to_dict` at their defaults, so daily specs are unchanged.
+        membership: a point-in-time membership file (``ticker,from,to``,
+            :mod:`trainer.data.membership`), resolved like ``paths``; ``None`` (default, left
+            out of :meth:`to_dict`) trades every ticker on every day.
 
     Raises:
         ConfigError: on construction, a field of the wrong type or value, naming the field.
@@ -47,6 +50,7 @@ class DataSpec:
     timezone: str = "auto"
     bar_label: str = "auto"
     session: str = "regular"
+    membership: str | None = None
 
     def __post_init__(self) -> None:
         if isinstance(self.paths, str | Path):
@@ -80,6 +84,12 @@ class DataSpec:
                 f"missing_policy must be one of {', '.join(MISSING_POLICIES)}, not {self.missing_policy!r}",
                 field="missing_policy",
             )
+        if self.membership is not None:
+            if not isinstance(self.membership, str | Path) or not str(self.membership).strip():
+                raise ConfigError(
+                    "membership must be the path of a ticker,from,to CSV file or null", field="membership"
+                )
+            self.membership = str(self.membership)
         options = check_options(timezone=self.timezone, bar_label=self.bar_label, session=self.session)
         self.timezone, self.bar_label, self.session = options["timezone"], options["bar_label"], options["session"]
 
@@ -94,6 +104,8 @@ class DataSpec:
         for key, default in _LOADER_DEFAULTS.items():
             if d[key] == default:
                 del d[key]
+        if d["membership"] is None:
+            del d["membership"]
         return d
 
     @classmethod
@@ -112,7 +124,17 @@ class DataSpec:
         dot = f"{prefix}." if prefix else ""
         if not isinstance(data, dict):
             raise ConfigError(f"{prefix or 'data'} must be an object", field=prefix or "data")
-        known = {"paths", "tickers", "start", "end", "indicators", "turbulence", "missing_policy", *_LOADER_DEFAULTS}
+        known = {
+            "paths",
+            "tickers",
+            "start",
+            "end",
+            "indicators",
+            "turbulence",
+            "missing_policy",
+            "membership",
+            *_LOADER_DEFAULTS,
+        }
         for key in data:
             if key not in known:
                 raise ConfigError(

@@ -9,6 +9,9 @@ one line wherever the data's results are shown.
 
 Detection rule (:func:`survivorship_note`), in order:
 
+0. **A membership file in use.** With a point-in-time membership file
+   (:mod:`trainer.data.membership`, the task's ``data.membership``) every day trades only that
+   day's members, so the note says so (naming the file) instead of warning.
 1. **A known membership snapshot.** The shared files ``dow30_*`` (Dow 30 members as of 2022)
    and ``nasdaq100_*`` (Nasdaq-100 members of the 2023 list; their README says so) are
    snapshots: whenever the data starts before the snapshot's year, the note names the index,
@@ -51,6 +54,7 @@ def survivorship_note(
     start: object,
     end: object,
     last_days: Mapping[str, object] | None = None,
+    membership: str | Path | None = None,
 ) -> str | None:
     """One line about survivorship bias for a dataset, or ``None`` (module docstring's rule).
 
@@ -58,12 +62,19 @@ def survivorship_note(
         paths: the dataset's files (only their names are read).
         start, end: its first and last day (``YYYY-MM-DD`` or dates).
         last_days: each ticker's last day with a price, for rule 2 (``None``: rule 1 only).
+        membership: the name (or path) of the membership file in use, for rule 0.
 
     Returns:
         E.g. ``"Survivorship bias: the universe is the Dow 30 as of 2022, chosen after the data
         starts (2010-01-04); stocks that left it before then are missing, which flatters every
-        result before 2022."``
+        result before 2022."``; with ``membership``, ``"Point-in-time universe: each day trades
+        only the index members of that day (membership file dow30_members.csv)."``
     """
+    if membership is not None:
+        return (
+            "Point-in-time universe: each day trades only the index members of that day "
+            f"(membership file {Path(str(membership)).name})."
+        )
     first, last = _day(start), _day(end)
     for path in paths:
         name = Path(str(path)).name.lower()

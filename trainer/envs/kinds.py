@@ -19,8 +19,9 @@ import torch
 
 from trainer.data.market import MarketData
 from trainer.envs.observations import LOOKBACKS, FeatureStats, fit_feature_stats, scale_free_market
-from trainer.envs.portfolio import PortfolioVecEnv, portfolio_obs_dim
+from trainer.envs.portfolio import PortfolioVecEnv
 from trainer.envs.portfolio_config import PortfolioConfig
+from trainer.envs.portfolio_layout import portfolio_obs_dim
 from trainer.envs.stock_config import EnvConfig
 from trainer.envs.stock_layout import stock_obs_dim
 from trainer.envs.stock_trading import StockTradingVecEnv

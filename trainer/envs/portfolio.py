@@ -74,20 +74,16 @@ metric, pays only ``cost_pct``.
 episode lengths count bars. With ``flatten_at_close`` the target of a session's last bar is
 all cash, so the overnight gap is never held.
 
-**Observation** (``observation``):
+**Point-in-time universe** (``MarketData.members``): only the members of day ``t`` are held from
+its close; a zero action, and the 1/N of ``excess_log_return``, are over them
+(:mod:`trainer.envs.membership_mask`).
 
-* ``"scale_free"`` (default, :mod:`trainer.envs.observations`): z-scored log returns over 1, 5,
-  21 and 63 days, 21-day volatility and the indicators made scale-free, per ticker
-  (feature-major), then the current weights (N stocks, cash). The z-score statistics are
-  ``feature_stats`` (fit them on the train split and pass them unchanged to every later env);
-  without them the env fits them on its own data (fine for experiments, a leak for evaluation).
-* ``"finrl"``: the constant-scaled close prices and indicators of
-  :class:`~trainer.envs.stock_trading.StockTradingVecEnv`, then the current weights.
+**Observation** (``observation``, ``"scale_free"`` or ``"finrl"``): the market block of each day,
+then the current weights (:mod:`trainer.envs.portfolio_layout`).
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -102,14 +98,15 @@ from trainer.envs.episodes import (
     check_flatten_at_close,
     check_market,
 )
-from trainer.envs.observations import (
-    FeatureStats,
-    fit_feature_stats,
-    is_scale_free,
-    scale_free_market,
-)
+from trainer.envs.membership_mask import member_equal_weight_log_gross, member_target, members_tensor, sell_non_members
+from trainer.envs.observations import FeatureStats
 from trainer.envs.portfolio_config import PortfolioConfig
-from trainer.envs.stock_layout import PRICE_SCALE, feature_scale
+from trainer.envs.portfolio_layout import (
+    market_table,
+    observation_setup,
+    portfolio_obs_dim,
+    portfolio_observation_layout,
+)
 from trainer.errors import ConfigError
 from trainer.util.nonfinite import nonfinite_action_error
 
@@ -117,19 +114,11 @@ __all__ = [
     "DSR_PRIOR_VARIANCE",
     "PortfolioVecEnv",
     "banded_target",
-    "portfolio_market_block",
-    "portfolio_obs_dim",
     "target_weights",
 ]
 
 #: ``B_0`` of the differential Sharpe ratio: the second moment of a 1 % daily return.
 DSR_PRIOR_VARIANCE = 1e-4
-
-
-def portfolio_obs_dim(num_stocks: int, num_features: int) -> int:
-    """``N*K + N + 1``: ``K`` market features per ticker (feature-major), then the ``N + 1``
-    current weights (stocks and cash)."""
-    return num_stocks * num_features + num_stocks + 1
 
 
 def target_weights(
@@ -178,38 +167,6 @@ def banded_target(target: torch.Tensor, weights: torch.Tensor, band: float) -> t
     stocks = current + buy * scale[:, None] - sell
     cash = (1.0 - stocks.sum(1)).clamp(min=0.0)
     return torch.cat([stocks, cash[:, None]], dim=1)
-
-
-def portfolio_market_block(
-    close: np.ndarray,
-    features: np.ndarray,
-    feature_names: Sequence[str],
-    *,
-    feature_stats: FeatureStats | None = None,
-    scales: Mapping[str, float] | None = None,
-) -> np.ndarray:
-    """The market part of portfolio observations, ``K`` features of each of ``N`` tickers,
-    feature-major (all tickers of the first feature, then the second...).
-
-    Args:
-        close: (T, N) close prices, USD.
-        features: (T, N, F) features of ``feature_names``: scale-free ones
-            (:func:`~trainer.envs.observations.scale_free_market`) with ``feature_stats``, raw
-            indicators with ``scales``.
-        feature_stats: the train split's statistics: ``K = F`` z-scores (clipped).
-        scales: without ``feature_stats``, the FinRL layout's constants ``{"close": s, name:
-            s, ...}`` (an exported layout's ``scales``): ``K = 1 + F``, the close then each
-            indicator, times its scale.
-
-    Returns:
-        (T, N * K) float64.
-    """
-    if feature_stats is not None:
-        market = feature_stats.apply(features, feature_names).astype(np.float64)
-    else:
-        factors = np.array([scales[name] for name in feature_names], dtype=np.float64)
-        market = np.concatenate([close[:, :, None] * scales["close"], features * factors], axis=2)
-    return np.transpose(market, (0, 2, 1)).reshape(market.shape[0], -1)
 
 
 class PortfolioVecEnv(EpisodeStarts):
@@ -304,33 +261,22 @@ class PortfolioVecEnv(EpisodeStarts):
         self.num_days = num_days
         self.action_dim = n + 1
         self.tickers = tuple(data.tickers)
-        if config.observation == "scale_free":
-            data = scale_free_market(data)
-            self.feature_stats = feature_stats if feature_stats is not None else fit_feature_stats(data)
-            self._feature_scales = None
-        else:
-            if is_scale_free(data):
-                raise ConfigError(
-                    "env.observation: 'finrl' needs raw indicators, the panel holds scale-free features",
-                    field="env.observation",
-                )
-            self.feature_stats = None
-            self._feature_scales = np.array([feature_scale(f) for f in data.feature_names], dtype=np.float64)
+        data, self.feature_stats, self._scales = observation_setup(data, config.observation, feature_stats)
         self.data = data
         self.num_features = len(data.feature_names) + (self.feature_stats is None)  # FinRL: close too
         self.obs_dim = portfolio_obs_dim(n, self.num_features)
         dev = self.device
-        table = np.zeros((num_days, self.obs_dim), dtype=np.float32)
-        table[:, : n * self.num_features] = portfolio_market_block(
-            data.close, data.features, data.feature_names, feature_stats=self.feature_stats, scales=self._scales()
-        )
+        table = market_table(data, self.obs_dim, feature_stats=self.feature_stats, scales=self._scales)
         self._market_obs = torch.as_tensor(table, device=dev)
         self._weights_slice = slice(n * self.num_features, self.obs_dim)
         self._close = torch.tensor(data.close, dtype=self.dtype, device=dev)
         gross = np.ones((num_days, n), dtype=np.float64)
         gross[:-1] = data.close[1:] / data.close[:-1]  # row t: close[t+1] / close[t]; last row unused
         self._gross = torch.tensor(gross, dtype=self.dtype, device=dev)
-        self._log_ew_gross = torch.tensor(np.log(gross.mean(axis=1)), dtype=self.dtype, device=dev)
+        # (T, N) bool members of each day (point-in-time universe), None: every ticker always
+        self._members = members_tensor(data, dev)
+        ew = member_equal_weight_log_gross(gross, data.members)  # 1/N over each day's members
+        self._log_ew_gross = torch.tensor(ew, dtype=self.dtype, device=dev)
 
         min_steps = config.episode_length or min(MIN_EPISODE_STEPS, num_days - 1)
         self._latest_start = num_days - 1 - min_steps
@@ -348,61 +294,11 @@ class PortfolioVecEnv(EpisodeStarts):
         )
         self.reset()
 
-    def _scales(self) -> dict[str, float] | None:
-        """The FinRL layout's constant scales (close, then each indicator); ``None`` when scale-free."""
-        if self._feature_scales is None:
-            return None
-        return {"close": PRICE_SCALE, **dict(zip(self.data.feature_names, map(float, self._feature_scales)))}
-
     # ------------------------------------------------------------------ layout
     def observation_layout(self) -> dict[str, Any]:
-        """JSON description of the observation vector, the action and the config."""
-        n, k = self.num_stocks, self.num_features
-        market_names = (
-            list(self.data.feature_names) if self.feature_stats is not None else ["close", *self.data.feature_names]
-        )
-        market: dict[str, Any] = {
-            "name": "market",
-            "offset": 0,
-            "size": n * k,
-            "shape": [k, n],
-            "feature_names": market_names,
-            "order": "feature-major: all tickers of feature_names[0], then feature_names[1], ...",
-        }
-        if self.feature_stats is not None:
-            market["unit"] = "z-scores with the train split's statistics (feature_stats), clipped to +-5"
-            market["feature_stats"] = self.feature_stats.to_dict()
-        else:
-            market["unit"] = "close and indicators times constant scales"
-            market["scales"] = self._scales()
-        return {
-            "env": "portfolio",
-            "obs_dim": self.obs_dim,
-            "observation": self.config.observation,
-            "blocks": [
-                market,
-                {
-                    "name": "weights",
-                    "offset": n * k,
-                    "size": n + 1,
-                    "shape": [n + 1],
-                    "unit": "fraction of portfolio value before trading (tickers, then cash)",
-                },
-            ],
-            "tickers": list(self.tickers),
-            "feature_names": list(self.data.feature_names),
-            "action": {
-                "dim": n + 1,
-                "low": -1.0,
-                "high": 1.0,
-                "order": "tickers, then cash",
-                "rule": "target weights = softmax(logit_scale * a), cash logit "
-                "logit_scale * a_cash - cash_bias * (1 - a_cash); zero action = equal weight",
-                "logit_scale": self.config.logit_scale,
-                "cash_bias": self.config.cash_bias,
-            },
-            "config": self.config.to_dict(),
-        }
+        """JSON description of the observation vector, the action and the config
+        (:func:`~trainer.envs.portfolio_layout.portfolio_observation_layout`)."""
+        return portfolio_observation_layout(self, self._scales)
 
     def _observe(self, day: torch.Tensor, weights: torch.Tensor) -> torch.Tensor:
         obs = torch.index_select(self._market_obs, 0, day)
@@ -476,7 +372,7 @@ class PortfolioVecEnv(EpisodeStarts):
             ``weights`` (E, N+1) drifted weights, ``target_weights`` (E, N+1), ``cash`` USD,
             ``holdings`` (E, N) shares, ``costs`` (E,) USD paid in this step, ``turnover`` (E,)
             fraction, ``log_return`` (E,) and ``day`` (E,) int64. ``target_weights``
-            are the weights traded to, after ``rebalance_band`` and ``flatten_at_close``.
+            are the weights traded to, after ``rebalance_band``, the members and ``flatten_at_close``.
             Weights, holdings, turnover and log returns are of ``dtype``; with ``state_info``
             off, ``info`` holds only ``final_observation`` and ``episode_return``.
 
@@ -496,6 +392,9 @@ class PortfolioVecEnv(EpisodeStarts):
         day, weights, value = self._day, self._weights, self._value
         action = action.to(self.device)
         target = target_weights(action, logit_scale=cfg.logit_scale, cash_bias=cfg.cash_bias, dtype=self.dtype)
+        members = None if self._members is None else self._members.index_select(0, day)
+        if members is not None:  # the day's members and cash only (trainer.envs.membership_mask)
+            target = member_target(target, members)
         if self.sync_free:
             # Refusing a NaN or infinite action would need a host sync: such a row holds.
             row_finite = torch.isfinite(action).all(1)
@@ -505,6 +404,8 @@ class PortfolioVecEnv(EpisodeStarts):
             finite = torch.isfinite(action).all()
         if cfg.rebalance_band > 0:
             target = banded_target(target, weights, cfg.rebalance_band)
+        if members is not None:  # what a band or a held row kept of a non-member goes to cash
+            target = sell_non_members(target, members)
         if cfg.flatten_at_close:  # all cash on a session's last bar (no host sync)
             target = torch.where(self._session_close.index_select(0, day)[:, None], self._all_cash, target)
         turnover = (target[:, :n] - weights[:, :n]).abs_().sum(1)

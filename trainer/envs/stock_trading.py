@@ -59,6 +59,7 @@ from trainer.envs.episodes import (
     check_flatten_at_close,
     check_market,
 )
+from trainer.envs.membership_mask import member_mix, member_trades, members_tensor
 from trainer.envs.observations import FeatureStats, fit_feature_stats, scale_free_market
 from trainer.envs.stock_config import EnvConfig
 from trainer.envs.stock_layout import (
@@ -114,7 +115,10 @@ class StockTradingVecEnv(EpisodeStarts):
        shares, so the env spends at most its cash and keeps its intended mix across stocks;
     4. with a turbulence threshold, on a day with ``turbulence[t] >= threshold`` the env sells
        all holdings instead and buys nothing; so does ``flatten_at_close`` on the last bar of
-       each session of an intraday panel (one step is one bar there).
+       each session of an intraday panel (one step is one bar there);
+    5. with a point-in-time universe (``MarketData.members``) a ticker that is not a member on
+       day ``t`` is not bought and every share of it is sold at ``t``'s close
+       (:mod:`trainer.envs.membership_mask`).
 
     The env then moves to day ``t+1``; the reward is ``(V[t+1] - V[t]) * reward_scaling``,
     where ``V = cash + holdings . close`` (costs reduce it). An episode ends by truncation on its
@@ -216,6 +220,8 @@ class StockTradingVecEnv(EpisodeStarts):
             liquidate |= session_close_mask(data.dates)
         use_mask = config.turbulence_threshold is not None or config.flatten_at_close
         self._liquidate = torch.as_tensor(liquidate, device=dev) if use_mask else None
+        # (T, N) bool members of each day (point-in-time universe), None: every ticker always
+        self._members = members_tensor(data, dev)
         # The market part of every day's observation, precomputed once: one row gather per step.
         table = np.zeros((num_days, self.obs_dim), dtype=np.float32)
         if self._scale_free:
@@ -300,7 +306,10 @@ class StockTradingVecEnv(EpisodeStarts):
             invested = 0.5 * torch.rand(count, generator=g, device=dev, dtype=torch.float64)
             # drawn in float64 whatever share_dtype: the same generator gives the same portfolios
             weights = torch.rand((count, n), generator=g, device=dev, dtype=torch.float64).to(dtype)
-        weights = weights / weights.sum(1, keepdim=True)
+        if self._members is not None:  # the start day's members only
+            weights = member_mix(weights, self._members.index_select(0, starts))
+        else:
+            weights = weights / weights.sum(1, keepdim=True)
         prices = self._close.index_select(0, starts)  # share_dtype: no float64 (E, N) work on accelerators
         holdings = torch.floor((wealth * invested).to(dtype)[:, None] * weights / prices)
         cash = wealth - (holdings * prices).sum(1, dtype=torch.float64)
@@ -421,6 +430,8 @@ class StockTradingVecEnv(EpisodeStarts):
                 if rows.numel():
                     sells.index_copy_(0, rows, holdings.index_select(0, rows))
                     buys.index_fill_(0, rows, 0.0)
+        if self._members is not None:  # no buys of non-members; a ticker that left is sold
+            sells, buys = member_trades(sells, buys, holdings, self._members.index_select(0, day))
 
         sell_value = self._dot(sells, prices)
         cash = self._cash + sell_value * (1.0 - cfg.sell_cost_pct)

@@ -28,9 +28,17 @@ MarketLoader = Callable[[], Any]
 
 
 def _trade(
-    policy: ServedPolicy, action: np.ndarray, close: np.ndarray, cash: float, holdings: np.ndarray, turbulent: bool
+    policy: ServedPolicy,
+    action: np.ndarray,
+    close: np.ndarray,
+    cash: float,
+    holdings: np.ndarray,
+    turbulent: bool,
+    members: np.ndarray | None = None,
 ) -> list[dict[str, Any]]:
-    """Orders of one step under the env's trade rule (see ``StockTradingVecEnv``)."""
+    """Orders of one step under the env's trade rule (see ``StockTradingVecEnv``); ``members``
+    (N,) bool, the day's index members of a point-in-time universe (a non-member is sold, never
+    bought), or ``None``."""
     env = policy.config["env_config"]
     hmax, buy_cost, sell_cost = int(env["hmax"]), float(env["buy_cost_pct"]), float(env["sell_cost_pct"])
     act = np.nan_to_num(action.astype(np.float32), nan=0.0)
@@ -39,6 +47,8 @@ def _trade(
     buys = np.clip(shares, 0.0, None)
     if turbulent:
         sells, buys = holdings.copy(), np.zeros_like(buys)
+    if members is not None:
+        sells, buys = np.where(members, sells, holdings), np.where(members, buys, 0.0)
     cash_after_sells = cash + float(sells @ close) * (1.0 - sell_cost)
     buy_cost_total = float(buys @ close) * (1.0 + buy_cost)
     if buy_cost_total > cash_after_sells:
@@ -193,7 +203,9 @@ def _state_answer(policy: ServedPolicy, env_config: Any, state: Any, market: Any
     return {
         "date": day,
         "action": action.tolist(),
-        "orders": _trade(policy, action, close, cash, holdings, turbulent),
+        "orders": _trade(
+            policy, action, close, cash, holdings, turbulent, None if market.members is None else market.members[t]
+        ),
         "prices": dict(zip(tickers, close.tolist())),
         "cash": cash,
         "holdings": dict(zip(tickers, holdings.tolist())),

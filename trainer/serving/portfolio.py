@@ -76,7 +76,8 @@ def portfolio_answer(policy: Any, config: Any, state: PortfolioState, market: An
     Returns:
         ``date``, ``action`` (N+1,), ``weights`` (current, ``{ticker: w, ..., "cash": w}``),
         ``target_weights`` (the policy's), ``rebalanced_weights`` (only when the agent has a
-        ``rebalance_band`` or flattens at the close: the weights the env trades to),
+        ``rebalance_band``, flattens at the close or trades a point-in-time universe (``market.members``,
+        non-members sold): the weights the env trades to),
         ``rebalance_band``, ``turnover`` (fraction of value), ``prices`` and the
         ``observation``; with cash and holdings also ``value``, ``cash``, ``holdings``,
         ``orders`` (per ticker: ``shares`` signed and fractional, ``side``, ``price``,
@@ -88,8 +89,10 @@ def portfolio_answer(policy: Any, config: Any, state: PortfolioState, market: An
     import torch
 
     from trainer.data.sessions import session_close_mask
+    from trainer.envs.membership_mask import member_target, sell_non_members
     from trainer.envs.observations import FeatureStats
-    from trainer.envs.portfolio import banded_target, portfolio_market_block, target_weights
+    from trainer.envs.portfolio import banded_target, target_weights
+    from trainer.envs.portfolio_layout import portfolio_market_block
 
     tickers, n = policy.tickers, len(policy.tickers)
     close = np.asarray(market.close[t], dtype=np.float64)
@@ -118,7 +121,12 @@ def portfolio_answer(policy: Any, config: Any, state: PortfolioState, market: An
 
     current = torch.as_tensor(weights[None], dtype=torch.float64)
     target = target_weights(torch.as_tensor(action[None]), logit_scale=config.logit_scale, cash_bias=config.cash_bias)
+    members = None if market.members is None else torch.as_tensor(market.members[t][None])
+    if members is not None:  # a point-in-time universe: the day's members only, as in the env
+        target = member_target(target, members)
     traded = banded_target(target, current, config.rebalance_band) if config.rebalance_band > 0 else target
+    if members is not None:
+        traded = sell_non_members(traded, members)
     if config.flatten_at_close and session_close_mask(market.dates)[t]:
         traded = torch.zeros_like(traded)
         traded[0, n] = 1.0  # all cash on a session's last bar
@@ -130,7 +138,7 @@ def portfolio_answer(policy: Any, config: Any, state: PortfolioState, market: An
         "weights": _named(tickers, weights),
         "target_weights": _named(tickers, target),
     }
-    if config.rebalance_band > 0 or config.flatten_at_close:
+    if config.rebalance_band > 0 or config.flatten_at_close or members is not None:
         out["rebalanced_weights"] = _named(tickers, traded)
     out.update(
         rebalance_band=float(config.rebalance_band), turnover=turnover, prices=dict(zip(tickers, close.tolist()))

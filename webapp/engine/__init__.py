@@ -46,6 +46,8 @@ from webapp.engine.generations import (  # noqa: E402
 )
 from webapp.engine.market import (  # noqa: E402
     MarketFiles,
+    MembershipFile,
+    check_membership,
     download_daily_bars,
     inspect_market_files,
     loader_options,
@@ -91,6 +93,7 @@ __all__ = [
     "AgentBacktest",
     "BuiltEnsemble",
     "MarketFiles",
+    "MembershipFile",
     "ParentDecision",
     "TrainedGeneration",
     "Diverged",
@@ -101,6 +104,7 @@ __all__ = [
     "benchmark_values",
     "build_ensemble",
     "check_generation_steps",
+    "check_membership",
     "check_mutation",
     "check_run_device",
     "check_study_plan",

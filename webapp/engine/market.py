@@ -130,13 +130,50 @@ def inspect_market_files(
 
 
 def survivorship_note(
-    paths: Sequence[str | Path], start: Any, end: Any, last_days: dict[str, str] | None = None
+    paths: Sequence[str | Path],
+    start: Any,
+    end: Any,
+    last_days: dict[str, str] | None = None,
+    membership: str | None = None,
 ) -> str | None:
     """``trainer.data.survivorship.survivorship_note``: one line when a universe was chosen after
-    its data starts (a known membership snapshot, or no ticker ever leaving it), else ``None``."""
+    its data starts (a known membership snapshot, or no ticker ever leaving it), else ``None``;
+    with ``membership`` (the name of the dataset's membership file) the point-in-time line."""
     from trainer.data.survivorship import survivorship_note as note
 
-    return note(paths, start, end, last_days)
+    return note(paths, start, end, last_days, membership=membership)
+
+
+@dataclass(frozen=True)
+class MembershipFile:
+    """What a membership file holds: its rows and tickers, checked against a dataset."""
+
+    rows: int
+    tickers: list[str]
+
+
+def check_membership(path: str | Path, *, name: str, tickers: Sequence[str], start: Any, end: Any) -> MembershipFile:
+    """Validate a point-in-time membership file (``trainer.data.membership``) for a dataset.
+
+    Args:
+        path: the stored file.
+        name: the name the user knows it by (messages name it, never the server path).
+        tickers, start, end: the dataset's tickers and first and last day; a file ticker that
+            is a member within them must be one of ``tickers``.
+
+    Raises:
+        AppError: 400 naming the field ``membership``, with ``row`` and ``ticker`` in
+            ``details``: a wrong header, a bad date, ``from`` after ``to``, overlapping rows of
+            a ticker, a ticker not in the dataset, or a file past the input limits.
+    """
+    from trainer.data.membership import read_membership, rows_in_range
+
+    try:
+        membership = read_membership(path, limits=input_limits(), field="membership", name=name)
+        rows_in_range(membership, list(tickers), start, end, field="membership")
+    except TrainerError as exc:
+        raise AppError.from_trainer(exc).with_names({str(path): name, Path(path).name: name}) from exc
+    return MembershipFile(rows=len(membership.rows), tickers=list(membership.tickers))
 
 
 _market_cache: OrderedDict[str, Any] = OrderedDict()

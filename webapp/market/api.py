@@ -38,13 +38,12 @@ class DatasetViewSet(
         form.is_valid(raise_exception=True)
         d = form.validated_data
         options = {k: d[k] for k in ("timezone", "bar_label", "session") if d.get(k)}
+        extra = {"options": options, "membership": d.get("membership") or None}
         if d.get("file"):
-            dataset = services.dataset_create_from_upload(
-                owner=request.user, name=d["name"], upload=d["file"], options=options
-            )
+            dataset = services.dataset_create_from_upload(owner=request.user, name=d["name"], upload=d["file"], **extra)
         else:
             dataset = services.dataset_create_from_files(
-                owner=request.user, name=d["name"], paths=d["paths"], tickers=d.get("tickers") or None, options=options
+                owner=request.user, name=d["name"], paths=d["paths"], tickers=d.get("tickers") or None, **extra
             )
         return Response(DatasetSerializer(dataset).data, status=status.HTTP_201_CREATED)
 

@@ -20,6 +20,13 @@ class DatasetForm(forms.Form):
         required=False, help_text="Or files of the shared data folder.", widget=forms.SelectMultiple(attrs={"size": 6})
     )
     tickers = forms.CharField(required=False, help_text="Comma-separated tickers to keep (data-folder files only).")
+    membership = forms.FileField(
+        required=False,
+        allow_empty_file=True,  # services refuse it, by name
+        label="Index membership (optional)",
+        help_text="CSV ticker,from,to (YYYY-MM-DD; to empty = still a member): each day then trades only that "
+        "day's members, and 1/N is over them (a point-in-time universe, no survivorship bias).",
+    )
     # intraday files only (several bars a day); daily files ignore them
     timezone = forms.ChoiceField(
         required=False,

@@ -50,6 +50,10 @@ class Dataset(models.Model):
     ``survivorship`` is one line when the universe was chosen after its data starts (a known
     membership snapshot such as the shared Dow 30 file of 2022 members, or no ticker ever leaving
     it; ``trainer.data.survivorship``), shown on the dataset page and every report.
+    ``membership`` is an optional point-in-time membership file (``ticker,from,to``,
+    ``trainer.data.membership``), uploaded with the dataset and validated against it; every task
+    of the dataset then trades only each day's members (``data.membership`` of its spec), and
+    ``survivorship`` says so instead of warning.
     """
 
     owner = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="datasets")
@@ -66,6 +70,15 @@ class Dataset(models.Model):
     bars = models.JSONField(default=dict, blank=True, help_text="what the loader found about the bars")
     loader_options = models.JSONField(
         default=dict, blank=True, help_text="intraday loader options chosen: timezone, bar_label, session"
+    )
+    membership = models.FileField(
+        storage=uploads_storage,
+        upload_to="memberships/%Y/%m/",
+        blank=True,
+        help_text="point-in-time index membership (ticker,from,to CSV; trainer.data.membership), optional",
+    )
+    membership_name = models.CharField(
+        max_length=255, blank=True, help_text="the membership file's name on the user's side"
     )
     survivorship = models.TextField(
         blank=True,
@@ -92,12 +105,21 @@ class Dataset(models.Model):
 
     def data_options(self) -> dict[str, str]:
         """The loader options a task's ``data`` spec needs to read these files as they were read
-        here (``trainer.data.DataSpec`` fields)."""
-        return dict(self.loader_options or {})
+        here, and the membership file's local path when the dataset has one
+        (``trainer.data.DataSpec`` fields)."""
+        options = dict(self.loader_options or {})
+        if self.membership:
+            options["membership"] = str(upload_local_path(self.membership.name, self.membership.storage))
+        return options
 
     def file_names(self) -> dict[str, str]:
         """Absolute path of each source file -> the name the user knows it by (for messages)."""
         if self.upload:
             local = upload_local_path(self.upload.name, self.upload.storage)
-            return {str(local): self.upload_name or Path(self.upload.name).name}
-        return {str(Path(settings.PADDOCK_DATA_DIR) / p): p for p in self.paths}
+            names = {str(local): self.upload_name or Path(self.upload.name).name}
+        else:
+            names = {str(Path(settings.PADDOCK_DATA_DIR) / p): p for p in self.paths}
+        if self.membership:
+            local = upload_local_path(self.membership.name, self.membership.storage)
+            names[str(local)] = self.membership_name or Path(self.membership.name).name
+        return names

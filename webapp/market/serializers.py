@@ -29,6 +29,7 @@ class DatasetSerializer(serializers.ModelSerializer):
             "loader_options",
             "notes",
             "survivorship",
+            "membership_name",
             "created_at",
         ]
         read_only_fields = fields
@@ -41,11 +42,14 @@ class DatasetCreateSerializer(serializers.Serializer):
     """``POST /api/datasets/``: multipart ``name`` + ``file``, or JSON ``name`` + ``paths``
     (files relative to the shared data folder) and optional ``tickers``; intraday files take
     the optional loader options ``timezone`` (``auto``, ``UTC``, ``America/New_York``),
-    ``bar_label`` (``auto``, ``start``, ``end``) and ``session`` (``regular``, ``extended``)."""
+    ``bar_label`` (``auto``, ``start``, ``end``) and ``session`` (``regular``, ``extended``).
+    ``membership`` (multipart, optional) is a point-in-time membership CSV ``ticker,from,to``;
+    a bad one is a 400 naming ``membership`` with the row and ticker."""
 
     name = StrictCharField(max_length=200)
     file = serializers.FileField(required=False, allow_empty_file=True)  # the service refuses it, by name
     paths = serializers.ListField(child=StrictCharField(), required=False)
+    membership = serializers.FileField(required=False, allow_empty_file=True)  # the service refuses it, by name
     tickers = serializers.ListField(child=StrictCharField(max_length=20), required=False)
     timezone = StrictCharField(max_length=40, required=False, allow_blank=True)
     bar_label = StrictCharField(max_length=10, required=False, allow_blank=True)

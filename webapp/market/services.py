@@ -14,7 +14,7 @@ from django.db import transaction
 
 from webapp import engine
 from webapp.core.errors import AppError
-from webapp.market.models import Dataset
+from webapp.market.models import Dataset, upload_local_path
 
 ALLOWED_SUFFIXES = (".csv", ".csv.gz", ".parquet", ".pq")
 
@@ -56,7 +56,7 @@ def _bars_fields(info, options: dict[str, str]) -> dict[str, Any]:
 
 #: Fields of a dataset request a user fills in; a loader error naming anything else (a column such
 #: as ``close``, a limit such as ``file_rows``, or no field) is about the data of the files.
-REQUEST_FIELDS = ("name", "file", "paths", "tickers", "timezone", "bar_label", "session")
+REQUEST_FIELDS = ("name", "file", "paths", "tickers", "timezone", "bar_label", "session", "membership")
 
 
 def _on_request_field(exc: AppError, field: str) -> AppError:
@@ -72,6 +72,39 @@ def _on_request_field(exc: AppError, field: str) -> AppError:
     return AppError(exc.message, fields={**kept, field: merged}, status=exc.status, details=dict(exc.details))
 
 
+MEMBERSHIP_SUFFIXES = (".csv", ".csv.gz")
+
+
+def _store_membership(dataset: Dataset, membership: UploadedFile | None, info) -> None:
+    """Store the uploaded membership file on the (unsaved) ``dataset`` and validate it against
+    the dataset's tickers and dates (``engine.check_membership``); the survivorship line then
+    names the point-in-time universe. The stored file is removed again when it is refused.
+
+    Raises:
+        AppError: naming the field ``membership`` (and the row and ticker): a file type other
+            than CSV, an empty file, or a file the trainer's membership rules refuse.
+    """
+    if membership is None:
+        return
+    shown = Path(membership.name or "").name
+    if not shown.lower().endswith(MEMBERSHIP_SUFFIXES):
+        raise AppError(
+            "membership: expected a .csv or .csv.gz file with the columns ticker,from,to",
+            fields={"membership": f"unsupported type: {shown}"},
+        )
+    if not membership.size:
+        raise AppError(f"membership: {shown} is empty (0 bytes)", fields={"membership": f"{shown} is empty (0 bytes)"})
+    dataset.membership.save(shown, membership, save=False)
+    dataset.membership_name = shown
+    local = upload_local_path(dataset.membership.name, dataset.membership.storage)
+    try:
+        engine.check_membership(local, name=shown, tickers=info.tickers, start=info.start, end=info.end)
+    except AppError:
+        dataset.membership.delete(save=False)
+        raise
+    dataset.survivorship = engine.survivorship_note([], info.start, info.end, membership=shown) or ""
+
+
 def dataset_create_from_files(
     *,
     owner,
@@ -79,6 +112,7 @@ def dataset_create_from_files(
     paths: list[str],
     tickers: list[str] | None = None,
     options: dict[str, Any] | None = None,
+    membership: UploadedFile | None = None,
 ) -> Dataset:
     """Create a dataset from files in ``PADDOCK_DATA_DIR``, validated by the trainer's loader.
 
@@ -89,10 +123,12 @@ def dataset_create_from_files(
         tickers: keep only these tickers (``None`` = all).
         options: intraday loader options (``timezone``, ``bar_label``, ``session``); unset or
             empty ones keep the defaults (detected zone and label, regular session).
+        membership: an uploaded point-in-time membership file (``ticker,from,to``), optional.
 
     Raises:
-        AppError: a path outside the data folder or missing (``paths.<i>``), or data the loader
-            rejects (naming file, row or ticker).
+        AppError: a path outside the data folder or missing (``paths.<i>``), data the loader
+            rejects (naming file, row or ticker), or a membership file it refuses
+            (``membership``, naming the row and ticker).
     """
     name = _check_name(owner, name)
     if not paths:
@@ -107,29 +143,37 @@ def dataset_create_from_files(
     except AppError as exc:  # name files as the user gave them, not by their server path
         named = exc.with_names({str(root / p): p for p in rel} | {f"{root}/": ""})
         raise _on_request_field(named, "paths") from exc
+    dataset = Dataset(
+        owner=owner,
+        name=name,
+        paths=rel,
+        tickers=info.tickers,
+        start_date=info.start,
+        end_date=info.end,
+        notes=info.notes,
+        survivorship=info.survivorship,
+        **_bars_fields(info, options),
+    )
+    _store_membership(dataset, membership, info)
     with transaction.atomic():
-        dataset = Dataset.objects.create(
-            owner=owner,
-            name=name,
-            paths=rel,
-            tickers=info.tickers,
-            start_date=info.start,
-            end_date=info.end,
-            notes=info.notes,
-            survivorship=info.survivorship,
-            **_bars_fields(info, options),
-        )
+        dataset.save()
     dataset_preview_build(dataset)
     return dataset
 
 
 def dataset_create_from_upload(
-    *, owner, name: str, upload: UploadedFile, options: dict[str, Any] | None = None
+    *,
+    owner,
+    name: str,
+    upload: UploadedFile,
+    options: dict[str, Any] | None = None,
+    membership: UploadedFile | None = None,
 ) -> Dataset:
     """Create a dataset from one uploaded CSV/CSV.gz/Parquet file (stored under var/uploads, or
     the bucket's uploads/).
 
-    ``options`` are the intraday loader options, as for :func:`dataset_create_from_files`.
+    ``options`` are the intraday loader options and ``membership`` an optional membership
+    file, as for :func:`dataset_create_from_files`.
 
     Raises:
         AppError: a file type the loader does not read, an empty file (0 bytes), or data the
@@ -163,6 +207,11 @@ def dataset_create_from_upload(
     for key, value in _bars_fields(info, options).items():
         setattr(dataset, key, value)
     dataset.bars["timezone"] = str(dataset.bars.get("timezone", "")).replace(stored_name, shown)
+    try:
+        _store_membership(dataset, membership, info)
+    except AppError:
+        dataset.upload.delete(save=False)
+        raise
     with transaction.atomic():
         dataset.save()
     dataset_preview_build(dataset)

@@ -35,13 +35,14 @@ def dataset_list(request: HttpRequest) -> HttpResponse:
         d = form.cleaned_data
         try:
             options = form.loader_options()
+            extra = {"options": options, "membership": d.get("membership") or None}
             if d["file"]:
                 dataset = services.dataset_create_from_upload(
-                    owner=request.user, name=d["name"], upload=d["file"], options=options
+                    owner=request.user, name=d["name"], upload=d["file"], **extra
                 )
             else:
                 dataset = services.dataset_create_from_files(
-                    owner=request.user, name=d["name"], paths=d["paths"], tickers=d["tickers"], options=options
+                    owner=request.user, name=d["name"], paths=d["paths"], tickers=d["tickers"], **extra
                 )
         except AppError as exc:
             error = exc

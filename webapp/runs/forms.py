@@ -85,8 +85,9 @@ class RunForm(forms.Form):
     name = forms.CharField(max_length=200, required=False, help_text="Defaults to the task name.")
     dataset = forms.ModelChoiceField(
         queryset=None,
-        help_text="Daily or intraday OHLCV data; upload one on the Datasets page. Split dates of an intraday "
-        "dataset may carry a time, YYYY-MM-DD HH:MM (exchange time, bar end).",
+        help_text="Daily or intraday OHLCV data; upload one on the Datasets page (with an index membership file, "
+        "its tasks trade each day's members only). Split dates of an intraday dataset may carry a time, "
+        "YYYY-MM-DD HH:MM (exchange time, bar end).",
     )
     tickers = forms.CharField(
         required=False, help_text="Comma-separated subset of the dataset's tickers; empty = all of them."
