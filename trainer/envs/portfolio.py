@@ -88,7 +88,7 @@ all cash, so the overnight gap is never held.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 import torch
@@ -115,6 +115,7 @@ from trainer.util.nonfinite import nonfinite_action_error
 
 __all__ = [
     "DSR_PRIOR_VARIANCE",
+    "MarketTensors",
     "PortfolioVecEnv",
     "banded_target",
     "portfolio_market_block",
@@ -124,6 +125,22 @@ __all__ = [
 
 #: ``B_0`` of the differential Sharpe ratio: the second moment of a 1 % daily return.
 DSR_PRIOR_VARIANCE = 1e-4
+
+
+class MarketTensors(NamedTuple):
+    """The market tables a :class:`PortfolioVecEnv` steps through, on its device (read-only views).
+
+    Attributes:
+        features: (T, N, K) float32 per-ticker observation features of every day (the market
+            block of the observation, ticker-major).
+        gross: (T, N) ``dtype`` gross returns ``close[t+1] / close[t]`` (last row 1: unused).
+        log_ew_gross: (T,) ``dtype`` ``log(mean_i gross[t, i])``, the cost-free daily-rebalanced
+            equal-weight portfolio's log return from ``t`` to ``t+1``.
+    """
+
+    features: torch.Tensor
+    gross: torch.Tensor
+    log_ew_gross: torch.Tensor
 
 
 def portfolio_obs_dim(num_stocks: int, num_features: int) -> int:
@@ -591,6 +608,13 @@ class PortfolioVecEnv(EpisodeStarts):
     def day(self) -> torch.Tensor:
         """(E,) int64 current day index of every env (a copy)."""
         return self._day.clone()
+
+    def market_tensors(self) -> MarketTensors:
+        """The env's per-day tables (:class:`MarketTensors`), for learners that differentiate
+        through the dynamics over windows of days instead of stepping the env."""
+        n, k = self.num_stocks, self.num_features
+        market = self._market_obs[:, : n * k].reshape(self.num_days, k, n).transpose(1, 2)
+        return MarketTensors(features=market, gross=self._gross, log_ew_gross=self._log_ew_gross)
 
     def close(self) -> None:
         """Nothing to release; present for Gymnasium API symmetry."""
