@@ -76,7 +76,15 @@ from trainer.envs.portfolio_dynamics import Dynamics, PortfolioState, transition
 from trainer.errors import ConfigError
 from trainer.util.nonfinite import first_nonfinite, nonfinite_kind
 
-__all__ = ["DirectAgent", "DirectConfig", "Penalties", "WindowBatch", "draw_windows", "window_objective"]
+__all__ = [
+    "DirectAgent",
+    "DirectConfig",
+    "Penalties",
+    "WindowBatch",
+    "check_kappa",
+    "draw_windows",
+    "window_objective",
+]
 
 #: Longest window (a trading year and a half); gradients through longer chains explode or vanish.
 MAX_WINDOW = 512
@@ -108,13 +116,13 @@ class DirectConfig(AgentConfig):
 
     algorithm: ClassVar[str] = "direct"
 
-    num_envs: int = 256
-    rollout_steps: int = 63
+    num_envs: int = 1024
+    rollout_steps: int = 21
     subset_size: int | None = None
     hidden_sizes: tuple[int, ...] = (16,)
     kappa: float = 0.5
     cash: bool = False
-    learning_rate: float = 1e-3
+    learning_rate: float = 3e-3
     weight_decay: float = 1e-2
     variance_penalty: float = 1.0
     tracking_penalty: float = 10.0
@@ -137,6 +145,18 @@ class DirectConfig(AgentConfig):
             r(math.isfinite(value) and value >= 0, name, "must be >= 0")
         r(math.isfinite(self.max_grad_norm) and self.max_grad_norm > 0, "max_grad_norm", "must be > 0")
 
+    def check_task(self, *, kind: str, env: Any, num_tickers: int | None) -> None:
+        """Refuse a stock-trading task (field ``algorithm``), a ``kappa`` above the env's
+        ``logit_scale / 2`` and a subset above the universe (``direct.<name>``)."""
+        if kind != "portfolio":
+            raise ConfigError(
+                f"algorithm: direct trains portfolio tasks only (target weights), this task is {kind!r}",
+                field="algorithm",
+            )
+        check_kappa(self.kappa, env.logit_scale)
+        if num_tickers is not None:
+            self.subset_for(num_tickers)
+
     def subset_for(self, num_tickers: int) -> int:
         """Tickers per window for a universe of ``num_tickers``.
 
@@ -151,6 +171,20 @@ class DirectConfig(AgentConfig):
                 f"{field}: {self.subset_size} tickers per window, but the universe has {num_tickers}", field=field
             )
         return self.subset_size
+
+
+def check_kappa(kappa: float, logit_scale: float) -> None:
+    """The policy's action ``z / logit_scale`` with ``|z| <= 2 kappa`` must fit in [-1, 1].
+
+    Raises:
+        ConfigError: ``2 kappa > logit_scale`` (field ``direct.kappa``).
+    """
+    if 2 * kappa > logit_scale:
+        raise ConfigError(
+            f"direct.kappa: {kappa:g} tilts weights by up to e^(2 kappa), beyond the env's logit_scale "
+            f"{logit_scale:g} (the action would be clipped); use kappa <= logit_scale / 2",
+            field="direct.kappa",
+        )
 
 
 class Penalties(NamedTuple):
@@ -337,12 +371,7 @@ class DirectAgent(AgentBase):
         if not hasattr(env, "market_tensors"):
             raise ConfigError("direct: trains on portfolio tasks only (kind 'portfolio')", field="algorithm")
         env_cfg = env.config
-        if 2 * self.config.kappa > env_cfg.logit_scale:
-            raise ConfigError(
-                f"direct.kappa: {self.config.kappa:g} tilts weights by up to e^(2 kappa), beyond the env's "
-                f"logit_scale {env_cfg.logit_scale:g}; use kappa <= logit_scale / 2",
-                field="direct.kappa",
-            )
+        check_kappa(self.config.kappa, env_cfg.logit_scale)
         self.policy.logit_scale.fill_(float(env_cfg.logit_scale))
         return env.market_tensors(), Dynamics.from_config(env_cfg)
 
