@@ -242,8 +242,8 @@ class TaskSpec:
             ALGORITHMS[algorithm][1].from_dict(hyperparameters).check_task(
                 kind=kind, env=env, num_tickers=len(spec.tickers) if spec.tickers is not None else None
             )
-        except ConfigError as exc:
-            if exc.details.get("field") == "algorithm":
+        except ConfigError as exc:  # "<algo>.<name>" is a hyperparameter; "algorithm" and "env.*" stay
+            if not str(exc.details.get("field", "")).startswith(algorithm + "."):
                 raise
             raise reprefix(exc, "hyperparameters", inner=algorithm) from None
         if spec.tickers is not None:  # else the observation size is known once the data is loaded

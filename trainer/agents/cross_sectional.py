@@ -27,7 +27,7 @@ so ``w*_i / w*_j`` lies in ``[e^-2 kappa, e^2 kappa]``: each weight stays within
 ``e^2 kappa`` of 1/N, the portfolio cannot concentrate, and a zero score (the initial network,
 or any network whose head is zero) holds **exactly** 1/N (``tanh(0) = 0``).
 
-**Env action** (the inverse of :func:`trainer.envs.portfolio.target_weights`). The env maps an
+**Env action** (the inverse of :func:`trainer.envs.portfolio_dynamics.target_weights`). The env maps an
 action ``a`` to ``softmax(logit_scale * a)`` over stocks and a cash logit ``logit_scale * a_cash
 - cash_bias * (1 - a_cash)``. The policy emits stock logits normalised so that ``sum_i e^z_i =
 N``, as at the zero action::

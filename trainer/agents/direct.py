@@ -71,8 +71,7 @@ from trainer.agents._common import (
     telemetry_due,
 )
 from trainer.agents.cross_sectional import CrossSectionalPolicy, features_per_ticker
-from trainer.envs.portfolio import target_weights
-from trainer.envs.portfolio_dynamics import Dynamics, PortfolioState, transition
+from trainer.envs.portfolio_dynamics import DSR_PRIOR_VARIANCE, Dynamics, PortfolioState, target_weights, transition
 from trainer.errors import ConfigError
 from trainer.util.nonfinite import first_nonfinite, nonfinite_kind
 
@@ -154,6 +153,7 @@ class DirectConfig(AgentConfig):
                 field="algorithm",
             )
         check_kappa(self.kappa, env.logit_scale)
+        check_flatten(env)
         if num_tickers is not None:
             self.subset_for(num_tickers)
 
@@ -184,6 +184,20 @@ def check_kappa(kappa: float, logit_scale: float) -> None:
             f"direct.kappa: {kappa:g} tilts weights by up to e^(2 kappa), beyond the env's logit_scale "
             f"{logit_scale:g} (the action would be clipped); use kappa <= logit_scale / 2",
             field="direct.kappa",
+        )
+
+
+def check_flatten(env: Any) -> None:
+    """The windows do not model the all-cash close of intraday sessions.
+
+    Raises:
+        ConfigError: ``env.flatten_at_close`` is on (field ``env.flatten_at_close``).
+    """
+    if env.flatten_at_close:
+        raise ConfigError(
+            "env.flatten_at_close: the direct learner's windows do not model the all-cash session close; "
+            "turn it off or train another algorithm",
+            field="env.flatten_at_close",
         )
 
 
@@ -263,16 +277,20 @@ def window_objective(
     *,
     logit_scale: float,
     cash_bias: float,
+    execution_lag: int = 0,
 ) -> Objective:
     """Run the policy and the env's transition over every window from 1/m and score it (differentiable).
 
     Args:
         policy: the cross-sectional policy (its action is mapped by the env's
-            :func:`~trainer.envs.portfolio.target_weights`, as when it acts in the env).
+            :func:`~trainer.envs.portfolio_dynamics.target_weights`, as when it acts in the env).
         batch: the windows (:func:`draw_windows`).
         dynamics: the env's rules (``Dynamics.from_config(env.config)``).
         penalties: the penalty weights.
         logit_scale, cash_bias: the env's action map.
+        execution_lag: the env's ``execution_lag``: with 1, the target decided on day ``t``'s
+            observation trades at close ``t + 1``, as the env keeps it as a pending order (the
+            window's first day holds).
 
     Returns:
         :class:`Objective`: ``J`` of the module docstring, in daily log-return units, and its terms.
@@ -285,13 +303,16 @@ def window_objective(
         weights=weights,
         value=torch.ones(e, dtype=torch.float64, device=dev),
         dsr_a=torch.zeros(e, dtype=dtype, device=dev),
-        dsr_b=torch.full((e,), 1e-4, dtype=dtype, device=dev),
+        dsr_b=torch.full((e,), DSR_PRIOR_VARIANCE, dtype=dtype, device=dev),
     )
     base, cash = policy.market_scores(batch.features)  # every day of every window in one pass
     log_returns, turnovers = [], []
+    pending = weights  # with execution_lag, the first day holds
     for t in range(h):
         action = policy.action_from_scores(base[t], cash[t] if cash is not None else None, state.weights)
         target = target_weights(action, logit_scale=logit_scale, cash_bias=cash_bias, dtype=dtype)
+        if execution_lag:
+            target, pending = pending, target
         step = transition(state, target, batch.gross[t], batch.benchmark[t], dynamics)
         state = step.state
         log_returns.append(step.log_return)
@@ -372,6 +393,7 @@ class DirectAgent(AgentBase):
             raise ConfigError("direct: trains on portfolio tasks only (kind 'portfolio')", field="algorithm")
         env_cfg = env.config
         check_kappa(self.config.kappa, env_cfg.logit_scale)
+        check_flatten(env_cfg)
         self.policy.logit_scale.fill_(float(env_cfg.logit_scale))
         return env.market_tensors(), Dynamics.from_config(env_cfg)
 
@@ -453,7 +475,13 @@ class DirectAgent(AgentBase):
     def _step(self, batch: WindowBatch, dynamics: Dynamics, penalties: Penalties, env_cfg: Any) -> dict[str, float]:
         """One AdamW step on ``-J``; returns the step's :data:`STEP_STATS` (one host read)."""
         terms = window_objective(
-            self.policy, batch, dynamics, penalties, logit_scale=env_cfg.logit_scale, cash_bias=env_cfg.cash_bias
+            self.policy,
+            batch,
+            dynamics,
+            penalties,
+            logit_scale=env_cfg.logit_scale,
+            cash_bias=env_cfg.cash_bias,
+            execution_lag=env_cfg.execution_lag,
         )
         self.optimizer.zero_grad(set_to_none=True)
         (-terms.objective).backward()

@@ -351,6 +351,8 @@ def build_parser() -> argparse.ArgumentParser:
     sv.add_argument("--data-dir", metavar="DIR", default=default_data_dir(), help=DATA_DIR_HELP)
     sv.add_argument("--cache-dir", metavar="DIR", help="Parquet cache of processed market data")
     _add_limit_flags(sv, body=True)
+    for command_parser in sub.choices.values():  # an unknown flag is reported by its own command
+        command_parser.set_defaults(command_parser=command_parser)
     return parser
 
 
@@ -368,7 +370,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of ``python -m trainer``; returns the exit status (0 ok, 1 training diverged,
     2 user error, 130 interrupted)."""
     parser = build_parser()
-    args = parser.parse_args(argv)
+    args, unknown = parser.parse_known_args(argv)
+    if unknown:
+        getattr(args, "command_parser", parser).error(f"unrecognized arguments: {' '.join(unknown)}")
     commands = {
         "train": cmd_train,
         "evaluate": cmd_evaluate,

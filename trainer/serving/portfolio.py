@@ -2,8 +2,9 @@
 observation the portfolio env would show it, its target weights and what the env would trade.
 
 The target weights come from the env's own action map
-(:func:`~trainer.envs.portfolio.target_weights`) and the no-trade band from the env's own rule
-(:func:`~trainer.envs.portfolio.banded_target`), on a one-row tensor; orders and costs follow
+(:func:`~trainer.envs.portfolio_dynamics.target_weights`) and the weights traded to from the
+env's own rule (:func:`~trainer.envs.portfolio_dynamics.trade`: no-trade band, band mode and
+trade rate), on a one-row tensor; orders and costs follow
 the env's dynamics (a trade at the close of ``(w'_i - w_i) V / close_i`` shares, costs
 ``cost_pct * turnover * V`` taken from every position pro rata), as the backtest's trades do
 (:func:`trainer.backtest.engine.executed_trades`).
@@ -76,8 +77,9 @@ def portfolio_answer(policy: Any, config: Any, state: PortfolioState, market: An
     Returns:
         ``date``, ``action`` (N+1,), ``weights`` (current, ``{ticker: w, ..., "cash": w}``),
         ``target_weights`` (the policy's), ``rebalanced_weights`` (only when the agent has a
-        ``rebalance_band`` or flattens at the close: the weights the env trades to),
-        ``rebalance_band``, ``turnover`` (fraction of value), ``prices`` and the
+        ``rebalance_band``, a ``trade_rate`` below 1 or flattens at the close: the weights the
+        env trades to), ``rebalance_band``, ``execution_lag`` (1: the env would trade these
+        orders at the next close, not this one), ``turnover`` (fraction of value), ``prices`` and the
         ``observation``; with cash and holdings also ``value``, ``cash``, ``holdings``,
         ``orders`` (per ticker: ``shares`` signed and fractional, ``side``, ``price``,
         ``value`` USD) and ``costs`` (USD).
@@ -89,7 +91,8 @@ def portfolio_answer(policy: Any, config: Any, state: PortfolioState, market: An
 
     from trainer.data.sessions import session_close_mask
     from trainer.envs.observations import FeatureStats
-    from trainer.envs.portfolio import banded_target, portfolio_market_block, target_weights
+    from trainer.envs.portfolio import portfolio_market_block
+    from trainer.envs.portfolio_dynamics import Dynamics, target_weights, trade
 
     tickers, n = policy.tickers, len(policy.tickers)
     close = np.asarray(market.close[t], dtype=np.float64)
@@ -118,7 +121,7 @@ def portfolio_answer(policy: Any, config: Any, state: PortfolioState, market: An
 
     current = torch.as_tensor(weights[None], dtype=torch.float64)
     target = target_weights(torch.as_tensor(action[None]), logit_scale=config.logit_scale, cash_bias=config.cash_bias)
-    traded = banded_target(target, current, config.rebalance_band) if config.rebalance_band > 0 else target
+    traded = trade(target, current, Dynamics.from_config(config))
     if config.flatten_at_close and session_close_mask(market.dates)[t]:
         traded = torch.zeros_like(traded)
         traded[0, n] = 1.0  # all cash on a session's last bar
@@ -130,10 +133,13 @@ def portfolio_answer(policy: Any, config: Any, state: PortfolioState, market: An
         "weights": _named(tickers, weights),
         "target_weights": _named(tickers, target),
     }
-    if config.rebalance_band > 0 or config.flatten_at_close:
+    if config.rebalance_band > 0 or config.trade_rate < 1 or config.flatten_at_close:
         out["rebalanced_weights"] = _named(tickers, traded)
     out.update(
-        rebalance_band=float(config.rebalance_band), turnover=turnover, prices=dict(zip(tickers, close.tolist()))
+        rebalance_band=float(config.rebalance_band),
+        execution_lag=int(config.execution_lag),
+        turnover=turnover,
+        prices=dict(zip(tickers, close.tolist())),
     )
     if value is not None:
         shares = (traded[:n] - weights[:n]) * value / close

@@ -8,7 +8,8 @@ import pytest
 import torch
 
 from trainer.agents.cross_sectional import CrossSectionalPolicy, features_per_ticker, split_observation
-from trainer.envs.portfolio import portfolio_obs_dim, target_weights
+from trainer.envs.portfolio import portfolio_obs_dim
+from trainer.envs.portfolio_dynamics import target_weights
 from trainer.errors import ConfigError
 
 K = 6

@@ -95,6 +95,25 @@ def test_bad_arguments_exit_2_with_one_error_line(argv, capsys):
     assert err.count("\n") == 1
 
 
+@pytest.mark.parametrize("command", ["train", "walk-forward", "evaluate", "serve"])
+def test_an_unknown_flag_points_at_the_help_of_its_own_command(command, capsys):
+    with pytest.raises(SystemExit) as info:
+        main([command, "--bogus"])
+    assert info.value.code == 2
+    err = capsys.readouterr().err
+    # Missing required arguments are named first; either way the hint is the command's own help.
+    assert "--bogus" in err or "required" in err
+    assert f"(see python -m trainer {command} --help)" in err
+
+
+def test_an_unknown_walk_forward_flag_is_named_with_the_walk_forward_help(capsys):
+    argv = ["walk-forward", "--data", "x.csv", "--start", "2010-01-01", "--end", "2012-01-01"]
+    with pytest.raises(SystemExit):
+        main([*argv, "--first-test-year", "2011", "--bogus"])
+    err = capsys.readouterr().err
+    assert err == "error: unrecognized arguments: --bogus (see python -m trainer walk-forward --help)\n"
+
+
 def test_a_missing_data_file_exits_2_with_one_line_naming_it(tmp_path, capsys):
     missing = tmp_path / "nope.csv"
     assert main(["train", "--data", str(missing), "--out", str(tmp_path)]) == 2

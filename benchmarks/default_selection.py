@@ -1,0 +1,320 @@
+"""Choose the default portfolio configuration on validation spans, then report the test spans.
+
+The protocol and the rule are in ``docs/default-selection.md``; they were written (and committed)
+before this script first ran. In short: the Dow 30 and the Nasdaq-100 (full-history tickers),
+anchored yearly walk-forward folds tested on 2014..2022 (252 validation days, 5-day gaps), and
+a fixed list of candidate configurations. Every candidate trains on each fold's train span and
+is scored on its validation span by its Sharpe difference against cost-free 1/N on the same
+days (:func:`trainer.backtest.relative.vs_equal_weight`), with its mean daily turnover.
+
+* **Product default.** :func:`choose` applies the rule to the validation scores pooled over all
+  folds of both markets: eligible = mean turnover <= 3 % a day and no fold below -0.10; best
+  pooled mean; every candidate within one SE of the best ties, and the tie goes to the lowest
+  turnover; no eligible candidate -> ``direct-conservative``.
+* **Headline.** Nested selection: in each fold the same rule, on that fold's validation scores
+  only, picks the candidate whose test span enters the stitched out-of-sample record, which is
+  then compared with cost-free 1/N and 1/N with costs (:func:`vs_equal_weight`).
+
+Each candidate's own stitched test record is printed too, and every figure stands next to
+1/N's. Wall-clock seconds per training are printed so the compute is on the record.
+
+Usage::
+
+    .venv/bin/python benchmarks/default_selection.py [--data-dir DIR] [--candidates NAME ...]
+        [--seeds 0 ...] [--markets dow30 nasdaq100] [--max-folds K] [--json OUT]
+
+``--quick`` runs one fold of one market with tiny budgets (a smoke run; its numbers mean nothing).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+REPO = Path(__file__).resolve().parent.parent
+sys.path[:0] = [str(REPO)]
+
+from trainer.agents import ALGORITHMS  # noqa: E402
+from trainer.artifacts.checkpoints import load_checkpoint  # noqa: E402
+from trainer.artifacts.rebuild import build_agent  # noqa: E402
+from trainer.backtest.engine import run_backtest  # noqa: E402
+from trainer.backtest.relative import vs_equal_weight  # noqa: E402
+from trainer.data.folds import plan_folds  # noqa: E402
+from trainer.data.pipeline import load_market_data  # noqa: E402
+from trainer.data.spec import DataSpec  # noqa: E402
+from trainer.envs.observations import FeatureStats  # noqa: E402
+from trainer.envs.portfolio_config import RECOMMENDED_REBALANCE_BAND  # noqa: E402
+from trainer.pod import run_generation  # noqa: E402
+from trainer.selection import equal_weight_returns  # noqa: E402
+from trainer.task import TaskSpec  # noqa: E402
+from trainer.util.device import set_cpu_threads  # noqa: E402
+
+FILES = {
+    "dow30": "dow30_daily_eodhd_2010-01-04_2022-11-15.csv.gz",
+    "nasdaq100": "nasdaq100_daily_eodhd_2010-01-04_2022-11-15.csv.gz",
+}
+START, END, FIRST_TEST_YEAR = "2010-01-04", "2022-11-15", 2014
+#: The rule's thresholds (docs/default-selection.md).
+MAX_TURNOVER = 0.03
+WORST_FOLD = -0.10
+FALLBACK = "direct-conservative"
+
+
+def candidates() -> dict[str, dict[str, Any]]:
+    """The fixed candidate list of docs/default-selection.md: name -> task overrides and budget.
+
+    ``env_steps`` is the training budget of one candidate in one fold. Candidates whose algorithm
+    or policy this checkout does not have are left out (and said so)."""
+    out: dict[str, dict[str, Any]] = {
+        "ppo-flat": {
+            "algorithm": "ppo",
+            "env": {"rebalance_band": RECOMMENDED_REBALANCE_BAND},
+            "hyperparameters": {},
+            "env_steps": 500_000,
+        },
+        "ppo-cross-sectional": {
+            "algorithm": "ppo",
+            "env": {"rebalance_band": RECOMMENDED_REBALANCE_BAND},
+            "hyperparameters": {"policy": "cross_sectional"},
+            "env_steps": 500_000,
+        },
+    }
+    if "direct" in ALGORITHMS:
+        config_cls = ALGORITHMS["direct"][1]
+        defaults = config_cls().to_dict() if hasattr(config_cls(), "to_dict") else vars(config_cls())
+        doubled = {k: 2.0 * defaults[k] for k in ("turnover_penalty", "tracking_penalty") if k in defaults}
+        out["direct"] = {"algorithm": "direct", "env": {}, "hyperparameters": {}, "env_steps": None}
+        out["direct-conservative"] = {"algorithm": "direct", "env": {}, "hyperparameters": doubled, "env_steps": None}
+    return out
+
+
+@dataclass
+class Scored:
+    """One trained candidate in one fold: its validation and test figures."""
+
+    market: str
+    fold: int
+    candidate: str
+    seed: int
+    validation_difference: float  # Sharpe difference vs cost-free 1/N on the validation span
+    validation_turnover: float  # mean daily turnover, fraction of value
+    test_returns: np.ndarray  # (T,) net daily returns over the test span
+    test_equal_weight: np.ndarray  # (T,) cost-free 1/N on the same days
+    test_equal_weight_costs: np.ndarray  # (T,) 1/N paying the env's costs to undo the drift
+    test_dates: tuple[str, ...]
+    seconds: float
+
+
+def _span(checkpoint: dict[str, Any], market, split: str) -> tuple[np.ndarray, np.ndarray, float, tuple[str, ...]]:
+    """(agent returns, cost-free 1/N returns, mean turnover, dates) of a checkpoint over a split."""
+    task = TaskSpec.from_dict(checkpoint["task"])
+    agent = build_agent(dict(checkpoint), device="cpu")
+    stats = FeatureStats.from_dict(checkpoint["feature_stats"]) if checkpoint.get("feature_stats") else None
+    start, end = task.split(split)
+    tickers = list(checkpoint["observation_layout"]["tickers"])
+    result = run_backtest(
+        lambda obs: agent.act(obs, deterministic=True),
+        market,
+        task.env,
+        start=start,
+        end=end,
+        tickers=tickers,
+        feature_stats=stats,
+        policy_name=f"the {split} run",
+    )
+    values = result.daily["account_value"].to_numpy(np.float64)
+    window = market.slice(start, end, name=split)
+    columns = [list(window.tickers).index(t) for t in tickers]
+    turnover = float(result.daily["turnover"].iloc[1:-1].mean())
+    dates = tuple(str(d.date()) for d in result.daily.index[1:])
+    return values[1:] / values[:-1] - 1.0, equal_weight_returns(window.close[:, columns]), turnover, dates
+
+
+def _equal_weight_with_costs(close: np.ndarray, cost: float) -> np.ndarray:
+    """Daily net returns of 1/N rebalanced every day, paying ``cost`` per unit of value traded
+    (entering from cash on the first day)."""
+    n = close.shape[1]
+    w = np.full(n, 1.0 / n)
+    out, paid = [], cost
+    for t in range(close.shape[0] - 1):
+        growth = close[t + 1] / close[t]
+        gross = float(w @ growth)
+        out.append((1.0 - paid) * gross - 1.0)
+        drifted = w * growth / gross
+        paid = cost * float(np.abs(w - drifted).sum())
+    return np.asarray(out)
+
+
+def _difference(agent: np.ndarray, benchmark: np.ndarray, seed: int) -> float:
+    return float(vs_equal_weight(agent, benchmark, periods_per_year=252, seed=seed)["sharpe_difference"])
+
+
+def score_fold(market_name, market, fold, name, spec, seed, out_dir, quick) -> Scored:
+    """Train candidate ``name`` on one fold and score it on the validation and test spans."""
+    task = {
+        "data": {"paths": [FILES[market_name]], "start": START, "end": END},
+        **fold.splits(),
+        "kind": "portfolio",
+        "env": dict(spec["env"]),
+        "algorithm": spec["algorithm"],
+        "hyperparameters": dict(spec["hyperparameters"]),
+    }
+    steps = 8_192 if quick else spec["env_steps"]
+    t0 = time.perf_counter()
+    path = out_dir / f"{market_name}-{fold.index}-{name}-{seed}.pt"
+    run_generation(task, env_steps=steps, out_path=path, seed=seed, device="cpu", market_data=market)
+    seconds = time.perf_counter() - t0
+    checkpoint = load_checkpoint(path)
+    v_agent, v_ew, v_turn, _ = _span(checkpoint, market, "validation")
+    t_agent, t_ew, _, dates = _span(checkpoint, market, "test")
+    test_start, test_end = TaskSpec.from_dict(checkpoint["task"]).split("test")
+    window = market.slice(test_start, test_end, name="test")
+    cols = [list(window.tickers).index(t) for t in checkpoint["observation_layout"]["tickers"]]
+    cost = float(TaskSpec.from_dict(checkpoint["task"]).env.cost_pct)
+    return Scored(
+        market=market_name,
+        fold=fold.index,
+        candidate=name,
+        seed=seed,
+        validation_difference=_difference(v_agent, v_ew, seed),
+        validation_turnover=v_turn,
+        test_returns=t_agent,
+        test_equal_weight=t_ew,
+        test_equal_weight_costs=_equal_weight_with_costs(window.close[:, cols], cost),
+        test_dates=dates,
+        seconds=seconds,
+    )
+
+
+def choose(rows: list[Scored], names: list[str]) -> tuple[str, dict[str, dict[str, float]]]:
+    """The rule of docs/default-selection.md over ``rows`` (any set of folds): returns the chosen
+    name and each candidate's pooled figures (mean, se, worst fold, turnover, eligible)."""
+    table: dict[str, dict[str, float]] = {}
+    for name in names:
+        mine = [r for r in rows if r.candidate == name]
+        if not mine:
+            continue
+        # one figure per (market, fold): the mean over seeds
+        keys = sorted({(r.market, r.fold) for r in mine})
+        diffs = np.array([np.mean([r.validation_difference for r in mine if (r.market, r.fold) == k]) for k in keys])
+        turn = float(np.mean([r.validation_turnover for r in mine]))
+        se = float(diffs.std(ddof=1) / np.sqrt(len(diffs))) if len(diffs) > 1 else float("inf")
+        table[name] = {
+            "mean": float(diffs.mean()),
+            "se": se,
+            "worst": float(diffs.min()),
+            "turnover": turn,
+            "eligible": bool(turn <= MAX_TURNOVER and diffs.min() >= WORST_FOLD),
+        }
+    eligible = {n: t for n, t in table.items() if t["eligible"]}
+    if not eligible:
+        return (FALLBACK if FALLBACK in table else min(table, key=lambda n: table[n]["turnover"])), table
+    best = max(eligible, key=lambda n: eligible[n]["mean"])
+    tied = [n for n, t in eligible.items() if t["mean"] >= eligible[best]["mean"] - eligible[best]["se"]]
+    return min(tied, key=lambda n: eligible[n]["turnover"]), table
+
+
+def stitched(rows: list[Scored], seed: int = 0) -> dict[str, Any]:
+    """Out-of-sample record of ``rows`` (one per market and fold, in order): Sharpe difference
+    against both 1/N benchmarks. Markets are pooled by concatenating their records."""
+    agent = np.concatenate([r.test_returns for r in rows])
+    ew = np.concatenate([r.test_equal_weight for r in rows])
+    ewc = np.concatenate([r.test_equal_weight_costs for r in rows])
+    return {
+        "days": int(agent.size),
+        "vs_cost_free": vs_equal_weight(agent, ew, periods_per_year=252, seed=seed),
+        "vs_with_costs": vs_equal_weight(agent, ewc, periods_per_year=252, seed=seed),
+    }
+
+
+def _line(label: str, rel: dict[str, Any]) -> str:
+    low, high = rel["ci95"]
+    return (
+        f"  {label:<34} Sharpe difference {rel['sharpe_difference']:+.3f} [{low:+.3f}, {high:+.3f}], "
+        f"p {rel['p_value']:.3f}, {rel['verdict']}"
+    )
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--data-dir", default=os.environ.get("PADDOCK_DATA_DIR", str(REPO.parent / "shared" / "data")))
+    parser.add_argument("--candidates", nargs="+")
+    parser.add_argument("--seeds", type=int, nargs="+", default=[0])
+    parser.add_argument("--markets", nargs="+", default=list(FILES), choices=list(FILES))
+    parser.add_argument("--max-folds", type=int)
+    parser.add_argument("--quick", action="store_true")
+    parser.add_argument("--json", help="write every figure to this file")
+    args = parser.parse_args(argv)
+    set_cpu_threads()
+    all_candidates = candidates()
+    names = args.candidates or list(all_candidates)
+    missing = [n for n in names if n not in all_candidates]
+    if missing:
+        print(f"left out (not in this checkout): {', '.join(missing)}")
+    names = [n for n in names if n in all_candidates]
+    markets = args.markets[:1] if args.quick else args.markets
+    max_folds = 1 if args.quick else args.max_folds
+    rows: list[Scored] = []
+    with tempfile.TemporaryDirectory() as tmp:
+        for market_name in markets:
+            spec = DataSpec(paths=[str(Path(args.data_dir) / FILES[market_name])], start=START, end=END)
+            market = load_market_data(spec, data_dir=None)
+            folds = plan_folds(market.dates, start=START, end=END, first_test_year=FIRST_TEST_YEAR, max_folds=max_folds)
+            for fold in folds:
+                for name in names:
+                    for seed in args.seeds:
+                        row = score_fold(
+                            market_name, market, fold, name, all_candidates[name], seed, Path(tmp), args.quick
+                        )
+                        rows.append(row)
+                        print(
+                            f"{market_name} fold {fold.index} {name} seed {seed}: validation Sharpe difference "
+                            f"{row.validation_difference:+.3f}, turnover {100 * row.validation_turnover:.2f} %/day, "
+                            f"{row.seconds:.1f} s",
+                            flush=True,
+                        )
+    default, table = choose(rows, names)
+    print("\nValidation, pooled over folds and markets (the product default's rule):")
+    for name, t in table.items():
+        print(
+            f"  {name:<22} mean {t['mean']:+.3f} ± {t['se']:.3f}, worst fold {t['worst']:+.3f}, "
+            f"turnover {100 * t['turnover']:.2f} %/day, {'eligible' if t['eligible'] else 'not eligible'}"
+        )
+    print(f"  -> default: {default}")
+    report: dict[str, Any] = {"default": default, "validation": table, "test": {}}
+    print("\nTest spans, stitched 2014..2022 (each candidate alone; seed 0):")
+    first_seed = args.seeds[0]
+    for name in table:
+        mine = [r for r in rows if r.candidate == name and r.seed == first_seed]
+        rec = stitched(mine)
+        report["test"][name] = rec
+        print(f"  {name}:")
+        print(_line("vs 1/N cost-free", rec["vs_cost_free"]))
+        print(_line("vs 1/N with costs", rec["vs_with_costs"]))
+    nested = []
+    for key in sorted({(r.market, r.fold) for r in rows}):
+        fold_rows = [r for r in rows if (r.market, r.fold) == key]
+        pick, _ = choose(fold_rows, names)
+        nested.extend(r for r in fold_rows if r.candidate == pick and r.seed == first_seed)
+    rec = stitched(nested)
+    report["nested"] = {"picks": [(r.market, r.fold, r.candidate) for r in nested], **rec}
+    print("\nHeadline: nested selection (each fold's pick on its own validation span):")
+    print(_line("vs 1/N cost-free", rec["vs_cost_free"]))
+    print(_line("vs 1/N with costs", rec["vs_with_costs"]))
+    print(f"  seconds per training: {np.mean([r.seconds for r in rows]):.1f} (mean over {len(rows)})")
+    if args.json:
+        Path(args.json).write_text(json.dumps(report, indent=2, default=float))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
