@@ -159,9 +159,7 @@ class CrossSectionalPolicy(nn.Module):
         cash = self.cash_head(context).squeeze(-1) if self.cash_head is not None else None
         return base, cash
 
-    def action_from_scores(
-        self, base: torch.Tensor, cash: torch.Tensor | None, weights: torch.Tensor
-    ) -> torch.Tensor:
+    def action_from_scores(self, base: torch.Tensor, cash: torch.Tensor | None, weights: torch.Tensor) -> torch.Tensor:
         """The env action from :meth:`market_scores` and the current weights (differentiable).
 
         Args:

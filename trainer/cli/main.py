@@ -159,7 +159,9 @@ def add_task_flags(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--tickers", metavar="A,B,...", help="comma-separated tickers to trade (default: all; an empty list is refused)"
     )
-    parser.add_argument("--algo", choices=None, metavar="NAME", help="algorithm: ppo, a2c, sac, td3, ddpg or direct (portfolio tasks)")
+    parser.add_argument(
+        "--algo", choices=None, metavar="NAME", help="algorithm: ppo, a2c, sac, td3, ddpg or direct (portfolio tasks)"
+    )
     parser.add_argument(
         "--env",
         choices=("stock_trading", "portfolio"),

@@ -12,7 +12,8 @@ import torch
 
 from trainer.agents import make_agent
 from trainer.agents.cross_sectional import CrossSectionalPolicy
-from trainer.agents.direct import DirectConfig, Penalties, draw_windows, window_objective
+from trainer.agents.direct import DirectConfig
+from trainer.agents.direct_objective import Penalties, draw_windows, window_objective
 from trainer.artifacts.bundle_reader import load_agent
 from trainer.artifacts.checkpoints import load_checkpoint
 from trainer.artifacts.rebuild import build_agent
