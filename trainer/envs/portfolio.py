@@ -36,6 +36,9 @@ all cash, so the overnight gap is never held.
   (feature-major), then the current weights (N stocks, cash). The z-score statistics are
   ``feature_stats`` (fit them on the train split and pass them unchanged to every later env);
   without them the env fits them on its own data (fine for experiments, a leak for evaluation).
+* ``"scale_free_risk"``: the same, with the risk features of :mod:`trainer.envs.observations`
+  appended (63-day volatility, beta and correlation to the equal-weight market, 12-1 momentum),
+  z-scored with the same train-split statistics.
 * ``"finrl"``: the constant-scaled close prices and indicators of
   :class:`~trainer.envs.stock_trading.StockTradingVecEnv`, then the current weights.
 """
@@ -59,6 +62,7 @@ from trainer.envs.episodes import (
     check_market,
 )
 from trainer.envs.observations import (
+    SCALE_FREE_OBSERVATIONS,
     FeatureStats,
     fit_feature_stats,
     is_scale_free,
@@ -226,8 +230,8 @@ class PortfolioVecEnv(EpisodeStarts):
         self.num_days = num_days
         self.action_dim = n + 1
         self.tickers = tuple(data.tickers)
-        if config.observation == "scale_free":
-            data = scale_free_market(data)
+        if config.observation in SCALE_FREE_OBSERVATIONS:
+            data = scale_free_market(data, risk=config.observation == "scale_free_risk")
             self.feature_stats = feature_stats if feature_stats is not None else fit_feature_stats(data)
             self._feature_scales = None
         else:

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from trainer.envs.config_base import EnvConfigBase
-from trainer.envs.observations import check_observation
+from trainer.envs.observations import PORTFOLIO_OBSERVATIONS, check_observation
 from trainer.errors import ConfigError
 
 __all__ = ["BAND_MODES", "RECOMMENDED_REBALANCE_BAND", "RECOMMENDED_REWARD_SCALES", "REWARDS", "PortfolioConfig"]
@@ -114,7 +114,7 @@ class PortfolioConfig(EnvConfigBase):
             raise bad("logit_scale", "must be > 0")
         if real("cash_bias") < 0:
             raise bad("cash_bias", "must be >= 0")
-        check_observation(self.observation, field=f"{prefix}.observation")
+        check_observation(self.observation, field=f"{prefix}.observation", allowed=PORTFOLIO_OBSERVATIONS)
         if self.episode_length is not None:
             value = self.episode_length
             if isinstance(value, bool) or not isinstance(value, int | float) or value != int(value) or value < 1:

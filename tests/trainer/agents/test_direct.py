@@ -131,14 +131,16 @@ def test_learning_in_two_calls_equals_learning_once_with_a_save_and_load_between
     assert not torch.equal(one.policy.head.weight, torch.zeros_like(one.policy.head.weight))  # it learned
 
 
-def test_cli_trains_direct_on_a_portfolio_task_into_a_bundle_that_loads_and_acts(data_dir, tmp_path, capsys):
-    argv = ["train", "--algo", "direct", "--env", "portfolio", "--tickers", ",".join(TICKERS)]
+def test_cli_trains_direct_with_risk_features_into_a_bundle_that_loads_and_acts(data_dir, tmp_path, capsys):
+    argv = ["train", "--algo", "direct", "--env", "portfolio", "--observation", "scale_free_risk"]
+    argv += ["--tickers", ",".join(TICKERS)]
     argv += ["--data-dir", str(data_dir), "--out", str(tmp_path), "--json", "--env-steps", "640", "--no-progress"]
     argv += ["--num-envs", "16", "--hp", "rollout_steps=20", "--hp", "hidden_sizes=[8]"]
     assert main(argv) == 0, capsys.readouterr().err
     run = json.loads(capsys.readouterr().out)
     state = load_checkpoint(Path(run["checkpoint"]))
     assert state["algorithm"] == "direct" and state["agent"]["updates"] == 2
+    assert state["observation_layout"]["blocks"][0]["feature_names"][-1] == "mom_12_1"
     trained, loaded = build_agent(state), load_agent(Path(run["bundle"]))
     obs = torch.randn(8, loaded.obs_dim) * 2
     np.testing.assert_array_equal(loaded.act(obs.numpy()), trained.act(obs).numpy())
