@@ -94,6 +94,7 @@ def window_objective(
     logit_scale: float,
     cash_bias: float,
     execution_lag: int = 0,
+    start_weights: torch.Tensor | None = None,
 ) -> Objective:
     """Run the policy and the env's transition over every window from 1/m and score it (differentiable).
 
@@ -107,14 +108,19 @@ def window_objective(
         execution_lag: the env's ``execution_lag``: with 1, the target decided on day ``t``'s
             observation trades at close ``t + 1``, as the env keeps it as a pending order (the
             window's first day holds).
+        start_weights: (E, m + 1) weights every window starts from; default 1/m in each stock,
+            no cash (the anchor's own portfolio, so the first day pays no entry cost).
 
     Returns:
         :class:`Objective`: ``J`` of the module docstring, in daily log-return units, and its terms.
     """
     h, e, m = batch.gross.shape
     dtype, dev = batch.gross.dtype, batch.gross.device
-    weights = torch.zeros((e, m + 1), dtype=dtype, device=dev)
-    weights[:, :m] = 1.0 / m
+    if start_weights is None:
+        weights = torch.zeros((e, m + 1), dtype=dtype, device=dev)
+        weights[:, :m] = 1.0 / m
+    else:
+        weights = start_weights.to(dtype)
     state = PortfolioState(
         weights=weights,
         value=torch.ones(e, dtype=torch.float64, device=dev),
