@@ -41,6 +41,11 @@ generation of ``env_steps`` runs ``ceil(env_steps / (E H))`` steps; the env the 
 (:meth:`~trainer.envs.portfolio.PortfolioVecEnv.market_tensors`) and rules, never stepped.
 Acting, evaluation, backtests, bundles and serving go through the policy's env action, which
 the env maps to weights with its own softmax, exactly as for the other algorithms.
+
+Cost: the default 2M env steps of ``python -m trainer train`` are 94 gradient steps of 1,024
+windows x 21 days; on the demo's Dow-30 train split (29 tickers, 2,516 days, band 0.01) they
+took 21.5-24.6 s of one CPU core per seed (seeds 0-2, ``time.process_time``; the windows'
+embedding runs as one batched pass, only the head and the transition loop over days).
 """
 
 from __future__ import annotations
