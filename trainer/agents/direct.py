@@ -301,7 +301,7 @@ class DirectAgent(AgentBase):
             Diverged: the objective, its gradient or a parameter became NaN or infinite.
         """
         cfg = self.config
-        market, dynamics = self._check_env(env)
+        (features, gross, _), dynamics = self._check_env(env)
         if env_steps < 0:
             raise ConfigError(f"env_steps must be >= 0, got {env_steps}", field="env_steps")
         subset = cfg.subset_for(self.action_dim - 1)
@@ -319,8 +319,8 @@ class DirectAgent(AgentBase):
                 cancelled = True
                 break
             batch = draw_windows(
-                market.features,
-                market.gross,
+                features,
+                gross,
                 num_windows=cfg.num_envs,
                 length=cfg.rollout_steps,
                 subset=subset,

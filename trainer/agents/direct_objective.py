@@ -61,7 +61,7 @@ def draw_windows(
     """Draw ``num_windows`` windows of ``length`` days, each over a random ``subset`` of tickers.
 
     Args:
-        features: (T, N, K) float32 (:class:`~trainer.envs.portfolio.MarketTensors`).
+        features: (T, N, K) float32 (:meth:`~trainer.envs.portfolio.PortfolioVecEnv.market_tensors`).
         gross: (T, N) gross returns, row ``t`` from close ``t`` to ``t+1`` (last row unused).
         num_windows, length, subset: ``E``, ``H`` and ``m``.
         generator: the agent's generator (start days and subsets), on the tables' device.

@@ -36,9 +36,8 @@ all cash, so the overnight gap is never held.
   (feature-major), then the current weights (N stocks, cash). The z-score statistics are
   ``feature_stats`` (fit them on the train split and pass them unchanged to every later env);
   without them the env fits them on its own data (fine for experiments, a leak for evaluation).
-* ``"scale_free_risk"``: the same, with the risk features of :mod:`trainer.envs.observations`
-  appended (63-day volatility, beta and correlation to the equal-weight market, 12-1 momentum),
-  z-scored with the same train-split statistics.
+* ``"scale_free_risk"``: the same, then the risk features of :mod:`trainer.envs.observations`
+  (63-day volatility, beta and correlation to the equal-weight market, 12-1 momentum).
 * ``"finrl"``: the constant-scaled close prices and indicators of
   :class:`~trainer.envs.stock_trading.StockTradingVecEnv`, then the current weights.
 """
@@ -47,7 +46,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from functools import partial
-from typing import Any, NamedTuple
+from typing import Any
 
 import numpy as np
 import torch
@@ -62,7 +61,6 @@ from trainer.envs.episodes import (
     check_market,
 )
 from trainer.envs.observations import (
-    SCALE_FREE_OBSERVATIONS,
     FeatureStats,
     fit_feature_stats,
     is_scale_free,
@@ -75,27 +73,10 @@ from trainer.errors import ConfigError
 from trainer.util.nonfinite import nonfinite_action_error
 
 __all__ = [
-    "MarketTensors",
     "PortfolioVecEnv",
     "portfolio_market_block",
     "portfolio_obs_dim",
 ]
-
-
-class MarketTensors(NamedTuple):
-    """The market tables a :class:`PortfolioVecEnv` steps through, on its device (read-only views).
-
-    Attributes:
-        features: (T, N, K) float32 per-ticker observation features of every day (the market
-            block of the observation, ticker-major).
-        gross: (T, N) ``dtype`` gross returns ``close[t+1] / close[t]`` (last row 1: unused).
-        log_ew_gross: (T,) ``dtype`` ``log(mean_i gross[t, i])``, the cost-free daily-rebalanced
-            equal-weight portfolio's log return from ``t`` to ``t+1``.
-    """
-
-    features: torch.Tensor
-    gross: torch.Tensor
-    log_ew_gross: torch.Tensor
 
 
 def portfolio_obs_dim(num_stocks: int, num_features: int) -> int:
@@ -230,7 +211,7 @@ class PortfolioVecEnv(EpisodeStarts):
         self.num_days = num_days
         self.action_dim = n + 1
         self.tickers = tuple(data.tickers)
-        if config.observation in SCALE_FREE_OBSERVATIONS:
+        if config.observation != "finrl":  # scale_free or scale_free_risk
             data = scale_free_market(data, risk=config.observation == "scale_free_risk")
             self.feature_stats = feature_stats if feature_stats is not None else fit_feature_stats(data)
             self._feature_scales = None
@@ -508,12 +489,12 @@ class PortfolioVecEnv(EpisodeStarts):
         """(E,) int64 current day index of every env (a copy)."""
         return self._day.clone()
 
-    def market_tensors(self) -> MarketTensors:
-        """The env's per-day tables (:class:`MarketTensors`), for learners that differentiate
-        through the dynamics over windows of days instead of stepping the env."""
+    def market_tensors(self) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """``(features (T, N, K) float32, gross (T, N), log_ew_gross (T,))`` on the env's device, for
+        learners that differentiate through the dynamics over windows of days: every day's market
+        block (ticker-major), ``close[t+1] / close[t]`` (last row 1) and ``log(mean_i gross[t, i])``."""
         n, k = self.num_stocks, self.num_features
-        market = self._market_obs[:, : n * k].reshape(self.num_days, k, n).transpose(1, 2)
-        return MarketTensors(features=market, gross=self._gross, log_ew_gross=self._log_ew_gross)
+        return self._market_obs[:, : n * k].unflatten(1, (k, n)).transpose(1, 2), self._gross, self._log_ew_gross
 
     def close(self) -> None:
         """Nothing to release; present for Gymnasium API symmetry."""

@@ -96,10 +96,10 @@ def test_the_objective_sees_the_returns_the_env_pays_for_the_same_policy(train_e
     for _ in range(length):
         obs, _, _, _, info = env.step(policy(obs).detach())
     env_growth = np.log(info["portfolio_value"][0].item() / env_cfg.initial_cash)
-    market = env.market_tensors()
+    features, gross, _ = env.market_tensors()
     days = torch.arange(start, start + length)
-    gross = market.gross[days][:, None, :]
-    batch = WindowBatch(market.features[days][:, None], gross, torch.log(gross.mean(dim=2)))
+    gross = gross[days][:, None, :]
+    batch = WindowBatch(features[days][:, None], gross, torch.log(gross.mean(dim=2)))
     cash = torch.zeros(1, env.action_dim, dtype=torch.float64)
     cash[0, -1] = 1.0
     terms = window_objective(
