@@ -12,13 +12,14 @@ edge of information coefficient ``--ic`` (:mod:`synthetic_market`), 10 tickers 2
   three candidates' test returns;
 * ``learner`` (with ``--learner``): ``python -m trainer walk-forward --env portfolio`` on the
   generated CSV (PPO, ``--candidates`` agents of ``--env-steps`` env steps per fold), in
-  ``--jobs`` processes at once (PPO with 64 envs, 32-step rollouts, 64x64 networks, CPU).
+  ``--jobs`` processes at once (PPO with 64 envs, 32-step rollouts, 64x64 networks, CPU);
+  ``--algo direct`` runs the direct-gradient learner with its own defaults instead.
 
 Pass criteria: on the placebo the verdict is ``indistinguishable`` or ``trails`` in at least 19
 of 20 seeds; on the planted edge the interval lies above 0. Prints one markdown table per strategy.
 
 Usage: ``.venv/bin/python benchmarks/walk_forward_check.py [--seeds 20] [--ic 0.05] [--learner
---learner-seeds 5 --env-steps 16384 --candidates 2 --jobs 2]``
+--learner-seeds 5 --env-steps 16384 --candidates 2 --jobs 2 --algo ppo|direct]``
 """
 
 from __future__ import annotations
@@ -74,14 +75,16 @@ def tilt_study(seed: int, ic: float) -> dict:
     return {"verdict": rel["verdict"], "ci95": rel["ci95"], "sharpe_difference": rel["sharpe_difference"], "pbo": pbo}
 
 
-def learner_study(seed: int, ic: float, *, env_steps: int, candidates: int, work: Path) -> dict:
-    """``python -m trainer walk-forward`` (PPO, portfolio env) on the generated market."""
+def learner_study(seed: int, ic: float, *, env_steps: int, candidates: int, work: Path, algo: str = "ppo") -> dict:
+    """``python -m trainer walk-forward`` (``algo``, portfolio env) on the generated market."""
     path = write_csv(generate(seed, ic=ic, start=START, end=END), work / f"market-{ic}-{seed}.csv.gz")
     argv = [sys.executable, "-m", "trainer", "walk-forward", "--env", "portfolio", "--data", str(path)]
     argv += ["--start", START, "--end", END, "--first-test-year", str(FIRST_TEST_YEAR), "--json"]
     argv += ["--candidates", str(candidates), "--env-steps", str(env_steps), "--seed", str(seed), "--device", "cpu"]
     argv += ["--benchmark", str(work / "no-qqq.csv"), "--out", str(work / f"study-{ic}-{seed}")]
-    argv += ["--num-envs", "64", "--hp", "rollout_steps=32", "--hp", "hidden_sizes=[64, 64]"]  # small CPU PPO
+    argv += ["--algo", algo]
+    if algo == "ppo":
+        argv += ["--num-envs", "64", "--hp", "rollout_steps=32", "--hp", "hidden_sizes=[64, 64]"]  # small CPU PPO
     env = {**os.environ, "PADDOCK_TORCH_THREADS": "1", "OMP_NUM_THREADS": "1", "PYTHONWARNINGS": "ignore"}
     proc = subprocess.run(argv, cwd=REPO, env=env, capture_output=True, text=True)
     if proc.returncode != 0:
@@ -120,7 +123,8 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--seeds", type=int, default=20)
     parser.add_argument("--ic", type=float, default=0.05, help="planted information coefficient (default 0.05)")
-    parser.add_argument("--learner", action="store_true", help="also run the PPO learner's walk-forward")
+    parser.add_argument("--learner", action="store_true", help="also run the learner's walk-forward")
+    parser.add_argument("--algo", default="ppo", choices=("ppo", "direct"), help="learner: algorithm (default ppo)")
     parser.add_argument("--env-steps", type=int, default=16_384, help="learner: env steps per candidate and fold")
     parser.add_argument("--candidates", type=int, default=2, help="learner: agents per fold")
     parser.add_argument("--jobs", type=int, default=2, help="learner: studies at once")
@@ -135,7 +139,13 @@ def main() -> None:
             jobs = {
                 ic: [
                     pool.submit(
-                        learner_study, s, ic, env_steps=args.env_steps, candidates=args.candidates, work=Path(tmp)
+                        learner_study,
+                        s,
+                        ic,
+                        env_steps=args.env_steps,
+                        candidates=args.candidates,
+                        work=Path(tmp),
+                        algo=args.algo,
                     )
                     for s in seeds
                 ]
@@ -144,7 +154,9 @@ def main() -> None:
             learner = {ic: [f.result() for f in futures] for ic, futures in jobs.items()}
         lines += [
             "",
-            *table(f"PPO learner ({args.candidates} candidates x {args.env_steps:,} env steps per fold)", learner),
+            *table(
+                f"{args.algo} learner ({args.candidates} candidates x {args.env_steps:,} env steps per fold)", learner
+            ),
         ]
         errors = [r for rs in learner.values() for r in rs if r["verdict"] == "error"]
         if errors:

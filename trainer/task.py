@@ -238,6 +238,14 @@ class TaskSpec:
             if "reward_scale" in validate_hyperparameters(algorithm, {}):
                 given = {**given, "reward_scale": RECOMMENDED_REWARD_SCALES[env.reward]}
         hyperparameters = validate_hyperparameters(algorithm, given)
+        try:
+            ALGORITHMS[algorithm][1].from_dict(hyperparameters).check_task(
+                kind=kind, env=env, num_tickers=len(spec.tickers) if spec.tickers is not None else None
+            )
+        except ConfigError as exc:  # "<algo>.<name>" is a hyperparameter; "algorithm" and "env.*" stay
+            if not str(exc.details.get("field", "")).startswith(algorithm + "."):
+                raise
+            raise reprefix(exc, "hyperparameters", inner=algorithm) from None
         if spec.tickers is not None:  # else the observation size is known once the data is loaded
             n = len(spec.tickers)
             features = panel_feature_names(spec.indicators, intraday=intraday)

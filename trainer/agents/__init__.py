@@ -1,4 +1,4 @@
-"""RL agents (PPO, A2C, SAC, TD3, DDPG) for vectorized torch envs, built by name through :func:`make_agent`.
+"""RL agents (PPO, A2C, SAC, TD3, DDPG, direct) for vectorized torch envs, built by name through :func:`make_agent`.
 
 Importing this package loads only the agents and their networks, never a training runner.
 """
@@ -10,6 +10,7 @@ from typing import Any
 import torch
 
 from trainer.agents.a2c import A2CAgent, A2CConfig
+from trainer.agents.direct import DirectAgent, DirectConfig
 from trainer.agents.ppo import PPOAgent, PPOConfig
 from trainer.agents.sac import SACAgent, SACConfig
 from trainer.agents.td3 import DDPGAgent, DDPGConfig, TD3Agent, TD3Config
@@ -22,6 +23,8 @@ __all__ = [
     "A2CConfig",
     "DDPGAgent",
     "DDPGConfig",
+    "DirectAgent",
+    "DirectConfig",
     "PPOAgent",
     "PPOConfig",
     "SACAgent",
@@ -39,12 +42,13 @@ ALGORITHMS: dict[str, tuple[type, type]] = {
     "sac": (SACAgent, SACConfig),
     "td3": (TD3Agent, TD3Config),
     "ddpg": (DDPGAgent, DDPGConfig),
+    "direct": (DirectAgent, DirectConfig),
 }
 #: Algorithms that learn from a replay buffer (one generation step = one vector env step of
 #: ``num_envs`` transitions); the others learn from rollouts of ``rollout_steps x num_envs``.
 OFF_POLICY: frozenset[str] = frozenset({"sac", "td3", "ddpg"})
 
-Agent = PPOAgent | A2CAgent | SACAgent | TD3Agent
+Agent = PPOAgent | A2CAgent | SACAgent | TD3Agent | DirectAgent
 
 
 def make_agent(
@@ -59,7 +63,8 @@ def make_agent(
     """Build a fresh agent.
 
     Args:
-        algo: a key of :data:`ALGORITHMS` (``"ppo"``, ``"a2c"``, ``"sac"``, ``"td3"``, ``"ddpg"``).
+        algo: a key of :data:`ALGORITHMS` (``"ppo"``, ``"a2c"``, ``"sac"``, ``"td3"``, ``"ddpg"``,
+            ``"direct"``).
         obs_dim: observation size of the env.
         action_dim: action size of the env.
         hyperparameters: config fields to override (JSON-able; missing ones keep defaults).

@@ -144,6 +144,19 @@ class AgentConfig:
     def validate(self) -> None:  # pragma: no cover - overridden
         raise NotImplementedError
 
+    def check_task(self, *, kind: str, env: Any, num_tickers: int | None) -> None:
+        """Refuse a task this algorithm cannot train (every algorithm trains every kind unless
+        it overrides this).
+
+        Args:
+            kind: the task's kind (``"stock_trading"``, ``"portfolio"``).
+            env: the task's validated env config.
+            num_tickers: the universe size when the task names its tickers, else None.
+
+        Raises:
+            ConfigError: naming the field (``algorithm`` or ``<algo>.<name>``).
+        """
+
     def _require_hidden_sizes(self, name: str = "hidden_sizes") -> None:
         """Field ``name``: 1 to :data:`MAX_HIDDEN_LAYERS` layers, each 1 to :data:`MAX_HIDDEN_SIZE` wide."""
         sizes = getattr(self, name)

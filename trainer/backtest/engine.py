@@ -33,7 +33,7 @@ from trainer.backtest.robustness import robustness_report
 from trainer.data.market import MarketData
 from trainer.data.sessions import stamp_text
 from trainer.data.timestamps import infer_periods_per_year
-from trainer.envs.kinds import make_env, prepare_market
+from trainer.envs.kinds import make_env, prepare_market, uses_scale_free
 from trainer.envs.observations import FeatureStats, fit_feature_stats
 from trainer.envs.portfolio_config import PortfolioConfig
 from trainer.envs.stock_config import EnvConfig
@@ -354,7 +354,7 @@ def run_backtest(
     window = _select_dates(prepared, start, end)
     aligned = align_benchmark(benchmark_close, window.dates) if benchmark_close is not None else None
     notes: list[str] = []
-    if feature_stats is None and getattr(config, "observation", "finrl") == "scale_free":
+    if feature_stats is None and uses_scale_free(config):
         # No agent statistics: use the days before the window (no look-ahead) when there are
         # enough, else the window itself, and say so.
         before = prepared.dates < window.dates[0]

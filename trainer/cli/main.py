@@ -165,7 +165,9 @@ def add_task_flags(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--tickers", metavar="A,B,...", help="comma-separated tickers to trade (default: all; an empty list is refused)"
     )
-    parser.add_argument("--algo", choices=None, metavar="NAME", help="algorithm: ppo, a2c, sac, td3 or ddpg")
+    parser.add_argument(
+        "--algo", choices=None, metavar="NAME", help="algorithm: ppo, a2c, sac, td3, ddpg or direct (portfolio tasks)"
+    )
     parser.add_argument(
         "--env",
         choices=("stock_trading", "portfolio"),
@@ -173,8 +175,9 @@ def add_task_flags(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--observation",
-        choices=("scale_free", "finrl"),
-        help="observation layout (default scale_free; finrl: raw prices and indicators as in FinRL)",
+        choices=("scale_free", "scale_free_risk", "finrl"),
+        help="observation layout (default scale_free; scale_free_risk, portfolio tasks: plus 63-day volatility, "
+        "beta and correlation to the equal-weight market and 12-1 momentum; finrl: raw prices and indicators as in FinRL)",
     )
     parser.add_argument(
         "--reward",

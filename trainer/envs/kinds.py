@@ -18,7 +18,14 @@ from typing import Any
 import torch
 
 from trainer.data.market import MarketData
-from trainer.envs.observations import LOOKBACKS, FeatureStats, fit_feature_stats, scale_free_market
+from trainer.envs.observations import (
+    LOOKBACKS,
+    RISK_FEATURE_NAMES,
+    SCALE_FREE_OBSERVATIONS,
+    FeatureStats,
+    fit_feature_stats,
+    scale_free_market,
+)
 from trainer.envs.portfolio import PortfolioVecEnv
 from trainer.envs.portfolio_config import PortfolioConfig
 from trainer.envs.portfolio_layout import portfolio_obs_dim
@@ -77,14 +84,22 @@ def kind_of(config: Any) -> str:
 
 
 def uses_scale_free(config: Any) -> bool:
-    """True when the config asks for the scale-free observation."""
-    return getattr(config, "observation", "finrl") == "scale_free"
+    """True when the config asks for a scale-free observation (with or without risk features)."""
+    return getattr(config, "observation", "finrl") in SCALE_FREE_OBSERVATIONS
+
+
+def uses_risk_features(config: Any) -> bool:
+    """True when the config asks for the risk features too (``"scale_free_risk"``, portfolio tasks)."""
+    return getattr(config, "observation", "finrl") == "scale_free_risk"
 
 
 def prepare_market(market: MarketData, config: Any) -> MarketData:
-    """The panel the env reads: scale-free features over the *whole* panel when the config asks
-    for them (so each split's lookbacks reach into the days before it), else ``market``."""
-    return scale_free_market(market) if uses_scale_free(config) else market
+    """The panel the env reads: scale-free features (and risk features when asked for) over the
+    *whole* panel when the config asks for them (so each split's lookbacks reach into the days
+    before it), else ``market``."""
+    if not uses_scale_free(config):
+        return market
+    return scale_free_market(market, risk=uses_risk_features(config))
 
 
 def fit_stats(train: MarketData, config: Any) -> FeatureStats | None:
@@ -133,6 +148,7 @@ def observation_dim(config: Any, num_tickers: int, num_features: int) -> tuple[i
     scale_free = uses_scale_free(config)
     # per ticker: the scale-free features (log returns, volatility, F indicators) or the F raw ones
     k = len(LOOKBACKS) + 1 + f if scale_free else f
+    k += len(RISK_FEATURE_NAMES) if uses_risk_features(config) else 0
     if isinstance(config, PortfolioConfig):
         return portfolio_obs_dim(n, k if scale_free else 1 + f), n + 1  # FinRL layout: close and F
     return stock_obs_dim(n, k, scale_free=scale_free), n

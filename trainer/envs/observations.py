@@ -19,6 +19,16 @@ Every feature is computed from prices up to its own day only (no look-ahead), so
 computed once over the whole panel and sliced afterwards: the validation split's first
 ``logret_63`` uses the last 63 train days, exactly what a trader would have known then.
 
+**Risk features** (opt-in, portfolio tasks: observation ``"scale_free_risk"``), appended after
+the others, from prices up to each day only: ``vol_63``, the standard deviation of the last
+:data:`RISK_WINDOW` daily log returns; ``beta_63`` and ``corr_63``, the beta and correlation of
+those returns with the equal-weight market's (``m_t = log(mean_i c_i[t] / c_i[t-1])``, the
+panel's own tickers) over the same window; ``mom_12_1``, the 12-1 month momentum
+``log(c[t-21] / c[t-252])`` (Jegadeesh & Titman 1993; the last month is skipped for its
+short-term reversal). Windows are shortened at the start of the panel as above; a window with
+no market variance gives beta and correlation 0. Risk is the predictable part of returns
+(issue 25: the rank IC of 63-day volatility with next month's is about 0.6).
+
 The features are then z-scored with :class:`FeatureStats` fitted on the **train split only**
 (:func:`fit_feature_stats`); the statistics are saved in the checkpoint and the bundle and
 applied unchanged to validation, test and live data, so nothing of those periods leaks into the
@@ -40,11 +50,17 @@ from trainer.errors import ConfigError, DataError
 __all__ = [
     "LOOKBACKS",
     "OBSERVATIONS",
+    "PORTFOLIO_OBSERVATIONS",
+    "RISK_FEATURE_NAMES",
+    "RISK_WINDOW",
+    "SCALE_FREE_OBSERVATIONS",
     "VOL_WINDOW",
     "Z_CLIP",
     "FeatureStats",
     "fit_feature_stats",
+    "has_risk_features",
     "is_scale_free",
+    "risk_features",
     "scale_free_features",
     "scale_free_market",
 ]
@@ -59,6 +75,16 @@ Z_CLIP = 5.0
 #: Observation layouts of the envs: ``"scale_free"`` (default) or ``"finrl"`` (raw prices and
 #: indicators scaled by constants, as FinRL and ElegantRL do).
 OBSERVATIONS = ("scale_free", "finrl")
+#: The portfolio env's layouts: also ``"scale_free_risk"``, the scale-free one plus the risk features.
+PORTFOLIO_OBSERVATIONS = ("scale_free", "scale_free_risk", "finrl")
+#: The layouts whose features are scale-free and z-scored with train-split statistics.
+SCALE_FREE_OBSERVATIONS = ("scale_free", "scale_free_risk")
+#: Window of the risk features' volatility, beta and correlation, rows (a quarter of trading days).
+RISK_WINDOW = 63
+#: The 12-1 momentum: log return from ``MOMENTUM_LOOKBACK`` to ``MOMENTUM_SKIP`` rows ago.
+MOMENTUM_LOOKBACK, MOMENTUM_SKIP = 252, 21
+#: Names of the risk features, in the order they are appended.
+RISK_FEATURE_NAMES = (f"vol_{RISK_WINDOW}", f"beta_{RISK_WINDOW}", f"corr_{RISK_WINDOW}", "mom_12_1")
 
 _PRICE_LIKE = ("boll", "close", "open", "high", "low", "adj_", "sma", "ema")
 _RELATIVE_TO_CLOSE = ("macd",)
@@ -142,13 +168,60 @@ def scale_free_features(
     return out.astype(np.float32), _market_feature_names(feature_names)
 
 
-def scale_free_market(data: MarketData) -> MarketData:
+def _rolling_means(x: np.ndarray, window: int) -> np.ndarray:
+    """Mean of rows ``max(t - window, 0) + 1 .. t`` of ``x`` (T, ...) for every ``t`` (row 0: 0),
+    from cumulative sums: the last ``window`` daily returns, fewer at the panel's start."""
+    c = np.cumsum(np.concatenate([np.zeros_like(x[:1]), x[1:]]), axis=0)
+    idx = np.arange(x.shape[0])
+    lo = np.maximum(idx - window, 0)
+    count = np.maximum(idx - lo, 1).reshape((-1,) + (1,) * (x.ndim - 1))
+    return (c[idx] - c[lo]) / count
+
+
+def risk_features(close: np.ndarray) -> np.ndarray:
+    """The risk features of the module docstring.
+
+    Args:
+        close: (T, N) float64 adjusted close prices in USD, > 0.
+
+    Returns:
+        (T, N, 4) float32: ``vol_63``, ``beta_63``, ``corr_63``, ``mom_12_1`` (:data:`RISK_FEATURE_NAMES`).
+    """
+    log_close = np.log(np.asarray(close, dtype=np.float64))
+    t = log_close.shape[0]
+    d = np.zeros_like(log_close)
+    d[1:] = log_close[1:] - log_close[:-1]
+    m = np.zeros(t)
+    m[1:] = np.log(np.exp(d[1:]).mean(axis=1))  # the equal-weight market's daily log return
+    mean_d, mean_m = _rolling_means(d, RISK_WINDOW), _rolling_means(m, RISK_WINDOW)[:, None]
+    var_d = np.maximum(_rolling_means(d * d, RISK_WINDOW) - mean_d**2, 0.0)
+    var_m = np.maximum(_rolling_means(m * m, RISK_WINDOW)[:, None] - mean_m**2, 0.0)
+    cov = _rolling_means(d * m[:, None], RISK_WINDOW) - mean_d * mean_m
+    tiny = 1e-18
+    beta = np.where(var_m > tiny, cov / np.maximum(var_m, tiny), 0.0)
+    denom = np.sqrt(var_d * var_m)
+    corr = np.where(denom > tiny, np.clip(cov / np.maximum(denom, tiny), -1.0, 1.0), 0.0)
+    idx = np.arange(t)
+    mom = log_close[np.maximum(idx - MOMENTUM_SKIP, 0)] - log_close[np.maximum(idx - MOMENTUM_LOOKBACK, 0)]
+    return np.stack([np.sqrt(var_d), beta, corr, mom], axis=2).astype(np.float32)
+
+
+def has_risk_features(data: MarketData) -> bool:
+    """True when ``data.features`` end with the :func:`risk_features` (by their names)."""
+    return tuple(data.feature_names[-len(RISK_FEATURE_NAMES) :]) == RISK_FEATURE_NAMES
+
+
+def scale_free_market(data: MarketData, *, risk: bool = False) -> MarketData:
     """Return ``data`` with its indicators replaced by :func:`scale_free_features` (unchanged when
-    they already are). Compute this on the whole panel, then slice it into splits."""
-    if is_scale_free(data):
-        return data
-    values, names = scale_free_features(data.close, data.features, data.feature_names)
-    return dataclasses.replace(data, features=values, feature_names=names)
+    they already are), and with ``risk`` the :func:`risk_features` appended (unless there).
+    Compute this on the whole panel, then slice it into splits."""
+    if not is_scale_free(data):
+        values, names = scale_free_features(data.close, data.features, data.feature_names)
+        data = dataclasses.replace(data, features=values, feature_names=names)
+    if risk and not has_risk_features(data):
+        values = np.concatenate([data.features, risk_features(data.close)], axis=2)
+        data = dataclasses.replace(data, features=values, feature_names=(*data.feature_names, *RISK_FEATURE_NAMES))
+    return data
 
 
 @dataclass(frozen=True)
@@ -232,12 +305,15 @@ def fit_feature_stats(train: MarketData) -> FeatureStats:
     )
 
 
-def check_observation(name: Any, *, field: str = "env.observation") -> str:
+def check_observation(name: Any, *, field: str = "env.observation", allowed: Sequence[str] = OBSERVATIONS) -> str:
     """Validate an observation layout name.
 
+    Args:
+        allowed: the env's layouts (:data:`OBSERVATIONS`, or :data:`PORTFOLIO_OBSERVATIONS`).
+
     Raises:
-        ConfigError: not one of :data:`OBSERVATIONS`, naming ``field``.
+        ConfigError: not one of ``allowed``, naming ``field``.
     """
-    if name not in OBSERVATIONS:
-        raise ConfigError(f"{field}: {name!r} is not one of {', '.join(OBSERVATIONS)}", field=field)
+    if name not in allowed:
+        raise ConfigError(f"{field}: {name!r} is not one of {', '.join(allowed)}", field=field)
     return str(name)

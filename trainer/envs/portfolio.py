@@ -8,67 +8,22 @@ Same vector API, automatic reset and speed habits as
 :class:`~trainer.envs.stock_trading.StockTradingVecEnv` (fused tensor ops over (E, N), one row
 gather of a precomputed per-day observation table, no Python loop over envs or stocks).
 
-**Action -> target weights.** The action ``a`` (E, N+1) in [-1, 1] (stocks in ticker order,
-then cash) becomes logits::
+**Action -> target weights** (:func:`~trainer.envs.portfolio_dynamics.target_weights`): the
+action (E, N+1) in [-1, 1] (stocks in ticker order, then cash) is a softmax's logits; a zero
+action holds the **equal-weight portfolio** (almost no cash), all-cash stays reachable.
 
-    z_i    = logit_scale * a_i                                    (stocks)
-    z_cash = logit_scale * a_cash - cash_bias * (1 - a_cash)      (cash)
-    w*     = softmax(z)                                           (long only, sums to 1)
-
-A zero action gives every stock the same logit 0 and cash ``-cash_bias`` (default -20), so a
-freshly initialised policy holds the **equal-weight portfolio** with a cash weight of
-``e^-20 / (N + e^-20)`` (about 7e-11 for 29 stocks); ``a_cash = 1`` gives cash the logit
-``logit_scale``, so all-cash stays reachable. Learning tilts away from 1/N, the hard-to-beat
-benchmark of DeMiguel, Garlappi & Uppal (2009, "Optimal Versus Naive Diversification").
-
-**Dynamics at each close** (all envs at once). With pre-trade (drifted) weights ``w``, value
-``V_t``, target ``w*`` and gross stock returns ``R_i = close[t+1, i] / close[t, i]``::
-
-    turnover  tau = sum_i |w*_i - w_i|            (stocks only; cash is the other side)
-    cost          = cost_pct * tau * V_t          (USD, paid at t's close)
-    growth    G   = w*_cash + sum_i w*_i R_i
-    V_{t+1}       = (V_t - cost) * G
-    w_i(t+1)      = w*_i R_i / G,  w_cash(t+1) = w*_cash / G    (drift)
-
-This is the proportional-cost model used for 1/N and its competitors by DeMiguel et al. (2009,
-section 2, "turnover" and returns net of proportional transaction costs), and the first-order
-form of the transaction-remainder factor ``mu_t ~ 1 - c * sum_i |w*_i - w_i|`` of Jiang, Xu &
-Liang (2017, arXiv 1706.10059, eq. 16). Every episode starts all in cash on its first day, so
-the first rebalance pays ``cost_pct`` on the invested fraction.
-
-**No-trade band** (``rebalance_band`` ``b``, default 0: off). Under proportional costs the
-optimal policy leaves a region around the target untraded (Davis & Norman 1990, "Portfolio
-Selection with Transaction Costs", Math. Oper. Res. 15(4)); this env uses the simple tolerance-
-band form of that idea, per stock, trading back to the target (not to the band's edge)::
-
-    w'_i = w*_i  if |w*_i - w_i| > b,  else  w_i                  (stocks)
-    buys = sum_i max(w'_i - w_i, 0),  funds = w_cash + sum_i max(w_i - w'_i, 0)
-    if buys > funds: every buy is scaled by funds / buys          (never borrows)
-    w'_cash = 1 - sum_i w'_i
-
-and ``w'`` replaces ``w*`` in the dynamics above (turnover, cost, growth). ``b`` must be below
-``1/N``, else a zero action would never leave the initial cash. With ``flatten_at_close`` the
-session's last bar still goes all to cash (the band does not hold a position overnight).
-
-**Rewards** (``reward``, times ``reward_scaling``), with ``r_t = log(V_{t+1} / V_t)``:
-
-* ``log_return`` (default): ``r_t``. Summed over an episode it is the log growth of wealth.
-* ``excess_log_return``: ``r_t - log(mean_i R_i)``, the log return over the cost-free,
-  daily-rebalanced equal-weight portfolio of the same day.
-* ``differential_sharpe``: Moody & Saffell (2001, "Learning to Trade via Direct Reinforcement",
-  IEEE TNN 12(4), eq. 8-9), with the simple return ``R_t = V_{t+1}/V_t - 1``::
-
-      A_t = A_{t-1} + eta (R_t - A_{t-1}),   B_t = B_{t-1} + eta (R_t^2 - B_{t-1})
-      D_t = (B_{t-1} (R_t - A_{t-1}) - 0.5 A_{t-1} (R_t^2 - B_{t-1})) / (B_{t-1} - A_{t-1}^2)^(3/2)
-
-  with ``eta = dsr_eta``. Each episode starts from ``A_0 = 0`` and ``B_0 = DSR_PRIOR_VARIANCE``
-  (a 1 % daily volatility prior) so that the first step is defined (with ``B_0 = 0`` it is 0/0).
-
-``turnover_penalty`` ``lambda`` (default 0) subtracts ``lambda * tau`` from any of them before
-``reward_scaling``: a training-only surcharge on the same turnover that the costs are paid on
-(the ``delta |F_t - F_{t-1}|`` cost term of Moody & Saffell 2001, eq. 2); for ``log_return`` it
-is, to first order, training with ``cost_pct + lambda`` while the portfolio value, and so every
-metric, pays only ``cost_pct``.
+**Dynamics at each close** (all envs at once, :func:`~trainer.envs.portfolio_dynamics.transition`):
+the weights move to the target (or, with ``rebalance_band``, ``band_mode`` and ``trade_rate``,
+part of the way), ``cost_pct`` of the turnover is paid, and the weights drift with prices to the
+next close; the reward is ``reward`` (log return, excess log return over 1/N, or the
+differential Sharpe ratio) less ``turnover_penalty`` per unit of turnover, times
+``reward_scaling``. The formulas and their sources are in :mod:`trainer.envs.portfolio_dynamics`.
+Every episode starts all in cash on its first day, so the first rebalance pays ``cost_pct`` on
+the invested fraction; the differential Sharpe ratio starts from ``A_0 = 0`` and ``B_0 =``
+:data:`~trainer.envs.portfolio_dynamics.DSR_PRIOR_VARIANCE` (a 1 % daily volatility prior; with ``B_0 = 0`` the first step is
+0/0). ``rebalance_band`` must be below ``1/N``, else a zero action would never leave the
+initial cash. With ``execution_lag`` 1 the target of step ``k``'s action is traded at step
+``k+1``'s close (kept as a pending order, not observed; the first step of an episode holds).
 
 **Intraday panels**: one step is one bar (the env never looks at the clock); lookbacks and
 episode lengths count bars. With ``flatten_at_close`` the target of a session's last bar is
@@ -78,12 +33,13 @@ all cash, so the overnight gap is never held.
 its close; a zero action, and the 1/N of ``excess_log_return``, are over them
 (:mod:`trainer.envs.membership_mask`).
 
-**Observation** (``observation``, ``"scale_free"`` or ``"finrl"``): the market block of each day,
-then the current weights (:mod:`trainer.envs.portfolio_layout`).
+**Observation** (``observation``, ``"scale_free"``, ``"scale_free_risk"`` or ``"finrl"``): the
+market block of each day, then the current weights (:mod:`trainer.envs.portfolio_layout`).
 """
 
 from __future__ import annotations
 
+from functools import partial
 from typing import Any
 
 import numpy as np
@@ -101,6 +57,7 @@ from trainer.envs.episodes import (
 from trainer.envs.membership_mask import member_equal_weight_log_gross, member_target, members_tensor, sell_non_members
 from trainer.envs.observations import FeatureStats
 from trainer.envs.portfolio_config import PortfolioConfig
+from trainer.envs.portfolio_dynamics import DSR_PRIOR_VARIANCE, Dynamics, PortfolioState, target_weights, transition
 from trainer.envs.portfolio_layout import (
     market_table,
     observation_setup,
@@ -110,63 +67,18 @@ from trainer.envs.portfolio_layout import (
 from trainer.errors import ConfigError
 from trainer.util.nonfinite import nonfinite_action_error
 
-__all__ = [
-    "DSR_PRIOR_VARIANCE",
-    "PortfolioVecEnv",
-    "banded_target",
-    "target_weights",
-]
-
-#: ``B_0`` of the differential Sharpe ratio: the second moment of a 1 % daily return.
-DSR_PRIOR_VARIANCE = 1e-4
+__all__ = ["PortfolioVecEnv"]
 
 
-def target_weights(
-    action: torch.Tensor, *, logit_scale: float, cash_bias: float, dtype: torch.dtype = torch.float64
-) -> torch.Tensor:
-    """Map actions to long-only target weights (stocks, then cash) that sum to 1.
-
-    Args:
-        action: (B, N+1) float in [-1, 1] (clipped; NaN counts as 0).
-        logit_scale, cash_bias: see :class:`PortfolioConfig`.
-        dtype: of the arithmetic and the result (float64: the exact reference; float32 on
-            accelerators, see :class:`PortfolioVecEnv`'s ``dtype``).
-
-    Returns:
-        (B, N+1) ``dtype`` weights; a zero action gives ``1/N`` per stock up to a cash weight of
-        ``e^-cash_bias / (N + e^-cash_bias)``.
-    """
-    a = torch.nan_to_num(action.to(dtype), nan=0.0).clamp(-1.0, 1.0)
-    logits = a * logit_scale
-    cash = a[:, -1]
-    logits[:, -1] = cash * (logit_scale + cash_bias) - cash_bias
-    return torch.softmax(logits, dim=1)
-
-
-def banded_target(target: torch.Tensor, weights: torch.Tensor, band: float) -> torch.Tensor:
-    """Apply the no-trade band of the module docstring to target weights.
-
-    Args:
-        target: (B, N+1) float target weights (stocks, then cash), summing to 1.
-        weights: (B, N+1) current (drifted) weights of the same dtype, summing to 1.
-        band: ``rebalance_band`` in [0, 1), a fraction of portfolio value.
-
-    Returns:
-        (B, N+1) weights after trading (``target``'s dtype): a stock moves to its target only where
-        ``|target - current| > band``; buys are scaled down pro rata when cash and the sales
-        do not fund them; cash is the rest (>= 0, the weights sum to 1).
-    """
-    n = target.shape[1] - 1
-    current = weights[:, :n]
-    stocks = torch.where((target[:, :n] - current).abs() > band, target[:, :n], current)
-    delta = stocks - current
-    buy, sell = delta.clamp(min=0.0), (-delta).clamp(min=0.0)
-    buys, funds = buy.sum(1), weights[:, n] + sell.sum(1)
-    tiny = torch.finfo(target.dtype).tiny
-    scale = torch.where(buys > funds, funds / buys.clamp(min=tiny), torch.ones_like(buys))
-    stocks = current + buy * scale[:, None] - sell
-    cash = (1.0 - stocks.sum(1)).clamp(min=0.0)
-    return torch.cat([stocks, cash[:, None]], dim=1)
+def _after_trade(members, closing, all_cash, traded: torch.Tensor) -> torch.Tensor:
+    """What the traded weights become before costs: what a band, a trade rate or a held row kept
+    of a non-member goes to cash (``members`` (E, N) bool, or ``None``), then all cash on a
+    session's last bar (``closing`` (E, 1) bool, or ``None``). No host sync."""
+    if members is not None:
+        traded = sell_non_members(traded, members)
+    if closing is not None:
+        traded = torch.where(closing, all_cash, traded)
+    return traded
 
 
 class PortfolioVecEnv(EpisodeStarts):
@@ -220,6 +132,7 @@ class PortfolioVecEnv(EpisodeStarts):
         "_episode_return",
         "_dsr_a",
         "_dsr_b",
+        "_pending",
         "_draw_count",
         "nonfinite_steps",
     )
@@ -249,6 +162,7 @@ class PortfolioVecEnv(EpisodeStarts):
                 field="env.rebalance_band",
             )
         self.config = config
+        self._dynamics = Dynamics.from_config(config)
         self.num_envs = num_envs
         self.device = torch.device(device)
         on_cpu = self.device.type == "cpu"
@@ -345,6 +259,8 @@ class PortfolioVecEnv(EpisodeStarts):
             self._value = torch.full((e,), float(self.config.initial_cash), dtype=torch.float64, device=dev)
             self._dsr_a = torch.zeros(e, dtype=self.dtype, device=dev)
             self._dsr_b = torch.full((e,), DSR_PRIOR_VARIANCE, dtype=self.dtype, device=dev)
+            # execution_lag: the order to trade at the next close, NaN rows: none (hold)
+            self._pending = torch.full((e, self.action_dim), torch.nan, dtype=self.dtype, device=dev)
             self._episode_return = torch.zeros(e, dtype=torch.float32, device=dev)
             if self.sync_free:
                 self._new_draw_key()
@@ -372,7 +288,7 @@ class PortfolioVecEnv(EpisodeStarts):
             ``weights`` (E, N+1) drifted weights, ``target_weights`` (E, N+1), ``cash`` USD,
             ``holdings`` (E, N) shares, ``costs`` (E,) USD paid in this step, ``turnover`` (E,)
             fraction, ``log_return`` (E,) and ``day`` (E,) int64. ``target_weights``
-            are the weights traded to, after ``rebalance_band``, the members and ``flatten_at_close``.
+            are the weights traded to, after ``rebalance_band`` and ``flatten_at_close``.
             Weights, holdings, turnover and log returns are of ``dtype``; with ``state_info``
             off, ``info`` holds only ``final_observation`` and ``episode_return``.
 
@@ -388,7 +304,7 @@ class PortfolioVecEnv(EpisodeStarts):
             return self._step(action)
 
     def _step(self, action: torch.Tensor):
-        cfg, n = self.config, self.num_stocks
+        cfg, lag = self.config, self.config.execution_lag
         day, weights, value = self._day, self._weights, self._value
         action = action.to(self.device)
         target = target_weights(action, logit_scale=cfg.logit_scale, cash_bias=cfg.cash_bias, dtype=self.dtype)
@@ -396,40 +312,22 @@ class PortfolioVecEnv(EpisodeStarts):
         if members is not None:  # the day's members and cash only (trainer.envs.membership_mask)
             target = member_target(target, members)
         if self.sync_free:
-            # Refusing a NaN or infinite action would need a host sync: such a row holds.
+            # Refusing a NaN or infinite action would need a host sync: such a row holds
+            # (with execution_lag, its pending order is NaN, which holds when it comes due).
             row_finite = torch.isfinite(action).all(1)
             self.nonfinite_steps = self.nonfinite_steps + (~row_finite).any().to(torch.int64)
-            target = torch.where(row_finite[:, None], target, weights)
+            target = torch.where(row_finite[:, None], target, torch.nan if lag else weights)
         else:
             finite = torch.isfinite(action).all()
-        if cfg.rebalance_band > 0:
-            target = banded_target(target, weights, cfg.rebalance_band)
-        if members is not None:  # what a band or a held row kept of a non-member goes to cash
-            target = sell_non_members(target, members)
-        if cfg.flatten_at_close:  # all cash on a session's last bar (no host sync)
-            target = torch.where(self._session_close.index_select(0, day)[:, None], self._all_cash, target)
-        turnover = (target[:, :n] - weights[:, :n]).abs_().sum(1)
-        kept = 1.0 - cfg.cost_pct * turnover  # fraction of value left after costs
-        gross = self._gross.index_select(0, day)  # (E, N) close[t+1] / close[t]
-        grown = target.clone()
-        grown[:, :n] *= gross
-        growth = grown.sum(1)
-        new_weights = grown / growth[:, None]
-        factor = kept * growth
-        new_value = value * factor.to(torch.float64)
-        log_ret = torch.log(factor)
-        if cfg.reward == "log_return":
-            raw = log_ret
-        elif cfg.reward == "excess_log_return":
-            raw = log_ret - self._log_ew_gross.index_select(0, day)
-        else:
-            r = factor - 1.0
-            a, b = self._dsr_a, self._dsr_b
-            raw = (b * (r - a) - 0.5 * a * (r * r - b)) / (b - a * a).clamp(min=1e-12).pow(1.5)
-            dsr_a, dsr_b = a + cfg.dsr_eta * (r - a), b + cfg.dsr_eta * (r * r - b)
-        if cfg.turnover_penalty > 0:
-            raw = raw - cfg.turnover_penalty * turnover
-        reward = (raw * cfg.reward_scaling).to(torch.float32)
+        if lag:  # trade the order decided one step ago (NaN rows: none, hold); keep today's
+            target, pending = torch.where(self._pending.isfinite().all(1, keepdim=True), self._pending, weights), target
+        closing = self._session_close.index_select(0, day)[:, None] if cfg.flatten_at_close else None
+        after_trade = partial(_after_trade, members, closing, self._all_cash)
+        state = PortfolioState(weights, value, self._dsr_a, self._dsr_b)
+        gross, log_ew_gross = self._gross.index_select(0, day), self._log_ew_gross.index_select(0, day)
+        step = transition(state, target, gross, log_ew_gross, self._dynamics, after_trade=after_trade)
+        new_weights, new_value = step.state.weights, step.state.value
+        reward = step.reward.to(torch.float32)
         episode_return = self._episode_return + reward
         day = day + 1
         truncated = day >= self._end_day
@@ -439,10 +337,10 @@ class PortfolioVecEnv(EpisodeStarts):
             info.update(self._state_info(new_value, new_weights, day))
             info.update(
                 final_portfolio_value=new_value,
-                target_weights=target,
-                costs=value * (cfg.cost_pct * turnover).to(torch.float64),
-                turnover=turnover,
-                log_return=log_ret,
+                target_weights=step.traded,
+                costs=value * step.costs_fraction.to(torch.float64),
+                turnover=step.turnover,
+                log_return=step.log_return,
             )
         state = (day, new_weights, new_value, episode_return, obs)
         if self.sync_free:
@@ -455,8 +353,10 @@ class PortfolioVecEnv(EpisodeStarts):
             if any_truncated:
                 state = self._reset_finished(truncated.nonzero().squeeze(1), *state)
         if cfg.reward == "differential_sharpe":  # each new episode restarts from A_0 = 0, B_0 = prior
-            self._dsr_a = torch.where(truncated, 0.0, dsr_a)
-            self._dsr_b = torch.where(truncated, DSR_PRIOR_VARIANCE, dsr_b)
+            self._dsr_a = torch.where(truncated, 0.0, step.state.dsr_a)
+            self._dsr_b = torch.where(truncated, DSR_PRIOR_VARIANCE, step.state.dsr_b)
+        if lag:  # a new episode has no pending order
+            self._pending = torch.where(truncated[:, None], torch.nan, pending)
         self._day, self._weights, self._value, self._episode_return, obs = state
         return obs, reward, torch.zeros_like(truncated), truncated, info
 
@@ -492,6 +392,13 @@ class PortfolioVecEnv(EpisodeStarts):
     def day(self) -> torch.Tensor:
         """(E,) int64 current day index of every env (a copy)."""
         return self._day.clone()
+
+    def market_tensors(self) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """``(features (T, N, K) float32, gross (T, N), log_ew_gross (T,))`` on the env's device, for
+        learners that differentiate through the dynamics over windows of days: every day's market
+        block (ticker-major), ``close[t+1] / close[t]`` (last row 1) and ``log(mean_i gross[t, i])``."""
+        n, k = self.num_stocks, self.num_features
+        return self._market_obs[:, : n * k].unflatten(1, (k, n)).transpose(1, 2), self._gross, self._log_ew_gross
 
     def close(self) -> None:
         """Nothing to release; present for Gymnasium API symmetry."""

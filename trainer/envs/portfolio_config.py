@@ -5,12 +5,14 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from trainer.envs.config_base import EnvConfigBase
-from trainer.envs.observations import check_observation
+from trainer.envs.observations import PORTFOLIO_OBSERVATIONS, check_observation
 from trainer.errors import ConfigError
 
-__all__ = ["RECOMMENDED_REBALANCE_BAND", "RECOMMENDED_REWARD_SCALES", "REWARDS", "PortfolioConfig"]
+__all__ = ["BAND_MODES", "RECOMMENDED_REBALANCE_BAND", "RECOMMENDED_REWARD_SCALES", "REWARDS", "PortfolioConfig"]
 
 REWARDS = ("log_return", "excess_log_return", "differential_sharpe")
+#: Where a stock outside the no-trade band is traded to (:mod:`trainer.envs.portfolio_dynamics`).
+BAND_MODES = ("target", "edge")
 #: The no-trade band that new portfolio tasks of the web form, the CLI's ``--env portfolio`` and
 #: the demo start with (the env's own default stays 0). Chosen on validation scores only, among
 #: bands 0, 0.005, 0.01, a turnover penalty and a smaller exploration noise, in
@@ -50,8 +52,18 @@ class PortfolioConfig(EnvConfigBase):
             is left where prices drifted it (cash takes the difference). ``0`` (default) trades
             every difference, as before. Must be below ``1/N`` (checked by the env), else a
             zero action would never leave the initial cash. Changes the dynamics, so it holds
-            in evaluation and backtests too. See the module docstring of
-            :mod:`trainer.envs.portfolio`.
+            in evaluation and backtests too. See :mod:`trainer.envs.portfolio_dynamics`.
+        band_mode: where a stock outside the band goes, one of :data:`BAND_MODES`:
+            ``"target"`` (default, as before) trades it to its target, ``"edge"`` only to the
+            nearer edge of the band ``target +- rebalance_band`` (Davis & Norman 1990). No
+            effect without a band.
+        trade_rate: partial adjustment ``eta`` in (0, 1]: each step moves the weights a
+            fraction ``eta`` of the way to the (banded) target, ``w <- w + eta (w* - w)``
+            (Garleanu & Pedersen 2013). ``1`` (default) trades all the way, as before.
+        execution_lag: ``0`` (default) or ``1``: with 1 the target chosen on day ``t``'s
+            observation is traded at day ``t+1``'s close (a pending order; the first step of
+            every episode holds), so a policy cannot trade at the close it has just seen.
+            ``0`` trades at the close of the observed day, as before.
         turnover_penalty: training-only reward surcharge per unit of turnover (>= 0), in
             reward units before ``reward_scaling``: the reward is reduced by
             ``turnover_penalty * turnover``; the portfolio value (and every metric) is not.
@@ -71,6 +83,9 @@ class PortfolioConfig(EnvConfigBase):
     flatten_at_close: bool = False
     rebalance_band: float = 0.0
     turnover_penalty: float = 0.0
+    band_mode: str = "target"
+    trade_rate: float = 1.0
+    execution_lag: int = 0
 
     def validate(self, *, prefix: str = "env") -> PortfolioConfig:
         """Check every field and return ``self``.
@@ -99,7 +114,7 @@ class PortfolioConfig(EnvConfigBase):
             raise bad("logit_scale", "must be > 0")
         if real("cash_bias") < 0:
             raise bad("cash_bias", "must be >= 0")
-        check_observation(self.observation, field=f"{prefix}.observation")
+        check_observation(self.observation, field=f"{prefix}.observation", allowed=PORTFOLIO_OBSERVATIONS)
         if self.episode_length is not None:
             value = self.episode_length
             if isinstance(value, bool) or not isinstance(value, int | float) or value != int(value) or value < 1:
@@ -112,4 +127,10 @@ class PortfolioConfig(EnvConfigBase):
             raise bad("rebalance_band", "must be a fraction in [0, 1), e.g. 0.005 for half a percent of value")
         if real("turnover_penalty") < 0:
             raise bad("turnover_penalty", "must be >= 0 (reward units per unit of turnover)")
+        if self.band_mode not in BAND_MODES:
+            raise bad("band_mode", f"must be one of {', '.join(BAND_MODES)}")
+        if not 0 < real("trade_rate") <= 1:
+            raise bad("trade_rate", "must be in (0, 1]: the fraction of the way to the target traded per step")
+        if isinstance(self.execution_lag, bool) or self.execution_lag not in (0, 1):
+            raise bad("execution_lag", "must be 0 (trade at the observed close) or 1 (at the next close)")
         return self

@@ -46,14 +46,15 @@ def observation_setup(
     """What an env's observation reads: ``(panel, feature_stats, scales)``.
 
     ``"scale_free"``: the panel's scale-free features and ``feature_stats`` (fitted on ``data``
-    when ``None``), no scales. ``"finrl"``: the panel as it is, no statistics, and the constant
+    when ``None``), no scales; ``"scale_free_risk"``: the same with the risk features of
+    :func:`~trainer.envs.observations.scale_free_market` after them. ``"finrl"``: the panel as it is, no statistics, and the constant
     scales ``{"close": PRICE_SCALE, indicator: scale, ...}``.
 
     Raises:
         ConfigError: ``"finrl"`` over a panel that already holds scale-free features.
     """
-    if observation == "scale_free":
-        data = scale_free_market(data)
+    if observation != "finrl":  # scale_free, or scale_free_risk with the risk features after them
+        data = scale_free_market(data, risk=observation == "scale_free_risk")
         return data, (feature_stats if feature_stats is not None else fit_feature_stats(data)), None
     if is_scale_free(data):
         raise ConfigError(

@@ -128,7 +128,7 @@ def warmup_warnings(policy: ServedPolicy, dates: np.ndarray, t: int, need: int) 
 def _market_state(policy: ServedPolicy, body: Mapping[str, Any], load_market: MarketLoader | None) -> dict[str, Any]:
     from trainer.data.indicators import DEFAULT_INDICATORS
     from trainer.data.pipeline import build_market_data
-    from trainer.envs.kinds import env_config_from_dict, uses_scale_free
+    from trainer.envs.kinds import env_config_from_dict, uses_risk_features, uses_scale_free
 
     tickers = policy.tickers
     env = policy.config["env_config"]
@@ -147,11 +147,15 @@ def _market_state(policy: ServedPolicy, body: Mapping[str, Any], load_market: Ma
             raise DataError("this server has no market data; start it with --data-dir, or send bars", field="date")
         market = _env_panel(policy, load_market(), env_config)
         t, day = dataset_row(market.dates, requested, "date")
-        need = min_history_days(raw_indicators, scale_free=uses_scale_free(env_config))
+        need = min_history_days(
+            raw_indicators, scale_free=uses_scale_free(env_config), risk=uses_risk_features(env_config)
+        )
         warnings = warmup_warnings(policy, market.dates, t, need)
     else:
         warnings = []
-        need = min_bars_days(raw_indicators, scale_free=uses_scale_free(env_config))
+        need = min_bars_days(
+            raw_indicators, scale_free=uses_scale_free(env_config), risk=uses_risk_features(env_config)
+        )
         panel = bars_panel(body["bars"], tickers, need)
         try:
             market = build_market_data(

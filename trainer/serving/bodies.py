@@ -162,19 +162,22 @@ BARS_MIN_DAYS = 252
 BARS_TOLERANCE = 1e-3
 
 
-def min_history_days(indicators: list[str], *, scale_free: bool = False) -> int:
+def min_history_days(indicators: list[str], *, scale_free: bool = False, risk: bool = False) -> int:
     """Fewest daily rows whose features are all defined: the longest indicator window plus one day.
 
     The window is read from the stockstats name (``close_30_sma`` -> 30, ``rsi_30`` -> 30) or
     taken from stockstats' defaults (MACD 26 + 9, Bollinger 20, RSI/CCI 14); a scale-free
-    observation also needs its longest log-return lookback (63 days). The first
+    observation also needs its longest log-return lookback (63 days), and with the risk
+    features (``risk``) the 12-1 momentum's 252 days. The first
     ``min_history_days - 1`` rows of a dataset are its warm-up: their features use shortened
     windows. Exponential indicators (MACD, RSI) still drift with longer history, so ``bars``
     requests need :func:`min_bars_days`.
     """
-    from trainer.envs.observations import LOOKBACKS, VOL_WINDOW
+    from trainer.envs.observations import LOOKBACKS, MOMENTUM_LOOKBACK, RISK_WINDOW, VOL_WINDOW
 
     longest = max(max(LOOKBACKS), VOL_WINDOW) if scale_free else 1
+    if risk:
+        longest = max(longest, RISK_WINDOW, MOMENTUM_LOOKBACK)
     for name in indicators:
         match = _WINDOW.search(name)
         window = int(match.group(1)) if match else _IMPLIED_WINDOW.get(name, 1)
@@ -182,11 +185,11 @@ def min_history_days(indicators: list[str], *, scale_free: bool = False) -> int:
     return longest + 1
 
 
-def min_bars_days(indicators: list[str], *, scale_free: bool = False) -> int:
+def min_bars_days(indicators: list[str], *, scale_free: bool = False, risk: bool = False) -> int:
     """Fewest days of ``bars`` per ticker a request must send: :data:`BARS_MIN_DAYS` (or
     :func:`min_history_days` when an indicator window is longer), so that the observation
     matches the ``date`` path's within :data:`BARS_TOLERANCE`."""
-    return max(BARS_MIN_DAYS, min_history_days(indicators, scale_free=scale_free))
+    return max(BARS_MIN_DAYS, min_history_days(indicators, scale_free=scale_free, risk=risk))
 
 
 def bars_panel(value: Any, tickers: list[str], need: int) -> Any:

@@ -2,8 +2,9 @@
 observation the portfolio env would show it, its target weights and what the env would trade.
 
 The target weights come from the env's own action map
-(:func:`~trainer.envs.portfolio.target_weights`) and the no-trade band from the env's own rule
-(:func:`~trainer.envs.portfolio.banded_target`), on a one-row tensor; orders and costs follow
+(:func:`~trainer.envs.portfolio_dynamics.target_weights`) and the weights traded to from the
+env's own rule (:func:`~trainer.envs.portfolio_dynamics.trade`: no-trade band, band mode and
+trade rate), on a one-row tensor; orders and costs follow
 the env's dynamics (a trade at the close of ``(w'_i - w_i) V / close_i`` shares, costs
 ``cost_pct * turnover * V`` taken from every position pro rata), as the backtest's trades do
 (:func:`trainer.backtest.engine.executed_trades`).
@@ -76,9 +77,10 @@ def portfolio_answer(policy: Any, config: Any, state: PortfolioState, market: An
     Returns:
         ``date``, ``action`` (N+1,), ``weights`` (current, ``{ticker: w, ..., "cash": w}``),
         ``target_weights`` (the policy's), ``rebalanced_weights`` (only when the agent has a
-        ``rebalance_band``, flattens at the close or trades a point-in-time universe (``market.members``,
-        non-members sold): the weights the env trades to),
-        ``rebalance_band``, ``turnover`` (fraction of value), ``prices`` and the
+        ``rebalance_band``, a ``trade_rate`` below 1, flattens at the close or trades a point-in-time
+        universe (``market.members``, non-members sold): the weights the env trades to),
+        ``rebalance_band``, ``execution_lag`` (1: the env would trade these orders at the next
+        close, not this one), ``turnover`` (fraction of value), ``prices`` and the
         ``observation``; with cash and holdings also ``value``, ``cash``, ``holdings``,
         ``orders`` (per ticker: ``shares`` signed and fractional, ``side``, ``price``,
         ``value`` USD) and ``costs`` (USD).
@@ -91,7 +93,7 @@ def portfolio_answer(policy: Any, config: Any, state: PortfolioState, market: An
     from trainer.data.sessions import session_close_mask
     from trainer.envs.membership_mask import member_target, sell_non_members
     from trainer.envs.observations import FeatureStats
-    from trainer.envs.portfolio import banded_target, target_weights
+    from trainer.envs.portfolio_dynamics import Dynamics, target_weights, trade
     from trainer.envs.portfolio_layout import portfolio_market_block
 
     tickers, n = policy.tickers, len(policy.tickers)
@@ -124,7 +126,7 @@ def portfolio_answer(policy: Any, config: Any, state: PortfolioState, market: An
     members = None if market.members is None else torch.as_tensor(market.members[t][None])
     if members is not None:  # a point-in-time universe: the day's members only, as in the env
         target = member_target(target, members)
-    traded = banded_target(target, current, config.rebalance_band) if config.rebalance_band > 0 else target
+    traded = trade(target, current, Dynamics.from_config(config))
     if members is not None:
         traded = sell_non_members(traded, members)
     if config.flatten_at_close and session_close_mask(market.dates)[t]:
@@ -138,10 +140,13 @@ def portfolio_answer(policy: Any, config: Any, state: PortfolioState, market: An
         "weights": _named(tickers, weights),
         "target_weights": _named(tickers, target),
     }
-    if config.rebalance_band > 0 or config.flatten_at_close or members is not None:
+    if config.rebalance_band > 0 or config.trade_rate < 1 or config.flatten_at_close or members is not None:
         out["rebalanced_weights"] = _named(tickers, traded)
     out.update(
-        rebalance_band=float(config.rebalance_band), turnover=turnover, prices=dict(zip(tickers, close.tolist()))
+        rebalance_band=float(config.rebalance_band),
+        execution_lag=int(config.execution_lag),
+        turnover=turnover,
+        prices=dict(zip(tickers, close.tolist())),
     )
     if value is not None:
         shares = (traded[:n] - weights[:n]) * value / close

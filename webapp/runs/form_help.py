@@ -53,3 +53,15 @@ HYPERPARAMETER_HELP = {
     },
 }
 HYPERPARAMETER_HELP["ddpg"] = HYPERPARAMETER_HELP["td3"]
+HYPERPARAMETER_HELP["direct"] = {
+    "num_envs": "windows per gradient step (portfolio tasks only); one step is num_envs x rollout_steps env steps",
+    "rollout_steps": "window length in days (>= 2); gradients are truncated at the window's end",
+    "subset_size": "tickers drawn per window (2..N); null: half the universe",
+    "hidden_sizes": "widths of the shared per-ticker MLP",
+    "kappa": "tilt bound (> 0, at most logit_scale / 2): weights stay within e^(2 kappa) of each other",
+    "learning_rate": "AdamW step size (> 0); mutated by the tournament when named in mutation bounds",
+    "weight_decay": "AdamW weight decay (>= 0), a pull towards 1/N",
+    "variance_penalty": "weight of the variance of daily net log returns (>= 0)",
+    "tracking_penalty": "weight of the variance of daily log returns over 1/N's (>= 0)",
+    "turnover_penalty": "weight of the mean daily turnover beyond the costs paid (>= 0)",
+}

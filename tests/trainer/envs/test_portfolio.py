@@ -14,8 +14,9 @@ from gymnasium.utils.env_checker import check_env
 from trainer.envs import PORTFOLIO_ENV_ID
 from trainer.envs.gym_adapter import PortfolioEnv
 from trainer.envs.observations import fit_feature_stats, scale_free_market
-from trainer.envs.portfolio import DSR_PRIOR_VARIANCE, PortfolioVecEnv, target_weights
+from trainer.envs.portfolio import PortfolioVecEnv
 from trainer.envs.portfolio_config import PortfolioConfig
+from trainer.envs.portfolio_dynamics import DSR_PRIOR_VARIANCE, target_weights
 from trainer.errors import ConfigError
 
 

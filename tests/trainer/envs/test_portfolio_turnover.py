@@ -11,8 +11,9 @@ import torch
 from tests.intraday import intraday_panel
 from trainer.data.pipeline import build_market_data
 from trainer.data.sessions import session_close_mask
-from trainer.envs.portfolio import PortfolioVecEnv, target_weights
+from trainer.envs.portfolio import PortfolioVecEnv
 from trainer.envs.portfolio_config import PortfolioConfig
+from trainer.envs.portfolio_dynamics import target_weights
 from trainer.errors import ConfigError
 
 

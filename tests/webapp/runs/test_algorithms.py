@@ -1,4 +1,4 @@
-"""A2C, TD3 and DDPG from the browser form and the API: choices, defaults, runs that start."""
+"""A2C, TD3, DDPG and direct from the browser form and the API: choices, defaults, runs that start."""
 
 from __future__ import annotations
 
@@ -26,7 +26,7 @@ def ada(client, user):
 
 
 def test_the_form_offers_every_trainer_algorithm_with_its_defaults(ada, world):
-    assert engine.algorithms() == ("ppo", "a2c", "sac", "td3", "ddpg")
+    assert engine.algorithms() == ("ppo", "a2c", "sac", "td3", "ddpg", "direct")
     page = ada.get("/runs/new/").content.decode()
     for algo in engine.algorithms():
         assert f'value="{algo}"' in page
@@ -69,7 +69,27 @@ def test_the_api_creates_a_ddpg_task_and_filters_runs_by_algorithm(api_client, w
     assert api_client.get("/api/runs/?algorithm=ddpg").status_code == 200
 
 
-@pytest.mark.parametrize("algo", ["ppo", "a2c", "sac", "td3", "ddpg"])
+def test_the_api_creates_a_direct_portfolio_task_and_names_a_bad_tilt_bound(api_client, world):
+    body = {
+        "name": "api direct",
+        "dataset": world.dataset.id,
+        "tickers": ["AAPL", "MSFT"],
+        "splits": SPLITS,
+        "kind": "portfolio",
+        "algorithm": "direct",
+        "hyperparameters": {"num_envs": 8, "rollout_steps": 5, "hidden_sizes": [8]},
+    }
+    response = api_client.post("/api/tasks/", body, format="json")
+    assert response.status_code == 201, response.json()
+    assert response.json()["hyperparameters"]["kappa"] == 0.5
+    for hp, field in (({"kappa": 0}, "hyperparameters.kappa"), ({"subset_size": 3}, "hyperparameters.subset_size")):
+        bad = api_client.post("/api/tasks/", {**body, "name": "bad", "hyperparameters": hp}, format="json")
+        assert bad.status_code == 400 and field in bad.json()["fields"], bad.json()
+    stock = api_client.post("/api/tasks/", {**body, "name": "stock", "kind": "stock_trading"}, format="json")
+    assert stock.status_code == 400 and "algorithm" in stock.json()["fields"], stock.json()
+
+
+@pytest.mark.parametrize("algo", ["ppo", "a2c", "sac", "td3", "ddpg", "direct"])
 def test_each_algorithms_default_mutation_is_usable(algo):
     from webapp.runs.algorithms import default_mutation
 

@@ -1,0 +1,429 @@
+"""Direct-gradient portfolio learning through the env's differentiable dynamics (``direct``).
+
+For a price-taking portfolio the reward is an exact, smooth function of the action, so instead
+of estimating a policy gradient from noisy samples (PPO) this learner follows the true gradient
+of a utility of net returns, backpropagated through the cost-and-drift transition of
+:func:`trainer.envs.portfolio_dynamics.transition` (the one the env steps with). This is the
+*direct reinforcement* of Moody & Saffell (2001, "Learning to Trade via Direct Reinforcement",
+IEEE TNN 12(4)): optimise the trading system's performance function itself, through its
+recurrent dependence on the previous position; the portfolio form with proportional costs and
+a shared per-asset network is Jiang, Xu & Liang (2017, arXiv 1706.10059, sec. 5: the reward
+is the mean log return of a batch of windows, maximised by gradient ascent); short windows of
+a differentiable simulator, backpropagated and truncated at the window's end, are the
+analytic policy gradients of SHAC (Xu et al. 2022, "Accelerated Policy Learning with
+Parallel Differentiable Simulation", arXiv 2204.07137; without its critic: no value is
+bootstrapped past the window).
+
+**One gradient step.** ``E = num_envs`` windows of ``H = rollout_steps`` days are drawn from
+the train split (start days uniform), each over its own random subset of ``m = subset_size``
+tickers (augmentation: the policy cannot learn a ticker's identity, and a cross-sectional
+scorer sees many universes). Every window starts at 1/m in the subset (no cash) and runs the
+policy (:class:`~trainer.agents.cross_sectional.CrossSectionalPolicy`) and the transition for
+``H`` days, all windows as one batch of (E, m) tensors. With ``r_t`` the net log return of day
+``t`` (after costs), ``b_t = log(mean_i R_i)`` the subset's cost-free daily-rebalanced 1/N log
+return and ``tau_t`` the turnover, the objective averaged over windows is::
+
+    J = mean_t r_t                                  (log growth; Jiang et al. 2017, eq. 22)
+        - variance_penalty * var_t(r_t)             (mean-variance utility, Markowitz 1952;
+                                                      Moody & Saffell 2001 sec. III, Sharpe)
+        - tracking_penalty * var_t(r_t - b_t)       (tracking error against 1/N, Roll 1992,
+                                                      "A Mean/Variance Analysis of Tracking Error")
+        - turnover_penalty * mean_t tau_t           (the delta |F_t - F_{t-1}| cost term of
+                                                      Moody & Saffell 2001, eq. 2)
+
+on top of the costs ``cost_pct * tau_t`` already inside ``r_t``. ``-J`` is minimised by AdamW
+(decoupled weight decay, Loshchilov & Hutter 2019, arXiv 1711.05101), which here also pulls
+the tilt towards 1/N (the score head starts at zero); the gradient's global norm is clipped.
+
+Budget: one gradient step consumes ``num_envs * rollout_steps`` env steps (transitions), so a
+generation of ``env_steps`` runs ``ceil(env_steps / (E H))`` steps; the env the pod gives
+:meth:`DirectAgent.learn` is only read for its market tables
+(:meth:`~trainer.envs.portfolio.PortfolioVecEnv.market_tensors`) and rules, never stepped.
+Acting, evaluation, backtests, bundles and serving go through the policy's env action, which
+the env maps to weights with its own softmax, exactly as for the other algorithms.
+
+Cost: the default 2M env steps of ``python -m trainer train`` are 94 gradient steps of 1,024
+windows x 21 days; on the demo's Dow-30 train split (29 tickers, 2,516 days, band 0.01) they
+took 21.5-24.6 s of one CPU core per seed (seeds 0-2, ``time.process_time``; the windows'
+embedding runs as one batched pass, only the head and the transition loop over days).
+"""
+
+from __future__ import annotations
+
+import copy
+import math
+import time
+from collections import deque
+from dataclasses import dataclass
+from typing import Any, ClassVar
+
+import torch
+from torch import nn
+
+from trainer.agents._common import (
+    MAX_NUM_ENVS,
+    AgentBase,
+    AgentConfig,
+    ProgressFn,
+    StopFn,
+    TelemetryClock,
+    TelemetryFn,
+    Throttle,
+    check_env,
+    restore_generator,
+    seeded_init,
+    set_lr,
+    telemetry_due,
+)
+from trainer.agents.cross_sectional import CrossSectionalPolicy, features_per_ticker
+from trainer.agents.direct_objective import Penalties, WindowBatch, draw_windows, window_objective
+from trainer.envs.portfolio_dynamics import Dynamics
+from trainer.errors import ConfigError
+from trainer.util.nonfinite import first_nonfinite, nonfinite_kind
+
+__all__ = ["DirectAgent", "DirectConfig", "check_flatten", "check_kappa"]
+
+#: Longest window (a trading year and a half); gradients through longer chains explode or vanish.
+MAX_WINDOW = 512
+#: Statistics of a gradient step, in stats and telemetry.
+STEP_STATS = ("objective", "mean_log_return", "variance", "tracking_variance", "turnover", "grad_norm")
+
+
+@dataclass
+class DirectConfig(AgentConfig):
+    """Hyperparameters of the direct learner (see the module docstring for the objective).
+
+    Attributes:
+        num_envs: windows ``E`` per gradient step, 1..65 536 (batched: a GPU runs thousands at once).
+        rollout_steps: window length ``H`` in days (steps), 2..512; the gradient is truncated there.
+        subset_size: tickers ``m`` per window, 2..N; ``None`` (default) half the universe rounded
+            up (at least 2, at most N), the augmentation of issue 25's experiment.
+        hidden_sizes: widths of the shared per-ticker MLP (tanh), fixed at creation.
+        kappa: tilt bound (> 0, at most ``logit_scale / 2`` of the env, checked when learning):
+            every weight stays within a factor ``e^(2 kappa)`` of every other.
+        cash: let the policy hold cash (a head on the pooled context); fixed at creation.
+        learning_rate: AdamW step size (> 0; mutable by PBT).
+        weight_decay: AdamW decoupled weight decay (>= 0), a pull towards the 1/N anchor.
+        variance_penalty: weight (>= 0) of the variance of daily net log returns.
+        tracking_penalty: weight (>= 0) of the variance of daily log returns over 1/N's.
+        turnover_penalty: weight (>= 0) of the mean daily turnover (fraction of value traded),
+            beyond the costs the returns already pay.
+        max_grad_norm: global L2 gradient-norm clip (> 0).
+    """
+
+    algorithm: ClassVar[str] = "direct"
+
+    num_envs: int = 1024
+    rollout_steps: int = 21
+    subset_size: int | None = None
+    hidden_sizes: tuple[int, ...] = (16,)
+    kappa: float = 0.5
+    cash: bool = False
+    learning_rate: float = 3e-3
+    weight_decay: float = 1e-2
+    variance_penalty: float = 1.0
+    tracking_penalty: float = 10.0
+    turnover_penalty: float = 0.01
+    max_grad_norm: float = 1.0
+
+    FIXED: ClassVar[tuple[str, ...]] = ("hidden_sizes", "cash")
+
+    def validate(self) -> None:
+        """Raise :class:`ConfigError` naming the first impossible field."""
+        r = self._require
+        r(1 <= self.num_envs <= MAX_NUM_ENVS, "num_envs", f"(windows per gradient step) must be in [1, {MAX_NUM_ENVS}]")
+        r(2 <= self.rollout_steps <= MAX_WINDOW, "rollout_steps", f"(window length, days) must be in [2, {MAX_WINDOW}]")
+        r(self.subset_size is None or self.subset_size >= 2, "subset_size", "(tickers per window) must be >= 2 or null")
+        self._require_hidden_sizes()
+        r(math.isfinite(self.kappa) and self.kappa > 0, "kappa", "(tilt bound) must be > 0")
+        r(math.isfinite(self.learning_rate) and self.learning_rate > 0, "learning_rate", "must be > 0")
+        for name in ("weight_decay", "variance_penalty", "tracking_penalty", "turnover_penalty"):
+            value = getattr(self, name)
+            r(math.isfinite(value) and value >= 0, name, "must be >= 0")
+        r(math.isfinite(self.max_grad_norm) and self.max_grad_norm > 0, "max_grad_norm", "must be > 0")
+
+    def check_task(self, *, kind: str, env: Any, num_tickers: int | None) -> None:
+        """Refuse a stock-trading task (field ``algorithm``), a ``kappa`` above the env's
+        ``logit_scale / 2`` and a subset above the universe (``direct.<name>``)."""
+        if kind != "portfolio":
+            raise ConfigError(
+                f"algorithm: direct trains portfolio tasks only (target weights), this task is {kind!r}",
+                field="algorithm",
+            )
+        check_kappa(self.kappa, env.logit_scale)
+        check_flatten(env)
+        if num_tickers is not None:
+            self.subset_for(num_tickers)
+
+    def subset_for(self, num_tickers: int) -> int:
+        """Tickers per window for a universe of ``num_tickers``.
+
+        Raises:
+            ConfigError: ``subset_size`` above the universe (field ``direct.subset_size``).
+        """
+        if self.subset_size is None:
+            return min(num_tickers, max(2, -(-num_tickers // 2)))
+        if self.subset_size > num_tickers:
+            field = self.field_name("subset_size")
+            raise ConfigError(
+                f"{field}: {self.subset_size} tickers per window, but the universe has {num_tickers}", field=field
+            )
+        return self.subset_size
+
+
+def check_kappa(kappa: float, logit_scale: float) -> None:
+    """The policy's action ``z / logit_scale`` with ``|z| <= 2 kappa`` must fit in [-1, 1].
+
+    Raises:
+        ConfigError: ``2 kappa > logit_scale`` (field ``direct.kappa``).
+    """
+    if 2 * kappa > logit_scale:
+        raise ConfigError(
+            f"direct.kappa: {kappa:g} tilts weights by up to e^(2 kappa), beyond the env's logit_scale "
+            f"{logit_scale:g} (the action would be clipped); use kappa <= logit_scale / 2",
+            field="direct.kappa",
+        )
+
+
+def check_flatten(env: Any) -> None:
+    """The windows do not model the all-cash close of intraday sessions.
+
+    Raises:
+        ConfigError: ``env.flatten_at_close`` is on (field ``env.flatten_at_close``).
+    """
+    if env.flatten_at_close:
+        raise ConfigError(
+            "env.flatten_at_close: the direct learner's windows do not model the all-cash session close; "
+            "turn it off or train another algorithm",
+            field="env.flatten_at_close",
+        )
+
+
+class DirectAgent(AgentBase):
+    """The direct learner: a :class:`CrossSectionalPolicy` trained by :func:`~trainer.agents.direct_objective.window_objective`.
+
+    Args:
+        obs_dim: portfolio observation size ``N K + N + 1``.
+        action_dim: ``N + 1``.
+        config: hyperparameters (validated here); defaults when None.
+        device: where the policy, the windows and the dynamics live (the env's device).
+        seed: seeds network initialisation and the agent's generator (windows, subsets).
+
+    Raises:
+        ConfigError: invalid config; sizes that are not a portfolio observation (field ``env``);
+            ``subset_size`` above ``N`` (field ``direct.subset_size``).
+    """
+
+    algorithm = "direct"
+    config_class = DirectConfig
+    SHAPE_FIELDS = ("hidden_sizes", "cash")
+    STEP_SIZE_FIELDS = ("learning_rate",)
+
+    def __init__(
+        self,
+        obs_dim: int,
+        action_dim: int,
+        config: DirectConfig | None = None,
+        *,
+        device: str | torch.device = "cpu",
+        seed: int = 0,
+    ) -> None:
+        self._init_agent(obs_dim, action_dim, config, device, check_type=True)
+        cfg = self.config
+        self.num_features = features_per_ticker(obs_dim, action_dim)
+        cfg.subset_for(action_dim - 1)
+        with seeded_init(seed):
+            self.policy = CrossSectionalPolicy(self.num_features, cfg.hidden_sizes, cfg.kappa, cash=cfg.cash)
+        self.policy.to(self.device)
+        self.obs_rms = None  # the scale-free features are z-scored with the train split's statistics already
+        self.optimizer = torch.optim.AdamW(
+            self.policy.parameters(), lr=cfg.learning_rate, weight_decay=cfg.weight_decay
+        )
+        self._init_counters(seed)
+
+    @property
+    def actor(self) -> nn.Module:
+        """The policy (the name the other agents' actor goes by)."""
+        return self.policy
+
+    # ------------------------------------------------------------------ acting
+    @torch.no_grad()
+    def act(self, obs: torch.Tensor, deterministic: bool = True) -> torch.Tensor:
+        """Actions (B, N+1) float32 in [-1, 1] for raw observations (B, obs_dim); the policy is
+        deterministic, so ``deterministic`` changes nothing."""
+        return self.policy(obs.to(self.device, torch.float32))
+
+    def policy_module(self) -> nn.Module:
+        """A detached copy: raw obs (B, obs_dim) -> action (B, N+1), in eval mode."""
+        return copy.deepcopy(self.policy).eval()
+
+    # ---------------------------------------------------------------- learning
+    def _check_env(self, env: Any) -> tuple[Any, Dynamics]:
+        """The env's market tables and rules; refuse an env or a ``kappa`` the policy cannot serve."""
+        check_env(env, self.obs_dim, self.action_dim, self.algorithm)
+        if not hasattr(env, "market_tensors"):
+            raise ConfigError("direct: trains on portfolio tasks only (kind 'portfolio')", field="algorithm")
+        env_cfg = env.config
+        check_kappa(self.config.kappa, env_cfg.logit_scale)
+        check_flatten(env_cfg)
+        self.policy.logit_scale.fill_(float(env_cfg.logit_scale))
+        return env.market_tensors(), Dynamics.from_config(env_cfg)
+
+    def learn(
+        self,
+        env: Any,
+        env_steps: int,
+        *,
+        progress: ProgressFn | None = None,
+        should_stop: StopFn | None = None,
+        telemetry: TelemetryFn | None = None,
+    ) -> dict[str, Any]:
+        """Take ``ceil(env_steps / (num_envs * rollout_steps))`` gradient steps on the env's days.
+
+        Args:
+            env: a :class:`~trainer.envs.portfolio.PortfolioVecEnv` over the train split on the
+                agent's device (read, never stepped).
+            env_steps: transitions to account for, >= 0 (``E H`` per gradient step).
+            progress, should_stop, telemetry: as :meth:`OnPolicyAgent.learn
+                <trainer.agents._on_policy.OnPolicyAgent.learn>`; ``should_stop`` is polled
+                between gradient steps; telemetry points hold :data:`STEP_STATS` and
+                ``learning_rate``.
+
+        Returns:
+            Stats: ``env_steps``, ``total_env_steps``, ``updates``, ``duration_s``,
+            ``steps_per_s``, ``episode_return_mean`` (mean window log return of the last 100
+            steps), ``episodes`` (windows), ``cancelled`` and the last step's :data:`STEP_STATS`.
+
+        Raises:
+            ConfigError: another env's sizes, a stock-trading env, ``kappa`` above the env's
+                ``logit_scale / 2``, ``subset_size`` above N, a window longer than the split, or
+                ``env_steps`` < 0.
+            Diverged: the objective, its gradient or a parameter became NaN or infinite.
+        """
+        cfg = self.config
+        (features, gross, _), dynamics = self._check_env(env)
+        if env_steps < 0:
+            raise ConfigError(f"env_steps must be >= 0, got {env_steps}", field="env_steps")
+        subset = cfg.subset_for(self.action_dim - 1)
+        per_step = cfg.num_envs * cfg.rollout_steps
+        iterations = math.ceil(env_steps / per_step)
+        penalties = Penalties(cfg.variance_penalty, cfg.tracking_penalty, cfg.turnover_penalty)
+        throttle = Throttle(progress)
+        start = time.monotonic()
+        clock = TelemetryClock(start)
+        collected, episodes, cancelled = 0, 0, False
+        losses: dict[str, float] = {}
+        self.policy.train()
+        for iteration in range(iterations):
+            if should_stop is not None and should_stop():
+                cancelled = True
+                break
+            batch = draw_windows(
+                features,
+                gross,
+                num_windows=cfg.num_envs,
+                length=cfg.rollout_steps,
+                subset=subset,
+                generator=self.generator,
+            )
+            losses = self._step(batch, dynamics, penalties, env.config)
+            collected += per_step
+            episodes += cfg.num_envs
+            self.env_steps += per_step
+            self.recent_returns.append(losses["mean_log_return"] * cfg.rollout_steps)
+            bad = first_nonfinite(losses.items())
+            params_ok = all(bool(torch.isfinite(p).all()) for p in self.policy.parameters())
+            if telemetry is not None and (bad or not params_ok or telemetry_due(iteration, iterations)):
+                telemetry(self._telemetry_point(collected, clock, {**losses, "learning_rate": cfg.learning_rate}))
+            if bad is not None or not params_ok:
+                quantity, value = bad if bad is not None else ("parameters", nonfinite_kind(self.policy.parameters()))
+                stats = self._stats(collected, episodes, start, losses, cancelled)
+                raise self.divergence(update=self.updates, quantity=quantity, value=value, stats=stats)
+            if throttle.due():
+                throttle(self._stats(collected, episodes, start, losses, False))
+        self.policy.eval()
+        return self._stats(collected, episodes, start, losses, cancelled)
+
+    def _step(self, batch: WindowBatch, dynamics: Dynamics, penalties: Penalties, env_cfg: Any) -> dict[str, float]:
+        """One AdamW step on ``-J``; returns the step's :data:`STEP_STATS` (one host read)."""
+        terms = window_objective(
+            self.policy,
+            batch,
+            dynamics,
+            penalties,
+            logit_scale=env_cfg.logit_scale,
+            cash_bias=env_cfg.cash_bias,
+            execution_lag=env_cfg.execution_lag,
+        )
+        self.optimizer.zero_grad(set_to_none=True)
+        (-terms.objective).backward()
+        grad_norm = nn.utils.clip_grad_norm_(self.policy.parameters(), self.config.max_grad_norm)
+        # a non-finite gradient must not reach the parameters: the step is skipped and reported
+        if torch.isfinite(grad_norm):
+            self.optimizer.step()
+        self.updates += 1
+        values = torch.stack([t.detach().to(torch.float64) for t in terms] + [grad_norm.to(torch.float64)])
+        return dict(zip(STEP_STATS, values.tolist()))
+
+    def _stats(self, collected: int, episodes: int, start: float, losses: dict, cancelled: bool) -> dict[str, Any]:
+        return {**self._base_stats(collected, episodes, start, cancelled), **losses}
+
+    # ------------------------------------------------------- hyperparameters
+    def set_hyperparameters(self, **changes: Any) -> None:
+        """Change hyperparameters between learn calls (PBT mutation); ``learning_rate`` and
+        ``weight_decay`` reach AdamW, ``kappa`` the policy.
+
+        Raises:
+            ConfigError: unknown key, bad value, ``subset_size`` above N, or ``hidden_sizes`` /
+                ``cash`` given a different value.
+        """
+        config = self._changed_config(changes)
+        config.subset_for(self.action_dim - 1)
+        self.config = config
+        set_lr(self.optimizer, config.learning_rate)
+        for group in self.optimizer.param_groups:
+            group["weight_decay"] = config.weight_decay
+        self.policy.kappa = config.kappa
+
+    # ------------------------------------------------------------ checkpoints
+    def state_dict(self) -> dict[str, Any]:
+        """Full training state as tensors and plain containers (``torch.load(weights_only=True)``-safe)."""
+        return {
+            "algorithm": self.algorithm,
+            "obs_dim": self.obs_dim,
+            "action_dim": self.action_dim,
+            "config": self.config.to_dict(),
+            "policy": self.policy.state_dict(),
+            "optimizer": self.optimizer.state_dict(),
+            "generator": self.generator.get_state(),
+            "generator_device": self.generator.device.type,
+            "env_steps": self.env_steps,
+            "updates": self.updates,
+            "recent_returns": list(self.recent_returns),
+        }
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        """Restore a :meth:`state_dict` (config included).
+
+        Raises:
+            ConfigError: the state belongs to another algorithm, other dimensions, hidden sizes or cash setting.
+        """
+        if state.get("algorithm") != self.algorithm:
+            raise ConfigError(
+                f"state is for algorithm {state.get('algorithm')!r}, not {self.algorithm}", field="algorithm"
+            )
+        if (state["obs_dim"], state["action_dim"]) != (self.obs_dim, self.action_dim):
+            raise ConfigError("state has different obs_dim/action_dim", field="env")
+        config = DirectConfig.from_dict(state["config"])
+        for name in self.SHAPE_FIELDS:
+            if getattr(config, name) != getattr(self.config, name):
+                field = f"{self.algorithm}.{name}"
+                raise ConfigError(f"state has a different {field}", field=field)
+        self.config = config
+        self.policy.kappa = config.kappa
+        self.policy.load_state_dict(state["policy"])
+        self.optimizer.load_state_dict(state["optimizer"])
+        restore_generator(self.generator, state["generator"], state.get("generator_device"))
+        self.env_steps = int(state["env_steps"])
+        self.updates = int(state["updates"])
+        self.recent_returns = deque((float(x) for x in state["recent_returns"]), maxlen=self.recent_returns.maxlen)
