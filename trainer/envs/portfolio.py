@@ -383,7 +383,8 @@ class PortfolioVecEnv(EpisodeStarts):
             ``weights`` (E, N+1) drifted weights, ``target_weights`` (E, N+1), ``cash`` USD,
             ``holdings`` (E, N) shares, ``costs`` (E,) USD paid in this step, ``turnover`` (E,)
             fraction, ``log_return`` (E,) and ``day`` (E,) int64. ``target_weights``
-            are the weights traded to, after ``rebalance_band`` and ``flatten_at_close``.
+            are the weights traded to, after ``rebalance_band``, ``trade_rate`` and
+            ``flatten_at_close`` (with ``execution_lag`` 1: toward the previous step's target).
             Weights, holdings, turnover and log returns are of ``dtype``; with ``state_info``
             off, ``info`` holds only ``final_observation`` and ``episode_return``.
 
