@@ -20,9 +20,9 @@ differential Sharpe ratio) less ``turnover_penalty`` per unit of turnover, times
 ``reward_scaling``. The formulas and their sources are in :mod:`trainer.envs.portfolio_dynamics`.
 Every episode starts all in cash on its first day, so the first rebalance pays ``cost_pct`` on
 the invested fraction; the differential Sharpe ratio starts from ``A_0 = 0`` and ``B_0 =``
-:data:`~trainer.envs.portfolio_dynamics.DSR_PRIOR_VARIANCE` (a 1 % daily volatility prior; with ``B_0 = 0`` the first step is
-0/0). ``rebalance_band`` must be below ``1/N``, else a zero action would never leave the
-initial cash. With ``execution_lag`` 1 the target of step ``k``'s action is traded at step
+:data:`~trainer.envs.portfolio_dynamics.DSR_PRIOR_VARIANCE` (a 1 % daily volatility prior;
+with ``B_0 = 0`` the first step is 0/0). ``rebalance_band`` must be below ``1/N``, else a zero
+action would never leave the initial cash. With ``execution_lag`` 1 the target of step ``k``'s action is traded at step
 ``k+1``'s close (kept as a pending order, not observed; the first step of an episode holds).
 
 **Intraday panels**: one step is one bar (the env never looks at the clock); lookbacks and

@@ -46,6 +46,7 @@ def test_a_stock_trading_task_refuses_them_by_name(data_dir, tmp_path, capsys):
     assert code == 2 and "env.trade_rate" in capsys.readouterr().err
 
 
+@pytest.mark.slow  # trains a tiny agent (20-40 s on a shared core)
 def test_a_trained_bundle_records_them_and_evaluates_with_them(data_dir, tmp_path, capsys):
     from trainer.artifacts.bundle_reader import load_agent
 
