@@ -169,6 +169,22 @@ def test_both_envs_over_a_point_in_time_universe_step_without_host_sync_or_float
     assert (held[out] == 0).all(), "the sync-free step holds no non-member"
 
 
+def test_the_portfolio_dynamics_settings_step_without_host_sync_or_float64(accelerator, train):
+    from trainer.envs.portfolio import PortfolioVecEnv
+    from trainer.envs.portfolio_config import PortfolioConfig
+
+    device, mode = accelerator
+    config = PortfolioConfig(episode_length=4, rebalance_band=0.01, band_mode="edge", trade_rate=0.5, execution_lag=1)
+    env = PortfolioVecEnv(train, config, num_envs=16, device=device, seed=0)
+    actions = torch.rand((9, 16, len(TICKERS) + 1), device=device) * 2.2 - 1.0
+    with mode.in_phase("dynamics step"):
+        for a in actions:
+            env.step(a)
+    assert mode.device_ops["dynamics step"] > 0
+    assert mode.syncs["dynamics step"] == 0, dict(mode.sync_ops["dynamics step"])
+    assert not mode.float64_ops["dynamics step"], dict(mode.float64_ops["dynamics step"])
+
+
 def test_intraday_envs_flattening_at_the_close_step_without_host_sync(accelerator, data_dir):
     from tests.intraday import intraday_panel
     from trainer.data.pipeline import build_market_data

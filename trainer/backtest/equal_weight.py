@@ -5,7 +5,7 @@
   any friction.
 * **Fair: 1/N traded with the task's own costs and no-trade band** (:func:`traded_equal_weight_returns`):
   the zero action of a portfolio env with the task's ``PortfolioConfig`` (a zero action targets
-  1/N; :mod:`trainer.envs.portfolio`), run through the one policy loop
+  1/N; :mod:`trainer.envs.portfolio`; its band mode, trade rate and execution lag included), run through the one policy loop
   (:func:`trainer.backtest.policy_run.run_policy`) on the same days, so it pays exactly what an
   agent of the task pays. For a ``stock_trading`` task (whose zero action holds cash) the same
   portfolio env is built with ``cost_pct`` = the mean of its buy and sell costs, its initial
@@ -64,7 +64,11 @@ def fair_config(env_config: Any) -> PortfolioConfig:
 
 def _describe(config: PortfolioConfig) -> str:
     band = f", no-trade band {100 * config.rebalance_band:.2f} %" if config.rebalance_band else ""
-    return f"1/N traded with the task's costs ({100 * config.cost_pct:.2f} % of traded value{band})"
+    if band and config.band_mode == "edge":
+        band += " traded to its edge"
+    rate = f", trade rate {config.trade_rate:g}" if config.trade_rate < 1 else ""
+    lag = ", one-day execution lag" if config.execution_lag else ""
+    return f"1/N traded with the task's costs ({100 * config.cost_pct:.2f} % of traded value{band}{rate}{lag})"
 
 
 def traded_equal_weight_returns(

@@ -93,7 +93,8 @@ def task_from_args(args: argparse.Namespace) -> dict[str, Any]:
         env["reward"] = args.reward  # a stock-trading task refuses it by name (env.reward)
     if args.env == "portfolio" and "rebalance_band" not in env:  # the product default (see the constant)
         env["rebalance_band"] = RECOMMENDED_REBALANCE_BAND
-    for name in ("rebalance_band", "turnover_penalty"):  # portfolio only; stock trading refuses them by name
+    # portfolio only; stock trading refuses them by name
+    for name in ("rebalance_band", "turnover_penalty", "trade_rate", "band_mode", "execution_lag"):
         if getattr(args, name, None) is not None:
             env[name] = getattr(args, name)
     task["env"] = env

@@ -82,6 +82,17 @@ def _whole(text: str) -> int:
     return value
 
 
+def _trade_rate(text: str) -> float:
+    """A fraction in (0, 1] (the portfolio env's ``trade_rate``)."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
+    if not 0 < value <= 1:  # NaN fails too
+        raise argparse.ArgumentTypeError(f"{text!r} must be in (0, 1]: the fraction of the way traded per step")
+    return value
+
+
 def _hp_pair(text: str) -> tuple[str, Any]:
     key, sep, raw = text.partition("=")
     if not sep or not key.strip():
@@ -197,6 +208,26 @@ def add_task_flags(parser: argparse.ArgumentParser) -> None:
         type=float,
         metavar="COEF",
         help="portfolio env training-only reward penalty per unit of turnover (default 0)",
+    )
+    parser.add_argument(
+        "--trade-rate",
+        type=_trade_rate,
+        metavar="ETA",
+        help="portfolio env partial adjustment: each step moves the weights this fraction of the way to "
+        "the (banded) target, in (0, 1] (default 1: all the way)",
+    )
+    parser.add_argument(
+        "--band-mode",
+        choices=("target", "edge"),
+        help="portfolio env: a stock outside the no-trade band trades to its target (default) or only to "
+        "the band's edge (Davis & Norman)",
+    )
+    parser.add_argument(
+        "--execution-lag",
+        type=int,
+        choices=(0, 1),
+        help="portfolio env: 1 trades the target chosen on day t's observation at day t+1's close "
+        "(default 0: at day t's close)",
     )
     parser.add_argument("--num-envs", type=_positive_int, help="parallel envs (hyperparameter num_envs)")
     parser.add_argument(

@@ -20,9 +20,9 @@ differential Sharpe ratio) less ``turnover_penalty`` per unit of turnover, times
 ``reward_scaling``. The formulas and their sources are in :mod:`trainer.envs.portfolio_dynamics`.
 Every episode starts all in cash on its first day, so the first rebalance pays ``cost_pct`` on
 the invested fraction; the differential Sharpe ratio starts from ``A_0 = 0`` and ``B_0 =``
-:data:`~trainer.envs.portfolio_dynamics.DSR_PRIOR_VARIANCE` (a 1 % daily volatility prior; with ``B_0 = 0`` the first step is
-0/0). ``rebalance_band`` must be below ``1/N``, else a zero action would never leave the
-initial cash. With ``execution_lag`` 1 the target of step ``k``'s action is traded at step
+:data:`~trainer.envs.portfolio_dynamics.DSR_PRIOR_VARIANCE` (a 1 % daily volatility prior;
+with ``B_0 = 0`` the first step is 0/0). ``rebalance_band`` must be below ``1/N``, else a zero
+action would never leave the initial cash. With ``execution_lag`` 1 the target of step ``k``'s action is traded at step
 ``k+1``'s close (kept as a pending order, not observed; the first step of an episode holds).
 
 **Intraday panels**: one step is one bar (the env never looks at the clock); lookbacks and
@@ -288,7 +288,8 @@ class PortfolioVecEnv(EpisodeStarts):
             ``weights`` (E, N+1) drifted weights, ``target_weights`` (E, N+1), ``cash`` USD,
             ``holdings`` (E, N) shares, ``costs`` (E,) USD paid in this step, ``turnover`` (E,)
             fraction, ``log_return`` (E,) and ``day`` (E,) int64. ``target_weights``
-            are the weights traded to, after ``rebalance_band`` and ``flatten_at_close``.
+            are the weights traded to, after ``rebalance_band``, ``trade_rate`` and
+            ``flatten_at_close`` (with ``execution_lag`` 1: toward the previous step's target).
             Weights, holdings, turnover and log returns are of ``dtype``; with ``state_info``
             off, ``info`` holds only ``final_observation`` and ``episode_return``.
 

@@ -107,6 +107,7 @@ __all__ = [
     "PortfolioState",
     "StepResult",
     "banded_target",
+    "initial_state",
     "target_weights",
     "trade",
     "transition",
@@ -164,6 +165,36 @@ class Dynamics:
             dsr_eta=float(config.dsr_eta),
             turnover_penalty=float(config.turnover_penalty),
         )
+
+
+def initial_state(
+    batch: int,
+    num_stocks: int,
+    *,
+    initial_cash: float = 1e6,
+    dtype: torch.dtype = torch.float64,
+    device: str | torch.device = "cpu",
+) -> PortfolioState:
+    """The state every env episode starts from: all cash, ``A_0 = 0``, ``B_0 =``
+    :data:`DSR_PRIOR_VARIANCE`.
+
+    Args:
+        batch: ``B`` rows; num_stocks: ``N``.
+        initial_cash: value of each row, USD.
+        dtype: of the weights and moments (the value is float64, as in the env).
+        device: of the tensors.
+
+    Returns:
+        :class:`PortfolioState` with weights (B, N+1) ``[0, ..., 0, 1]``.
+    """
+    weights = torch.zeros(batch, num_stocks + 1, dtype=dtype, device=device)
+    weights[:, num_stocks] = 1.0
+    return PortfolioState(
+        weights,
+        torch.full((batch,), float(initial_cash), dtype=torch.float64, device=device),
+        torch.zeros(batch, dtype=dtype, device=device),
+        torch.full((batch,), DSR_PRIOR_VARIANCE, dtype=dtype, device=device),
+    )
 
 
 class StepResult(NamedTuple):

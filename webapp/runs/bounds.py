@@ -87,6 +87,8 @@ PORTFOLIO_ENV: dict[str, Bound] = {
     "initial_cash": ENV["initial_cash"],
     "cost_pct": Bound("Cost of turnover (fraction, 0.001 = 0.1 %)", ENV["buy_cost_pct"].low, ENV["buy_cost_pct"].high),
     "reward_scaling": Bound("Reward scaling", ENV["reward_scaling"].low, ENV["reward_scaling"].high, low_open=True),
+    "trade_rate": Bound("Trade rate (fraction of the way to the target per day)", 0, 1, low_open=True),
+    "execution_lag": Bound("Execution lag (days)", 0, 1, integer=True),
 }
 #: The env bounds of each task kind.
 ENV_BY_KIND: dict[str, dict[str, Bound]] = {"stock_trading": ENV, "portfolio": PORTFOLIO_ENV}

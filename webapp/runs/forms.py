@@ -18,6 +18,7 @@ from webapp.core.errors import AppError, without_field_name
 from webapp.runs import bounds, lineage, selectors
 from webapp.runs.algorithms import default_mutation, form_hyperparameters
 from webapp.runs.models import ClusterBudget, Run
+from webapp.runs.portfolio_fields import DYNAMICS_DEFAULTS, PortfolioDynamicsFields, dynamics_env, dynamics_initial
 from webapp.runs.services.common import DEFAULT_GENERATION_STEPS
 
 # Where an error naming a task/run field (dotted, from the services) is shown on the form.
@@ -79,7 +80,7 @@ def _date(label: str) -> SplitBoundField:
     return SplitBoundField(label=label)
 
 
-class RunForm(forms.Form):
+class RunForm(PortfolioDynamicsFields, forms.Form):
     """Everything a new run needs: task (data, splits, env, algorithm) and tournament."""
 
     name = forms.CharField(max_length=200, required=False, help_text="Defaults to the task name.")
@@ -362,6 +363,7 @@ class RunForm(forms.Form):
                 env["cost_pct"] = d["buy_cost_pct"]
             if d.get("rebalance_band") is not None:
                 env["rebalance_band"] = d["rebalance_band"]
+            env.update(dynamics_env(d))
         else:
             env = {k: d[k] for k in _ENV_FIELDS if d.get(k) is not None}
         if d.get("flatten_at_close"):
@@ -521,7 +523,10 @@ def _env_initial(kind: str, env: dict[str, Any]) -> dict[str, Any]:
     if kind == "portfolio":
         initial.setdefault("reward", "log_return")
         initial["rebalance_band"] = env.get("rebalance_band", 0.0)  # a clone trades as the task did
-    taken = {*shown, "flatten_at_close", "rebalance_band" if kind == "portfolio" else ""}
+        initial.update(dynamics_initial(env))
+    taken = {*shown, "flatten_at_close"}
+    if kind == "portfolio":  # shown in their own fields
+        taken |= {"rebalance_band", *DYNAMICS_DEFAULTS}
     initial["env_extra"] = {kind: {k: v for k, v in env.items() if k not in taken}}
     return initial
 

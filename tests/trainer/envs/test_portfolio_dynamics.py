@@ -15,6 +15,7 @@ from trainer.envs.portfolio_dynamics import (
     DSR_PRIOR_VARIANCE,
     Dynamics,
     PortfolioState,
+    initial_state,
     target_weights,
     transition,
 )
@@ -46,14 +47,9 @@ def test_env_and_transition_give_identical_numbers(two_stocks, dtype, settings):
     env.reset(options={"start_day": 5})
     n, dyn = env.num_stocks, Dynamics.from_config(cfg)
     close = torch.tensor(data.close, dtype=torch.float64)
-    cash = torch.zeros(3, n + 1, dtype=dtype)
-    cash[:, n] = 1.0
-    state = PortfolioState(
-        cash,
-        torch.full((3,), cfg.initial_cash, dtype=torch.float64),
-        torch.zeros(3, dtype=dtype),
-        torch.full((3,), DSR_PRIOR_VARIANCE, dtype=dtype),
-    )
+    state = initial_state(3, n, initial_cash=cfg.initial_cash, dtype=dtype)
+    assert torch.equal(state.weights, env._weights) and torch.equal(state.value, env._value)
+    assert torch.equal(state.dsr_b, env._dsr_b) and state.dsr_b[0].item() == pytest.approx(DSR_PRIOR_VARIANCE)
     actions = torch.as_tensor(np.random.default_rng(3).uniform(-1, 1, size=(8, 3, n + 1)), dtype=torch.float32)
     for k, action in enumerate(actions):
         day = 5 + k
@@ -200,3 +196,17 @@ def test_defaults_are_today_and_round_trip():
     again = PortfolioConfig.from_dict({"trade_rate": 0.25, "band_mode": "edge", "execution_lag": 1})
     assert PortfolioConfig.from_dict(again.to_dict()) == again
     assert Dynamics.from_config(again) == Dynamics(trade_rate=0.25, band_mode="edge")
+
+
+@pytest.mark.slow  # about 20 s on a shared core: dynamo's first trace
+def test_the_sync_free_step_with_every_setting_traces_as_one_graph(two_stocks):
+    settings = {"rebalance_band": 0.01, "band_mode": "edge", "trade_rate": 0.5, "execution_lag": 1}
+    config = PortfolioConfig(episode_length=3, reward="differential_sharpe", **settings)
+    env = PortfolioVecEnv(two_stocks, config, num_envs=4, seed=4, sync_free=True, dtype=torch.float32)
+    actions = torch.rand((4, 4, 3), generator=torch.Generator().manual_seed(7)) * 2.2 - 1.1
+    for a in actions[:3]:  # the third step ends every episode
+        env.step(a)
+    torch._dynamo.reset()
+    explained = torch._dynamo.explain(env.step)(actions[3])
+    assert explained.graph_break_count == 0, [str(b.reason) for b in explained.break_reasons]
+    assert explained.graph_count == 1
