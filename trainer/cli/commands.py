@@ -166,14 +166,23 @@ def cmd_train(args: argparse.Namespace) -> int:
         "duration_s": sum(r.duration_s for r in results),
         "data": data_summary(market),
     }
-    if args.json:
+    _print_train_summary(summary, m, dsr, bench_note=bench.note, as_json=args.json)
+    return 0
+
+
+def _print_train_summary(
+    summary: dict[str, Any], m: dict[str, Any], dsr: dict[str, Any], *, bench_note: str | None, as_json: bool
+) -> None:
+    """Print :func:`cmd_train`'s result: the ``summary`` as JSON, or as lines of text from it,
+    the best generation's validation metrics ``m`` and its Deflated Sharpe Ratio ``dsr``."""
+    if as_json:
         print(json.dumps(summary, indent=2))
     else:
         print(format_data_summary(summary["data"]))
-        if bench.note:
-            print(f"note:       {bench.note}")
-        print(f"checkpoint: {summary['checkpoint']}  (sha256 {best.sha256})")
-        print(f"bundle:     {summary['bundle']}  (sha256 {bundle_sha})")
+        if bench_note:
+            print(f"note:       {bench_note}")
+        print(f"checkpoint: {summary['checkpoint']}  (sha256 {summary['checkpoint_sha256']})")
+        print(f"bundle:     {summary['bundle']}  (sha256 {summary['bundle_sha256']})")
         ret = summary["validation_total_return"]
         print(f"score:      {score_text(m)}")
         print(
@@ -186,7 +195,6 @@ def cmd_train(args: argparse.Namespace) -> int:
             f"trained:    {summary['env_steps']:,} env steps in {summary['generations']} generation(s), "
             f"{summary['duration_s']:.1f} s" + (" (stopped early)" if summary["cancelled"] else "")
         )
-    return 0
 
 
 def _training_failed(exc: Diverged, args: argparse.Namespace, *, generation: int) -> int:
