@@ -182,9 +182,9 @@ def run_generation(
     lineage = load_lineage(parent, task)
     values, changes = resolve_hyperparameters(task, lineage, hyperparameters)
     trainee = make_trainee(task, data, lineage, values, changes, seed=seed, device=torch_device)
-    judge = _Validation(task, data, trainee, seed=seed, benchmark_returns=benchmark_returns, device=torch_device)
+    judge = Validation(task, data, trainee, seed=seed, benchmark_returns=benchmark_returns, device=torch_device)
     untrained = untrained_baseline(judge, lineage, seed=seed)
-    reporter = _Reporter(progress, started=started, env_steps=env_steps, lineage=lineage)
+    reporter = ProgressReporter(progress, started=started, env_steps=env_steps, lineage=lineage)
     training = train(trainee, lineage, env_steps, reporter=reporter, should_stop=should_stop, telemetry=telemetry)
     metrics = evaluate_trained(judge, training, untrained)
     checkpoint = write_checkpoint(Path(out_path), task, data, lineage, trainee, training, metrics, seed=seed)
@@ -291,7 +291,7 @@ def make_trainee(
 
 
 @dataclass
-class _Validation:
+class Validation:
     """Scores the trainee's deterministic policy on the validation split (:func:`evaluate_policy`)."""
 
     task: TaskSpec
@@ -302,6 +302,7 @@ class _Validation:
     device: torch.device
 
     def evaluate(self, name: str) -> dict[str, Any]:
+        """:func:`evaluate_policy`'s metrics of the agent as it is now (``name`` in its errors)."""
         agent = self.trainee.agent
         # Evaluation steps 1 + EVAL_RANDOM_WINDOWS envs day by day: on the CPU, where the env is
         # exact (float64) and a tiny step costs less than an accelerator's kernel launches and syncs.
@@ -325,7 +326,7 @@ class _Validation:
         )
 
 
-def untrained_baseline(judge: _Validation, lineage: Lineage, *, seed: int) -> dict[str, Any] | None:
+def untrained_baseline(judge: Validation, lineage: Lineage, *, seed: int) -> dict[str, Any] | None:
     """The line's untrained policy scored on the same validation days, the baseline a trained
     score is read against: evaluated now for a fresh agent (``score``, ``sharpe_ratio``,
     ``total_return``, ``seed``), the parent's for a child (``None`` when it has none)."""
@@ -336,7 +337,7 @@ def untrained_baseline(judge: _Validation, lineage: Lineage, *, seed: int) -> di
 
 
 @dataclass
-class _Reporter:
+class ProgressReporter:
     """Turns the agent's progress dicts into :func:`run_generation`'s ``progress`` calls."""
 
     progress: Callable[[dict], None] | None
@@ -381,7 +382,7 @@ def train(
     lineage: Lineage,
     env_steps: int,
     *,
-    reporter: _Reporter,
+    reporter: ProgressReporter,
     should_stop: Callable[[], bool] | None,
     telemetry: Callable[[dict], None] | None,
 ) -> Training:
@@ -413,7 +414,7 @@ def train(
     return Training(stats, trained, bool(stats.get("cancelled", False)), points)
 
 
-def evaluate_trained(judge: _Validation, training: Training, untrained: dict[str, Any] | None) -> dict[str, Any]:
+def evaluate_trained(judge: Validation, training: Training, untrained: dict[str, Any] | None) -> dict[str, Any]:
     """The trained policy's validation metrics, with the line's ``untrained`` baseline.
 
     Raises Diverged (no checkpoint is written) when the policy's actions are NaN although its
