@@ -6,14 +6,14 @@ evaluates it and submits it to a leaderboard; the next generation starts from an
 from the leaderboard (:mod:`trainer.tournament`), maybe with perturbed hyperparameters.
 :func:`run_generation` is that unit of work; it knows nothing of the leaderboard or the web.
 
-What is learned is a :class:`~trainer.task.TaskSpec` (:mod:`trainer.task`); the score comes
-from :func:`~trainer.evaluation.evaluate_policy` on the validation split; the checkpoint is
-written with :mod:`trainer.artifacts.checkpoints`. Those names are re-exported here.
+What is learned is a :class:`~trainer.task.TaskSpec` (:mod:`trainer.task`); where a generation
+starts is :mod:`trainer.lineage`; the score comes from :func:`~trainer.evaluation.evaluate_policy`
+on the validation split; the checkpoint is written with :mod:`trainer.artifacts.checkpoints`.
+:func:`run_generation` reads as its steps, each a function below it, in the order they run.
 """
 
 from __future__ import annotations
 
-import hashlib
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -25,23 +25,23 @@ import pandas as pd
 import torch
 
 from trainer.agents import make_agent
-from trainer.artifacts.checkpoints import load_checkpoint, save_checkpoint, utc_now
-from trainer.artifacts.rebuild import build_agent
+from trainer.artifacts.checkpoints import save_checkpoint, utc_now
 from trainer.data.market import MarketData
 from trainer.data.pipeline import load_market_data
 from trainer.data.splits import check_split_days
 from trainer.data.timestamps import infer_periods_per_year
 from trainer.envs.kinds import fit_stats, kind_of, make_env, observation_dim, prepare_market
 from trainer.envs.observations import FeatureStats
-from trainer.errors import BundleError, ConfigError, PolicyError
+from trainer.errors import ConfigError, PolicyError
 from trainer.evaluation import evaluate_policy
-from trainer.task import SPLITS, TaskSpec, check_buffer_memory, reprefix, validate_hyperparameters
+from trainer.lineage import Lineage, check_parent_fits, continue_agent, load_lineage, resolve_hyperparameters
+from trainer.task import SPLITS, TaskSpec, check_buffer_memory
 from trainer.util.device import buffer_memory_limit, configure_device, pick_device
 from trainer.util.files import sha256_file
 from trainer.util.jsonable import to_jsonable
 from trainer.version import __version__
 
-__all__ = ["GenerationResult", "branch_seed", "run_generation"]
+__all__ = ["GenerationResult", "run_generation"]
 
 
 @dataclass
@@ -90,32 +90,6 @@ class GenerationResult:
     telemetry: list[dict[str, Any]] = field(default_factory=list)
 
 
-def _layout_key(layout: Mapping[str, Any]) -> tuple:
-    return (layout.get("obs_dim"), tuple(layout.get("tickers", ())), tuple(layout.get("feature_names", ())))
-
-
-def branch_seed(parent_agent_state: dict[str, Any], seed: int) -> int:
-    """Seed of a child generation's random stream: a hash of the parent's RNG state and ``seed``.
-
-    Two children of one parent with different seeds draw different rollouts and minibatches;
-    the same parent and seed give the same child (reproducible tournaments).
-
-    Args:
-        parent_agent_state: the parent's ``agent.state_dict()`` (its ``"generator"`` entry is
-            the torch generator state, a uint8 tensor).
-        seed: this generation's seed.
-
-    Returns:
-        A non-negative 63-bit integer for ``torch.Generator.manual_seed``.
-    """
-    digest = hashlib.sha256()
-    generator_state = parent_agent_state.get("generator")
-    if isinstance(generator_state, torch.Tensor):
-        digest.update(generator_state.cpu().numpy().tobytes())
-    digest.update(int(seed).to_bytes(8, "little", signed=True))
-    return int.from_bytes(digest.digest()[:8], "little") >> 1
-
-
 def run_generation(
     task: TaskSpec | Mapping[str, Any],
     *,
@@ -135,12 +109,12 @@ def run_generation(
 ) -> GenerationResult:
     """Train one generation on the train split, score it on validation, write a checkpoint.
 
-    Steps: load the data (or use ``market_data``) and cut the splits; build a
-    :class:`StockTradingVecEnv` over the train split with ``num_envs`` from the
-    hyperparameters; build the agent (fresh, or the parent's full training state with the
-    ``hyperparameters`` changes applied through ``agent.set_hyperparameters``); call
-    ``agent.learn`` for ``env_steps``; evaluate with :func:`evaluate_policy` on the validation
-    split; write the checkpoint atomically.
+    Steps, in order: :func:`load_splits` (the data, or ``market_data``, cut into splits);
+    :func:`~trainer.lineage.load_lineage` (the parent, or none) and
+    :func:`~trainer.lineage.resolve_hyperparameters` (once: the parent's or the task's with
+    ``hyperparameters`` applied); :func:`make_trainee` (the train env with ``num_envs`` envs, a
+    fresh or continued agent); :func:`untrained_baseline`; :func:`train` (``agent.learn``);
+    :func:`evaluate_trained` (the validation split); :func:`write_checkpoint` (atomically).
 
     Cancellation: ``should_stop`` is checked by the agent between updates. When it returns
     True, training stops after the current update, the agent is still evaluated and the
@@ -197,110 +171,142 @@ def run_generation(
             algorithm, tickers or indicators).
     """
     started = time.monotonic()
-    if not isinstance(task, TaskSpec):
-        task = TaskSpec.from_dict(task)
+    task = task if isinstance(task, TaskSpec) else TaskSpec.from_dict(task)  # the one parse of the spec
     if isinstance(env_steps, bool) or not isinstance(env_steps, int | np.integer) or env_steps < 1:
         raise ConfigError(f"env_steps: must be a positive integer (got {env_steps!r})", field="env_steps")
     env_steps = int(env_steps)
     torch_device = device if isinstance(device, torch.device) else pick_device(device)
     configure_device(torch_device)
 
-    market = (
+    data = load_splits(task, market_data=market_data, data_dir=data_dir, cache_dir=cache_dir)
+    lineage = load_lineage(parent, task)
+    values, changes = resolve_hyperparameters(task, lineage, hyperparameters)
+    trainee = make_trainee(task, data, lineage, values, changes, seed=seed, device=torch_device)
+    judge = Validation(task, data, trainee, seed=seed, benchmark_returns=benchmark_returns, device=torch_device)
+    untrained = untrained_baseline(judge, lineage, seed=seed)
+    reporter = ProgressReporter(progress, started=started, env_steps=env_steps, lineage=lineage)
+    training = train(trainee, lineage, env_steps, reporter=reporter, should_stop=should_stop, telemetry=telemetry)
+    metrics = evaluate_trained(judge, training, untrained)
+    checkpoint = write_checkpoint(Path(out_path), task, data, lineage, trainee, training, metrics, seed=seed)
+    reporter.report({"phase": "done", "env_steps": training.env_steps, "score": checkpoint.score})
+    return GenerationResult(
+        checkpoint_path=checkpoint.path,
+        sha256=checkpoint.sha256,
+        score=checkpoint.score,
+        metrics=metrics,
+        env_steps=training.env_steps,
+        hyperparameters=checkpoint.hyperparameters,
+        cancelled=training.cancelled,
+        duration_s=checkpoint.written_at - started,
+        total_env_steps=lineage.total_env_steps + training.env_steps,
+        generation=lineage.generation,
+        stats=training.stats,
+        telemetry=training.points,
+    )
+
+
+@dataclass(frozen=True)
+class GenerationData:
+    """The market data of one generation, loaded once (:func:`load_splits`): ``raw`` as loaded
+    (its indicator names and content hash go in the checkpoint); ``market``, ``raw`` with the
+    env kind's scale-free features over the whole panel (causal,
+    :func:`~trainer.envs.kinds.prepare_market`); ``train`` and ``validation``, ``market`` cut to
+    the splits; ``feature_stats``, z-score statistics of the train split only (or ``None``)."""
+
+    raw: MarketData
+    market: MarketData
+    train: MarketData
+    validation: MarketData
+    feature_stats: FeatureStats | None
+
+
+def load_splits(
+    task: TaskSpec, *, market_data: MarketData | None, data_dir: str | Path | None, cache_dir: str | Path | None
+) -> GenerationData:
+    """Load the task's data (or take ``market_data``), check every split has enough days, cut
+    the train and validation splits. Raises ConfigError (a split too short or outside the data)
+    and DataError (unreadable data)."""
+    raw = (
         market_data if market_data is not None else load_market_data(task.data, data_dir=data_dir, cache_dir=cache_dir)
     )
-    check_split_days({name: task.split(name) for name in SPLITS}, market.dates)
-    raw_market = market
-    market = prepare_market(market, task.env)  # scale-free features over the whole panel (causal)
+    check_split_days({name: task.split(name) for name in SPLITS}, raw.dates)
+    market = prepare_market(raw, task.env)
     train_data = market.slice(*task.train, name="train")
     validation_data = market.slice(*task.validation, name="validation")
-    # Z-score statistics of the train split only; a continued agent keeps its lineage's.
-    feature_stats = fit_stats(train_data, task.env)
+    return GenerationData(raw, market, train_data, validation_data, fit_stats(train_data, task.env))
 
-    parent_state: Mapping[str, Any] | None = None
-    parent_file: str | None = None
-    if parent is not None:
-        if isinstance(parent, Mapping):
-            parent_state = parent
-        else:
-            parent_file = str(parent)
-            parent_state = load_checkpoint(parent)
-        if parent_state.get("algorithm") != task.algorithm:
-            raise BundleError(
-                f"parent checkpoint was trained with {parent_state.get('algorithm')!r}, the task uses {task.algorithm!r}",
-                file=parent_file,
-            )
-        base_hp = dict(parent_state["hyperparameters"])
-    else:
-        base_hp = dict(task.hyperparameters)
-    changes = dict(hyperparameters or {})
-    merged = validate_hyperparameters(task.algorithm, {**base_hp, **changes})
 
-    if parent_state is not None and feature_stats is not None and parent_state.get("feature_stats"):
-        feature_stats = FeatureStats.from_dict(parent_state["feature_stats"])
-    obs_dim, action_dim = observation_dim(task.env, len(raw_market.tickers), len(raw_market.feature_names))
-    check_buffer_memory(task.algorithm, merged, obs_dim, action_dim, limit=buffer_memory_limit(torch_device))
+@dataclass
+class Trainee:
+    """The env over the train split and the agent that learns on it (:func:`make_trainee`).
+
+    ``feature_stats`` are the observation statistics both use (the line's, for a continued
+    agent); ``layout`` is :meth:`observation_layout` of the env, stored in the checkpoint."""
+
+    env: Any
+    agent: Any
+    feature_stats: FeatureStats | None
+    layout: dict[str, Any]
+
+
+def make_trainee(
+    task: TaskSpec,
+    data: GenerationData,
+    lineage: Lineage,
+    values: Mapping[str, Any],
+    changed: Mapping[str, Any],
+    *,
+    seed: int,
+    device: torch.device,
+) -> Trainee:
+    """Build the train env and the parent's agent (its full training state, its random stream
+    branched by ``seed``, ``changed`` applied) or a fresh one seeded by ``seed``.
+
+    Raises:
+        ConfigError: the buffers would exceed the device's memory limit, or a change the
+            continued agent refuses (field ``hyperparameters.<name>``).
+        BundleError: the parent was trained on other tickers or indicators.
+    """
+    feature_stats = data.feature_stats
+    if lineage.state is not None and feature_stats is not None and lineage.state.get("feature_stats"):
+        feature_stats = FeatureStats.from_dict(lineage.state["feature_stats"])  # the line keeps its statistics
+    obs_dim, action_dim = observation_dim(task.env, len(data.raw.tickers), len(data.raw.feature_names))
+    check_buffer_memory(task.algorithm, values, obs_dim, action_dim, limit=buffer_memory_limit(device))
     env = make_env(
-        train_data,
+        data.train,
         task.env,
-        num_envs=int(merged["num_envs"]),
-        device=torch_device,
+        num_envs=int(values["num_envs"]),
+        device=device,
         seed=seed,
         feature_stats=feature_stats,
         state_info=False,  # the agents read final_observation and episode_return only
     )
     layout = env.observation_layout()
-    if parent_state is not None and _layout_key(parent_state["observation_layout"]) != _layout_key(layout):
-        old = parent_state["observation_layout"]
-        raise BundleError(
-            "parent checkpoint does not fit this task's data: it was trained on "
-            f"{len(old.get('tickers', []))} tickers x {len(old.get('feature_names', []))} indicators "
-            f"(obs_dim {old.get('obs_dim')}), the task has {len(layout['tickers'])} x "
-            f"{len(layout['feature_names'])} (obs_dim {layout['obs_dim']})",
-            file=parent_file,
-        )
-
-    if parent_state is not None:
-        agent = build_agent(dict(parent_state), device=torch_device)
-        # Branch the parent's random stream with this generation's seed: pods that continue the
-        # same parent must explore differently, not replay the parent's stream bit for bit.
-        # Networks, optimizer moments, normalizer and counters still continue exactly.
-        agent.generator.manual_seed(branch_seed(parent_state["agent"], seed))
-        real_changes = {k: v for k, v in merged.items() if base_hp.get(k) != v}
-        if real_changes:
-            try:
-                agent.set_hyperparameters(**real_changes)
-            except ConfigError as exc:
-                raise reprefix(exc, "hyperparameters", inner=task.algorithm) from None
+    check_parent_fits(lineage, layout)
+    if lineage.state is None:
+        agent = make_agent(task.algorithm, env.obs_dim, env.action_dim, values, device=device, seed=seed)
     else:
-        agent = make_agent(task.algorithm, env.obs_dim, env.action_dim, merged, device=torch_device, seed=seed)
+        agent = continue_agent(lineage, changed, algorithm=task.algorithm, seed=seed, device=device)
+    return Trainee(env, agent, feature_stats, layout)
 
-    parent_total = int(parent_state.get("total_env_steps", 0)) if parent_state is not None else 0
-    generation = int(parent_state.get("generation", 0)) + 1 if parent_state is not None else 1
 
-    def report(payload: dict[str, Any]) -> None:
-        if progress is None:
-            return
-        elapsed = time.monotonic() - started
-        done = int(payload.get("env_steps", 0))
-        rate = payload.get("steps_per_s") or (done / elapsed if elapsed > 0 else 0.0)
-        eta = (env_steps - done) / rate if rate and done < env_steps else 0.0
-        progress(
-            {
-                **payload,
-                "phase": payload.get("phase", "train"),
-                "generation_env_steps": done,
-                "env_steps_budget": env_steps,
-                "total_env_steps": parent_total + done,
-                "generation": generation,
-                "elapsed_s": elapsed,
-                "eta_s": max(0.0, float(eta)),
-            }
-        )
+@dataclass
+class Validation:
+    """Scores the trainee's deterministic policy on the validation split (:func:`evaluate_policy`)."""
 
-    def evaluate(name: str) -> dict[str, Any]:
+    task: TaskSpec
+    data: GenerationData
+    trainee: Trainee
+    seed: int
+    benchmark_returns: pd.Series | None
+    device: torch.device
+
+    def evaluate(self, name: str) -> dict[str, Any]:
+        """:func:`evaluate_policy`'s metrics of the agent as it is now (``name`` in its errors)."""
+        agent = self.trainee.agent
         # Evaluation steps 1 + EVAL_RANDOM_WINDOWS envs day by day: on the CPU, where the env is
         # exact (float64) and a tiny step costs less than an accelerator's kernel launches and syncs.
-        if torch_device.type == "cpu":
+        if self.device.type == "cpu":
 
             def policy(obs: torch.Tensor) -> torch.Tensor:
                 return agent.act(obs, deterministic=True)
@@ -309,113 +315,184 @@ def run_generation(
             policy = agent.policy_module().to("cpu")
         return evaluate_policy(
             policy,
-            validation_data,
-            task.env,
+            self.data.validation,
+            self.task.env,
             device="cpu",
-            seed=seed,
-            feature_stats=feature_stats,
-            selection=task.selection,
-            benchmark_returns=benchmark_returns,
+            seed=self.seed,
+            feature_stats=self.trainee.feature_stats,
+            selection=self.task.selection,
+            benchmark_returns=self.benchmark_returns,
             policy_name=name,
         )
 
-    # The untrained policy of the line, scored on the same validation days: the baseline a
-    # trained agent's score is read against (a child inherits its line's).
-    if parent_state is None:
-        before = evaluate(f"the untrained {task.algorithm} agent")
-        untrained = {**{k: before.get(k) for k in ("score", "sharpe_ratio", "total_return")}, "seed": int(seed)}
-    else:
-        untrained = dict((parent_state.get("metrics") or {}).get("untrained") or {}) or None
 
+def untrained_baseline(judge: Validation, lineage: Lineage, *, seed: int) -> dict[str, Any] | None:
+    """The line's untrained policy scored on the same validation days, the baseline a trained
+    score is read against: evaluated now for a fresh agent (``score``, ``sharpe_ratio``,
+    ``total_return``, ``seed``), the parent's for a child (``None`` when it has none)."""
+    if lineage.state is None:
+        before = judge.evaluate(f"the untrained {judge.task.algorithm} agent")
+        return {**{k: before.get(k) for k in ("score", "sharpe_ratio", "total_return")}, "seed": int(seed)}
+    return dict((lineage.state.get("metrics") or {}).get("untrained") or {}) or None
+
+
+@dataclass
+class ProgressReporter:
+    """Turns the agent's progress dicts into :func:`run_generation`'s ``progress`` calls."""
+
+    progress: Callable[[dict], None] | None
+    started: float
+    env_steps: int
+    lineage: Lineage
+
+    def report(self, payload: dict[str, Any]) -> None:
+        if self.progress is None:
+            return
+        elapsed = time.monotonic() - self.started
+        done = int(payload.get("env_steps", 0))
+        rate = payload.get("steps_per_s") or (done / elapsed if elapsed > 0 else 0.0)
+        eta = (self.env_steps - done) / rate if rate and done < self.env_steps else 0.0
+        self.progress(
+            {
+                **payload,
+                "phase": payload.get("phase", "train"),
+                "generation_env_steps": done,
+                "env_steps_budget": self.env_steps,
+                "total_env_steps": self.lineage.total_env_steps + done,
+                "generation": self.lineage.generation,
+                "elapsed_s": elapsed,
+                "eta_s": max(0.0, float(eta)),
+            }
+        )
+
+
+@dataclass(frozen=True)
+class Training:
+    """What :func:`train` returns: ``stats`` (the last ``agent.learn`` statistics, JSON-able),
+    ``env_steps`` trained, ``cancelled`` and the telemetry ``points``."""
+
+    stats: dict[str, Any]
+    env_steps: int
+    cancelled: bool
+    points: list[dict[str, Any]]
+
+
+def train(
+    trainee: Trainee,
+    lineage: Lineage,
+    env_steps: int,
+    *,
+    reporter: ProgressReporter,
+    should_stop: Callable[[], bool] | None,
+    telemetry: Callable[[dict], None] | None,
+) -> Training:
+    """``agent.learn`` for ``env_steps`` (until ``should_stop``), recording the training curve
+    in lineage coordinates. Raises Diverged (NaN or infinite losses, gradients or parameters)."""
     points: list[dict[str, Any]] = []
 
     def record(point: dict[str, Any]) -> None:
         point = {
             **point,
             "generation_env_steps": int(point["env_steps"]),
-            "total_env_steps": parent_total + int(point["env_steps"]),
-            "generation": generation,
+            "total_env_steps": lineage.total_env_steps + int(point["env_steps"]),
+            "generation": lineage.generation,
         }
         points.append(point)
         if telemetry is not None:
             telemetry(point)
 
-    stats = agent.learn(
-        env,
+    stats = trainee.agent.learn(
+        trainee.env,
         env_steps,
-        progress=report if progress is not None else None,
+        progress=reporter.report if reporter.progress is not None else None,
         should_stop=should_stop,
         telemetry=record,
     )
     stats = to_jsonable(dict(stats or {}))
-    cancelled = bool(stats.get("cancelled", False))
     trained = int(stats.get("env_steps", env_steps))
-    if progress is not None:
-        report({"phase": "evaluate", "env_steps": trained})
+    reporter.report({"phase": "evaluate", "env_steps": trained})
+    return Training(stats, trained, bool(stats.get("cancelled", False)), points)
 
+
+def evaluate_trained(judge: Validation, training: Training, untrained: dict[str, Any] | None) -> dict[str, Any]:
+    """The trained policy's validation metrics, with the line's ``untrained`` baseline.
+
+    Raises Diverged (no checkpoint is written) when the policy's actions are NaN although its
+    losses and parameters were finite."""
+    agent = judge.trainee.agent
     try:
-        metrics = evaluate(f"the {task.algorithm} agent")
+        metrics = judge.evaluate(f"the {judge.task.algorithm} agent")
     except PolicyError as exc:
-        # finite losses and parameters, yet NaN actions: diverged all the same (no checkpoint)
         value = str(exc.details.get("value", "NaN"))
-        error = agent.divergence(update=agent.updates, quantity="validation_action", value=value, stats=stats)
+        error = agent.divergence(update=agent.updates, quantity="validation_action", value=value, stats=training.stats)
         error.details["date"] = exc.details.get("date")
         raise error from None
     if untrained is not None:
         metrics["untrained"] = untrained
-    score = float(metrics["score"])
-    hp_now = to_jsonable(dict(agent.hyperparameters()))
+    return metrics
 
+
+@dataclass(frozen=True)
+class WrittenCheckpoint:
+    """What :func:`write_checkpoint` wrote: ``path``, its ``sha256``, the ``score``, the agent's
+    final ``hyperparameters`` and ``written_at`` (``time.monotonic()`` after the write)."""
+
+    path: Path
+    sha256: str
+    score: float
+    hyperparameters: dict[str, Any]
+    written_at: float
+
+
+def write_checkpoint(
+    out_path: Path,
+    task: TaskSpec,
+    data: GenerationData,
+    lineage: Lineage,
+    trainee: Trainee,
+    training: Training,
+    metrics: dict[str, Any],
+    *,
+    seed: int,
+) -> WrittenCheckpoint:
+    """Write the agent's full training state and the generation's record atomically
+    (:func:`~trainer.artifacts.checkpoints.save_checkpoint`; the format is in
+    :mod:`trainer.artifacts.bundle`)."""
+    score = float(metrics["score"])
+    hp_now = to_jsonable(dict(trainee.agent.hyperparameters()))
     state = {
         "created_at": utc_now(),
         "paddock_version": __version__,
         "algorithm": task.algorithm,
         "hyperparameters": hp_now,
-        "agent": agent.state_dict(),
-        "obs_dim": env.obs_dim,
-        "action_dim": env.action_dim,
-        "observation_layout": layout,
+        "agent": trainee.agent.state_dict(),
+        "obs_dim": trainee.env.obs_dim,
+        "action_dim": trainee.env.action_dim,
+        "observation_layout": trainee.layout,
         "env_config": task.env.to_dict(),
         "kind": kind_of(task.env),
-        "feature_stats": feature_stats.to_dict() if feature_stats is not None else None,
+        "feature_stats": trainee.feature_stats.to_dict() if trainee.feature_stats is not None else None,
         "task": task.to_dict(),
         "data_window": {
-            "tickers": list(market.tickers),
-            "feature_names": list(raw_market.feature_names),
-            "train": [str(train_data.dates[0]), str(train_data.dates[-1])],
-            "validation": [str(validation_data.dates[0]), str(validation_data.dates[-1])],
+            "tickers": list(data.market.tickers),
+            "feature_names": list(data.raw.feature_names),
+            "train": [str(data.train.dates[0]), str(data.train.dates[-1])],
+            "validation": [str(data.validation.dates[0]), str(data.validation.dates[-1])],
             "test": list(task.test),
-            "periods_per_year": infer_periods_per_year(train_data.dates),
-            "content_sha256": raw_market.content_hash(),
-            "source": market.source,
-            "notes": list(market.notes),
+            "periods_per_year": infer_periods_per_year(data.train.dates),
+            "content_sha256": data.raw.content_hash(),
+            "source": data.market.source,
+            "notes": list(data.market.notes),
         },
         "score": score,
         "metrics": metrics,
-        "stats": stats,
-        "env_steps": trained,
-        "total_env_steps": parent_total + trained,
-        "generation": generation,
-        "parent_sha256": sha256_file(parent_file) if parent_file is not None else None,
+        "stats": training.stats,
+        "env_steps": training.env_steps,
+        "total_env_steps": lineage.total_env_steps + training.env_steps,
+        "generation": lineage.generation,
+        "parent_sha256": sha256_file(lineage.file) if lineage.file is not None else None,
         "seed": int(seed),
-        "cancelled": cancelled,
+        "cancelled": training.cancelled,
     }
-    out_path = Path(out_path)
     digest = save_checkpoint(state, out_path)
-    duration = time.monotonic() - started
-    if progress is not None:
-        report({"phase": "done", "env_steps": trained, "score": score})
-    return GenerationResult(
-        checkpoint_path=out_path,
-        sha256=digest,
-        score=score,
-        metrics=metrics,
-        env_steps=trained,
-        hyperparameters=hp_now,
-        cancelled=cancelled,
-        duration_s=duration,
-        total_env_steps=parent_total + trained,
-        generation=generation,
-        stats=stats,
-        telemetry=points,
-    )
+    return WrittenCheckpoint(out_path, digest, score, hp_now, time.monotonic())

@@ -19,7 +19,8 @@ from trainer.envs.stock_config import EnvConfig
 from trainer.envs.stock_trading import StockTradingVecEnv
 from trainer.errors import BundleError, ConfigError
 from trainer.evaluation import evaluate_checkpoint_state, evaluate_policy
-from trainer.pod import branch_seed, run_generation
+from trainer.lineage import branch_seed
+from trainer.pod import run_generation
 from trainer.selection import SelectionRule
 from trainer.task import TaskSpec
 from trainer.util.files import sha256_file

@@ -191,6 +191,77 @@ def test_no_dynamic_imports_in_webapp_or_trainer():
     assert offenders == []
 
 
+# --- sizes: no module over 500 lines, no function over 120 -----------------------------------
+
+MAX_MODULE_LINES = 500
+MAX_FUNCTION_LINES = 120
+#: Today's offenders, each being split by another change of issue 26, with its size when the
+#: limits were added. An entry may shrink but not grow, and must go once it fits: the merger
+#: of those changes empties these lists.
+OVERSIZED_MODULES = {
+    "webapp/runs/forms.py": 590,
+    "webapp/runs/selectors.py": 594,
+}
+LONG_FUNCTIONS = {
+    "trainer/evaluation.py:evaluate_policy": 144,
+    "webapp/runs/services/tasks.py:task_prepare": 152,
+}
+
+
+def _sized_modules() -> dict[str, Path]:
+    return {
+        str(path.relative_to(REPO_ROOT)): path
+        for package in ("trainer", "webapp")
+        for path in sorted((REPO_ROOT / package).rglob("*.py"))
+        if "migrations" not in path.parts
+    }
+
+
+def _function_lengths(path: Path) -> dict[str, int]:
+    """``{"Class.method" or "function": lines}`` of every function of ``path`` (nested ones too),
+    from its ``def`` line to its last line, docstring included, decorators not."""
+    lengths: dict[str, int] = {}
+
+    def visit(node: ast.AST, prefix: str) -> None:
+        for child in ast.iter_child_nodes(node):
+            if isinstance(child, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
+                name = f"{prefix}{child.name}"
+                if not isinstance(child, ast.ClassDef):
+                    lengths[name] = child.end_lineno - child.lineno + 1
+                visit(child, f"{name}.")
+            else:
+                visit(child, prefix)
+
+    visit(ast.parse(path.read_text(), filename=str(path)), "")
+    return lengths
+
+
+def test_no_module_is_over_500_lines():
+    sizes = {name: len(path.read_text().splitlines()) for name, path in _sized_modules().items()}
+    offenders = {name: lines for name, lines in sizes.items() if lines > OVERSIZED_MODULES.get(name, MAX_MODULE_LINES)}
+    assert offenders == {}, f"split these modules by concept (limit {MAX_MODULE_LINES} lines): {offenders}"
+    fixed = sorted(name for name in OVERSIZED_MODULES if sizes.get(name, 0) <= MAX_MODULE_LINES)
+    assert fixed == [], "these modules fit now (or are gone): remove them from OVERSIZED_MODULES"
+
+
+def test_no_function_is_over_120_lines():
+    lengths = {
+        f"{name}:{function}": lines
+        for name, path in _sized_modules().items()
+        for function, lines in _function_lengths(path).items()
+    }
+    offenders = {key: lines for key, lines in lengths.items() if lines > LONG_FUNCTIONS.get(key, MAX_FUNCTION_LINES)}
+    assert offenders == {}, f"read these as named steps (limit {MAX_FUNCTION_LINES} lines): {offenders}"
+    fixed = sorted(key for key in LONG_FUNCTIONS if lengths.get(key, 0) <= MAX_FUNCTION_LINES)
+    assert fixed == [], "these functions fit now (or are gone): remove them from LONG_FUNCTIONS"
+
+
+def test_the_size_checks_measure_functions_and_methods_by_their_qualified_names():
+    lengths = _function_lengths(REPO_ROOT / "trainer" / "pod.py")
+    assert set(lengths) >= {"run_generation", "ProgressReporter.report", "train", "train.record"}
+    assert lengths["train.record"] < lengths["train"] <= MAX_FUNCTION_LINES
+
+
 def test_the_layout_in_docs_lists_every_module():
     """``docs/architecture.md`` shows the layout as a tree, one line per module; a module added
     or moved without updating it fails here."""

@@ -315,6 +315,31 @@ def export_bundle(
     weights = safetensors_save(tensors, metadata={"paddock": f"policy of a {state['algorithm']} agent"})
     onnx_bytes = _export_onnx(policy, int(state["obs_dim"]))
 
+    config = _bundle_config(state, policy, tensors, checkpoint_sha, provenance=provenance, test_metrics=test_metrics)
+    _add_ensemble(config, state, ensemble_members=ensemble_members, total_env_steps=total_env_steps)
+    config_bytes = json.dumps(config, indent=2, sort_keys=False, allow_nan=False).encode()
+    members = {
+        "policy.safetensors": weights,
+        "config.json": config_bytes,
+        "policy.onnx": onnx_bytes,
+        "README.md": _model_card(config).encode(),
+    }
+    sums = "".join(f"{sha256_bytes(data)}  {name}\n" for name, data in members.items())
+    members["SHA256SUMS"] = sums.encode()
+    return atomic_write_bytes(out_path, _zip_bytes(members, state.get("created_at")))
+
+
+def _bundle_config(
+    state: Mapping[str, Any],
+    policy: Any,
+    tensors: Mapping[str, Any],
+    checkpoint_sha: str,
+    *,
+    provenance: Mapping[str, Any] | None,
+    test_metrics: Mapping[str, Any] | None,
+) -> dict[str, Any]:
+    """``config.json`` of a bundle (see the module doc) from the checkpoint ``state`` and its
+    CPU ``policy`` module with its ``tensors``."""
     layout = state["observation_layout"]
     normalization = {
         k.split(".", 1)[1]: v.double().tolist() if v.ndim else float(v)
@@ -322,7 +347,7 @@ def export_bundle(
         if k.startswith("normalizer.")
     }
     hp = dict(state["hyperparameters"])
-    config = {
+    return {
         "format": BUNDLE_FORMAT,
         "format_version": BUNDLE_VERSION,
         "paddock_version": __version__,
@@ -363,6 +388,19 @@ def export_bundle(
         "provenance": dict(provenance) if provenance else None,
         "test_metrics": dict(test_metrics) if test_metrics else None,
     }
+
+
+def _add_ensemble(
+    config: dict[str, Any],
+    state: Mapping[str, Any],
+    *,
+    ensemble_members: Sequence[Mapping[str, Any]] | None,
+    total_env_steps: int | None,
+) -> None:
+    """An ensemble's ``config.json`` entries: ``generation`` None, ``total_env_steps`` and the
+    ``ensemble`` object with its members (``ensemble_members`` replace the stored ids and
+    generations). Raises BundleError (field ``ensemble_members``) for a wrong count, or for
+    either argument given with a checkpoint that is not an ensemble."""
     if state["algorithm"] == "ensemble":
         stored = [dict(m) for m in state["agent"]["members"]]
         if ensemble_members is not None:
@@ -391,13 +429,3 @@ def export_bundle(
             f"ensemble_members and total_env_steps apply to ensembles only; this checkpoint is a {state['algorithm']} agent",
             field="ensemble_members",
         )
-    config_bytes = json.dumps(config, indent=2, sort_keys=False, allow_nan=False).encode()
-    members = {
-        "policy.safetensors": weights,
-        "config.json": config_bytes,
-        "policy.onnx": onnx_bytes,
-        "README.md": _model_card(config).encode(),
-    }
-    sums = "".join(f"{sha256_bytes(data)}  {name}\n" for name, data in members.items())
-    members["SHA256SUMS"] = sums.encode()
-    return atomic_write_bytes(out_path, _zip_bytes(members, state.get("created_at")))

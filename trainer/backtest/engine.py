@@ -27,7 +27,7 @@ from trainer.backtest.benchmark import AlignedBenchmark, align_benchmark
 from trainer.backtest.benchmark import load_benchmark_close as load_benchmark_close
 from trainer.backtest.contract import METRIC_CONTRACT
 from trainer.backtest.equal_weight import equal_weight_comparison
-from trainer.backtest.metrics import compute_metrics, returns_from_values, turnover_series
+from trainer.backtest.metrics import compute_metrics, returns_from_values
 from trainer.backtest.policy_run import Policy, PolicyTrace, run_policy
 from trainer.backtest.robustness import robustness_report
 from trainer.data.market import MarketData
@@ -255,6 +255,30 @@ def executed_trades(
     residue = np.abs(trades * close) <= TRADE_TOLERANCE * value[:, None]
     trades[residue] = 0.0
     return trades
+
+
+def turnover_series(traded_notional: pd.Series, account_value: pd.Series) -> pd.Series:
+    """Daily turnover: traded notional of a day divided by the account value that day.
+
+    Args:
+        traded_notional: (T,) USD value of all buys plus all sells executed each day (>= 0).
+        account_value: (T,) USD account value on the same dates (> 0).
+
+    Returns:
+        (T,) float64 fractions (0.1 = a tenth of the account traded that day).
+
+    Raises:
+        DataError: the dates differ, a notional is negative or an account value is not positive.
+    """
+    if not traded_notional.index.equals(account_value.index):
+        raise DataError("traded_notional and account_value must have the same dates", field="traded_notional")
+    notional = traded_notional.to_numpy(dtype="float64")
+    value = account_value.to_numpy(dtype="float64")
+    if (notional < 0).any() or not np.isfinite(notional).all():
+        raise DataError("traded_notional must be finite and non-negative", field="traded_notional")
+    if (value <= 0).any() or not np.isfinite(value).all():
+        raise DataError("account_value must be positive and finite", field="account_value")
+    return pd.Series(notional / value, index=traded_notional.index, name="turnover")
 
 
 def daily_frame(trace: PolicyTrace, window: MarketData, *, costs_from_positions: bool = False) -> pd.DataFrame:

@@ -5,7 +5,7 @@ session x 252) and also reported per session ("daily" figures); see :func:`compu
 
 Every ratio here is computed by (or checked against) `empyrical-reloaded`_ so that numbers in
 Paddock reports mean exactly what they mean in pyfolio/empyrical reports. This module adds what
-empyrical lacks: the dates and length of the maximum drawdown, a daily win rate, turnover, input
+empyrical lacks: the dates and length of the maximum drawdown, a daily win rate, input
 validation with :class:`~trainer.errors.DataError`, and a JSON-able summary
 (:func:`compute_metrics`) where undefined values are ``None`` instead of NaN/inf.
 
@@ -21,18 +21,12 @@ import empyrical
 import numpy as np
 import pandas as pd
 
+from trainer.backtest.contract import MIN_ANNUALISED_DAYS
 from trainer.errors import DataError
 from trainer.util.jsonable import finite_or_none
 
 TRADING_DAYS_PER_YEAR = 252
 """Periods per year used to annualise daily figures (empyrical's ``DAILY`` factor)."""
-
-from trainer.backtest.contract import (  # noqa: E402,F401  (re-exported: callers import them from here)
-    ANNUALISED_KEYS,
-    METRIC_CONTRACT,
-    MIN_ANNUALISED_DAYS,
-    short_window_text,
-)
 
 
 def _as_returns(returns: Any, name: str = "returns") -> pd.Series:
@@ -352,30 +346,6 @@ def win_rate(returns: pd.Series) -> float:
     return float((r > 0).mean()) if len(r) else float("nan")
 
 
-def turnover_series(traded_notional: pd.Series, account_value: pd.Series) -> pd.Series:
-    """Daily turnover: traded notional of a day divided by the account value that day.
-
-    Args:
-        traded_notional: (T,) USD value of all buys plus all sells executed each day (>= 0).
-        account_value: (T,) USD account value on the same dates (> 0).
-
-    Returns:
-        (T,) float64 fractions (0.1 = a tenth of the account traded that day).
-
-    Raises:
-        DataError: the dates differ, a notional is negative or an account value is not positive.
-    """
-    if not traded_notional.index.equals(account_value.index):
-        raise DataError("traded_notional and account_value must have the same dates", field="traded_notional")
-    notional = traded_notional.to_numpy(dtype="float64")
-    value = account_value.to_numpy(dtype="float64")
-    if (notional < 0).any() or not np.isfinite(notional).all():
-        raise DataError("traded_notional must be finite and non-negative", field="traded_notional")
-    if (value <= 0).any() or not np.isfinite(value).all():
-        raise DataError("account_value must be positive and finite", field="account_value")
-    return pd.Series(notional / value, index=traded_notional.index, name="turnover")
-
-
 def _daily_sharpe(r: pd.Series, risk_free: float) -> float | None:
     """mean(r - rf) / std(r - rf, ddof 1), per day (not annualised); None when undefined."""
     excess = (r - risk_free).dropna()
@@ -401,7 +371,7 @@ def compute_metrics(
             every label of ``returns`` (extra labels are ignored); adds ``alpha``, ``beta``,
             ``information_ratio`` and ``benchmark_cumulative_return``.
         risk_free: per-period risk-free return as a fraction (default 0).
-        turnover: optional (T',) turnover fractions per period (:func:`turnover_series`); adds
+        turnover: optional (T',) turnover fractions per period (:func:`~trainer.backtest.engine.turnover_series`); adds
             ``turnover_daily_mean`` and ``turnover_annual`` (daily mean times 252).
         start_date: label of the period before the first return (e.g. the first backtest day),
             used as the drawdown peak date when wealth peaks at its start.

@@ -166,14 +166,23 @@ def cmd_train(args: argparse.Namespace) -> int:
         "duration_s": sum(r.duration_s for r in results),
         "data": data_summary(market),
     }
-    if args.json:
+    _print_train_summary(summary, m, dsr, bench_note=bench.note, as_json=args.json)
+    return 0
+
+
+def _print_train_summary(
+    summary: dict[str, Any], m: dict[str, Any], dsr: dict[str, Any], *, bench_note: str | None, as_json: bool
+) -> None:
+    """Print :func:`cmd_train`'s result: the ``summary`` as JSON, or as lines of text from it,
+    the best generation's validation metrics ``m`` and its Deflated Sharpe Ratio ``dsr``."""
+    if as_json:
         print(json.dumps(summary, indent=2))
     else:
         print(format_data_summary(summary["data"]))
-        if bench.note:
-            print(f"note:       {bench.note}")
-        print(f"checkpoint: {summary['checkpoint']}  (sha256 {best.sha256})")
-        print(f"bundle:     {summary['bundle']}  (sha256 {bundle_sha})")
+        if bench_note:
+            print(f"note:       {bench_note}")
+        print(f"checkpoint: {summary['checkpoint']}  (sha256 {summary['checkpoint_sha256']})")
+        print(f"bundle:     {summary['bundle']}  (sha256 {summary['bundle_sha256']})")
         ret = summary["validation_total_return"]
         print(f"score:      {score_text(m)}")
         print(
@@ -186,7 +195,6 @@ def cmd_train(args: argparse.Namespace) -> int:
             f"trained:    {summary['env_steps']:,} env steps in {summary['generations']} generation(s), "
             f"{summary['duration_s']:.1f} s" + (" (stopped early)" if summary["cancelled"] else "")
         )
-    return 0
 
 
 def _training_failed(exc: Diverged, args: argparse.Namespace, *, generation: int) -> int:
@@ -215,6 +223,23 @@ def _is_bundle(path: Path) -> bool:
         return path.suffix.lower() == ".zip"
 
 
+def _evaluation_data(task: Any, tickers: list[str], args: argparse.Namespace) -> Any:
+    """The data spec ``evaluate`` loads: the task's, on the agent's own tickers (whatever the
+    missing-data policy dropped), with ``--data``, ``--membership`` and an explicit range's open
+    end from the arguments."""
+    from trainer.data.spec import DataSpec
+
+    data_fields = task.data.to_dict()
+    data_fields["tickers"] = tickers
+    if args.data:
+        data_fields["paths"] = data_paths(args.data, args.data_dir)
+    if args.membership:
+        data_fields["membership"] = data_paths([args.membership], args.data_dir)[0]
+    if args.start or args.end:
+        data_fields["end"] = None if args.end else data_fields["end"]
+    return DataSpec.from_dict(data_fields, prefix="data")
+
+
 def cmd_evaluate(args: argparse.Namespace) -> int:
     """Metrics of a checkpoint's or bundle's deterministic policy over a split or range, next to
     equal weight, QQQ and the untrained policy (a fresh agent of the same algorithm and sizes,
@@ -225,7 +250,6 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
     from trainer.artifacts.checkpoints import load_checkpoint
     from trainer.artifacts.rebuild import build_agent
     from trainer.backtest.relative import DEFAULT_REPS
-    from trainer.data.spec import DataSpec
     from trainer.data.splits import check_window
     from trainer.envs.kinds import prepare_market
     from trainer.envs.observations import FeatureStats
@@ -270,15 +294,7 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
     else:
         start, end = task.split(args.split)
         name = args.split
-    data_fields = task.data.to_dict()
-    data_fields["tickers"] = tickers  # the agent's universe, whatever the missing-data policy dropped
-    if args.data:
-        data_fields["paths"] = data_paths(args.data, args.data_dir)
-    if args.membership:
-        data_fields["membership"] = data_paths([args.membership], args.data_dir)[0]
-    if args.start or args.end:
-        data_fields["end"] = None if args.end else data_fields["end"]
-    spec = DataSpec.from_dict(data_fields, prefix="data")
+    spec = _evaluation_data(task, tickers, args)
     market = load_market(spec, args)
     # the one rule of every door: a range may not end (or start) past the data, give or take
     # a weekend and a holiday; it is refused, never clipped silently

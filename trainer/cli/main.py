@@ -249,6 +249,18 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
     sub.required = True
 
+    _add_train_command(sub)
+    _add_walk_forward_command(sub)
+    _add_evaluate_command(sub)
+    _add_export_command(sub)
+    _add_serve_command(sub)
+    for command_parser in sub.choices.values():  # an unknown flag is reported by its own command
+        command_parser.set_defaults(command_parser=command_parser)
+    return parser
+
+
+def _add_train_command(sub: Any) -> None:
+    """``train``: the task flags, the three splits, the budget and its generations."""
     train = sub.add_parser(
         "train",
         help="train an agent on a task (file or flags; default: the Dow-30 demo task)",
@@ -282,6 +294,9 @@ def build_parser() -> argparse.ArgumentParser:
     train.add_argument("--no-progress", action="store_true", help="no progress bar")
     _add_limit_flags(train)
 
+
+def _add_walk_forward_command(sub: Any) -> None:
+    """``walk-forward``: the task flags and the folds of the study (docs/walk-forward.md)."""
     wf = sub.add_parser(
         "walk-forward",
         help="a walk-forward study: train, select and test fold by fold, stitch the test spans",
@@ -346,6 +361,9 @@ def build_parser() -> argparse.ArgumentParser:
     _add_limit_flags(wf)
     wf.set_defaults(train=None, validation=None, test=None)
 
+
+def _add_evaluate_command(sub: Any) -> None:
+    """``evaluate``: a checkpoint or bundle, the split or dates, the data and the benchmark."""
     ev = sub.add_parser(
         "evaluate",
         help="evaluate a checkpoint or bundle on a split or date range",
@@ -367,6 +385,9 @@ def build_parser() -> argparse.ArgumentParser:
     ev.add_argument("--json", action="store_true", help="print metrics as JSON")
     _add_limit_flags(ev)
 
+
+def _add_export_command(sub: Any) -> None:
+    """``export``: a checkpoint and the bundle path."""
     ex = sub.add_parser(
         "export",
         help="write an agent bundle (.zip) from a checkpoint",
@@ -375,6 +396,9 @@ def build_parser() -> argparse.ArgumentParser:
     ex.add_argument("checkpoint", help="checkpoint file (.pt)")
     ex.add_argument("--out", metavar="ZIP", help="bundle path (default: the checkpoint's name with .zip)")
 
+
+def _add_serve_command(sub: Any) -> None:
+    """``serve``: a bundle, the address and the data of ``{"date"}`` requests."""
     sv = sub.add_parser(
         "serve",
         help="answer POST /act for an agent bundle over HTTP (no Django)",
@@ -392,9 +416,6 @@ def build_parser() -> argparse.ArgumentParser:
     sv.add_argument("--data-dir", metavar="DIR", default=default_data_dir(), help=DATA_DIR_HELP)
     sv.add_argument("--cache-dir", metavar="DIR", help="Parquet cache of processed market data")
     _add_limit_flags(sv, body=True)
-    for command_parser in sub.choices.values():  # an unknown flag is reported by its own command
-        command_parser.set_defaults(command_parser=command_parser)
-    return parser
 
 
 def _port(text: str) -> int:

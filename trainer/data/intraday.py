@@ -23,6 +23,7 @@ up). Every fill is reported in :attr:`BarInfo.missing` and in ``attrs["notes"]``
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -121,32 +122,59 @@ def prepare_intraday(
     """
     bar_label = check_option(bar_label, BAR_LABELS, "bar_label")
     session = check_option(session, SESSIONS, "session")
-    rows = frame["_row"].to_numpy()
-    raw = frame["date"]
     local = stamps.exchange_time()
     ns = local.astype(np.int64)
     tics = frame["tic"].astype("string").str.strip().str.upper().fillna("").to_numpy(dtype=object)
     codes, names = pd.factorize(tics)
+    fail = _RowError(frame["_row"].to_numpy(), tics, frame["date"], where, file)
     notes: list[str] = []
+    reversed_tics = _check_time_order(ns, local, codes, names, fail)
+    if reversed_tics:
+        notes.append(f"{origin}: rows of {listed(reversed_tics)} are newest-first; sorted by time")
+    minutes, interval = _bar_interval(ns, codes, fail, origin=origin, file=file)
+    mod = minutes_of_day(local)
+    used, detected, note = _bar_label(
+        mod, ns, codes, minutes, bar_label, interval=interval, origin=origin, stamps=stamps
+    )
+    notes.append(note)
+    days_all = ns // _DAY_NS
+    ends = _bar_ends(days_all, mod, minutes, used, session, interval, fail)
+    out_ns = days_all * _DAY_NS + ends * _MIN_NS
+    frame = frame.assign(date=out_ns.astype("datetime64[ns]"))
+    return frame, FileBars(minutes, used, detected, f"{stamps.zone} ({stamps.how})", tuple(notes))
 
-    def fail(i: int, what: str, field: str = "date") -> DataError:
-        row = int(rows[i])
-        shown = f"{tics[i]} {raw.iloc[i]}"
+
+@dataclass(frozen=True)
+class _RowError:
+    """The DataError of row position ``i`` of one file, naming its row, ticker and stamp."""
+
+    rows: np.ndarray
+    tics: np.ndarray
+    raw: pd.Series
+    where: Any
+    file: str | None
+
+    def __call__(self, i: int, what: str, field: str = "date") -> DataError:
+        row = int(self.rows[i])
         return DataError(
-            f"{where(row)} ({shown}): {what}",
-            file=file,
+            f"{self.where(row)} ({self.tics[i]} {self.raw.iloc[i]}): {what}",
+            file=self.file,
             row=row,
-            ticker=str(tics[i]),
-            date=str(raw.iloc[i]),
+            ticker=str(self.tics[i]),
+            date=str(self.raw.iloc[i]),
             field=field,
         )
 
-    # per ticker: no repeated stamp; strictly increasing in file order, or strictly decreasing
+
+def _check_time_order(ns: np.ndarray, local: np.ndarray, codes: np.ndarray, names: Any, fail: _RowError) -> list:
+    """Per ticker: no repeated stamp, and stamps strictly increasing in file order or strictly
+    decreasing (those tickers are returned, newest-first); else raise."""
+    rows = fail.rows
     order = np.lexsort((rows, ns, codes))
     repeat = np.flatnonzero((np.diff(ns[order]) == 0) & (np.diff(codes[order]) == 0))
     if repeat.size:
         first, again = order[repeat[0]], order[repeat[0] + 1]
-        raise fail(again, f"duplicate timestamp: row {int(rows[first])} has the same bar of {tics[again]}")
+        raise fail(again, f"duplicate timestamp: row {int(rows[first])} has the same bar of {fail.tics[again]}")
     by_tic = np.argsort(codes, kind="stable")
     bounds = np.searchsorted(codes[by_tic], np.arange(len(names) + 1))
     reversed_tics = []
@@ -167,9 +195,12 @@ def prepare_intraday(
             f"not in time order: this bar is {'earlier' if rising else 'later'} than row {int(rows[idx[j]])} "
             f"({stamp_text(local[idx[j]])} ET), which comes before it in the file; sort each ticker's rows by time",
         )
-    if reversed_tics:
-        notes.append(f"{origin}: rows of {listed(reversed_tics)} are newest-first; sorted by time")
+    return reversed_tics
 
+
+def _bar_interval(ns: np.ndarray, codes: np.ndarray, fail: _RowError, *, origin: str, file: str | None) -> tuple:
+    """``(minutes, interval name)``: the most common step between a ticker's bars of one day,
+    which must be a supported interval; every stamp must be on a whole minute."""
     order = np.lexsort((ns, codes))
     s_ns, s_codes = ns[order], codes[order]
     day = s_ns // _DAY_NS
@@ -193,9 +224,25 @@ def prepare_intraday(
     if sub_minute.any():
         i = int(np.flatnonzero(sub_minute)[0])
         raise fail(i, f"the stamp is not on a whole minute; {interval} bars start and end on whole minutes")
+    return minutes, interval
 
-    # bar label: start stamps run 09:30 .. close-interval, end stamps 09:30+interval .. close
-    mod = minutes_of_day(local)
+
+def _bar_label(
+    mod: np.ndarray,
+    ns: np.ndarray,
+    codes: np.ndarray,
+    minutes: int,
+    bar_label: str,
+    *,
+    interval: str,
+    origin: str,
+    stamps: Stamps,
+) -> tuple[str, str, str]:
+    """``(used, detected, note)``: what the stamps mark (start stamps run 09:30 ..
+    close-interval, end stamps 09:30+interval .. close), as detected and as used (the option,
+    or the detection with ``"auto"``; bar starts when unclear), and the note saying so."""
+    order = np.lexsort((ns, codes))
+    s_codes, day = codes[order], ns[order] // _DAY_NS
     has_open, has_close = bool((mod == SESSION_OPEN).any()), bool((mod == SESSION_CLOSE).any())
     firsts = pd.Series(mod[order]).groupby([s_codes, day]).min().to_numpy()
     if has_open != has_close:
@@ -208,20 +255,26 @@ def prepare_intraday(
         detected, why = "unclear", "the first bars of the days match neither convention"
     used = bar_label if bar_label != "auto" else ("start" if detected == "unclear" else detected)
     if bar_label == "auto":
-        notes.append(
+        note = (
             f"{origin}: {interval} bars; stamps read as bar {used}s ({why}"
             + ("; assumed bar starts: set bar_label if that is wrong" if detected == "unclear" else "")
             + f"); time zone: {stamps.zone} ({stamps.how})"
         )
     else:
         clash = detected not in ("unclear", bar_label)
-        notes.append(
+        note = (
             f"{origin}: {interval} bars; stamps read as bar {used}s (bar_label option"
             + (f"; they look like bar {detected}s: {why}" if clash else "")
             + f"); time zone: {stamps.zone} ({stamps.how})"
         )
+    return used, detected, note
 
-    days_all = ns // _DAY_NS
+
+def _bar_ends(
+    days_all: np.ndarray, mod: np.ndarray, minutes: int, used: str, session: str, interval: str, fail: _RowError
+) -> np.ndarray:
+    """Each bar's end, minutes after midnight ET (a start stamp plus the interval, cut at the
+    day's close); raises for a bar outside the session, off the interval's grid or on a weekend."""
     closes = _day_closes(days_all, mod, label=used, session=session)
     unique_days, day_pos = np.unique(days_all, return_inverse=True)
     close_of = np.array([closes[int(d)] for d in unique_days], dtype=np.int64)[day_pos]
@@ -249,10 +302,7 @@ def prepare_intraday(
     if weekend.any():
         i = int(np.flatnonzero(weekend)[0])
         raise fail(i, f"the bar falls on a {'Saturday' if weekday[i] == 5 else 'Sunday'} (exchange time)")
-
-    out_ns = days_all * _DAY_NS + ends * _MIN_NS
-    frame = frame.assign(date=out_ns.astype("datetime64[ns]"))
-    return frame, FileBars(minutes, used, detected, f"{stamps.zone} ({stamps.how})", tuple(notes))
+    return ends
 
 
 def intraday_file(

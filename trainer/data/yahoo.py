@@ -11,7 +11,8 @@ from collections.abc import Sequence
 import pandas as pd
 
 from trainer.data.files import _canonical
-from trainer.data.loading import PANEL_COLUMNS, normalize_frame, validate_rows
+from trainer.data.loading import normalize_frame
+from trainer.data.rows import PANEL_COLUMNS, validate_rows
 from trainer.errors import ConfigError, DataError
 
 _PRICE_FIELDS = {"open", "high", "low", "close", "adj_close", "volume", "adj_open", "adj_high", "adj_low"}

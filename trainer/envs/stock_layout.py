@@ -23,6 +23,7 @@ __all__ = [
     "PRICE_SCALE",
     "build_observation",
     "feature_scale",
+    "market_observation_table",
     "observation_layout",
     "stock_obs_dim",
 ]
@@ -91,6 +92,37 @@ def stock_obs_dim(num_stocks: int, num_features: int, *, scale_free: bool) -> in
     """
     market_blocks = 1 if scale_free else 2  # holdings only, or close prices and holdings
     return 1 + market_blocks * num_stocks + num_stocks * num_features
+
+
+def market_observation_table(
+    data: Any, feature_stats: FeatureStats | None, *, scale_free: bool
+) -> tuple[np.ndarray, np.ndarray]:
+    """The market part of every day's observation, computed once per env (a step gathers a row).
+
+    Args:
+        data: the env's ``MarketData`` (already scale-free for the ``"scale_free"`` layout).
+        feature_stats: the z-score statistics of the ``"scale_free"`` layout (unused otherwise).
+        scale_free: which layout (``EnvConfig.observation == "scale_free"``).
+
+    Returns:
+        ``(table, feature_scales)``: ``table`` (T, obs_dim) float32 with the cash and holdings
+        blocks left 0 (the env writes them each step), the prices block (``"finrl"`` only) as
+        ``close * PRICE_SCALE`` and the features block feature-major (``[f0 of all tickers, f1
+        of all tickers, ...]``), z-scored or times :func:`feature_scale`; ``feature_scales``
+        (F,) float64, ones for ``"scale_free"``.
+    """
+    n, num_days = data.num_stocks, data.num_days
+    table = np.zeros((num_days, stock_obs_dim(n, len(data.feature_names), scale_free=scale_free)), dtype=np.float32)
+    if scale_free:
+        fscales = np.ones(len(data.feature_names))
+        z = feature_stats.apply(data.features, data.feature_names)
+        table[:, 1 + n :] = np.transpose(z, (0, 2, 1)).reshape(num_days, -1)
+    else:
+        table[:, 1 : 1 + n] = data.close * PRICE_SCALE
+        fscales = np.array([feature_scale(f) for f in data.feature_names], dtype=np.float64)
+        feats = np.transpose(data.features.astype(np.float64) * fscales, (0, 2, 1))  # (T, F, N)
+        table[:, 1 + 2 * n :] = feats.reshape(num_days, -1)
+    return table, fscales
 
 
 def observation_layout(env: Any) -> dict[str, Any]:

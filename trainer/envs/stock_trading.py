@@ -65,8 +65,7 @@ from trainer.envs.stock_config import EnvConfig
 from trainer.envs.stock_layout import (
     CASH_SCALE,
     HOLDINGS_SCALE,
-    PRICE_SCALE,
-    feature_scale,
+    market_observation_table,
     observation_layout,
     stock_obs_dim,
 )
@@ -223,20 +222,9 @@ class StockTradingVecEnv(EpisodeStarts):
         # (T, N) bool members of each day (point-in-time universe), None: every ticker always
         self._members = members_tensor(data, dev)
         # The market part of every day's observation, precomputed once: one row gather per step.
-        table = np.zeros((num_days, self.obs_dim), dtype=np.float32)
-        if self._scale_free:
-            self._hold_slice = slice(1, 1 + n)
-            fscales = np.ones(self.num_features)
-            z = self.feature_stats.apply(data.features, data.feature_names)
-            table[:, 1 + n :] = np.transpose(z, (0, 2, 1)).reshape(num_days, -1)
-        else:
-            self._hold_slice = slice(1 + n, 1 + 2 * n)
-            table[:, 1 : 1 + n] = data.close * PRICE_SCALE
-            fscales = np.array([feature_scale(f) for f in data.feature_names], dtype=np.float64)
-            feats = np.transpose(data.features.astype(np.float64) * fscales, (0, 2, 1))  # (T, F, N)
-            table[:, 1 + 2 * n :] = feats.reshape(num_days, -1)
+        table, self._feature_scales = market_observation_table(data, self.feature_stats, scale_free=self._scale_free)
         self._market_obs = torch.as_tensor(table, device=dev)
-        self._feature_scales = fscales
+        self._hold_slice = slice(1, 1 + n) if self._scale_free else slice(1 + n, 1 + 2 * n)
 
         # Random starts leave at least one episode_length (or MIN_EPISODE_STEPS) of data.
         min_steps = config.episode_length or min(MIN_EPISODE_STEPS, num_days - 1)

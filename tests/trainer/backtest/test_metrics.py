@@ -10,6 +10,7 @@ import pandas as pd
 import pytest
 
 from trainer.backtest.contract import METRIC_CONTRACT
+from trainer.backtest.engine import turnover_series
 from trainer.backtest.metrics import (
     alpha_beta,
     calmar_from,
@@ -17,7 +18,6 @@ from trainer.backtest.metrics import (
     drawdown_details,
     information_ratio,
     returns_from_values,
-    turnover_series,
     win_rate,
 )
 from trainer.errors import DataError
