@@ -35,7 +35,7 @@ class PortfolioConfig(EnvConfigBase):
         initial_cash: starting value of every env, USD (100 to 1e10), all in cash.
         cost_pct: proportional cost of turnover (``1e-3`` = 0.1 % of the value traded), in [0, 0.1].
         reward: one of :data:`REWARDS` (see the module docstring).
-        reward_scaling: multiplier of the reward, in (0, 1000]; 1.0 keeps log-return units.
+        reward_scaling: multiplier of the reward, in (0, 1]; 1.0 keeps log-return units.
         dsr_eta: adaptation rate ``eta`` of the differential Sharpe ratio, in (0, 1).
         logit_scale: logits per unit of action (> 0); 4 lets one stock weigh up to
             ``e^8`` times another.
@@ -80,7 +80,7 @@ class PortfolioConfig(EnvConfigBase):
     BOUNDS: ClassVar[dict[str, Bound]] = {
         "initial_cash": Bound(100, 1e10, unit=" USD"),
         "cost_pct": Bound(0, 0.1),
-        "reward_scaling": Bound(0, 1000, low_open=True),
+        "reward_scaling": Bound(0, 1, low_open=True),
         "dsr_eta": Bound(0, 1, low_open=True, high_open=True),
         "logit_scale": Bound(0, math.inf, low_open=True),
         "cash_bias": Bound(0),

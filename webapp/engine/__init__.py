@@ -9,6 +9,7 @@ come back as frozen dataclasses of plain types. Heavy trainer modules (torch) ar
 inside the functions that need them, so web processes that only validate input do not pay for
 them at start-up.
 
+- :mod:`.config_bounds`: the bounds of every setting, from the trainer's config classes;
 - :mod:`.tasks`: task validation, algorithms and defaults, split and size checks, process setup;
 - :mod:`.tournament`: parent choice, mutation, leaderboard pruning;
 - :mod:`.market`: market files (inspect, download) and the per-process data cache;
@@ -35,6 +36,13 @@ from webapp.engine.backtests import (  # noqa: E402 - after the error type is re
     export_bundle,
     series_metrics,
     withheld_metrics,
+)
+from webapp.engine.config_bounds import (  # noqa: E402
+    bound_error,
+    bound_text,
+    env_bound_errors,
+    env_bounds,
+    env_kinds,
 )
 from webapp.engine.generations import (  # noqa: E402
     BuiltEnsemble,
@@ -99,6 +107,8 @@ __all__ = [
     "backtest_agent",
     "benchmark_path_for",
     "benchmark_values",
+    "bound_error",
+    "bound_text",
     "build_ensemble",
     "check_generation_steps",
     "check_mutation",
@@ -116,6 +126,9 @@ __all__ = [
     "demo_task",
     "selection_rule",
     "download_daily_bars",
+    "env_bound_errors",
+    "env_bounds",
+    "env_kinds",
     "export_bundle",
     "inspect_market_files",
     "loader_options",

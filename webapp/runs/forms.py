@@ -6,6 +6,7 @@ values, and their errors come back next to the field they name (:func:`map_app_e
 
 from __future__ import annotations
 
+import math
 import re
 from datetime import timedelta
 from typing import Any
@@ -30,9 +31,11 @@ _ENV_FIELDS = ("initial_cash", "hmax", "buy_cost_pct", "sell_cost_pct", "reward_
 def _bounded(field_class, bound: bounds.Bound, *, help_text: str = "", **kwargs):
     """A number field labelled in words, with the bound as the input's min/max and its range
     in the help text (the services enforce the same ``bounds`` table, for the API too)."""
-    attrs = {"max": bound.high, "step": "1" if bound.integer else "any"}
+    attrs: dict[str, Any] = {"step": "1" if bound.integer else "any"}
     if not bound.low_open:
         attrs["min"] = bound.low
+    if math.isfinite(bound.high) and not bound.high_open:
+        attrs["max"] = bound.high
     widget = forms.NumberInput(attrs=attrs)
     text = f"{help_text} {bound.text()}.".strip()
 
@@ -159,13 +162,11 @@ class RunForm(forms.Form):
         required=False,
         help_text="Stock trading only: sell everything on days at or above this turbulence; empty = never.",
     )
-    rebalance_band = forms.FloatField(
-        label="No-trade band",
+    rebalance_band = _bounded(
+        forms.FloatField,
+        bounds.PORTFOLIO_ENV["rebalance_band"],
         required=False,
         initial=engine.recommended_rebalance_band,
-        min_value=0.0,
-        max_value=0.999,
-        widget=forms.NumberInput(attrs={"min": 0, "max": 0.999, "step": "any"}),
         help_text="Portfolio tasks only: a stock's weight is rebalanced only when it is more than this "
         "fraction of value from its target (below 1/N; 0 = every day). Chosen on validation (README).",
     )

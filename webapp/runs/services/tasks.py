@@ -126,8 +126,8 @@ def task_prepare(
         "selection": selection or {},
     }
     # Every error at once: env bounds, each hyperparameter alone, then data and splits alone.
-    if isinstance(env, dict) and kind in bounds.ENV_BY_KIND:
-        fields.update(bounds.errors(env, bounds.ENV_BY_KIND[kind], prefix="env."))
+    if isinstance(env, dict):  # the trainer's bounds, every one at once
+        fields.update(engine.env_bound_errors(kind, env))
     if isinstance(hyperparameters, dict):
         fields.update(bounds.hyperparameter_errors(algorithm, hyperparameters, engine.validate_hyperparameters))
     # each split's order and the order between them, all at once (validate_task names the first)
