@@ -153,7 +153,7 @@ def task_prepare(
             intraday=dataset.intraday,
         )
     band = env.get("rebalance_band") if isinstance(env, dict) and kind == "portfolio" else None
-    if decided is not None and isinstance(band, int | float) and not isinstance(band, bool):
+    if decided is not None and isinstance(band, int | float) and "env.rebalance_band" not in fields:
         if decided["tickers"] and band >= 1.0 / len(decided["tickers"]):
             fields["env.rebalance_band"] = (
                 f"must be below 1/N = {1.0 / len(decided['tickers']):.4g} for {len(decided['tickers'])} tickers, "
