@@ -11,6 +11,14 @@ from __future__ import annotations
 from typing import Any
 
 
+def error_summary(exc: BaseException) -> str:
+    """The first line of an exception's message (at most 300 characters), or its type's name
+    when it has none: the trainer's one way to quote a foreign error (zip, YAML, safetensors)
+    inside a one-line message of its own."""
+    text = str(exc).strip().splitlines()
+    return text[0][:300] if text else type(exc).__name__
+
+
 class TrainerError(Exception):
     """Base class of user-facing trainer errors.
 
