@@ -25,7 +25,7 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 from webapp import engine
-from webapp.core.errors import AppError
+from webapp.core.errors import AppError, fields_message
 
 
 @dataclass(frozen=True)
@@ -128,14 +128,8 @@ def errors(values: Mapping[str, Any], table: Mapping[str, Bound], *, prefix: str
 
 def raise_all(fields: Mapping[str, str], *, status: int = 400) -> None:
     """Raise one ``AppError`` carrying every field error (no-op when there is none)."""
-    if not fields:
-        return
-    items = list(fields.items())
-    if len(items) == 1:
-        message = f"{items[0][0]}: {items[0][1]}"
-    else:
-        message = f"{len(items)} fields are invalid: " + "; ".join(f"{k}: {v}" for k, v in items)
-    raise AppError(message, fields=dict(fields), status=status)
+    if fields:
+        raise AppError(fields_message(fields), fields=dict(fields), status=status)
 
 
 def collect(fields: dict[str, str], check, *args, **kwargs) -> Any:
