@@ -82,6 +82,7 @@ from webapp.engine.tasks import (  # noqa: E402
     resolve_device,
     selection_rule,
     split_errors,
+    task_spec_dict,
     validate_hyperparameters,
     validate_task,
     worker_device_problem,
@@ -153,6 +154,7 @@ __all__ = [
     "train_generation",
     "validate_hyperparameters",
     "split_errors",
+    "task_spec_dict",
     "validate_task",
     "withheld_metrics",
 ]

@@ -114,17 +114,15 @@ def task_prepare(
         fields["env.flatten_at_close"] = (
             f"flattening at the session close needs intraday bars; dataset {dataset.name!r} is daily"
         )
-    spec = {
-        "data": {"paths": dataset.source_paths(), "tickers": tickers, **dataset.data_options()},
-        "train": splits["train"],
-        "validation": splits["validation"],
-        "test": splits["test"],
-        "env": env,
-        "algorithm": algorithm,
-        "hyperparameters": hyperparameters,
-        "kind": kind,
-        "selection": selection or {},
-    }
+    spec = engine.task_spec_dict(
+        data={"paths": dataset.source_paths(), "tickers": tickers, **dataset.data_options()},
+        splits=splits,
+        env=env,
+        algorithm=algorithm,
+        hyperparameters=hyperparameters,
+        kind=kind,
+        selection=selection,
+    )
     # Every error at once: env bounds, each hyperparameter alone, then data and splits alone.
     if isinstance(env, dict):  # the trainer's bounds, every one at once
         fields.update(engine.env_bound_errors(kind, env))
