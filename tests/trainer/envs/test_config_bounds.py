@@ -80,3 +80,12 @@ def test_a_bound_says_its_range_for_help_texts_and_errors():
     assert Bound(1, 256, integer=True).error(2.5) == "must be a whole number, got 2.5"
     assert Bound(0, 1).error(True) == "must be a number, got True"
     assert Bound(0, 1, nullable=True).error("x") == "must be a number or null, got 'x'"
+
+
+def test_a_cost_stress_stays_within_the_cost_bound():
+    from trainer.backtest.robustness import scaled_costs
+
+    assert scaled_costs(PortfolioConfig(cost_pct=0.05), 3).validate().cost_pct == 0.1
+    assert scaled_costs(PortfolioConfig(cost_pct=0.001), 3).cost_pct == pytest.approx(0.003)
+    stressed = scaled_costs(EnvConfig(buy_cost_pct=0.04, sell_cost_pct=0.01), 3).validate()
+    assert (stressed.buy_cost_pct, stressed.sell_cost_pct) == (0.1, pytest.approx(0.03))
