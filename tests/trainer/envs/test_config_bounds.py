@@ -89,3 +89,18 @@ def test_a_cost_stress_stays_within_the_cost_bound():
     assert scaled_costs(PortfolioConfig(cost_pct=0.001), 3).cost_pct == pytest.approx(0.003)
     stressed = scaled_costs(EnvConfig(buy_cost_pct=0.04, sell_cost_pct=0.01), 3).validate()
     assert (stressed.buy_cost_pct, stressed.sell_cost_pct) == (0.1, pytest.approx(0.03))
+
+
+def test_the_selection_rule_checks_its_declared_bounds():
+    from trainer.selection import SelectionRule
+
+    for data, message in [
+        ({"windows": 13}, "selection.windows: must be at least 2 and at most 12, got 13"),
+        ({"windows": 4.0}, "selection.windows: must be an integer, got 4.0"),
+        ({"k": -1}, "selection.k: must be at least 0, got -1"),
+        ({"k": True}, "selection.k: must be a number, got True"),
+    ]:
+        with pytest.raises(ConfigError) as caught:
+            SelectionRule.from_dict(data)
+        assert caught.value.message == message
+    assert SelectionRule.from_dict({"windows": 12, "k": 0}).windows == 12
