@@ -11,6 +11,14 @@ from __future__ import annotations
 from typing import Any
 
 
+def error_summary(exc: BaseException) -> str:
+    """The first line of an exception's message (at most 300 characters), or its type's name
+    when it has none: the trainer's one way to quote a foreign error (zip, YAML, safetensors)
+    inside a one-line message of its own."""
+    text = str(exc).strip().splitlines()
+    return text[0][:300] if text else type(exc).__name__
+
+
 class TrainerError(Exception):
     """Base class of user-facing trainer errors.
 
@@ -28,6 +36,22 @@ class TrainerError(Exception):
     def to_dict(self) -> dict[str, Any]:
         """Return ``{"error": message, **details}`` for JSON responses and logs."""
         return {"error": self.message, **self.details}
+
+    @property
+    def reason(self) -> str:
+        """What is wrong, without the field name the message starts with (``"env.hmax: must be
+        at least 1, got 0"`` -> ``"must be at least 1, got 0"``); the whole message when it does
+        not start with ``details["field"]``."""
+        name, text = str(self.details.get("field") or ""), self.message.strip()
+        if name and text.startswith(name) and text[len(name) : len(name) + 1] in (":", " "):
+            return text[len(name) :].lstrip(": ") or text
+        return text
+
+    def under(self, field: str) -> TrainerError:
+        """The same error (same type and details) about ``field`` instead: ``details["field"]``
+        is ``field`` and the message is rebuilt as ``"<field>: <reason>"``, so a nested config's
+        error names its path in the enclosing spec without rewriting the message's text."""
+        return type(self)(f"{field}: {self.reason}", **{**self.details, "field": field})
 
 
 class DataError(TrainerError):

@@ -29,11 +29,12 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 
 from trainer.errors import ConfigError
+from trainer.util.bounds import Bound
 
 __all__ = [
     "DEFAULT_SELECTION",
@@ -71,20 +72,17 @@ class SelectionRule:
     windows: int = 4
     k: float = 1.0
 
+    #: The limits of the numeric settings (see :mod:`trainer.util.bounds`).
+    BOUNDS: ClassVar[dict[str, Bound]] = {"windows": Bound(2, 12, integer=True), "k": Bound(0)}
+
     def validate(self, *, prefix: str = "selection") -> SelectionRule:
         """Return ``self`` or raise :class:`ConfigError` naming ``<prefix>.<field>``."""
         if self.rule not in RULES:
             raise ConfigError(f"{prefix}.rule: {self.rule!r} is not one of {', '.join(RULES)}", field=f"{prefix}.rule")
-        if isinstance(self.windows, bool) or not isinstance(self.windows, int) or not 2 <= self.windows <= 12:
-            raise ConfigError(
-                f"{prefix}.windows: must be an integer in [2, 12] (got {self.windows!r})", field=f"{prefix}.windows"
-            )
-        if (
-            isinstance(self.k, bool)
-            or not isinstance(self.k, int | float)
-            or not (math.isfinite(self.k) and self.k >= 0)
-        ):
-            raise ConfigError(f"{prefix}.k: must be a number >= 0 (got {self.k!r})", field=f"{prefix}.k")
+        if isinstance(self.windows, float):  # a count of windows, used as an int: 4.0 is refused
+            raise ConfigError(f"{prefix}.windows: must be an integer, got {self.windows!r}", field=f"{prefix}.windows")
+        for name, bound in self.BOUNDS.items():
+            bound.check(getattr(self, name), f"{prefix}.{name}")
         return self
 
     def to_dict(self) -> dict[str, Any]:

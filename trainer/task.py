@@ -46,7 +46,7 @@ MAX_BUFFER_BYTES = 48 * 2**30
 
 # ---------------------------------------------------------------------------- task spec
 def reprefix(exc: ConfigError, prefix: str, inner: str | None = None) -> ConfigError:
-    """Return a copy of ``exc`` whose field path lives under ``prefix``.
+    """Return ``exc`` about the same field under ``prefix`` (:meth:`TrainerError.under`).
 
     Args:
         exc: the error raised by a nested config class.
@@ -54,17 +54,12 @@ def reprefix(exc: ConfigError, prefix: str, inner: str | None = None) -> ConfigE
         inner: the nested class's own prefix to swap out (e.g. ``"ppo"`` for ``ppo.lr``).
     """
     name = str(exc.details.get("field") or "")
-    message = exc.message
     if inner and (name == inner or name.startswith(inner + ".")):
         rest = name[len(inner) :].lstrip(".")
-        new = f"{prefix}.{rest}" if rest else prefix
-        message = message.replace(name, new, 1) if name in message else f"{new}: {message}"
-    elif name == prefix or name.startswith(prefix + "."):
+        return exc.under(f"{prefix}.{rest}" if rest else prefix)
+    if name == prefix or name.startswith(prefix + "."):
         return exc
-    else:
-        new = f"{prefix}.{name}" if name else prefix
-        message = message.replace(name, new, 1) if name and name in message else f"{new}: {message}"
-    return ConfigError(message, **{**exc.details, "field": new})
+    return exc.under(f"{prefix}.{name}" if name else prefix)
 
 
 def _parse_range(value: Any, name: str) -> tuple[str, str]:

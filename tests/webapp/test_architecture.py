@@ -199,7 +199,6 @@ MAX_FUNCTION_LINES = 120
 #: limits were added. An entry may shrink but not grow, and must go once it fits: the merger
 #: of those changes empties these lists.
 OVERSIZED_MODULES = {
-    "webapp/runs/forms.py": 590,
     "webapp/runs/selectors.py": 594,
 }
 LONG_FUNCTIONS = {

@@ -15,9 +15,9 @@ from typing import Any
 import numpy as np
 import torch
 
-from trainer.artifacts.checkpoints import error_summary, refuse_nonfinite
+from trainer.artifacts.checkpoints import refuse_nonfinite
 from trainer.artifacts.ensemble import ENSEMBLE, ensemble_policy_from_config
-from trainer.errors import BundleError, TrainerError
+from trainer.errors import BundleError, TrainerError, error_summary
 from trainer.limits import DEFAULT_LIMITS, InputLimits, mib
 from trainer.util.files import sha256_bytes
 

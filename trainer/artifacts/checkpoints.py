@@ -163,12 +163,6 @@ def load_checkpoint(path: str | Path, *, expected_sha256: str | None = None) -> 
     return state
 
 
-def error_summary(exc: BaseException) -> str:
-    """The first line of an exception's message (at most 300 characters), for one-line errors."""
-    text = str(exc).strip().splitlines()
-    return text[0][:300] if text else type(exc).__name__
-
-
 def refuse_nonfinite(tensors: Any, what: str) -> None:
     """Raise BundleError when a tensor of ``tensors`` (nested) holds NaN or inf.
 

@@ -8,9 +8,9 @@ from typing import Any
 import torch
 
 from trainer.agents import make_agent
-from trainer.artifacts.checkpoints import error_summary, refuse_nonfinite
+from trainer.artifacts.checkpoints import refuse_nonfinite
 from trainer.artifacts.ensemble import ENSEMBLE, build_members
-from trainer.errors import BundleError, ConfigError
+from trainer.errors import BundleError, ConfigError, error_summary
 
 __all__ = ["build_agent"]
 

@@ -48,14 +48,16 @@ TOP_DRAWDOWNS = 5
 
 
 def scaled_costs(config: Any, multiple: float) -> Any:
-    """``config`` with its trading costs multiplied by ``multiple`` (kept below 1)."""
+    """``config`` with its trading costs multiplied by ``multiple``, kept within the cost's
+    declared bound (``BOUNDS[...].high``: 10 % of the value traded), so a stressed task is one
+    the config accepts."""
+
+    def scaled(name: str) -> float:
+        return min(getattr(config, name) * multiple, type(config).BOUNDS[name].high)
+
     if isinstance(config, PortfolioConfig):
-        return dataclasses.replace(config, cost_pct=min(config.cost_pct * multiple, 0.999))
-    return dataclasses.replace(
-        config,
-        buy_cost_pct=min(config.buy_cost_pct * multiple, 0.999),
-        sell_cost_pct=min(config.sell_cost_pct * multiple, 0.999),
-    )
+        return dataclasses.replace(config, cost_pct=scaled("cost_pct"))
+    return dataclasses.replace(config, buy_cost_pct=scaled("buy_cost_pct"), sell_cost_pct=scaled("sell_cost_pct"))
 
 
 def lagged_policy(policy: Policy) -> Policy:

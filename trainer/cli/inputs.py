@@ -12,7 +12,7 @@ from typing import Any
 import yaml
 
 from trainer.envs.portfolio_config import RECOMMENDED_REBALANCE_BAND
-from trainer.errors import ConfigError, DataError
+from trainer.errors import ConfigError, DataError, error_summary
 from trainer.limits import DEFAULT_LIMITS, InputLimits
 
 __all__ = ["data_paths", "load_market", "read_task_file", "task_from_args"]
@@ -27,9 +27,8 @@ def read_task_file(path: str) -> dict[str, Any]:
     try:
         data = json.loads(text) if p.suffix.lower() == ".json" else yaml.safe_load(text)
     except (json.JSONDecodeError, yaml.YAMLError) as exc:
-        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
         raise ConfigError(
-            f"task file {p}: not valid {'JSON' if p.suffix.lower() == '.json' else 'YAML'} ({first})",
+            f"task file {p}: not valid {'JSON' if p.suffix.lower() == '.json' else 'YAML'} ({error_summary(exc)})",
             field="task",
             file=str(p),
         ) from None

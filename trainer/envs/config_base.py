@@ -1,20 +1,26 @@
 """What the env configs share (:class:`EnvConfigBase`): building one from a JSON object with
-unknown keys refused, the JSON form, and the field checks whose errors name the dotted field."""
+unknown keys refused, the JSON form, the bounds of every numeric setting (each config's
+``BOUNDS``, declared next to its fields and checked by :meth:`EnvConfigBase.check_bounds`), and
+the field checks whose errors name the dotted field."""
 
 from __future__ import annotations
 
-import math
 from dataclasses import asdict, fields
-from typing import Any, Self
+from typing import Any, ClassVar, Self
 
 from trainer.errors import ConfigError
+from trainer.util.bounds import Bound, bound_errors
 
 __all__ = ["EnvConfigBase"]
 
 
 class EnvConfigBase:
     """Mixin of the env config dataclasses (:class:`~trainer.envs.stock_config.EnvConfig`,
-    :class:`~trainer.envs.portfolio_config.PortfolioConfig`); each defines ``validate``."""
+    :class:`~trainer.envs.portfolio_config.PortfolioConfig`); each defines ``validate`` and
+    ``BOUNDS``, the limits of its numeric settings (the web side's are generated from them)."""
+
+    #: ``{field: Bound}`` of every numeric setting; ``validate`` checks them first.
+    BOUNDS: ClassVar[dict[str, Bound]] = {}
 
     def validate(self, *, prefix: str = "env") -> Self:  # pragma: no cover - defined by each config
         raise NotImplementedError
@@ -48,20 +54,17 @@ class EnvConfigBase:
                 )
         return cls(**data).validate(prefix=prefix)
 
+    @classmethod
+    def bound_errors(cls, data: dict[str, Any], *, prefix: str = "env") -> dict[str, str]:
+        """Every out-of-bounds value of ``data`` at once (not just the first), as
+        ``{"<prefix>.<name>": why}``; keys that are not bounded settings are skipped."""
+        return bound_errors(data, cls.BOUNDS, prefix=f"{prefix}.")
+
+    def check_bounds(self, prefix: str) -> None:
+        """Raise the first error of :attr:`BOUNDS` (a ``ConfigError`` naming ``<prefix>.<name>``)."""
+        for name, bound in self.BOUNDS.items():
+            bound.check(getattr(self, name), f"{prefix}.{name}")
+
     def _bad(self, prefix: str, name: str, why: str) -> ConfigError:
         """The error of field ``name``: ``"<prefix>.<name>: <why> (got <value>)"``."""
         return ConfigError(f"{prefix}.{name}: {why} (got {getattr(self, name)!r})", field=f"{prefix}.{name}")
-
-    def _real(self, prefix: str, name: str) -> float:
-        """Field ``name`` as a float. Raises ConfigError unless it is a finite int or float."""
-        value = getattr(self, name)
-        if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
-            raise self._bad(prefix, name, "must be a finite number")
-        return float(value)
-
-    def _integer(self, prefix: str, name: str) -> int:
-        """Field ``name`` as an int. Raises ConfigError unless it is a whole number."""
-        value = getattr(self, name)
-        if isinstance(value, bool) or not isinstance(value, int | float) or value != int(value):
-            raise self._bad(prefix, name, "must be a whole number")
-        return int(value)

@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
+from typing import ClassVar
 
 from trainer.envs.config_base import EnvConfigBase
 from trainer.envs.observations import PORTFOLIO_OBSERVATIONS, check_observation
 from trainer.errors import ConfigError
+from trainer.util.bounds import Bound
 
 __all__ = ["BAND_MODES", "RECOMMENDED_REBALANCE_BAND", "RECOMMENDED_REWARD_SCALES", "REWARDS", "PortfolioConfig"]
 
@@ -31,10 +34,10 @@ class PortfolioConfig(EnvConfigBase):
     """Rules, reward and episode settings of :class:`PortfolioVecEnv`.
 
     Attributes:
-        initial_cash: starting value of every env, USD (> 0), all in cash.
-        cost_pct: proportional cost of turnover (``1e-3`` = 0.1 % of the value traded), in [0, 1).
+        initial_cash: starting value of every env, USD (100 to 1e10), all in cash.
+        cost_pct: proportional cost of turnover (``1e-3`` = 0.1 % of the value traded), in [0, 0.1].
         reward: one of :data:`REWARDS` (see the module docstring).
-        reward_scaling: multiplier of the reward (> 0); 1.0 keeps log-return units.
+        reward_scaling: multiplier of the reward, in (0, 1]; 1.0 keeps log-return units.
         dsr_eta: adaptation rate ``eta`` of the differential Sharpe ratio, in (0, 1).
         logit_scale: logits per unit of action (> 0); 4 lets one stock weigh up to
             ``e^8`` times another.
@@ -87,6 +90,22 @@ class PortfolioConfig(EnvConfigBase):
     trade_rate: float = 1.0
     execution_lag: int = 0
 
+    #: The limits of every numeric setting (see :mod:`trainer.util.bounds`); the ones the
+    #: stock-trading env shares (cash, cost) are the same as there.
+    BOUNDS: ClassVar[dict[str, Bound]] = {
+        "initial_cash": Bound(100, 1e10, unit=" USD"),
+        "cost_pct": Bound(0, 0.1),
+        "reward_scaling": Bound(0, 1, low_open=True),
+        "dsr_eta": Bound(0, 1, low_open=True, high_open=True),
+        "logit_scale": Bound(0, math.inf, low_open=True),
+        "cash_bias": Bound(0),
+        "episode_length": Bound(1, integer=True, nullable=True),
+        "rebalance_band": Bound(0, 1, high_open=True),
+        "turnover_penalty": Bound(0),
+        "trade_rate": Bound(0, 1, low_open=True),
+        "execution_lag": Bound(0, 1, integer=True),
+    }
+
     def validate(self, *, prefix: str = "env") -> PortfolioConfig:
         """Check every field and return ``self``.
 
@@ -97,40 +116,14 @@ class PortfolioConfig(EnvConfigBase):
         def bad(name: str, why: str) -> ConfigError:
             return self._bad(prefix, name, why)
 
-        def real(name: str) -> float:
-            return self._real(prefix, name)
-
-        if real("initial_cash") <= 0:
-            raise bad("initial_cash", "must be > 0")
-        if not 0 <= real("cost_pct") < 1:
-            raise bad("cost_pct", "must be a fraction in [0, 1), e.g. 0.001 for 0.1 %")
+        self.check_bounds(prefix)
         if self.reward not in REWARDS:
             raise bad("reward", f"must be one of {', '.join(REWARDS)}")
-        if real("reward_scaling") <= 0:
-            raise bad("reward_scaling", "must be > 0")
-        if not 0 < real("dsr_eta") < 1:
-            raise bad("dsr_eta", "must be in (0, 1)")
-        if real("logit_scale") <= 0:
-            raise bad("logit_scale", "must be > 0")
-        if real("cash_bias") < 0:
-            raise bad("cash_bias", "must be >= 0")
         check_observation(self.observation, field=f"{prefix}.observation", allowed=PORTFOLIO_OBSERVATIONS)
-        if self.episode_length is not None:
-            value = self.episode_length
-            if isinstance(value, bool) or not isinstance(value, int | float) or value != int(value) or value < 1:
-                raise bad("episode_length", "must be a whole number >= 1 or null")
         if not isinstance(self.random_start, bool):
             raise bad("random_start", "must be true or false")
         if not isinstance(self.flatten_at_close, bool):
             raise bad("flatten_at_close", "must be true or false")
-        if not 0 <= real("rebalance_band") < 1:
-            raise bad("rebalance_band", "must be a fraction in [0, 1), e.g. 0.005 for half a percent of value")
-        if real("turnover_penalty") < 0:
-            raise bad("turnover_penalty", "must be >= 0 (reward units per unit of turnover)")
         if self.band_mode not in BAND_MODES:
             raise bad("band_mode", f"must be one of {', '.join(BAND_MODES)}")
-        if not 0 < real("trade_rate") <= 1:
-            raise bad("trade_rate", "must be in (0, 1]: the fraction of the way to the target traded per step")
-        if isinstance(self.execution_lag, bool) or self.execution_lag not in (0, 1):
-            raise bad("execution_lag", "must be 0 (trade at the observed close) or 1 (at the next close)")
         return self

@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import ClassVar
 
 from trainer.envs.config_base import EnvConfigBase
 from trainer.envs.observations import check_observation
 from trainer.errors import ConfigError
+from trainer.util.bounds import Bound
 
 __all__ = ["EnvConfig"]
 
@@ -16,17 +18,17 @@ class EnvConfig(EnvConfigBase):
     """Trading rules and episode settings of :class:`StockTradingVecEnv`.
 
     Attributes:
-        initial_cash: starting cash of every env, USD (> 0).
+        initial_cash: starting cash of every env, USD (100 to 1e10).
         hmax: shares traded per unit of action: action ``a`` in [-1, 1] becomes
-            ``trunc(a * hmax)`` whole shares (an integer >= 1).
+            ``trunc(a * hmax)`` whole shares (an integer, 1 to 1,000,000).
         buy_cost_pct: transaction cost of buys as a fraction of the traded value
-            (``1e-3`` = 0.1 %), in [0, 1).
-        sell_cost_pct: same for sells, in [0, 1).
+            (``1e-3`` = 0.1 %), in [0, 0.1].
+        sell_cost_pct: same for sells, in [0, 0.1].
         reward_scaling: multiplier of the daily change of portfolio value (USD) to get the
-            reward; ``1e-4`` makes a 10,000 USD day a reward of 1. Must be > 0.
+            reward; ``1e-4`` makes a 10,000 USD day a reward of 1. In (0, 1].
         turbulence_threshold: when set, on days whose ``MarketData.turbulence`` is >= this
             value the env sells all holdings and refuses buys (FinRL's risk control); ``None``
-            disables it. Must be >= 0.
+            disables it. In (0, 1e6].
         episode_length: steps (trading days, or bars of an intraday panel) per episode; ``None``
             runs to the last row of the data. Must be >= 1 and less than the number of rows.
         random_start: draw each episode's first day uniformly at random (per env) so that envs
@@ -55,6 +57,18 @@ class EnvConfig(EnvConfigBase):
     observation: str = "scale_free"
     flatten_at_close: bool = False
 
+    #: The limits of every numeric setting (see :mod:`trainer.util.bounds`): far outside
+    #: anything that trains well, so that a typo is an error naming the field.
+    BOUNDS: ClassVar[dict[str, Bound]] = {
+        "initial_cash": Bound(100, 1e10, unit=" USD"),
+        "hmax": Bound(1, 1_000_000, integer=True),
+        "buy_cost_pct": Bound(0, 0.1),
+        "sell_cost_pct": Bound(0, 0.1),
+        "reward_scaling": Bound(0, 1, low_open=True),
+        "turbulence_threshold": Bound(0, 1e6, low_open=True, nullable=True),
+        "episode_length": Bound(1, integer=True, nullable=True),
+    }
+
     def validate(self, *, prefix: str = "env") -> EnvConfig:
         """Check every field and return ``self``.
 
@@ -69,25 +83,7 @@ class EnvConfig(EnvConfigBase):
         def bad(name: str, why: str) -> ConfigError:
             return self._bad(prefix, name, why)
 
-        def real(name: str) -> float:
-            return self._real(prefix, name)
-
-        def integer(name: str) -> int:
-            return self._integer(prefix, name)
-
-        if real("initial_cash") <= 0:
-            raise bad("initial_cash", "must be > 0")
-        if integer("hmax") < 1:
-            raise bad("hmax", "must be >= 1")
-        for name in ("buy_cost_pct", "sell_cost_pct"):
-            if not 0 <= real(name) < 1:
-                raise bad(name, "must be a fraction in [0, 1), e.g. 0.001 for 0.1 %")
-        if real("reward_scaling") <= 0:
-            raise bad("reward_scaling", "must be > 0")
-        if self.turbulence_threshold is not None and real("turbulence_threshold") < 0:
-            raise bad("turbulence_threshold", "must be >= 0 or null")
-        if self.episode_length is not None and integer("episode_length") < 1:
-            raise bad("episode_length", "must be >= 1 or null")
+        self.check_bounds(prefix)
         for name in ("random_start", "randomize_initial", "flatten_at_close"):
             if not isinstance(getattr(self, name), bool):
                 raise bad(name, "must be true or false")

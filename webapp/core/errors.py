@@ -11,6 +11,7 @@ the handlers below convert a trainer error that got through to the single error 
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from django.conf import settings
@@ -68,6 +69,16 @@ class AppError(Exception):
         message = getattr(exc, "message", None) or str(exc)
         return cls(message, fields={name: without_field_name(field or name, message)}, details=details)
 
+    def with_paths(self, path: Callable[[str], str]) -> AppError:
+        """The same error with each field renamed by ``path`` (e.g. the trainer's ``test.end``
+        as its place in the request body, ``splits.test.end``) and the message rebuilt from the
+        renamed fields (:func:`fields_message`), never by editing the message's text. Without
+        fields, or when no name changes, ``self``."""
+        fields = {path(name): why for name, why in self.fields.items()}
+        if fields == self.fields:
+            return self
+        return AppError(fields_message(fields), fields=fields, status=self.status, details=self.details)
+
     def with_names(self, names: dict[str, str]) -> AppError:
         """The same error with each server path of ``names`` replaced by what the user knows
         the file as (``{"/srv/var/uploads/datasets/2026/11/dup_x1.csv": "dup.csv"}``), in the
@@ -86,6 +97,15 @@ class AppError(Exception):
             status=self.status,
             details={k: shown(v) for k, v in self.details.items()},
         )
+
+
+def fields_message(fields: Mapping[str, Any]) -> str:
+    """The one-line ``error`` of field errors ``{name: why}``: ``"name: why"`` for one,
+    ``"3 fields are invalid: a: why; b: why; c: why"`` for several."""
+    items = list(fields.items())
+    if len(items) == 1:
+        return f"{items[0][0]}: {items[0][1]}"
+    return f"{len(items)} fields are invalid: " + "; ".join(f"{k}: {v}" for k, v in items)
 
 
 def without_field_name(name: str, message: str) -> str:

@@ -16,7 +16,10 @@ MISSING = "–"
 
 
 def finite_or_none(value: Any) -> float | None:
-    """``value`` as a finite float, or ``None`` (missing, not a number, NaN, infinite)."""
+    """``value`` as a finite float, or ``None`` (missing, a bool, not a number, NaN, infinite):
+    the web side's one reading of a stored number (pages, telemetry points, baselines). The
+    trainer's ``trainer.util.jsonable.finite_or_none`` is stricter: it raises on a non-number,
+    since the trainer only hands it numbers it computed."""
     if value is None or isinstance(value, bool):
         return None
     try:

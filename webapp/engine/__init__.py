@@ -9,6 +9,7 @@ come back as frozen dataclasses of plain types. Heavy trainer modules (torch) ar
 inside the functions that need them, so web processes that only validate input do not pay for
 them at start-up.
 
+- :mod:`.config_bounds`: the bounds of every setting, from the trainer's config classes;
 - :mod:`.tasks`: task validation, algorithms and defaults, split and size checks, process setup;
 - :mod:`.tournament`: parent choice, mutation, leaderboard pruning;
 - :mod:`.market`: market files (inspect, download) and the per-process data cache;
@@ -35,6 +36,13 @@ from webapp.engine.backtests import (  # noqa: E402 - after the error type is re
     export_bundle,
     series_metrics,
     withheld_metrics,
+)
+from webapp.engine.config_bounds import (  # noqa: E402
+    bound_error,
+    bound_text,
+    env_bound_errors,
+    env_bounds,
+    env_kinds,
 )
 from webapp.engine.generations import (  # noqa: E402
     BuiltEnsemble,
@@ -76,6 +84,7 @@ from webapp.engine.tasks import (  # noqa: E402
     resolve_device,
     selection_rule,
     split_errors,
+    task_spec_dict,
     validate_hyperparameters,
     validate_task,
     worker_device_problem,
@@ -102,6 +111,8 @@ __all__ = [
     "backtest_agent",
     "benchmark_path_for",
     "benchmark_values",
+    "bound_error",
+    "bound_text",
     "build_ensemble",
     "check_generation_steps",
     "check_membership",
@@ -120,6 +131,9 @@ __all__ = [
     "demo_task",
     "selection_rule",
     "download_daily_bars",
+    "env_bound_errors",
+    "env_bounds",
+    "env_kinds",
     "export_bundle",
     "inspect_market_files",
     "loader_options",
@@ -144,6 +158,7 @@ __all__ = [
     "train_generation",
     "validate_hyperparameters",
     "split_errors",
+    "task_spec_dict",
     "validate_task",
     "withheld_metrics",
 ]

@@ -67,6 +67,39 @@ def validate_task(spec: dict[str, Any], *, intraday: bool = False) -> dict[str, 
         raise AppError.from_trainer(exc) from exc
 
 
+def task_spec_dict(
+    *,
+    data: dict[str, Any],
+    splits: dict[str, Any],
+    env: Any,
+    algorithm: Any,
+    hyperparameters: Any,
+    kind: Any,
+    selection: Any,
+) -> dict[str, Any]:
+    """The one builder of a ``trainer.task.TaskSpec`` dict from a task's parts (a new task's
+    request, before validation, and a stored task, for a generation to train on).
+
+    Args:
+        data: the ``DataSpec`` dict (``paths``, ``tickers``, the loader's options).
+        splits: ``{"train": ..., "validation": ..., "test": ...}``, each ``[start, end]`` or
+            ``{"start", "end"}``.
+        env, algorithm, hyperparameters, kind, selection: as ``TaskSpec.from_dict`` takes
+            them (``selection`` ``None`` = the default rule).
+    """
+    return {
+        "data": data,
+        "train": splits["train"],
+        "validation": splits["validation"],
+        "test": splits["test"],
+        "env": env,
+        "algorithm": algorithm,
+        "hyperparameters": hyperparameters,
+        "kind": kind,
+        "selection": selection or {},
+    }
+
+
 def split_errors(splits: dict[str, Any]) -> dict[str, str]:
     """Every error of a task's three splits at once (``trainer.task.split_errors``), as
     ``{dotted field: message}``: each split's bounds and order, and the order between them."""

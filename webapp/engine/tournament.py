@@ -92,10 +92,14 @@ def check_mutation(mutation: dict[str, Any], hyperparameters: dict[str, Any]) ->
     try:
         mutate_hyperparameters(hyperparameters, mutation=mutation, rng=np.random.default_rng(0), check=True)
     except TrainerError as exc:
-        field = str(exc.details.get("field") or "")
-        if field.startswith("hyperparameters."):
-            exc.details["field"] = "bounds." + field.removeprefix("hyperparameters.")
-        raise AppError.from_trainer(exc, prefix="mutation.") from exc
+        name = str(exc.details.get("field") or "")
+        head, _, key = name.partition(".")
+        # a bound's hyperparameter is named by the entry the user wrote: mutation.bounds.<key>
+        if head == "hyperparameters":
+            located = exc.under(f"mutation.bounds.{key}")
+        else:
+            located = exc.under(f"mutation.{name}" if name else "mutation")
+        raise AppError.from_trainer(located) from exc
     except (TypeError, ValueError) as exc:
         raise AppError(f"mutation: {exc}", fields={"mutation": str(exc)}) from exc
 

@@ -1,6 +1,14 @@
-"""Bounds of every number a user sets on a task, run or budget: one table, enforced by the
-services (so the pages' forms and the API answer alike, with every error at once) and copied
-into the forms' ``min``/``max`` attributes and labels.
+"""Bounds of every number a user sets on a task, run or budget, enforced by the services (so
+the pages' forms and the API answer alike, with every error at once) and copied into the
+forms' ``min``/``max`` attributes and labels.
+
+The env settings' limits are the trainer's (``EnvConfig.BOUNDS``, ``PortfolioConfig.BOUNDS``,
+read through :func:`webapp.engine.env_bounds`): this module only adds the labels the pages
+show, so a setting added to a config class gets its bounds here without a line of its own,
+and the web and the trainer cannot refuse different values. Run, seed and budget settings
+belong to the web (no trainer config has them) and are declared here. Every value is checked
+by the trainer's one :class:`~trainer.util.bounds.Bound` (:func:`webapp.engine.bound_error`),
+so every range is said in the same words.
 
 The limits are far outside anything that trains well and exist so that a typo is an error
 naming the field, not a budget spent on hundreds of useless agents (initial cash 1e300 made
@@ -13,85 +21,80 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from typing import Any
 
-from webapp.core.errors import AppError
+from webapp import engine
+from webapp.core.errors import AppError, fields_message
 
 
 @dataclass(frozen=True)
 class Bound:
-    """``low <= value <= high`` (``low_open``: ``low < value``); ``integer``: whole numbers only."""
+    """``low <= value <= high`` (``low_open``: ``low < value``; ``high_open``: ``value < high``);
+    ``integer``: whole numbers only; ``nullable``: ``None`` is allowed. The limits as
+    :class:`trainer.util.bounds.Bound` takes them, plus the ``label`` the pages show."""
 
     label: str
     low: float
-    high: float
+    high: float = math.inf
     integer: bool = False
     low_open: bool = False
+    high_open: bool = False
+    nullable: bool = False
     unit: str = ""
 
-    def error(self, value: Any) -> str | None:
-        """Why ``value`` is out of bounds, or ``None``.
+    def limits(self) -> dict[str, Any]:
+        """The limits without the label (the keyword arguments of the trainer's ``Bound``)."""
+        return {k: v for k, v in asdict(self).items() if k != "label"}
 
-        Integers are compared exactly, never through ``float``: JSON allows integers of any
-        length, and one of 400 digits has no float (``OverflowError``); it is simply too large.
-        """
-        if isinstance(value, bool) or not isinstance(value, int | float):
-            return f"must be a number, got {_shown(value)}"
-        if isinstance(value, float) and not math.isfinite(value):
-            return f"must be a finite number, got {value!r}"
-        if self.integer and isinstance(value, float) and not value.is_integer():
-            return f"must be a whole number, got {value!r}"
-        too_low = value <= self.low if self.low_open else value < self.low
-        if too_low or value > self.high:
-            low = f"more than {_num(self.low)}" if self.low_open else f"at least {_num(self.low)}"
-            return f"must be {low} and at most {_num(self.high)}{self.unit}, got {_num(value)}"
-        return None
+    def error(self, value: Any) -> str | None:
+        """Why ``value`` is out of bounds (``"must be at least 1 and at most 256, got 0"``), or
+        ``None``. Integers of any length are compared exactly (a 400-digit one is too large)."""
+        return engine.bound_error(self.limits(), value)
 
     def text(self) -> str:
         """The range in words, for help texts: ``"1 to 256"``."""
-        if self.low_open:
-            return f"more than {_num(self.low)}, at most {_num(self.high)}{self.unit}"
-        return f"{_num(self.low)} to {_num(self.high)}{self.unit}"
+        return engine.bound_text(self.limits())
 
 
-def _num(value: float) -> str:
-    """``10000000000.0`` -> ``"10,000,000,000"``, ``1e300`` -> ``"1e+300"``, ``0.1`` -> ``"0.1"``;
-    an integer too long for a float is shown by its length (``"a 400-digit number"``)."""
-    if isinstance(value, int) and abs(value) >= 10**100:
-        return f"a {len(str(abs(value)))}-digit number"
-    if float(value).is_integer() and abs(value) < 1e13:
-        return f"{int(value):,}"
-    return f"{value:g}"
+#: The labels of env settings on the pages (keys of ``Task.env``), per kind where they differ;
+#: a setting without one is labelled by its name (``dsr_eta`` -> ``"Dsr eta"``).
+_ENV_LABELS: dict[str, str] = {
+    "initial_cash": "Initial cash (USD)",
+    "hmax": "Max shares per trade",
+    "buy_cost_pct": "Buy cost (fraction, 0.001 = 0.1 %)",
+    "sell_cost_pct": "Sell cost (fraction, 0.001 = 0.1 %)",
+    "reward_scaling": "Reward scaling (per USD of value change)",
+    "turbulence_threshold": "Turbulence threshold",
+    "episode_length": "Steps per episode",
+}
+_KIND_LABELS: dict[str, dict[str, str]] = {
+    "portfolio": {
+        "cost_pct": "Cost of turnover (fraction, 0.001 = 0.1 %)",
+        "reward_scaling": "Reward scaling",
+        "rebalance_band": "No-trade band",
+        "trade_rate": "Trade rate (fraction of the way to the target per day)",
+        "execution_lag": "Execution lag (days)",
+    }
+}
 
 
-def _shown(value: Any, limit: int = 60) -> str:
-    """``repr(value)``, cut to ``limit`` characters (an error message must not grow with the input)."""
-    text = repr(value)
-    return text if len(text) <= limit else text[: limit - 3] + "..."
+def _env_table(kind: str) -> dict[str, Bound]:
+    """The bounds of kind ``kind``'s env settings: the trainer's limits with the pages' labels."""
+    labels = {**_ENV_LABELS, **_KIND_LABELS.get(kind, {})}
+    return {
+        name: Bound(labels.get(name) or name.replace("_", " ").capitalize(), **limits)
+        for name, limits in engine.env_bounds(kind).items()
+    }
 
 
+#: The env bounds of each task kind, generated from the trainer's config classes.
+ENV_BY_KIND: dict[str, dict[str, Bound]] = {kind: _env_table(kind) for kind in engine.env_kinds()}
 #: The stock-trading env (``EnvConfig``), keys of ``Task.env``.
-ENV: dict[str, Bound] = {
-    "initial_cash": Bound("Initial cash (USD)", 100, 1e10, unit=" USD"),
-    "hmax": Bound("Max shares per trade", 1, 1_000_000, integer=True),
-    "buy_cost_pct": Bound("Buy cost (fraction, 0.001 = 0.1 %)", 0, 0.1),
-    "sell_cost_pct": Bound("Sell cost (fraction, 0.001 = 0.1 %)", 0, 0.1),
-    "reward_scaling": Bound("Reward scaling (per USD of value change)", 0, 1, low_open=True),
-    "turbulence_threshold": Bound("Turbulence threshold", 0, 1e6, low_open=True),
-}
-#: The portfolio env (``PortfolioConfig``), keys of ``Task.env``: the same limits as the
-#: stock-trading fields they match (the New run form's buy cost is a portfolio task's
-#: ``cost_pct``), so the form and the API refuse the same values for both kinds.
-PORTFOLIO_ENV: dict[str, Bound] = {
-    "initial_cash": ENV["initial_cash"],
-    "cost_pct": Bound("Cost of turnover (fraction, 0.001 = 0.1 %)", ENV["buy_cost_pct"].low, ENV["buy_cost_pct"].high),
-    "reward_scaling": Bound("Reward scaling", ENV["reward_scaling"].low, ENV["reward_scaling"].high, low_open=True),
-    "trade_rate": Bound("Trade rate (fraction of the way to the target per day)", 0, 1, low_open=True),
-    "execution_lag": Bound("Execution lag (days)", 0, 1, integer=True),
-}
-#: The env bounds of each task kind.
-ENV_BY_KIND: dict[str, dict[str, Bound]] = {"stock_trading": ENV, "portfolio": PORTFOLIO_ENV}
+ENV: dict[str, Bound] = ENV_BY_KIND["stock_trading"]
+#: The portfolio env (``PortfolioConfig``), keys of ``Task.env``; the cash and cost limits are
+#: the stock-trading ones (the New run form's buy cost is a portfolio task's ``cost_pct``).
+PORTFOLIO_ENV: dict[str, Bound] = ENV_BY_KIND["portfolio"]
 #: A run's tournament settings.
 RUN: dict[str, Bound] = {
     "num_pods": Bound("Pods (generations at once)", 1, 256, integer=True),
@@ -127,14 +130,8 @@ def errors(values: Mapping[str, Any], table: Mapping[str, Bound], *, prefix: str
 
 def raise_all(fields: Mapping[str, str], *, status: int = 400) -> None:
     """Raise one ``AppError`` carrying every field error (no-op when there is none)."""
-    if not fields:
-        return
-    items = list(fields.items())
-    if len(items) == 1:
-        message = f"{items[0][0]}: {items[0][1]}"
-    else:
-        message = f"{len(items)} fields are invalid: " + "; ".join(f"{k}: {v}" for k, v in items)
-    raise AppError(message, fields=dict(fields), status=status)
+    if fields:
+        raise AppError(fields_message(fields), fields=dict(fields), status=status)
 
 
 def collect(fields: dict[str, str], check, *args, **kwargs) -> Any:

@@ -1,39 +1,38 @@
 """Forms of the runs pages: new (or cloned) run, run list filters, pod count, budgets.
 
-The form checks types and shapes; the trainer's config classes (through ``services``) check
-values, and their errors come back next to the field they name (:func:`map_app_error`).
+The form checks types and shapes (and, for numbers, the trainer's bounds, :mod:`.bounds`); the
+trainer's config classes (through ``services``) check values, and their errors come back next
+to the field they name (:meth:`RunForm.add_app_error`, :mod:`.form_errors`). The values a
+blank or cloned form starts with are :mod:`.form_initial`'s.
 """
 
 from __future__ import annotations
 
-import re
-from datetime import timedelta
+import math
 from typing import Any
 
 from django import forms
 from django.core.validators import MaxValueValidator, MinValueValidator
 
 from webapp import engine
-from webapp.core.errors import AppError, without_field_name
+from webapp.core.errors import AppError
 from webapp.runs import bounds, lineage, selectors
 from webapp.runs.algorithms import default_mutation, form_hyperparameters
+from webapp.runs.form_errors import field_error_text, form_field_for
+from webapp.runs.form_initial import STOCK_ENV_FIELDS
 from webapp.runs.models import ClusterBudget, Run
-from webapp.runs.portfolio_fields import DYNAMICS_DEFAULTS, PortfolioDynamicsFields, dynamics_env, dynamics_initial
+from webapp.runs.portfolio_fields import PortfolioDynamicsFields, dynamics_env
 from webapp.runs.services.common import DEFAULT_GENERATION_STEPS
-
-# Where an error naming a task/run field (dotted, from the services) is shown on the form.
-_SPLIT_FIELDS = {
-    f"{split}.{end}": f"{split}_{end}" for split in ("train", "validation", "test") for end in ("start", "end")
-}
-_ENV_FIELDS = ("initial_cash", "hmax", "buy_cost_pct", "sell_cost_pct", "reward_scaling", "turbulence_threshold")
 
 
 def _bounded(field_class, bound: bounds.Bound, *, help_text: str = "", **kwargs):
     """A number field labelled in words, with the bound as the input's min/max and its range
     in the help text (the services enforce the same ``bounds`` table, for the API too)."""
-    attrs = {"max": bound.high, "step": "1" if bound.integer else "any"}
+    attrs: dict[str, Any] = {"step": "1" if bound.integer else "any"}
     if not bound.low_open:
         attrs["min"] = bound.low
+    if math.isfinite(bound.high) and not bound.high_open:
+        attrs["max"] = bound.high
     widget = forms.NumberInput(attrs=attrs)
     text = f"{help_text} {bound.text()}.".strip()
 
@@ -161,13 +160,11 @@ class RunForm(PortfolioDynamicsFields, forms.Form):
         required=False,
         help_text="Stock trading only: sell everything on days at or above this turbulence; empty = never.",
     )
-    rebalance_band = forms.FloatField(
-        label="No-trade band",
+    rebalance_band = _bounded(
+        forms.FloatField,
+        bounds.PORTFOLIO_ENV["rebalance_band"],
         required=False,
         initial=engine.recommended_rebalance_band,
-        min_value=0.0,
-        max_value=0.999,
-        widget=forms.NumberInput(attrs={"min": 0, "max": 0.999, "step": "any"}),
         help_text="Portfolio tasks only: a stock's weight is rebalanced only when it is more than this "
         "fraction of value from its target (below 1/N; 0 = every day). Chosen on validation "
         "(docs/results/learning-quality.md).",
@@ -365,7 +362,7 @@ class RunForm(PortfolioDynamicsFields, forms.Form):
                 env["rebalance_band"] = d["rebalance_band"]
             env.update(dynamics_env(d))
         else:
-            env = {k: d[k] for k in _ENV_FIELDS if d.get(k) is not None}
+            env = {k: d[k] for k in STOCK_ENV_FIELDS if d.get(k) is not None}
         if d.get("flatten_at_close"):
             env["flatten_at_close"] = True
         extra = (d.get("env_extra") or {}).get(d.get("kind") or "stock_trading") or {}
@@ -396,7 +393,7 @@ class RunForm(PortfolioDynamicsFields, forms.Form):
         placed = False
         for name, message in exc.fields.items():
             name = name.removeprefix("splits.")  # the form has one field per split bound
-            target = _field_for(name, self.fields)
+            target = form_field_for(name, self.fields)
             if skip_splits is not None:
                 if name.partition(".")[0] in skip_splits or (target is not None and target in self.errors):
                     continue
@@ -404,131 +401,6 @@ class RunForm(PortfolioDynamicsFields, forms.Form):
             placed = True
         if not placed:
             self.add_error(None, exc.message)
-
-
-# Dotted names in service messages, as the form says them: the split bounds in words, and no
-# prefix on env fields and JSON keys (the form shows those under their own label / as typed).
-_DOTTED_NAME = re.compile(
-    r"\b(train|validation|test)\.(start|end)\b"
-    r"|\b(?:env|algorithm_hyperparameters|hyperparameters|mutation|ppo|a2c|sac|td3|ddpg)\.(?=\w)"
-)
-_SPLIT_WORDS = {"train": "training", "validation": "validation", "test": "test"}
-_JSON_FIELDS = ("hyperparameters", "mutation", "algorithm_hyperparameters")
-
-
-def field_error_text(name: str, target: str | None, message: str) -> str:
-    """The message of service error field ``name`` as shown on form field ``target`` (``None``:
-    at the top of the form): said once, without internal dotted names."""
-    text = without_field_name(name, message)
-    text = _DOTTED_NAME.sub(lambda m: f"the {_SPLIT_WORDS[m[1]]} {m[2]}" if m[1] else "", text)
-    if target in _JSON_FIELDS and name != target:
-        key = name.partition(".")[2]  # the JSON key the user typed, e.g. learning_rate
-        if key and key not in text:
-            text = f"{key}: {text}"
-    elif target is None and name != "non_field_errors":
-        text = f"{_DOTTED_NAME.sub(lambda m: f'{m[1]} {m[2]}' if m[1] else '', name)}: {text}"
-    return text
-
-
-def _field_for(name: str, fields: dict) -> str | None:
-    if name in fields:
-        return name
-    if name in _SPLIT_FIELDS:
-        return _SPLIT_FIELDS[name]
-    head, _, rest = name.partition(".")
-    if head in ("train", "validation", "test"):
-        return f"{head}_start"
-    if head == "env" and rest in fields:
-        return rest
-    if head in ("hyperparameters", "mutation", "algorithm", "tickers", "algorithm_hyperparameters"):
-        return head
-    if head == "data":
-        return "dataset"
-    return None
-
-
-#: Where a blank form cuts a chosen dataset's range: the fractions of its days before the
-#: validation and the test split (70 % train, 15 % validation, 15 % test).
-SPLIT_FRACTIONS = (0.70, 0.85)
-
-
-def blank_initial(dataset=None, *, demo_splits: dict[str, list[str]] | None = None) -> dict[str, Any]:
-    """A blank New run form: the portfolio task with the settings the learning-quality study
-    chose on validation (log-return reward, the recommended no-trade band, mean - std of the
-    quarterly Sharpe ratios; the field initials), and splits: for a chosen ``dataset``, its
-    own range cut at :data:`SPLIT_FRACTIONS` with all of its tickers; otherwise
-    ``demo_splits`` (the demo task's) when given."""
-    initial: dict[str, Any] = {"kind": "portfolio"}
-    if dataset is not None:
-        start, end = dataset.start_date, dataset.end_date
-        span = (end - start).days
-        cut1 = start + timedelta(days=int(span * SPLIT_FRACTIONS[0]))
-        cut2 = start + timedelta(days=int(span * SPLIT_FRACTIONS[1]))
-        bounds_ = {
-            "train": (start, cut1),
-            "validation": (cut1 + timedelta(days=1), cut2),
-            "test": (cut2 + timedelta(days=1), end),
-        }
-        initial.update({"dataset": dataset.pk, "tickers": ", ".join(dataset.tickers)})
-        for split, (low, high) in bounds_.items():
-            initial[f"{split}_start"], initial[f"{split}_end"] = low.isoformat(), high.isoformat()
-    elif demo_splits:
-        for split, (low, high) in demo_splits.items():
-            initial[f"{split}_start"], initial[f"{split}_end"] = low, high
-    return initial
-
-
-def initial_from_run(run: Run) -> dict[str, Any]:
-    """Form values that recreate ``run`` ("Clone run")."""
-    task = run.task
-    initial: dict[str, Any] = {
-        "name": f"{run.name} (clone)",
-        "dataset": task.dataset_id,
-        "tickers": ", ".join(task.tickers),
-        "algorithm": task.algorithm,
-        "algorithms": list(task.algorithms or [])[1:],
-        "algorithm_hyperparameters": dict(task.algorithm_hyperparameters or {}),
-        "hyperparameters": task.hyperparameters,
-        "kind": task.kind,
-        "selection_rule": (task.selection or {}).get("rule", "mean_minus_std"),
-        "budget": run.budget_id,
-        "num_pods": run.num_pods,
-        "generation_steps": run.generation_steps,
-        "leaderboard_size": run.leaderboard_size,
-        "fresh_probability": run.fresh_probability,
-        "mutation": run.mutation,
-        "seed": run.seed,
-    }
-    for split in ("train", "validation", "test"):
-        initial[f"{split}_start"] = task.splits[split]["start"]
-        initial[f"{split}_end"] = task.splits[split]["end"]
-    initial.update(_env_initial(task.kind, task.env))
-    return initial
-
-
-#: The env settings each kind's form fields show, as ``{env key: form field}``.
-_ENV_FORM_FIELDS = {
-    "stock_trading": {key: key for key in _ENV_FIELDS},
-    "portfolio": {"initial_cash": "initial_cash", "cost_pct": "buy_cost_pct", "reward": "reward"},
-}
-
-
-def _env_initial(kind: str, env: dict[str, Any]) -> dict[str, Any]:
-    """Form values of a task's env: only its own kind's fields (a portfolio's ``reward_scaling``
-    is not the stock-trading field of that name, which keeps its default), every other setting
-    of the env carried in ``env_extra`` under its kind, so the clone trains as the task did."""
-    shown = _ENV_FORM_FIELDS.get(kind, _ENV_FORM_FIELDS["stock_trading"])
-    initial: dict[str, Any] = {field: env[key] for key, field in shown.items() if key in env}
-    initial["flatten_at_close"] = bool(env.get("flatten_at_close"))
-    if kind == "portfolio":
-        initial.setdefault("reward", "log_return")
-        initial["rebalance_band"] = env.get("rebalance_band", 0.0)  # a clone trades as the task did
-        initial.update(dynamics_initial(env))
-    taken = {*shown, "flatten_at_close"}
-    if kind == "portfolio":  # shown in their own fields
-        taken |= {"rebalance_band", *DYNAMICS_DEFAULTS}
-    initial["env_extra"] = {kind: {k: v for k, v in env.items() if k not in taken}}
-    return initial
 
 
 class RunFilterForm(forms.Form):

@@ -580,15 +580,15 @@ def run_pods(run: Run) -> list[Pod]:
 def task_spec(task: Task, algorithm: str | None = None) -> dict[str, Any]:
     """The ``trainer.pod.TaskSpec`` dict a generation trains on (with ``algorithm``, one of
     the task's allowed algorithms; ``None`` = ``task.algorithm``)."""
+    from webapp import engine
+
     algorithm = algorithm or task.algorithm
-    return {
-        "data": {"paths": task.dataset.source_paths(), "tickers": list(task.tickers), **task.dataset.data_options()},
-        "train": task.splits["train"],
-        "validation": task.splits["validation"],
-        "test": task.splits["test"],
-        "env": task.env,
-        "algorithm": algorithm,
-        "hyperparameters": algorithms.algorithm_hyperparameters(task, algorithm),
-        "kind": task.kind,
-        "selection": task.selection or {},
-    }
+    return engine.task_spec_dict(
+        data={"paths": task.dataset.source_paths(), "tickers": list(task.tickers), **task.dataset.data_options()},
+        splits=task.splits,
+        env=task.env,
+        algorithm=algorithm,
+        hyperparameters=algorithms.algorithm_hyperparameters(task, algorithm),
+        kind=task.kind,
+        selection=task.selection,
+    )

@@ -21,6 +21,7 @@ from django.db import transaction
 from django.db.models import F
 
 from webapp.core.errors import AppError
+from webapp.core.formatting import finite_or_none
 from webapp.runs import events
 from webapp.runs.models import Agent, Generation, Run, TrainingPoint
 
@@ -96,15 +97,6 @@ def _row(point: Mapping[str, Any]) -> dict[str, Any]:
     row["env_steps"] = int(point.get("generation_env_steps", point.get("env_steps")) or 0)
     row["elapsed_s"] = finite_or_none(point.get("elapsed_s")) or 0.0
     return row
-
-
-def finite_or_none(value: Any) -> float | None:
-    """``value`` as a float, ``None`` when it is missing, not a number, NaN or infinite."""
-    try:
-        value = float(value)
-    except (TypeError, ValueError):
-        return None
-    return value if value == value and abs(value) != float("inf") else None
 
 
 # --- writes --------------------------------------------------------------------------------

@@ -31,6 +31,7 @@ from webapp.runs import (
     deflated,
     ensembles,
     estimate,
+    form_initial,
     forms,
     lineage,
     run_table,
@@ -160,7 +161,7 @@ def run_new(request: HttpRequest) -> HttpResponse:
             source = selectors.run_get(user=request.user, run_id=int(clone_id)) if clone_id.isdigit() else None
             if source is None:
                 raise Http404("run not found")
-            initial = forms.initial_from_run(source)
+            initial = form_initial.initial_from_run(source)
         else:
             chosen = request.GET.get("dataset", "")
             dataset = (
@@ -168,7 +169,7 @@ def run_new(request: HttpRequest) -> HttpResponse:
                 if chosen.isdigit()
                 else None
             )
-            initial = forms.blank_initial(dataset, demo_splits=demo_profiles.SPLITS)
+            initial = form_initial.blank_initial(dataset, demo_splits=demo_profiles.SPLITS)
         form = forms.RunForm(initial=initial, user=request.user)
     defaults = {algo: algorithms.form_hyperparameters(algo) for algo in engine.algorithms()}
     mutations = {algo: forms.default_mutation(algo) for algo in engine.algorithms()}

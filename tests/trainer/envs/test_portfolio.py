@@ -81,14 +81,14 @@ def test_rebalance_cost_and_drift_match_hand_computed_values(two_stocks):
 
 def test_excess_log_return_is_log_return_over_cost_free_equal_weight(two_stocks):
     p = two_stocks.close
-    env = fixed(two_stocks, reward="excess_log_return", cost_pct=0.002, reward_scaling=10.0)
+    env = fixed(two_stocks, reward="excess_log_return", cost_pct=0.002, reward_scaling=0.5)
     action = torch.tensor([[0.5, -0.5, 0.0]])
     for t in range(3):
         before = env._value[0].item()
         _, reward, _, _, info = env.step(action)
         log_r = math.log(info["portfolio_value"][0].item() / before)
         ew = math.log((p[t + 1] / p[t]).mean())
-        assert reward[0].item() == pytest.approx(10.0 * (log_r - ew), rel=1e-5, abs=1e-7)
+        assert reward[0].item() == pytest.approx(0.5 * (log_r - ew), rel=1e-5, abs=1e-7)
 
 
 def test_differential_sharpe_reward_follows_moody_saffell_recursion_by_hand(two_stocks):

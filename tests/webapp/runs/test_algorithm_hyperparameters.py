@@ -13,7 +13,7 @@ from tests.webapp.test_pages import _run_form
 from webapp import engine
 from webapp.core.errors import AppError
 from webapp.runs import algorithms, services
-from webapp.runs.forms import initial_from_run
+from webapp.runs.form_initial import initial_from_run
 from webapp.runs.models import Generation, Run
 
 pytestmark = pytest.mark.django_db

@@ -152,8 +152,11 @@ def quota_set(*, actor, user, device_hours: float | None, max_concurrent_pods: i
     """
     if not actor.is_staff:
         raise AppError("only staff can change quotas", status=403)
-    fields = bounds.errors({"gpu_hours_cap": device_hours, "max_concurrent_pods": max_concurrent_pods}, bounds.BUDGET)
-    bounds.raise_all({("device_hours" if k == "gpu_hours_cap" else k): v for k, v in fields.items()})
+    limits = {
+        "device_hours": bounds.BUDGET["gpu_hours_cap"],
+        "max_concurrent_pods": bounds.BUDGET["max_concurrent_pods"],
+    }
+    bounds.raise_all(bounds.errors({"device_hours": device_hours, "max_concurrent_pods": max_concurrent_pods}, limits))
     quota, _ = BudgetQuota.objects.update_or_create(
         user=user, defaults={"device_hours": device_hours, "max_concurrent_pods": max_concurrent_pods}
     )

@@ -18,11 +18,11 @@ from webapp.runs.models import Task
 SPLITS = ("train", "validation", "test")
 
 
-def _split_paths(fields: dict[str, Any]) -> dict[str, Any]:
-    """``fields`` with the trainer's split names (``test``, ``train.end``) as their path in the
-    request body (``splits.test``, ``splits.train.end``), like every other field of the API's
-    errors (``hyperparameters.learning_rate``, ``env.hmax``)."""
-    return {f"splits.{k}" if k.partition(".")[0] in SPLITS else k: v for k, v in fields.items()}
+def _split_path(name: str) -> str:
+    """The trainer's split names (``test``, ``train.end``) as their path in the request body
+    (``splits.test``, ``splits.train.end``), like every other field of the API's errors
+    (``hyperparameters.learning_rate``, ``env.hmax``)."""
+    return f"splits.{name}" if name.partition(".")[0] in SPLITS else name
 
 
 def task_create(**kwargs: Any) -> Task:
@@ -114,20 +114,18 @@ def task_prepare(
         fields["env.flatten_at_close"] = (
             f"flattening at the session close needs intraday bars; dataset {dataset.name!r} is daily"
         )
-    spec = {
-        "data": {"paths": dataset.source_paths(), "tickers": tickers, **dataset.data_options()},
-        "train": splits["train"],
-        "validation": splits["validation"],
-        "test": splits["test"],
-        "env": env,
-        "algorithm": algorithm,
-        "hyperparameters": hyperparameters,
-        "kind": kind,
-        "selection": selection or {},
-    }
+    spec = engine.task_spec_dict(
+        data={"paths": dataset.source_paths(), "tickers": tickers, **dataset.data_options()},
+        splits=splits,
+        env=env,
+        algorithm=algorithm,
+        hyperparameters=hyperparameters,
+        kind=kind,
+        selection=selection,
+    )
     # Every error at once: env bounds, each hyperparameter alone, then data and splits alone.
-    if isinstance(env, dict) and kind in bounds.ENV_BY_KIND:
-        fields.update(bounds.errors(env, bounds.ENV_BY_KIND[kind], prefix="env."))
+    if isinstance(env, dict):  # the trainer's bounds, every one at once
+        fields.update(engine.env_bound_errors(kind, env))
     if isinstance(hyperparameters, dict):
         fields.update(bounds.hyperparameter_errors(algorithm, hyperparameters, engine.validate_hyperparameters))
     # each split's order and the order between them, all at once (validate_task names the first)
@@ -153,19 +151,20 @@ def task_prepare(
             intraday=dataset.intraday,
         )
     band = env.get("rebalance_band") if isinstance(env, dict) and kind == "portfolio" else None
-    if decided is not None and isinstance(band, int | float) and not isinstance(band, bool):
+    if decided is not None and isinstance(band, int | float) and "env.rebalance_band" not in fields:
         if decided["tickers"] and band >= 1.0 / len(decided["tickers"]):
             fields["env.rebalance_band"] = (
                 f"must be below 1/N = {1.0 / len(decided['tickers']):.4g} for {len(decided['tickers'])} tickers, "
                 f"else a zero action never leaves the initial cash (got {band:g})"
             )
-    bounds.raise_all(_split_paths(fields))
+    bounds.raise_all({_split_path(name): why for name, why in fields.items()})
     intraday = dataset.intraday  # the memory estimate counts the session features of intraday bars
     try:
         normalized = engine.validate_task(spec, intraday=intraday)  # what depends on several fields at once
     except AppError as exc:
-        if _split_paths(exc.fields) != exc.fields:
-            bounds.raise_all(_split_paths(exc.fields), status=exc.status)
+        renamed = exc.with_paths(_split_path)
+        if renamed is not exc:
+            raise renamed from exc
         raise
     per_algorithm = {
         name: _other_algorithm_hyperparameters(
@@ -272,6 +271,4 @@ def _other_algorithm_hyperparameters(
         task = {**spec, "algorithm": algorithm, "hyperparameters": merged}
         return engine.validate_task(task, intraday=intraday)["hyperparameters"]
     except AppError as exc:
-        fields = {_as_override_field(algorithm, k): v for k, v in exc.fields.items()}
-        message = exc.message.replace("hyperparameters.", f"{_OVERRIDES}.{algorithm}.", 1)
-        raise AppError(message, fields=fields, status=exc.status, details=exc.details) from None
+        raise exc.with_paths(lambda name: _as_override_field(algorithm, name)) from None

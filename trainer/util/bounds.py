@@ -1,0 +1,112 @@
+"""The bounds of a numeric setting (:class:`Bound`), declared once next to the config class
+that owns the setting (``EnvConfig.BOUNDS``, ``PortfolioConfig.BOUNDS``) and read from there
+by the config's own checks, the command line and the web side (through ``webapp/engine``,
+which sizes its form inputs and help texts from :meth:`Bound.to_dict`).
+
+The limits are wider than anything that trains well; they exist so that a typo (initial cash
+``1e300``, a cost of ``0.5``) is an error naming the field instead of a budget spent on
+useless agents.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass
+from typing import Any
+
+from trainer.errors import ConfigError
+
+__all__ = ["Bound", "bound_errors", "format_number"]
+
+
+@dataclass(frozen=True)
+class Bound:
+    """``low <= value <= high`` for one number.
+
+    Attributes:
+        low, high: the limits, in the setting's unit; ``high`` may be ``math.inf``.
+        integer: whole numbers only (``3.0`` counts as whole).
+        low_open: ``low < value`` instead of ``low <= value``.
+        high_open: ``value < high`` instead of ``value <= high``.
+        nullable: ``None`` is allowed (the setting is off, e.g. no turbulence stop).
+        unit: appended to the limits in messages, e.g. ``" USD"``.
+    """
+
+    low: float
+    high: float = math.inf
+    integer: bool = False
+    low_open: bool = False
+    high_open: bool = False
+    nullable: bool = False
+    unit: str = ""
+
+    def error(self, value: Any) -> str | None:
+        """Why ``value`` is out of bounds (``"must be at least 0 and at most 0.1, got 0.5"``),
+        or ``None`` when it is within them.
+
+        Integers are compared exactly, never through ``float``: JSON allows integers of any
+        length, and one of 400 digits has no float (``OverflowError``); it is simply too large.
+        """
+        if value is None and self.nullable:
+            return None
+        if isinstance(value, bool) or not isinstance(value, int | float):
+            return f"must be a number{' or null' if self.nullable else ''}, got {_shown(value)}"
+        if isinstance(value, float) and not math.isfinite(value):
+            return f"must be a finite number, got {value!r}"
+        if self.integer and isinstance(value, float) and not value.is_integer():
+            return f"must be a whole number, got {value!r}"
+        too_low = value <= self.low if self.low_open else value < self.low
+        too_high = value >= self.high if self.high_open else value > self.high
+        if too_low or too_high:
+            return f"must be {self.text(words=True)}, got {format_number(value)}"
+        return None
+
+    def text(self, *, words: bool = False) -> str:
+        """The range in words: ``"1 to 1,000,000"`` for help texts, or with ``words`` as an
+        error says it: ``"at least 1 and at most 1,000,000"``."""
+        low = f"more than {format_number(self.low)}" if self.low_open else f"at least {format_number(self.low)}"
+        if math.isinf(self.high):
+            return low + self.unit
+        high = f"below {format_number(self.high)}" if self.high_open else f"at most {format_number(self.high)}"
+        if words or self.low_open or self.high_open:
+            return f"{low}{'' if words else ','} {'and ' if words else ''}{high}{self.unit}"
+        return f"{format_number(self.low)} to {format_number(self.high)}{self.unit}"
+
+    def check(self, value: Any, field: str) -> None:
+        """Raise ``ConfigError("<field>: <why>", field=field)`` when ``value`` is out of bounds."""
+        why = self.error(value)
+        if why:
+            raise ConfigError(f"{field}: {why}", field=field)
+
+    def to_dict(self) -> dict[str, Any]:
+        """The declaration as plain JSON-able values (``high`` may be ``inf``)."""
+        return asdict(self)
+
+
+def bound_errors(values: Mapping[str, Any], bounds: Mapping[str, Bound], *, prefix: str = "") -> dict[str, str]:
+    """Every out-of-bounds value of ``values`` at once, as ``{prefix + name: why}``; names
+    missing from ``values`` are skipped (they keep their defaults)."""
+    out = {}
+    for name, bound in bounds.items():
+        if name in values:
+            why = bound.error(values[name])
+            if why:
+                out[prefix + name] = why
+    return out
+
+
+def format_number(value: float) -> str:
+    """``10000000000.0`` -> ``"10,000,000,000"``, ``1e300`` -> ``"1e+300"``, ``0.1`` -> ``"0.1"``;
+    an integer too long for a float is shown by its length (``"a 400-digit number"``)."""
+    if isinstance(value, int) and abs(value) >= 10**100:
+        return f"a {len(str(abs(value)))}-digit number"
+    if math.isfinite(value) and float(value).is_integer() and abs(value) < 1e13:
+        return f"{int(value):,}"
+    return f"{value:g}"
+
+
+def _shown(value: Any, limit: int = 60) -> str:
+    """``repr(value)``, cut to ``limit`` characters (an error message must not grow with the input)."""
+    text = repr(value)
+    return text if len(text) <= limit else text[: limit - 3] + "..."
