@@ -10,7 +10,7 @@ inside the functions that need them, so web processes that only validate input d
 them at start-up.
 
 - :mod:`.tasks`: task validation, algorithms and defaults, split and size checks, process setup;
-- :mod:`.tournament`: parent choice, mutation, leaderboard pruning;
+- :mod:`.tournament`: parent choice, mutation, leaderboard pruning, the one-SE ensemble's members;
 - :mod:`.market`: market files (inspect, download) and the per-process data cache;
 - :mod:`.generations`: training one generation, the demo's throughput measurement;
 - :mod:`.backtests`: backtests of stored agents, series metrics, bundle export;
@@ -83,7 +83,9 @@ from webapp.engine.tournament import (  # noqa: E402
     check_mutation,
     choose_parent,
     mutate_hyperparameters,
+    one_se_member_ids,
     prune_leaderboard,
+    score_se,
 )
 
 __all__ = [
@@ -122,6 +124,7 @@ __all__ = [
     "measure_training_throughput",
     "min_env_steps",
     "mutate_hyperparameters",
+    "one_se_member_ids",
     "parse_day",
     "parse_moment",
     "plan_study_folds",
@@ -129,6 +132,7 @@ __all__ = [
     "preload_trainer",
     "recommended_rebalance_band",
     "prune_leaderboard",
+    "score_se",
     "resolve_device",
     "is_sticky_device_error",
     "worker_device_problem",

@@ -304,6 +304,7 @@ def agent_payload(
         "vs_equal_weight": metrics.get("vs_equal_weight"),
         "vs_equal_weight_with_costs": metrics.get("vs_equal_weight_with_costs"),
         "score": agent.score,
+        "score_se": agent.score_se,
         "metrics": agent.metrics,
         "pod": agent.pod.index,
         "baselines": row_baselines,
