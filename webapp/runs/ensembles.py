@@ -89,7 +89,7 @@ def ensemble_get_or_create(*, run: Run, k: int = DEFAULT_K) -> tuple[Agent, bool
             f"k: the leaderboard holds {size} agents, so k is at most {size}; got {k}",
             fields={"k": f"at most {size}: the leaderboard holds {size} agents"},
         )
-    return _get_or_create(run, list(board[:k]))
+    return _get_or_create(run, list(board[:k]), rule="top_k")
 
 
 def one_se_member_ids(run: Run) -> list[int]:
@@ -116,11 +116,12 @@ def ensemble_one_se_get_or_create(*, run: Run) -> tuple[Agent | None, bool]:
     if len(ids) < MIN_K:
         return None, False
     by_id = {a.id: a for a in Agent.objects.filter(pk__in=ids)}
-    return _get_or_create(run, [by_id[pk] for pk in ids])
+    return _get_or_create(run, [by_id[pk] for pk in ids], rule="one_se")
 
 
-def _get_or_create(run: Run, members: list[Agent]) -> tuple[Agent, bool]:
-    """The ensemble of ``members`` (best first): the stored one, or built and stored now."""
+def _get_or_create(run: Run, members: list[Agent], *, rule: str) -> tuple[Agent, bool]:
+    """The ensemble of ``members`` (best first): the stored one, or built and stored now with
+    ``metrics["ensemble"]["rule"]`` saying how they were chosen (``top_k`` or ``one_se``)."""
     ids = [a.id for a in members]
     existing = find_ensemble(run, ids)
     if existing is not None:
@@ -145,7 +146,7 @@ def _get_or_create(run: Run, members: list[Agent]) -> tuple[Agent, bool]:
             raise AppError.from_trainer(exc) from exc
         with open(out, "rb") as fh:
             stored = default_storage.save(f"runs/{run.id}/ensemble-{'-'.join(map(str, ids))}.pt", File(fh))
-    metrics = {**result.metrics, "ensemble": {"members": ids, "k": len(ids)}}
+    metrics = {**result.metrics, "ensemble": {"members": ids, "k": len(ids), "rule": rule}}
     try:
         with transaction.atomic():
             # The budget and run locks every agent-creating service takes: a pod's result (which

@@ -52,6 +52,7 @@ def test_a_finished_run_gets_the_ensemble_of_its_agents_within_one_se_of_the_bes
     assert len(ensembles) == 1
     deliverable = ensembles[0]
     assert deliverable.members == [best.id, close.id], "two SEs below the best is outside the one-SE set"
+    assert deliverable.metrics["ensemble"]["rule"] == "one_se"
     assert deliverable.score is not None and deliverable.score_se is not None
     assert Backtest.objects.filter(agent=deliverable, source=Backtest.Source.END_OF_RUN).exists()
     # every evaluated agent is one trial of the task; the ensemble is no new trial
