@@ -12,7 +12,7 @@ or NaN means "not scored" (e.g. a policy that never traded has no Sharpe ratio):
 rank after every scored one and are only sampled when nothing on the board has a score.
 
 Every score carries its noise. A score's standard error (``Entry.se``, from the dispersion of
-its validation sub-windows, :func:`trainer.evaluation.score_standard_error`) and its
+its validation sub-windows, :func:`trainer.selection.score_standard_error`) and its
 per-window scores (``Entry.windows``) decide three things:
 
 * **Parents** are sampled with weights ``exp((score - best) / SE)``

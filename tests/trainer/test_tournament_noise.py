@@ -14,7 +14,8 @@ from trainer.data.pipeline import load_market_data
 from trainer.demo import demo_task_dict
 from trainer.envs.stock_config import EnvConfig
 from trainer.errors import ConfigError
-from trainer.evaluation import evaluate_policy, score_standard_error, sharpe_standard_error, window_standard_error
+from trainer.evaluation import evaluate_policy
+from trainer.selection import score_standard_error, sharpe_standard_error, window_standard_error
 from trainer.task import TaskSpec
 from trainer.tournament import (
     KEEP_CURRENT,

@@ -43,11 +43,11 @@ def _windows(sub_windows: Any) -> tuple[tuple[str, float], ...]:
 
 def score_se(score_se: float | None, sub_windows: Any) -> float | None:
     """The SE a score carries: the stored one, else (an agent stored before scores had one)
-    the dispersion of its sub-window Sharpe ratios (``trainer.evaluation.window_standard_error``);
+    the dispersion of its sub-window Sharpe ratios (``trainer.selection.window_standard_error``);
     ``None`` when neither is known."""
     if score_se is not None:
         return float(score_se)
-    from trainer.evaluation import window_standard_error
+    from trainer.selection import window_standard_error
 
     windows = _windows(sub_windows)
     return window_standard_error([v for _, v in windows]) if len(windows) >= 2 else None
