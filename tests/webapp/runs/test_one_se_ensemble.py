@@ -64,14 +64,21 @@ def test_a_finished_run_gets_the_ensemble_of_its_agents_within_one_se_of_the_bes
 def test_the_leaderboard_shows_each_score_with_its_se_on_the_page_the_api_and_the_live_events(
     spent_run, api_client, client, user
 ):
-    run, (best, _, _), se = spent_run
+    run, (best, close, far), se = spent_run
 
     body = api_client.get(f"/api/runs/{run.id}/leaderboard/").json()
     rows = body["results"] if isinstance(body, dict) else body
     assert rows[0]["id"] == best.id and rows[0]["score_se"] == pytest.approx(se)
-    assert selectors.leaderboard_with_verdict(run)["leaderboard"][0]["score_se"] == pytest.approx(se)
+    live = selectors.leaderboard_with_verdict(run)["leaderboard"]
+    assert live[0]["score_se"] == pytest.approx(se)
+    assert [item["within_one_se"] for item in live] == [True, True, False]
 
     client.force_login(user)
     page = BeautifulSoup(client.get(f"/runs/{run.id}/").content, "html.parser")
-    cell = page.select_one(f'#leaderboard tr[data-agent-id="{best.id}"] [data-col="score"]').get_text(strip=True)
-    assert cell == f"1.000 ± {se:.3f}"
+
+    def cell(agent):
+        return page.select_one(f'#leaderboard tr[data-agent-id="{agent.id}"] [data-col="score"]')
+
+    assert cell(best).find(string=True, recursive=False).strip() == f"1.000 ± {se:.3f}"
+    assert cell(best).select_one(".badge.one-se") and cell(close).select_one(".badge.one-se")
+    assert cell(far).select_one(".badge.one-se") is None, "two SEs below the best"
