@@ -375,7 +375,7 @@
       agent.score,
       fmtNumber(agent.score, 3) + (se ? " ± " + fmtNumber(agent.score_se, 3) : "")
     );
-    if (agent.within_one_se) {
+    if (agent.within_one_se && !(note && agent.score !== null)) {
       const mark = document.createElement("span");
       mark.className = "badge one-se";
       mark.title =
