@@ -24,7 +24,7 @@ from trainer.data.timestamps import infer_periods_per_year
 from trainer.envs.kinds import make_env, prepare_market
 from trainer.envs.observations import FeatureStats
 from trainer.envs.portfolio import PortfolioVecEnv
-from trainer.selection import SelectionRule, baseline_relative, robust_score, window_bounds
+from trainer.selection import SelectionRule, baseline_relative, robust_score, score_standard_error, window_bounds
 from trainer.task import TaskSpec
 
 __all__ = [
@@ -103,7 +103,9 @@ def evaluate_policy(
         plus ``total_return`` (= ``cumulative_return``, a fraction), ``final_value`` (USD),
         ``initial_value`` (USD), ``score`` (the robust score of ``selection``; undefined Sharpe
         ratios, e.g. of a policy that never trades, count as 0; ``None`` when the range has
-        fewer than 2 returns per sub-window, with ``score_note`` saying so), ``score_defined``
+        fewer than 2 returns per sub-window, with ``score_note`` saying so), ``score_se`` (its
+        standard error, annualised Sharpe units, :func:`trainer.selection.score_standard_error`; ``None`` without
+        a score) and ``score_se_source`` (``"sub_windows"`` or ``"lo_2002"``), ``score_defined``
         (bool: the full-window Sharpe ratio exists), ``selection`` (the rule, with
         ``description``), ``sub_windows`` (list of ``{start, end, sharpe}``; empty without a
         score), ``vs_equal_weight`` (against the cost-free daily-rebalanced 1/N portfolio) and
@@ -146,12 +148,17 @@ def evaluate_policy(
             {"start": str(dates[lo].date()), "end": str(dates[hi].date()), "sharpe": sub}
             for (lo, hi), sub in zip(window_bounds(len(daily), selection.windows), subs)
         ]
+        se, source = score_standard_error(
+            subs, full_sharpe=sharpe, num_returns=len(daily), periods_per_year=periods_per_year
+        )
+        metrics["score_se"], metrics["score_se_source"] = se, source
     else:  # too short to cut into sub-windows: every other figure still stands
         metrics["score"] = None
         metrics["score_note"] = (
             f"n/a ({selection.windows} sub-windows need at least {2 * selection.windows} returns, got {len(daily)})"
         )
         metrics["sub_windows"] = []
+        metrics["score_se"], metrics["score_se_source"] = None, "none"
     metrics.update(
         equal_weight_comparison(
             daily,

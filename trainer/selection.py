@@ -11,6 +11,9 @@ on it keeps, among others, the luckiest. Three defences, all pure functions:
   rule). A policy that is good in one quarter only scores low.
 * **Baselines on the same days.** :func:`baseline_relative` gives the excess total return and
   the Sharpe difference against the equal-weight portfolio and QQQ.
+* **Standard errors.** Every score carries one (:func:`score_standard_error`): the dispersion
+  of its sub-window Sharpe ratios, or Lo's (2002) iid formula (:func:`sharpe_standard_error`);
+  the tournament (:mod:`trainer.tournament`) reads scores in units of it.
 * **Deflated Sharpe Ratio.** :func:`deflated_sharpe_ratio` (Bailey & López de Prado 2014, "The
   Deflated Sharpe Ratio: Correcting for Selection Bias, Backtest Overfitting and
   Non-Normality", Journal of Portfolio Management 40(5), eq. 2 and the expected maximum of
@@ -48,8 +51,11 @@ __all__ = [
     "equal_weight_returns",
     "expected_max_sharpe",
     "robust_score",
+    "score_standard_error",
+    "sharpe_standard_error",
     "window_bounds",
     "window_sharpes",
+    "window_standard_error",
 ]
 
 RULES = ("mean_minus_std", "worst_window", "full_sharpe")
@@ -358,3 +364,77 @@ def deflated_sharpe_ratio_annualised(
         sharpe_variance=float(annual_sharpe_variance) / periods,
         num_observations=int(num_observations),
     )
+
+
+def sharpe_standard_error(
+    sharpe: float | None, num_returns: int, periods_per_year: float = TRADING_DAYS
+) -> float | None:
+    """Standard error of an annualised Sharpe ratio of ``T`` iid returns (Lo 2002).
+
+    Lo (2002), "The Statistics of Sharpe Ratios", Financial Analysts Journal 58(4), iid case:
+    a per-period Sharpe ratio ``SR_p`` estimated on ``T`` returns has asymptotic standard
+    error ``sqrt((1 + SR_p^2 / 2) / T)``. Annualised by ``sqrt(P)`` (``SR = SR_p sqrt(P)``):
+    ``SE = sqrt(P) * sqrt((1 + SR^2 / (2 P)) / T)``. A Sharpe ratio of 1.0 on a year of days
+    (``T = P = 252``) has ``SE = sqrt(1 + 1/504) = 1.00099``.
+
+    Args:
+        sharpe: the annualised Sharpe ratio; ``None`` (undefined: no spread) counts as 0.
+        num_returns: ``T``, the returns behind it (periods: days or bars).
+        periods_per_year: ``P`` (252 for days, bars per session x 252 for bars).
+
+    Returns:
+        The annualised standard error; ``None`` for fewer than 2 returns.
+    """
+    if num_returns < 2:
+        return None
+    p = float(periods_per_year)
+    sr = 0.0 if sharpe is None else float(sharpe)
+    return math.sqrt(p) * math.sqrt((1.0 + sr * sr / (2.0 * p)) / num_returns)
+
+
+def window_standard_error(window_scores: Any) -> float | None:
+    """Standard error of the mean of ``W`` per-window scores: ``std(ddof=1) / sqrt(W)``.
+
+    Scores ``[1, 2, 3, 6]``: mean 3, ``std = sqrt(14 / 3) = 2.1602``, ``SE = 1.0801``.
+
+    Args:
+        window_scores: (W,) scores (annualised Sharpe ratios) of the sub-windows; ``None``
+            (undefined) counts as 0, as :func:`robust_score` counts it.
+
+    Returns:
+        The standard error, ``None`` with fewer than 2 windows.
+    """
+    values = np.array([0.0 if v is None else float(v) for v in window_scores], dtype=np.float64)
+    if values.size < 2:
+        return None
+    return float(values.std(ddof=1) / math.sqrt(values.size))
+
+
+def score_standard_error(
+    window_scores: Any, *, full_sharpe: float | None, num_returns: int, periods_per_year: float = TRADING_DAYS
+) -> tuple[float | None, str]:
+    """The standard error a score carries, and where it came from.
+
+    Preferred: the dispersion of the score's sub-window Sharpe ratios
+    (:func:`window_standard_error`, source ``"sub_windows"``): it measures how much the same
+    policy's result moves from one stretch of days to the next, fat tails and autocorrelation
+    included. Every selection rule's score is read with this SE (for ``mean_minus_std`` and
+    ``worst_window`` it is the SE of the mean sub-window Sharpe, the figure they shade).
+    When there are fewer than 2 sub-windows, or they are all equal (a policy that never
+    trades scores 0 in each), the iid formula of :func:`sharpe_standard_error` on the whole
+    window stands in (source ``"lo_2002"``).
+
+    Args:
+        window_scores: (W,) sub-window Sharpe ratios (``None`` counts as 0).
+        full_sharpe: the whole window's annualised Sharpe ratio (``None``: undefined).
+        num_returns: returns of the whole window.
+        periods_per_year: the data's periods per year.
+
+    Returns:
+        ``(se, source)``; ``(None, "none")`` with fewer than 2 returns.
+    """
+    se = window_standard_error(window_scores)
+    if se is not None and se > 0:
+        return se, "sub_windows"
+    lo = sharpe_standard_error(full_sharpe, num_returns, periods_per_year)
+    return (lo, "lo_2002") if lo is not None else (None, "none")

@@ -369,7 +369,20 @@
       if (note) cell(col).title = note;
       else cell(col).removeAttribute("title");
     }
-    cell("score").textContent = withheld(agent.score, fmtNumber(agent.score, 3));
+    // "score ± SE": the standard error from the validation sub-windows (selectors.agent_payload)
+    const se = agent.score !== null && agent.score_se !== null && agent.score_se !== undefined;
+    cell("score").textContent = withheld(
+      agent.score,
+      fmtNumber(agent.score, 3) + (se ? " ± " + fmtNumber(agent.score_se, 3) : "")
+    );
+    if (agent.within_one_se && !(note && agent.score !== null)) {
+      const mark = document.createElement("span");
+      mark.className = "badge one-se";
+      mark.title =
+        "within one standard error of the best: a member of the run's deliverable, the ensemble of the agents within one SE of the best";
+      mark.textContent = "one SE";
+      cell("score").append(" ", mark);
+    }
     // the server's texts of the baselines on the same validation days, like with like:
     // score next to the untrained policy's score, Sharpe ratio next to Sharpe ratios, and
     // the excess return and Sharpe difference over 1/N and QQQ (selectors.agent_payload)

@@ -11,7 +11,7 @@ them at start-up.
 
 - :mod:`.config_bounds`: the bounds of every setting, from the trainer's config classes;
 - :mod:`.tasks`: task validation, algorithms and defaults, split and size checks, process setup;
-- :mod:`.tournament`: parent choice, mutation, leaderboard pruning;
+- :mod:`.tournament`: parent choice, mutation, leaderboard pruning, the one-SE ensemble's members;
 - :mod:`.market`: market files (inspect, download) and the per-process data cache;
 - :mod:`.generations`: training one generation, the demo's throughput measurement;
 - :mod:`.backtests`: backtests of stored agents, series metrics, bundle export;
@@ -94,7 +94,9 @@ from webapp.engine.tournament import (  # noqa: E402
     check_mutation,
     choose_parent,
     mutate_hyperparameters,
+    one_se_member_ids,
     prune_leaderboard,
+    score_se,
 )
 
 __all__ = [
@@ -140,6 +142,7 @@ __all__ = [
     "measure_training_throughput",
     "min_env_steps",
     "mutate_hyperparameters",
+    "one_se_member_ids",
     "parse_day",
     "parse_moment",
     "plan_study_folds",
@@ -147,6 +150,7 @@ __all__ = [
     "preload_trainer",
     "recommended_rebalance_band",
     "prune_leaderboard",
+    "score_se",
     "resolve_device",
     "is_sticky_device_error",
     "worker_device_problem",

@@ -1,9 +1,16 @@
 """The leaderboard policy (``trainer.tournament``) in the web's plain types: parents, mutations,
-pruning."""
+pruning, the one-SE ensemble's members.
+
+A leaderboard row is ``(agent_id, score, created_seq)`` or, with the score's noise,
+``(agent_id, score, created_seq, score_se, sub_windows)``: ``score_se`` the agent's stored
+standard error (``None``: unknown, then read from the sub-windows' dispersion) and
+``sub_windows`` its ``metrics["sub_windows"]`` (``[{"start", "end", "sharpe"}, ...]``), which
+pair two agents scored on the same days.
+"""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -22,27 +29,72 @@ class ParentDecision:
     agent_id: int | None
 
 
+def _windows(sub_windows: Any) -> tuple[tuple[str, float], ...]:
+    """``(start/end, sharpe)`` per sub-window (an undefined Sharpe counts as 0, as the score
+    counts it); empty when the metrics hold none or an unreadable entry."""
+    out = []
+    for window in sub_windows or ():
+        if not isinstance(window, Mapping):
+            return ()
+        sharpe = window.get("sharpe")
+        out.append((f"{window.get('start')}/{window.get('end')}", 0.0 if sharpe is None else float(sharpe)))
+    return tuple(out)
+
+
+def score_se(score_se: float | None, sub_windows: Any) -> float | None:
+    """The SE a score carries: the stored one, else (an agent stored before scores had one)
+    the dispersion of its sub-window Sharpe ratios (``trainer.selection.window_standard_error``);
+    ``None`` when neither is known."""
+    if score_se is not None:
+        return float(score_se)
+    from trainer.selection import window_standard_error
+
+    windows = _windows(sub_windows)
+    return window_standard_error([v for _, v in windows]) if len(windows) >= 2 else None
+
+
+def _entry(row: Sequence[Any]) -> Any:
+    from trainer.tournament import Entry
+
+    agent_id, score, seq, *noise = row
+    se, subs = (noise + [None, None])[:2]
+    return Entry(agent_id=agent_id, score=score, created_seq=seq, se=score_se(se, subs), windows=_windows(subs))
+
+
+def one_se_member_ids(leaderboard: Sequence[Sequence[Any]]) -> list[int]:
+    """Ids of the leaderboard agents within one SE of the best, best first
+    (``trainer.tournament.one_se_members``; rows as the module docstring gives them)."""
+    from trainer.tournament import one_se_members
+
+    return [int(e.agent_id) for e in one_se_members([_entry(row) for row in leaderboard])]
+
+
 def choose_parent(
-    leaderboard: Sequence[tuple[int, float | None, int]],
+    leaderboard: Sequence[Sequence[Any]],
     *,
-    current: tuple[int, float | None] | None,
+    current: Sequence[Any] | None,
     fresh_probability: float,
     rng: np.random.Generator,
 ) -> ParentDecision:
     """Pick the agent a pod's next generation starts from (``trainer.tournament.select_parent``).
 
     Args:
-        leaderboard: ``(agent_id, score, created_seq)`` of the agents on the leaderboard.
-        current: ``(agent_id, score)`` of the pod's own last agent, ``None`` if it has none.
+        leaderboard: rows of the agents on the leaderboard (module docstring).
+        current: ``(agent_id, score)`` or ``(agent_id, score, score_se, sub_windows)`` of the
+            pod's own last agent, ``None`` if it has none. It is replaced only by an agent
+            better by more than one SE of the difference (paired on shared sub-windows).
         fresh_probability: chance in [0, 1] of starting from a new random agent.
         rng: NumPy generator (seeded per run, pod and generation for reproducibility).
     """
     from trainer import tournament
 
-    entries = [tournament.Entry(agent_id=a, score=s, created_seq=q) for a, s, q in leaderboard]
+    entries = [_entry(row) for row in leaderboard]
+    own = None if current is None else _entry((current[0], current[1], -1, *current[2:]))
     choice = tournament.select_parent(
         entries,
-        current_score=None if current is None else current[1],
+        current_score=None if own is None else own.score,
+        current_se=None if own is None else own.se,
+        current_windows=() if own is None else own.windows,
         fresh_probability=fresh_probability,
         rng=rng,
     )

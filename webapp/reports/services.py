@@ -222,24 +222,23 @@ def _send(backtest_id: int) -> None:
 
 
 def _end_of_run_ensemble(run: Run) -> Agent | None:
-    """The top-3 ensemble of a finished run (built once per member set, the same one the run
-    page's button builds; ``None`` with fewer than 2 leaderboard agents or when the trainer
-    refuses it, which is logged)."""
+    """The run's deliverable ensemble: every leaderboard agent within one standard error of the
+    best (``webapp.runs.ensembles.ensemble_one_se_get_or_create``, built once per member set);
+    ``None`` when only the best is within one SE (it is the deliverable, backtested already) or
+    when the trainer refuses the ensemble, which is logged."""
     from webapp.runs import ensembles
 
-    k = ensembles.offered_k(run)
-    if k is None:
-        return None
     try:
-        return ensembles.ensemble_get_or_create(run=run, k=k)[0]
+        return ensembles.ensemble_one_se_get_or_create(run=run)[0]
     except AppError as exc:
         logger.warning("end-of-run ensemble of run %s refused: %s", run.id, exc.message, extra={"run": run.id})
         return None
 
 
 def backtests_for_run(*, run_id: int, top: int | None = None) -> list[Backtest]:
-    """Queue end-of-run backtests of a run's best agents, and of the ensemble of its top 3
-    (:mod:`webapp.runs.ensembles`, built here once), on its task's test split.
+    """Queue end-of-run backtests of a run's best agents, and of its deliverable: the ensemble
+    of the leaderboard agents within one SE of the best (:mod:`webapp.runs.ensembles`, built
+    here once), on its task's test split.
 
     Idempotent: an agent already backtested on that window by the end-of-run trigger is not
     queued again.
@@ -256,6 +255,7 @@ def backtests_for_run(*, run_id: int, top: int | None = None) -> list[Backtest]:
     run = Run.objects.select_related("task__dataset", "owner").filter(pk=run_id).first()
     if run is None:
         return []
+    ensemble = _end_of_run_ensemble(run)  # the deliverable, with or without a test split
     test = _split(run.task, "test")
     if test is None:
         _refused(run, "the task has no test split")
@@ -264,7 +264,6 @@ def backtests_for_run(*, run_id: int, top: int | None = None) -> list[Backtest]:
     agents = list(run.agents.filter(on_leaderboard=True).exclude(checkpoint="")[: max(0, int(count))])
     if not agents:
         _refused(run, "the run has no agent with a checkpoint on its leaderboard")
-    ensemble = _end_of_run_ensemble(run)
     if ensemble is not None:
         agents.append(ensemble)
     created = []

@@ -11,6 +11,10 @@ cannot continue an ensemble, only its members, and it never counts in a pod's ge
 One ensemble per member set: asking again for the same members (the leaderboard's top K has not
 changed) returns the stored ensemble and builds nothing.
 
+The run's deliverable is :func:`ensemble_one_se_get_or_create`: the ensemble of every
+leaderboard agent within one standard error of the best (``trainer.tournament.one_se_members``),
+built at the end of the run (``webapp.reports.services.backtests_for_run``), not the argmax.
+
 The Deflated Sharpe Ratio (``webapp.runs.deflated``) counts only trained agents as trials: an
 ensemble is a function of agents already counted, not a new draw. An ensemble's own DSR is read
 against the same trials (the run's trained agents and the variance of their Sharpe ratios).
@@ -85,7 +89,39 @@ def ensemble_get_or_create(*, run: Run, k: int = DEFAULT_K) -> tuple[Agent, bool
             f"k: the leaderboard holds {size} agents, so k is at most {size}; got {k}",
             fields={"k": f"at most {size}: the leaderboard holds {size} agents"},
         )
-    members = list(board[:k])
+    return _get_or_create(run, list(board[:k]), rule="top_k")
+
+
+def one_se_member_ids(run: Run) -> list[int]:
+    """The leaderboard agents within one standard error of the best, best first
+    (``engine.one_se_member_ids``: ``score >= best - SE_best``); at most :data:`MAX_K`."""
+    rows = selectors.leaderboard_queryset(run).values_list(
+        "id", "score", "created_seq", "score_se", "metrics__sub_windows"
+    )
+    return engine.one_se_member_ids(list(rows))[:MAX_K]
+
+
+def ensemble_one_se_get_or_create(*, run: Run) -> tuple[Agent | None, bool]:
+    """The run's deliverable: the ensemble of its leaderboard agents within one SE of the best
+    (:func:`one_se_member_ids`), built once per member set, as :func:`ensemble_get_or_create`.
+
+    Returns:
+        ``(agent, created)``; ``(None, False)`` when fewer than 2 agents are within one SE of
+        the best: the best agent alone is then the deliverable, and nothing is built.
+
+    Raises:
+        AppError: members the trainer refuses.
+    """
+    ids = one_se_member_ids(run)
+    if len(ids) < MIN_K:
+        return None, False
+    by_id = {a.id: a for a in Agent.objects.filter(pk__in=ids)}
+    return _get_or_create(run, [by_id[pk] for pk in ids], rule="one_se")
+
+
+def _get_or_create(run: Run, members: list[Agent], *, rule: str) -> tuple[Agent, bool]:
+    """The ensemble of ``members`` (best first): the stored one, or built and stored now with
+    ``metrics["ensemble"]["rule"]`` saying how they were chosen (``top_k`` or ``one_se``)."""
     ids = [a.id for a in members]
     existing = find_ensemble(run, ids)
     if existing is not None:
@@ -110,7 +146,7 @@ def ensemble_get_or_create(*, run: Run, k: int = DEFAULT_K) -> tuple[Agent, bool
             raise AppError.from_trainer(exc) from exc
         with open(out, "rb") as fh:
             stored = default_storage.save(f"runs/{run.id}/ensemble-{'-'.join(map(str, ids))}.pt", File(fh))
-    metrics = {**result.metrics, "ensemble": {"members": ids, "k": len(ids)}}
+    metrics = {**result.metrics, "ensemble": {"members": ids, "k": len(ids), "rule": rule}}
     try:
         with transaction.atomic():
             # The budget and run locks every agent-creating service takes: a pod's result (which
@@ -159,6 +195,7 @@ def _record(run: Run, members: list[Agent], stored: str, sha256: str, score, met
         depth=None,
         lineage=None,
         score=score,
+        score_se=metrics.get("score_se"),
         metrics=metrics,
         # built here from the members (no seed of its own): this process's code and packages
         provenance={**engine.provenance(run.task.dataset.source_paths(), seed=None), "members": ids},

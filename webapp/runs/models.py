@@ -355,6 +355,11 @@ class Agent(models.Model):
     )
     parent = models.ForeignKey("self", on_delete=models.SET_NULL, null=True, blank=True, related_name="children")
     score = models.FloatField(null=True, blank=True, help_text="validation score; null when it has none (NaN)")
+    score_se = models.FloatField(
+        null=True,
+        blank=True,
+        help_text="standard error of the score (same units), from its validation sub-windows; null when unknown",
+    )
     metrics = models.JSONField(default=dict)
     provenance = models.JSONField(
         default=dict,

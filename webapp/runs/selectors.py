@@ -304,6 +304,7 @@ def agent_payload(
         "vs_equal_weight": metrics.get("vs_equal_weight"),
         "vs_equal_weight_with_costs": metrics.get("vs_equal_weight_with_costs"),
         "score": agent.score,
+        "score_se": agent.score_se,
         "metrics": agent.metrics,
         "pod": agent.pod.index,
         "baselines": row_baselines,
@@ -333,8 +334,18 @@ def leaderboard_payload(run: Run) -> list[dict[str, Any]]:
 
 def leaderboard_with_verdict(run: Run) -> dict[str, Any]:
     """``{"leaderboard": leaderboard_payload, "verdict": baselines.leaderboard_verdict}``: the
-    board and what it says as a whole, as ``run.snapshot`` and ``leaderboard.update`` carry them."""
+    board and what it says as a whole, as ``run.snapshot`` and ``leaderboard.update`` carry them.
+    Each item's ``within_one_se`` says whether it is within one SE of the best: a member of the
+    run's deliverable (``engine.one_se_member_ids``)."""
+    from webapp import engine
+
     board = leaderboard_payload(run)
+    rows = [
+        (i["id"], i["score"], i["created_seq"], i["score_se"], (i["metrics"] or {}).get("sub_windows")) for i in board
+    ]
+    members = set(engine.one_se_member_ids(rows))
+    for item in board:
+        item["within_one_se"] = item["id"] in members
     return {"leaderboard": board, "verdict": baselines.leaderboard_verdict([item["baselines"] for item in board])}
 
 

@@ -410,6 +410,7 @@ class AgentSerializer(serializers.ModelSerializer):
             "lineage",
             "parent",
             "score",
+            "score_se",
             "metrics",
             "algorithm",
             "hyperparameters",

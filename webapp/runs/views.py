@@ -202,6 +202,7 @@ def run_detail(request: HttpRequest, run_id: int) -> HttpResponse:
     ledger = deflated.task_ledger(run.task_id)
     # the verdict reads the whole leaderboard, as the live events' does; the table its top rows
     board_baselines = [baselines.agent_baselines(a) for a in board]
+    one_se = set(ensembles.one_se_member_ids(run))  # the deliverable's members, as the live events mark them
     hp_keys = hyperparameter_columns(run)
     live = {
         "run_id": run.pk,
@@ -225,6 +226,7 @@ def run_detail(request: HttpRequest, run_id: int) -> HttpResponse:
                     "agent": a,
                     "hp": format_hyperparameters(a.hyperparameters, hp_keys),
                     "baselines": b,
+                    "within_one_se": a.id in one_se,
                     "deflated_sharpe": deflated.agent_dsr(a, run_sharpes),
                     "dsr_text": deflated.dsr_text(
                         deflated.agent_dsr_vs_equal_weight(a, ledger),

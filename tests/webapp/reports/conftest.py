@@ -27,7 +27,8 @@ def task(user, dataset):
 @pytest.fixture
 def make_agent(user, task, trained_checkpoint) -> Callable:
     """Create a finished run's agent holding the trained checkpoint (stored in the default
-    storage as the runs app does). ``make_agent(score=..., on_leaderboard=...)``."""
+    storage as the runs app does). ``make_agent(score=..., on_leaderboard=..., score_se=...)``
+    (``score_se`` ``None``: read from the checkpoint's sub-windows)."""
     from webapp.runs import services
     from webapp.runs.models import Agent, Generation, Pod
 
@@ -36,7 +37,7 @@ def make_agent(user, task, trained_checkpoint) -> Callable:
     pod = Pod.objects.create(run=run, index=0)
     seq = {"n": 0}
 
-    def make(score: float = 1.0, on_leaderboard: bool = True) -> Agent:
+    def make(score: float = 1.0, on_leaderboard: bool = True, score_se: float | None = None) -> Agent:
         seq["n"] += 1
         gen = Generation.objects.create(run=run, pod=pod, number=seq["n"], env_steps=256, status=Generation.Status.DONE)
         with open(trained_checkpoint["path"], "rb") as fh:
@@ -46,6 +47,7 @@ def make_agent(user, task, trained_checkpoint) -> Callable:
             generation=gen,
             pod=pod,
             score=score,
+            score_se=score_se,
             metrics=trained_checkpoint["metrics"],
             hyperparameters=trained_checkpoint["hyperparameters"],
             tickers=trained_checkpoint["tickers"],

@@ -10,6 +10,7 @@ from tests.webapp.conftest import SPLITS, TICKERS
 from webapp.core.errors import AppError
 from webapp.reports import services
 from webapp.reports.models import Backtest
+from webapp.runs.models import Agent
 
 pytestmark = pytest.mark.django_db
 
@@ -107,18 +108,19 @@ def test_other_user_cannot_backtest_my_agent(other_user, agent):
 
 
 def test_finished_run_queues_its_best_agents_on_the_test_split_once(make_agent):
-    best = make_agent(score=2.0)
-    second = make_agent(score=1.0)
-    third = make_agent(score=0.5)
+    best = make_agent(score=2.0, score_se=1.2)
+    second = make_agent(score=1.0, score_se=0.1)
+    make_agent(score=0.5, score_se=0.1)
     make_agent(score=9.0, on_leaderboard=False)  # pruned from the leaderboard: not backtested
 
     created = services.backtests_for_run(run_id=best.run_id, top=2)
     again = services.backtests_for_run(run_id=best.run_id, top=2)
 
-    # the 2 best agents, then the ensemble of the leaderboard's top 3 (built once)
+    # the 2 best agents, then the deliverable (built once): the ensemble of the leaderboard
+    # agents within one SE of the best, 2.0 - 1.2 = 0.8 (the third, 0.5, is not)
     assert [b.agent_id for b in created][:2] == [best.id, second.id]
     ensemble = created[2].agent
-    assert len(created) == 3 and ensemble.metrics["ensemble"]["members"] == [best.id, second.id, third.id]
+    assert len(created) == 3 and ensemble.metrics["ensemble"]["members"] == [best.id, second.id]
     assert again == []
     for backtest in created:
         assert (str(backtest.start), str(backtest.end)) == tuple(SPLITS["test"])
@@ -126,12 +128,23 @@ def test_finished_run_queues_its_best_agents_on_the_test_split_once(make_agent):
 
 
 def test_finished_run_backtests_three_agents_by_default(make_agent):
-    agents = [make_agent(score=s) for s in (0.1, 0.2, 0.3, 0.4)]
+    agents = [make_agent(score=s, score_se=0.25) for s in (0.1, 0.2, 0.3, 0.4)]
 
     created = services.backtests_for_run(run_id=agents[0].run_id)
 
-    assert len(created) == services.DEFAULT_TOP_AGENTS + 1 == 4  # and the top-3 ensemble
+    # and the one-SE ensemble: 0.4, 0.3 and 0.2 are within 0.25 of the best, 0.1 is not
+    assert len(created) == services.DEFAULT_TOP_AGENTS + 1 == 4
     assert created[-1].agent.members == [a.id for a in agents[::-1][:3]]
+
+
+def test_a_best_agent_alone_within_one_se_is_the_deliverable_and_no_ensemble_is_built(make_agent):
+    best = make_agent(score=2.0, score_se=0.1)
+    second = make_agent(score=1.0, score_se=0.1)
+
+    created = services.backtests_for_run(run_id=best.run_id)
+
+    assert [b.agent_id for b in created] == [best.id, second.id]
+    assert not Agent.objects.filter(run_id=best.run_id, kind=Agent.Kind.ENSEMBLE).exists()
 
 
 def test_reaper_requeues_a_backtest_whose_worker_died_and_sends_it_again(user, agent):

@@ -97,8 +97,13 @@ def generation_claim(*, generation_id: int, worker: str = "", device: str = "") 
 
         rng = np.random.default_rng([run.seed, gen.pod.index, gen.number])
         pod = Pod.objects.select_related("current_agent").get(pk=gen.pod_id)
-        board = list(Agent.objects.filter(run=run, on_leaderboard=True).values_list("id", "score", "created_seq"))
-        current = None if pod.current_agent is None else (pod.current_agent.id, pod.current_agent.score)
+        board = list(
+            Agent.objects.filter(run=run, on_leaderboard=True).values_list(
+                "id", "score", "created_seq", "score_se", "metrics__sub_windows"
+            )
+        )
+        own = pod.current_agent
+        current = None if own is None else (own.id, own.score, own.score_se, (own.metrics or {}).get("sub_windows"))
         decision = engine.choose_parent(board, current=current, fresh_probability=run.fresh_probability, rng=rng)
         parent = None if decision.agent_id is None else Agent.objects.get(pk=decision.agent_id)
         mutations: dict[str, list[Any]] = {}
