@@ -141,24 +141,7 @@ def evaluate_policy(
     daily = returns.to_numpy()
     periods_per_year = infer_periods_per_year(data.dates)  # 252 for days, bars per session x 252 for bars
     metrics["selection"] = {**selection.to_dict(), "description": selection.describe(split)}
-    if len(daily) >= 2 * selection.windows:
-        score, subs = robust_score(daily, selection, periods_per_year=periods_per_year)
-        metrics["score"] = score
-        metrics["sub_windows"] = [
-            {"start": str(dates[lo].date()), "end": str(dates[hi].date()), "sharpe": sub}
-            for (lo, hi), sub in zip(window_bounds(len(daily), selection.windows), subs)
-        ]
-        se, source = score_standard_error(
-            subs, full_sharpe=sharpe, num_returns=len(daily), periods_per_year=periods_per_year
-        )
-        metrics["score_se"], metrics["score_se_source"] = se, source
-    else:  # too short to cut into sub-windows: every other figure still stands
-        metrics["score"] = None
-        metrics["score_note"] = (
-            f"n/a ({selection.windows} sub-windows need at least {2 * selection.windows} returns, got {len(daily)})"
-        )
-        metrics["sub_windows"] = []
-        metrics["score_se"], metrics["score_se_source"] = None, "none"
+    metrics.update(_score_fields(daily, dates, sharpe, selection, periods_per_year))
     metrics.update(
         equal_weight_comparison(
             daily,
@@ -176,6 +159,41 @@ def evaluate_policy(
         if bench.notna().all():
             metrics["vs_QQQ"] = baseline_relative(daily, bench.to_numpy(), periods_per_year=periods_per_year)
 
+    metrics["random_windows"] = _random_windows(
+        policy, data, env_config, random_windows, window_days, seed, device, feature_stats, policy_name
+    )
+    return metrics
+
+
+def _score_fields(
+    daily: np.ndarray, dates: pd.DatetimeIndex, sharpe: float | None, selection: SelectionRule, periods_per_year: int
+) -> dict[str, Any]:
+    """``score``, ``sub_windows``, ``score_se`` and ``score_se_source`` of the daily returns
+    (see :func:`evaluate_policy`), or a ``score_note`` when the range is too short to cut."""
+    if len(daily) < 2 * selection.windows:  # too short to cut into sub-windows: every other figure still stands
+        note = f"n/a ({selection.windows} sub-windows need at least {2 * selection.windows} returns, got {len(daily)})"
+        return {"score": None, "score_note": note, "sub_windows": [], "score_se": None, "score_se_source": "none"}
+    score, subs = robust_score(daily, selection, periods_per_year=periods_per_year)
+    se, source = score_standard_error(
+        subs, full_sharpe=sharpe, num_returns=len(daily), periods_per_year=periods_per_year
+    )
+    return {
+        "score": score,
+        "sub_windows": [
+            {"start": str(dates[lo].date()), "end": str(dates[hi].date()), "sharpe": sub}
+            for (lo, hi), sub in zip(window_bounds(len(daily), selection.windows), subs)
+        ],
+        "score_se": se,
+        "score_se_source": source,
+    }
+
+
+def _random_windows(
+    policy, data, env_config, random_windows, window_days, seed, device, feature_stats, policy_name
+) -> dict[str, Any]:
+    """The ``random_windows`` figures of :func:`evaluate_policy`: ``random_windows`` episodes of
+    ``window_days`` trading days from random (seeded) start days; ``{"count": 0}`` when none fit."""
+    periods_per_year = infer_periods_per_year(data.dates)
     windows: dict[str, Any] = {"count": 0}
     # window_days are trading days: on intraday bars a window is that many sessions of bars
     rows_per_day = max(1, round(data.num_days / len(np.unique(data.dates.astype("datetime64[D]")))))
@@ -203,8 +221,7 @@ def evaluate_policy(
             "total_return_max": float(np.max(totals)),
             "sharpe_mean": float(np.mean(sharpes)) if sharpes else None,
         }
-    metrics["random_windows"] = windows
-    return metrics
+    return windows
 
 
 def evaluate_checkpoint_state(

@@ -202,7 +202,6 @@ OVERSIZED_MODULES = {
     "webapp/runs/selectors.py": 594,
 }
 LONG_FUNCTIONS = {
-    "trainer/evaluation.py:evaluate_policy": 144,
     "webapp/runs/services/tasks.py:task_prepare": 152,
 }
 

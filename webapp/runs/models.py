@@ -356,9 +356,7 @@ class Agent(models.Model):
     parent = models.ForeignKey("self", on_delete=models.SET_NULL, null=True, blank=True, related_name="children")
     score = models.FloatField(null=True, blank=True, help_text="validation score; null when it has none (NaN)")
     score_se = models.FloatField(
-        null=True,
-        blank=True,
-        help_text="standard error of the score (same units), from its validation sub-windows; null when unknown",
+        null=True, blank=True, help_text="SE of the score, from its sub-windows; null if unknown"
     )
     metrics = models.JSONField(default=dict)
     provenance = models.JSONField(

@@ -14,7 +14,7 @@ class Migration(migrations.Migration):
             name="score_se",
             field=models.FloatField(
                 blank=True,
-                help_text="standard error of the score (same units), from its validation sub-windows; null when unknown",
+                help_text="SE of the score, from its sub-windows; null if unknown",
                 null=True,
             ),
         ),
