@@ -34,7 +34,7 @@ from webapp.market.models import Dataset
 from webapp.reports.charts import is_intraday
 from webapp.reports.models import Backtest
 from webapp.runs.models import Agent, Run
-from webapp.runs.selectors import task_spec
+from webapp.runs.selectors.runs import task_spec
 from webapp.runs.services.storage import local_copy_of_checkpoint
 
 logger = logging.getLogger(__name__)
@@ -225,9 +225,10 @@ def _end_of_run_ensemble(run: Run) -> Agent | None:
     """The top-3 ensemble of a finished run (built once per member set, the same one the run
     page's button builds; ``None`` with fewer than 2 leaderboard agents or when the trainer
     refuses it, which is logged)."""
-    from webapp.runs import ensembles
+    from webapp.runs.selectors.ensembles import ensemble_k
+    from webapp.runs.services import ensembles
 
-    k = ensembles.offered_k(run)
+    k = ensemble_k(run)
     if k is None:
         return None
     try:
@@ -239,7 +240,7 @@ def _end_of_run_ensemble(run: Run) -> Agent | None:
 
 def backtests_for_run(*, run_id: int, top: int | None = None) -> list[Backtest]:
     """Queue end-of-run backtests of a run's best agents, and of the ensemble of its top 3
-    (:mod:`webapp.runs.ensembles`, built here once), on its task's test split.
+    (:mod:`webapp.runs.services.ensembles`, built here once), on its task's test split.
 
     Idempotent: an agent already backtested on that window by the end-of-run trigger is not
     queued again.

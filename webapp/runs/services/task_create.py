@@ -1,6 +1,6 @@
 """Tasks (what a run trains: data, splits, env, algorithm, hyperparameters), validated by the
 trainer's config classes through :mod:`webapp.engine`. A task's ``TaskSpec`` dict is a read:
-:func:`webapp.runs.selectors.task_spec`."""
+:func:`webapp.runs.selectors.runs.task_spec`."""
 
 from __future__ import annotations
 
