@@ -98,7 +98,7 @@ def test_exactly_one_beat_and_it_is_never_doubled_by_a_rollout():
 def test_one_training_worker_per_gpu_each_with_one_gpu_and_concurrency_one(gpus):
     from django.conf import settings
 
-    from webapp.runs.tasks import run_generation
+    from webapp.runs.tasks import train_generation_task
 
     objects = render(gpus=gpus)
     workers = [o for o in by_kind(objects, "Deployment") if "-Q" in pod_spec(o)["containers"][0].get("command", [])]
@@ -119,7 +119,7 @@ def test_one_training_worker_per_gpu_each_with_one_gpu_and_concurrency_one(gpus)
     assert pod_spec(worker)["terminationGracePeriodSeconds"] > settings.CELERY_TASK_TIME_LIMIT
     # ... and one killed anyway never acknowledged its message, so it is delivered again
     assert settings.CELERY_TASK_ACKS_LATE and settings.CELERY_TASK_REJECT_ON_WORKER_LOST
-    assert run_generation.acks_late and run_generation.reject_on_worker_lost
+    assert train_generation_task.acks_late and train_generation_task.reject_on_worker_lost
     assert settings.CELERY_WORKER_PREFETCH_MULTIPLIER == 1
     # no other pod asks for a GPU; the cpu worker hides them
     others = [c for o in objects if o is not worker and "template" in o.get("spec", {}) for c in containers(o)]

@@ -1,5 +1,5 @@
 // Compare runs: best score against env steps (one line per run) and every agent's varying
-// hyperparameters and score as parallel coordinates coloured by run (webapp/runs/compare.py).
+// hyperparameters and score as parallel coordinates coloured by run (webapp/runs/selectors/compare.py).
 (function () {
   "use strict";
   const curves = JSON.parse(document.getElementById("runs-curves").textContent);

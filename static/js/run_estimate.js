@@ -1,6 +1,6 @@
 // New-run page: before starting, estimate env steps per generation, the generations the
 // chosen budget allows and the wall time at the speed the workers measured on recent
-// generations of the same algorithm (webapp/runs/estimate.py gives budgets and speeds).
+// generations of the same algorithm (webapp/runs/selectors/estimate.py gives budgets and speeds).
 (function () {
   "use strict";
   const node = document.getElementById("estimate-inputs");

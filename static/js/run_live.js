@@ -252,7 +252,7 @@
         ": scored on validation, with a bundle and backtests like any agent (built once per set of members)";
   }
 
-  // The ETA is the server's (webapp.runs.eta: the binding limit's time left), counted down
+  // The ETA is the server's (webapp.runs.selectors.eta: the binding limit's time left), counted down
   // between events.
   const etaState = { seconds: null, at: 0, active: false };
   function showEta() {

@@ -1,6 +1,6 @@
 // Training curves (run page and agent page): every generation's telemetry against the
 // cumulative env steps of its line, one line per lineage, pod or agent, with a metric menu,
-// smoothing and a log-x option. Data: GET <api>?names=... (webapp/runs/telemetry.py); on the
+// smoothing and a log-x option. Data: GET <api>?names=... (webapp/runs/selectors/curves.py); on the
 // run page, live `metrics` events (re-dispatched by run_live.js as "paddock:run-event") append
 // points, and generation boundaries (pod.update, leaderboard.update) refetch the whole set.
 (function () {

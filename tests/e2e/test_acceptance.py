@@ -1,8 +1,8 @@
 """Acceptance test of the first version: the demo's path, shortened, through a real browser.
 
-A staff user imports the Dow-30 demo dataset (``webapp.runs.demo``, as ``./paddock demo``
+A staff user imports the Dow-30 demo dataset (``webapp.demo``, as ``./paddock demo``
 does), assigns a budget on the budgets page, configures the Dow-30 task on the new-run form
-and starts a tournament of 2 pods (``demo.CI_PROFILE``: 5 tickers, small networks, 8
+and starts a tournament of 2 pods (``CI_PROFILE``: 5 tickers, small networks, 8
 generations of 2,048 env steps, about a minute of training on one CPU core). The run page
 must fill its leaderboard over the WebSocket without reloading; when the budget is spent the
 best agents are backtested against QQQ on the held-out test dates. The report's QQQ Sharpe and
@@ -33,13 +33,15 @@ from trainer.backtest.engine import run_backtest
 from trainer.backtest.metrics import compute_metrics, returns_from_values
 from trainer.data.pipeline import load_market_data
 from trainer.data.spec import DataSpec
+from webapp.demo.data import import_demo_dataset
+from webapp.demo.profiles import CI_PROFILE, MUTATION, SPLITS
+from webapp.demo.sizing import size_run
 from webapp.reports.models import Backtest
-from webapp.runs import demo
 from webapp.runs.models import Agent, Run
 
 pytestmark = [pytest.mark.slow, pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 
-PROFILE = demo.CI_PROFILE
+PROFILE = CI_PROFILE
 TRAIN_TIMEOUT_MS = 300_000
 REPORT_TIMEOUT_S = 180.0
 LEADERBOARD_ROWS = "#leaderboard tbody tr[data-agent-id]"
@@ -60,11 +62,11 @@ def _metric(page, metric: str, series: str) -> float:
 def test_user_trains_a_tournament_watches_it_live_and_checks_report_and_bundle(
     page, live_url, celery_worker, staff_user, login, screenshot, data_dir, tmp_path
 ):
-    dataset, _ = demo.import_demo_dataset(staff_user, root=data_dir, allow_download=False)
+    dataset, _ = import_demo_dataset(staff_user, root=data_dir, allow_download=False)
     # The dataset keeps the 29 tickers with full history; DOW (listed 2019) is dropped with a note.
     assert "DOW" not in dataset.tickers and len(dataset.tickers) == 29
     assert any(note.startswith("DOW: dropped") for note in dataset.notes)
-    sizing = demo.size_run(PROFILE, steps_per_s=None, device="cpu", training_workers=1)
+    sizing = size_run(PROFILE, steps_per_s=None, device="cpu", training_workers=1)
 
     login(page, staff_user)
 
@@ -84,7 +86,7 @@ def test_user_trains_a_tournament_watches_it_live_and_checks_report_and_bundle(
     page.fill("#id_name", "Acceptance run")
     page.select_option("#id_dataset", label=dataset.name)
     page.fill("#id_tickers", ", ".join(PROFILE.tickers))
-    for split, (start, end) in demo.SPLITS.items():
+    for split, (start, end) in SPLITS.items():
         page.fill(f"#id_{split}_start", start)
         page.fill(f"#id_{split}_end", end)
     page.select_option("#id_algorithm", "ppo")
@@ -92,7 +94,7 @@ def test_user_trains_a_tournament_watches_it_live_and_checks_report_and_bundle(
     page.select_option("#id_budget", label="Acceptance budget")
     page.fill("#id_num_pods", str(PROFILE.num_pods))
     page.fill("#id_generation_steps", str(sizing.generation_steps))
-    page.fill("#id_mutation", json.dumps(demo.MUTATION))
+    page.fill("#id_mutation", json.dumps(MUTATION))
     expect(page.locator("#id_start_now")).to_be_checked()
     with page.expect_navigation():
         page.click("#create-run")
@@ -130,13 +132,13 @@ def test_user_trains_a_tournament_watches_it_live_and_checks_report_and_bundle(
     report_href = report_links.first.get_attribute("href")
     backtest = Backtest.objects.get(pk=int(re.search(r"/reports/(\d+)/$", report_href).group(1)))
     assert backtest.agent_id == best.id, "the first report is the best agent's"
-    assert (str(backtest.start), str(backtest.end)) == tuple(demo.SPLITS["test"])
+    assert (str(backtest.start), str(backtest.end)) == tuple(SPLITS["test"])
     report_links.first.click()
     expect(page.locator("#backtest-status")).to_have_text("done", timeout=REPORT_TIMEOUT_S * 1000)
     screenshot(page, "acceptance-report")
 
     qqq = load_benchmark_close(data_dir / BENCHMARK_FILE, "QQQ")
-    qqq = qqq[(qqq.index >= demo.SPLITS["test"][0]) & (qqq.index <= demo.SPLITS["test"][1])]
+    qqq = qqq[(qqq.index >= SPLITS["test"][0]) & (qqq.index <= SPLITS["test"][1])]
     expected = compute_metrics(returns_from_values(qqq))
     assert _metric(page, "sharpe_ratio", "QQQ") == pytest.approx(expected["sharpe_ratio"], rel=1e-9)
     assert _metric(page, "calmar_ratio", "QQQ") == pytest.approx(expected["calmar_ratio"], rel=1e-9)
@@ -165,8 +167,8 @@ def test_user_trains_a_tournament_watches_it_live_and_checks_report_and_bundle(
         market,
         loaded.env_config(),
         benchmark_close=load_benchmark_close(data_dir / BENCHMARK_FILE, "QQQ"),
-        start=demo.SPLITS["test"][0],
-        end=demo.SPLITS["test"][1],
+        start=SPLITS["test"][0],
+        end=SPLITS["test"][1],
         tickers=loaded.tickers,
     )
     assert str(result.daily.index[0].date()) == "2021-01-04"

@@ -89,8 +89,8 @@ def test_a_user_creates_a_run_and_watches_the_leaderboard_live(
     # The rows the script added (checked once the run is stopped, so no new agent reorders them
     # meanwhile) compare like with like, as the server renders them: the agent's Sharpe ratio
     # next to the baselines', its excess over 1/N and QQQ.
-    from webapp.runs import baselines
     from webapp.runs.models import Agent
+    from webapp.runs.selectors import baselines
 
     live_id = page.get_attribute(ROWS, "data-agent-id")
     texts = baselines.agent_baselines(Agent.objects.get(pk=live_id))["texts"]
@@ -101,9 +101,9 @@ def test_a_user_creates_a_run_and_watches_the_leaderboard_live(
         )
         assert shown == (texts[col] or "–"), col
     # the verdict above the table, kept current by the same events, reads the server's leaderboard
-    from webapp.runs import selectors
+    from webapp.runs.selectors.payloads import run_snapshot
 
-    verdict = selectors.run_snapshot(Agent.objects.get(pk=live_id).run)["verdict"]
+    verdict = run_snapshot(Agent.objects.get(pk=live_id).run)["verdict"]
     assert verdict["judged"] >= 1 and page.text_content("#leaderboard-verdict").strip() == verdict["text"]
 
     # Agent page and its bundle: the download's SHA-256 is the ETag the server announced.

@@ -29,14 +29,23 @@ from trainer.backtest.engine import run_backtest
 from trainer.backtest.metrics import compute_metrics, returns_from_values
 from trainer.data.pipeline import load_market_data
 from trainer.data.spec import DataSpec
+from webapp.demo.data import import_intraday_dataset
+from webapp.demo.launch import is_demo_run, start_demo_run
+from webapp.demo.profiles import (
+    INTRADAY_BUDGET_NAME,
+    INTRADAY_CPU_PROFILE,
+    INTRADAY_FILE,
+    INTRADAY_SPLITS,
+    INTRADAY_TICKERS,
+)
+from webapp.demo.sizing import size_run
 from webapp.reports.models import Backtest
-from webapp.runs import demo
 from webapp.runs.models import Agent, Run
 
 pytestmark = [pytest.mark.slow, pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 
 PROFILE = dataclasses.replace(
-    demo.INTRADAY_CPU_PROFILE,
+    INTRADAY_CPU_PROFILE,
     name="ci",
     num_pods=2,
     hyperparameters={"num_envs": 32, "rollout_steps": 16, "hidden_sizes": [32, 32]},
@@ -61,11 +70,11 @@ def trader(transactional_db):
 def test_the_5_minute_demo_trains_live_and_is_backtested_against_intraday_qqq(
     page, live_url, celery_worker, trader, login, screenshot, data_dir, tmp_path
 ):
-    dataset, _ = demo.import_intraday_dataset(trader, root=data_dir)
-    assert dataset.tickers == list(demo.INTRADAY_TICKERS)
-    sizing = demo.size_run(PROFILE, steps_per_s=None, device="cpu", training_workers=1)
-    run, _ = demo.start_demo_run(trader, dataset, PROFILE, sizing)
-    assert demo.is_demo_run(run) and run.budget.name == demo.INTRADAY_BUDGET_NAME
+    dataset, _ = import_intraday_dataset(trader, root=data_dir)
+    assert dataset.tickers == list(INTRADAY_TICKERS)
+    sizing = size_run(PROFILE, steps_per_s=None, device="cpu", training_workers=1)
+    run, _ = start_demo_run(trader, dataset, PROFILE, sizing)
+    assert is_demo_run(run) and run.budget.name == INTRADAY_BUDGET_NAME
 
     login(page, trader)
     page.goto(f"/runs/{run.pk}/")
@@ -88,18 +97,18 @@ def test_the_5_minute_demo_trains_live_and_is_backtested_against_intraday_qqq(
     report_href = report_links.first.get_attribute("href")
     backtest = Backtest.objects.get(pk=int(re.search(r"/reports/(\d+)/$", report_href).group(1)))
     assert backtest.agent_id == best.id
-    assert [str(backtest.start), str(backtest.end)] == demo.INTRADAY_SPLITS["test"]
+    assert [str(backtest.start), str(backtest.end)] == INTRADAY_SPLITS["test"]
     report_links.first.click()
     expect(page.locator("#backtest-status")).to_have_text("done", timeout=REPORT_TIMEOUT_S * 1000)
     expect(page.locator("#benchmark-basis")).to_contain_text("intraday bars from the same file")
-    expect(page.locator("#benchmark-label")).to_contain_text(demo.INTRADAY_FILE)
+    expect(page.locator("#benchmark-label")).to_contain_text(INTRADAY_FILE)
     page.wait_for_function("document.getElementById('equity-chart').layout !== undefined", timeout=30_000)
     breaks = page.evaluate("document.getElementById('equity-chart').layout.xaxis.rangebreaks")
     assert {"bounds": ["sat", "mon"]} in breaks and any(b.get("pattern") == "hour" for b in breaks)
     screenshot(page, "intraday-report")
 
-    qqq = load_benchmark_close(data_dir / demo.INTRADAY_FILE, "QQQ")
-    test = demo.INTRADAY_SPLITS["test"]
+    qqq = load_benchmark_close(data_dir / INTRADAY_FILE, "QQQ")
+    test = INTRADAY_SPLITS["test"]
     qqq = qqq[(qqq.index >= pd.Timestamp(test[0])) & (qqq.index < pd.Timestamp(test[1]) + pd.Timedelta(days=1))]
     assert qqq.index[0] == pd.Timestamp("2026-01-02 09:35") and qqq.index[-1] == pd.Timestamp("2026-08-21 16:00")
     expected = compute_metrics(returns_from_values(qqq))  # bar returns, 78 x 252 periods a year
@@ -114,7 +123,7 @@ def test_the_5_minute_demo_trains_live_and_is_backtested_against_intraday_qqq(
     response = page.request.get(page.locator("#download-bundle").get_attribute("href"))
     assert response.headers["etag"].strip('"') == hashlib.sha256(bundle_path.read_bytes()).hexdigest()
     loaded = load_agent(bundle_path)
-    assert loaded.tickers == demo.INTRADAY_TICKERS
+    assert loaded.tickers == INTRADAY_TICKERS
     market = load_market_data(
         DataSpec(paths=dataset.source_paths(), tickers=list(loaded.tickers)), cache_dir=tmp_path / "cache"
     )
@@ -122,7 +131,7 @@ def test_the_5_minute_demo_trains_live_and_is_backtested_against_intraday_qqq(
         loaded.policy_fn("cpu"),
         market,
         loaded.env_config(),
-        benchmark_close=load_benchmark_close(data_dir / demo.INTRADAY_FILE, "QQQ"),
+        benchmark_close=load_benchmark_close(data_dir / INTRADAY_FILE, "QQQ"),
         start=test[0],
         end=test[1],
         tickers=loaded.tickers,

@@ -20,8 +20,8 @@ pytestmark = [pytest.mark.browser, pytest.mark.slow, pytest.mark.django_db(trans
 def test_the_ensemble_button_count_and_eta_follow_the_events_and_the_board_fits(
     browser, live_url, e2e_user, login, screenshot, data_dir, settings, request, monkeypatch
 ):
-    from webapp.runs import ensembles, services
-    from webapp.runs.services import budgets
+    from webapp.runs import services
+    from webapp.runs.services import budgets, ensembles
 
     # This test is the worker: the browser tests' session worker must not claim the generations.
     monkeypatch.setattr(budgets, "send_generation_tasks", lambda ids: None)

@@ -26,9 +26,9 @@ def test_training_curves_grow_live_and_follow_lineage_pod_smoothing_and_log_x(
     monkeypatch,
     trained_checkpoint,  # noqa: F811
 ):
-    from webapp.runs import services, telemetry
+    from webapp.runs import services
     from webapp.runs.models import Agent, Generation
-    from webapp.runs.services import budgets
+    from webapp.runs.services import budgets, telemetry
 
     monkeypatch.setattr(budgets, "send_generation_tasks", lambda ids: None)  # this test is the worker
     task = create_task(e2e_user, create_dataset(e2e_user))

@@ -82,6 +82,7 @@ INSTALLED_APPS = [
     "webapp.reports",
     "webapp.studies",
     "webapp.serving",
+    "webapp.demo",
 ]
 
 MIDDLEWARE = [

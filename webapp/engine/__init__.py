@@ -63,7 +63,7 @@ from webapp.engine.market import (  # noqa: E402
     survivorship_note,
 )
 from webapp.engine.studies import check_study_plan, plan_study_folds, stitch_study  # noqa: E402
-from webapp.engine.tasks import (  # noqa: E402
+from webapp.engine.task_specs import (  # noqa: E402
     algorithms,
     check_benchmark_coverage,
     check_generation_steps,

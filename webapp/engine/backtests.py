@@ -186,7 +186,7 @@ def backtest_agent(
 
     Args:
         agent_path: local checkpoint (``*.pt``) or bundle (``*.zip``).
-        task: the run's ``TaskSpec`` dict (``webapp.runs.selectors.task_spec``).
+        task: the run's ``TaskSpec`` dict (``webapp.runs.selectors.runs.task_spec``).
         start, end: first and last day, ``YYYY-MM-DD``, inclusive.
         benchmark_path: daily price file holding QQQ (setting ``PADDOCK_BENCHMARK_FILE``).
         expected_sha256: checkpoint digest to verify (tampering/corruption).

@@ -54,7 +54,7 @@ def plan_study_folds(
     """The folds of a study on ``task``'s data (``trainer.data.folds.plan_folds``).
 
     Args:
-        task: the base task's ``TaskSpec`` dict (``webapp.runs.selectors.task_spec``).
+        task: the base task's ``TaskSpec`` dict (``webapp.runs.selectors.runs.task_spec``).
         plan: ``start``, ``end``, ``first_test_year`` and optionally ``fold_years``,
             ``validation_days``, ``gap_days``, ``train_days``, ``max_folds``.
 

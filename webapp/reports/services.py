@@ -34,7 +34,7 @@ from webapp.market.models import Dataset
 from webapp.reports.charts import is_intraday
 from webapp.reports.models import Backtest
 from webapp.runs.models import Agent, Run
-from webapp.runs.selectors import task_spec
+from webapp.runs.selectors.runs import task_spec
 from webapp.runs.services.storage import local_copy_of_checkpoint
 
 logger = logging.getLogger(__name__)
@@ -223,10 +223,10 @@ def _send(backtest_id: int) -> None:
 
 def _end_of_run_ensemble(run: Run) -> Agent | None:
     """The run's deliverable ensemble: every leaderboard agent within one standard error of the
-    best (``webapp.runs.ensembles.ensemble_one_se_get_or_create``, built once per member set);
-    ``None`` when only the best is within one SE (it is the deliverable, backtested already) or
-    when the trainer refuses the ensemble, which is logged."""
-    from webapp.runs import ensembles
+    best (``webapp.runs.services.ensembles.ensemble_one_se_get_or_create``, built once per member
+    set); ``None`` when only the best is within one SE (it is the deliverable, backtested already)
+    or when the trainer refuses the ensemble, which is logged."""
+    from webapp.runs.services import ensembles
 
     try:
         return ensembles.ensemble_one_se_get_or_create(run=run)[0]
@@ -237,8 +237,8 @@ def _end_of_run_ensemble(run: Run) -> Agent | None:
 
 def backtests_for_run(*, run_id: int, top: int | None = None) -> list[Backtest]:
     """Queue end-of-run backtests of a run's best agents, and of its deliverable: the ensemble
-    of the leaderboard agents within one SE of the best (:mod:`webapp.runs.ensembles`, built
-    here once), on its task's test split.
+    of the leaderboard agents within one SE of the best (:mod:`webapp.runs.services.ensembles`,
+    built here once), on its task's test split.
 
     Idempotent: an agent already backtested on that window by the end-of-run trigger is not
     queued again.

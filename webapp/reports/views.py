@@ -21,8 +21,8 @@ from webapp.core.errors import AppError
 from webapp.market.selectors import dataset_survivorship
 from webapp.reports import charts, selectors, services
 from webapp.reports.models import Backtest
-from webapp.runs import baselines, deflated
 from webapp.runs.models import Agent
+from webapp.runs.selectors import baselines, deflated
 
 
 def format_metric(value: Any, kind: str) -> str:
@@ -78,7 +78,7 @@ def _get(request: HttpRequest, backtest_id: int) -> Backtest:
 
 
 def _selection_context(agent: Agent) -> dict[str, Any]:
-    """The agent's Deflated Sharpe Ratio (``webapp.runs.deflated``): its validation Sharpe ratio
+    """The agent's Deflated Sharpe Ratio (``webapp.runs.selectors.deflated``): its validation Sharpe ratio
     deflated by the number of agents its run has evaluated and the variance of their Sharpe
     ratios (Bailey & López de Prado 2014)."""
     stats = deflated.run_sharpes(agent.run_id)

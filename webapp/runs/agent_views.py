@@ -18,12 +18,15 @@ from django.views.decorators.http import require_GET, require_safe
 from webapp import engine
 from webapp.core.downloads import serve_file
 from webapp.core.errors import AppError
-from webapp.runs import baselines, deflated, scoring, selectors, services
+from webapp.runs import scoring, services
+from webapp.runs.selectors import baselines, deflated
+from webapp.runs.selectors.lineage import agent_lineage
+from webapp.runs.selectors.runs import agent_get
 from webapp.runs.views import metrics_config
 
 
 def _agent_or_404(request: HttpRequest, agent_id: int):
-    agent = selectors.agent_get(user=request.user, agent_id=agent_id)
+    agent = agent_get(user=request.user, agent_id=agent_id)
     if agent is None:
         raise Http404("agent not found")
     return agent
@@ -137,7 +140,7 @@ def agent_detail(request: HttpRequest, agent_id: int) -> HttpResponse:
                         k: [_hyperparameter_text(v) for v in change] for k, change in step["mutations"].items()
                     },
                 }
-                for step in selectors.agent_lineage(agent)
+                for step in agent_lineage(agent)
             ],
             "backtest_url": backtest_url,
             "bundle": bundle,

@@ -19,8 +19,12 @@ from rest_framework.response import Response
 from webapp import engine
 from webapp.core.downloads import serve_file
 from webapp.core.errors import AppError
-from webapp.runs import algorithms, archive, quotas, seed_groups, selectors, serializers, services, telemetry
+from webapp.runs import algorithms, serializers, services
 from webapp.runs.models import Agent, ClusterBudget, Run, Task
+from webapp.runs.selectors import curves, quotas, seed_groups
+from webapp.runs.selectors.budgets import budget_queryset
+from webapp.runs.selectors.runs import agent_queryset, leaderboard_queryset, run_list, task_queryset
+from webapp.runs.services import archive
 
 RUN_FILTERS = [
     OpenApiParameter("status", str, enum=[s.value for s in Run.Status], description="only runs in this status"),
@@ -33,7 +37,7 @@ METRIC_PARAMETERS = [
     OpenApiParameter(
         "names",
         str,
-        description="comma-separated metrics (default: all the algorithm records): " + ", ".join(telemetry.METRICS),
+        description="comma-separated metrics (default: all the algorithm records): " + ", ".join(curves.METRICS),
     ),
     OpenApiParameter("format", str, enum=["json", "csv"], description="csv: one row per point"),
 ]
@@ -56,7 +60,7 @@ def metrics_response(request: Request, payload: dict, filename: str) -> Response
     """A curves payload as JSON, or as a CSV download when ``?format=csv``."""
     if getattr(request.accepted_renderer, "format", "") == "csv":
         return Response(
-            telemetry.curves_csv(payload), headers={"Content-Disposition": f'attachment; filename="{filename}"'}
+            curves.curves_csv(payload), headers={"Content-Disposition": f'attachment; filename="{filename}"'}
         )
     return Response(payload)
 
@@ -80,7 +84,7 @@ class BudgetViewSet(
     http_method_names = ["get", "post", "patch", "head", "options"]
 
     def get_queryset(self):
-        return selectors.budget_queryset(user=self.request.user)
+        return budget_queryset(user=self.request.user)
 
     def perform_create(self, serializer):
         data = dict(serializer.validated_data)
@@ -124,7 +128,7 @@ class TaskViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, mixins.Creat
     serializer_class = serializers.TaskSerializer
 
     def get_queryset(self):
-        return selectors.task_queryset(user=self.request.user)
+        return task_queryset(user=self.request.user)
 
     def create(self, request: Request, *args, **kwargs) -> Response:
         form = serializers.TaskCreateSerializer(data=request.data, context={"request": request})
@@ -153,7 +157,7 @@ class RunViewSet(
 
     def get_queryset(self):
         params = self.request.query_params
-        return selectors.run_list(
+        return run_list(
             user=self.request.user,
             status=params.get("status", ""),
             algorithm=params.get("algorithm", ""),
@@ -254,7 +258,7 @@ class RunViewSet(
     )
     @action(detail=True, methods=["post"])
     def ensemble(self, request: Request, pk=None) -> Response:
-        from webapp.runs import ensembles
+        from webapp.runs.services import ensembles
 
         run = self.get_object()
         form = serializers.EnsembleSerializer(data=request.data)
@@ -285,7 +289,7 @@ class RunViewSet(
     @action(detail=True, methods=["get"])
     def leaderboard(self, request: Request, pk=None) -> Response:
         run = self.get_object()
-        page = self.paginate_queryset(selectors.leaderboard_queryset(run))
+        page = self.paginate_queryset(leaderboard_queryset(run))
         data = serializers.AgentSerializer(page, many=True, context=self.get_serializer_context()).data
         return self.get_paginated_response(data)
 
@@ -297,8 +301,8 @@ class RunViewSet(
     @action(detail=True, methods=["get"], renderer_classes=[JSONRenderer, BrowsableAPIRenderer, CSVRenderer])
     def metrics(self, request: Request, pk=None) -> Response:
         run = self.get_object()
-        names = telemetry.parse_names(request.query_params.get("names"), algorithm=run.task.algorithm)
-        return metrics_response(request, telemetry.run_curves(run, names), f"run-{run.pk}-metrics.csv")
+        names = curves.parse_names(request.query_params.get("names"), algorithm=run.task.algorithm)
+        return metrics_response(request, curves.run_curves(run, names), f"run-{run.pk}-metrics.csv")
 
 
 @extend_schema_view(
@@ -321,7 +325,7 @@ class AgentViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.Ge
     serializer_class = serializers.AgentSerializer
 
     def get_queryset(self):
-        qs = selectors.agent_queryset(user=self.request.user)
+        qs = agent_queryset(user=self.request.user)
         params = self.request.query_params
         if params.get("run"):
             if not params["run"].isdigit():
@@ -354,8 +358,8 @@ class AgentViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.Ge
     @action(detail=True, methods=["get"], renderer_classes=[JSONRenderer, BrowsableAPIRenderer, CSVRenderer])
     def metrics(self, request: Request, pk=None) -> Response:
         agent = self.get_object()
-        names = telemetry.parse_names(request.query_params.get("names"), algorithm=agent.run.task.algorithm)
-        return metrics_response(request, telemetry.agent_curves(agent, names), f"agent-{agent.pk}-metrics.csv")
+        names = curves.parse_names(request.query_params.get("names"), algorithm=agent.run.task.algorithm)
+        return metrics_response(request, curves.agent_curves(agent, names), f"agent-{agent.pk}-metrics.csv")
 
     @action(detail=True, methods=["get", "head"])
     def bundle(self, request: Request, pk=None):

@@ -5,8 +5,9 @@ from __future__ import annotations
 from django import forms
 from django.core.validators import MaxValueValidator, MinValueValidator
 
-from webapp.runs import bounds, selectors
+from webapp.runs import bounds
 from webapp.runs.models import ClusterBudget
+from webapp.runs.selectors.budgets import users_for_budgets
 
 
 def apply_budget_bounds(form: forms.BaseForm) -> None:
@@ -65,4 +66,4 @@ class QuotaForm(forms.Form):
 
     def __init__(self, *args, **kwargs) -> None:
         super().__init__(*args, prefix="quota", **kwargs)
-        self.fields["user"].queryset = selectors.users_for_budgets()
+        self.fields["user"].queryset = users_for_budgets()

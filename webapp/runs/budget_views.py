@@ -11,8 +11,10 @@ from django.shortcuts import redirect, render
 from django.views.decorators.http import require_http_methods
 
 from webapp.core.errors import AppError
-from webapp.runs import budget_forms, forms, quotas, selectors, services
+from webapp.runs import budget_forms, forms, services
 from webapp.runs.models import BudgetQuota
+from webapp.runs.selectors import quotas
+from webapp.runs.selectors.budgets import budget_queryset, budgets_with_usage, users_for_budgets
 
 
 def _errors_into(form: django_forms.BaseForm, exc: AppError) -> None:
@@ -23,7 +25,7 @@ def _errors_into(form: django_forms.BaseForm, exc: AppError) -> None:
 
 
 def _own_budget(request: HttpRequest, budget_id) -> object:
-    budget = selectors.budget_queryset(user=request.user).filter(pk=budget_id).first()
+    budget = budget_queryset(user=request.user).filter(pk=budget_id).first()
     if budget is None:
         raise Http404("budget not found")
     return budget
@@ -32,7 +34,7 @@ def _own_budget(request: HttpRequest, budget_id) -> object:
 def _quota_rows() -> list[tuple[object, object]]:
     """Every active user with the quota staff set for them (``None`` where none)."""
     rows = {q.user_id: q for q in BudgetQuota.objects.all()}
-    return [(user, rows.get(user.pk)) for user in selectors.users_for_budgets()]
+    return [(user, rows.get(user.pk)) for user in users_for_budgets()]
 
 
 @login_required
@@ -85,7 +87,7 @@ def budget_list(request: HttpRequest) -> HttpResponse:
         request,
         "runs/budgets.html",
         {
-            "budgets": selectors.budgets_with_usage(user=request.user),
+            "budgets": budgets_with_usage(user=request.user),
             "quota": quotas.quota_of(request.user),
             "own_form": own_form,
             "raise_form": raise_form,

@@ -26,7 +26,9 @@ from channels.generic.websocket import AsyncJsonWebsocketConsumer
 from channels.layers import get_channel_layer
 from django.conf import settings
 
-from webapp.runs import events, selectors
+from webapp.runs import events
+from webapp.runs.selectors.payloads import run_snapshot
+from webapp.runs.selectors.runs import run_get
 
 logger = logging.getLogger(__name__)
 
@@ -228,11 +230,11 @@ class RunConsumer(AsyncJsonWebsocketConsumer):
 
     @database_sync_to_async
     def _owns(self, user, run_id: int) -> bool:
-        return selectors.run_get(user=user, run_id=run_id) is not None
+        return run_get(user=user, run_id=run_id) is not None
 
     @database_sync_to_async
     def _snapshot(self, run_id: int) -> dict[str, Any] | None:
         from webapp.runs.models import Run
 
         run = Run.objects.filter(pk=run_id).first()
-        return None if run is None else selectors.run_snapshot(run)
+        return None if run is None else run_snapshot(run)

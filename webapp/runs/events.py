@@ -9,26 +9,31 @@ only after that transaction commits (nothing is announced that could still roll 
 sent by different processes may arrive slightly out of order; a client keeps the highest
 ``seq`` it has applied per kind of object and ignores older ones.
 
-Message types (payload shapes are those of :mod:`webapp.runs.selectors`):
+A service that holds row locks passes its payload as a function (:data:`Payload`): it is called
+once the transaction has committed, so the reads behind a payload (a run's usage, its
+leaderboard, ...) never run while the budget and run rows are locked, and they see what was
+committed.
+
+Message types (payload shapes are those of :mod:`webapp.runs.selectors.payloads`):
 
 ``run.snapshot``
-    Sent first by the consumer (``selectors.run_snapshot``): ``run``, ``pods``,
+    Sent first by the consumer (``payloads.run_snapshot``): ``run``, ``pods``,
     ``leaderboard``; ``seq`` is the run's current sequence number: later events have a higher
     one.
 ``run.update``
-    Status, pod count, best score or usage changed: ``run`` (``selectors.run_payload``).
+    Status, pod count, best score or usage changed: ``run`` (``payloads.run_payload``).
 ``pod.update``
     A pod's state or generation changed (queued, training, done, retired): ``pod``
-    (``selectors.pod_payload``).
+    (``payloads.pod_payload``).
 ``leaderboard.update``
-    The top-K changed: ``leaderboard``, the full list best first (``selectors.agent_payload``
+    The top-K changed: ``leaderboard``, the full list best first (``payloads.agent_payload``
     items), and ``added`` / ``dropped`` agent ids.
 ``metrics``
-    One training-curve point of a running generation (``telemetry.point_record``), at most
+    One training-curve point of a running generation (``services.telemetry.point_record``), at most
     50 per generation: ``pod`` (index), ``curve`` (whose: ``generation_id``, ``number``,
     ``agent_id`` None, ``parent_id``, ``lineage``, ``depth``, ``status``) and ``point``
     (``total_env_steps``, ``env_steps``, ``elapsed_s`` and every metric of
-    ``telemetry.METRICS``, None where the algorithm has none).
+    ``selectors.curves.METRICS``, None where the algorithm has none).
 ``progress``
     Training progress of a running generation, at most ``PROGRESS_PER_S`` per pod:
     ``pod`` (index), ``generation`` (number), ``env_steps``, ``env_steps_total``,
@@ -53,6 +58,7 @@ import asyncio
 import logging
 import os
 import threading
+from collections.abc import Callable
 from typing import Any
 
 from channels import DEFAULT_CHANNEL_LAYER
@@ -79,6 +85,9 @@ HEARTBEAT = "heartbeat"
 CHANNEL_MESSAGE_TYPE = "run.event"
 PROGRESS_PER_S = 4.0
 
+#: An event's fields, or a function that returns them once the transaction commits.
+Payload = dict[str, Any] | Callable[[], dict[str, Any]]
+
 
 def group_name(run_id: int) -> str:
     """The Channels group of a run's live events."""
@@ -92,13 +101,16 @@ def next_seq(run_id: int) -> int:
         return Run.objects.filter(pk=run_id).values_list("event_seq", flat=True).get()
 
 
-def publish(run_id: int, event_type: str, payload: dict[str, Any]) -> int:
+def publish(run_id: int, event_type: str, payload: Payload) -> int:
     """Number an event now and send it to ``run-<id>`` once the current transaction commits.
 
     Args:
         run_id: the run.
         event_type: one of :data:`TYPES`.
-        payload: JSON-able fields of the event (see the module docstring).
+        payload: JSON-able fields of the event (see the module docstring), or a function
+            returning them, called after the commit (outside every row lock). A function that
+            raises drops its event (logged): what the event describes is committed, and the
+            run's next event or a snapshot carries it.
 
     Returns:
         The event's ``seq``.
@@ -106,9 +118,21 @@ def publish(run_id: int, event_type: str, payload: dict[str, Any]) -> int:
     if event_type not in TYPES:
         raise ValueError(f"unknown event type {event_type!r}")
     seq = next_seq(run_id)
-    event = {"type": event_type, "seq": seq, "run_id": run_id, **payload}
-    transaction.on_commit(lambda: send_now(run_id, event))
+    if callable(payload):
+        transaction.on_commit(lambda: _build_and_send(run_id, event_type, seq, payload))
+    else:
+        event = {"type": event_type, "seq": seq, "run_id": run_id, **payload}
+        transaction.on_commit(lambda: send_now(run_id, event))
     return seq
+
+
+def _build_and_send(run_id: int, event_type: str, seq: int, build: Callable[[], dict[str, Any]]) -> None:
+    try:
+        fields = build()
+    except Exception:  # never fail the write that committed: the next event catches up
+        logger.exception("could not build %s event seq %s", event_type, seq, extra={"run": run_id})
+        return
+    send_now(run_id, {"type": event_type, "seq": seq, "run_id": run_id, **fields})
 
 
 def send_now(run_id: int, event: dict[str, Any]) -> None:

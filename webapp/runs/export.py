@@ -16,8 +16,8 @@ import os
 from pathlib import Path
 from typing import Any
 
-from webapp.runs import telemetry
 from webapp.runs.models import Agent, Run
+from webapp.runs.selectors import curves
 
 
 def run_params(run: Run) -> dict[str, Any]:
@@ -50,7 +50,7 @@ def run_params(run: Run) -> dict[str, Any]:
 
 
 def _curves(run: Run) -> list[dict[str, Any]]:
-    return telemetry.run_curves(run, list(telemetry.METRICS))["curves"]
+    return curves.run_curves(run, list(curves.METRICS))["curves"]
 
 
 def _scores(run: Run) -> list[tuple[int, float]]:
@@ -83,7 +83,7 @@ def export_tensorboard(run: Run, out_dir: str | Path) -> Path:
     for curve in _curves(run):
         points = curve["points"]
         with SummaryWriter(logdir=str(root / _curve_name(curve))) as writer:
-            for name in telemetry.METRICS:
+            for name in curves.METRICS:
                 for step, value in zip(points["total_env_steps"], points.get(name) or []):
                     if value is not None:
                         writer.add_scalar(f"train/{name}", value, global_step=int(step))
@@ -144,7 +144,7 @@ def _log_mlflow(run: Run, tracking_uri: str, experiment: str) -> str:
         points = curve["points"]
         batch = [
             Metric(name, float(value), 0, int(step))
-            for name in telemetry.METRICS
+            for name in curves.METRICS
             for step, value in zip(points["total_env_steps"], points.get(name) or [])
             if value is not None
         ]

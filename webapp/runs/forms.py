@@ -16,12 +16,15 @@ from django.core.validators import MaxValueValidator, MinValueValidator
 
 from webapp import engine
 from webapp.core.errors import AppError
-from webapp.runs import bounds, lineage, selectors
+from webapp.runs import bounds
 from webapp.runs.algorithms import default_mutation, form_hyperparameters
 from webapp.runs.form_errors import field_error_text, form_field_for
 from webapp.runs.form_initial import STOCK_ENV_FIELDS
 from webapp.runs.models import ClusterBudget, Run
 from webapp.runs.portfolio_fields import PortfolioDynamicsFields, dynamics_env
+from webapp.runs.selectors import lineage
+from webapp.runs.selectors.budgets import budget_queryset, users_for_budgets
+from webapp.runs.selectors.runs import dataset_queryset
 from webapp.runs.services.common import DEFAULT_GENERATION_STEPS
 
 
@@ -241,8 +244,8 @@ class RunForm(PortfolioDynamicsFields, forms.Form):
 
     def __init__(self, *args, user, **kwargs) -> None:
         super().__init__(*args, **kwargs)
-        self.fields["dataset"].queryset = selectors.dataset_queryset(user=user)
-        self.fields["budget"].queryset = selectors.budget_queryset(user=user).filter(owner=user, ended_at__isnull=True)
+        self.fields["dataset"].queryset = dataset_queryset(user=user)
+        self.fields["budget"].queryset = budget_queryset(user=user).filter(owner=user, ended_at__isnull=True)
         if not self.is_bound:
             self.initial.setdefault("hyperparameters", form_hyperparameters(self.initial.get("algorithm", "ppo")))
             self.initial.setdefault("mutation", default_mutation(self.initial.get("algorithm", "ppo")))
@@ -438,7 +441,7 @@ class BudgetForm(forms.ModelForm):
 
     def __init__(self, *args, **kwargs) -> None:
         super().__init__(*args, **kwargs)
-        self.fields["owner"].queryset = selectors.users_for_budgets()
+        self.fields["owner"].queryset = users_for_budgets()
         # The bounds the services enforce, as labels, ranges and input limits; a field checked
         # here never reaches the model's database constraints (whose messages are raw).
         for name, bound in bounds.BUDGET.items():

@@ -29,7 +29,7 @@ class ClusterBudget(models.Model):
 
     Usage counters (``gpu_seconds_used``, ``env_steps_used``) only grow, inside the transaction
     that stores a generation's result. Pods running now are counted from ``Generation`` rows
-    (``selectors.budget_usage``) so they can never drift.
+    (``selectors.budgets.budget_usage``) so they can never drift.
     """
 
     name = models.CharField(max_length=200)
@@ -197,7 +197,7 @@ class Run(models.Model):
             models.CheckConstraint(condition=Q(num_pods__gte=0), name="run_pods_gte_0"),
             models.CheckConstraint(condition=Q(leaderboard_size__gte=1), name="run_k_gte_1"),
         ]
-        # The runs list (``selectors.run_list``): a user's runs newest first, optionally of one
+        # The runs list (``selectors.runs.run_list``): a user's runs newest first, optionally of one
         # status; both read in index order, no sort.
         indexes = [
             models.Index(fields=["owner", "-created_at", "-id"], name="runs_run_owner_created"),
@@ -323,7 +323,7 @@ class Agent(models.Model):
     (worker killed, redelivered message) still yields exactly one agent.
 
     ``kind`` ``ensemble``: the mean action of trained agents of the run (``members``, best
-    first; ``webapp.runs.ensembles``). It has no generation, pod, parent, depth or lineage, never
+    first; ``webapp.runs.services.ensembles``). It has no generation, pod, parent, depth or lineage, never
     ranks on the leaderboard and is not a trial of the run's Deflated Sharpe Ratio.
 
     ``created_seq`` orders agents within a run and breaks score ties on the leaderboard (older
@@ -410,7 +410,7 @@ class Agent(models.Model):
                 name="runs_agent_kind_shape",
             ),
         ]
-        # The leaderboard (``selectors.leaderboard_queryset``), best first; partial: few agents
+        # The leaderboard (``selectors.runs.leaderboard_queryset``), best first; partial: few agents
         # rank. No NULLS LAST in the index itself: SQLite rejects it in CREATE INDEX.
         indexes = [
             models.Index(

@@ -9,8 +9,11 @@ from rest_framework import serializers
 
 from webapp import engine
 from webapp.core.fields import StrictCharField, strict_field_mapping
-from webapp.runs import baselines, deflated, selectors, services
+from webapp.runs import services
 from webapp.runs.models import Agent, ClusterBudget, Run, Task
+from webapp.runs.selectors import baselines, deflated
+from webapp.runs.selectors.budgets import budget_progress, budget_queryset
+from webapp.runs.selectors.runs import dataset_queryset, task_queryset
 
 
 @extend_schema_field(OpenApiTypes.INT)
@@ -61,12 +64,12 @@ class BudgetSerializer(serializers.ModelSerializer):
 
     def get_progress(self, obj: ClusterBudget) -> float | None:
         """Largest fraction spent of any limit, the wall clock of the budget's active runs
-        included (``selectors.budget_progress``; ``null`` when the budget has no limit)."""
-        return selectors.budget_progress(obj)["fraction"]
+        included (``budget_progress``; ``null`` when the budget has no limit)."""
+        return budget_progress(obj)["fraction"]
 
 
 class QuotaSerializer(serializers.Serializer):
-    """A user's quota for budgets of their own (``webapp.runs.quotas.Quota``)."""
+    """A user's quota for budgets of their own (``webapp.runs.selectors.quotas.Quota``)."""
 
     device_hours = serializers.FloatField()
     max_concurrent_pods = serializers.IntegerField()
@@ -106,7 +109,7 @@ class TaskCreateSerializer(serializers.Serializer):
     dotted field, e.g. ``hyperparameters.learning_rate``)."""
 
     name = StrictCharField(max_length=200)
-    dataset = _UserScopedPK(selectors.dataset_queryset)
+    dataset = _UserScopedPK(dataset_queryset)
     tickers = serializers.ListField(
         child=StrictCharField(max_length=20),
         required=False,
@@ -240,15 +243,15 @@ class RunSerializer(serializers.ModelSerializer):
 
     def get_budget_progress(self, obj: Run) -> float | None:
         """Largest fraction spent of any limit of the run's budget, its own wall clock included
-        (``selectors.budget_progress``, as the run page shows it)."""
-        return selectors.budget_progress(obj.budget, obj)["fraction"]
+        (``budget_progress``, as the run page shows it)."""
+        return budget_progress(obj.budget, obj)["fraction"]
 
 
 class RunCreateSerializer(serializers.Serializer):
     """Input of ``POST /api/runs/``: a task and budget of the user's, tournament settings."""
 
-    task = _UserScopedPK(selectors.task_queryset)
-    budget = _UserScopedPK(selectors.budget_queryset)
+    task = _UserScopedPK(task_queryset)
+    budget = _UserScopedPK(budget_queryset)
     name = StrictCharField(max_length=200, required=False, allow_blank=True, default="")
     num_pods = serializers.IntegerField(default=2, help_text="size of the training pool")
     generation_steps = serializers.IntegerField(
@@ -286,7 +289,7 @@ class IntervalSerializer(serializers.Serializer):
 
 class SeedGroupSerializer(serializers.Serializer):
     """A seed group: its runs' ids and seeds, and the mean and 95 % interval of their best
-    validation score and best test Sharpe ratio (``webapp.runs.seed_groups``)."""
+    validation score and best test Sharpe ratio (``webapp.runs.selectors.seed_groups``)."""
 
     group = serializers.CharField()
     runs = serializers.SerializerMethodField()
@@ -432,7 +435,7 @@ class AgentSerializer(serializers.ModelSerializer):
 
     @extend_schema_field(OpenApiTypes.OBJECT)
     def get_baselines(self, obj: Agent) -> dict:
-        """``webapp.runs.baselines.agent_baselines``: the same comparison the pages show."""
+        """``webapp.runs.selectors.baselines.agent_baselines``: the same comparison the pages show."""
         return baselines.agent_baselines(obj)
 
     @extend_schema_field(OpenApiTypes.FLOAT)

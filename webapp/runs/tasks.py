@@ -1,7 +1,10 @@
 """Celery entry points of the runs app (thin: ids in, services do the work).
 
-``run_generation`` (queue ``gpu``, ``acks_late`` + ``reject_on_worker_lost`` from settings)
-trains one generation; the tasks are bound to the project's Celery app explicitly, so any
+``train_generation_task`` (registered as ``webapp.runs.tasks.run_generation``, queue ``gpu``,
+``acks_late`` + ``reject_on_worker_lost`` from settings) trains one generation; the function is
+not called ``run_generation`` so that the name means ``trainer.pod.run_generation`` alone, while
+the registered name stays, so messages already in the broker (and the routes, the sweep's task
+ids and the logs they match) still reach it; the tasks are bound to the project's Celery app explicitly, so any
 process that imports them (web, tests, benchmarks) sends to the configured broker; ``reap_stale_generations`` (queue ``cpu``, periodic through beat)
 re-queues generations of dead workers and re-sends lost messages.
 """
@@ -22,7 +25,8 @@ from django.conf import settings
 from webapp import engine
 from webapp.config.celery import app
 from webapp.core import db, workers
-from webapp.runs import events, services, telemetry
+from webapp.runs import events, services
+from webapp.runs.services import telemetry
 
 logger = logging.getLogger(__name__)
 
@@ -97,7 +101,7 @@ class _Attempt:
 
 
 @app.task(name="webapp.runs.tasks.run_generation", bind=True, acks_late=True, reject_on_worker_lost=True)
-def run_generation(self, generation_id: int) -> None:
+def train_generation_task(self, generation_id: int) -> None:
     """Claim generation ``generation_id`` and train it; a no-op if it is not claimable."""
     worker = getattr(self.request, "hostname", None) or socket.gethostname()
     claim = services.generation_claim(generation_id=generation_id, worker=worker)

@@ -13,7 +13,6 @@ from typing import Any
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.core.paginator import Paginator
-from django.db import transaction
 from django.db.models import Count
 from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
@@ -23,27 +22,33 @@ from django.views.decorators.http import require_GET, require_http_methods, requ
 from webapp import engine
 from webapp.core.errors import AppError
 from webapp.core.formatting import format_duration, format_hyperparameters
-from webapp.runs import (
-    algorithms,
-    archive,
+from webapp.demo import profiles as demo_profiles
+from webapp.runs import algorithms, form_initial, forms, services
+from webapp.runs.form_help import HYPERPARAMETER_HELP
+from webapp.runs.models import Agent
+from webapp.runs.selectors import (
     baselines,
     compare,
+    curves,
     deflated,
-    ensembles,
     estimate,
-    form_initial,
-    forms,
     lineage,
     run_table,
     seed_groups,
-    selectors,
-    services,
-    telemetry,
     workers,
 )
-from webapp.runs.demo import profiles as demo_profiles
-from webapp.runs.form_help import HYPERPARAMETER_HELP
-from webapp.runs.models import Agent
+from webapp.runs.selectors import runs as run_selectors
+from webapp.runs.selectors.budgets import budget_progress
+from webapp.runs.selectors.ensembles import ensemble_k, one_se_member_ids
+from webapp.runs.selectors.payloads import pod_payload, run_payload, score_note, with_score_notes
+from webapp.runs.selectors.runs import (
+    dataset_queryset,
+    leaderboard_queryset,
+    run_get,
+    run_pods,
+    score_history,
+)
+from webapp.runs.services import archive, ensembles
 
 PAGE_SIZE = 50
 #: leaderboard rows the run page shows (the API pages through all of them)
@@ -54,7 +59,7 @@ LEADERBOARD_ROWS = 100
 
 
 def _run_or_404(request: HttpRequest, run_id: int):
-    run = selectors.run_get(user=request.user, run_id=run_id)
+    run = run_get(user=request.user, run_id=run_id)
     if run is None:
         raise Http404("run not found")
     return run
@@ -66,7 +71,7 @@ def run_list(request: HttpRequest) -> HttpResponse:
     """Paginated runs with filters (status, algorithm, search)."""
     filters = forms.RunFilterForm(request.GET or None)
     values = filters.cleaned_data if filters.is_valid() else {}
-    qs = selectors.run_list(
+    qs = run_selectors.run_list(
         user=request.user,
         status=values.get("status", ""),
         algorithm=values.get("algorithm", ""),
@@ -76,8 +81,8 @@ def run_list(request: HttpRequest) -> HttpResponse:
     qs = qs.filter(archived=bool(values.get("archived")))
     qs, sort = run_table.sort_runs(run_table.with_columns(qs), request.GET.get("sort", ""))
     page = Paginator(qs, PAGE_SIZE).get_page(request.GET.get("page"))
-    runs = selectors.with_score_notes(list(page.object_list))
-    rows = [(run, selectors.budget_progress(run.budget, run)) for run in runs]
+    runs = with_score_notes(list(page.object_list))
+    rows = [(run, budget_progress(run.budget, run)) for run in runs]
     query = request.GET.copy()
     query.pop("page", None)
     unsorted = query.copy()
@@ -138,11 +143,9 @@ def run_new(request: HttpRequest) -> HttpResponse:
                     run_kwargs = {k: v for k, v in form.run_kwargs().items() if k not in ("budget", "name", "mutation")}
                     extra = services.run_settings_errors(**run_kwargs)
                     raise AppError(exc.message, fields={**exc.fields, **extra}) from exc
-                with transaction.atomic():  # the task and its runs, or neither
-                    task.save()
-                    runs = services.runs_create_seeds(
-                        owner=request.user, task=task, seeds=form.cleaned_data.get("seeds") or 1, **form.run_kwargs()
-                    )
+                runs = services.runs_create_with_task(  # the task and its runs, or neither
+                    owner=request.user, task=task, seeds=form.cleaned_data.get("seeds") or 1, **form.run_kwargs()
+                )
             except AppError as exc:
                 form.add_app_error(exc)
             else:
@@ -158,21 +161,17 @@ def run_new(request: HttpRequest) -> HttpResponse:
         initial = {}
         clone_id = request.GET.get("clone", "")
         if clone_id:
-            source = selectors.run_get(user=request.user, run_id=int(clone_id)) if clone_id.isdigit() else None
+            source = run_get(user=request.user, run_id=int(clone_id)) if clone_id.isdigit() else None
             if source is None:
                 raise Http404("run not found")
             initial = form_initial.initial_from_run(source)
         else:
             chosen = request.GET.get("dataset", "")
-            dataset = (
-                selectors.dataset_queryset(user=request.user).filter(pk=int(chosen)).first()
-                if chosen.isdigit()
-                else None
-            )
+            dataset = dataset_queryset(user=request.user).filter(pk=int(chosen)).first() if chosen.isdigit() else None
             initial = form_initial.blank_initial(dataset, demo_splits=demo_profiles.SPLITS)
         form = forms.RunForm(initial=initial, user=request.user)
     defaults = {algo: algorithms.form_hyperparameters(algo) for algo in engine.algorithms()}
-    mutations = {algo: forms.default_mutation(algo) for algo in engine.algorithms()}
+    mutations = {algo: algorithms.default_mutation(algo) for algo in engine.algorithms()}
     inputs = estimate.estimate_inputs(budgets=form.fields["budget"].queryset, algorithms=engine.algorithms())
     return render(
         request,
@@ -193,16 +192,16 @@ def run_new(request: HttpRequest) -> HttpResponse:
 def run_detail(request: HttpRequest, run_id: int) -> HttpResponse:
     """The live page: server-rendered first paint, then WebSocket deltas (``run_live.js``)."""
     run = _run_or_404(request, run_id)
-    # The pieces of ``selectors.run_snapshot`` the first paint needs, without serializing a
+    # The pieces of ``run_snapshot`` the first paint needs, without serializing a
     # leaderboard of thousands of agents that the page shows only the top of.
-    run_data = selectors.run_payload(run)
-    pods = [selectors.pod_payload(p) for p in selectors.run_pods(run)]
-    board = list(selectors.leaderboard_queryset(run))
+    run_data = run_payload(run)
+    pods = [pod_payload(p) for p in run_pods(run)]
+    board = list(leaderboard_queryset(run))
     run_sharpes = deflated.run_sharpes(run.pk)
     ledger = deflated.task_ledger(run.task_id)
     # the verdict reads the whole leaderboard, as the live events' does; the table its top rows
     board_baselines = [baselines.agent_baselines(a) for a in board]
-    one_se = set(ensembles.one_se_member_ids(run))  # the deliverable's members, as the live events mark them
+    one_se = set(one_se_member_ids(run))  # the deliverable's members, as the live events mark them
     hp_keys = hyperparameter_columns(run)
     live = {
         "run_id": run.pk,
@@ -238,10 +237,10 @@ def run_detail(request: HttpRequest, run_id: int) -> HttpResponse:
             ],
             "verdict": baselines.leaderboard_verdict(board_baselines),
             "max_rows": LEADERBOARD_ROWS,
-            "ensemble_k": ensembles.offered_k(run),
+            "ensemble_k": ensemble_k(run),
             "seed_group": seed_groups.group_summary(user=request.user, group=run.seed_group),
             "pods": pods,
-            "history": selectors.score_history(run),
+            "history": score_history(run),
             "usage": run_data["budget"],
             "progress": run_data["budget"]["progress"],
             "wall_clock_limit": format_duration(run.budget.max_wall_clock_s),
@@ -260,7 +259,7 @@ def run_detail(request: HttpRequest, run_id: int) -> HttpResponse:
 def run_reports(request: HttpRequest, run_id: int) -> HttpResponse:
     """The run page's "Backtest reports" section alone (``static/js/run_reports.js`` refreshes
     it from here instead of re-reading the whole page)."""
-    run = selectors.run_get(user=request.user, run_id=run_id)
+    run = run_get(user=request.user, run_id=run_id)
     if run is None:
         raise Http404("run not found")
     return render(request, "runs/_reports.html", {"run": run})
@@ -269,10 +268,10 @@ def run_reports(request: HttpRequest, run_id: int) -> HttpResponse:
 def metrics_config(*, api: str, algorithm: str, group: str, title: str = "") -> dict[str, Any]:
     """What ``templates/runs/_metrics.html`` and ``run_metrics.js`` need: the curves' API, the
     algorithm's metrics (name -> label), the first one shown and how lines are grouped."""
-    names = telemetry.ALGORITHM_METRICS.get(algorithm, tuple(telemetry.METRICS))
+    names = curves.ALGORITHM_METRICS.get(algorithm, tuple(curves.METRICS))
     return {
         "api": api,
-        "metrics": {n: telemetry.METRICS[n] for n in names},
+        "metrics": {n: curves.METRICS[n] for n in names},
         "default_metric": "episode_return_mean",
         "group": group,
         "title": title,
@@ -397,7 +396,7 @@ def run_agents(request: HttpRequest, run_id: int) -> HttpResponse:
             "trained_count": kinds.get(Agent.Kind.TRAINED, 0),
             "ensembles_count": kinds.get(Agent.Kind.ENSEMBLE, 0),
             # every agent of a run is validated on the same days: one reason for all its scores
-            "score_note": selectors.score_note(run),
+            "score_note": score_note(run),
             "rows": [
                 {"agent": a, "mutation": lineage.mutation_text(a.generation.mutations) if a.generation else ""}
                 for a in page.object_list
@@ -452,8 +451,8 @@ def run_compare(request: HttpRequest) -> HttpResponse:
     agents' hyperparameters and scores as parallel coordinates, the settings (differences only
     by default)."""
     ids = [int(i) for i in request.GET.getlist("ids") if i.isdigit()]
-    runs = [r for r in (selectors.run_get(user=request.user, run_id=i) for i in dict.fromkeys(ids)) if r is not None]
-    selectors.with_score_notes(runs)  # one query; the curves and the list read the notes
+    runs = [r for r in (run_get(user=request.user, run_id=i) for i in dict.fromkeys(ids)) if r is not None]
+    with_score_notes(runs)  # one query; the curves and the list read the notes
     error = None
     if not 2 <= len(runs) <= compare.MAX_RUNS:
         error = f"Tick 2 to {compare.MAX_RUNS} of your runs to compare them (got {len(runs)})."

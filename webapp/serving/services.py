@@ -21,8 +21,8 @@ from django.db import transaction
 from webapp import engine
 from webapp.core import artifacts
 from webapp.core.errors import AppError
-from webapp.runs import selectors
 from webapp.runs import services as runs_services
+from webapp.runs.selectors.runs import agent_get
 from webapp.serving import cache, counters
 from webapp.serving.models import ServeToken
 
@@ -39,7 +39,7 @@ def serve_token_create(*, owner, name: str, agent_id: int | None = None) -> Serv
         raise AppError("a token needs a name of 1 to 100 characters", fields={"name": "1 to 100 characters"})
     agent = None
     if agent_id is not None:
-        agent = selectors.agent_get(user=owner, agent_id=agent_id)
+        agent = agent_get(user=owner, agent_id=agent_id)
         if agent is None:
             raise AppError(f"agent #{agent_id} is not one of your agents", fields={"agent": "not one of your agents"})
     return ServeToken.objects.create(owner=owner, name=name, agent=agent)
@@ -111,7 +111,7 @@ def agent_entry(*, user, agent_id: int, cached: cache.AgentEntry | None) -> cach
     joined = cache.stamp(user.date_joined)
     if cached is not None and cached.belongs_to(user.pk, joined) and cached.usable():
         return cached
-    agent = selectors.agent_get(user=user, agent_id=agent_id)
+    agent = agent_get(user=user, agent_id=agent_id)
     if agent is None:
         return None
     bundle = runs_services.agent_bundle(agent)

@@ -15,10 +15,10 @@ from django.utils import timezone
 
 from webapp import engine
 from webapp.core.errors import AppError
-from webapp.runs import quotas as runs_quotas
-from webapp.runs import selectors as runs_selectors
 from webapp.runs import services as runs_services
 from webapp.runs.models import Agent, ClusterBudget, Run, Task
+from webapp.runs.selectors import quotas as runs_quotas
+from webapp.runs.selectors.runs import task_spec
 from webapp.studies.models import Study, StudyFold
 
 logger = logging.getLogger(__name__)
@@ -186,7 +186,7 @@ def study_create(
         }
     )
     folds = engine.plan_study_folds(
-        runs_selectors.task_spec(task),
+        task_spec(task),
         plan,
         data_dir=str(settings.PADDOCK_DATA_DIR),
         cache_dir=str(settings.PADDOCK_CACHE_DIR),
@@ -302,7 +302,7 @@ def study_stitch(*, study_id: int) -> str:
             items.append({"fold": {**fold.spans, "index": fold.index}, "candidates": candidates})
         try:
             result = engine.stitch_study(
-                task=runs_selectors.task_spec(study.task),
+                task=task_spec(study.task),
                 plan=study.plan,
                 folds=items,
                 benchmark_path=str(settings.PADDOCK_BENCHMARK_FILE),

@@ -139,7 +139,7 @@ def test_agent_detail_has_metrics_hyperparameters_and_mutations(world, api_clien
 
 
 def test_a_portfolio_task_with_its_selection_rule_is_created_through_the_api(world, api_client):
-    from webapp.runs.selectors import task_spec
+    from webapp.runs.selectors.runs import task_spec
 
     response = api_client.post(
         "/api/tasks/",

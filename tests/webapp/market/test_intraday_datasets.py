@@ -119,7 +119,7 @@ def test_task_splits_take_date_times_on_intraday_data_only(api_client, user, dat
     assert response.status_code == 201, response.json()
     assert response.json()["splits"]["train"] == {"start": "2024-03-11", "end": "2024-12-31 12:00"}
     from webapp.runs.models import Task
-    from webapp.runs.selectors import task_spec
+    from webapp.runs.selectors.runs import task_spec
 
     spec = task_spec(Task.objects.get(pk=response.json()["id"]))
     assert spec["data"]["bar_label"] == "start" and spec["train"]["end"] == "2024-12-31 12:00"

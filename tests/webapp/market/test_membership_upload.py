@@ -75,7 +75,7 @@ def test_the_upload_page_shows_a_refused_membership_file_as_a_400(client, user, 
 
 def test_an_accepted_membership_file_reaches_every_task_of_the_dataset(api_client, client, user, prices):
     from webapp.runs import services
-    from webapp.runs.selectors import task_spec
+    from webapp.runs.selectors.runs import task_spec
 
     response = api_client.post("/api/datasets/", _body(prices, MEMBERSHIP), format="multipart")
     assert response.status_code == 201, response.json()

@@ -128,7 +128,7 @@ def test_a_run_name_ending_in_a_number_is_rendered_once(page_client, world):
 
 
 def test_scores_stand_next_to_the_untrained_policy_equal_weight_qqq_and_their_noise(page_client, world):
-    from webapp.runs import baselines
+    from webapp.runs.selectors import baselines
 
     agent = Agent.objects.get(pk=world.agents[0].pk)
     agent.metrics = {

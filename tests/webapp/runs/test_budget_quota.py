@@ -132,9 +132,9 @@ def test_the_budgets_page_creates_raises_and_ends_an_own_budget(client, user):
 
 
 def test_the_demo_budget_counts_against_no_quota(user):
-    from webapp.runs import quotas
-    from webapp.runs.demo.launch import ensure_budget
-    from webapp.runs.demo.sizing import Sizing
+    from webapp.demo.launch import ensure_budget
+    from webapp.demo.sizing import Sizing
+    from webapp.runs.selectors import quotas
 
     sizing = Sizing(
         steps_per_s=None, device="cpu", concurrent_pods=2, generation_steps=1000, generations=10, max_wall_clock_s=600

@@ -8,7 +8,12 @@ import pytest
 from bs4 import BeautifulSoup
 
 from tests.webapp.conftest import SPLITS, TICKERS
-from webapp.runs import demo, services
+from webapp.demo import profiles
+from webapp.demo.data import import_demo_dataset
+from webapp.demo.launch import ensure_budget, ensure_task
+from webapp.demo.profiles import demo_mutation
+from webapp.demo.sizing import size_run
+from webapp.runs import services
 from webapp.runs.models import Run
 
 pytestmark = pytest.mark.django_db
@@ -117,11 +122,11 @@ def test_a_clone_of_a_mixed_tournament_keeps_every_algorithm(client, user, datas
 @pytest.mark.parametrize("profile", ["CPU_PROFILE", "GPU_PROFILE", "CI_PROFILE"])
 def test_a_clone_of_each_daily_demo_run_is_accepted_unchanged(client, user, data_dir, settings, profile):
     settings.PADDOCK_DATA_DIR = data_dir
-    dataset, _ = demo.import_demo_dataset(user, root=data_dir, allow_download=False)
-    chosen = getattr(demo, profile)
-    sizing = demo.size_run(chosen, steps_per_s=50_000.0, device="cpu", training_workers=1)
-    budget, _ = demo.ensure_budget(user, sizing, chosen.budget_name)
-    task = demo.ensure_task(user, dataset, chosen)
+    dataset, _ = import_demo_dataset(user, root=data_dir, allow_download=False)
+    chosen = getattr(profiles, profile)
+    sizing = size_run(chosen, steps_per_s=50_000.0, device="cpu", training_workers=1)
+    budget, _ = ensure_budget(user, sizing, chosen.budget_name)
+    task = ensure_task(user, dataset, chosen)
     run = services.run_create(
         owner=user,
         task=task,
@@ -129,7 +134,7 @@ def test_a_clone_of_each_daily_demo_run_is_accepted_unchanged(client, user, data
         name=f"{task.name} #1",
         num_pods=chosen.num_pods,
         generation_steps=sizing.generation_steps,
-        mutation=demo.demo_mutation(chosen.algorithm),
+        mutation=demo_mutation(chosen.algorithm),
         seed=0,
     )
     client.force_login(user)

@@ -14,8 +14,9 @@ import pytest
 from django.core.files.storage import default_storage
 
 from tests.webapp.conftest import TINY_PPO, create_task
-from webapp.runs import selectors, services
+from webapp.runs import services
 from webapp.runs.models import Agent, Generation, Run
+from webapp.runs.selectors.payloads import leaderboard, pod_payload
 
 LINE = "PPO diverged at update 37: policy loss is NaN; learning_rate=1000"
 #: Exploding learning rates, and the one line each algorithm's failed generations must show.
@@ -81,8 +82,8 @@ def test_a_diverged_generation_fails_without_retry_or_agent_and_its_pod_goes_on(
     assert run.budget.env_steps_used == 128
     # the pod says why on the run page (and in its live updates)
     pod = gen.pod
-    assert selectors.pod_payload(pod)["last_failure"] == f"generation 1 diverged: {LINE}"
-    assert selectors.pod_payload(Generation.objects.get(run=run, pod__index=1).pod)["last_failure"] == ""
+    assert pod_payload(pod)["last_failure"] == f"generation 1 diverged: {LINE}"
+    assert pod_payload(Generation.objects.get(run=run, pod__index=1).pod)["last_failure"] == ""
 
 
 @pytest.mark.django_db
@@ -175,7 +176,7 @@ def test_exploding_learning_rate_through_a_celery_worker_fails_generations_and_p
         assert gen.failure == "diverged"
         assert gen.attempt == 1  # a permanent failure: never retried
     assert not Generation.objects.filter(run=run, status=Generation.Status.DONE).exists()
-    assert not Agent.objects.filter(run=run).exists() and selectors.leaderboard(run) == []
+    assert not Agent.objects.filter(run=run).exists() and leaderboard(run) == []
     for gen in failed:  # no checkpoint was stored (names as services.checkpoint_name makes them)
         folder = f"runs/{run.pk}/pod{gen.pod.index}"
         stored = default_storage.listdir(folder)[1] if default_storage.exists(folder) else []

@@ -15,8 +15,9 @@ import pytest
 from bs4 import BeautifulSoup
 
 from tests.webapp.conftest import submit_agent
-from webapp.runs import ensembles, selectors
 from webapp.runs.models import Agent, Generation, Pod
+from webapp.runs.selectors.payloads import pod_payload, run_payload
+from webapp.runs.services import ensembles
 
 pytestmark = pytest.mark.django_db
 
@@ -24,7 +25,7 @@ pytestmark = pytest.mark.django_db
 def _pods(run) -> dict[int, tuple]:
     """Each pod's latest generation number and done count, as the run page and its events show them."""
     return {
-        p.index: ((selectors.pod_payload(p)["generation"] or {}).get("number"), p.generations_done)
+        p.index: ((pod_payload(p)["generation"] or {}).get("number"), p.generations_done)
         for p in Pod.objects.filter(run=run)
     }
 
@@ -59,7 +60,7 @@ def test_the_api_labels_an_ensemble_with_its_kind_members_algorithm_and_tickers(
     # no generation of any pod: the pods' counters and the runs list's agent count stay as they were
     assert Generation.objects.filter(run=world.run).count() == generations_before
     assert _pods(world.run) == pods_before
-    assert selectors.run_payload(world.run)["agents"] == 4
+    assert run_payload(world.run)["agents"] == 4
     listed = api_client.get("/api/runs/").json()["results"]
     assert next(r for r in listed if r["id"] == world.run.id)["agents_count"] == 4
 

@@ -35,7 +35,7 @@ def test_a_crashed_run_says_why_in_one_line_and_keeps_the_traceback_in_the_log(
     gen = Generation.objects.get(run=run)
     with caplog.at_level(logging.ERROR, logger="webapp.runs.tasks"):
         for _ in range(services.MAX_ATTEMPTS):  # a crash is retried, then fails the run
-            tasks.run_generation(gen.id)
+            tasks.train_generation_task(gen.id)
     run.refresh_from_db()
     gen.refresh_from_db()
     cause = "RuntimeError: DefaultCPUAllocator: can't allocate memory: you tried to allocate 40000000000 bytes."

@@ -68,7 +68,7 @@ def test_nothing_is_kept_when_the_round_has_errors(client, user, world):
 
 def test_a_blank_form_starts_from_the_portfolio_defaults_chosen_on_validation(client, user, world):
     from webapp import engine
-    from webapp.runs.demo.profiles import SPLITS
+    from webapp.demo.profiles import SPLITS
 
     client.force_login(user)
     data = form_as_posted(client.get("/runs/new/").content.decode())

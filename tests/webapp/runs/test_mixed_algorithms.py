@@ -11,8 +11,9 @@ from tests.webapp.conftest import SPLITS, TICKERS, TINY_PPO, create_task
 from tests.webapp.test_pages import _run_form
 from webapp import engine
 from webapp.core.errors import AppError
-from webapp.runs import selectors, services
+from webapp.runs import services
 from webapp.runs.models import Agent, Generation
+from webapp.runs.selectors.payloads import leaderboard_payload
 
 pytestmark = pytest.mark.django_db
 
@@ -82,7 +83,7 @@ def test_a_child_keeps_its_parents_algorithm_and_mutates_only_its_hyperparameter
     gen = Generation.objects.get(pk=child.generation_id)
     assert gen.algorithm == "sac" and set(gen.mutations) == {"actor_learning_rate"}
     assert "learning_rate" not in child.hyperparameters
-    board = selectors.leaderboard_payload(mixed_run)
+    board = leaderboard_payload(mixed_run)
     assert [row["algorithm"] for row in board] == ["sac"]
 
 

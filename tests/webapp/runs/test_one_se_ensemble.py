@@ -10,8 +10,9 @@ from bs4 import BeautifulSoup
 from tests.webapp.conftest import create_dataset, create_task, submit_agent
 from webapp.reports.models import Backtest
 from webapp.reports.tasks import backtest_top_agents
-from webapp.runs import selectors, services
+from webapp.runs import services
 from webapp.runs.models import Agent, Run, Trial
+from webapp.runs.selectors.payloads import leaderboard, leaderboard_with_verdict
 
 pytestmark = pytest.mark.django_db
 
@@ -43,7 +44,7 @@ def spent_run(user, trained_checkpoint):
 def test_a_finished_run_gets_the_ensemble_of_its_agents_within_one_se_of_the_best(spent_run):
     run, (best, close, far), se = spent_run
     assert run.status == Run.Status.FINISHED, "the third generation spent the budget"
-    assert [a.id for a in selectors.leaderboard(run)] == [best.id, close.id, far.id]
+    assert [a.id for a in leaderboard(run)] == [best.id, close.id, far.id]
     assert best.score_se == pytest.approx(se)
 
     backtest_top_agents(run.id)  # the end-of-run task the run_ended signal queues, run here as its worker
@@ -69,7 +70,7 @@ def test_the_leaderboard_shows_each_score_with_its_se_on_the_page_the_api_and_th
     body = api_client.get(f"/api/runs/{run.id}/leaderboard/").json()
     rows = body["results"] if isinstance(body, dict) else body
     assert rows[0]["id"] == best.id and rows[0]["score_se"] == pytest.approx(se)
-    live = selectors.leaderboard_with_verdict(run)["leaderboard"]
+    live = leaderboard_with_verdict(run)["leaderboard"]
     assert live[0]["score_se"] == pytest.approx(se)
     assert [item["within_one_se"] for item in live] == [True, True, False]
 

@@ -12,8 +12,9 @@ from collections.abc import Callable
 import pytest
 
 from tests.harness import deadline_s
-from webapp.runs import selectors, services
+from webapp.runs import services
 from webapp.runs.models import Agent, Generation, Run
+from webapp.runs.selectors.payloads import leaderboard
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.slow]
 
@@ -92,7 +93,7 @@ def test_a_three_pod_run_completes_within_its_budget_and_ranks_its_agents(worker
     agents = _trained_agents(run)
     assert agents.count() == 9
     _assert_one_agent_per_done_generation(run)
-    board = selectors.leaderboard(run)
+    board = leaderboard(run)
     assert len(board) == 4
     scores = [a.score for a in board]
     assert scores == sorted(scores, reverse=True)

@@ -13,8 +13,10 @@ from django.core.files.storage import default_storage
 
 from webapp import engine
 from webapp.core.errors import AppError
-from webapp.runs import events, selectors, services
+from webapp.runs import events, services
 from webapp.runs.models import Agent, ClusterBudget, Generation, Pod, Run
+from webapp.runs.selectors.budgets import budget_usage
+from webapp.runs.selectors.payloads import leaderboard, run_snapshot
 
 pytestmark = pytest.mark.django_db
 
@@ -74,7 +76,7 @@ def test_a_budget_never_runs_more_generations_than_its_max_concurrent_pods(make_
     waiting.refresh_from_db()
     assert waiting.status == Generation.Status.QUEUED
     assert waiting.dispatched_at is None, "a waiting generation is dispatched again when a slot frees"
-    assert selectors.budget_usage(budget)["pods_running"] == 1
+    assert budget_usage(budget)["pods_running"] == 1
 
 
 def test_finishing_a_generation_dispatches_the_oldest_waiting_generation_of_the_budget(make_budget, make_run, tmp_path):
@@ -135,7 +137,7 @@ def test_the_leaderboard_keeps_the_best_k_agents_best_first(make_budget, make_ru
         services.generation_complete(
             claim=claim, result=_result(score), local_checkpoint=_checkpoint(tmp_path, f"a{i}.pt")
         )
-    board = selectors.leaderboard(run)
+    board = leaderboard(run)
     assert [a.score for a in board] == [0.9, 0.5]
     assert Agent.objects.filter(run=run).count() == 4
     assert list(Agent.objects.filter(run=run).order_by("created_seq").values_list("created_seq", flat=True)) == [
@@ -302,7 +304,7 @@ def test_events_carry_a_per_run_increasing_sequence_and_the_snapshot_has_the_lat
     assert seq_after_start >= 3, "run.update plus one pod.update per pod"
     claim = _claim_next(run)
     services.generation_complete(claim=claim, result=_result(0.7), local_checkpoint=_checkpoint(tmp_path))
-    snap = selectors.run_snapshot(run)
+    snap = run_snapshot(run)
     assert snap["type"] == "run.snapshot" and snap["seq"] > seq_after_start
     assert snap["run"]["status"] == "running"
     assert [p["index"] for p in snap["pods"]] == [0, 1]
@@ -326,8 +328,14 @@ def test_every_active_run_on_a_budget_is_told_when_a_pod_starts_or_stops_trainin
     )
 
     def pods_running_seen_by(run):
-        updates = [p["run"] for rid, kind, p in published if rid == run.pk and kind == events.RUN_UPDATE]
-        return updates[-1]["budget"]["pods_running"] if updates else None
+        # a service hands over a function that builds the payload after commit (these tests never
+        # commit: the last update is built now, as its on_commit hook would)
+        updates = [p for rid, kind, p in published if rid == run.pk and kind == events.RUN_UPDATE]
+        return (
+            (updates[-1]() if callable(updates[-1]) else updates[-1])["run"]["budget"]["pods_running"]
+            if updates
+            else None
+        )
 
     claim = _claim_next(run_a)
     assert pods_running_seen_by(run_a) == 1, "the run page's 'pods running on this budget' follows"

@@ -23,8 +23,9 @@ from rest_framework.test import APIClient
 
 from tests.webapp.conftest import TICKERS, TINY_PPO, TRADING_ENV, create_dataset, submit_agent, tiny_generation
 from trainer.backtest.contract import MIN_ANNUALISED_DAYS, short_window_text
-from webapp.runs import ensembles, selectors
 from webapp.runs.models import Agent
+from webapp.runs.selectors.payloads import run_payload, run_snapshot, score_note
+from webapp.runs.services import ensembles
 
 pytestmark = pytest.mark.django_db
 
@@ -107,7 +108,7 @@ def test_the_leaderboard_shows_sharpe_figures_and_the_dsr_as_na_with_the_reason(
     page = _soup(page_client.get(f"/runs/{short_world.run.pk}/"))
     best = page.select_one("#best-score")
     assert best.get_text(strip=True) == "n/a" and best["title"] == NOTE
-    assert selectors.run_payload(short_world.run)["score_note"] == NOTE
+    assert run_payload(short_world.run)["score_note"] == NOTE
     rows = page.select("#leaderboard tbody tr")
     assert len(rows) == 3
     for row in rows:
@@ -125,7 +126,7 @@ def test_the_leaderboard_shows_sharpe_figures_and_the_dsr_as_na_with_the_reason(
         for col in ("score", "untrained", "sharpe", "vs_equal_weight", "vs_qqq", "dsr"):
             assert cell(col)["title"] == NOTE, col
     # the live payload carries the same texts and the flag, with the numbers kept
-    snapshot = selectors.run_snapshot(short_world.run)
+    snapshot = run_snapshot(short_world.run)
     for item in snapshot["leaderboard"]:
         b = item["baselines"]
         assert b["short_window"] is True and b["note"] == NOTE and b["min_annualised_days"] == MIN_ANNUALISED_DAYS
@@ -168,15 +169,15 @@ def test_a_long_window_shows_the_figures(page_client, world):
     assert row.select_one('[data-col="score"]').get_text(strip=True) not in ("n/a", "–")
     assert not row.select_one('[data-col="sharpe"]').has_attr("title")
     assert page.select_one("#best-score").get_text(strip=True) == f"{world.run.best_score:.3f}"
-    assert selectors.run_payload(world.run)["score_note"] == ""
-    assert selectors.run_snapshot(world.run)["leaderboard"][0]["baselines"]["short_window"] is False
+    assert run_payload(world.run)["score_note"] == ""
+    assert run_snapshot(world.run)["leaderboard"][0]["baselines"]["short_window"] is False
 
 
 def test_score_metric_names_the_rule(api, short_world, world):
     run = api.get(f"/api/runs/{short_world.run.pk}/").json()
     assert run["score_metric"] == "worst_window" == run["score_rule"]["rule"]
     assert api.get(f"/api/runs/{world.run.pk}/").json()["score_metric"] == "mean_minus_std"
-    assert selectors.run_payload(short_world.run)["score_metric"] == "worst_window"
+    assert run_payload(short_world.run)["score_metric"] == "worst_window"
 
 
 def test_agent_counts_say_what_they_count(api, page_client, world):
@@ -192,7 +193,7 @@ def test_agent_counts_say_what_they_count(api, page_client, world):
     assert "4 trained + 1 ensemble" in summary.get_text(" ", strip=True)
     total = _soup(page_client.get(f"/runs/{world.run.pk}/agents/")).select_one("#agents-total")
     assert total.get_text(" ", strip=True) == "5: 4 trained agents + 1 ensemble"
-    assert selectors.run_payload(world.run)["ensembles"] == 1
+    assert run_payload(world.run)["ensembles"] == 1
     runs_page = _soup(page_client.get("/runs/"))
     assert "4 + 1 ensemble" in runs_page.select_one('[data-col="agents"]').get_text(" ", strip=True)
 
@@ -221,7 +222,7 @@ def test_every_list_and_chart_of_scores_withholds_a_short_windows_scores(page_cl
     page's lineage, the compare page and the run page's score chart: "n/a" with the reason for
     the short-window run, numbers for the run validated on a full year."""
     short, full = short_world.run, world.run
-    assert selectors.score_note(full) == "" and full.best_score is not None
+    assert score_note(full) == "" and full.best_score is not None
 
     for url in ("/runs/", "/"):
         page = _soup(page_client.get(url))

@@ -17,8 +17,10 @@ from bs4 import BeautifulSoup
 from scipy import stats
 
 from tests.webapp.conftest import make_world, submit_agent
-from webapp.runs import deflated, selectors, services
+from webapp.runs import services
 from webapp.runs.models import Agent, Trial
+from webapp.runs.selectors import deflated
+from webapp.runs.selectors.payloads import run_snapshot
 
 pytestmark = pytest.mark.django_db
 
@@ -82,7 +84,7 @@ def test_the_dsr_against_one_over_n_matches_the_formula_by_hand_everywhere(world
     assert rows[best.pk]["vs_equal_weight"]["verdict"] in {"beats", "trails", "indistinguishable"}
     assert rows[best.pk]["vs_equal_weight_with_costs"]["ci95"] == best.metrics["vs_equal_weight_with_costs"]["ci95"]
 
-    live = {r["id"]: r for r in selectors.run_snapshot(world.run)["leaderboard"]}[best.pk]
+    live = {r["id"]: r for r in run_snapshot(world.run)["leaderboard"]}[best.pk]
     raw = live["deflated_sharpe"]
     assert live["dsr_text"] == f"{expected:.3f} · raw {raw:.3f}"
     page = BeautifulSoup(client.get(f"/runs/{world.run.pk}/").content, "html.parser")

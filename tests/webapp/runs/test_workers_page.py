@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from webapp.runs import selectors, services
+from webapp.runs import services
 from webapp.runs.models import Generation, Pod
+from webapp.runs.selectors.payloads import pod_payload
 
 pytestmark = pytest.mark.django_db
 
@@ -16,16 +17,16 @@ def test_a_queued_pod_says_it_waits_for_a_budget_slot_or_a_worker_or_a_resume(ma
     services.generation_claim(generation_id=gen.id, worker="w@test")
     waiting = Pod.objects.get(run=run, index=1)
     assert waiting.state == Pod.State.QUEUED
-    reason = selectors.pod_payload(waiting)["queued_reason"]
+    reason = pod_payload(waiting)["queued_reason"]
     assert reason.startswith("waiting for a budget slot: 1 of 1 pods") and run.budget.name in reason
 
     other = services.run_start(run=make_run(make_budget(max_concurrent_pods=4), num_pods=1))
     pod = Pod.objects.get(run=other)
-    assert selectors.pod_payload(pod)["queued_reason"] == "waiting for a free worker on the gpu queue"
+    assert pod_payload(pod)["queued_reason"] == "waiting for a free worker on the gpu queue"
     services.run_pause(run=other)
-    assert selectors.pod_payload(Pod.objects.get(run=other))["queued_reason"] == "run paused: resume it to train"
+    assert pod_payload(Pod.objects.get(run=other))["queued_reason"] == "run paused: resume it to train"
     running = Pod.objects.get(run=run, index=0)
-    assert selectors.pod_payload(running)["queued_reason"] == ""
+    assert pod_payload(running)["queued_reason"] == ""
 
 
 def test_only_staff_see_the_workers_page(client, user, staff):
@@ -78,7 +79,7 @@ def test_healthz_tells_an_anonymous_remote_caller_only_up_or_down(client, user):
 def test_the_new_run_estimate_uses_the_speed_measured_on_done_generations(world, user):
     import datetime as dt
 
-    from webapp.runs import estimate
+    from webapp.runs.selectors import estimate
 
     assert estimate.measured_speed(algorithm="sac") is None
     done = Generation.objects.filter(run=world.run, status=Generation.Status.DONE)
@@ -100,7 +101,7 @@ def test_the_new_run_estimate_counts_the_training_workers_alive_as_healthz_reads
 
     from webapp.core.health import check_workers
     from webapp.core.workers import HEARTBEAT_KEY
-    from webapp.runs import estimate
+    from webapp.runs.selectors import estimate
 
     conn = redis.Redis.from_url(settings.CELERY_BROKER_URL)
     names = ["celery@srvfix-gpu", "celery@srvfix-cpu"]

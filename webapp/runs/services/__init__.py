@@ -4,14 +4,21 @@
   dispatching queued generations into free slots;
 - :mod:`.quotas`: budgets of one's own within a quota, ending budgets, staff setting quotas;
 - :mod:`.seeds`: one configuration run with several seeds (a seed group);
-- :mod:`.tasks`: creating tasks;
+- :mod:`.task_create`: creating tasks;
 - :mod:`.lifecycle`: create, start, pause, resume, stop, scale and finish runs;
 - :mod:`.generations`: the generation protocol below, worker side (claim, heartbeat, progress);
 - :mod:`.results`: what a finished attempt leaves (agent, leaderboard, usage, next generation;
   divergence and failure);
 - :mod:`.housekeeping`: the periodic sweeps (dead workers, lost messages);
 - :mod:`.storage`: checkpoint copies and agent bundles in the default storage;
-- :mod:`.common`: settings, limits, the row locks and the events they publish.
+- :mod:`.archive`: tags, notes, archiving and deleting runs;
+- :mod:`.ensembles`: building and recording an ensemble of a run's leaderboard;
+- :mod:`.telemetry`: storing training-curve points;
+- :mod:`.common`: settings, limits, the row locks and the events they publish (payloads built
+  by :mod:`webapp.runs.selectors.payloads` after the transaction commits, never under a lock).
+
+Every read a page, the API or a live event needs is in :mod:`webapp.runs.selectors` (which never
+imports this package).
 
 Generation protocol (one Celery task per generation, ids only, see ``webapp/runs/tasks.py``):
 
@@ -36,7 +43,6 @@ Lock order, everywhere two rows are written: budget row first, then run, generat
 (:func:`webapp.runs.services.common.lock_budget_and_run`; each lock site says so).
 """
 
-from webapp.runs.selectors import task_spec
 from webapp.runs.services.budgets import (
     BUDGET_EDITABLE,
     BudgetVerdict,
@@ -75,9 +81,9 @@ from webapp.runs.services.lifecycle import (
 )
 from webapp.runs.services.quotas import budget_change, budget_create_own, budget_end, quota_set
 from webapp.runs.services.results import generation_complete, generation_diverged, generation_fail
-from webapp.runs.services.seeds import runs_create_seeds, runs_start
+from webapp.runs.services.seeds import runs_create_seeds, runs_create_with_task, runs_start
 from webapp.runs.services.storage import Bundle, agent_bundle, local_copy_of_checkpoint
-from webapp.runs.services.tasks import task_create, task_prepare
+from webapp.runs.services.task_create import task_create, task_prepare
 from webapp.runs.services.trials import trial_record
 
 __all__ = [
@@ -120,11 +126,11 @@ __all__ = [
     "run_start",
     "run_stop",
     "runs_create_seeds",
+    "runs_create_with_task",
     "runs_ensure_work",
     "runs_start",
     "stale_after_s",
     "task_create",
     "task_prepare",
     "trial_record",
-    "task_spec",
 ]

@@ -16,13 +16,14 @@ from django.utils import timezone
 
 from webapp.config.celery import app as celery_app
 from webapp.core.errors import AppError
-from webapp.runs import bounds, broker, selectors
+from webapp.runs import bounds, broker
 from webapp.runs.models import ClusterBudget, Generation, Run
+from webapp.runs.selectors.budgets import budget_running_generations
 from webapp.runs.services.common import lock_budget, publish_budget_usage
 
 logger = logging.getLogger(__name__)
 
-#: The Celery task that trains one generation (``webapp.runs.tasks.run_generation``).
+#: The Celery task that trains one generation (registered as ``webapp.runs.tasks.run_generation``: ``webapp.runs.tasks.train_generation_task``).
 RUN_GENERATION_TASK = "webapp.runs.tasks.run_generation"
 
 
@@ -224,7 +225,7 @@ def budget_verdict(
 def budget_dispatch(budget: ClusterBudget) -> int:
     """Send task messages for the budget's oldest undispatched queued generations, as many as
     it has free slots (call with the budget row locked). Returns how many were sent."""
-    free = budget.max_concurrent_pods - selectors.budget_running_generations(budget.id).count()
+    free = budget.max_concurrent_pods - budget_running_generations(budget.id).count()
     if free <= 0:
         return 0
     ids = list(

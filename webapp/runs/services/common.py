@@ -5,14 +5,21 @@ Lock order, wherever two rows are written in one transaction: the budget row fir
 (:func:`lock_budget`), then the run (:func:`lock_budget_and_run`), then generations and pods
 (conditional updates, no row locks). Every service that locks takes them in this order, so two
 transactions never wait on each other in a circle.
+
+Events: the ``publish_*`` helpers number an event inside the transaction and hand
+:func:`webapp.runs.events.publish` a function that builds the payload after the commit, so no
+payload read (usage, leaderboard, ...) runs while these locks are held.
 """
 
 from __future__ import annotations
 
+import copy
+
 from django.conf import settings
 
-from webapp.runs import events, selectors
+from webapp.runs import events
 from webapp.runs.models import ClusterBudget, Generation, Pod, Run
+from webapp.runs.selectors.payloads import pod_payload, run_payload
 
 MAX_ATTEMPTS = 3
 #: A run pauses itself when the last this-many finished generations of every pod failed the
@@ -60,8 +67,12 @@ def lock_budget_and_run(run: Run) -> tuple[ClusterBudget, Run]:
 
 
 def publish_run(run: Run) -> None:
+    """Refresh ``run`` from its row and send ``run.update`` after commit; the payload
+    (:func:`~webapp.runs.selectors.payloads.run_payload`: usage, progress, ETA, counts) is
+    built then, from a copy of the refreshed row, outside the row locks."""
     run.refresh_from_db()
-    events.publish(run.id, events.RUN_UPDATE, {"run": selectors.run_payload(run)})
+    held = copy.copy(run)
+    events.publish(run.id, events.RUN_UPDATE, lambda: {"run": run_payload(held)})
 
 
 def publish_budget_usage(budget_id: int, run: Run | None = None) -> None:
@@ -73,8 +84,10 @@ def publish_budget_usage(budget_id: int, run: Run | None = None) -> None:
     if run is not None:
         others = others.exclude(pk=run.pk)
     for other in others.select_related("budget"):
-        events.publish(other.id, events.RUN_UPDATE, {"run": selectors.run_payload(other)})
+        events.publish(other.id, events.RUN_UPDATE, lambda other=other: {"run": run_payload(other)})
 
 
 def publish_pod(pod: Pod, gen: Generation | None = None) -> None:
-    events.publish(pod.run_id, events.POD_UPDATE, {"pod": selectors.pod_payload(pod, gen)})
+    """Send ``pod.update`` after commit, built then from copies of the rows held now."""
+    held_pod, held_gen = copy.copy(pod), copy.copy(gen)
+    events.publish(pod.run_id, events.POD_UPDATE, lambda: {"pod": pod_payload(held_pod, held_gen)})

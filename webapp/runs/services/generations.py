@@ -19,8 +19,10 @@ from django.utils import timezone
 
 from webapp import engine
 from webapp.core.formatting import finite_or_none
-from webapp.runs import algorithms, events, selectors
+from webapp.runs import algorithms, events
 from webapp.runs.models import Agent, Generation, Pod, Run
+from webapp.runs.selectors.budgets import budget_running_generations, reserved_steps
+from webapp.runs.selectors.runs import task_spec
 from webapp.runs.services.budgets import budget_dispatch, budget_verdict
 from webapp.runs.services.common import MAX_ATTEMPTS, lock_budget, publish_budget_usage, publish_pod
 from webapp.runs.services.lifecycle import generation_fail_locked, run_begin_finishing, run_maybe_finish
@@ -83,8 +85,8 @@ def generation_claim(*, generation_id: int, worker: str = "", device: str = "") 
             last = f" (last: {gen.error})" if gen.error else ""
             generation_fail_locked(gen, run, budget, f"gave up after {gen.attempt} attempts{last}")
             return None
-        others = selectors.budget_running_generations(budget.id).exclude(pk=gen.pk)
-        verdict = budget_verdict(budget, run, reserved_steps=selectors.reserved_steps(others))
+        others = budget_running_generations(budget.id).exclude(pk=gen.pk)
+        verdict = budget_verdict(budget, run, reserved_steps=reserved_steps(others))
         if verdict.state == verdict.SPENT:
             generation_drop(gen, run, verdict.reason)
             run_begin_finishing(run, verdict.reason)
@@ -146,7 +148,7 @@ def generation_claim(*, generation_id: int, worker: str = "", device: str = "") 
             run_id=run.pk,
             pod_index=pod.index,
             number=gen.number,
-            task=selectors.task_spec(run.task, algorithm),
+            task=task_spec(run.task, algorithm),
             env_steps=gen.env_steps,
             parent_id=None if parent is None else parent.pk,
             parent_checkpoint=None if parent is None else parent.checkpoint,

@@ -13,8 +13,9 @@ from django.db import transaction
 from django.utils import timezone
 
 from webapp.core.workers import HEARTBEAT_TTL_S, live_worker_names
-from webapp.runs import broker, selectors
+from webapp.runs import broker
 from webapp.runs.models import Generation, Pod, Run
+from webapp.runs.selectors.budgets import budget_running_generations, reserved_steps
 from webapp.runs.services import budgets
 from webapp.runs.services.budgets import budget_dispatch, budget_verdict
 from webapp.runs.services.common import lock_budget, publish_pod, redispatch_after_s, stale_after_s
@@ -120,8 +121,8 @@ def runs_ensure_work(*, redispatch_after: float | None = None) -> int:
             budget = lock_budget(budget_id)  # lock order: budget row first, then its runs' rows
             for run in Run.objects.filter(budget=budget, status__in=Run.ACTIVE):
                 if run.status == Run.Status.RUNNING:
-                    running = selectors.budget_running_generations(budget.id)
-                    verdict = budget_verdict(budget, run, reserved_steps=selectors.reserved_steps(running))
+                    running = budget_running_generations(budget.id)
+                    verdict = budget_verdict(budget, run, reserved_steps=reserved_steps(running))
                     if verdict.state == verdict.SPENT:
                         run_begin_finishing(run, verdict.reason)  # running generations still complete
                         continue

@@ -1,5 +1,5 @@
 """Budgets of one's own: any user creates, raises and ends budgets within their quota
-(:mod:`webapp.runs.quotas`), and staff set a user's quota. Budgets staff assign and the
+(:mod:`webapp.runs.selectors.quotas`), and staff set a user's quota. Budgets staff assign and the
 demo's budget are made by :func:`webapp.runs.services.budgets.budget_create` and count
 against no quota.
 
@@ -16,9 +16,10 @@ from django.db import transaction
 from django.utils import timezone
 
 from webapp.core.errors import AppError
-from webapp.runs import bounds, quotas
-from webapp.runs.demo.profiles import BUDGET_NAME, INTRADAY_BUDGET_NAME
+from webapp.demo.profiles import BUDGET_NAME, INTRADAY_BUDGET_NAME
+from webapp.runs import bounds
 from webapp.runs.models import BudgetQuota, ClusterBudget
+from webapp.runs.selectors import quotas
 from webapp.runs.services.budgets import BUDGET_EDITABLE, budget_dispatch, budget_errors, budget_update
 from webapp.runs.services.common import lock_budget, publish_budget_usage
 

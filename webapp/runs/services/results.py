@@ -18,8 +18,11 @@ from django.db.models import F, Max, Q
 from django.utils import timezone
 
 from webapp import engine
-from webapp.runs import events, selectors, telemetry
+from webapp.runs import events
 from webapp.runs.models import Agent, ClusterBudget, Generation, Pod, Run
+from webapp.runs.selectors.budgets import budget_running_generations, reserved_steps
+from webapp.runs.selectors.payloads import leaderboard_with_verdict
+from webapp.runs.services import telemetry
 from webapp.runs.services.budgets import budget_dispatch, budget_verdict
 from webapp.runs.services.common import (
     MAX_ATTEMPTS,
@@ -152,8 +155,8 @@ def _pod_continue(run: Run, budget: ClusterBudget, pod: Pod, gen: Generation) ->
     else idle, retire or stop the pod (the run begins to finish when the budget is spent)."""
     next_gen = None
     if run.status == Run.Status.RUNNING and pod.index < run.num_pods:
-        running = selectors.budget_running_generations(budget.id)
-        verdict = budget_verdict(budget, run, reserved_steps=selectors.reserved_steps(running))
+        running = budget_running_generations(budget.id)
+        verdict = budget_verdict(budget, run, reserved_steps=reserved_steps(running))
         if verdict.state == verdict.SPENT:
             run_begin_finishing(run, verdict.reason)
         else:  # ok, or held: the new generation waits for the steps running ones hold
@@ -210,14 +213,12 @@ def _leaderboard_submit(run: Run, agent: Agent) -> None:
     best = max(scores) if scores else None
     Run.objects.filter(pk=run.pk).update(best_score=best)
     if agent.id in keep:
+        added, dropped = [agent.id], [a for a in drop if a != agent.id]
+        # the board's payload reads every leaderboard agent: built after commit, not under the locks
         events.publish(
             run.id,
             events.LEADERBOARD_UPDATE,
-            {
-                **selectors.leaderboard_with_verdict(run),
-                "added": [agent.id],
-                "dropped": [a for a in drop if a != agent.id],
-            },
+            lambda: {**leaderboard_with_verdict(run), "added": added, "dropped": dropped},
         )
 
 

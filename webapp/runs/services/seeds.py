@@ -1,6 +1,6 @@
 """One configuration run with several seeds: N runs of the same task and settings, seeds
 ``seed`` to ``seed + N - 1``, sharing a ``seed_group`` whose statistics the run page shows
-(:mod:`webapp.runs.seed_groups`)."""
+(:mod:`webapp.runs.selectors.seed_groups`)."""
 
 from __future__ import annotations
 
@@ -46,6 +46,19 @@ def runs_create_seeds(*, owner, task: Task, seeds: int, seed: int = 0, name: str
         run.seed_group = group
         runs.append(run)
     return runs
+
+
+@transaction.atomic
+def runs_create_with_task(*, owner, task: Task, seeds: int, **settings: Any) -> list[Run]:
+    """Store a task made by ``task_prepare`` (validated before, outside any transaction: that
+    reads the data files) and create its runs (:func:`runs_create_seeds`, same arguments) in one
+    transaction: the task and its runs, or neither.
+
+    Raises:
+        AppError: as :func:`runs_create_seeds`; the task is not kept then.
+    """
+    task.save()
+    return runs_create_seeds(owner=owner, task=task, seeds=seeds, **settings)
 
 
 def runs_start(runs: list[Run]) -> list[str]:

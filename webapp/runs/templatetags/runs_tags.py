@@ -12,8 +12,9 @@ from __future__ import annotations
 from django import template
 
 from webapp.core import formatting
-from webapp.runs import selectors
 from webapp.runs.models import Run
+from webapp.runs.selectors import payloads
+from webapp.runs.selectors.runs import run_list
 
 register = template.Library()
 
@@ -24,13 +25,13 @@ def recent_runs(context, count: int = 10):
     request = context.get("request")
     if request is None or not request.user.is_authenticated:
         return []
-    return selectors.with_score_notes(list(selectors.run_list(user=request.user)[:count]))
+    return payloads.with_score_notes(list(run_list(user=request.user)[:count]))
 
 
 @register.filter
 def score_note(run: Run) -> str:
-    """``selectors.score_note``: the short-window reason, or ""."""
-    return selectors.score_note(run)
+    """``score_note``: the short-window reason, or ""."""
+    return payloads.score_note(run)
 
 
 @register.filter
@@ -38,4 +39,4 @@ def best_score(run: Run) -> str:
     """The run's best score: 3 decimals, ``"n/a"`` for a short validation window, ``–`` if none."""
     if run.best_score is None:
         return formatting.MISSING
-    return "n/a" if selectors.score_note(run) else formatting.format_number(run.best_score, 3)
+    return "n/a" if payloads.score_note(run) else formatting.format_number(run.best_score, 3)

@@ -1,6 +1,6 @@
 """Tasks (what a run trains: data, splits, env, algorithm, hyperparameters), validated by the
 trainer's config classes through :mod:`webapp.engine`. A task's ``TaskSpec`` dict is a read:
-:func:`webapp.runs.selectors.task_spec`."""
+:func:`webapp.runs.selectors.runs.task_spec`."""
 
 from __future__ import annotations
 
@@ -34,6 +34,76 @@ def task_create(**kwargs: Any) -> Task:
     task = task_prepare(**kwargs)
     task.save()
     return task
+
+
+def _checked_tickers(
+    fields: dict[str, str], dataset: Dataset, tickers: list[str] | None
+) -> tuple[list[str], bool, list[str]]:
+    """``(tickers, named, unknown)``: the cleaned tickers a task names (all of the dataset's when
+    ``None``), whether it named them, and those not in the dataset; problems go to ``fields["tickers"]``."""
+    if tickers is not None and not [t for t in tickers if str(t).strip()]:
+        fields["tickers"] = "choose at least one ticker, or leave the field out for all of the dataset's tickers"
+        tickers = None
+    named = tickers is not None
+    if named:
+        cleaned = bounds.collect(fields, engine.clean_tickers, [t for t in tickers if str(t).strip()])
+        tickers = cleaned if cleaned is not None else []
+    else:
+        tickers = list(dataset.tickers)
+    unknown = [t for t in tickers if t not in dataset.tickers]
+    if unknown:
+        fields["tickers"] = f"{', '.join(unknown)} not in dataset {dataset.name!r}"
+    return tickers, named, unknown
+
+
+def _check_band(fields: dict[str, str], env: Any, traded: list[str]) -> None:
+    """A portfolio task's no-trade band must be below 1/N of the tickers it trades, else a zero
+    action never leaves the initial cash (``fields["env.rebalance_band"]``, unless already said)."""
+    band = env.get("rebalance_band") if isinstance(env, dict) else None
+    if not isinstance(band, int | float) or "env.rebalance_band" in fields or not traded:
+        return
+    if band >= 1.0 / len(traded):
+        fields["env.rebalance_band"] = (
+            f"must be below 1/N = {1.0 / len(traded):.4g} for {len(traded)} tickers, "
+            f"else a zero action never leaves the initial cash (got {band:g})"
+        )
+
+
+def _validated_task(
+    owner, name: str, dataset: Dataset, spec: dict, decided: dict, allowed: list[str], overrides: dict
+) -> Task:
+    """The unsaved task of a spec whose fields each passed: what depends on several fields at once
+    (``engine.validate_task``, errors at their body paths), the other allowed algorithms'
+    complete hyperparameters, and the tickers and notes the data decided."""
+    intraday = dataset.intraday  # the memory estimate counts the session features of intraday bars
+    try:
+        normalized = engine.validate_task(spec, intraday=intraday)  # what depends on several fields at once
+    except AppError as exc:
+        renamed = exc.with_paths(_split_path)
+        if renamed is not exc:
+            raise renamed from exc
+        raise
+    per_algorithm = {
+        name: _other_algorithm_hyperparameters(
+            spec, name, normalized["hyperparameters"], overrides.get(name, {}), intraday=intraday
+        )
+        for name in allowed[1:]
+    }
+    return Task(
+        owner=owner,
+        name=name,
+        dataset=dataset,
+        tickers=decided["tickers"],  # the tickers actually traded
+        data_notes=[*dataset.notes, *decided["notes"]],
+        splits={k: dict(normalized[k]) for k in ("train", "validation", "test")},
+        env=normalized["env"],
+        algorithm=normalized["algorithm"],
+        hyperparameters=normalized["hyperparameters"],
+        algorithms=allowed,
+        algorithm_hyperparameters=per_algorithm,
+        kind=normalized["kind"],
+        selection=normalized["selection"],
+    )
 
 
 def task_prepare(
@@ -88,18 +158,7 @@ def task_prepare(
     if dataset.owner_id != owner.id:
         raise AppError("dataset not found", fields={"dataset": "not found"}, status=404)
     fields: dict[str, str] = {}
-    if tickers is not None and not [t for t in tickers if str(t).strip()]:
-        fields["tickers"] = "choose at least one ticker, or leave the field out for all of the dataset's tickers"
-        tickers = None
-    named = tickers is not None
-    if named:
-        cleaned = bounds.collect(fields, engine.clean_tickers, [t for t in tickers if str(t).strip()])
-        tickers = cleaned if cleaned is not None else []
-    else:
-        tickers = list(dataset.tickers)
-    unknown = [t for t in tickers if t not in dataset.tickers]
-    if unknown:
-        fields["tickers"] = f"{', '.join(unknown)} not in dataset {dataset.name!r}"
+    tickers, named, unknown = _checked_tickers(fields, dataset, tickers)
     if not isinstance(splits, dict):
         raise AppError(
             'splits: an object {"train": [start, end], "validation": [...], "test": [...]} is required',
@@ -150,43 +209,10 @@ def task_prepare(
             benchmark_path=settings.PADDOCK_BENCHMARK_FILE,
             intraday=dataset.intraday,
         )
-    band = env.get("rebalance_band") if isinstance(env, dict) and kind == "portfolio" else None
-    if decided is not None and isinstance(band, int | float) and "env.rebalance_band" not in fields:
-        if decided["tickers"] and band >= 1.0 / len(decided["tickers"]):
-            fields["env.rebalance_band"] = (
-                f"must be below 1/N = {1.0 / len(decided['tickers']):.4g} for {len(decided['tickers'])} tickers, "
-                f"else a zero action never leaves the initial cash (got {band:g})"
-            )
+    if decided is not None and kind == "portfolio":
+        _check_band(fields, env, decided["tickers"])
     bounds.raise_all({_split_path(name): why for name, why in fields.items()})
-    intraday = dataset.intraday  # the memory estimate counts the session features of intraday bars
-    try:
-        normalized = engine.validate_task(spec, intraday=intraday)  # what depends on several fields at once
-    except AppError as exc:
-        renamed = exc.with_paths(_split_path)
-        if renamed is not exc:
-            raise renamed from exc
-        raise
-    per_algorithm = {
-        name: _other_algorithm_hyperparameters(
-            spec, name, normalized["hyperparameters"], overrides.get(name, {}), intraday=intraday
-        )
-        for name in allowed[1:]
-    }
-    return Task(
-        owner=owner,
-        name=name,
-        dataset=dataset,
-        tickers=decided["tickers"],  # the tickers actually traded
-        data_notes=[*dataset.notes, *decided["notes"]],
-        splits={k: dict(normalized[k]) for k in ("train", "validation", "test")},
-        env=normalized["env"],
-        algorithm=normalized["algorithm"],
-        hyperparameters=normalized["hyperparameters"],
-        algorithms=allowed,
-        algorithm_hyperparameters=per_algorithm,
-        kind=normalized["kind"],
-        selection=normalized["selection"],
-    )
+    return _validated_task(owner, name, dataset, spec, decided, allowed, overrides)
 
 
 def _allowed_algorithms(fields: dict[str, str], algorithms: Any, algorithm: str, hyperparameters: Any) -> list[str]:

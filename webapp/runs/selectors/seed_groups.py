@@ -3,7 +3,7 @@ group's mean with its 95 % interval (Student's t over the runs, the runs being t
 independent draws: the spread between seeds is the noise a single run's figure carries).
 
 Figures: the best validation score of each run, and the best test Sharpe ratio of its
-end-of-run backtests where they exist (``webapp.runs.run_table``'s annotation).
+end-of-run backtests where they exist (``webapp.runs.selectors.run_table``'s annotation).
 """
 
 from __future__ import annotations
@@ -14,8 +14,8 @@ from typing import Any
 
 from scipy import stats
 
-from webapp.runs import run_table
 from webapp.runs.models import Run
+from webapp.runs.selectors import run_table
 
 
 def mean_interval(values: list[float], confidence: float = 0.95) -> dict[str, Any]:

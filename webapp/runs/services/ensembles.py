@@ -15,7 +15,7 @@ The run's deliverable is :func:`ensemble_one_se_get_or_create`: the ensemble of 
 leaderboard agent within one standard error of the best (``trainer.tournament.one_se_members``),
 built at the end of the run (``webapp.reports.services.backtests_for_run``), not the argmax.
 
-The Deflated Sharpe Ratio (``webapp.runs.deflated``) counts only trained agents as trials: an
+The Deflated Sharpe Ratio (``webapp.runs.selectors.deflated``) counts only trained agents as trials: an
 ensemble is a function of agents already counted, not a new draw. An ensemble's own DSR is read
 against the same trials (the run's trained agents and the variance of their Sharpe ratios).
 """
@@ -33,29 +33,22 @@ from django.db.models import Max
 
 from webapp import engine
 from webapp.core.errors import AppError
-from webapp.runs import selectors, services
 from webapp.runs.models import Agent, Run
+from webapp.runs.selectors.ensembles import (
+    ENSEMBLE_DEFAULT_K,
+    ENSEMBLE_MAX_K,
+    ENSEMBLE_MIN_K,
+    find_ensemble,
+    one_se_member_ids,
+)
+from webapp.runs.selectors.runs import leaderboard_queryset
 from webapp.runs.services.common import lock_budget_and_run, publish_run
+from webapp.runs.services.storage import local_copy_of_checkpoint
 
 #: Members of the one-click ensemble and of the end-of-run comparison.
-DEFAULT_K = selectors.ENSEMBLE_DEFAULT_K  # one rule with the run page's live button (selectors.ensemble_k)
-MIN_K = selectors.ENSEMBLE_MIN_K
-MAX_K = 16
-
-
-def offered_k(run: Run) -> int | None:
-    """The K the run page's button offers: :data:`DEFAULT_K`, or the leaderboard's size when it
-    holds fewer agents; ``None`` when it holds fewer than 2 (no ensemble can be built)."""
-    return selectors.ensemble_k(run)
-
-
-def find_ensemble(run: Run, member_ids: list[int]) -> Agent | None:
-    """The run's ensemble whose member set equals ``member_ids`` (any order), or ``None``."""
-    wanted = set(member_ids)
-    for agent in Agent.objects.filter(run=run, kind=Agent.Kind.ENSEMBLE).order_by("created_seq"):
-        if set(agent.members) == wanted:
-            return agent
-    return None
+DEFAULT_K = ENSEMBLE_DEFAULT_K  # one rule with the run page's live button (ensemble_k)
+MIN_K = ENSEMBLE_MIN_K
+MAX_K = ENSEMBLE_MAX_K
 
 
 def ensemble_get_or_create(*, run: Run, k: int = DEFAULT_K) -> tuple[Agent, bool]:
@@ -77,7 +70,7 @@ def ensemble_get_or_create(*, run: Run, k: int = DEFAULT_K) -> tuple[Agent, bool
     """
     if isinstance(k, bool) or not isinstance(k, int) or not MIN_K <= k <= MAX_K:
         raise AppError(f"k: an ensemble has {MIN_K} to {MAX_K} agents, got {k!r}", fields={"k": f"{MIN_K} to {MAX_K}"})
-    board = selectors.leaderboard_queryset(run)
+    board = leaderboard_queryset(run)
     size = board.count()
     if size < MIN_K:
         raise AppError(
@@ -90,15 +83,6 @@ def ensemble_get_or_create(*, run: Run, k: int = DEFAULT_K) -> tuple[Agent, bool
             fields={"k": f"at most {size}: the leaderboard holds {size} agents"},
         )
     return _get_or_create(run, list(board[:k]), rule="top_k")
-
-
-def one_se_member_ids(run: Run) -> list[int]:
-    """The leaderboard agents within one standard error of the best, best first
-    (``engine.one_se_member_ids``: ``score >= best - SE_best``); at most :data:`MAX_K`."""
-    rows = selectors.leaderboard_queryset(run).values_list(
-        "id", "score", "created_seq", "score_se", "metrics__sub_windows"
-    )
-    return engine.one_se_member_ids(list(rows))[:MAX_K]
 
 
 def ensemble_one_se_get_or_create(*, run: Run) -> tuple[Agent | None, bool]:
@@ -128,7 +112,7 @@ def _get_or_create(run: Run, members: list[Agent], *, rule: str) -> tuple[Agent,
         return existing, False
     with tempfile.TemporaryDirectory(prefix="paddock-ensemble-") as tmp:
         paths = [
-            services.local_copy_of_checkpoint(a.checkpoint, Path(tmp) / f"member-{a.id}.pt", expected_sha256=a.sha256)
+            local_copy_of_checkpoint(a.checkpoint, Path(tmp) / f"member-{a.id}.pt", expected_sha256=a.sha256)
             for a in members
         ]
         out = Path(tmp) / "ensemble.pt"

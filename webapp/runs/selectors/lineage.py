@@ -183,3 +183,38 @@ def scatter_points(run: Run) -> list[dict[str, Any]]:
         }
         for r in rows
     ]
+
+
+def agent_lineage(agent: Agent, *, max_depth: int = 500) -> list[dict[str, Any]]:
+    """The chain from ``agent`` back to its first ancestor, newest first.
+
+    Each item: ``agent`` (the Agent, pod and generation joined), ``mutations``
+    (``{name: [old, new]}`` applied when it was copied from its parent), ``how``: ``fresh``
+    (no parent), ``copied`` (from another pod's leaderboard agent, possibly mutated) or
+    ``continued`` (its own pod's previous agent, trained further). An ensemble has no lineage:
+    ``[]`` (its members are in ``agent.members``).
+
+    Two queries: the run's ``(id, parent_id)`` edges, then the chain's rows.
+    """
+    if agent.is_ensemble:
+        return []
+    parents = dict(Agent.objects.filter(run_id=agent.run_id).values_list("id", "parent_id"))
+    chain = [agent.id]
+    while len(chain) < max_depth:
+        parent = parents.get(chain[-1])
+        if parent is None or parent in chain:
+            break
+        chain.append(parent)
+    rows = {a.id: a for a in Agent.objects.filter(pk__in=chain).select_related("pod", "generation")}
+    out = []
+    for agent_id in chain:
+        a = rows[agent_id]
+        parent = rows.get(a.parent_id)
+        if a.parent_id is None:
+            how = "fresh"
+        elif parent is not None and parent.pod_id == a.pod_id and not a.generation.mutations:
+            how = "continued"
+        else:
+            how = "copied"
+        out.append({"agent": a, "mutations": a.generation.mutations or {}, "how": how})
+    return out

@@ -121,7 +121,7 @@ def test_an_ensemble_agent_backtests_against_qqq_and_equal_weight(world, user, c
     from tests.webapp.conftest import SPLITS
     from webapp.reports import services as reports
     from webapp.reports import tasks
-    from webapp.runs import ensembles
+    from webapp.runs.services import ensembles
 
     agent, created = ensembles.ensemble_get_or_create(run=world.run, k=2)
     assert created

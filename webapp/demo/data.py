@@ -16,9 +16,7 @@ from django.db import transaction
 
 from webapp import engine
 from webapp.core.errors import AppError
-from webapp.market.models import Dataset
-from webapp.market.services import dataset_create_from_files
-from webapp.runs.demo.profiles import (
+from webapp.demo.profiles import (
     BENCHMARK_TICKER,
     DATA_END,
     DATA_START,
@@ -32,6 +30,8 @@ from webapp.runs.demo.profiles import (
     SPLITS,
     YAHOO_HOST,
 )
+from webapp.market.models import Dataset
+from webapp.market.services import dataset_create_from_files
 
 logger = logging.getLogger(__name__)
 

@@ -1,7 +1,7 @@
 """The demo's definitions: the Dow-30 task (data file, splits, names), the PBT settings and the
 machine profiles (:class:`DemoProfile`) with the task spec and hyperparameters they give.
 
-See :mod:`webapp.runs.demo` for what the demo is.
+See :mod:`webapp.demo` for what the demo is.
 """
 
 from __future__ import annotations
@@ -218,7 +218,7 @@ BENCHMARK_BUDGET = {"num_pods": 3, "generation_steps": 262_144, "generations": 9
 def with_benchmark_budget(profile: DemoProfile) -> DemoProfile:
     """``profile`` with :data:`BENCHMARK_BUDGET` when it is the configuration the benchmark
     studied (the daily portfolio task, PPO); other kinds, algorithms and the intraday demo keep
-    their time-based sizing (:func:`~webapp.runs.demo.sizing.size_run`)."""
+    their time-based sizing (:func:`~webapp.demo.sizing.size_run`)."""
     if profile.kind == "portfolio" and profile.algorithm == "ppo" and not profile.intraday:
         return dataclasses.replace(profile, **BENCHMARK_BUDGET)
     return profile

@@ -18,8 +18,8 @@ def _started_run(user, task, budget, **fields):
 
 
 def test_the_env_step_cap_binds_at_the_pods_current_rate(user, task, make_budget):
-    from webapp.runs.eta import budget_eta
     from webapp.runs.models import Pod
+    from webapp.runs.selectors.eta import budget_eta
 
     budget = make_budget(env_step_cap=100_000, max_wall_clock_s=3600)
     run = _started_run(user, task, budget)
@@ -32,8 +32,8 @@ def test_the_env_step_cap_binds_at_the_pods_current_rate(user, task, make_budget
 
 
 def test_the_wall_clock_binds_when_it_ends_first(user, task, make_budget):
-    from webapp.runs.eta import budget_eta
     from webapp.runs.models import Pod, Run
+    from webapp.runs.selectors.eta import budget_eta
 
     budget = make_budget(env_step_cap=10**9, max_wall_clock_s=600)
     run = _started_run(user, task, budget)
@@ -45,7 +45,7 @@ def test_the_wall_clock_binds_when_it_ends_first(user, task, make_budget):
 
 
 def test_no_rate_and_no_clock_gives_no_eta(user, task, make_budget):
-    from webapp.runs.eta import budget_eta
+    from webapp.runs.selectors.eta import budget_eta
 
     budget = make_budget(env_step_cap=10**6)
     run = _started_run(user, task, budget)

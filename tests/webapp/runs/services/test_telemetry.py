@@ -8,8 +8,10 @@ import io
 
 import pytest
 
-from webapp.runs import services, telemetry
+from webapp.runs import services
 from webapp.runs.models import Agent, Generation, TrainingPoint
+from webapp.runs.selectors import curves
+from webapp.runs.services import telemetry
 
 pytestmark = pytest.mark.django_db
 
@@ -46,9 +48,9 @@ def test_a_running_generation_stores_points_of_its_own_attempt_only_and_announce
     assert telemetry.point_record(**kw, attempt=claim.attempt, point=_point(64, policy_loss=0.5, entropy=1.2))
     assert not telemetry.point_record(**kw, attempt=claim.attempt + 1, point=_point(128, policy_loss=0.4))
     assert type(run).objects.get(pk=run.pk).event_seq == seq_before + 1  # one numbered metrics event
-    curves = telemetry.run_curves(run, ["policy_loss", "entropy", "alpha"])["curves"]
-    assert len(curves) == 1
-    curve = curves[0]
+    found = curves.run_curves(run, ["policy_loss", "entropy", "alpha"])["curves"]
+    assert len(found) == 1
+    curve = found[0]
     assert curve["agent_id"] is None and curve["depth"] == 1 and curve["status"] == "running"
     assert curve["points"]["policy_loss"] == [0.5] and curve["points"]["alpha"] == [None]
 

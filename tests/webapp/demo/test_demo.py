@@ -13,53 +13,77 @@ import pytest
 from django.core.management import call_command
 
 from webapp.core.errors import AppError
-from webapp.runs import demo, services
+from webapp.demo.data import ensure_demo_files, import_demo_dataset, import_intraday_dataset
+from webapp.demo.launch import active_demo_run, ensure_budget, ensure_task, is_demo_run, start_demo_run
+from webapp.demo.profiles import (
+    BENCHMARK_BUDGET,
+    BUDGET_NAME,
+    CI_PROFILE,
+    CPU_PROFILE,
+    DEMO_KIND,
+    DOW30_FILE,
+    GENERATION_EFFICIENCY,
+    GPU_PROFILE,
+    INTRADAY_BUDGET_NAME,
+    INTRADAY_CPU_PROFILE,
+    INTRADAY_DATASET_NAME,
+    INTRADAY_FILE,
+    INTRADAY_REWARD_SCALE,
+    INTRADAY_SPLITS,
+    PORTFOLIO_REWARD_SCALE,
+    RUN_NAME,
+    SPLITS,
+    TASK_NAME,
+    with_benchmark_budget,
+)
+from webapp.demo.sizing import measure_rate, size_run
+from webapp.runs import services
 from webapp.runs.models import ClusterBudget, Generation, Run, Task
 
 pytestmark = pytest.mark.django_db
 
 
 def test_generations_are_sized_from_the_measured_rate_in_whole_rollouts():
-    sizing = demo.size_run(demo.CPU_PROFILE, steps_per_s=4000.0, device="cpu", training_workers=1)
+    sizing = size_run(CPU_PROFILE, steps_per_s=4000.0, device="cpu", training_workers=1)
 
-    batch = demo.CPU_PROFILE.rollout_batch
+    batch = CPU_PROFILE.rollout_batch
     assert sizing.generation_steps % batch == 0
-    expected = 4000.0 * demo.GENERATION_EFFICIENCY * demo.CPU_PROFILE.generation_s
+    expected = 4000.0 * GENERATION_EFFICIENCY * CPU_PROFILE.generation_s
     assert expected - batch < sizing.generation_steps <= expected
     # About training_s of generations one at a time, and at least two per pod.
-    assert sizing.generations >= 2 * demo.CPU_PROFILE.num_pods
-    assert sizing.generations * demo.CPU_PROFILE.generation_s <= demo.CPU_PROFILE.training_s + 30
+    assert sizing.generations >= 2 * CPU_PROFILE.num_pods
+    assert sizing.generations * CPU_PROFILE.generation_s <= CPU_PROFILE.training_s + 30
     assert sizing.env_steps == sizing.generations * sizing.generation_steps
-    assert sizing.max_wall_clock_s == 2 * demo.CPU_PROFILE.training_s + demo.CPU_PROFILE.generation_s
+    assert sizing.max_wall_clock_s == 2 * CPU_PROFILE.training_s + CPU_PROFILE.generation_s
 
 
 def test_the_env_step_cap_ends_the_demo_even_at_half_the_measured_rate():
     # The run shares the cores with the web server and other processes: the backstop must not
     # end it while it trains at half the rate measured on idle workers (a loaded VM saw 79 %).
-    for profile, rate in ((demo.CPU_PROFILE, 90_600.0), (demo.GPU_PROFILE, 200_000.0), (demo.CPU_PROFILE, 4000.0)):
-        sizing = demo.size_run(profile, steps_per_s=rate, device="cpu", training_workers=1)
-        half_speed = 0.5 * rate * demo.GENERATION_EFFICIENCY
+    for profile, rate in ((CPU_PROFILE, 90_600.0), (GPU_PROFILE, 200_000.0), (CPU_PROFILE, 4000.0)):
+        sizing = size_run(profile, steps_per_s=rate, device="cpu", training_workers=1)
+        half_speed = 0.5 * rate * GENERATION_EFFICIENCY
         time_to_cap = sizing.env_steps / (half_speed * sizing.concurrent_pods)
         assert time_to_cap < sizing.max_wall_clock_s, (profile.name, rate, time_to_cap, sizing)
 
 
 def test_more_training_workers_allow_more_generations_in_the_same_time():
-    one = demo.size_run(demo.GPU_PROFILE, steps_per_s=200_000.0, device="cuda", training_workers=1)
-    four = demo.size_run(demo.GPU_PROFILE, steps_per_s=200_000.0, device="cuda", training_workers=8)
+    one = size_run(GPU_PROFILE, steps_per_s=200_000.0, device="cuda", training_workers=1)
+    four = size_run(GPU_PROFILE, steps_per_s=200_000.0, device="cuda", training_workers=8)
 
-    assert four.concurrent_pods == demo.GPU_PROFILE.num_pods
+    assert four.concurrent_pods == GPU_PROFILE.num_pods
     assert four.generation_steps == one.generation_steps
     assert four.generations == pytest.approx(4 * one.generations, abs=4)
 
 
 def test_a_very_slow_machine_still_trains_one_rollout_per_generation():
-    sizing = demo.size_run(demo.CPU_PROFILE, steps_per_s=10.0, device="cpu", training_workers=1)
+    sizing = size_run(CPU_PROFILE, steps_per_s=10.0, device="cpu", training_workers=1)
 
-    assert sizing.generation_steps == demo.CPU_PROFILE.rollout_batch
+    assert sizing.generation_steps == CPU_PROFILE.rollout_batch
 
 
 def test_the_ci_profile_has_fixed_numbers():
-    sizing = demo.size_run(demo.CI_PROFILE, steps_per_s=None, device="cpu", training_workers=1)
+    sizing = size_run(CI_PROFILE, steps_per_s=None, device="cpu", training_workers=1)
 
     assert (sizing.generation_steps, sizing.generations) == (2048, 8)
 
@@ -69,24 +93,24 @@ def test_the_daily_portfolio_ppo_demo_trains_the_benchmarks_budget_on_any_machin
     validation, whatever the measured rate; what no study covered keeps time-based sizing."""
     import dataclasses
 
-    assert demo.BENCHMARK_BUDGET == {"num_pods": 3, "generation_steps": 262_144, "generations": 9}
-    for profile, rate in ((demo.CPU_PROFILE, 4000.0), (demo.CPU_PROFILE, 90_600.0), (demo.GPU_PROFILE, 200_000.0)):
-        sized = demo.with_benchmark_budget(profile)
+    assert BENCHMARK_BUDGET == {"num_pods": 3, "generation_steps": 262_144, "generations": 9}
+    for profile, rate in ((CPU_PROFILE, 4000.0), (CPU_PROFILE, 90_600.0), (GPU_PROFILE, 200_000.0)):
+        sized = with_benchmark_budget(profile)
         assert sized.kind == "portfolio" and sized.algorithm == "ppo" and sized.num_pods == 3
-        sizing = demo.size_run(sized, steps_per_s=rate, device="cpu", training_workers=2)
+        sizing = size_run(sized, steps_per_s=rate, device="cpu", training_workers=2)
         assert (sizing.generation_steps, sizing.generations, sizing.env_steps) == (262_144, 9, 2_359_296)
         assert sizing.generation_steps % sized.rollout_batch == 0
     for other in (
-        dataclasses.replace(demo.CPU_PROFILE, kind="stock_trading"),
-        dataclasses.replace(demo.CPU_PROFILE, algorithm="sac"),
-        demo.INTRADAY_CPU_PROFILE,
+        dataclasses.replace(CPU_PROFILE, kind="stock_trading"),
+        dataclasses.replace(CPU_PROFILE, algorithm="sac"),
+        INTRADAY_CPU_PROFILE,
     ):
-        assert demo.with_benchmark_budget(other) == other
+        assert with_benchmark_budget(other) == other
 
 
 def test_demo_dataset_drops_dow_with_a_note_and_is_imported_once(user, data_dir):
-    dataset, created = demo.import_demo_dataset(user, root=data_dir, allow_download=False)
-    again, created_again = demo.import_demo_dataset(user, root=data_dir, allow_download=False)
+    dataset, created = import_demo_dataset(user, root=data_dir, allow_download=False)
+    again, created_again = import_demo_dataset(user, root=data_dir, allow_download=False)
 
     assert created and not created_again and again.pk == dataset.pk
     assert len(dataset.tickers) == 29 and "DOW" not in dataset.tickers
@@ -97,30 +121,30 @@ def test_demo_dataset_drops_dow_with_a_note_and_is_imported_once(user, data_dir)
 
 def test_missing_demo_data_without_download_says_which_files_to_copy_where(user, tmp_path):
     with pytest.raises(AppError) as caught:
-        demo.import_demo_dataset(user, root=tmp_path, allow_download=False)
+        import_demo_dataset(user, root=tmp_path, allow_download=False)
 
     message = caught.value.message
     assert str(tmp_path) in message
-    assert demo.DOW30_FILE in message and "benchmark_etfs_daily_eodhd.csv.gz" in message
+    assert DOW30_FILE in message and "benchmark_etfs_daily_eodhd.csv.gz" in message
     assert "PADDOCK_DATA_DIR" in message
 
 
 def test_a_second_demo_run_reuses_the_budget_and_raises_its_env_step_cap(user, data_dir, settings):
     settings.PADDOCK_DATA_DIR = data_dir
-    dataset, _ = demo.import_demo_dataset(user, root=data_dir, allow_download=False)
-    sizing = demo.size_run(demo.CI_PROFILE, steps_per_s=None, device="cpu", training_workers=1)
+    dataset, _ = import_demo_dataset(user, root=data_dir, allow_download=False)
+    sizing = size_run(CI_PROFILE, steps_per_s=None, device="cpu", training_workers=1)
 
-    first, budget = demo.start_demo_run(user, dataset, demo.CI_PROFILE, sizing)
-    assert demo.active_demo_run(user) == first
+    first, budget = start_demo_run(user, dataset, CI_PROFILE, sizing)
+    assert active_demo_run(user) == first
     assert budget.env_step_cap == sizing.env_steps
     assert first.status == Run.Status.RUNNING
-    assert Generation.objects.filter(run=first).count() == demo.CI_PROFILE.num_pods
+    assert Generation.objects.filter(run=first).count() == CI_PROFILE.num_pods
 
     # The first run trained some steps and ended; the next one gets its own share of the cap.
     ClusterBudget.objects.filter(pk=budget.pk).update(env_steps_used=4096)
     Run.objects.filter(pk=first.pk).update(status=Run.Status.FINISHED)
-    assert demo.active_demo_run(user) is None
-    second, same_budget = demo.start_demo_run(user, dataset, demo.CI_PROFILE, sizing)
+    assert active_demo_run(user) is None
+    second, same_budget = start_demo_run(user, dataset, CI_PROFILE, sizing)
 
     assert same_budget.pk == budget.pk
     assert ClusterBudget.objects.filter(owner=user).count() == 1
@@ -130,14 +154,14 @@ def test_a_second_demo_run_reuses_the_budget_and_raises_its_env_step_cap(user, d
 
 
 def test_a_benchmark_file_without_qqq_is_refused_and_left_alone(user, data_dir, tmp_path):
-    (tmp_path / demo.DOW30_FILE).symlink_to(data_dir / demo.DOW30_FILE)
+    (tmp_path / DOW30_FILE).symlink_to(data_dir / DOW30_FILE)
     benchmark = tmp_path / "benchmark_etfs_daily_eodhd.csv.gz"
     frame = pd.read_csv(data_dir / "benchmark_etfs_daily_eodhd.csv.gz")
     frame[frame["tic"] == "SPY"].to_csv(benchmark, index=False)  # real prices, but no QQQ
     before = benchmark.read_bytes()
 
     with pytest.raises(AppError) as caught:
-        demo.import_demo_dataset(user, root=tmp_path, allow_download=True)
+        import_demo_dataset(user, root=tmp_path, allow_download=True)
 
     assert "does not hold QQQ" in caught.value.message
     assert benchmark.read_bytes() == before
@@ -145,54 +169,52 @@ def test_a_benchmark_file_without_qqq_is_refused_and_left_alone(user, data_dir, 
 
 def test_the_cpu_and_gpu_demos_train_ppos_default_network_and_epochs(user, data_dir, settings):
     settings.PADDOCK_DATA_DIR = data_dir
-    dataset, _ = demo.import_demo_dataset(user, root=data_dir, allow_download=False)
-    for profile in (demo.CPU_PROFILE, demo.GPU_PROFILE):
-        task = demo.ensure_task(user, dataset, profile)
+    dataset, _ = import_demo_dataset(user, root=data_dir, allow_download=False)
+    for profile in (CPU_PROFILE, GPU_PROFILE):
+        task = ensure_task(user, dataset, profile)
         assert task.hyperparameters["hidden_sizes"] == [64, 64]
         assert task.hyperparameters["update_epochs"] == 2
-    assert demo.GPU_PROFILE.hyperparameters["num_envs"] > demo.CPU_PROFILE.hyperparameters["num_envs"]
+    assert GPU_PROFILE.hyperparameters["num_envs"] > CPU_PROFILE.hyperparameters["num_envs"]
 
 
 def test_a_demo_task_made_with_other_network_sizes_is_not_reused(user, data_dir, settings):
     settings.PADDOCK_DATA_DIR = data_dir
-    dataset, _ = demo.import_demo_dataset(user, root=data_dir, allow_download=False)
-    current = demo.ensure_task(user, dataset, demo.CPU_PROFILE)
-    assert demo.ensure_task(user, dataset, demo.CPU_PROFILE).pk == current.pk, "same settings: reused"
+    dataset, _ = import_demo_dataset(user, root=data_dir, allow_download=False)
+    current = ensure_task(user, dataset, CPU_PROFILE)
+    assert ensure_task(user, dataset, CPU_PROFILE).pk == current.pk, "same settings: reused"
     Task.objects.filter(pk=current.pk).update(
         hyperparameters={**current.hyperparameters, "hidden_sizes": [128, 128], "update_epochs": 10}
     )
 
-    fresh = demo.ensure_task(user, dataset, demo.CPU_PROFILE)
+    fresh = ensure_task(user, dataset, CPU_PROFILE)
 
     assert fresh.pk != current.pk and fresh.hyperparameters["hidden_sizes"] == [64, 64]
 
 
 def test_a_benchmark_file_elsewhere_is_found_through_its_setting(user, data_dir, tmp_path, settings):
-    (tmp_path / demo.DOW30_FILE).symlink_to(data_dir / demo.DOW30_FILE)
+    (tmp_path / DOW30_FILE).symlink_to(data_dir / DOW30_FILE)
     elsewhere = tmp_path / "benchmarks" / "qqq.csv.gz"
     elsewhere.parent.mkdir()
     elsewhere.symlink_to(data_dir / "benchmark_etfs_daily_eodhd.csv.gz")
     settings.PADDOCK_DATA_DIR = tmp_path / "data"
     settings.PADDOCK_BENCHMARK_FILE = elsewhere
 
-    files = demo.ensure_demo_files(tmp_path, allow_download=False)
+    files = ensure_demo_files(tmp_path, allow_download=False)
 
     assert files.benchmark == str(elsewhere)
 
 
 def _users_own_run(user, dataset, *, name, task_name="My PPO", start=False):
     """A run the user made by hand on the demo budget (not one the demo started)."""
-    budget, _ = demo.ensure_budget(
-        user, demo.size_run(demo.CI_PROFILE, steps_per_s=None, device="cpu", training_workers=1)
-    )
+    budget, _ = ensure_budget(user, size_run(CI_PROFILE, steps_per_s=None, device="cpu", training_workers=1))
     task = services.task_create(
         owner=user,
         dataset=dataset,
         name=task_name,
-        tickers=list(demo.CI_PROFILE.tickers),
-        splits=demo.SPLITS,
+        tickers=list(CI_PROFILE.tickers),
+        splits=SPLITS,
         algorithm="ppo",
-        hyperparameters=dict(demo.CI_PROFILE.hyperparameters),
+        hyperparameters=dict(CI_PROFILE.hyperparameters),
     )
     run = services.run_create(owner=user, task=task, budget=budget, name=name, num_pods=1, generation_steps=2048)
     return services.run_start(run=run) if start else run
@@ -200,30 +222,28 @@ def _users_own_run(user, dataset, *, name, task_name="My PPO", start=False):
 
 def test_the_users_own_runs_on_the_demo_budget_are_not_taken_for_the_demo_run(user, data_dir, settings):
     settings.PADDOCK_DATA_DIR = data_dir
-    dataset, _ = demo.import_demo_dataset(user, root=data_dir, allow_download=False)
+    dataset, _ = import_demo_dataset(user, root=data_dir, allow_download=False)
     _users_own_run(user, dataset, name="mine, never started")
     _users_own_run(user, dataset, name="mine, training", start=True)
-    _users_own_run(user, dataset, name="on a task named like the demo's", task_name=demo.TASK_NAME, start=True)
-    assert demo.active_demo_run(user) is None
+    _users_own_run(user, dataset, name="on a task named like the demo's", task_name=TASK_NAME, start=True)
+    assert active_demo_run(user) is None
 
     # A demo run created but never started (its start failed) is not "going" either.
-    sizing = demo.size_run(demo.CI_PROFILE, steps_per_s=None, device="cpu", training_workers=1)
-    task = demo.ensure_task(user, dataset, demo.CI_PROFILE)
-    budget = ClusterBudget.objects.get(owner=user, name=demo.BUDGET_NAME)
-    services.run_create(
-        owner=user, task=task, budget=budget, name=f"{demo.RUN_NAME} #9", num_pods=1, generation_steps=2048
-    )
-    assert demo.active_demo_run(user) is None
+    sizing = size_run(CI_PROFILE, steps_per_s=None, device="cpu", training_workers=1)
+    task = ensure_task(user, dataset, CI_PROFILE)
+    budget = ClusterBudget.objects.get(owner=user, name=BUDGET_NAME)
+    services.run_create(owner=user, task=task, budget=budget, name=f"{RUN_NAME} #9", num_pods=1, generation_steps=2048)
+    assert active_demo_run(user) is None
 
-    run, _ = demo.start_demo_run(user, dataset, demo.CI_PROFILE, sizing)
-    assert demo.is_demo_run(run) and demo.active_demo_run(user) == run
+    run, _ = start_demo_run(user, dataset, CI_PROFILE, sizing)
+    assert is_demo_run(run) and active_demo_run(user) == run
 
 
 def _fake_measurement(monkeypatch):
     """demo_setup without the 4 s PPO measurement or Celery workers to ask."""
-    from webapp.core.management.commands import demo_setup
+    from webapp.demo.management.commands import demo_setup
 
-    monkeypatch.setattr(demo, "measure_rate", lambda *a, **k: {"steps_per_s": 4000.0, "device": "cpu"})
+    monkeypatch.setattr(demo_setup, "measure_rate", lambda *a, **k: {"steps_per_s": 4000.0, "device": "cpu"})
     monkeypatch.setattr(demo_setup, "_training_workers", lambda: (1, "cpu"))
 
 
@@ -233,13 +253,13 @@ def test_demo_setup_starts_a_demo_run_beside_the_users_own_run_on_the_demo_budge
     settings.PADDOCK_DATA_DIR = data_dir
     monkeypatch.setenv("PADDOCK_BASE_URL", "http://127.0.0.1:8631/")
     _fake_measurement(monkeypatch)
-    dataset, _ = demo.import_demo_dataset(user, root=data_dir, allow_download=False)
+    dataset, _ = import_demo_dataset(user, root=data_dir, allow_download=False)
     mine = _users_own_run(user, dataset, name="mine, never started")
 
     out = io.StringIO()
     call_command("demo_setup", username=user.username, no_download=True, stdout=out)
 
-    started = demo.active_demo_run(user)
+    started = active_demo_run(user)
     assert started is not None and started.pk != mine.pk
     # the benchmark's budget: 3 pods, generations of 262,144 env steps, 9 of them
     assert (started.num_pods, started.generation_steps) == (3, 262_144)
@@ -283,20 +303,21 @@ def test_the_demo_trains_the_portfolio_task_the_benchmark_chose_and_stock_tradin
     import dataclasses
 
     settings.PADDOCK_DATA_DIR = data_dir
-    dataset, _ = demo.import_demo_dataset(user, root=data_dir, allow_download=False)
-    task = demo.ensure_task(user, dataset, demo.CI_PROFILE)
-    assert task.kind == demo.DEMO_KIND == "portfolio"
-    assert task.hyperparameters["reward_scale"] == demo.PORTFOLIO_REWARD_SCALE
+    dataset, _ = import_demo_dataset(user, root=data_dir, allow_download=False)
+    task = ensure_task(user, dataset, CI_PROFILE)
+    assert task.kind == DEMO_KIND == "portfolio"
+    assert task.hyperparameters["reward_scale"] == PORTFOLIO_REWARD_SCALE
     assert task.env["observation"] == "scale_free" and task.selection["rule"] == "mean_minus_std"
-    # the no-trade band chosen on validation (docs/results/learning-quality.md)
-    assert task.env["rebalance_band"] == 0.01
-    assert demo.ensure_task(user, dataset, demo.CI_PROFILE) == task  # reused, not duplicated
+    assert (
+        task.env["rebalance_band"] == 0.01
+    )  # the no-trade band chosen on validation (docs/results/learning-quality.md)
+    assert ensure_task(user, dataset, CI_PROFILE) == task  # reused, not duplicated
     # a demo task from before the band trades every difference: not reused
     Task.objects.filter(pk=task.pk).update(env={**task.env, "rebalance_band": 0.0})
-    fresh = demo.ensure_task(user, dataset, demo.CI_PROFILE)
+    fresh = ensure_task(user, dataset, CI_PROFILE)
     assert fresh.pk != task.pk and fresh.env["rebalance_band"] == 0.01
     task = fresh
-    stock = demo.ensure_task(user, dataset, dataclasses.replace(demo.CI_PROFILE, kind="stock_trading"))
+    stock = ensure_task(user, dataset, dataclasses.replace(CI_PROFILE, kind="stock_trading"))
     assert stock.kind == "stock_trading" and stock != task
 
 
@@ -306,24 +327,24 @@ def test_the_demo_measures_sizes_and_starts_the_chosen_algorithm(user, data_dir,
     from webapp import engine
 
     settings.PADDOCK_DATA_DIR = data_dir
-    dataset, _ = demo.import_demo_dataset(user, root=data_dir, allow_download=False)
-    profile = dataclasses.replace(demo.CI_PROFILE, algorithm="td3", generation_steps=None, generations=None)
+    dataset, _ = import_demo_dataset(user, root=data_dir, allow_download=False)
+    profile = dataclasses.replace(CI_PROFILE, algorithm="td3", generation_steps=None, generations=None)
     measured = []
     real = engine.measure_training_throughput
     monkeypatch.setattr(
         engine, "measure_training_throughput", lambda spec, **k: measured.append(spec) or real(spec, **k)
     )
-    rate = demo.measure_rate(profile, dataset, device="cpu", seconds=0.5)
+    rate = measure_rate(profile, dataset, device="cpu", seconds=0.5)
     assert [spec["algorithm"] for spec in measured] == ["td3"]
     assert "rollout_steps" not in measured[0]["hyperparameters"]  # a PPO setting TD3 has not
     assert rate["steps_per_s"] > 0
-    sizing = demo.size_run(profile, steps_per_s=rate["steps_per_s"], device="cpu", training_workers=1)
+    sizing = size_run(profile, steps_per_s=rate["steps_per_s"], device="cpu", training_workers=1)
     assert profile.rollout_batch == 32  # one vector step of 32 envs, not a 32 x 16 rollout
     assert sizing.generation_steps > 0 and sizing.generation_steps % 32 == 0
-    run, _ = demo.start_demo_run(user, dataset, profile, sizing)
+    run, _ = start_demo_run(user, dataset, profile, sizing)
     assert run.task.algorithm == "td3" and run.name == "Dow 30 TD3 demo #1" and run.task.name == "Dow 30 TD3 demo"
     assert set(run.mutation["bounds"]) == {"actor_learning_rate", "critic_learning_rate"}
-    assert demo.is_demo_run(run) and demo.active_demo_run(user) == run
+    assert is_demo_run(run) and active_demo_run(user) == run
 
 
 def test_demo_setup_trains_the_algorithm_asked_for(user, data_dir, settings, monkeypatch):
@@ -332,7 +353,7 @@ def test_demo_setup_trains_the_algorithm_asked_for(user, data_dir, settings, mon
     out = io.StringIO()
     call_command("demo_setup", username=user.username, no_download=True, algorithm="a2c", stdout=out)
     assert "measuring A2C training speed" in out.getvalue() and "pods, A2C, train" in out.getvalue()
-    run = demo.active_demo_run(user)
+    run = active_demo_run(user)
     assert run.task.algorithm == "a2c" and set(run.mutation["bounds"]) == {"learning_rate", "ent_coef"}
 
 
@@ -340,21 +361,21 @@ def test_demo_setup_intraday_trains_on_5_minute_bars_beside_the_daily_demo(user,
     settings.PADDOCK_DATA_DIR = data_dir
     _fake_measurement(monkeypatch)
     call_command("demo_setup", username=user.username, no_download=True, stdout=io.StringIO())
-    daily = demo.active_demo_run(user)
+    daily = active_demo_run(user)
     out = io.StringIO()
     call_command("demo_setup", username=user.username, intraday=True, stdout=out)
     text = out.getvalue()
     assert "5-minute bars in the same file" in text and "QQQ's 5-minute bars" in text
     assert "train 2024-03-11..2025-06-30, validation 2025-07-01..2025-12-31, test 2026-01-02..2026-08-21" in text
-    run = demo.active_demo_run(user, intraday=True)
-    assert run is not None and run != daily and demo.is_demo_run(run)
-    assert run.name == "5-min AAPL MSFT NVDA PPO demo #1" and run.budget.name == demo.INTRADAY_BUDGET_NAME
+    run = active_demo_run(user, intraday=True)
+    assert run is not None and run != daily and is_demo_run(run)
+    assert run.name == "5-min AAPL MSFT NVDA PPO demo #1" and run.budget.name == INTRADAY_BUDGET_NAME
     task = run.task
-    assert task.tickers == ["AAPL", "MSFT", "NVDA"] and task.dataset.name == demo.INTRADAY_DATASET_NAME
-    assert {k: [v["start"], v["end"]] for k, v in task.splits.items()} == demo.INTRADAY_SPLITS
-    assert task.hyperparameters["reward_scale"] == demo.INTRADAY_REWARD_SCALE
+    assert task.tickers == ["AAPL", "MSFT", "NVDA"] and task.dataset.name == INTRADAY_DATASET_NAME
+    assert {k: [v["start"], v["end"]] for k, v in task.splits.items()} == INTRADAY_SPLITS
+    assert task.hyperparameters["reward_scale"] == INTRADAY_REWARD_SCALE
     assert any("5m bars" in n for n in task.data_notes)
-    assert demo.active_demo_run(user) == daily  # the daily demo run is left alone
+    assert active_demo_run(user) == daily  # the daily demo run is left alone
     # again: the intraday run is still going, so its page is printed again
     again = io.StringIO()
     call_command("demo_setup", username=user.username, intraday=True, stdout=again)
@@ -365,5 +386,5 @@ def test_demo_setup_intraday_trains_on_5_minute_bars_beside_the_daily_demo(user,
 def test_the_intraday_demo_names_its_file_when_it_is_missing(user, tmp_path, settings):
     settings.PADDOCK_DATA_DIR = tmp_path
     with pytest.raises(AppError) as err:
-        demo.import_intraday_dataset(user, root=tmp_path)
-    assert demo.INTRADAY_FILE in err.value.message and str(tmp_path) in err.value.message
+        import_intraday_dataset(user, root=tmp_path)
+    assert INTRADAY_FILE in err.value.message and str(tmp_path) in err.value.message

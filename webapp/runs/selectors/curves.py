@@ -1,10 +1,6 @@
-"""Training telemetry: the per-generation training curves the trainer records.
-
-Writes (``point_record`` while a generation trains, ``points_store`` when it ends) and reads
-(``run_curves``, ``agent_curves``, ``curves_csv``) of :class:`~webapp.runs.models.TrainingPoint`
-rows. The trainer records at most ``TELEMETRY_MAX_POINTS`` points per generation
-(``trainer.pod.GenerationResult.telemetry``); each point is stored as it is recorded and sent
-as a numbered ``metrics`` event (``events.METRICS``), so the run page's curves grow live.
+"""Training curves (reads): the per-generation training telemetry the trainer records, as the
+run page's and the agent page's charts and the CSV download read it
+(:class:`~webapp.runs.models.TrainingPoint` rows, written by :mod:`webapp.runs.services.telemetry`).
 
 The x axis of every curve is ``total_env_steps``: the env steps of the agent's whole line
 (its ancestors' and its own), so a child's curve continues where its parent's ended.
@@ -14,15 +10,12 @@ from __future__ import annotations
 
 import csv
 import io
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable
 from typing import Any
 
-from django.db import transaction
 from django.db.models import F
 
 from webapp.core.errors import AppError
-from webapp.core.formatting import finite_or_none
-from webapp.runs import events
 from webapp.runs.models import Agent, Generation, Run, TrainingPoint
 
 #: Every curve, name -> label (what the page's metric menu and the CSV header say). The names
@@ -68,9 +61,6 @@ ALGORITHM_METRICS: dict[str, tuple[str, ...]] = {
     "td3": ("episode_return_mean", "critic_loss", "actor_loss", "learning_rate", "steps_per_s"),
     "ddpg": ("episode_return_mean", "critic_loss", "actor_loss", "learning_rate", "steps_per_s"),
 }
-#: Most points a generation may store (the trainer's ``TELEMETRY_MAX_POINTS``, plus slack for
-#: a point recorded twice by a redelivered attempt, which is not read).
-MAX_POINTS_PER_GENERATION = 50
 
 
 def parse_names(raw: str | None, *, algorithm: str | None = None) -> list[str]:
@@ -91,60 +81,7 @@ def parse_names(raw: str | None, *, algorithm: str | None = None) -> list[str]:
     return list(dict.fromkeys(names))
 
 
-def _row(point: Mapping[str, Any]) -> dict[str, Any]:
-    row = {name: finite_or_none(point.get(name)) for name in METRICS}
-    row["total_env_steps"] = int(point.get("total_env_steps") or 0)
-    row["env_steps"] = int(point.get("generation_env_steps", point.get("env_steps")) or 0)
-    row["elapsed_s"] = finite_or_none(point.get("elapsed_s")) or 0.0
-    return row
-
-
-# --- writes --------------------------------------------------------------------------------
-
-
-def point_record(*, run_id: int, generation_id: int, attempt: int, pod_index: int, point: Mapping[str, Any]) -> bool:
-    """Store one point of a running generation and send it as a ``metrics`` event.
-
-    Only the attempt that holds the generation stores (a late or reaped attempt's point is
-    dropped), and at most :data:`MAX_POINTS_PER_GENERATION` per attempt.
-
-    Returns:
-        Whether the point was stored.
-    """
-    with transaction.atomic():
-        gen = (
-            Generation.objects.filter(pk=generation_id, attempt=attempt, status=Generation.Status.RUNNING)
-            .select_related("parent")
-            .first()
-        )
-        if gen is None:
-            return False
-        if TrainingPoint.objects.filter(generation=gen, attempt=attempt).count() >= MAX_POINTS_PER_GENERATION:
-            return False
-        row = _row(point)
-        TrainingPoint.objects.create(run_id=run_id, generation=gen, attempt=attempt, **row)
-        events.publish(
-            run_id,
-            events.METRICS,
-            {"pod": pod_index, "curve": _curve_head(gen, None, pod_index), "point": row},
-        )
-    return True
-
-
-def points_store(*, run_id: int, generation_id: int, attempt: int, points: Iterable[Mapping[str, Any]]) -> None:
-    """Replace an attempt's stored points by the full curve the trainer returned (inside the
-    transaction that stores the generation's result; a point missed live is filled in)."""
-    rows = [_row(p) for p in list(points)[:MAX_POINTS_PER_GENERATION]]
-    TrainingPoint.objects.filter(generation_id=generation_id, attempt=attempt).delete()
-    TrainingPoint.objects.bulk_create(
-        [TrainingPoint(run_id=run_id, generation_id=generation_id, attempt=attempt, **row) for row in rows]
-    )
-
-
-# --- reads ---------------------------------------------------------------------------------
-
-
-def _curve_head(gen: Generation, agent: Agent | None, pod_index: int) -> dict[str, Any]:
+def curve_head(gen: Generation, agent: Agent | None, pod_index: int) -> dict[str, Any]:
     """Who a curve belongs to: generation, pod, agent (None while training), parent, lineage
     (the fresh agent the line starts at; None for a fresh agent still training) and depth."""
     parent = gen.parent
@@ -184,7 +121,7 @@ def _curves(generations: Iterable[Generation], names: list[str]) -> list[dict[st
         if gen.pk not in by_gen:
             continue
         agent = getattr(gen, "agent", None) if _has_agent(gen) else None
-        out.append({**_curve_head(gen, agent, gen.pod.index), "points": by_gen[gen.pk]})
+        out.append({**curve_head(gen, agent, gen.pod.index), "points": by_gen[gen.pk]})
     return out
 
 

@@ -1,7 +1,7 @@
 """``manage.py demo_setup``: import the demo data, size and start the demo run, print its page.
 
 ``./paddock demo`` runs it once the stack is healthy (it needs the Celery workers: it asks
-them which device they train on). See :mod:`webapp.runs.demo` for what it creates and why it
+them which device they train on). See :mod:`webapp.demo` for what it creates and why it
 can be run again safely.
 """
 
@@ -17,7 +17,21 @@ from django.urls import reverse
 
 from webapp import engine
 from webapp.core.errors import AppError
-from webapp.runs import demo
+from webapp.demo.data import import_demo_dataset, import_intraday_dataset
+from webapp.demo.launch import active_demo_run, start_demo_run
+from webapp.demo.profiles import (
+    BENCHMARK_TICKER,
+    CPU_PROFILE,
+    DEMO_ALGORITHM,
+    DEMO_KIND,
+    DEMO_USERNAME,
+    GENERATION_EFFICIENCY,
+    GPU_PROFILE,
+    INTRADAY_CPU_PROFILE,
+    INTRADAY_GPU_PROFILE,
+    with_benchmark_budget,
+)
+from webapp.demo.sizing import measure_rate, size_run
 
 DEFAULT_BASE_URL = "http://127.0.0.1:8000/"
 
@@ -34,7 +48,7 @@ def _training_workers() -> tuple[int, str]:
 
 
 def _demo_password() -> str | None:
-    from webapp.core.management.commands.demo_account import _demo_password as password
+    from webapp.demo.management.commands.demo_account import _demo_password as password
 
     try:
         return password()
@@ -46,7 +60,7 @@ class Command(BaseCommand):
     help = "Import the Dow-30 demo data, create the demo budget and start (or reuse) the demo run."
 
     def add_arguments(self, parser) -> None:
-        parser.add_argument("--username", default=demo.DEMO_USERNAME, help="owner of the demo (default: demo)")
+        parser.add_argument("--username", default=DEMO_USERNAME, help="owner of the demo (default: demo)")
         parser.add_argument(
             "--device",
             choices=("auto", "cpu", "cuda"),
@@ -60,13 +74,13 @@ class Command(BaseCommand):
         parser.add_argument(
             "--kind",
             choices=("portfolio", "stock_trading"),
-            default=demo.DEMO_KIND,
+            default=DEMO_KIND,
             help="task kind (default portfolio: target weights over the 29 stocks and cash, starting at equal weight)",
         )
         parser.add_argument(
             "--algorithm",
             choices=engine.algorithms(),
-            default=demo.DEMO_ALGORITHM,
+            default=DEMO_ALGORITHM,
             help="algorithm to train (default ppo); its training speed sizes the run",
         )
         parser.add_argument(
@@ -101,7 +115,7 @@ class Command(BaseCommand):
                 f"  (that assumes the site at {DEFAULT_BASE_URL}, `./paddock demo`'s default; on another "
                 "address pass --base-url or set PADDOCK_BASE_URL, e.g. http://127.0.0.1:8080/)"
             )
-        password = _demo_password() if user.username == demo.DEMO_USERNAME else None
+        password = _demo_password() if user.username == DEMO_USERNAME else None
         if password:
             self.say(f"login: username {user.username}  password {password}")
         else:
@@ -111,12 +125,12 @@ class Command(BaseCommand):
         started = time.monotonic()
         intraday = options["intraday"]
         if intraday:
-            dataset, created = demo.import_intraday_dataset(user, say=self.say)
+            dataset, created = import_intraday_dataset(user, say=self.say)
         else:
-            dataset, created = demo.import_demo_dataset(user, say=self.say, allow_download=not options["no_download"])
+            dataset, created = import_demo_dataset(user, say=self.say, allow_download=not options["no_download"])
         self.say(
             f"dataset {dataset.name!r} {'created' if created else 'already there'}: {len(dataset.tickers)} tickers, "
-            f"{dataset.start_date} to {dataset.end_date}, benchmark {demo.BENCHMARK_TICKER}"
+            f"{dataset.start_date} to {dataset.end_date}, benchmark {BENCHMARK_TICKER}"
             + (" (its 5-minute bars in the same file)" if intraday else "")
         )
         for note in dataset.notes:
@@ -124,41 +138,41 @@ class Command(BaseCommand):
                 self.say(f"  note: {note}")
 
         if not options["new_run"]:
-            active = demo.active_demo_run(user, intraday=intraday)
+            active = active_demo_run(user, intraday=intraday)
             if active is not None:
                 return active, True
 
         workers, worker_device = _training_workers()
         device = worker_device if options["device"] == "auto" else options["device"]
         if intraday:
-            profile = demo.INTRADAY_GPU_PROFILE if device == "cuda" else demo.INTRADAY_CPU_PROFILE
+            profile = INTRADAY_GPU_PROFILE if device == "cuda" else INTRADAY_CPU_PROFILE
         else:
-            profile = demo.GPU_PROFILE if device == "cuda" else demo.CPU_PROFILE
-        profile = demo.with_benchmark_budget(
+            profile = GPU_PROFILE if device == "cuda" else CPU_PROFILE
+        profile = with_benchmark_budget(
             dataclasses.replace(profile, kind=options["kind"], algorithm=options["algorithm"])
         )
         self.say(
             f"measuring {profile.algorithm.upper()} training speed on {device} for {options['measure_seconds']:g} s "
             f"({profile.hyperparameters['num_envs']} envs, {len(dataset.tickers)} tickers)"
         )
-        rate = demo.measure_rate(profile, dataset, device=device, seconds=options["measure_seconds"])
-        sizing = demo.size_run(
+        rate = measure_rate(profile, dataset, device=device, seconds=options["measure_seconds"])
+        sizing = size_run(
             profile, steps_per_s=rate["steps_per_s"], device=rate["device"], training_workers=max(workers, 1)
         )
         self.say(
             f"{rate['steps_per_s']:,.0f} env steps/s on {rate['device']}; {max(workers, 1)} training worker(s): "
             f"generations of {sizing.generation_steps:,} env steps "
-            f"(~{sizing.generation_steps / max(rate['steps_per_s'] * demo.GENERATION_EFFICIENCY, 1e-9):.0f} s), "
+            f"(~{sizing.generation_steps / max(rate['steps_per_s'] * GENERATION_EFFICIENCY, 1e-9):.0f} s), "
             f"{sizing.generations} generations ({sizing.env_steps:,} env steps) within {sizing.max_wall_clock_s} s"
         )
         if options["new_run"]:
-            active = demo.active_demo_run(user, intraday=intraday)
+            active = active_demo_run(user, intraday=intraday)
             if active is not None:
                 from webapp.runs import services
 
                 services.run_stop(run=active)
                 self.say(f"stopped the previous demo run #{active.pk}")
-        run, budget = demo.start_demo_run(user, dataset, profile, sizing)
+        run, budget = start_demo_run(user, dataset, profile, sizing)
         splits = profile.splits
         self.say(
             f"run #{run.pk} started: {run.num_pods} pods, {profile.algorithm.upper()}, train {splits['train'][0]}..{splits['train'][1]}, "

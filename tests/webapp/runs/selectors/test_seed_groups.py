@@ -14,7 +14,7 @@ pytestmark = pytest.mark.django_db
 
 
 def test_the_interval_is_students_t_over_the_runs():
-    from webapp.runs.seed_groups import mean_interval
+    from webapp.runs.selectors.seed_groups import mean_interval
 
     found = mean_interval([1.0, 2.0, 3.0])
     half = 4.302652729911275 / math.sqrt(3)  # t(0.975, 2) x s / sqrt(n), s = 1

@@ -9,9 +9,7 @@ from django.db import transaction
 from django.utils import timezone
 
 from webapp import engine
-from webapp.market.models import Dataset
-from webapp.runs import services
-from webapp.runs.demo.profiles import (
+from webapp.demo.profiles import (
     BUDGET_NAME,
     DAILY_PREFIX,
     DEMO_RUN_NAME,
@@ -25,7 +23,9 @@ from webapp.runs.demo.profiles import (
     demo_mutation,
     task_name,
 )
-from webapp.runs.demo.sizing import Sizing
+from webapp.demo.sizing import Sizing
+from webapp.market.models import Dataset
+from webapp.runs import services
 from webapp.runs.models import ClusterBudget, Run, Task
 
 

@@ -8,8 +8,8 @@ import math
 import pytest
 
 from trainer.selection import deflated_sharpe_ratio
-from webapp.runs import deflated
 from webapp.runs.models import Agent
+from webapp.runs.selectors import deflated
 
 pytestmark = pytest.mark.django_db
 
@@ -104,7 +104,8 @@ call_command("migrate", verbosity=0)
 from django.contrib.auth import get_user_model
 from django.db import connection
 from tests.webapp.conftest import create_dataset, create_task
-from webapp.runs import deflated, services
+from webapp.runs import services
+from webapp.runs.selectors import deflated
 from webapp.runs.models import Agent, Generation, Pod
 assert connection.vendor == "sqlite", connection.vendor
 owner = get_user_model().objects.create_user("ada", password="unused-password-1")

@@ -6,8 +6,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from webapp.runs import selectors
 from webapp.runs.models import Agent, Run
+from webapp.runs.selectors.payloads import score_note
 
 MAX_RUNS = 8
 
@@ -16,7 +16,7 @@ def score_curves(runs: list[Run]) -> list[dict[str, Any]]:
     """Per run: the best validation score so far after each trained agent (ensembles are not
     counted), against the env steps the run had trained by then (``{"run_id", "name",
     "env_steps": [...], "best": [...], "score_note"}``; ``score_note`` is
-    ``selectors.score_note``: why the run's scores are noise, or "")."""
+    ``score_note``: why the run's scores are noise, or "")."""
     out = []
     for run in runs:
         steps, best, xs, ys = 0, None, [], []
@@ -32,9 +32,7 @@ def score_curves(runs: list[Run]) -> list[dict[str, Any]]:
             if best is not None:
                 xs.append(steps)
                 ys.append(best)
-        out.append(
-            {"run_id": run.pk, "name": run.name, "env_steps": xs, "best": ys, "score_note": selectors.score_note(run)}
-        )
+        out.append({"run_id": run.pk, "name": run.name, "env_steps": xs, "best": ys, "score_note": score_note(run)})
     return out
 
 

@@ -7,8 +7,9 @@ from __future__ import annotations
 import pytest
 from bs4 import BeautifulSoup
 
-from webapp.runs import baselines, selectors
 from webapp.runs.models import Agent
+from webapp.runs.selectors import baselines
+from webapp.runs.selectors.payloads import leaderboard, run_snapshot
 
 pytestmark = pytest.mark.django_db
 
@@ -52,7 +53,7 @@ def test_the_verdict_counts_agents_that_beat_or_trail_each_one_over_n():
 
 def test_the_run_page_and_the_snapshot_show_the_same_verdict(client, user, world):
     client.force_login(user)
-    board = [baselines.agent_baselines(a) for a in selectors.leaderboard(world.run)]
+    board = [baselines.agent_baselines(a) for a in leaderboard(world.run)]
     judged = [b for b in board if b["noise"] is not None and b["untrained"] is not None and not b["note"]]
     above = sum(1 for b in judged if b["score"] - b["untrained"] > b["noise"])
     assert len(judged) == 3  # the real trained generation's metrics carry sub-windows and an untrained score
@@ -61,13 +62,13 @@ def test_the_run_page_and_the_snapshot_show_the_same_verdict(client, user, world
     verdict = page.select_one("#leaderboard-verdict")
     assert (verdict["data-judged"], verdict["data-above-noise"]) == (str(len(judged)), str(above))
     assert not verdict.has_attr("hidden")
-    snapshot = selectors.run_snapshot(world.run)
+    snapshot = run_snapshot(world.run)
     assert snapshot["verdict"]["text"] == verdict.get_text(strip=True)
     assert (snapshot["verdict"]["judged"], snapshot["verdict"]["above_noise"]) == (len(judged), above)
 
     # an agent far above its untrained policy is counted at once
-    best = selectors.leaderboard(world.run)[0]
+    best = leaderboard(world.run)[0]
     untrained = Agent.objects.get(pk=best.pk).metrics["untrained"]["score"]
     Agent.objects.filter(pk=best.pk).update(score=untrained + 100.0)
-    after = selectors.run_snapshot(world.run)["verdict"]
+    after = run_snapshot(world.run)["verdict"]
     assert after["above_noise"] == above + (0 if board[0]["score"] - board[0]["untrained"] > board[0]["noise"] else 1)

@@ -5,8 +5,9 @@ from __future__ import annotations
 import pytest
 from django.core.files.storage import default_storage
 
-from webapp.runs import selectors, services
+from webapp.runs import services
 from webapp.runs.models import Agent, Run
+from webapp.runs.selectors.runs import run_list
 
 pytestmark = [pytest.mark.django_db, pytest.mark.both_databases]
 
@@ -50,7 +51,7 @@ def test_the_tag_filter_matches_whole_tags_on_every_database(user, world):
     wrong = []
     for tags, asked, found in TAG_CASES:
         Run.objects.filter(pk=world.run.pk).update(tags=tags)
-        listed = selectors.run_list(user=user, tag=asked).filter(pk=world.run.pk).exists()
+        listed = run_list(user=user, tag=asked).filter(pk=world.run.pk).exists()
         if listed is not found:
             wrong.append((tags, asked, listed))
     assert wrong == []

@@ -17,8 +17,8 @@ from rest_framework.test import APIClient
 
 from tests.conftest import BENCHMARK_FILE
 from tests.webapp.conftest import make_world
-from webapp.runs import selectors
 from webapp.runs.models import Agent
+from webapp.runs.selectors.payloads import run_snapshot
 
 pytestmark = pytest.mark.django_db
 
@@ -92,7 +92,7 @@ def test_the_leaderboard_shows_sharpe_next_to_sharpe_and_the_excess_over_1n_and_
 
 def test_the_live_payload_carries_the_same_cells_as_the_first_paint(page_client, world):
     html = page_client.get(f"/runs/{world.run.pk}/").content
-    snapshot = selectors.run_snapshot(world.run)
+    snapshot = run_snapshot(world.run)
     assert snapshot["leaderboard"], "no leaderboard rows"
     for item in snapshot["leaderboard"]:
         row = _row(html, item["id"])
@@ -113,7 +113,7 @@ def test_the_live_renderer_fills_the_same_columns_the_template_has():
 
 
 def test_an_untrained_policy_without_a_stored_sharpe_ratio_is_left_out_of_the_sharpe_cell(page_client, world):
-    from webapp.runs import baselines
+    from webapp.runs.selectors import baselines
 
     agent = Agent.objects.get(pk=world.agents[1].pk)
     agent.metrics = {**agent.metrics, "untrained": {"score": -0.28}}  # older agents stored only the score

@@ -11,8 +11,8 @@ from django.conf import settings
 
 from webapp import engine
 from webapp.core.errors import AppError
+from webapp.demo.profiles import GENERATION_EFFICIENCY, WALL_CLOCK_MARGIN, DemoProfile, _task_spec
 from webapp.market.models import Dataset
-from webapp.runs.demo.profiles import GENERATION_EFFICIENCY, WALL_CLOCK_MARGIN, DemoProfile, _task_spec
 
 
 @dataclass(frozen=True)
