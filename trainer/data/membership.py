@@ -294,7 +294,8 @@ def membership_mask(
         day ``t``; ``notes`` one line each (the file in use, tickers never members in range).
 
     Raises:
-        DataError: as :func:`rows_in_range`.
+        DataError: as :func:`rows_in_range`; or no ticker is a member on any day of the panel
+            (every env would hold only cash, and score as if that were a strategy).
     """
     days = np.asarray(dates).astype("datetime64[D]")
     rows, ignored = rows_in_range(membership, tickers, days[0], days[-1], chosen=chosen, field=field)
@@ -302,6 +303,12 @@ def membership_mask(
     for r, i in rows:
         hi = np.datetime64(r.end, "D") if r.end is not None else days[-1]
         mask[:, i] |= (days >= np.datetime64(r.start, "D")) & (days <= hi)
+    if not mask.any():
+        raise DataError(
+            f"{field}: none of the {len(tickers)} tickers ({listed(tickers)}) is a member on any day from "
+            f"{days[0]} to {days[-1]}, so an agent could only hold cash; choose tickers the file lists",
+            field=field,
+        )
     per_day = mask.sum(axis=1)
     notes = [
         f"point-in-time universe from {membership.name or 'the membership file'}: "

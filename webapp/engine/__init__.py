@@ -55,6 +55,7 @@ from webapp.engine.generations import (  # noqa: E402
 from webapp.engine.market import (  # noqa: E402
     MarketFiles,
     MembershipFile,
+    check_members_chosen,
     check_membership,
     download_daily_bars,
     inspect_market_files,
@@ -117,6 +118,7 @@ __all__ = [
     "bound_text",
     "build_ensemble",
     "check_generation_steps",
+    "check_members_chosen",
     "check_membership",
     "check_mutation",
     "check_run_device",

@@ -176,6 +176,31 @@ def check_membership(path: str | Path, *, name: str, tickers: Sequence[str], sta
     return MembershipFile(rows=len(membership.rows), tickers=list(membership.tickers))
 
 
+def check_members_chosen(path: str | Path, *, name: str, tickers: Sequence[str], start: Any, end: Any) -> None:
+    """A task on a dataset with a membership file must trade some ticker that is a member
+    between ``start`` and ``end`` (its train start and test end): with none, every env would
+    hold only cash, and that would be scored as a strategy.
+
+    Raises:
+        AppError: 400 naming ``tickers``; or, for a file the trainer now refuses, naming
+            ``membership`` as :func:`check_membership`.
+    """
+    from trainer.data.files import listed
+    from trainer.data.membership import read_membership, rows_in_range
+
+    try:
+        membership = read_membership(path, limits=input_limits(), field="membership", name=name)
+        rows, _ = rows_in_range(membership, list(tickers), start, end, chosen=list(tickers), field="membership")
+    except TrainerError as exc:
+        raise AppError.from_trainer(exc).with_names({str(path): name, Path(path).name: name}) from exc
+    if not rows:
+        why = (
+            f"none of {listed(list(tickers))} is a member of the index in {name} between {start} and {end}, "
+            "so an agent could only hold cash"
+        )
+        raise AppError(f"tickers: {why}", fields={"tickers": why})
+
+
 _market_cache: OrderedDict[str, Any] = OrderedDict()
 _market_lock = threading.Lock()
 _MARKET_CACHE_SIZE = 4

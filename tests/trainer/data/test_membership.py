@@ -35,6 +35,15 @@ def test_a_ticker_of_the_data_without_a_row_is_never_a_member_and_said_so():
     assert any("never a member in the range, so never traded: KO" in n for n in notes)
 
 
+def test_tickers_that_are_never_members_are_refused_instead_of_holding_cash_all_along():
+    """Trading only non-members would hold cash every day and report that as a strategy."""
+    membership = parse_membership("ticker,from,to\nAAPL,2019-01-01,\n", name="m.csv")
+    with pytest.raises(DataError) as info:
+        membership_mask(membership, DAYS, ("JPM", "KO"), chosen=("JPM", "KO"))
+    assert info.value.details["field"] == "data.membership"
+    assert "none of the 2 tickers (JPM, KO) is a member on any day" in info.value.message
+
+
 @pytest.mark.parametrize(
     ("row", "expected"),
     [

@@ -92,3 +92,25 @@ def test_an_accepted_membership_file_reaches_every_task_of_the_dataset(api_clien
     client.force_login(user)
     page = client.get(f"/datasets/{dataset.pk}/").content.decode()
     assert 'id="membership"' in page and "Point-in-time universe" in page
+
+
+def test_a_task_trading_only_tickers_that_are_never_members_is_a_400_naming_tickers(api_client, user, prices):
+    """Such a task would hold cash every day and be scored as if that were a strategy."""
+    from webapp.core.errors import AppError
+    from webapp.runs import services
+
+    never_jpm = "ticker,from,to\nAAPL,2000-01-01,\nMSFT,2000-01-01,\n"
+    response = api_client.post("/api/datasets/", _body(prices, never_jpm), format="multipart")
+    assert response.status_code == 201, response.json()
+    dataset = Dataset.objects.get(pk=response.json()["id"])
+    with pytest.raises(AppError) as info:
+        services.task_create(
+            owner=user, dataset=dataset, name="cash", tickers=["JPM"], splits=SPLITS, kind="portfolio",
+            hyperparameters=TINY_PPO,
+        )  # fmt: skip
+    assert list(info.value.fields) == ["tickers"]
+    assert "none of JPM is a member" in info.value.fields["tickers"] and "members.csv" in info.value.fields["tickers"]
+    services.task_create(
+        owner=user, dataset=dataset, name="fine", tickers=["AAPL"], splits=SPLITS, kind="portfolio",
+        hyperparameters=TINY_PPO,
+    )  # fmt: skip

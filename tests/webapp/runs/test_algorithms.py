@@ -100,3 +100,27 @@ def test_each_algorithms_default_mutation_is_usable(algo):
 def test_the_form_page_carries_each_algorithms_default_mutation(ada, world):
     page = ada.get("/runs/new/").content.decode()
     assert 'id="mutation-defaults"' in page and "actor_learning_rate" in page
+
+
+def test_a_direct_subset_is_checked_against_the_tickers_the_task_trades_not_the_datasets_list(api_client, user):
+    """DOW lists on 2019-03-20, after the train start: the task trades 2 of the dataset's 3
+    tickers, so a subset of 3 is refused when the task is made, not at the first generation."""
+    from tests.conftest import DOW30_FILE
+    from webapp.market import services as market_services
+
+    dataset = market_services.dataset_create_from_files(
+        owner=user, name="with dow", paths=[DOW30_FILE], tickers=["AAPL", "MSFT", "DOW"]
+    )
+    body = {
+        "name": "direct on the traded tickers",
+        "dataset": dataset.id,
+        "splits": SPLITS,
+        "kind": "portfolio",
+        "algorithm": "direct",
+        "hyperparameters": {"num_envs": 8, "rollout_steps": 5, "hidden_sizes": [8], "subset_size": 3},
+    }
+    response = api_client.post("/api/tasks/", body, format="json")
+    assert response.status_code == 400, response.json()
+    assert "universe has 2" in response.json()["fields"]["hyperparameters.subset_size"]
+    body["hyperparameters"]["subset_size"] = 2
+    assert api_client.post("/api/tasks/", body, format="json").status_code == 201

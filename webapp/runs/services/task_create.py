@@ -77,7 +77,10 @@ def _validated_task(
     complete hyperparameters, and the tickers and notes the data decided."""
     intraday = dataset.intraday  # the memory estimate counts the session features of intraday bars
     try:
-        normalized = engine.validate_task(spec, intraday=intraday)  # what depends on several fields at once
+        # what depends on several fields at once, on the tickers the data lets the task trade (a
+        # direct learner's subset_size is checked against those, not against the dataset's list)
+        traded = {**spec, "data": {**spec["data"], "tickers": list(decided["tickers"])}}
+        normalized = engine.validate_task(traded, intraday=intraday)
     except AppError as exc:
         renamed = exc.with_paths(_split_path)
         if renamed is not exc:
@@ -211,6 +214,16 @@ def task_prepare(
         )
     if decided is not None and kind == "portfolio":
         _check_band(fields, env, decided["tickers"])
+    if decided is not None and dataset.membership and decided["tickers"]:
+        bounds.collect(
+            fields,
+            engine.check_members_chosen,
+            dataset.data_options()["membership"],
+            name=dataset.membership_name or "the membership file",
+            tickers=decided["tickers"],
+            start=base["train"]["start"],
+            end=base["test"]["end"],
+        )
     bounds.raise_all({_split_path(name): why for name, why in fields.items()})
     return _validated_task(owner, name, dataset, spec, decided, allowed, overrides)
 
