@@ -9,7 +9,7 @@ from typing import Any
 
 from trainer.errors import TrainerError
 from trainer.util.jsonable import to_jsonable
-from webapp.core.errors import AppError
+from webapp.core.errors import AppError, without_field_name
 from webapp.engine.backtests import BENCHMARK_TICKER, _benchmark_close, benchmark_path_for
 from webapp.engine.market import _market_data_of
 
@@ -35,7 +35,7 @@ def check_study_plan(plan: dict[str, Any]) -> dict[str, Any]:
         start, end, first, years, val, gap, train_days, max_folds = check_plan(**{**PLAN_DEFAULTS, **plan})
     except TrainerError as exc:
         field = str(exc.details.get("field") or "plan")
-        raise AppError(exc.message, fields={field: exc.message}) from None
+        raise AppError(exc.message, fields={field: without_field_name(field, exc.message)}) from None
     return {
         "start": start,
         "end": end,
@@ -72,7 +72,7 @@ def plan_study_folds(
         folds = plan_folds(market.dates, **plan)
     except TrainerError as exc:
         field = str(exc.details.get("field") or "data")
-        raise AppError(exc.message, fields={field: exc.message}) from None
+        raise AppError(exc.message, fields={field: without_field_name(field, exc.message)}) from None
     return [fold.to_dict() for fold in folds]
 
 

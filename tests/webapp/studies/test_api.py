@@ -51,6 +51,7 @@ def test_bad_input_is_a_400_naming_the_field(api_client, study_body, change, fie
     assert response.status_code == 400, response.json()
     body = response.json()
     assert field in body["fields"], body
+    assert not body["fields"][field].startswith(f"{field}:"), "the field's message does not say its name again"
     assert not Study.objects.exists() and not Run.objects.exists()  # nothing half-made
 
 
