@@ -85,4 +85,5 @@ def test_an_upload_without_a_close_column_is_a_400_naming_close(api_client):
     upload = SimpleUploadedFile("p.csv", ("date,tic,open,high,low,adj_close,volume\n" + rows).encode())
     response = api_client.post("/api/datasets/", {"name": "no close", "file": upload}, format="multipart")
     assert response.status_code == 400
-    assert "close" in response.json()["fields"]
+    # reported on the field the user filled, the missing column named in words
+    assert "missing column(s) close" in response.json()["fields"]["file"]
