@@ -87,7 +87,7 @@ def test_the_leaderboard_shows_sharpe_next_to_sharpe_and_the_excess_over_1n_and_
     assert _cell(row, "vs_qqq") == f"{qqq['excess_return'] * 100:+.2f} % · Sharpe {qqq['sharpe_difference']:+.2f}"
     # the untrained policy's score stands next to the score, both by the same rule
     assert _cell(row, "untrained").startswith(f"untrained {m['untrained']['score']:.2f}")
-    assert _cell(row, "score") == f"{agent.score:.3f}"
+    assert _cell(row, "score").startswith(f"{agent.score:.3f} ± ")  # the score with its standard error
 
 
 def test_the_live_payload_carries_the_same_cells_as_the_first_paint(page_client, world):
