@@ -6,13 +6,18 @@ from __future__ import annotations
 
 import pytest
 
-from tests.webapp.conftest import make_world, submit_agent
+from tests.webapp.conftest import make_world, submit_agent, trained_checkpoint  # noqa: F401, F811  (a fixture)
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow, pytest.mark.django_db(transaction=True)]
 
 
 def test_a_live_row_shows_score_plus_minus_se_and_the_one_se_badge(
-    page, live_url, e2e_user, login, monkeypatch, trained_checkpoint
+    page,
+    live_url,
+    e2e_user,
+    login,
+    monkeypatch,
+    trained_checkpoint,  # noqa: F811
 ):
     from webapp.runs.services import budgets
 
