@@ -65,6 +65,9 @@ MAX_TURNOVER = 0.03
 WORST_FOLD = -0.10
 FALLBACK = "direct-conservative"
 DIRECT_STEPS = 2_000_000
+#: The direct learner's penalties when the rule was applied (its defaults then, the ``direct``
+#: candidate); ``direct-conservative`` doubles them, which are ``DirectConfig``'s defaults now.
+DIRECT_FORMER = {"turnover_penalty": 0.01, "tracking_penalty": 10.0}
 
 
 def candidates() -> dict[str, dict[str, Any]]:
@@ -72,7 +75,11 @@ def candidates() -> dict[str, dict[str, Any]]:
 
     ``env_steps`` is the training budget of one candidate in one fold (the direct learner's is
     the CLI's default budget, 2M env steps = 94 gradient steps of 1,024 windows of 21 days).
-    ``ppo-cross-sectional`` is not here: the cross-sectional policy is not yet PPO's actor."""
+    ``ppo-cross-sectional`` is not here: the cross-sectional policy is not yet PPO's actor.
+
+    ``direct-conservative``, the configuration the rule chose, became ``DirectConfig``'s own
+    defaults; ``direct`` names the learner's former defaults explicitly (:data:`DIRECT_FORMER`),
+    so that both candidates train what they trained when the rule was applied."""
     out: dict[str, dict[str, Any]] = {
         "ppo-flat": {
             "algorithm": "ppo",
@@ -82,15 +89,17 @@ def candidates() -> dict[str, dict[str, Any]]:
         },
     }
     if "direct" in ALGORITHMS:
-        config_cls = ALGORITHMS["direct"][1]
-        defaults = config_cls().to_dict() if hasattr(config_cls(), "to_dict") else vars(config_cls())
-        doubled = {k: 2.0 * defaults[k] for k in ("turnover_penalty", "tracking_penalty") if k in defaults}
         band = {"rebalance_band": RECOMMENDED_REBALANCE_BAND}
-        out["direct"] = {"algorithm": "direct", "env": band, "hyperparameters": {}, "env_steps": DIRECT_STEPS}
+        out["direct"] = {
+            "algorithm": "direct",
+            "env": band,
+            "hyperparameters": dict(DIRECT_FORMER),
+            "env_steps": DIRECT_STEPS,
+        }
         out["direct-conservative"] = {
             "algorithm": "direct",
             "env": band,
-            "hyperparameters": doubled,
+            "hyperparameters": {k: 2.0 * v for k, v in DIRECT_FORMER.items()},
             "env_steps": DIRECT_STEPS,
         }
     return out

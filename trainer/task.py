@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from trainer.agents import ALGORITHMS, OFF_POLICY
+from trainer.algorithms import DEFAULT_ALGORITHMS, default_algorithm
 from trainer.data.sessions import panel_feature_names
 from trainer.data.spec import DataSpec
 from trainer.envs.kinds import DEFAULT_KIND, check_kind, env_config_from_dict, observation_dim
@@ -136,7 +137,8 @@ class TaskSpec:
         env: rules of the env: an :class:`EnvConfig` (``kind="stock_trading"``) or a
             :class:`~trainer.envs.portfolio.PortfolioConfig` (``kind="portfolio"``).
         algorithm: a key of :data:`trainer.agents.ALGORITHMS` (``"ppo"``, ``"a2c"``, ``"sac"``,
-            ``"td3"``, ``"ddpg"``).
+            ``"td3"``, ``"ddpg"``, ``"direct"``); :meth:`from_dict` fills in the kind's default
+            (:func:`trainer.algorithms.default_algorithm`) when a task names none.
         hyperparameters: the algorithm config's full dict (every field, defaults filled in),
             including ``num_envs`` and ``hidden_sizes``.
         kind: ``"stock_trading"`` or ``"portfolio"`` (:mod:`trainer.envs.kinds`).
@@ -148,7 +150,7 @@ class TaskSpec:
     validation: tuple[str, str]
     test: tuple[str, str]
     env: EnvConfig = field(default_factory=EnvConfig)
-    algorithm: str = "ppo"
+    algorithm: str = DEFAULT_ALGORITHMS[DEFAULT_KIND]
     hyperparameters: dict[str, Any] = field(default_factory=dict)
     kind: str = DEFAULT_KIND
     selection: SelectionRule = field(default_factory=SelectionRule)
@@ -160,7 +162,9 @@ class TaskSpec:
         Args:
             data: keys ``data`` (DataSpec dict, required), ``train``, ``validation``, ``test``
                 (each ``{start, end}`` or ``[start, end]``, required), ``env`` (EnvConfig dict,
-                default ``{}``), ``algorithm`` (default ``"ppo"``), ``hyperparameters``
+                default ``{}``), ``algorithm`` (missing or ``null``: the kind's default,
+                :func:`trainer.algorithms.default_algorithm`: ``"direct"`` for a portfolio
+                task, ``"ppo"`` for stock trading), ``hyperparameters``
                 (default ``{}``), ``kind`` (default ``"stock_trading"``; ``env`` is read with the
                 kind's config class), ``selection`` (a :class:`SelectionRule` dict, default
                 mean - 1 x std of 4 sub-window Sharpe ratios).
@@ -219,7 +223,9 @@ class TaskSpec:
             raise reprefix(exc, "env") from None
         except TypeError as exc:  # e.g. a non-string key
             raise ConfigError(f"env: {exc}", field="env") from None
-        algorithm = data.get("algorithm", "ppo")
+        algorithm = data.get("algorithm")
+        if algorithm is None:  # the product default of the kind (docs/default-selection.md)
+            algorithm = default_algorithm(kind)
         if not isinstance(algorithm, str) or algorithm.strip().lower() not in ALGORITHMS:
             raise ConfigError(
                 f"algorithm: {algorithm!r} is not one of {', '.join(sorted(ALGORITHMS))}", field="algorithm"

@@ -109,6 +109,13 @@ class DirectConfig(AgentConfig):
         turnover_penalty: weight (>= 0) of the mean daily turnover (fraction of value traded),
             beyond the costs the returns already pay.
         max_grad_norm: global L2 gradient-norm clip (> 0).
+
+    The defaults are the product default of portfolio tasks, ``direct-conservative`` of
+    docs/default-selection.md (chosen there on validation by a rule fixed before any test span
+    was read): ``tracking_penalty`` 20 and ``turnover_penalty`` 0.02, twice the values the
+    learner had before (10 and 0.01, the ``direct`` candidate of
+    ``benchmarks/default_selection.py``), trained 2M env steps with the env's
+    ``RECOMMENDED_REBALANCE_BAND``.
     """
 
     algorithm: ClassVar[str] = "direct"
@@ -122,8 +129,8 @@ class DirectConfig(AgentConfig):
     learning_rate: float = 3e-3
     weight_decay: float = 1e-2
     variance_penalty: float = 1.0
-    tracking_penalty: float = 10.0
-    turnover_penalty: float = 0.01
+    tracking_penalty: float = 20.0  # docs/default-selection.md (was 10.0)
+    turnover_penalty: float = 0.02  # docs/default-selection.md (was 0.01)
     max_grad_norm: float = 1.0
 
     FIXED: ClassVar[tuple[str, ...]] = ("hidden_sizes", "cash")

@@ -11,6 +11,7 @@ from typing import Any
 
 import yaml
 
+from trainer.algorithms import default_algorithm
 from trainer.envs.portfolio_config import RECOMMENDED_REBALANCE_BAND
 from trainer.errors import ConfigError, DataError, error_summary
 from trainer.limits import DEFAULT_LIMITS, InputLimits
@@ -51,12 +52,17 @@ def data_paths(paths: Sequence[str], data_dir: str | None) -> list[str]:
 def task_from_args(args: argparse.Namespace) -> dict[str, Any]:
     """The task dict of a ``train`` command: the file (or demo task) with the flags applied.
 
+    Without a task file it is the demo task of ``--env``'s kind (stock trading by default) with
+    that kind's default algorithm (``direct`` for ``--env portfolio``, ``ppo`` otherwise;
+    :func:`trainer.algorithms.default_algorithm`) unless ``--algo`` names one; a task file that
+    names no algorithm gets its kind's default from ``TaskSpec.from_dict``.
+
     Raises:
         ConfigError: an unreadable task file; ``--tickers`` naming no ticker (``''``, ``','``).
     """
     from trainer.demo import demo_task_dict
 
-    task = read_task_file(args.task) if args.task else demo_task_dict()
+    task = read_task_file(args.task) if args.task else demo_task_dict(args.env or "stock_trading")
     if not isinstance(task.get("data"), dict):
         task["data"] = {} if task.get("data") is None else task["data"]
     if args.data:
@@ -98,7 +104,7 @@ def task_from_args(args: argparse.Namespace) -> dict[str, Any]:
             env[name] = getattr(args, name)
     task["env"] = env
     if args.algo:
-        if args.algo != task.get("algorithm", "ppo"):
+        if args.algo != (task.get("algorithm") or default_algorithm(task.get("kind") or "stock_trading")):
             task["hyperparameters"] = {}
         task["algorithm"] = args.algo
     hp = dict(task.get("hyperparameters") or {})

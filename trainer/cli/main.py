@@ -28,7 +28,7 @@ from typing import Any, NoReturn
 import yaml
 
 from trainer.cli.commands import EXIT_TRAINING_FAILED, EXIT_USAGE, cmd_evaluate, cmd_export, cmd_serve, cmd_train
-from trainer.cli.walk_forward import cmd_walk_forward
+from trainer.cli.walk_forward import WALK_FORWARD_DIRECT_ENV_STEPS, WALK_FORWARD_ENV_STEPS, cmd_walk_forward
 from trainer.errors import Diverged, TrainerError
 from trainer.limits import DEFAULT_LIMITS
 from trainer.version import __version__
@@ -36,8 +36,6 @@ from trainer.version import __version__
 __all__ = ["DEFAULT_ENV_STEPS", "SHARED_DATA_DIR", "build_parser", "default_data_dir", "main"]
 
 DEFAULT_ENV_STEPS = 2_000_000
-#: Env steps of each candidate in each fold of ``walk-forward`` when ``--env-steps`` is not given.
-WALK_FORWARD_ENV_STEPS = 500_000
 #: The shared data folder beside a checkout (``<repo>/../shared/data``), used when neither
 #: ``--data-dir`` nor ``PADDOCK_DATA_DIR`` is given and it exists.
 SHARED_DATA_DIR = Path(__file__).resolve().parents[1].parent / "shared" / "data"
@@ -177,7 +175,11 @@ def add_task_flags(parser: argparse.ArgumentParser) -> None:
         "--tickers", metavar="A,B,...", help="comma-separated tickers to trade (default: all; an empty list is refused)"
     )
     parser.add_argument(
-        "--algo", choices=None, metavar="NAME", help="algorithm: ppo, a2c, sac, td3, ddpg or direct (portfolio tasks)"
+        "--algo",
+        choices=None,
+        metavar="NAME",
+        help="algorithm: ppo, a2c, sac, td3, ddpg or direct (portfolio tasks); default: the task file's, else "
+        "the default of --env: direct for portfolio (docs/default-selection.md), ppo for stock_trading",
     )
     parser.add_argument(
         "--env",
@@ -268,7 +270,8 @@ def _add_train_command(sub: Any) -> None:
             "Train an agent for ENV_STEPS env steps on the task's train split, score it on the "
             "validation split, write checkpoints and an agent bundle. Flags override the task file; "
             "without a file the Dow-30 demo task is used (train 2010-2019, validation 2020, test "
-            "2021-01-01..2022-11-15, PPO)."
+            "2021-01-01..2022-11-15) of --env's kind, with PPO for stock trading and the direct learner "
+            "for --env portfolio unless --algo names another."
         ),
     )
     add_task_flags(train)
@@ -355,8 +358,9 @@ def _add_walk_forward_command(sub: Any) -> None:
     wf.add_argument(
         "--env-steps",
         type=_positive_int,
-        default=WALK_FORWARD_ENV_STEPS,
-        help=f"env steps of each candidate in each fold (default {WALK_FORWARD_ENV_STEPS:,})",
+        default=None,
+        help=f"env steps of each candidate in each fold (default {WALK_FORWARD_ENV_STEPS:,}; "
+        f"{WALK_FORWARD_DIRECT_ENV_STEPS:,} for direct)",
     )
     _add_limit_flags(wf)
     wf.set_defaults(train=None, validation=None, test=None)

@@ -16,12 +16,19 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from trainer.algorithms import default_algorithm
 from trainer.cli.baselines import load_benchmark
 from trainer.cli.inputs import load_market, task_from_args
 from trainer.cli.output import data_summary
 from trainer.errors import ConfigError
 
-__all__ = ["FLAGS", "cmd_walk_forward", "format_study"]
+__all__ = ["FLAGS", "WALK_FORWARD_DIRECT_ENV_STEPS", "WALK_FORWARD_ENV_STEPS", "cmd_walk_forward", "format_study"]
+
+#: Env steps of each candidate in each fold when ``--env-steps`` is not given.
+WALK_FORWARD_ENV_STEPS = 500_000
+#: The same for the ``direct`` learner: the budget of the portfolio default chosen on validation
+#: (docs/default-selection.md), ``train``'s default too.
+WALK_FORWARD_DIRECT_ENV_STEPS = 2_000_000
 
 #: Field names of the study's errors -> the flag that sets them.
 FLAGS = {
@@ -117,7 +124,9 @@ def cmd_walk_forward(args: argparse.Namespace) -> int:
     }
     try:  # what needs no data first: a typo is answered before the data loads
         check_plan(**plan)
-        algorithm = task.get("algorithm", "ppo")
+        algorithm = task.get("algorithm") or default_algorithm(task.get("kind") or "stock_trading")
+        if args.env_steps is None:
+            args.env_steps = WALK_FORWARD_DIRECT_ENV_STEPS if algorithm == "direct" else WALK_FORWARD_ENV_STEPS
         check_env_steps(
             algorithm, validate_hyperparameters(algorithm, task["hyperparameters"]), args.env_steps, field="env_steps"
         )

@@ -36,7 +36,26 @@ SPLITS = {name: [_DEMO_TASK[name]["start"], _DEMO_TASK[name]["end"]] for name in
 DEMO_USERNAME = "demo"
 DATASET_NAME = "Dow 30 daily 2010-2022"
 BUDGET_NAME = "Demo budget"
-DEMO_ALGORITHM = "ppo"
+#: The demo's task kind, chosen on validation scores only: in ``benchmarks/learning_quality.py``
+#: (docs/results/learning-quality.md) the portfolio arms had the better validation score averaged over
+#: the three windows (run 1: tournament 0.18, single pod 0.17, stock-trading single pod 0.09;
+#: run 3, with the band: single pod 0.26, tournament 0.21, stock-trading single pod -0.08).
+#: ``demo_setup --kind stock_trading`` runs the stock-trading task instead.
+DEMO_KIND = "portfolio"
+#: The intraday demo's algorithm: the default-selection rule (docs/default-selection.md) was
+#: applied to daily bars only, so the 5-minute demo keeps the PPO it was sized with.
+INTRADAY_ALGORITHM = "ppo"
+
+
+def demo_algorithm(kind: str = DEMO_KIND, *, intraday: bool = False) -> str:
+    """The algorithm ``demo_setup`` trains unless ``--algorithm`` names one: the default of a new
+    task of ``kind`` (``engine.default_algorithm``: ``"direct"`` for the daily portfolio demo,
+    docs/default-selection.md; ``"ppo"`` for stock trading), :data:`INTRADAY_ALGORITHM` intraday."""
+    return INTRADAY_ALGORITHM if intraday else engine.default_algorithm(kind)
+
+
+#: ``demo_algorithm()``: the daily demo's algorithm, ``"direct"``.
+DEMO_ALGORITHM = demo_algorithm()
 
 
 #: Task-name prefixes of the two demos: daily Dow 30, and ``demo_setup --intraday``.
@@ -45,7 +64,7 @@ INTRADAY_PREFIX = "5-min AAPL MSFT NVDA"
 
 
 def task_name(algorithm: str = DEMO_ALGORITHM, prefix: str = DAILY_PREFIX) -> str:
-    """The demo task's name for ``algorithm`` (``"Dow 30 PPO demo"``, ``"5-min AAPL MSFT NVDA PPO demo"``)."""
+    """The demo task's name for ``algorithm`` (``"Dow 30 DIRECT demo"``, ``"5-min AAPL MSFT NVDA PPO demo"``)."""
     return f"{prefix} {algorithm.upper()} demo"
 
 
@@ -80,14 +99,16 @@ class DemoProfile:
     Attributes:
         name: ``"cpu"``, ``"gpu"`` or ``"ci"``.
         num_pods: the training pool (generations wanted at once).
-        hyperparameters: PPO settings (env count, rollout length); the rest keep the defaults.
+        hyperparameters: the settings of ``algorithm`` sized for the machine (PPO: env count,
+            rollout length); the rest keep the defaults.
         training_s: seconds of training the whole run should take (budget wall clock).
         generation_s: seconds one generation should take; sets ``generation_steps``.
         tickers: tickers to trade (``None``: every ticker of the dataset).
         generation_steps: fixed env steps per generation (``None``: from the measured rate).
         generations: fixed number of generations of the run (``None``: from ``training_s``).
         kind: the task kind, ``"portfolio"`` (:data:`DEMO_KIND`) or ``"stock_trading"``.
-        algorithm: the trainer's algorithm (``demo_setup --algorithm``); the hyperparameters it
+        algorithm: the trainer's algorithm, PPO for the profiles below (``demo_setup`` sets the
+            one it trains: ``--algorithm``, else :func:`demo_algorithm`); the hyperparameters it
             does not have (an off-policy algorithm's ``rollout_steps``) are left out for it.
         intraday: the 5-minute demo (``demo_setup --intraday``): its data, splits, names and
             budget (:data:`INTRADAY_SPLITS`, :data:`INTRADAY_BUDGET_NAME`).
@@ -104,7 +125,7 @@ class DemoProfile:
     generation_steps: int | None = None
     generations: int | None = None
     kind: str = "portfolio"
-    algorithm: str = DEMO_ALGORITHM
+    algorithm: str = "ppo"
     intraday: bool = False
     reward_scale: float | None = None
 
@@ -128,12 +149,6 @@ class DemoProfile:
         return engine.min_env_steps(self.algorithm, _hyperparameters(self))
 
 
-#: The demo's task kind, chosen on validation scores only: in ``benchmarks/learning_quality.py``
-#: (docs/results/learning-quality.md) the portfolio arms had the better validation score averaged over
-#: the three windows (run 1: tournament 0.18, single pod 0.17, stock-trading single pod 0.09;
-#: run 3, with the band: single pod 0.26, tournament 0.21, stock-trading single pod -0.08).
-#: ``demo_setup --kind stock_trading`` runs the stock-trading task instead.
-DEMO_KIND = "portfolio"
 #: PPO's reward scale for the portfolio env's daily log returns (~0.01), as in the benchmark.
 PORTFOLIO_REWARD_SCALE = 100.0
 
@@ -215,12 +230,27 @@ INTRADAY_GPU_PROFILE = DemoProfile(
 BENCHMARK_BUDGET = {"num_pods": 3, "generation_steps": 262_144, "generations": 9}
 
 
+#: The daily portfolio demo with the direct learner: the configuration docs/default-selection.md
+#: chose on validation (``direct`` with its defaults, the recommended band, 2M env steps:
+#: ``services.default_generation_steps``, 94 gradient steps of 1,024 windows x 21 days) as every
+#: fresh agent's generation, 3 pods x 2 generations each (each pod's second generation continues
+#: from the leaderboard), 12,128,256 env steps per run. One such training took 21.5-24.6 s of one
+#: CPU core on this task (``trainer/agents/direct.py``); the run's wall clock is not yet measured.
+DIRECT_BUDGET = {"num_pods": 3, "generation_steps": 94 * 1024 * 21, "generations": 6}
+
+
 def with_benchmark_budget(profile: DemoProfile) -> DemoProfile:
-    """``profile`` with :data:`BENCHMARK_BUDGET` when it is the configuration the benchmark
-    studied (the daily portfolio task, PPO); other kinds, algorithms and the intraday demo keep
-    their time-based sizing (:func:`~webapp.demo.sizing.size_run`)."""
-    if profile.kind == "portfolio" and profile.algorithm == "ppo" and not profile.intraday:
+    """``profile`` with the budget a benchmark chose on validation for its configuration, on any
+    machine: the daily portfolio task with PPO gets :data:`BENCHMARK_BUDGET`; with ``direct``,
+    the default (docs/default-selection.md), :data:`DIRECT_BUDGET` and direct's default
+    hyperparameters (the profile's are PPO's sizes). Other kinds, algorithms and the intraday
+    demo keep their time-based sizing (:func:`~webapp.demo.sizing.size_run`)."""
+    if profile.kind != "portfolio" or profile.intraday:
+        return profile
+    if profile.algorithm == "ppo":
         return dataclasses.replace(profile, **BENCHMARK_BUDGET)
+    if profile.algorithm == "direct":
+        return dataclasses.replace(profile, hyperparameters={}, **DIRECT_BUDGET)
     return profile
 
 

@@ -168,6 +168,17 @@ def algorithms() -> tuple[str, ...]:
     return ALGORITHM_NAMES
 
 
+def default_algorithm(kind: str) -> str:
+    """A new task's algorithm unless it names one (``trainer.algorithms.default_algorithm``:
+    ``"direct"`` for portfolio, ``"ppo"`` for stock trading); no torch. AppError: unknown kind."""
+    from trainer.algorithms import default_algorithm as trainer_default
+
+    try:
+        return trainer_default(kind)
+    except TrainerError as exc:
+        raise AppError.from_trainer(exc) from exc
+
+
 def default_hyperparameters(algorithm: str) -> dict[str, Any]:
     """The algorithm's full hyperparameter dict with the trainer's defaults (a fresh copy the
     caller may change).

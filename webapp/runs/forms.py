@@ -25,7 +25,7 @@ from webapp.runs.portfolio_fields import PortfolioDynamicsFields, dynamics_env
 from webapp.runs.selectors import lineage
 from webapp.runs.selectors.budgets import budget_queryset, users_for_budgets
 from webapp.runs.selectors.runs import dataset_queryset
-from webapp.runs.services.common import DEFAULT_GENERATION_STEPS
+from webapp.runs.services.common import DEFAULT_GENERATION_STEPS, default_generation_steps
 
 
 def _bounded(field_class, bound: bounds.Bound, *, help_text: str = "", **kwargs):
@@ -184,7 +184,11 @@ class RunForm(PortfolioDynamicsFields, forms.Form):
         "on each session's last bar).",
     )
 
-    algorithm = forms.ChoiceField(choices=[(a, a.upper()) for a in engine.algorithms()], initial="ppo")
+    algorithm = forms.ChoiceField(
+        choices=[(a, a.upper()) for a in engine.algorithms()],
+        help_text="Starts with the task kind's default (direct for portfolio, PPO for stock trading; "
+        "docs/default-selection.md).",
+    )
     hyperparameters = forms.JSONField(
         required=False,  # {} (or an empty box) is every default, not a missing field
         widget=forms.Textarea(attrs={"rows": 10, "spellcheck": "false"}),
@@ -215,7 +219,8 @@ class RunForm(PortfolioDynamicsFields, forms.Form):
         forms.IntegerField,
         bounds.RUN["generation_steps"],
         initial=DEFAULT_GENERATION_STEPS,
-        help_text="At least one PPO rollout (num_envs x rollout_steps).",
+        help_text="At least one PPO rollout (num_envs x rollout_steps); starts with the algorithm's default "
+        "(2M for direct).",
     )
     leaderboard_size = _bounded(
         forms.IntegerField, bounds.RUN["leaderboard_size"], initial=5, help_text="The agents kept on the leaderboard."
@@ -246,9 +251,13 @@ class RunForm(PortfolioDynamicsFields, forms.Form):
         super().__init__(*args, **kwargs)
         self.fields["dataset"].queryset = dataset_queryset(user=user)
         self.fields["budget"].queryset = budget_queryset(user=user).filter(owner=user, ended_at__isnull=True)
-        if not self.is_bound:
-            self.initial.setdefault("hyperparameters", form_hyperparameters(self.initial.get("algorithm", "ppo")))
-            self.initial.setdefault("mutation", default_mutation(self.initial.get("algorithm", "ppo")))
+        if not self.is_bound:  # a new task of the form's kind starts with that kind's default configuration
+            kind = self.initial.get("kind") or self.fields["kind"].initial
+            algorithm = self.initial.setdefault("algorithm", engine.default_algorithm(kind))
+            hyperparameters = self.initial.setdefault("hyperparameters", form_hyperparameters(algorithm))
+            self.initial.setdefault("mutation", default_mutation(algorithm))
+            if "generation_steps" not in self.initial:
+                self.initial["generation_steps"] = default_generation_steps(algorithm, hyperparameters)
 
     def clean(self):
         data = super().clean()
@@ -340,18 +349,21 @@ class RunForm(PortfolioDynamicsFields, forms.Form):
         broken = {s for s in ("train", "validation", "test") if not (d.get(f"{s}_start") and d.get(f"{s}_end"))}
         kwargs = {
             "dataset": d["dataset"],
-            "name": d.get("name") or f"{d['dataset'].name} {d.get('algorithm') or 'ppo'}",
+            "name": d.get("name") or f"{d['dataset'].name} {d.get('algorithm') or self._kind_default()}",
             "tickers": d.get("tickers") or None,
             "splits": {
                 s: None if s in broken else [d[f"{s}_start"], d[f"{s}_end"]] for s in ("train", "validation", "test")
             },
             "env": self._env(),
-            "algorithm": d.get("algorithm") or "ppo",
+            "algorithm": d.get("algorithm") or self._kind_default(),
             "hyperparameters": d.get("hyperparameters") if "hyperparameters" in d else {},
             "kind": d.get("kind") or "stock_trading",
             "selection": {"rule": d.get("selection_rule") or "mean_minus_std"},
         }
         return kwargs, broken
+
+    def _kind_default(self) -> str:
+        return engine.default_algorithm(self.cleaned_data.get("kind") or "stock_trading")
 
     def _env(self) -> dict[str, Any]:
         d = self.cleaned_data

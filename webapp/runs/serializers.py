@@ -127,7 +127,11 @@ class TaskCreateSerializer(serializers.Serializer):
     env = serializers.DictField(
         required=False, default=dict, help_text="settings of the kind's env; keys left out keep their defaults"
     )
-    algorithm = serializers.ChoiceField(choices=engine.algorithms(), default="ppo")
+    algorithm = serializers.ChoiceField(
+        choices=engine.algorithms(),
+        required=False,
+        help_text="left out: the kind's default, direct for portfolio, ppo for stock_trading (docs/default-selection.md)",
+    )
     hyperparameters = serializers.DictField(required=False, default=dict)
     algorithms = serializers.ListField(
         child=StrictCharField(max_length=20),
@@ -255,8 +259,9 @@ class RunCreateSerializer(serializers.Serializer):
     name = StrictCharField(max_length=200, required=False, allow_blank=True, default="")
     num_pods = serializers.IntegerField(default=2, help_text="size of the training pool")
     generation_steps = serializers.IntegerField(
-        default=services.DEFAULT_GENERATION_STEPS,
-        help_text="env steps per generation, at least one PPO rollout (num_envs x rollout_steps)",
+        required=False,
+        help_text="env steps per generation, at least one PPO rollout (num_envs x rollout_steps); left out: "
+        f"{services.DEFAULT_GENERATION_STEPS:,}, or {services.DIRECT_GENERATION_STEPS:,} in whole steps for direct",
     )
     leaderboard_size = serializers.IntegerField(default=5, help_text="K agents kept")
     fresh_probability = serializers.FloatField(default=0.1, help_text="chance of starting from scratch")

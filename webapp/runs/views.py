@@ -172,6 +172,8 @@ def run_new(request: HttpRequest) -> HttpResponse:
         form = forms.RunForm(initial=initial, user=request.user)
     defaults = {algo: algorithms.form_hyperparameters(algo) for algo in engine.algorithms()}
     mutations = {algo: algorithms.default_mutation(algo) for algo in engine.algorithms()}
+    per_kind = {kind: engine.default_algorithm(kind) for kind, _ in form.fields["kind"].choices}
+    steps = {algo: services.default_generation_steps(algo, defaults[algo]) for algo in engine.algorithms()}
     inputs = estimate.estimate_inputs(budgets=form.fields["budget"].queryset, algorithms=engine.algorithms())
     return render(
         request,
@@ -180,6 +182,7 @@ def run_new(request: HttpRequest) -> HttpResponse:
             "form": form,
             "defaults": defaults,
             "mutation_defaults": mutations,
+            "algorithm_defaults": {"kinds": per_kind, "generation_steps": steps},
             "help": HYPERPARAMETER_HELP,
             "estimate": inputs,
         },

@@ -54,9 +54,11 @@ from webapp.runs.services.budgets import (
 )
 from webapp.runs.services.common import (
     DEFAULT_GENERATION_STEPS,
+    DIRECT_GENERATION_STEPS,
     LOST_MESSAGE_AFTER_S,
     MAX_ATTEMPTS,
     PAUSE_AFTER_FAILURES,
+    default_generation_steps,
     redispatch_after_s,
     stale_after_s,
 )
@@ -89,6 +91,8 @@ from webapp.runs.services.trials import trial_record
 __all__ = [
     "BUDGET_EDITABLE",
     "DEFAULT_GENERATION_STEPS",
+    "DIRECT_GENERATION_STEPS",
+    "default_generation_steps",
     "MAX_ATTEMPTS",
     "LOST_MESSAGE_AFTER_S",
     "PAUSE_AFTER_FAILURES",

@@ -17,6 +17,7 @@ import copy
 
 from django.conf import settings
 
+from webapp import engine
 from webapp.runs import events
 from webapp.runs.models import ClusterBudget, Generation, Pod, Run
 from webapp.runs.selectors.payloads import pod_payload, run_payload
@@ -28,11 +29,26 @@ PAUSE_AFTER_FAILURES = 3
 #: Env steps per generation when a run does not say (the New run form and the API): one PPO
 #: rollout at the default hyperparameters (1 024 envs x 16 steps).
 DEFAULT_GENERATION_STEPS = 16_384
+#: A ``direct`` run's generation when it does not say: the training budget of the portfolio
+#: default chosen on validation (docs/default-selection.md: 2M env steps, ``python -m trainer
+#: train``'s default), rounded up to whole gradient steps by :func:`default_generation_steps`.
+DIRECT_GENERATION_STEPS = 2_000_000
 #: Seconds after its dispatch from which a queued generation whose message is not in the
 #: broker (neither waiting nor delivered to a worker) counts as lost and is sent again. The
 #: message goes out milliseconds after the dispatching transaction commits, so a few seconds
 #: are plenty; a message that only waits for a worker is never sent twice, however long it waits.
 LOST_MESSAGE_AFTER_S = 3.0
+
+
+def default_generation_steps(algorithm: str, hyperparameters: dict) -> int:
+    """Env steps per generation of a run of ``algorithm`` that does not say (the New run form
+    and ``POST /api/runs/``): :data:`DIRECT_GENERATION_STEPS` in whole gradient steps for
+    ``direct`` (2,021,376 = 94 x 1,024 windows x 21 days at its defaults), else
+    :data:`DEFAULT_GENERATION_STEPS`."""
+    if algorithm != "direct":
+        return DEFAULT_GENERATION_STEPS
+    chunk = engine.min_env_steps(algorithm, hyperparameters)
+    return -(-DIRECT_GENERATION_STEPS // chunk) * chunk
 
 
 def setting(name: str, default: float) -> float:

@@ -19,7 +19,7 @@ from webapp.runs import algorithms, bounds, signals
 from webapp.runs.models import ClusterBudget, Generation, Pod, Run, Task
 from webapp.runs.services.budgets import budget_dispatch, budget_verdict
 from webapp.runs.services.common import (
-    DEFAULT_GENERATION_STEPS,
+    default_generation_steps,
     lock_budget,
     lock_budget_and_run,
     publish_budget_usage,
@@ -38,7 +38,7 @@ def run_create(
     budget: ClusterBudget,
     name: str = "",
     num_pods: int = 2,
-    generation_steps: int = DEFAULT_GENERATION_STEPS,
+    generation_steps: int | None = None,
     leaderboard_size: int = 5,
     fresh_probability: float = 0.1,
     mutation: dict[str, Any] | None = None,
@@ -51,7 +51,9 @@ def run_create(
     Args:
         num_pods: size of the training pool (generations wanted at once).
         generation_steps: env steps each generation trains, at least one PPO rollout
-            (``num_envs x rollout_steps``) or one SAC vector step (``num_envs``).
+            (``num_envs x rollout_steps``) or one SAC vector step (``num_envs``); ``None``: the
+            default of the task's algorithm (:func:`default_generation_steps`: 16,384, or 2M
+            in whole gradient steps for ``direct``).
         leaderboard_size: K, the agents kept on the leaderboard.
         fresh_probability: chance in [0, 1] a generation starts from a new random agent.
         mutation: ``{"bounds": {hyperparameter: [low, high]}, "factors": [0.8, 1.25],
@@ -68,6 +70,8 @@ def run_create(
     if budget.owner_id != owner.id and not owner.is_staff:
         raise AppError("budget not found", fields={"budget": "not found"}, status=404)
     mutation = dict(mutation or {})
+    if generation_steps is None:
+        generation_steps = default_generation_steps(task.algorithm, task.hyperparameters)
     fields = run_settings_errors(
         num_pods=num_pods,
         generation_steps=generation_steps,

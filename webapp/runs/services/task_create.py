@@ -117,7 +117,7 @@ def task_prepare(
     tickers: list[str] | None,
     splits: dict[str, list[str]],
     env: dict[str, Any] | None = None,
-    algorithm: str = "ppo",
+    algorithm: str | None = None,
     hyperparameters: dict[str, Any] | None = None,
     kind: str = "stock_trading",
     selection: dict[str, Any] | None = None,
@@ -138,8 +138,11 @@ def task_prepare(
         splits: ``{"train": [start, end] or {"start", "end"}, "validation": ..., "test": ...}``,
             inclusive ``YYYY-MM-DD`` bounds (stored as ``{"start", "end"}``).
         env: fields of the kind's env config (stock trading: costs, hmax, initial cash...;
-            portfolio: cost_pct, reward...), defaults for the rest.
-        algorithm: ``"ppo"`` or ``"sac"``.
+            portfolio: cost_pct, reward...), defaults for the rest; a portfolio task without a
+            ``rebalance_band`` gets the recommended one (``engine.recommended_rebalance_band``).
+        algorithm: a name of ``engine.algorithms()``; ``None``: the kind's default
+            (``engine.default_algorithm``: ``"direct"`` for portfolio, ``"ppo"`` for stock
+            trading; docs/default-selection.md), its default hyperparameters for those not given.
         hyperparameters: the algorithm's config fields, defaults for the rest.
         kind: ``"stock_trading"`` or ``"portfolio"``.
         selection: the validation scoring rule (``rule``, ``windows``, ``k``); ``{}`` = default.
@@ -171,6 +174,10 @@ def task_prepare(
     if missing:
         bounds.raise_all({f"splits.{k}": "required: [start, end]" for k in missing})
     env = env or {}
+    if algorithm is None:
+        algorithm = engine.default_algorithm(kind)
+    if kind == "portfolio" and isinstance(env, dict) and "rebalance_band" not in env:
+        env = {**env, "rebalance_band": engine.recommended_rebalance_band()}  # the default of the kind
     hyperparameters = hyperparameters or {}
     if isinstance(env, dict) and env.get("flatten_at_close") is True and not dataset.intraday:
         fields["env.flatten_at_close"] = (

@@ -22,13 +22,13 @@ from webapp.demo.launch import active_demo_run, start_demo_run
 from webapp.demo.profiles import (
     BENCHMARK_TICKER,
     CPU_PROFILE,
-    DEMO_ALGORITHM,
     DEMO_KIND,
     DEMO_USERNAME,
     GENERATION_EFFICIENCY,
     GPU_PROFILE,
     INTRADAY_CPU_PROFILE,
     INTRADAY_GPU_PROFILE,
+    demo_algorithm,
     with_benchmark_budget,
 )
 from webapp.demo.sizing import measure_rate, size_run
@@ -80,8 +80,9 @@ class Command(BaseCommand):
         parser.add_argument(
             "--algorithm",
             choices=engine.algorithms(),
-            default=DEMO_ALGORITHM,
-            help="algorithm to train (default ppo); its training speed sizes the run",
+            default=None,
+            help="algorithm to train (default: the kind's default, direct for the daily portfolio demo "
+            "(docs/default-selection.md), ppo for stock trading and the intraday demo); its speed sizes the run",
         )
         parser.add_argument(
             "--intraday",
@@ -148,12 +149,12 @@ class Command(BaseCommand):
             profile = INTRADAY_GPU_PROFILE if device == "cuda" else INTRADAY_CPU_PROFILE
         else:
             profile = GPU_PROFILE if device == "cuda" else CPU_PROFILE
-        profile = with_benchmark_budget(
-            dataclasses.replace(profile, kind=options["kind"], algorithm=options["algorithm"])
-        )
+        algorithm = options["algorithm"] or demo_algorithm(options["kind"], intraday=intraday)
+        profile = with_benchmark_budget(dataclasses.replace(profile, kind=options["kind"], algorithm=algorithm))
+        envs = profile.hyperparameters.get("num_envs") or engine.default_hyperparameters(profile.algorithm)["num_envs"]
         self.say(
             f"measuring {profile.algorithm.upper()} training speed on {device} for {options['measure_seconds']:g} s "
-            f"({profile.hyperparameters['num_envs']} envs, {len(dataset.tickers)} tickers)"
+            f"({envs} envs, {len(dataset.tickers)} tickers)"
         )
         rate = measure_rate(profile, dataset, device=device, seconds=options["measure_seconds"])
         sizing = size_run(
