@@ -21,6 +21,7 @@ from trainer.cli.main import main
 
 TINY = [
     "--env", "portfolio",
+    "--algo", "ppo",
     "--tickers", "AAPL,MSFT,KO",
     "--env-steps", "512",
     "--generations", "2",

@@ -52,7 +52,7 @@ def test_a_trained_bundle_records_them_and_evaluates_with_them(data_dir, tmp_pat
 
     out = tmp_path / "run"
     flags = ["--env", "portfolio", "--tickers", "AAPL,MSFT,KO", "--trade-rate", "0.5", "--band-mode", "edge"]
-    flags += ["--execution-lag", "1", "--env-steps", "256", "--num-envs", "16", "--no-progress"]
+    flags += ["--algo", "ppo", "--execution-lag", "1", "--env-steps", "256", "--num-envs", "16", "--no-progress"]
     assert main(["train", *flags, "--out", str(out), "--data-dir", str(data_dir)]) == 0
     env = load_agent(out / "agent.zip").config["env_config"]
     assert (env["trade_rate"], env["band_mode"], env["execution_lag"]) == (0.5, "edge", 1)

@@ -317,7 +317,7 @@ def test_train_env_portfolio_trains_a_portfolio_agent_and_evaluate_shows_baselin
     out = tmp_path / "run"
     common = ["--data-dir", str(data_dir)]
     code = main(
-        ["train", "--env", "portfolio", "--reward", "excess_log_return", "--tickers", "AAPL,MSFT,KO"]
+        ["train", "--env", "portfolio", "--algo", "ppo", "--reward", "excess_log_return", "--tickers", "AAPL,MSFT,KO"]
         + ["--env-steps", "2048", "--num-envs", "16", "--out", str(out), "--no-progress", *common]
     )
     assert code == 0
@@ -338,7 +338,7 @@ def test_train_env_portfolio_trains_a_portfolio_agent_and_evaluate_shows_baselin
 
 
 def test_train_turnover_options_reach_the_portfolio_env_and_are_refused_by_name(data_dir, tmp_path, capsys):
-    common = ["--data-dir", str(data_dir), "--env-steps", "256", "--num-envs", "16", "--no-progress"]
+    common = ["--data-dir", str(data_dir), "--algo", "ppo", "--env-steps", "256", "--num-envs", "16", "--no-progress"]
     # stock trading has no band: refused by name before any training
     code = main(["train", "--rebalance-band", "0.01", "--tickers", "AAPL", "--out", str(tmp_path / "a"), *common])
     assert code == 2 and "env.rebalance_band" in capsys.readouterr().err

@@ -17,6 +17,7 @@ from trainer.cli.main import main
 REPO = Path(__file__).resolve().parents[3]
 TINY = [
     "--env", "portfolio",
+    "--algo", "ppo",
     "--tickers", "AAPL,MSFT,JPM",
     "--candidates", "2",
     "--env-steps", "256",

@@ -13,7 +13,14 @@ pytestmark = pytest.mark.django_db
 
 
 def post_task(api_client, dataset, **changes):
-    body = {"name": "t", "dataset": dataset.id, "tickers": TICKERS, "splits": SPLITS, "hyperparameters": TINY_PPO}
+    body = {
+        "name": "t",
+        "dataset": dataset.id,
+        "tickers": TICKERS,
+        "splits": SPLITS,
+        "algorithm": "ppo",
+        "hyperparameters": TINY_PPO,
+    }
     return api_client.post("/api/tasks/", {**body, **changes}, format="json")
 
 
@@ -68,16 +75,6 @@ def test_a_generation_shorter_than_one_rollout_is_a_400_naming_generation_steps(
         "/api/runs/", {"task": task.id, "budget": budget.id, "generation_steps": rollout}, format="json"
     )
     assert ok.status_code == 201, ok.json()
-
-
-def test_the_api_and_the_form_default_to_the_same_generation_steps(api_client, task, make_budget, user):
-    from webapp.runs.forms import RunForm
-    from webapp.runs.services.common import DEFAULT_GENERATION_STEPS
-
-    response = api_client.post("/api/runs/", {"task": task.id, "budget": make_budget().id}, format="json")
-    assert response.status_code == 201, response.json()
-    assert response.json()["generation_steps"] == DEFAULT_GENERATION_STEPS
-    assert RunForm(user=user).fields["generation_steps"].initial == DEFAULT_GENERATION_STEPS
 
 
 def test_an_upload_without_a_close_column_is_a_400_naming_close(api_client):

@@ -12,6 +12,7 @@ import pandas as pd
 import pytest
 from django.core.management import call_command
 
+from webapp import engine
 from webapp.core.errors import AppError
 from webapp.demo.data import ensure_demo_files, import_demo_dataset, import_intraday_dataset
 from webapp.demo.launch import active_demo_run, ensure_budget, ensure_task, is_demo_run, start_demo_run
@@ -20,7 +21,9 @@ from webapp.demo.profiles import (
     BUDGET_NAME,
     CI_PROFILE,
     CPU_PROFILE,
+    DEMO_ALGORITHM,
     DEMO_KIND,
+    DIRECT_BUDGET,
     DOW30_FILE,
     GENERATION_EFFICIENCY,
     GPU_PROFILE,
@@ -34,6 +37,7 @@ from webapp.demo.profiles import (
     RUN_NAME,
     SPLITS,
     TASK_NAME,
+    demo_algorithm,
     with_benchmark_budget,
 )
 from webapp.demo.sizing import measure_rate, size_run
@@ -106,6 +110,23 @@ def test_the_daily_portfolio_ppo_demo_trains_the_benchmarks_budget_on_any_machin
         INTRADAY_CPU_PROFILE,
     ):
         assert with_benchmark_budget(other) == other
+
+
+def test_the_daily_demo_trains_the_default_chosen_on_validation_with_its_budget_on_any_machine():
+    """docs/default-selection.md: the daily portfolio demo trains ``direct`` with its defaults and
+    the chosen 2M env steps per fresh agent; stock trading and the intraday demo keep PPO."""
+    import dataclasses
+
+    assert demo_algorithm() == "direct" == DEMO_ALGORITHM and TASK_NAME == "Dow 30 DIRECT demo"
+    assert demo_algorithm("stock_trading") == "ppo" and demo_algorithm(intraday=True) == "ppo"
+    chosen = services.default_generation_steps("direct", engine.default_hyperparameters("direct"))
+    assert DIRECT_BUDGET == {"num_pods": 3, "generation_steps": chosen, "generations": 6}
+    for profile, rate in ((CPU_PROFILE, 4000.0), (GPU_PROFILE, 200_000.0)):
+        sized = with_benchmark_budget(dataclasses.replace(profile, algorithm="direct"))
+        assert sized.hyperparameters == {} and sized.num_pods == 3  # direct's own defaults, not PPO's sizes
+        sizing = size_run(sized, steps_per_s=rate, device="cpu", training_workers=2)
+        assert (sizing.generation_steps, sizing.generations) == (2_021_376, 6)
+        assert sizing.generation_steps % sized.rollout_batch == 0 and sized.rollout_batch == 1024 * 21
 
 
 def test_demo_dataset_drops_dow_with_a_note_and_is_imported_once(user, data_dir):
@@ -261,9 +282,15 @@ def test_demo_setup_starts_a_demo_run_beside_the_users_own_run_on_the_demo_budge
 
     started = active_demo_run(user)
     assert started is not None and started.pk != mine.pk
-    # the benchmark's budget: 3 pods, generations of 262,144 env steps, 9 of them
-    assert (started.num_pods, started.generation_steps) == (3, 262_144)
-    assert started.budget.env_step_cap >= 9 * 262_144
+    # the default chosen in docs/default-selection.md: direct with its defaults, 2M-step
+    # generations (94 gradient steps of 1,024 windows x 21 days), 3 pods x 2 generations
+    task = started.task
+    assert task.algorithm == "direct" and task.name == "Dow 30 DIRECT demo" and task.kind == "portfolio"
+    assert (task.hyperparameters["turnover_penalty"], task.hyperparameters["tracking_penalty"]) == (0.02, 20.0)
+    assert task.hyperparameters["num_envs"] == 1024 and task.env["rebalance_band"] == 0.01
+    assert (started.num_pods, started.generation_steps) == (3, 2_021_376)
+    assert started.budget.env_step_cap >= 6 * 2_021_376
+    assert "measuring DIRECT training speed" in out.getvalue() and "(1024 envs, 29 tickers)" in out.getvalue()
     assert "already going" not in out.getvalue()
     assert f"demo: live run page: http://127.0.0.1:8631/runs/{started.pk}/\n" in out.getvalue()
     mine.refresh_from_db()
