@@ -146,7 +146,9 @@ class DemoProfile:
         """Env steps of one learning chunk, of which generations are whole multiples: one
         rollout (``num_envs * rollout_steps``) for PPO and A2C, one vector step (``num_envs``)
         for the off-policy algorithms (``engine.min_env_steps``)."""
-        return engine.min_env_steps(self.algorithm, _hyperparameters(self))
+        return engine.min_env_steps(
+            self.algorithm, engine.validate_hyperparameters(self.algorithm, _hyperparameters(self))
+        )
 
 
 #: PPO's reward scale for the portfolio env's daily log returns (~0.01), as in the benchmark.

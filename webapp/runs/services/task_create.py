@@ -109,6 +109,21 @@ def _validated_task(
     )
 
 
+def _kind_defaults(kind: str, algorithm: str | None, env: Any) -> tuple[str, Any]:
+    """The default configuration of a new task of ``kind`` where it names none: the kind's
+    algorithm (``engine.default_algorithm``, docs/default-selection.md) and, for a portfolio
+    task, the recommended no-trade band.
+
+    Raises:
+        AppError: an unknown kind (field ``kind``), when the algorithm is left out.
+    """
+    if algorithm is None:
+        algorithm = engine.default_algorithm(kind)
+    if kind == "portfolio" and isinstance(env, dict) and "rebalance_band" not in env:
+        env = {**env, "rebalance_band": engine.recommended_rebalance_band()}
+    return algorithm, env
+
+
 def task_prepare(
     *,
     owner,
@@ -173,11 +188,7 @@ def task_prepare(
     missing = [k for k in SPLITS if k not in splits]
     if missing:
         bounds.raise_all({f"splits.{k}": "required: [start, end]" for k in missing})
-    env = env or {}
-    if algorithm is None:
-        algorithm = engine.default_algorithm(kind)
-    if kind == "portfolio" and isinstance(env, dict) and "rebalance_band" not in env:
-        env = {**env, "rebalance_band": engine.recommended_rebalance_band()}  # the default of the kind
+    algorithm, env = _kind_defaults(kind, algorithm, env or {})
     hyperparameters = hyperparameters or {}
     if isinstance(env, dict) and env.get("flatten_at_close") is True and not dataset.intraday:
         fields["env.flatten_at_close"] = (
