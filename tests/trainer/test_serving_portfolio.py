@@ -19,7 +19,7 @@ from trainer.serving.policy import ServedPolicy
 
 TICKERS = ["AAPL", "MSFT", "JPM"]
 # test_serving's tiny PPO run (the same three tickers) as a portfolio task with a 0.01 band
-TINY = ["--env", "portfolio", "--rebalance-band", "0.01", *SERVING_TINY]
+TINY = ["--env", "portfolio", "--algo", "ppo", "--rebalance-band", "0.01", *SERVING_TINY]
 START = "2021-06-01"  # a trading day of the test split
 
 

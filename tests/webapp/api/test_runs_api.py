@@ -151,6 +151,7 @@ def test_a_portfolio_task_with_its_selection_rule_is_created_through_the_api(wor
             "kind": "portfolio",
             "env": {"reward": "excess_log_return", "cost_pct": 0.002},
             "selection": {"rule": "worst_window"},
+            "algorithm": "ppo",
             "hyperparameters": TINY_PPO,
         },
         format="json",

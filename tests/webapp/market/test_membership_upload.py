@@ -85,7 +85,7 @@ def test_an_accepted_membership_file_reaches_every_task_of_the_dataset(api_clien
     dataset = Dataset.objects.get(pk=body["id"])
     task = services.task_create(
         owner=user, dataset=dataset, name="pit", tickers=None, splits=SPLITS, kind="portfolio",
-        hyperparameters=TINY_PPO,
+        algorithm="ppo", hyperparameters=TINY_PPO,
     )  # fmt: skip
     path = Path(task_spec(task)["data"]["membership"])
     assert path.read_text() == MEMBERSHIP
@@ -106,11 +106,11 @@ def test_a_task_trading_only_tickers_that_are_never_members_is_a_400_naming_tick
     with pytest.raises(AppError) as info:
         services.task_create(
             owner=user, dataset=dataset, name="cash", tickers=["JPM"], splits=SPLITS, kind="portfolio",
-            hyperparameters=TINY_PPO,
+            algorithm="ppo", hyperparameters=TINY_PPO,
         )  # fmt: skip
     assert list(info.value.fields) == ["tickers"]
     assert "none of JPM is a member" in info.value.fields["tickers"] and "members.csv" in info.value.fields["tickers"]
     services.task_create(
         owner=user, dataset=dataset, name="fine", tickers=["AAPL"], splits=SPLITS, kind="portfolio",
-        hyperparameters=TINY_PPO,
+        algorithm="ppo", hyperparameters=TINY_PPO,
     )  # fmt: skip
