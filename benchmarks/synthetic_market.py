@@ -118,14 +118,27 @@ def generate(
     )
 
 
-def signal_tilt_returns(close: np.ndarray, *, strength: float = 0.5, lookback: int = LOOKBACK) -> np.ndarray:
-    """(T-1,) cost-free returns of holding ``1/N + strength * s[t] / N`` (clipped at 0 and
-    renormalised) from day ``t``'s close to day ``t+1``'s."""
+def signal_tilt_returns(
+    close: np.ndarray, *, strength: float = 0.5, lookback: int = LOOKBACK, cost_pct: float = 0.0
+) -> np.ndarray:
+    """(T-1,) returns of holding ``1/N + strength * s[t] / N`` (clipped at 0 and renormalised)
+    from day ``t``'s close to day ``t+1``'s.
+
+    ``cost_pct`` (fraction of the value traded, the portfolio env's ``cost_pct``) is paid each
+    day on ``sum_i |w_t,i - w~_i|``, ``w~`` being the previous day's weights after their drift
+    (the first day enters from 1/N, not from cash); 0 (default) is the cost-free tilt.
+    """
     c = np.asarray(close, dtype=np.float64)
     n = c.shape[1]
     w = np.clip(1.0 / n + strength * signal(c, lookback) / n, 0.0, None)
     w = w / w.sum(axis=1, keepdims=True)
-    return (w[:-1] * (c[1:] / c[:-1] - 1.0)).sum(axis=1)
+    growth = c[1:] / c[:-1]
+    gross = (w[:-1] * growth).sum(axis=1)
+    if cost_pct == 0:
+        return gross - 1.0
+    drifted = np.vstack([np.full((1, n), 1.0 / n), w[:-2] * growth[:-1] / gross[:-1, None]])
+    traded = np.abs(w[:-1] - drifted).sum(axis=1)
+    return (1.0 - cost_pct * traded) * gross - 1.0
 
 
 def write_csv(market: SyntheticMarket, path: str | Path) -> Path:
