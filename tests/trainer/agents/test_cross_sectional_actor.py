@@ -4,7 +4,9 @@ universe, and the settings it refuses, each naming its field."""
 
 from __future__ import annotations
 
+import contextlib
 import copy
+import io
 import json
 import zipfile
 from pathlib import Path
@@ -18,6 +20,7 @@ from trainer.agents import make_agent
 from trainer.artifacts.bundle_reader import load_agent
 from trainer.artifacts.checkpoints import load_checkpoint
 from trainer.artifacts.rebuild import build_agent
+from trainer.backtest.engine import run_backtest
 from trainer.cli.main import main
 from trainer.data.pipeline import load_market_data
 from trainer.demo import demo_task_dict
@@ -209,9 +212,6 @@ def cli_run(data_dir, tmp_path_factory):
     argv += ["--data-dir", str(data_dir), "--out", str(out), "--json", "--env-steps", "96", "--no-progress"]
     argv += ["--num-envs", "4", "--hp", "policy=cross_sectional", "--hp", "rollout_steps=8"]
     argv += ["--hp", "hidden_sizes=[8]", "--hp", "num_minibatches=2", "--hp", "kappa=0.75"]
-    import contextlib
-    import io
-
     text = io.StringIO()
     with contextlib.redirect_stdout(text):
         assert main(argv) == 0
@@ -233,8 +233,19 @@ def test_the_cli_trains_it_into_a_bundle_whose_torch_and_onnx_policies_agree(cli
         config = json.loads(zf.read("config.json"))
         session = ort.InferenceSession(zf.read("policy.onnx"), providers=["CPUExecutionProvider"])
     assert config["normalization"]["applied_in_policy"] is False  # the actor reads raw observations
+    assert config["architecture"]["policy"].startswith("raw obs -> cross-sectional policy")
     (onnx_action,) = session.run(["action"], {"obs": obs.numpy()})
     np.testing.assert_allclose(onnx_action, action, rtol=1e-5, atol=1e-6)
+
+
+def test_a_backtest_of_the_bundle_over_the_test_split_trades_its_tilt(cli_run, data_dir):
+    loaded = load_agent(Path(cli_run["bundle"]))
+    task = TaskSpec.from_dict(loaded.config["task"])
+    market = load_market_data(task.data, data_dir=data_dir)
+    start, end = task.test
+    result = run_backtest(loaded.policy_fn(), market, loaded.env_config(), start=start, end=end, tickers=loaded.tickers)
+    assert len(result.daily) > 400 and np.isfinite(result.metrics["agent"]["sharpe_ratio"])
+    assert result.tickers == tuple(TICKERS) and result.actions.abs().to_numpy().max() > 0  # a tilt, traded
 
 
 def test_the_bundles_policy_acts_on_a_smaller_universe_as_on_its_tickers(cli_run):
