@@ -203,6 +203,26 @@ def test_a_mlp_ppo_agent_is_unchanged_by_the_new_settings(train_env):
     assert agent.config.policy == "mlp" and agent.net.fast and agent.actor_normalizer is agent.obs_rms
 
 
+def test_a_generation_and_its_child_train_the_actor_and_keep_it(data_dir, tmp_path):
+    """The pod's paths: a fresh agent scored on validation, then a child with a changed step size."""
+    from trainer.pod import run_generation
+
+    task = portfolio_task()
+    first = run_generation(task, env_steps=64, out_path=tmp_path / "g1.pt", seed=1, data_dir=data_dir)
+    child = run_generation(
+        task,
+        env_steps=64,
+        out_path=tmp_path / "g2.pt",
+        parent=first.checkpoint_path,
+        hyperparameters={"learning_rate": 1e-3},
+        seed=2,
+        data_dir=data_dir,
+    )
+    assert np.isfinite(first.score) and np.isfinite(child.score)
+    assert child.hyperparameters["policy"] == "cross_sectional" and child.hyperparameters["learning_rate"] == 1e-3
+    assert child.total_env_steps == 128 and child.generation == 2
+
+
 @pytest.fixture(scope="module")
 def cli_run(data_dir, tmp_path_factory):
     """``python -m trainer train --algo ppo --hp policy=cross_sectional`` on the six tickers."""
