@@ -19,8 +19,9 @@ statistics, and they exist for the trained universe only), and the portfolio env
 scale-free features are z-scored on the train split already. ``normalize_observations`` then
 standardises the critic's input only (the critic holds the agent's
 :class:`~trainer.agents.networks.RunningMeanStd`, updated during collection as usual; the
-rollout stores raw observations). The critic stays an MLP of the flat observation: it is not
-needed to serve the policy.
+rollout stores raw observations, so the update's values are standardised with the statistics
+of the end of the rollout, its collection's with those of each step). The critic stays an MLP
+of the flat observation: it is not needed to serve the policy.
 
 Resuming is exact: every :meth:`OnPolicyAgent.learn` call starts by resetting the env with a
 seed drawn from the agent's own generator, so ``learn(N); learn(M)`` on one agent and
@@ -373,8 +374,8 @@ class OnPolicyAgent(AgentBase):
 
         Raises:
             ConfigError: unknown key, bad value, or a field fixed at creation (``hidden_sizes``,
-                ``normalize_observations``, ``init_log_std``, PPO's ``critic_hidden_sizes``)
-                given a different value.
+                ``normalize_observations``, ``init_log_std``, ``policy``, ``kappa``, PPO's
+                ``critic_hidden_sizes``) given a different value.
         """
         self.config = self._changed_config(changes)
         set_lr(self.optimizer, self.config.learning_rate)
