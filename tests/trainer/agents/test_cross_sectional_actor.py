@@ -268,6 +268,18 @@ def test_a_backtest_of_the_bundle_over_the_test_split_trades_its_tilt(cli_run, d
     assert result.tickers == tuple(TICKERS) and result.actions.abs().to_numpy().max() > 0  # a tilt, traded
 
 
+def test_the_policy_server_answers_with_the_bundles_own_action(cli_run, data_dir):
+    from trainer.serving.answers import answer
+    from trainer.serving.policy import ServedPolicy
+
+    served, loaded = ServedPolicy.load(Path(cli_run["bundle"])), load_agent(Path(cli_run["bundle"]))
+    market = load_market_data(TaskSpec.from_dict(loaded.config["task"]).data, data_dir=data_dir)
+    weights = dict(zip([*TICKERS, "cash"], [0.2, 0.1, 0.2, 0.1, 0.2, 0.1, 0.1]))
+    out = answer(served, {"date": "2021-06-01", "weights": weights}, load_market=lambda: market)
+    np.testing.assert_allclose(out["action"], loaded.act(np.asarray(out["observation"], dtype=np.float32)), atol=1e-6)
+    assert sum(out["target_weights"].values()) == pytest.approx(1.0)
+
+
 def test_the_bundles_policy_acts_on_a_smaller_universe_as_on_its_tickers(cli_run):
     """The served policy module reads N from the observation's width: on the first three
     tickers alone it acts as the cross-sectional policy does on any universe (the REST server
