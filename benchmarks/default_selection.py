@@ -75,7 +75,8 @@ def candidates() -> dict[str, dict[str, Any]]:
 
     ``env_steps`` is the training budget of one candidate in one fold (the direct learner's is
     the CLI's default budget, 2M env steps = 94 gradient steps of 1,024 windows of 21 days).
-    ``ppo-cross-sectional`` is not here: the cross-sectional policy is not yet PPO's actor.
+    ``ppo-cross-sectional`` is PPO with the cross-sectional actor (``policy="cross_sectional"``,
+    its other settings PPO's defaults), on ``ppo-flat``'s band and budget.
 
     ``direct-conservative``, the configuration the rule chose, became ``DirectConfig``'s own
     defaults; ``direct`` names the learner's former defaults explicitly (:data:`DIRECT_FORMER`),
@@ -85,6 +86,12 @@ def candidates() -> dict[str, dict[str, Any]]:
             "algorithm": "ppo",
             "env": {"rebalance_band": RECOMMENDED_REBALANCE_BAND},
             "hyperparameters": {},
+            "env_steps": 500_000,
+        },
+        "ppo-cross-sectional": {
+            "algorithm": "ppo",
+            "env": {"rebalance_band": RECOMMENDED_REBALANCE_BAND},
+            "hyperparameters": {"policy": "cross_sectional"},
             "env_steps": 500_000,
         },
     }

@@ -45,7 +45,11 @@ NOTE = (
     "SHA-256 of a PPO, an A2C and a SAC generation (fresh + child), checked by "
     "tests/trainer/test_generation_fingerprint.py. They change only when a generation's behaviour is meant "
     "to change. Regenerate: OMP_NUM_THREADS=1 .venv/bin/python -m tests.trainer.generation_fingerprint --write "
-    "(first measured on main d922c5a)."
+    "(first measured on main d922c5a). Regenerated after issue 25's scores with standard errors: metrics gained "
+    "score_se and score_se_source; with those two keys left out the hashes are the d922c5a ones (checked when "
+    "regenerating). Regenerated after issue 25's cross-sectional actor: PPO's and A2C's "
+    "hyperparameters gained policy and kappa; with those two keys left out the hashes are the previous ones "
+    "(checked when regenerating)."
 )
 #: statistics that measure wall-clock time, not behaviour
 TIMING_KEYS = {"steps_per_s", "elapsed_s", "duration_s", "sps", "seconds", "created_at", "eta_s"}

@@ -8,7 +8,8 @@ syncs per phase. The budgets asserted here are today's:
 * env step (both market envs, through episode ends): 0 host syncs (host-to-device copies
   included) and no float64 allocation arithmetic (float64 tensors of 2+ dimensions);
 * PPO and A2C ``learn``: 1 per call (the env seed drawn from the agent's generator) and 2 per
-  rollout (the finished episodes' returns and the update's mean losses);
+  rollout (the finished episodes' returns and the update's mean losses), with the MLP actor
+  and with the cross-sectional one (PPO's autograd update) alike;
 * one SAC or TD3 gradient update: 0, and 0 per vector step of their ``learn`` (the divergence
   check of the losses is flagged on the device); per ``learn`` call: 1 (env seed), 2 per 64 env
   steps and at the end (finished episodes' returns; the losses and their divergence flag) and 1
@@ -223,6 +224,23 @@ def test_on_policy_learning_syncs_once_per_call_and_twice_per_rollout(accelerato
     device, mode = accelerator
     env = StockTradingVecEnv(train, _env_config(train), num_envs=16, device=device, seed=0)
     hyperparameters = dict(ON_POLICY if algorithm == "ppo" else A2C)
+    agent = make_agent(algorithm, env.obs_dim, env.action_dim, hyperparameters, device=device, seed=0)
+    rollouts = 3
+    with mode.in_phase("learn"):
+        stats = agent.learn(env, rollouts * 16 * 8)
+    assert stats["env_steps"] == rollouts * 16 * 8 and stats["episodes"] > 0
+    assert mode.syncs["learn"] == 1 + 2 * rollouts, dict(mode.sync_ops["learn"])
+    assert all(p.device.type == DEVICE_TYPE for p in agent.actor.parameters())
+
+
+@pytest.mark.parametrize("algorithm", ["ppo", "a2c"])
+def test_the_cross_sectional_actor_learns_with_the_same_syncs_as_the_mlp(accelerator, train, algorithm):
+    from trainer.envs.portfolio import PortfolioVecEnv
+    from trainer.envs.portfolio_config import PortfolioConfig
+
+    device, mode = accelerator
+    env = PortfolioVecEnv(train, PortfolioConfig(episode_length=5), num_envs=16, device=device, seed=0)
+    hyperparameters = {**(ON_POLICY if algorithm == "ppo" else A2C), "policy": "cross_sectional"}
     agent = make_agent(algorithm, env.obs_dim, env.action_dim, hyperparameters, device=device, seed=0)
     rollouts = 3
     with mode.in_phase("learn"):

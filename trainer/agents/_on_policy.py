@@ -7,6 +7,22 @@ update. The algorithms differ only in how they collect (PPO's fused actor-critic
 two modules: :meth:`OnPolicyAgent._collect`) and in the update that follows
 (:meth:`OnPolicyAgent._train_on_rollout`).
 
+**Actors.** ``policy="mlp"`` (default) is a :class:`~trainer.agents.networks.GaussianActor`
+over an MLP of the flat observation. ``policy="cross_sectional"`` (portfolio tasks only) puts
+:class:`~trainer.agents.cross_sectional.CrossSectionalPolicy` in the MLP's place as the mean
+(:func:`~trainer.agents.cross_sectional.gaussian_actor`): one per-ticker scorer shared by every
+ticker, a pooled context, the tilt bounded by ``kappa``, exactly the 1/N action while its head
+is zero (as it is initialised), permutation-equivariant and defined on any universe size. Its
+actor reads the **raw** observation: a running normaliser per flat index would give each
+ticker's column its own mean and scale (the ticker's identity would come back through the
+statistics, and they exist for the trained universe only), and the portfolio env's
+scale-free features are z-scored on the train split already. ``normalize_observations`` then
+standardises the critic's input only (the critic holds the agent's
+:class:`~trainer.agents.networks.RunningMeanStd`, updated during collection as usual; the
+rollout stores raw observations, so the update's values are standardised with the statistics
+of the end of the rollout, its collection's with those of each step). The critic stays an MLP
+of the flat observation: it is not needed to serve the policy.
+
 Resuming is exact: every :meth:`OnPolicyAgent.learn` call starts by resetting the env with a
 seed drawn from the agent's own generator, so ``learn(N); learn(M)`` on one agent and
 ``learn(N)``, save, load into a fresh agent, ``learn(M)`` (with an identically constructed env)
@@ -36,12 +52,13 @@ from trainer.agents._common import (
     set_lr,
     telemetry_due,
 )
-from trainer.agents.networks import DeterministicPolicy
+from trainer.agents.cross_sectional import check_kappa, gaussian_actor
+from trainer.agents.networks import DeterministicPolicy, GaussianActor, RunningMeanStd, ValueCritic
 from trainer.buffers.rollout import RolloutBuffer
 from trainer.errors import ConfigError
 from trainer.ops.gae import compute_gae
 
-__all__ = ["MAX_ROLLOUT_STEPS", "MIN_ROLLOUT_SAMPLES", "OnPolicyAgent", "OnPolicyConfig"]
+__all__ = ["MAX_ROLLOUT_STEPS", "MIN_ROLLOUT_SAMPLES", "POLICIES", "OnPolicyAgent", "OnPolicyConfig"]
 
 #: Longest rollout per env (16 years of trading days; the default is 16).
 MAX_ROLLOUT_STEPS = 4_096
@@ -51,6 +68,9 @@ MIN_ROLLOUT_SAMPLES = 2
 
 #: ``(update, quantity, value)`` of the first non-finite statistic or parameter of an update.
 Divergence = tuple[int, str, str]
+
+#: The actors of ``OnPolicyConfig.policy`` (see the module docstring).
+POLICIES = ("mlp", "cross_sectional")
 
 
 class OnPolicyConfig(AgentConfig):
@@ -85,6 +105,30 @@ class OnPolicyConfig(AgentConfig):
                 field=self.field_name("rollout_steps"),
             )
 
+    def _check_policy_fields(self) -> None:
+        """``policy`` and ``kappa`` (checked whatever the policy, so a typo never waits for a switch)."""
+        r = self._require
+        r(self.policy in POLICIES, "policy", f"must be one of {', '.join(POLICIES)}")
+        r(
+            math.isfinite(self.kappa) and self.kappa > 0,
+            "kappa",
+            "(tilt bound of the cross-sectional policy) must be > 0",
+        )
+
+    def check_task(self, *, kind: str, env: Any, num_tickers: int | None) -> None:
+        """Refuse the cross-sectional policy on a task that is not a portfolio one (field
+        ``<algo>.policy``) and a ``kappa`` above the env's ``logit_scale / 2`` (``<algo>.kappa``)."""
+        if self.policy != "cross_sectional":
+            return
+        if kind != "portfolio":
+            field = self.field_name("policy")
+            raise ConfigError(
+                f"{field}: the cross-sectional policy trains portfolio tasks only (target weights), this task is "
+                f"{kind!r}; use policy mlp",
+                field=field,
+            )
+        check_kappa(self.kappa, env.logit_scale, field=self.field_name("kappa"))
+
     def _check_return_fields(self) -> None:
         """``gamma`` and ``gae_lambda``."""
         self._require(0 < self.gamma <= 1, "gamma", "must be in (0, 1]")
@@ -110,12 +154,64 @@ class OnPolicyAgent(AgentBase):
     ``gamma``, ``gae_lambda``, ``normalize_advantages``) besides :class:`AgentBase`'s fields.
     """
 
+    def _make_networks(self, critic_hidden_sizes: Any) -> tuple[GaussianActor, ValueCritic, RunningMeanStd | None]:
+        """``(actor, critic, obs_rms)`` of the config's ``policy`` on the agent's device (call
+        under :func:`~trainer.agents._common.seeded_init`): the actor first, as the initial
+        parameters have always been drawn.
+
+        Raises:
+            ConfigError: the cross-sectional policy on sizes that are not a portfolio
+                observation (field ``<algo>.policy``).
+        """
+        cfg = self.config
+        obs_rms = self._make_normalizer()
+        if cfg.policy == "cross_sectional":
+            actor = gaussian_actor(
+                self.obs_dim,
+                self.action_dim,
+                cfg.hidden_sizes,
+                cfg.kappa,
+                cfg.init_log_std,
+                field=cfg.field_name("policy"),
+            )
+            critic = ValueCritic(self.obs_dim, critic_hidden_sizes, normalizer=obs_rms)
+        else:
+            actor = GaussianActor(self.obs_dim, self.action_dim, cfg.hidden_sizes, cfg.init_log_std)
+            critic = ValueCritic(self.obs_dim, critic_hidden_sizes)
+        return actor.to(self.device), critic.to(self.device), obs_rms
+
+    @property
+    def actor_normalizer(self) -> RunningMeanStd | None:
+        """The normaliser of the actor's input: ``obs_rms``, or None for the cross-sectional
+        policy, which reads raw observations (its critic standardises its own input)."""
+        return None if self.config.policy == "cross_sectional" else self.obs_rms
+
     def _normalize(self, obs: torch.Tensor, update: bool = False) -> torch.Tensor:
+        """What the actor reads and the rollout stores, from raw ``obs`` (E, obs_dim); with
+        ``update`` the running statistics take the batch in first (also when only the critic
+        applies them)."""
         if self.obs_rms is None:
             return obs
         if update:
             self.obs_rms.update(obs)
-        return self.obs_rms(obs)
+        normalizer = self.actor_normalizer
+        return normalizer(obs) if normalizer is not None else obs
+
+    def _check_policy_env(self, env: Any) -> None:
+        """The cross-sectional actor acts in a portfolio env's logits: refuse another env (field
+        ``<algo>.policy``) and a ``kappa`` above its ``logit_scale / 2``, then express the actions
+        in its ``logit_scale`` (a buffer of the policy, saved with it)."""
+        cfg = self.config
+        if cfg.policy != "cross_sectional":
+            return
+        env_cfg = getattr(env, "config", None)
+        if not hasattr(env, "market_tensors") or not hasattr(env_cfg, "logit_scale"):
+            field = cfg.field_name("policy")
+            raise ConfigError(
+                f"{field}: the cross-sectional policy trains in portfolio envs only (target weights)", field=field
+            )
+        check_kappa(cfg.kappa, env_cfg.logit_scale, field=cfg.field_name("kappa"))
+        self.actor.mean.logit_scale.fill_(float(env_cfg.logit_scale))
 
     # ------------------------------------------------------------------ acting
     @torch.no_grad()
@@ -135,8 +231,10 @@ class OnPolicyAgent(AgentBase):
         return action.clamp(-1.0, 1.0)
 
     def policy_module(self) -> nn.Module:
-        """A detached copy: raw obs (B, obs_dim) -> clipped policy mean (B, A), normalizer baked in."""
-        return copy.deepcopy(DeterministicPolicy(self.actor, self.obs_rms)).eval()
+        """A detached copy: raw obs (B, obs_dim) -> clipped policy mean (B, A), the actor's
+        normalizer baked in (none for the cross-sectional policy, which then acts on a universe
+        of any size)."""
+        return copy.deepcopy(DeterministicPolicy(self.actor, self.actor_normalizer)).eval()
 
     # ---------------------------------------------------------------- learning
     def learn(
@@ -175,8 +273,10 @@ class OnPolicyAgent(AgentBase):
             no better than a constant; NaN when Var(R) = 0).
 
         Raises:
-            ConfigError: the env's dimensions differ from the agent's, ``env_steps`` < 0, or
-                (PPO) there are more minibatches than samples in the env's rollout.
+            ConfigError: the env's dimensions differ from the agent's, ``env_steps`` < 0,
+                (PPO) there are more minibatches than samples in the env's rollout, or the
+                cross-sectional policy meets an env that is not a portfolio one or whose
+                ``logit_scale`` is below ``2 kappa``.
             Diverged: after a rollout's update, a loss statistic or a parameter is NaN or
                 infinite (checked once per rollout, in the host sync its statistics need
                 anyway); the message names the first such gradient step and quantity and the
@@ -184,6 +284,7 @@ class OnPolicyAgent(AgentBase):
         """
         cfg = self.config
         check_env(env, self.obs_dim, self.action_dim, self.algorithm)
+        self._check_policy_env(env)
         self._check_rollout_size(env.num_envs)
         if env_steps < 0:
             raise ConfigError(f"env_steps must be >= 0, got {env_steps}", field="env_steps")
@@ -273,8 +374,8 @@ class OnPolicyAgent(AgentBase):
 
         Raises:
             ConfigError: unknown key, bad value, or a field fixed at creation (``hidden_sizes``,
-                ``normalize_observations``, ``init_log_std``, PPO's ``critic_hidden_sizes``)
-                given a different value.
+                ``normalize_observations``, ``init_log_std``, ``policy``, ``kappa``, PPO's
+                ``critic_hidden_sizes``) given a different value.
         """
         self.config = self._changed_config(changes)
         set_lr(self.optimizer, self.config.learning_rate)

@@ -28,7 +28,6 @@ from torch import nn
 
 from trainer.agents._common import StopFn, seeded_init
 from trainer.agents._on_policy import Divergence, OnPolicyAgent, OnPolicyConfig
-from trainer.agents.networks import GaussianActor, ValueCritic
 from trainer.buffers.rollout import RolloutBuffer
 from trainer.ops.losses import a2c_loss
 from trainer.util.nonfinite import first_nonfinite, nonfinite_kind
@@ -62,6 +61,11 @@ class A2CConfig(OnPolicyConfig):
         obs_clip: normalised observations are clipped to +-obs_clip, > 0.
         init_log_std: initial log std of the Gaussian policy ([-1, 1] action units).
         reward_scale: rewards are multiplied by this before learning, > 0.
+        policy: the actor's mean, fixed at creation: ``"mlp"`` or ``"cross_sectional"``
+            (portfolio tasks only; the actor reads raw observations, ``normalize_observations``
+            applies to the critic only), as PPO's (:class:`~trainer.agents.ppo.PPOConfig`).
+        kappa: tilt bound of the cross-sectional policy, > 0 and at most the env's
+            ``logit_scale / 2`` (fixed at creation; unused by the MLP).
     """
 
     algorithm: ClassVar[str] = "a2c"
@@ -80,14 +84,17 @@ class A2CConfig(OnPolicyConfig):
     obs_clip: float = 10.0
     init_log_std: float = -0.5
     reward_scale: float = 1.0
+    policy: str = "mlp"
+    kappa: float = 0.5
 
-    FIXED: ClassVar[tuple[str, ...]] = ("hidden_sizes", "normalize_observations", "init_log_std")
+    FIXED: ClassVar[tuple[str, ...]] = ("hidden_sizes", "normalize_observations", "init_log_std", "policy", "kappa")
 
     def validate(self) -> None:
         """Raise :class:`ConfigError` naming the first impossible field."""
         self._check_rollout_fields()
         self._check_return_fields()
         self._check_loss_fields()
+        self._check_policy_fields()
 
 
 #: Hyperparameters for :class:`~trainer.envs.pendulum.PendulumVecEnv` (used by the learning test
@@ -130,7 +137,7 @@ class A2CAgent(OnPolicyAgent):
 
     algorithm = "a2c"
     config_class = A2CConfig
-    SHAPE_FIELDS = ("hidden_sizes", "normalize_observations")
+    SHAPE_FIELDS = ("hidden_sizes", "normalize_observations", "policy", "kappa")
     STEP_SIZE_FIELDS = ("learning_rate",)
 
     def __init__(
@@ -145,9 +152,7 @@ class A2CAgent(OnPolicyAgent):
         self._init_agent(obs_dim, action_dim, config, device)
         cfg = self.config
         with seeded_init(seed):
-            self.actor = GaussianActor(obs_dim, action_dim, cfg.hidden_sizes, cfg.init_log_std).to(self.device)
-            self.critic = ValueCritic(obs_dim, cfg.hidden_sizes).to(self.device)
-        self.obs_rms = self._make_normalizer()
+            self.actor, self.critic, self.obs_rms = self._make_networks(cfg.hidden_sizes)
         params = [*self.actor.parameters(), *self.critic.parameters()]
         # fused (one kernel for all parameters) on CUDA, as SAC/TD3 (make_adam); default elsewhere
         fused = True if self.device.type == "cuda" else None

@@ -37,7 +37,8 @@ N``, as at the zero action::
 so the env's target equals ``w*`` up to the same tiny cash weight ``e^-cash_bias / (N +
 e^-cash_bias)`` a zero action holds, and a zero score is the zero action bit for bit
 (``mean(exp(0)) = 1``, ``log 1 = 0``). ``|z_i| <= 2 kappa``, so the action stays in [-1, 1]
-when ``2 kappa <= logit_scale`` (the direct learner checks it against its env). With
+when ``2 kappa <= logit_scale`` (:func:`check_kappa`; the direct learner and the on-policy
+agents' ``policy="cross_sectional"`` check it against their env). With
 ``cash=True`` a second zero-initialised head reads the context: ``a_cash = tanh(g(c))`` (0 at
 zero output, i.e. the env's default near-zero cash; up to ``a_cash = 1``, cash logit
 ``logit_scale``).
@@ -46,6 +47,10 @@ zero output, i.e. the env's default near-zero cash; up to ``a_cash = 1``, cash l
 block feature-major, :func:`trainer.envs.portfolio.portfolio_market_block`, then the ``N + 1``
 weights), so one network runs on a universe of any size; shuffling the tickers (the columns of
 every feature row and the weights alike) shuffles the actions the same way.
+
+**Users.** The direct learner (:mod:`trainer.agents.direct`) trains this policy through the
+env's dynamics; PPO and A2C use it as the mean of their Gaussian actor
+(``policy="cross_sectional"``, :func:`gaussian_actor`).
 """
 
 from __future__ import annotations
@@ -55,10 +60,10 @@ from collections.abc import Sequence
 import torch
 from torch import nn
 
-from trainer.agents.networks import mlp
+from trainer.agents.networks import GaussianActor, mlp
 from trainer.errors import ConfigError
 
-__all__ = ["CrossSectionalPolicy", "features_per_ticker", "split_observation"]
+__all__ = ["CrossSectionalPolicy", "check_kappa", "features_per_ticker", "gaussian_actor", "split_observation"]
 
 
 def features_per_ticker(obs_dim: int, action_dim: int) -> int:
@@ -75,6 +80,25 @@ def features_per_ticker(obs_dim: int, action_dim: int) -> int:
             field="env",
         )
     return (obs_dim - action_dim) // n
+
+
+def check_kappa(kappa: float, logit_scale: float, *, field: str) -> None:
+    """The policy's action ``z / logit_scale`` with ``|z| <= 2 kappa`` must fit in [-1, 1].
+
+    Args:
+        kappa: the policy's tilt bound.
+        logit_scale: the env's ``logit_scale``.
+        field: the setting's name in the error, e.g. ``"direct.kappa"``, ``"ppo.kappa"``.
+
+    Raises:
+        ConfigError: ``2 kappa > logit_scale`` (``field``).
+    """
+    if 2 * kappa > logit_scale:
+        raise ConfigError(
+            f"{field}: {kappa:g} tilts weights by up to e^(2 kappa), beyond the env's logit_scale "
+            f"{logit_scale:g} (the action would be clipped); use kappa <= logit_scale / 2",
+            field=field,
+        )
 
 
 def split_observation(obs: torch.Tensor, num_features: int) -> tuple[torch.Tensor, torch.Tensor]:
@@ -193,3 +217,43 @@ class CrossSectionalPolicy(nn.Module):
         in [-1, 1], for any ``N``."""
         features, weights = split_observation(obs, self.num_features)
         return torch.clamp(self.tilt_action(features, weights), -1.0, 1.0)
+
+
+def gaussian_actor(
+    obs_dim: int,
+    action_dim: int,
+    hidden_sizes: Sequence[int],
+    kappa: float,
+    init_log_std: float,
+    *,
+    field: str,
+) -> GaussianActor:
+    """PPO's and A2C's Gaussian actor with a :class:`CrossSectionalPolicy` (no cash head) as its mean.
+
+    The mean action is the policy's env action (in [-1, 1], exactly 0, the 1/N action, while its
+    head is zero, as it is initialised); ``log_std`` (A,) is the usual state-independent one,
+    one entry per ticker and one for cash. The mean is permutation-equivariant and reads any
+    universe size; the exploration noise, one scale per action entry, is tied to the trained
+    universe (only training samples it: the deterministic policy is the mean).
+
+    Args:
+        obs_dim: ``N K + N + 1`` (a portfolio observation).
+        action_dim: ``N + 1``.
+        hidden_sizes: widths of the shared per-ticker MLP.
+        kappa: tilt bound (> 0).
+        init_log_std: initial log std of every action entry.
+        field: the setting named when the sizes are not a portfolio's (e.g. ``"ppo.policy"``).
+
+    Raises:
+        ConfigError: sizes that are not a portfolio observation (``field``); ``kappa`` <= 0.
+    """
+    try:
+        num_features = features_per_ticker(obs_dim, action_dim)
+    except ConfigError:
+        raise ConfigError(
+            f"{field}: the cross-sectional policy reads portfolio observations (N*K market features, then N+1 "
+            f"weights), not obs_dim {obs_dim} with action_dim {action_dim}: use it on portfolio tasks only",
+            field=field,
+        ) from None
+    mean = CrossSectionalPolicy(num_features, hidden_sizes, kappa)
+    return GaussianActor(obs_dim, action_dim, hidden_sizes, init_log_std, mean=mean)

@@ -75,13 +75,13 @@ from trainer.agents._common import (
     set_lr,
     telemetry_due,
 )
-from trainer.agents.cross_sectional import CrossSectionalPolicy, features_per_ticker
+from trainer.agents.cross_sectional import CrossSectionalPolicy, check_kappa, features_per_ticker
 from trainer.agents.direct_objective import Penalties, WindowBatch, draw_windows, window_objective
 from trainer.envs.portfolio_dynamics import Dynamics
 from trainer.errors import ConfigError
 from trainer.util.nonfinite import first_nonfinite, nonfinite_kind
 
-__all__ = ["DirectAgent", "DirectConfig", "check_flatten", "check_kappa"]
+__all__ = ["DirectAgent", "DirectConfig", "check_flatten"]
 
 #: Longest window (a trading year and a half); gradients through longer chains explode or vanish.
 MAX_WINDOW = 512
@@ -157,7 +157,7 @@ class DirectConfig(AgentConfig):
                 f"algorithm: direct trains portfolio tasks only (target weights), this task is {kind!r}",
                 field="algorithm",
             )
-        check_kappa(self.kappa, env.logit_scale)
+        check_kappa(self.kappa, env.logit_scale, field=self.field_name("kappa"))
         check_flatten(env)
         if num_tickers is not None:
             self.subset_for(num_tickers)
@@ -176,20 +176,6 @@ class DirectConfig(AgentConfig):
                 f"{field}: {self.subset_size} tickers per window, but the universe has {num_tickers}", field=field
             )
         return self.subset_size
-
-
-def check_kappa(kappa: float, logit_scale: float) -> None:
-    """The policy's action ``z / logit_scale`` with ``|z| <= 2 kappa`` must fit in [-1, 1].
-
-    Raises:
-        ConfigError: ``2 kappa > logit_scale`` (field ``direct.kappa``).
-    """
-    if 2 * kappa > logit_scale:
-        raise ConfigError(
-            f"direct.kappa: {kappa:g} tilts weights by up to e^(2 kappa), beyond the env's logit_scale "
-            f"{logit_scale:g} (the action would be clipped); use kappa <= logit_scale / 2",
-            field="direct.kappa",
-        )
 
 
 def check_flatten(env: Any) -> None:
@@ -271,7 +257,7 @@ class DirectAgent(AgentBase):
         if not hasattr(env, "market_tensors"):
             raise ConfigError("direct: trains on portfolio tasks only (kind 'portfolio')", field="algorithm")
         env_cfg = env.config
-        check_kappa(self.config.kappa, env_cfg.logit_scale)
+        check_kappa(self.config.kappa, env_cfg.logit_scale, field=self.config.field_name("kappa"))
         check_flatten(env_cfg)
         self.policy.logit_scale.fill_(float(env_cfg.logit_scale))
         return env.market_tensors(), Dynamics.from_config(env_cfg)

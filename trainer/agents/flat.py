@@ -82,15 +82,23 @@ class FlatActorCritic:
     When the two MLPs have different hidden sizes the layers cannot be stacked: the parameters
     are still one flat tensor (so the optimizer state has one layout), :attr:`fast` is false,
     :meth:`forward` runs the modules and the agent updates with the autograd reference
-    (:mod:`trainer.agents.ppo_reference`) instead of :meth:`backward`.
+    (:mod:`trainer.agents.ppo_reference`) instead of :meth:`backward`. So it is for an actor
+    whose mean is not an MLP (the cross-sectional policy, whose critic standardises its own
+    input): every parameter gets a slot of its own, and :meth:`forward` and :meth:`values` call
+    the modules themselves.
     """
 
     def __init__(self, actor: nn.Module, critic: nn.Module) -> None:
-        a_layers, c_layers = _linears(actor.mean), _linears(critic.net)
+        #: whether the actor's mean is a tanh :func:`~trainer.agents.networks.mlp` (read with
+        #: :func:`mlp_forward`); otherwise the modules are called as they are
+        self.mlp_actor = isinstance(actor.mean, nn.Sequential)
+        a_layers, c_layers = _linears(actor.mean) if self.mlp_actor else [], _linears(critic.net)
         self.actor, self.critic = actor, critic
-        #: whether :meth:`backward` (the hand-written gradient) can serve these networks: the
-        #: actor and the critic must have the same hidden sizes (their layers are stacked)
-        self.fast = [lin.weight.shape for lin in a_layers[:-1]] == [lin.weight.shape for lin in c_layers[:-1]]
+        #: whether :meth:`backward` (the hand-written gradient) can serve these networks: an MLP
+        #: actor and a critic with the same hidden sizes (their layers are stacked)
+        self.fast = self.mlp_actor and (
+            [lin.weight.shape for lin in a_layers[:-1]] == [lin.weight.shape for lin in c_layers[:-1]]
+        )
         device = actor.log_std.device
         # (owner, attribute name, shape, initial value): stacked hidden layers first
         slots: list[tuple[list[tuple[nn.Module, str]], tuple[int, ...], torch.Tensor]] = []
@@ -101,6 +109,10 @@ class FlatActorCritic:
             last = (a_layers[-1], c_layers[-1])
         else:  # one slot per tensor: the flat storage (and Adam's state) without the fast layout
             last = (*a_layers, *c_layers)
+            if not self.mlp_actor:  # the mean's own parameters, in its order (log_std stays last)
+                for name, param in actor.mean.named_parameters():
+                    owner, _, attr = name.rpartition(".")
+                    slots.append(([(actor.mean.get_submodule(owner), attr)], tuple(param.shape), param))
         for lin in last:
             slots.append(([(lin, "weight")], tuple(lin.weight.shape), lin.weight))
             slots.append(([(lin, "bias")], tuple(lin.bias.shape), lin.bias))
@@ -153,6 +165,8 @@ class FlatActorCritic:
         are appended to it for :meth:`backward` (only when :attr:`fast`).
         """
         if not self.fast:
+            if not self.mlp_actor:
+                return self.actor(obs), self.critic(obs)
             return mlp_forward(self.actor.mean, obs), mlp_forward(self.critic.net, obs).squeeze(-1)
         # alpha = beta = 2 yields 2 z, the argument of the sigmoid in tanh(z) = 2 sigmoid(2 z) - 1.
         # The first layer is one (B, in) x (in, 2 H) product over both networks' weights (the
@@ -169,6 +183,13 @@ class FlatActorCritic:
         means = torch.addmm(self.actor_out[1], h[0], self.actor_out[0].t())
         values = torch.addmm(self.critic_out[1], h[1], self.critic_out[0].t()).squeeze(-1)
         return means, values
+
+    def values(self, obs: torch.Tensor) -> torch.Tensor:
+        """State values (B,) float32 of obs (B, obs_dim) as :meth:`forward` gives them (not
+        tracked by autograd when called under ``no_grad``)."""
+        if not self.mlp_actor:
+            return self.critic(obs)
+        return mlp_forward(self.critic.net, obs).squeeze(-1)
 
     def backward(
         self, keep: list[torch.Tensor], grad_means: torch.Tensor, grad_values: torch.Tensor, grad_log_std: torch.Tensor

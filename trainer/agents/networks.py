@@ -139,11 +139,25 @@ class GaussianActor(nn.Module):
         action_dim: action size A.
         hidden_sizes: MLP widths.
         init_log_std: initial log standard deviation of every action dimension.
+        mean: a module (B, obs_dim) -> (B, A) float32 computing ``mu(s)`` in place of the MLP
+            (the cross-sectional policy of :mod:`trainer.agents.cross_sectional`); ``hidden_sizes``
+            is then unused. Only the MLP mean fits PPO's hand-written update
+            (:class:`~trainer.agents.flat.FlatActorCritic`).
     """
 
-    def __init__(self, obs_dim: int, action_dim: int, hidden_sizes: Sequence[int], init_log_std: float) -> None:
+    def __init__(
+        self,
+        obs_dim: int,
+        action_dim: int,
+        hidden_sizes: Sequence[int],
+        init_log_std: float,
+        *,
+        mean: nn.Module | None = None,
+    ) -> None:
         super().__init__()
-        self.mean = mlp(obs_dim, hidden_sizes, action_dim, activation=nn.Tanh, out_gain=0.01)
+        self.mean = (
+            mean if mean is not None else mlp(obs_dim, hidden_sizes, action_dim, activation=nn.Tanh, out_gain=0.01)
+        )
         self.log_std = nn.Parameter(torch.full((action_dim,), float(init_log_std)))
 
     def forward(self, obs: torch.Tensor) -> torch.Tensor:
@@ -228,14 +242,24 @@ class SquashedGaussianActor(nn.Module):
 
 
 class ValueCritic(nn.Module):
-    """State-value network V(s): (B, obs_dim) -> (B,) float32."""
+    """State-value network V(s): (B, obs_dim) -> (B,) float32.
 
-    def __init__(self, obs_dim: int, hidden_sizes: Sequence[int]) -> None:
+    Args:
+        obs_dim: observation size.
+        hidden_sizes: MLP widths (tanh).
+        normalizer: a :class:`RunningMeanStd` the critic standardises its input with, when
+            its observations arrive raw (the on-policy agents' cross-sectional policy, whose
+            actor reads them raw); None (default) reads them as given. The agent updates its
+            statistics; here they are only applied.
+    """
+
+    def __init__(self, obs_dim: int, hidden_sizes: Sequence[int], *, normalizer: RunningMeanStd | None = None) -> None:
         super().__init__()
         self.net = mlp(obs_dim, hidden_sizes, 1, activation=nn.Tanh, out_gain=1.0)
+        self.normalizer = normalizer if normalizer is not None else nn.Identity()
 
     def forward(self, obs: torch.Tensor) -> torch.Tensor:
-        return self.net(obs).squeeze(-1)
+        return self.net(self.normalizer(obs)).squeeze(-1)
 
 
 class TwinQ(nn.Module):

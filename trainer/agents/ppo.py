@@ -26,8 +26,7 @@ import torch
 
 from trainer.agents._common import StopFn, seeded_init
 from trainer.agents._on_policy import Divergence, OnPolicyAgent, OnPolicyConfig
-from trainer.agents.flat import FlatActorCritic, FlatAdam, mlp_forward
-from trainer.agents.networks import GaussianActor, ValueCritic
+from trainer.agents.flat import FlatActorCritic, FlatAdam
 from trainer.agents.ppo_reference import reference_optimizer, reference_step
 from trainer.buffers.rollout import RolloutBatch, RolloutBuffer
 from trainer.errors import ConfigError
@@ -94,7 +93,17 @@ class PPOConfig(OnPolicyConfig):
             several times faster on a CPU), or ``"autograd"``, the readable reference
             (``torch.autograd`` + ``torch.optim.Adam`` + ``clip_grad_norm_``,
             :mod:`trainer.agents.ppo_reference`). Both give the same update (to float rounding);
-            networks the fast path cannot handle use the reference whatever this says.
+            networks the fast path cannot handle use the reference whatever this says (also
+            the cross-sectional policy).
+        policy: the actor's mean, fixed at creation: ``"mlp"`` (an MLP of the flat
+            observation) or ``"cross_sectional"`` (portfolio tasks only: one per-ticker scorer
+            shared by every ticker, :class:`~trainer.agents.cross_sectional.CrossSectionalPolicy`,
+            exactly the 1/N action untrained; ``hidden_sizes`` are then its per-ticker widths,
+            the actor reads raw observations and ``normalize_observations`` applies to the
+            critic only; see :mod:`trainer.agents._on_policy`). Always the autograd update.
+        kappa: tilt bound of the cross-sectional policy, > 0 and at most the env's
+            ``logit_scale / 2``: its weights stay within ``e^(2 kappa)`` of each other (fixed at
+            creation; unused by the MLP).
     """
 
     algorithm: ClassVar[str] = "ppo"
@@ -119,9 +128,18 @@ class PPOConfig(OnPolicyConfig):
     reward_scale: float = 1.0
     critic_hidden_sizes: tuple[int, ...] | None = None
     update_impl: str = "fast"
+    policy: str = "mlp"
+    kappa: float = 0.5
 
     # fields that shape the networks or statistics and cannot change after the agent exists
-    FIXED: ClassVar[tuple[str, ...]] = ("hidden_sizes", "critic_hidden_sizes", "normalize_observations", "init_log_std")
+    FIXED: ClassVar[tuple[str, ...]] = (
+        "hidden_sizes",
+        "critic_hidden_sizes",
+        "normalize_observations",
+        "init_log_std",
+        "policy",
+        "kappa",
+    )
     UPDATE_IMPLS: ClassVar[tuple[str, ...]] = ("fast", "autograd")
 
     def validate(self) -> None:
@@ -138,6 +156,7 @@ class PPOConfig(OnPolicyConfig):
         if self.critic_hidden_sizes is not None:
             self._require_hidden_sizes("critic_hidden_sizes")
         r(self.update_impl in self.UPDATE_IMPLS, "update_impl", f"must be one of {', '.join(self.UPDATE_IMPLS)}")
+        self._check_policy_fields()
 
 
 #: Hyperparameters that swing up :class:`~trainer.envs.pendulum.PendulumVecEnv` fast: 64 envs x
@@ -185,7 +204,7 @@ class PPOAgent(OnPolicyAgent):
 
     algorithm = "ppo"
     config_class = PPOConfig
-    SHAPE_FIELDS = ("hidden_sizes", "critic_hidden_sizes", "normalize_observations")
+    SHAPE_FIELDS = ("hidden_sizes", "critic_hidden_sizes", "normalize_observations", "policy", "kappa")
     STEP_SIZE_FIELDS = ("learning_rate",)
 
     def __init__(
@@ -200,13 +219,9 @@ class PPOAgent(OnPolicyAgent):
         self._init_agent(obs_dim, action_dim, config, device)
         cfg = self.config
         with seeded_init(seed):
-            self.actor = GaussianActor(obs_dim, action_dim, cfg.hidden_sizes, cfg.init_log_std)
-            self.critic = ValueCritic(obs_dim, cfg.critic_hidden_sizes or cfg.hidden_sizes)
-        self.actor.to(self.device)
-        self.critic.to(self.device)
+            self.actor, self.critic, self.obs_rms = self._make_networks(cfg.critic_hidden_sizes or cfg.hidden_sizes)
         # every parameter becomes a view into one flat tensor (see FlatActorCritic)
         self.net = FlatActorCritic(self.actor, self.critic)
-        self.obs_rms = self._make_normalizer()
         self.optimizer = FlatAdam(self.net.flat.data, self.net.grad, lr=cfg.learning_rate, eps=1e-5)
         self._init_counters(seed)
 
@@ -241,7 +256,7 @@ class PPOAgent(OnPolicyAgent):
             buf.terminated[t], buf.truncated[t] = terminated, truncated
             buf.episode_returns[t] = info["episode_return"]
             buf.final_values[t] = self._final_values(info["final_observation"], truncated, sparse_final)
-        return obs, mlp_forward(self.critic.net, self._normalize(obs)).squeeze(-1)
+        return obs, self.net.values(self._normalize(obs))
 
     def _train_on_rollout(
         self, buf: RolloutBuffer, explained: torch.Tensor, should_stop: StopFn | None, losses: dict[str, float]
@@ -267,11 +282,11 @@ class PPOAgent(OnPolicyAgent):
     def _final_values(self, final_obs: torch.Tensor, truncated: torch.Tensor, sparse: bool) -> torch.Tensor:
         """(E,) float32 V(final observation) where ``truncated``, 0 elsewhere (under no_grad)."""
         if not sparse:
-            return torch.where(truncated, mlp_forward(self.critic.net, self._normalize(final_obs)).squeeze(-1), 0.0)
+            return torch.where(truncated, self.net.values(self._normalize(final_obs)), 0.0)
         out = torch.zeros(truncated.shape, device=truncated.device)
         rows = truncated.nonzero().squeeze(-1)
         if rows.numel():
-            out[rows] = mlp_forward(self.critic.net, self._normalize(final_obs[rows])).squeeze(-1)
+            out[rows] = self.net.values(self._normalize(final_obs[rows]))
         return out
 
     def _divergence_of(self, steps: list[list[float]], *, params_finite: bool) -> tuple[int, str, str] | None:

@@ -54,7 +54,8 @@ def reference_step(
     Args:
         net: the agent's networks; their parameters are views of ``net.flat``.
         optimizer: from :func:`reference_optimizer`.
-        batch: the minibatch (observations already normalised).
+        batch: the minibatch (observations as the actor reads them: normalised, or raw for the
+            cross-sectional policy, whose critic standardises its own input).
         cfg: the agent's :class:`~trainer.agents.ppo.PPOConfig`.
 
     Returns:

@@ -95,7 +95,7 @@ def _model_card(config: dict[str, Any]) -> str:
             f"- Ensemble of {len(ensemble['members'])} agents ({_members_text(ensemble['members'])}): "
             "the mean of their actions."
             if ensemble
-            else f"- Network: actor MLP {hp.get('hidden_sizes')}, observation normalizer included."
+            else f"- Network: {_network_text(config['algorithm'], hp)}."
         ),
         "",
         "## Data and evaluation",
@@ -134,6 +134,29 @@ def _model_card(config: dict[str, Any]) -> str:
         "",
     ]
     return "\n".join(lines)
+
+
+def _cross_sectional(algorithm: str, hp: Mapping[str, Any]) -> bool:
+    """Whether the agent's actor is the cross-sectional policy (the direct learner's always is;
+    PPO's and A2C's with ``policy="cross_sectional"``)."""
+    return algorithm == "direct" or hp.get("policy") == "cross_sectional"
+
+
+def _network_text(algorithm: str, hp: Mapping[str, Any]) -> str:
+    """The model card's line on the actor network."""
+    if _cross_sectional(algorithm, hp):
+        return (
+            f"cross-sectional policy: one MLP {hp.get('hidden_sizes')} shared by every ticker, a pooled context, "
+            f"the tilt from equal weight bounded by kappa = {hp.get('kappa')}; it reads the raw observation"
+        )
+    return f"actor MLP {hp.get('hidden_sizes')}, observation normalizer included"
+
+
+def _pipeline_text(algorithm: str, hp: Mapping[str, Any]) -> str:
+    """``config.json``'s ``architecture.policy``: what the exported module computes."""
+    if _cross_sectional(algorithm, hp):
+        return "raw obs -> cross-sectional policy (shared per-ticker MLP, pooled context, tilt <= kappa) -> clip to [-1, 1]"
+    return "raw obs -> observation normalizer -> actor MLP -> clip to [-1, 1]"
 
 
 def _test_lines(test: Mapping[str, Any] | None, num: Any, pct: Any) -> list[str]:
@@ -361,7 +384,7 @@ def _bundle_config(
             "policy": (
                 "mean over members of (raw obs -> observation normalizer -> actor MLP -> clip to [-1, 1])"
                 if state["algorithm"] == "ensemble"
-                else "raw obs -> observation normalizer -> actor MLP -> clip to [-1, 1]"
+                else _pipeline_text(state["algorithm"], hp)
             ),
             "policy_class": type(policy).__name__,
             "tensors": {k: list(v.shape) for k, v in tensors.items()},

@@ -3,6 +3,15 @@
 
 from __future__ import annotations
 
+# The actor settings PPO and A2C share (trainer.agents._on_policy).
+_ACTOR = {
+    "policy": "the actor: mlp, or cross_sectional (portfolio tasks only): one scorer shared by every ticker, "
+    "exactly 1/N untrained, the same action for shuffled tickers; hidden_sizes are then its per-ticker widths. "
+    "Fixed once the agent exists, never mutated",
+    "kappa": "tilt bound of the cross_sectional actor (> 0, at most logit_scale / 2): weights stay within "
+    "e^(2 kappa) of each other; fixed once the agent exists",
+}
+
 # The settings SAC and TD3 (and DDPG) share.
 _OFF_POLICY = {
     "num_envs": "parallel envs per pod",
@@ -26,6 +35,7 @@ HYPERPARAMETER_HELP = {
         "clip_coef": "PPO ratio clip (0.1-0.3 typical)",
         "ent_coef": "entropy bonus weight (>= 0)",
         "reward_scale": "multiplies rewards; left out: 100 for a portfolio task's log-return rewards, else 1",
+        **_ACTOR,
     },
     "sac": {
         **_OFF_POLICY,
@@ -43,6 +53,7 @@ HYPERPARAMETER_HELP = {
         "ent_coef": "entropy bonus weight (>= 0)",
         "vf_coef": "value-loss weight (>= 0)",
         "reward_scale": "multiplies rewards; left out: 100 for a portfolio task's log-return rewards, else 1",
+        **_ACTOR,
     },
     "td3": {
         **_OFF_POLICY,
