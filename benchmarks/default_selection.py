@@ -45,10 +45,13 @@ sys.path[:0] = [str(REPO)]
 
 from trainer.agents import ALGORITHMS  # noqa: E402
 from trainer.artifacts.checkpoints import load_checkpoint  # noqa: E402
+from trainer.backtest.equal_weight import traded_equal_weight_returns  # noqa: E402
 from trainer.backtest.relative import vs_equal_weight  # noqa: E402
 from trainer.data.folds import plan_folds  # noqa: E402
 from trainer.data.pipeline import load_market_data  # noqa: E402
 from trainer.data.spec import DataSpec  # noqa: E402
+from trainer.envs.kinds import prepare_market  # noqa: E402
+from trainer.envs.observations import FeatureStats  # noqa: E402
 from trainer.envs.portfolio_config import RECOMMENDED_REBALANCE_BAND  # noqa: E402
 from trainer.pod import run_generation  # noqa: E402
 from trainer.task import TaskSpec  # noqa: E402
@@ -127,6 +130,7 @@ class Scored:
     test_equal_weight_costs: np.ndarray  # (T,) 1/N paying the env's costs to undo the drift
     test_dates: tuple[str, ...]
     seconds: float
+    test_turnover: float = float("nan")  # mean daily turnover over the test span (after its first day)
 
 
 def _equal_weight_with_costs(close: np.ndarray, cost: float) -> np.ndarray:
@@ -163,25 +167,46 @@ def score_fold(market_name, market, fold, name, spec, seed, out_dir, quick) -> S
     path = out_dir / f"{market_name}-{fold.index}-{name}-{seed}.pt"
     run_generation(task, env_steps=steps, out_path=path, seed=seed, device="cpu", market_data=market)
     seconds = time.perf_counter() - t0
+    return score_checkpoint(path, market_name, market, fold.index, name, seed, seconds)
+
+
+def score_checkpoint(
+    path, market_name, market, fold_index, name, seed, seconds, *, traded_costs: bool = False
+) -> Scored:
+    """Score a trained checkpoint (one agent or an ensemble) of one fold on its task's
+    validation and test spans (:func:`trainer.walk_forward.checkpoint_span_returns`, the
+    backtest loop).
+
+    ``traded_costs``: the "1/N with costs" benchmark is the portfolio env's zero action with
+    the task's costs *and* band (:func:`trainer.backtest.equal_weight.traded_equal_weight_returns`,
+    what an agent of the task pays), instead of 1/N rebalanced fully every day
+    (:func:`_equal_weight_with_costs`, this script's own figures)."""
     checkpoint = load_checkpoint(path)
     validation = checkpoint_span_returns(checkpoint, market, split="validation")
     test = checkpoint_span_returns(checkpoint, market, split="test")
-    test_start, test_end = TaskSpec.from_dict(checkpoint["task"]).split("test")
-    window = market.slice(test_start, test_end, name="test")
-    cols = [list(window.tickers).index(t) for t in checkpoint["observation_layout"]["tickers"]]
-    cost = float(TaskSpec.from_dict(checkpoint["task"]).env.cost_pct)
+    task = TaskSpec.from_dict(checkpoint["task"])
+    test_start, test_end = task.split("test")
+    cols = [list(market.tickers).index(t) for t in checkpoint["observation_layout"]["tickers"]]
+    if traded_costs:
+        stats = FeatureStats.from_dict(checkpoint["feature_stats"]) if checkpoint.get("feature_stats") else None
+        window = prepare_market(market, task.env).slice(test_start, test_end, name="test")
+        with_costs = traded_equal_weight_returns(window, task.env, feature_stats=stats)
+    else:
+        window = market.slice(test_start, test_end, name="test")
+        with_costs = _equal_weight_with_costs(window.close[:, cols], float(task.env.cost_pct))
     return Scored(
         market=market_name,
-        fold=fold.index,
+        fold=fold_index,
         candidate=name,
         seed=seed,
         validation_difference=_difference(validation.agent, validation.equal_weight, seed),
         validation_turnover=float(validation.turnover[1:].mean()),  # the first day enters from cash
         test_returns=test.agent,
         test_equal_weight=test.equal_weight,
-        test_equal_weight_costs=_equal_weight_with_costs(window.close[:, cols], cost),
+        test_equal_weight_costs=with_costs,
         test_dates=test.dates,
         seconds=seconds,
+        test_turnover=float(test.turnover[1:].mean()),
     )
 
 

@@ -14,8 +14,10 @@ Arms (each gets ``pods x generations x generation_steps`` env steps per seed):
   ``pods x generations`` generations; the agent kept is its best by validation score;
 * ``portfolio single pod``: the same with the portfolio env;
 * ``portfolio tournament``: ``pods`` pods for ``generations`` generations with
-  :mod:`trainer.tournament` (parent drawn from a leaderboard of 5 by score, 10 % fresh starts,
-  learning rate and entropy weight mutated by 0.8x / 1.25x), in-process; every pod's first
+  :mod:`trainer.tournament` (parent drawn from a leaderboard of 5 with weights
+  ``exp((score - best) / SE)``, a pod's own agent replaced only by one better by more than one
+  paired SE, 10 % fresh starts, learning rate and entropy weight mutated by 0.8x / 1.25x:
+  :func:`tournament_board`), in-process; every pod's first
   generation is fresh, as for the web app's pods that start together;
 * ``top-3 ensemble``: the average action of the tournament leaderboard's 3 best agents;
 * ``mixed tournament``: the portfolio tournament with three algorithms, FinRL's ensemble set
@@ -198,6 +200,8 @@ class Lineage:
         self.count = 0
         #: (checkpoint, validation score) of every generation run, in order
         self.records: list[tuple[Path, float]] = []
+        #: the :class:`~trainer.pod.GenerationResult` of every generation run, in order
+        self.results: list = []
         self.env_steps = 0
 
     def generation(self, *, parent=None, hyperparameters=None, seed: int, algorithm=None) -> tuple[Path, float]:
@@ -215,7 +219,42 @@ class Lineage:
         )
         self.env_steps += result.env_steps
         self.records.append((out, result.score))
+        self.results.append(result)
         return out, result.score
+
+    def entry(self, agent_id, seq: int) -> tournament.Entry:
+        """The leaderboard entry of the last generation run (:func:`entry_of`)."""
+        return entry_of(agent_id, seq, self.results[-1])
+
+
+def entry_of(agent_id, seq: int, result) -> tournament.Entry:
+    """The :class:`trainer.tournament.Entry` of a generation result, as the web app builds it
+    (``webapp/runs/services/results.py`` stores ``result.score`` and ``metrics["score_se"]``;
+    ``webapp/engine/tournament.py`` reads ``metrics["sub_windows"]`` as ``("start/end",
+    sharpe)`` windows, an undefined Sharpe counting as 0): the score with its standard error
+    and its validation sub-windows, so that :func:`~trainer.tournament.select_parent` samples
+    by ``exp((score - best) / SE)`` and replaces a pod's agent only by one better by more than
+    one (paired) SE."""
+    metrics = result.metrics or {}
+    windows = tuple(
+        (f"{w['start']}/{w['end']}", 0.0 if w.get("sharpe") is None else float(w["sharpe"]))
+        for w in metrics.get("sub_windows") or ()
+    )
+    return tournament.Entry(agent_id, result.score, seq, metrics.get("score_se"), windows)
+
+
+def select_with_se(board, current: tournament.Entry | None, rng, fresh_probability: float = FRESH_PROBABILITY):
+    """:func:`trainer.tournament.select_parent` for a pod whose own agent is ``current``
+    (``None``: it has none), with the standard errors and windows of every entry (the web
+    app's ``engine.choose_parent``)."""
+    return tournament.select_parent(
+        board,
+        current_score=None if current is None else current.score,
+        current_se=None if current is None else current.se,
+        current_windows=() if current is None else current.windows,
+        fresh_probability=fresh_probability,
+        rng=rng,
+    )
 
 
 def single_pod(lineage: Lineage, generations: int, seed: int) -> list[tuple[Path, float]]:
@@ -228,11 +267,31 @@ def single_pod(lineage: Lineage, generations: int, seed: int) -> list[tuple[Path
     return done
 
 
-def run_tournament(lineage: Lineage, pods: int, generations: int, seed: int) -> list[tuple[Path, float]]:
-    """``pods`` pods x ``generations`` with leaderboard selection and mutation; returns the board."""
+def tournament_board(
+    lineage: Lineage,
+    pods: int,
+    generations: int,
+    seed: int,
+    *,
+    bounds: dict[str, tuple[float, float]] = MUTATION_BOUNDS,
+    leaderboard: int = LEADERBOARD,
+    fresh_probability: float = FRESH_PROBABILITY,
+) -> list[tuple[Path, tournament.Entry]]:
+    """``pods`` pods x ``generations`` with the product's leaderboard rules, in-process.
+
+    Every pod's first generation is fresh (the web app's pods that start together); later ones
+    go through :func:`select_with_se` (parents sampled by ``exp((score - best) / SE)``, a pod
+    keeps its own agent unless the candidate beats it by more than one paired SE, 10 % fresh
+    starts); a copied parent's ``bounds`` are mutated by x0.8 or x1.25 (a kept agent continues
+    unchanged, as in the web app). Pods run one after another, each seeing the board so far.
+
+    Returns:
+        The final leaderboard (the best ``leaderboard``), best first, as (checkpoint, entry).
+    """
     rng = np.random.default_rng(seed)
     board: list[tournament.Entry] = []
-    paths: dict[int, tuple[Path, float, dict]] = {}
+    paths: dict[int, Path] = {}
+    entries: dict[int, tournament.Entry] = {}
     current: list[int | None] = [None] * pods
     seq = 0
     for _ in range(generations):
@@ -241,23 +300,27 @@ def run_tournament(lineage: Lineage, pods: int, generations: int, seed: int) -> 
             if cur is None:  # the pods start together, as in the web app: each one's first agent is fresh
                 choice = tournament.ParentChoice(tournament.FRESH)
             else:
-                choice = tournament.select_parent(
-                    board, current_score=paths[cur][1], fresh_probability=FRESH_PROBABILITY, rng=rng
-                )
+                choice = select_with_se(board, entries[cur], rng, fresh_probability)
             parent, changes = None, None
             if choice.action == tournament.KEEP_CURRENT and cur is not None:
-                parent = paths[cur][0]
+                parent = paths[cur]
             elif choice.action == tournament.PARENT:
-                parent = paths[choice.parent.agent_id][0]
+                parent = paths[choice.parent.agent_id]
                 hp = load_checkpoint(parent)["hyperparameters"]
-                changes, _ = tournament.mutate(hp, MUTATION_BOUNDS, factors=(0.8, 1.25), rng=rng)
-                changes = {k: v for k, v in changes.items() if k in MUTATION_BOUNDS}
-            path, score = lineage.generation(parent=parent, hyperparameters=changes, seed=seed * 1000 + seq)
-            paths[seq] = (path, score, {})
-            board, _ = tournament.prune([*board, tournament.Entry(seq, score, seq)], LEADERBOARD)
+                changes, _ = tournament.mutate(hp, bounds, factors=(0.8, 1.25), rng=rng)
+                changes = {k: v for k, v in changes.items() if k in bounds}
+            paths[seq], _ = lineage.generation(parent=parent, hyperparameters=changes, seed=seed * 1000 + seq)
+            entries[seq] = lineage.entry(seq, seq)
+            board, _ = tournament.prune([*board, entries[seq]], leaderboard)
             current[p] = seq
             seq += 1
-    return [(paths[e.agent_id][0], paths[e.agent_id][1]) for e in tournament.rank(board, LEADERBOARD)]
+    return [(paths[e.agent_id], e) for e in tournament.rank(board, leaderboard)]
+
+
+def run_tournament(lineage: Lineage, pods: int, generations: int, seed: int) -> list[tuple[Path, float]]:
+    """:func:`tournament_board` with the PPO :data:`MUTATION_BOUNDS`; returns the board as
+    (checkpoint, score), best first."""
+    return [(path, entry.score) for path, entry in tournament_board(lineage, pods, generations, seed)]
 
 
 def run_mixed_tournament(lineage: Lineage, pods: int, generations: int, seed: int) -> list[tuple[Path, float]]:
@@ -267,6 +330,7 @@ def run_mixed_tournament(lineage: Lineage, pods: int, generations: int, seed: in
     rng = np.random.default_rng(seed)
     board: list[tournament.Entry] = []
     paths: dict[int, tuple[Path, float, str]] = {}
+    entries: dict[int, tournament.Entry] = {}
     current: list[int | None] = [None] * pods
     seq = 0
     for _ in range(generations):
@@ -275,9 +339,7 @@ def run_mixed_tournament(lineage: Lineage, pods: int, generations: int, seed: in
             if cur is None:  # the pods start together: each one's first agent is fresh
                 choice = tournament.ParentChoice(tournament.FRESH)
             else:
-                choice = tournament.select_parent(
-                    board, current_score=paths[cur][1], fresh_probability=FRESH_PROBABILITY, rng=rng
-                )
+                choice = select_with_se(board, entries[cur], rng)
             parent, changes = None, None
             algorithm = MIXED_ALGORITHMS[p % len(MIXED_ALGORITHMS)]
             if choice.action == tournament.KEEP_CURRENT:
@@ -292,7 +354,8 @@ def run_mixed_tournament(lineage: Lineage, pods: int, generations: int, seed: in
                 parent=parent, hyperparameters=changes, seed=seed * 1000 + seq, algorithm=algorithm
             )
             paths[seq] = (path, score, algorithm)
-            board, _ = tournament.prune([*board, tournament.Entry(seq, score, seq)], LEADERBOARD)
+            entries[seq] = lineage.entry(seq, seq)
+            board, _ = tournament.prune([*board, entries[seq]], LEADERBOARD)
             current[p] = seq
             seq += 1
     ranked = tournament.rank(board, LEADERBOARD)
