@@ -44,6 +44,8 @@ def _fill_run_form(page, dataset, budget, hyperparameters: dict) -> None:
         "test_end": "2020-12-31",
     }.items():
         page.fill(f"#id_{name}", value)
+    # a portfolio task's form starts at the direct learner (the portfolio default): these runs are PPO
+    page.select_option("#id_algorithm", "ppo")
     page.fill("#id_hyperparameters", json.dumps(hyperparameters))
     page.select_option("#id_budget", str(budget.id))
     page.fill("#id_num_pods", "2")
