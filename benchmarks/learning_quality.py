@@ -228,32 +228,15 @@ class Lineage:
 
 
 def entry_of(agent_id, seq: int, result) -> tournament.Entry:
-    """The :class:`trainer.tournament.Entry` of a generation result, as the web app builds it
-    (``webapp/runs/services/results.py`` stores ``result.score`` and ``metrics["score_se"]``;
-    ``webapp/engine/tournament.py`` reads ``metrics["sub_windows"]`` as ``("start/end",
-    sharpe)`` windows, an undefined Sharpe counting as 0): the score with its standard error
+    """The :class:`trainer.tournament.Entry` of a generation result, built by the same
+    :func:`trainer.tournament.entry_from_metrics` as the web app's leaderboard rows (score,
+    ``metrics["score_se"]``, ``metrics["sub_windows"]``): the score with its standard error
     and its validation sub-windows, so that :func:`~trainer.tournament.select_parent` samples
     by ``exp((score - best) / SE)`` and replaces a pod's agent only by one better by more than
     one (paired) SE."""
     metrics = result.metrics or {}
-    windows = tuple(
-        (f"{w['start']}/{w['end']}", 0.0 if w.get("sharpe") is None else float(w["sharpe"]))
-        for w in metrics.get("sub_windows") or ()
-    )
-    return tournament.Entry(agent_id, result.score, seq, metrics.get("score_se"), windows)
-
-
-def select_with_se(board, current: tournament.Entry | None, rng, fresh_probability: float = FRESH_PROBABILITY):
-    """:func:`trainer.tournament.select_parent` for a pod whose own agent is ``current``
-    (``None``: it has none), with the standard errors and windows of every entry (the web
-    app's ``engine.choose_parent``)."""
-    return tournament.select_parent(
-        board,
-        current_score=None if current is None else current.score,
-        current_se=None if current is None else current.se,
-        current_windows=() if current is None else current.windows,
-        fresh_probability=fresh_probability,
-        rng=rng,
+    return tournament.entry_from_metrics(
+        agent_id, result.score, seq, metrics.get("score_se"), metrics.get("sub_windows")
     )
 
 
@@ -280,7 +263,7 @@ def tournament_board(
     """``pods`` pods x ``generations`` with the product's leaderboard rules, in-process.
 
     Every pod's first generation is fresh (the web app's pods that start together); later ones
-    go through :func:`select_with_se` (parents sampled by ``exp((score - best) / SE)``, a pod
+    go through :func:`trainer.tournament.select_parent_for` (parents sampled by ``exp((score - best) / SE)``, a pod
     keeps its own agent unless the candidate beats it by more than one paired SE, 10 % fresh
     starts); a copied parent's ``bounds`` are mutated by x0.8 or x1.25 (a kept agent continues
     unchanged, as in the web app). Pods run one after another, each seeing the board so far.
@@ -300,7 +283,7 @@ def tournament_board(
             if cur is None:  # the pods start together, as in the web app: each one's first agent is fresh
                 choice = tournament.ParentChoice(tournament.FRESH)
             else:
-                choice = select_with_se(board, entries[cur], rng, fresh_probability)
+                choice = tournament.select_parent_for(board, entries[cur], fresh_probability=fresh_probability, rng=rng)
             parent, changes = None, None
             if choice.action == tournament.KEEP_CURRENT and cur is not None:
                 parent = paths[cur]
@@ -339,7 +322,7 @@ def run_mixed_tournament(lineage: Lineage, pods: int, generations: int, seed: in
             if cur is None:  # the pods start together: each one's first agent is fresh
                 choice = tournament.ParentChoice(tournament.FRESH)
             else:
-                choice = select_with_se(board, entries[cur], rng)
+                choice = tournament.select_parent_for(board, entries[cur], fresh_probability=FRESH_PROBABILITY, rng=rng)
             parent, changes = None, None
             algorithm = MIXED_ALGORITHMS[p % len(MIXED_ALGORITHMS)]
             if choice.action == tournament.KEEP_CURRENT:

@@ -306,6 +306,55 @@ def one_se_members(entries: Sequence[Entry]) -> list[Entry]:
     return [e for e in ordered if float(e.score) >= floor]
 
 
+def metric_windows(sub_windows: Any) -> tuple[tuple[str, float], ...]:
+    """``("start/end", sharpe)`` per stored validation sub-window (``metrics["sub_windows"]``,
+    ``[{"start", "end", "sharpe"}, ...]``); an undefined Sharpe counts as 0, as the score counts
+    it. Empty when there are none or one entry is unreadable."""
+    out = []
+    for window in sub_windows or ():
+        if not isinstance(window, Mapping):
+            return ()
+        sharpe = window.get("sharpe")
+        out.append((f"{window.get('start')}/{window.get('end')}", 0.0 if sharpe is None else float(sharpe)))
+    return tuple(out)
+
+
+def metric_se(score_se: float | None, sub_windows: Any) -> float | None:
+    """The SE a score carries: the stored one, else (a score stored without one) the dispersion
+    of its sub-window Sharpe ratios (:func:`trainer.selection.window_standard_error`); ``None``
+    when neither is known."""
+    if score_se is not None:
+        return float(score_se)
+    from trainer.selection import window_standard_error
+
+    windows = metric_windows(sub_windows)
+    return window_standard_error([v for _, v in windows]) if len(windows) >= 2 else None
+
+
+def entry_from_metrics(
+    agent_id: Hashable, score: float | None, created_seq: int, score_se: float | None, sub_windows: Any
+) -> Entry:
+    """The :class:`Entry` of a scored agent from what a generation reports and the web stores:
+    its ``score``, ``metrics["score_se"]`` and ``metrics["sub_windows"]`` (see
+    :func:`metric_se` and :func:`metric_windows`)."""
+    return Entry(agent_id, score, created_seq, metric_se(score_se, sub_windows), metric_windows(sub_windows))
+
+
+def select_parent_for(
+    entries: Sequence[Entry], current: Entry | None, *, fresh_probability: float, rng: np.random.Generator
+) -> ParentChoice:
+    """:func:`select_parent` for a pod whose own agent is ``current`` (``None``: it has none),
+    with that agent's score, SE and windows."""
+    return select_parent(
+        entries,
+        current_score=None if current is None else current.score,
+        current_se=None if current is None else current.se,
+        current_windows=() if current is None else current.windows,
+        fresh_probability=fresh_probability,
+        rng=rng,
+    )
+
+
 def select_parent(
     entries: Sequence[Entry],
     *,

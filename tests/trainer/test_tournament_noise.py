@@ -168,3 +168,25 @@ def test_the_one_se_members_are_every_entry_within_the_best_ones_se():
     assert [e.agent_id for e in one_se_members(sharp)] == ["a", "t"]
     assert [e.agent_id for e in one_se_members([Entry("a", 1.0, 0), Entry("b", 0.99, 1)])] == ["a"]
     assert one_se_members([Entry("u", None, 0)]) == []
+
+
+def test_entries_from_stored_metrics_carry_the_se_and_pair_on_the_same_days():
+    from trainer.tournament import entry_from_metrics, select_parent_for
+
+    subs = [
+        {"start": "2020-01-02", "end": "2020-03-31", "sharpe": 1.0},
+        {"start": "2020-04-01", "end": "2020-06-30", "sharpe": None},
+    ]
+    stored = entry_from_metrics(7, 0.5, 3, 0.25, subs)
+    assert stored.se == 0.25 and stored.windows == (("2020-01-02/2020-03-31", 1.0), ("2020-04-01/2020-06-30", 0.0))
+    derived = entry_from_metrics(8, 0.5, 4, None, subs)
+    assert derived.se == pytest.approx(0.5)  # std of (1, 0) over sqrt(2)
+    assert entry_from_metrics(9, 0.5, 5, None, [{"start": "x"}, "unreadable"]).windows == ()
+    # a pod keeps its own agent against a candidate better by less than the paired SE of the
+    # difference (window differences -1 and +1: SE 1), and takes it when it has no agent
+    swapped = [{**subs[0], "sharpe": 2.0}, {**subs[1], "sharpe": -1.0}]
+    own = entry_from_metrics("own", 1.0, 1, 0.3, swapped)
+    board = [entry_from_metrics("other", 1.6, 0, 0.3, subs)]  # unpaired SE 0.42 would switch
+    choice = select_parent_for(board, own, fresh_probability=0.0, rng=np.random.default_rng(0))
+    assert choice.action == "keep_current"
+    assert select_parent_for(board, None, fresh_probability=0.0, rng=np.random.default_rng(0)).action == "parent"

@@ -10,7 +10,7 @@ pair two agents scored on the same days.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -29,36 +29,20 @@ class ParentDecision:
     agent_id: int | None
 
 
-def _windows(sub_windows: Any) -> tuple[tuple[str, float], ...]:
-    """``(start/end, sharpe)`` per sub-window (an undefined Sharpe counts as 0, as the score
-    counts it); empty when the metrics hold none or an unreadable entry."""
-    out = []
-    for window in sub_windows or ():
-        if not isinstance(window, Mapping):
-            return ()
-        sharpe = window.get("sharpe")
-        out.append((f"{window.get('start')}/{window.get('end')}", 0.0 if sharpe is None else float(sharpe)))
-    return tuple(out)
-
-
 def score_se(score_se: float | None, sub_windows: Any) -> float | None:
-    """The SE a score carries: the stored one, else (an agent stored before scores had one)
-    the dispersion of its sub-window Sharpe ratios (``trainer.selection.window_standard_error``);
-    ``None`` when neither is known."""
-    if score_se is not None:
-        return float(score_se)
-    from trainer.selection import window_standard_error
+    """The SE a score carries (``trainer.tournament.metric_se``): the stored one, else the
+    dispersion of its sub-window Sharpe ratios; ``None`` when neither is known."""
+    from trainer.tournament import metric_se
 
-    windows = _windows(sub_windows)
-    return window_standard_error([v for _, v in windows]) if len(windows) >= 2 else None
+    return metric_se(score_se, sub_windows)
 
 
 def _entry(row: Sequence[Any]) -> Any:
-    from trainer.tournament import Entry
+    from trainer.tournament import entry_from_metrics
 
     agent_id, score, seq, *noise = row
     se, subs = (noise + [None, None])[:2]
-    return Entry(agent_id=agent_id, score=score, created_seq=seq, se=score_se(se, subs), windows=_windows(subs))
+    return entry_from_metrics(agent_id, score, seq, se, subs)
 
 
 def one_se_member_ids(leaderboard: Sequence[Sequence[Any]]) -> list[int]:
@@ -90,14 +74,7 @@ def choose_parent(
 
     entries = [_entry(row) for row in leaderboard]
     own = None if current is None else _entry((current[0], current[1], -1, *current[2:]))
-    choice = tournament.select_parent(
-        entries,
-        current_score=None if own is None else own.score,
-        current_se=None if own is None else own.se,
-        current_windows=() if own is None else own.windows,
-        fresh_probability=fresh_probability,
-        rng=rng,
-    )
+    choice = tournament.select_parent_for(entries, own, fresh_probability=fresh_probability, rng=rng)
     if choice.action == tournament.PARENT:
         return ParentDecision(tournament.PARENT, int(choice.parent.agent_id))
     if choice.action == tournament.KEEP_CURRENT and current is not None:
