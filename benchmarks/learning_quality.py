@@ -84,7 +84,7 @@ import torch  # noqa: E402
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from trainer import tournament  # noqa: E402
+from trainer import mutation, tournament  # noqa: E402
 from trainer.artifacts.checkpoints import load_checkpoint  # noqa: E402
 from trainer.artifacts.rebuild import build_agent  # noqa: E402
 from trainer.backtest.benchmark import load_benchmark_close  # noqa: E402
@@ -290,7 +290,7 @@ def tournament_board(
             elif choice.action == tournament.PARENT:
                 parent = paths[choice.parent.agent_id]
                 hp = load_checkpoint(parent)["hyperparameters"]
-                changes, _ = tournament.mutate(hp, bounds, factors=(0.8, 1.25), rng=rng)
+                changes, _ = mutation.mutate(hp, bounds, factors=(0.8, 1.25), rng=rng)
                 changes = {k: v for k, v in changes.items() if k in bounds}
             paths[seq], _ = lineage.generation(parent=parent, hyperparameters=changes, seed=seed * 1000 + seq)
             entries[seq] = lineage.entry(seq, seq)
@@ -331,7 +331,7 @@ def run_mixed_tournament(lineage: Lineage, pods: int, generations: int, seed: in
                 parent, algorithm = paths[choice.parent.agent_id][0], paths[choice.parent.agent_id][2]
                 hp = load_checkpoint(parent)["hyperparameters"]
                 own_bounds = {k: v for k, v in MIXED_MUTATION_BOUNDS.items() if k in hp}
-                changes, _ = tournament.mutate(hp, own_bounds, factors=(0.8, 1.25), rng=rng)
+                changes, _ = mutation.mutate(hp, own_bounds, factors=(0.8, 1.25), rng=rng)
                 changes = {k: v for k, v in changes.items() if k in own_bounds}
             path, score = lineage.generation(
                 parent=parent, hyperparameters=changes, seed=seed * 1000 + seq, algorithm=algorithm

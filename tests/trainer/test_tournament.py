@@ -8,12 +8,12 @@ import numpy as np
 import pytest
 
 from trainer.errors import ConfigError
+from trainer.mutation import mutate
 from trainer.tournament import (
     FRESH,
     KEEP_CURRENT,
     PARENT,
     Entry,
-    mutate,
     prune,
     rank,
     select_parent,

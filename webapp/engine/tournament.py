@@ -85,7 +85,7 @@ def choose_parent(
 def mutate_hyperparameters(
     hyperparameters: dict[str, Any], *, mutation: dict[str, Any], rng: np.random.Generator, check: bool = False
 ) -> tuple[dict[str, Any], dict[str, list[Any]]]:
-    """PBT perturbation of a copied agent's hyperparameters (``trainer.tournament.mutate``).
+    """PBT perturbation of a copied agent's hyperparameters (``trainer.mutation.mutate``).
 
     Args:
         hyperparameters: the parent's values.
@@ -97,12 +97,12 @@ def mutate_hyperparameters(
     Returns:
         ``(new_hyperparameters, {name: [old, new]})``.
     """
-    from trainer import tournament
+    from trainer.mutation import mutate
 
     bounds = mutation.get("bounds") or {}
     if not bounds and not check:
         return dict(hyperparameters), {}
-    return tournament.mutate(
+    return mutate(
         hyperparameters,
         {k: tuple(v) for k, v in bounds.items()},
         factors=tuple(mutation.get("factors") or (0.8, 1.25)),

@@ -27,8 +27,8 @@ from trainer.demo import demo_task_dict
 from trainer.envs.kinds import fit_stats, make_env, prepare_market
 from trainer.envs.portfolio_dynamics import target_weights
 from trainer.errors import ConfigError
+from trainer.mutation import mutate
 from trainer.task import TaskSpec
-from trainer.tournament import mutate
 
 TICKERS = ["AAPL", "MSFT", "JPM", "KO", "CVX", "WMT"]
 SMALL = {
