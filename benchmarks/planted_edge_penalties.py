@@ -24,7 +24,9 @@ a placebo market (IC 0). This script measures what stands between the default an
   the best rung's; only that pick's test year is printed.
 
 Usage: ``.venv/bin/python benchmarks/planted_edge_penalties.py [--seeds 0 1] [--ic 0.05]
-[--rungs 0.02 0.005 0.001 0] [--cost-free] [--env-steps 2000000]``
+[--rungs 0.02 0.005 0.001 0] [--cost-free] [--env-steps 2000000] [--last-year 2015]
+[--validation-years 1] [--trade-rate 1] [--tracking-penalty 20] [--long-run]``. ``--last-year 2019 --validation-years 3`` trains on
+2010-2015 and validates on 2016-2018, three times the default validation span.
 """
 
 from __future__ import annotations
@@ -54,11 +56,21 @@ from trainer.util.device import set_cpu_threads  # noqa: E402
 from trainer.walk_forward import checkpoint_span_returns  # noqa: E402
 
 START, END = "2010-01-04", "2015-12-31"
-SPLITS = {
-    "train": {"start": START, "end": "2013-12-20"},
-    "validation": {"start": "2014-01-02", "end": "2014-12-31"},
-    "test": {"start": "2015-01-09", "end": "2015-12-31"},
-}
+
+
+def plan_splits(last_year: int = 2015, validation_years: int = 1) -> dict[str, dict[str, str]]:
+    """Train from 2010 to the year before validation (ending 2013-12-20 style, a 5-business-day
+    gap before validation), ``validation_years`` of validation, then one test year
+    ``last_year``; the test starts on the 6th business day of its year (a 5-day gap)."""
+    first_val = last_year - validation_years
+    return {
+        "train": {"start": START, "end": f"{first_val - 1}-12-20"},
+        "validation": {"start": f"{first_val}-01-02", "end": f"{last_year - 1}-12-31"},
+        "test": {"start": f"{last_year}-01-09", "end": f"{last_year}-12-31"},
+    }
+
+
+SPLITS = plan_splits()
 STRENGTHS = (0.25, 0.5, 1.0)
 DEFAULT_COST = 1e-3  # the portfolio env's default cost_pct
 
@@ -78,10 +90,12 @@ def _figure(agent: np.ndarray, equal_weight: np.ndarray, turnover: float) -> Fig
     return Figure(float(rel["sharpe_difference"]), float((high - low) / 3.92), turnover)
 
 
-def tilt_figures(close: np.ndarray, dates: np.ndarray, cost_pct: float) -> dict[float, Figure]:
+def tilt_figures(
+    close: np.ndarray, dates: np.ndarray, cost_pct: float, splits: dict[str, dict[str, str]] = SPLITS
+) -> dict[float, Figure]:
     """The signal tilt's validation figure per strength (it trades the whole span daily)."""
-    lo = int(np.searchsorted(dates, np.datetime64(SPLITS["validation"]["start"], "D")))
-    hi = int(np.searchsorted(dates, np.datetime64(SPLITS["validation"]["end"], "D"), side="right"))
+    lo = int(np.searchsorted(dates, np.datetime64(splits["validation"]["start"], "D")))
+    hi = int(np.searchsorted(dates, np.datetime64(splits["validation"]["end"], "D"), side="right"))
     window = close[lo - 5 : hi]  # the signal's lookback reads the 5 closes before the span
     ew = equal_weight_returns(close[lo:hi])
     out = {}
@@ -94,15 +108,72 @@ def tilt_figures(close: np.ndarray, dates: np.ndarray, cost_pct: float) -> dict[
     return out
 
 
-def rung_figures(path: Path, market, rung: float, cost_pct: float, seed: int, steps: int, work: Path):
-    """Train ``direct`` with ``turnover_penalty = rung``; its validation figure and test figure."""
+def long_run_tilt(
+    seed: int, ic: float, *, cost_pct: float = DEFAULT_COST, start: str = "1980-01-01", end: str = "2019-12-31"
+) -> dict[tuple[float, float], tuple[float, float]]:
+    """What the planted feature is worth net of costs, over a 40-year market (noise small).
+
+    The tilt of :func:`synthetic_market.signal_tilt_returns` (target ``1/N + k * s / N``,
+    clipped at 0, renormalised), traded by partial adjustment ``w <- w + eta * (target - w)``
+    (the env's ``trade_rate``; Garleanu & Pedersen 2013, "Dynamic trading with predictable
+    returns and transaction costs", trade partially towards the aim) and paying ``cost_pct`` of
+    the value traded each day. Returns ``{(k, eta): (annualised Sharpe difference against
+    cost-free 1/N, mean daily turnover)}`` (Sharpe ratios as ``mean / std * sqrt(252)``).
+    """
+    from synthetic_market import signal
+
+    close = generate(seed, ic=ic, start=start, end=end).close
+    n = close.shape[1]
+    growth = close[1:] / close[:-1]
+    s = signal(close)
+
+    def sharpe(x: np.ndarray) -> float:
+        return float(x.mean() / x.std() * np.sqrt(252))
+
+    equal_weight = sharpe(growth.mean(axis=1) - 1.0)
+    out = {}
+    for k in STRENGTHS + (2.0,):
+        target = np.clip(1.0 / n + k * s / n, 0.0, None)
+        target /= target.sum(axis=1, keepdims=True)
+        for eta in (1.0, 0.5, 0.25):
+            w = np.full(n, 1.0 / n)
+            returns = np.empty(len(growth))
+            traded = np.empty(len(growth))
+            for t in range(len(growth)):
+                new = w + eta * (target[t] - w)
+                traded[t] = np.abs(new - w).sum()
+                gross = float((new * growth[t]).sum())
+                returns[t] = (1.0 - cost_pct * traded[t]) * gross - 1.0
+                w = new * growth[t] / gross
+            out[(k, eta)] = (sharpe(returns) - equal_weight, float(traded.mean()))
+    return out
+
+
+def rung_figures(
+    path: Path,
+    market,
+    rung: float,
+    cost_pct: float,
+    seed: int,
+    steps: int,
+    work: Path,
+    splits: dict[str, dict[str, str]] = SPLITS,
+    end: str = END,
+    trade_rate: float = 1.0,
+    tracking_penalty: float | None = None,
+):
+    """Train ``direct`` with ``turnover_penalty = rung`` (and ``tracking_penalty`` when given,
+    else its default); its validation figure and test figure."""
     task = {
-        "data": {"paths": [str(path)], "start": START, "end": END},
-        **SPLITS,
+        "data": {"paths": [str(path)], "start": START, "end": end},
+        **splits,
         "kind": "portfolio",
-        "env": {"rebalance_band": RECOMMENDED_REBALANCE_BAND, "cost_pct": cost_pct},
+        "env": {"rebalance_band": RECOMMENDED_REBALANCE_BAND, "cost_pct": cost_pct, "trade_rate": trade_rate},
         "algorithm": "direct",
-        "hyperparameters": {"turnover_penalty": rung},
+        "hyperparameters": {
+            "turnover_penalty": rung,
+            **({} if tracking_penalty is None else {"tracking_penalty": tracking_penalty}),
+        },
     }
     out = work / f"agent-{rung:g}-{cost_pct:g}-{seed}.pt"
     run_generation(task, env_steps=steps, out_path=out, seed=seed, device="cpu", market_data=market)
@@ -126,7 +197,24 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--rungs", type=float, nargs="+", default=[0.02, 0.005, 0.001, 0.0])
     parser.add_argument("--cost-free", action="store_true", help="also run every market at cost_pct 0")
     parser.add_argument("--env-steps", type=int, default=2_000_000)
+    parser.add_argument("--last-year", type=int, default=2015, help="the test year; training starts in 2010")
+    parser.add_argument("--validation-years", type=int, default=1)
+    parser.add_argument("--trade-rate", type=float, default=1.0, help="the env's partial adjustment (1: trade fully)")
+    parser.add_argument("--tracking-penalty", type=float, help="direct's tracking-error penalty (default: its own)")
+    parser.add_argument(
+        "--long-run", action="store_true", help="only print what the planted feature earns net of costs over 40 years"
+    )
     args = parser.parse_args(argv)
+    if args.long_run:
+        for seed in args.seeds:
+            for (k, eta), (diff, turnover) in long_run_tilt(seed, args.ic).items():
+                print(
+                    f"IC {args.ic:g} seed {seed} tilt {k:g} trade rate {eta:g}: Sharpe difference vs cost-free 1/N "
+                    f"{diff:+.3f}, turnover {100 * turnover:.1f} %/day (1980-2019, cost 0.1 %)"
+                )
+        return 0
+    splits = plan_splits(args.last_year, args.validation_years)
+    end = f"{args.last_year}-12-31"
     set_cpu_threads()
     rungs = sorted(args.rungs, reverse=True)
     costs = [DEFAULT_COST, 0.0] if args.cost_free else [DEFAULT_COST]
@@ -136,13 +224,28 @@ def main(argv: list[str] | None = None) -> int:
         work = Path(tmp)
         for ic in (args.ic, 0.0):
             for seed in args.seeds:
-                synthetic = generate(seed, ic=ic, start=START, end=END)
+                synthetic = generate(seed, ic=ic, start=START, end=end)
                 path = write_csv(synthetic, work / f"market-{ic:g}-{seed}.csv.gz")
-                market = load_market_data(DataSpec(paths=[str(path)], start=START, end=END), data_dir=None)
+                market = load_market_data(DataSpec(paths=[str(path)], start=START, end=end), data_dir=None)
                 for cost in costs:
                     label = f"IC {ic:.2f} seed {seed} cost {100 * cost:.1f}%"
-                    tilt = tilt_figures(synthetic.close, synthetic.dates, cost)
-                    figures = {r: rung_figures(path, market, r, cost, seed, args.env_steps, work) for r in rungs}
+                    tilt = tilt_figures(synthetic.close, synthetic.dates, cost, splits)
+                    figures = {
+                        r: rung_figures(
+                            path,
+                            market,
+                            r,
+                            cost,
+                            seed,
+                            args.env_steps,
+                            work,
+                            splits,
+                            end,
+                            args.trade_rate,
+                            args.tracking_penalty,
+                        )
+                        for r in rungs
+                    }
                     validation = {r: f["validation"] for r, f in figures.items()}
                     pick = one_se_pick(rungs, validation)
                     cells = [
