@@ -11,8 +11,10 @@ Fixtures (use ``@pytest.mark.django_db(transaction=True)`` and ``@pytest.mark.br
   ``PADDOCK_TORCH_THREADS=1``; its node name.
 - ``browser`` (session) and ``page``: Debian's Chromium driven by Playwright's sync API; the
   page's relative URLs resolve against ``live_url``.
-- ``e2e_user``: a user whose password is :data:`E2E_PASSWORD`.
+- ``e2e_user``: a user whose password is :data:`E2E_PASSWORD`; ``staff_user``: a staff one.
 - ``login`` / ``screenshot``: the helpers :func:`login` and :func:`screenshot`.
+- :func:`assign_budget` (a staff user's budget on the budgets page) and :func:`make_serve_token`
+  (a serve token for one agent on the tokens page), steps several browser tests share.
 
 The test Redis database (``REDIS_URL``; ``./paddock test`` uses database 15) is flushed once at
 session start, so workers never pick up Celery messages left by an earlier run. The process
@@ -182,6 +184,14 @@ def e2e_user(transactional_db):
     return get_user_model().objects.create_user(username="alice", password=E2E_PASSWORD)
 
 
+@pytest.fixture
+def staff_user(transactional_db):
+    """Ada: staff, so she may assign budgets to anyone (herself too) on the budgets page."""
+    from django.contrib.auth import get_user_model
+
+    return get_user_model().objects.create_user(username="ada", password=E2E_PASSWORD, is_staff=True)
+
+
 def login(page, user, password: str = E2E_PASSWORD) -> None:
     """Log ``user`` in through the login form and wait until the app has left the form."""
     page.goto("/accounts/login/")
@@ -191,6 +201,37 @@ def login(page, user, password: str = E2E_PASSWORD) -> None:
         page.click("#login-form button[type=submit]")
     if "/accounts/login/" in page.url:
         raise AssertionError(f"login as {user.username} failed: still on {page.url}")
+
+
+def assign_budget(page, *, name: str, owner, pods: int, env_steps: int, wall_clock_s: int) -> None:
+    """As a logged-in staff user, assign ``owner`` a budget on the budgets page and wait until
+    the page lists it."""
+    from playwright.sync_api import expect
+
+    page.goto("/budgets/")
+    page.fill("#id_name", name)
+    page.select_option("#id_owner", label=owner.username)
+    page.fill("#id_max_concurrent_pods", str(pods))
+    page.fill("#id_env_step_cap", str(env_steps))
+    page.fill("#id_max_wall_clock_s", str(wall_clock_s))
+    with page.expect_navigation():
+        page.click("#budget-form button[type=submit]")
+    expect(page.locator("#budgets")).to_contain_text(name)
+
+
+def make_serve_token(page, agent_id: int, name: str) -> str:
+    """Follow the agent page's serving card to the tokens page (the agent prefilled), create a
+    serve token named ``name`` for that agent and return its key (``srv_...``)."""
+    page.goto(f"/agents/{agent_id}/")
+    page.click("#serve-token-link")
+    page.wait_for_selector("#serve-token-form")
+    assert page.input_value("#id_agent") == str(agent_id)  # prefilled from the agent page
+    page.fill("#id_name", name)
+    page.click("#create-serve-token")
+    page.wait_for_selector("#created-key")
+    key = page.text_content("#created-key").strip()
+    assert key.startswith("srv_"), key
+    return key
 
 
 def screenshot(page, name: str) -> Path:

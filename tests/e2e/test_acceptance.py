@@ -22,11 +22,10 @@ import json
 import re
 
 import pytest
-from django.contrib.auth import get_user_model
 from playwright.sync_api import expect
 
 from tests.conftest import BENCHMARK_FILE
-from tests.e2e.conftest import E2E_PASSWORD
+from tests.e2e.conftest import assign_budget
 from trainer import load_agent
 from trainer.backtest.benchmark import load_benchmark_close
 from trainer.backtest.engine import run_backtest
@@ -47,12 +46,6 @@ REPORT_TIMEOUT_S = 180.0
 LEADERBOARD_ROWS = "#leaderboard tbody tr[data-agent-id]"
 
 
-@pytest.fixture
-def staff_user(transactional_db):
-    """Ada: staff, so she may assign herself a budget on the budgets page."""
-    return get_user_model().objects.create_user(username="ada", password=E2E_PASSWORD, is_staff=True)
-
-
 def _metric(page, metric: str, series: str) -> float:
     """The exact value behind a cell of the report's metrics table (``data-value``)."""
     cell = page.locator(f'#metrics tr[data-metric="{metric}"] td[data-series="{series}"]')
@@ -71,15 +64,14 @@ def test_user_trains_a_tournament_watches_it_live_and_checks_report_and_bundle(
     login(page, staff_user)
 
     # --- a budget, assigned on the budgets page -------------------------------------------
-    page.goto("/budgets/")
-    page.fill("#id_name", "Acceptance budget")
-    page.select_option("#id_owner", label=staff_user.username)
-    page.fill("#id_max_concurrent_pods", "1")
-    page.fill("#id_env_step_cap", str(sizing.env_steps))
-    page.fill("#id_max_wall_clock_s", str(sizing.max_wall_clock_s))
-    with page.expect_navigation():
-        page.click("#budget-form button[type=submit]")
-    expect(page.locator("#budgets")).to_contain_text("Acceptance budget")
+    assign_budget(
+        page,
+        name="Acceptance budget",
+        owner=staff_user,
+        pods=1,
+        env_steps=sizing.env_steps,
+        wall_clock_s=sizing.max_wall_clock_s,
+    )
 
     # --- the Dow-30 task and the tournament, on the new-run form ----------------------------
     page.goto("/runs/new/")

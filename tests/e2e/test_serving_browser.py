@@ -8,6 +8,7 @@ import urllib.request
 
 import pytest
 
+from tests.e2e.conftest import make_serve_token
 from tests.webapp.conftest import make_world, trained_checkpoint  # noqa: F401
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow, pytest.mark.django_db(transaction=True)]
@@ -31,14 +32,7 @@ def test_a_serve_token_made_in_the_browser_calls_the_agent_and_the_page_counts_i
     page.goto(f"/agents/{agent.id}/")
     assert page.text_content("#serve-calls").strip() == "0"
     assert f"/api/agents/{agent.id}/act" in page.text_content("#serve-url")
-    page.click("#serve-token-link")
-    page.wait_for_selector("#serve-token-form")
-    assert page.input_value("#id_agent") == str(agent.id)  # prefilled from the agent page
-    page.fill("#id_name", "browser bot")
-    page.click("#create-serve-token")
-    page.wait_for_selector("#created-key")
-    key = page.text_content("#created-key").strip()
-    assert key.startswith("srv_")
+    key = make_serve_token(page, agent.id, "browser bot")
 
     request = urllib.request.Request(
         f"{live_url}/api/agents/{agent.id}/act",
