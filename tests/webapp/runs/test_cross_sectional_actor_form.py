@@ -63,7 +63,7 @@ def test_a_setting_the_actor_cannot_train_is_a_400_naming_the_field(api_client, 
 def test_the_form_stores_the_cross_sectional_actor_and_explains_it(ada, world):
     page = ada.get("/runs/new/").content.decode()
     assert "<code>policy</code>" in page and "cross_sectional (portfolio tasks only)" in page
-    assert '"policy": "mlp"' in page  # the box starts with PPO's defaults, the MLP actor among them
+    assert '"policy": "mlp"' in page  # PPO's defaults, the MLP actor among them, ride along for the algorithm switch
     before = set(Run.objects.values_list("id", flat=True))
     form = _run_form(world, kind="portfolio", start_now="", hyperparameters=json.dumps(XS))
     response = ada.post("/runs/new/", form)
