@@ -38,7 +38,7 @@ __all__ = ["DEFAULT_ENV_STEPS", "SHARED_DATA_DIR", "build_parser", "default_data
 DEFAULT_ENV_STEPS = 2_000_000
 #: The shared data folder beside a checkout (``<repo>/../shared/data``), used when neither
 #: ``--data-dir`` nor ``PADDOCK_DATA_DIR`` is given and it exists.
-SHARED_DATA_DIR = Path(__file__).resolve().parents[1].parent / "shared" / "data"
+SHARED_DATA_DIR = Path(__file__).resolve().parents[2].parent / "shared" / "data"
 
 
 def default_data_dir() -> str | None:

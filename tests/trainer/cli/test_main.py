@@ -351,3 +351,17 @@ def test_train_turnover_options_reach_the_portfolio_env_and_are_refused_by_name(
     args = ["train", "--env", "portfolio", "--tickers", "AAPL,MSFT,KO", "--turnover-penalty", "-1"]
     assert main(args + ["--out", str(tmp_path / "d"), *common]) == 2
     assert "env.turnover_penalty" in capsys.readouterr().err
+
+
+def test_without_data_dir_or_its_variable_the_shared_folder_beside_the_checkout_is_read(monkeypatch, tmp_path):
+    """The default ``--data-dir`` is ``<checkout>/../shared/data`` (not a folder inside the
+    checkout): a user who cloned next to ``shared/`` trains without naming the data."""
+    from trainer.cli import main as cli
+
+    assert cli.SHARED_DATA_DIR == REPO.parent / "shared" / "data"
+    monkeypatch.delenv("PADDOCK_DATA_DIR", raising=False)
+    fake = tmp_path / "shared" / "data"
+    monkeypatch.setattr(cli, "SHARED_DATA_DIR", fake)
+    assert cli.default_data_dir() is None  # absent: relative paths resolve against the current folder
+    fake.mkdir(parents=True)
+    assert cli.default_data_dir() == str(fake)
