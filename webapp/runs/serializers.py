@@ -28,6 +28,18 @@ class _UserScopedPK(serializers.PrimaryKeyRelatedField):
     def get_queryset(self):
         return self._scope(user=self.context["request"].user)
 
+    def to_internal_value(self, data):
+        """An id is a whole number (JSON integer, or digits in a form field): a float such as
+        ``1.5`` or ``1e400`` (infinity once parsed) is the wrong type, not id 1 nor a 500; an
+        integer beyond the database's 64-bit range names no object."""
+        if isinstance(data, str) and data.strip().lstrip("-").isdigit():
+            data = int(data)
+        if isinstance(data, bool) or not isinstance(data, int):
+            self.fail("incorrect_type", data_type=type(data).__name__)
+        if not -(2**63) <= data < 2**63:
+            self.fail("does_not_exist", pk_value=data)
+        return super().to_internal_value(data)
+
 
 class BudgetSerializer(serializers.ModelSerializer):
     """A cluster budget with its caps and usage. ``owner`` is writable by staff only;
