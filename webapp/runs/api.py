@@ -19,7 +19,7 @@ from rest_framework.response import Response
 from webapp import engine
 from webapp.core.downloads import serve_file
 from webapp.core.errors import AppError
-from webapp.runs import algorithms, serializers, services
+from webapp.runs import agent_serializers, algorithms, serializers, services
 from webapp.runs.models import Agent, ClusterBudget, Run, Task
 from webapp.runs.selectors import curves, quotas, seed_groups
 from webapp.runs.selectors.budgets import budget_queryset
@@ -253,18 +253,18 @@ class RunViewSet(
         description="201: built now. 200: the run already had an ensemble of exactly these members; it is "
         "returned with `created: false` and nothing is built. 400 (naming `k`): k outside 2..16 or above the "
         "number of agents on the leaderboard.",
-        request=serializers.EnsembleSerializer,
-        responses={201: serializers.EnsembleResultSerializer, 200: serializers.EnsembleResultSerializer},
+        request=agent_serializers.EnsembleSerializer,
+        responses={201: agent_serializers.EnsembleResultSerializer, 200: agent_serializers.EnsembleResultSerializer},
     )
     @action(detail=True, methods=["post"])
     def ensemble(self, request: Request, pk=None) -> Response:
         from webapp.runs.services import ensembles
 
         run = self.get_object()
-        form = serializers.EnsembleSerializer(data=request.data)
+        form = agent_serializers.EnsembleSerializer(data=request.data)
         form.is_valid(raise_exception=True)
         agent, created = ensembles.ensemble_get_or_create(run=run, k=form.validated_data["k"])
-        body = serializers.EnsembleResultSerializer(agent, context={"created": created}).data
+        body = agent_serializers.EnsembleResultSerializer(agent, context={"created": created}).data
         return Response(body, status=status.HTTP_201_CREATED if created else status.HTTP_200_OK)
 
     @extend_schema(summary="Stop a run", request=serializers.StopSerializer, responses=serializers.RunSerializer)
@@ -285,12 +285,12 @@ class RunViewSet(
         form.is_valid(raise_exception=True)
         return self._fresh(services.run_scale(run=run, num_pods=form.validated_data["num_pods"]))
 
-    @extend_schema(summary="The run's leaderboard, best first", responses=serializers.AgentSerializer(many=True))
+    @extend_schema(summary="The run's leaderboard, best first", responses=agent_serializers.AgentSerializer(many=True))
     @action(detail=True, methods=["get"])
     def leaderboard(self, request: Request, pk=None) -> Response:
         run = self.get_object()
         page = self.paginate_queryset(leaderboard_queryset(run))
-        data = serializers.AgentSerializer(page, many=True, context=self.get_serializer_context()).data
+        data = agent_serializers.AgentSerializer(page, many=True, context=self.get_serializer_context()).data
         return self.get_paginated_response(data)
 
     @extend_schema(
@@ -322,7 +322,7 @@ class RunViewSet(
 )
 class AgentViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.GenericViewSet):
     queryset = Agent.objects.none()  # for the schema; get_queryset scopes to the user
-    serializer_class = serializers.AgentSerializer
+    serializer_class = agent_serializers.AgentSerializer
 
     def get_queryset(self):
         qs = agent_queryset(user=self.request.user)
