@@ -124,3 +124,31 @@ def test_a_direct_subset_is_checked_against_the_tickers_the_task_trades_not_the_
     assert "universe has 2" in response.json()["fields"]["hyperparameters.subset_size"]
     body["hyperparameters"]["subset_size"] = 2
     assert api_client.post("/api/tasks/", body, format="json").status_code == 201
+
+
+def test_a_direct_subset_in_a_mixed_tournament_is_checked_against_the_traded_tickers(api_client, user):
+    """The same check when direct is another algorithm of a mixed tournament: its subset comes in
+    ``algorithm_hyperparameters.direct`` and is refused by that path, not when a pod trains."""
+    from tests.conftest import DOW30_FILE
+    from webapp.market import services as market_services
+
+    dataset = market_services.dataset_create_from_files(
+        owner=user, name="with dow, mixed", paths=[DOW30_FILE], tickers=["AAPL", "MSFT", "DOW"]
+    )
+    body = {
+        "name": "ppo and direct on the traded tickers",
+        "dataset": dataset.id,
+        "splits": SPLITS,
+        "kind": "portfolio",
+        "algorithm": "ppo",
+        "algorithms": ["ppo", "direct"],
+        "hyperparameters": {"num_envs": 8, "rollout_steps": 5, "hidden_sizes": [8]},
+        "algorithm_hyperparameters": {"direct": {"subset_size": 3}},
+    }
+    response = api_client.post("/api/tasks/", body, format="json")
+    assert response.status_code == 400, response.json()
+    assert "universe has 2" in response.json()["fields"]["algorithm_hyperparameters.direct.subset_size"]
+    body["algorithm_hyperparameters"]["direct"]["subset_size"] = 2
+    response = api_client.post("/api/tasks/", body, format="json")
+    assert response.status_code == 201, response.json()
+    assert response.json()["algorithm_hyperparameters"]["direct"]["subset_size"] == 2

@@ -88,7 +88,7 @@ def _validated_task(
         raise
     per_algorithm = {
         name: _other_algorithm_hyperparameters(
-            spec, name, normalized["hyperparameters"], overrides.get(name, {}), intraday=intraday
+            traded, name, normalized["hyperparameters"], overrides.get(name, {}), intraday=intraday
         )
         for name in allowed[1:]
     }
