@@ -241,6 +241,34 @@ def test_a_budget_spent_mid_run_finishes_the_run_after_its_last_generation(make_
     assert Agent.objects.filter(run=run).count() == 3
 
 
+def test_the_env_step_cap_counts_the_whole_rollouts_a_generation_trains_not_the_steps_asked(
+    make_budget, make_run, tmp_path
+):
+    """200 steps asked of a 4 x 32 = 128-step rollout train 256: after one generation (256 used)
+    a second would end at 512, past the 460-step cap, so it is not claimed, though 256 + 200
+    asked would fit; the budget is never overdrawn."""
+    budget = make_budget(max_concurrent_pods=1, env_step_cap=460)
+    run = services.run_start(run=make_run(budget, num_pods=1, generation_steps=200))
+    first = _claim_next(run)
+    assert first.env_steps == 256
+    assert Generation.objects.get(pk=first.generation_id).env_steps == 256  # what it holds of the cap
+    services.generation_complete(
+        claim=first, result=_result(1.0, env_steps=first.env_steps), local_checkpoint=_checkpoint(tmp_path)
+    )
+    assert _claim_next(run) is None
+    run.refresh_from_db()
+    budget.refresh_from_db()
+    assert run.status == Run.Status.FINISHED and "a generation needs 256" in run.status_reason
+    assert budget.env_steps_used == 256 <= budget.env_step_cap
+
+
+def test_a_run_whose_first_rollout_is_past_the_cap_is_refused_at_start(make_budget, make_run):
+    """200 steps asked fit a 220-step cap, but the 256 steps of two whole rollouts do not."""
+    with pytest.raises(AppError, match="a generation needs 256") as exc:
+        services.run_start(run=make_run(make_budget(env_step_cap=220), num_pods=1, generation_steps=200))
+    assert exc.value.status == 409
+
+
 def test_scaling_down_retires_pods_and_scaling_up_queues_new_ones(make_budget, make_run, tmp_path):
     run = services.run_start(run=make_run(make_budget(max_concurrent_pods=4), num_pods=3))
     claim = _claim_next(run)  # pod 0 trains

@@ -170,18 +170,15 @@ class BudgetVerdict:
     SPENT: ClassVar[str] = "spent"
 
 
-def _spent_reason(budget: ClusterBudget, run: Run, *, now: datetime, reserved_steps: int) -> str:
+def _spent_reason(budget: ClusterBudget, run: Run, *, now: datetime, reserved_steps: int, needed: int) -> str:
     if budget.ended_at is not None:
         return f"budget {budget.name!r} was ended by its owner"
     if budget.gpu_hours_cap is not None and budget.gpu_seconds_used >= budget.gpu_hours_cap * 3600.0:
         return f"budget {budget.name!r}: GPU-hours cap of {budget.gpu_hours_cap:g} h is spent"
-    if (
-        budget.env_step_cap is not None
-        and budget.env_steps_used + reserved_steps + run.generation_steps > budget.env_step_cap
-    ):
+    if budget.env_step_cap is not None and budget.env_steps_used + reserved_steps + needed > budget.env_step_cap:
         return (
             f"budget {budget.name!r}: env-step cap of {budget.env_step_cap} is spent "
-            f"({budget.env_steps_used} used, a generation needs {run.generation_steps})"
+            f"({budget.env_steps_used} used, a generation needs {needed})"
         )
     if budget.deadline is not None and now >= budget.deadline:
         return f"budget {budget.name!r}: deadline {budget.deadline.isoformat()} has passed"
@@ -192,11 +189,16 @@ def _spent_reason(budget: ClusterBudget, run: Run, *, now: datetime, reserved_st
 
 
 def budget_verdict(
-    budget: ClusterBudget, run: Run, *, reserved_steps: int = 0, now: datetime | None = None
+    budget: ClusterBudget,
+    run: Run,
+    *,
+    reserved_steps: int = 0,
+    needed: int | None = None,
+    now: datetime | None = None,
 ) -> BudgetVerdict:
     """The one rule for "is the budget spent, or only held by running generations?".
 
-    A new generation of ``run`` needs ``run.generation_steps`` env steps; the budget's usage
+    A new generation of ``run`` needs ``needed`` env steps; the budget's usage
     counters hold what finished generations used. Limits: the GPU-hours cap, the env-step cap,
     the deadline and the per-run wall clock (from ``run.started_at``).
 
@@ -205,6 +207,9 @@ def budget_verdict(
         run: the run wanting a generation.
         reserved_steps: env steps of the budget's generations running now (other than the one
             being decided); they count against the env-step cap until they end.
+        needed: env steps the new generation will train, when known (its claim knows the
+            algorithm and hyperparameters: :func:`~webapp.runs.services.common.trained_env_steps`,
+            whole rollouts, so at least ``run.generation_steps``); ``None`` = ``run.generation_steps``.
         now: the time to judge deadline and wall clock at (default: now).
 
     Returns:
@@ -212,11 +217,12 @@ def budget_verdict(
         when counting them the env-step cap is reached; else ``ok``.
     """
     now = now or timezone.now()
-    reason = _spent_reason(budget, run, now=now, reserved_steps=0)
+    needed = run.generation_steps if needed is None else int(needed)
+    reason = _spent_reason(budget, run, now=now, reserved_steps=0, needed=needed)
     if reason:
         return BudgetVerdict(BudgetVerdict.SPENT, reason)
     if reserved_steps:
-        reason = _spent_reason(budget, run, now=now, reserved_steps=reserved_steps)
+        reason = _spent_reason(budget, run, now=now, reserved_steps=reserved_steps, needed=needed)
         if reason:
             return BudgetVerdict(BudgetVerdict.HELD, reason)
     return BudgetVerdict(BudgetVerdict.OK)

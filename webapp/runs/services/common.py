@@ -47,8 +47,17 @@ def default_generation_steps(algorithm: str, hyperparameters: dict) -> int:
     :data:`DEFAULT_GENERATION_STEPS`."""
     if algorithm != "direct":
         return DEFAULT_GENERATION_STEPS
+    return trained_env_steps(algorithm, hyperparameters, DIRECT_GENERATION_STEPS)
+
+
+def trained_env_steps(algorithm: str, hyperparameters: dict, generation_steps: int) -> int:
+    """Env steps a generation asked for ``generation_steps`` actually trains, and so what it
+    holds of a budget's env-step cap: the agents learn in whole chunks (``engine.min_env_steps``:
+    a rollout of ``num_envs x rollout_steps`` for PPO, A2C and direct, a vector step of
+    ``num_envs`` off-policy) and train at least the steps asked, so ``generation_steps`` rounded
+    up to a whole number of chunks (21,504 asked of a 16,384-step rollout trains 32,768)."""
     chunk = engine.min_env_steps(algorithm, hyperparameters)
-    return -(-DIRECT_GENERATION_STEPS // chunk) * chunk
+    return -(-int(generation_steps) // chunk) * chunk
 
 
 def setting(name: str, default: float) -> float:

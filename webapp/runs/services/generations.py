@@ -24,7 +24,13 @@ from webapp.runs.models import Agent, Generation, Pod, Run
 from webapp.runs.selectors.budgets import budget_running_generations, reserved_steps
 from webapp.runs.selectors.runs import task_spec
 from webapp.runs.services.budgets import budget_dispatch, budget_verdict
-from webapp.runs.services.common import MAX_ATTEMPTS, lock_budget, publish_budget_usage, publish_pod
+from webapp.runs.services.common import (
+    MAX_ATTEMPTS,
+    lock_budget,
+    publish_budget_usage,
+    publish_pod,
+    trained_env_steps,
+)
 from webapp.runs.services.lifecycle import generation_fail_locked, run_begin_finishing, run_maybe_finish
 
 logger = logging.getLogger(__name__)
@@ -85,18 +91,8 @@ def generation_claim(*, generation_id: int, worker: str = "", device: str = "") 
             last = f" (last: {gen.error})" if gen.error else ""
             generation_fail_locked(gen, run, budget, f"gave up after {gen.attempt} attempts{last}")
             return None
-        others = budget_running_generations(budget.id).exclude(pk=gen.pk)
-        verdict = budget_verdict(budget, run, reserved_steps=reserved_steps(others))
-        if verdict.state == verdict.SPENT:
-            generation_drop(gen, run, verdict.reason)
-            run_begin_finishing(run, verdict.reason)
-            return None
-        if verdict.state == verdict.HELD or others.count() >= budget.max_concurrent_pods:
-            # No slot (or the env steps left are held by running generations): wait to be
-            # dispatched again when a running generation of this budget ends.
-            Generation.objects.filter(pk=gen.pk).update(dispatched_at=None)
-            return None
-
+        # The parent and hyperparameters first (reads only): the env steps the generation will
+        # train, whole rollouts of its num_envs x rollout_steps, are what the env-step cap checks.
         rng = np.random.default_rng([run.seed, gen.pod.index, gen.number])
         pod = Pod.objects.select_related("current_agent").get(pk=gen.pod_id)
         board = list(
@@ -120,6 +116,21 @@ def generation_claim(*, generation_id: int, worker: str = "", device: str = "") 
         else:
             algorithm = parent.algorithm or run.task.algorithm
             hyperparameters = dict(parent.hyperparameters)
+        others = budget_running_generations(budget.id).exclude(pk=gen.pk)
+        # whole rollouts; the trainer applies these values to the parent's (a full dict) or the task's
+        full = {**algorithms.algorithm_hyperparameters(run.task, algorithm), **hyperparameters}
+        needed = trained_env_steps(algorithm, full, run.generation_steps)
+        verdict = budget_verdict(budget, run, reserved_steps=reserved_steps(others), needed=needed)
+        if verdict.state == verdict.SPENT:
+            generation_drop(gen, run, verdict.reason)
+            run_begin_finishing(run, verdict.reason)
+            return None
+        if verdict.state == verdict.HELD or others.count() >= budget.max_concurrent_pods:
+            # No slot (or the env steps left are held by running generations): wait to be
+            # dispatched again when a running generation of this budget ends.
+            Generation.objects.filter(pk=gen.pk).update(dispatched_at=None)
+            return None
+
         now = timezone.now()
         n = Generation.objects.filter(pk=gen.pk, status__in=Generation.CLAIMABLE).update(
             status=Generation.Status.RUNNING,
@@ -134,6 +145,7 @@ def generation_claim(*, generation_id: int, worker: str = "", device: str = "") 
             finished_at=None,
             error="",
             algorithm=algorithm,
+            env_steps=needed,
         )
         if not n:
             return None
