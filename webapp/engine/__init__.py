@@ -94,6 +94,7 @@ from webapp.engine.task_specs import (  # noqa: E402
 from webapp.engine.tournament import (  # noqa: E402
     ParentDecision,
     check_mutation,
+    check_mutation_range,
     choose_parent,
     mutate_hyperparameters,
     one_se_member_ids,
@@ -122,6 +123,7 @@ __all__ = [
     "check_members_chosen",
     "check_membership",
     "check_mutation",
+    "check_mutation_range",
     "check_run_device",
     "check_study_plan",
     "check_benchmark_coverage",

@@ -140,3 +140,55 @@ def prune_leaderboard(entries: Sequence[tuple[int, float | None, int]], k: int) 
 
     keep, drop = tournament.prune([tournament.Entry(a, s, q) for a, s, q in entries], k)
     return [int(e.agent_id) for e in keep], [int(e.agent_id) for e in drop]
+
+
+#: Above this many bounds only each bound's ends are checked (alone), not every corner.
+MAX_CORNER_BOUNDS = 6
+
+
+def _reachable_ends(value: Any, low: float, high: float) -> tuple[Any, Any]:
+    """The lowest and highest values a mutation can give a hyperparameter now at ``value``
+    (``trainer.mutation.mutate`` rounds integers and clips to the bounds)."""
+    if isinstance(value, int | np.integer) and not isinstance(value, bool):
+        return int(np.ceil(low)), int(np.floor(high))
+    return float(low), float(high)
+
+
+def check_mutation_range(spec: dict[str, Any], mutation: dict[str, Any], *, intraday: bool = False) -> None:
+    """Raise :class:`AppError` (field ``mutation.bounds.<name>``) if a value the mutation can
+    reach makes the task unusable: each bound's low and high end with the other values at the
+    task's, then, for up to :data:`MAX_CORNER_BOUNDS` bounds, every combination of ends, each
+    checked as the whole task (``trainer.task.TaskSpec``: the algorithm's own ranges, a
+    direct learner's ``kappa`` against the env's ``logit_scale / 2``, rollout and buffer
+    memory). The trainer's checks are monotone in each value, so the corners cover every value
+    in between. Call after :func:`check_mutation` (bounds well formed).
+
+    Args:
+        spec: the ``trainer.task.TaskSpec`` dict the run's pods train (its ``hyperparameters``
+            complete, as ``webapp.runs.selectors.runs.task_spec`` gives them).
+        mutation: the run's ``{"bounds": {name: [low, high]}, ...}``, restricted to names the
+            spec's algorithm has.
+        intraday: the dataset holds intraday bars (the memory estimate counts session features).
+    """
+    from itertools import product
+
+    from trainer.task import TaskSpec
+
+    hp = dict(spec["hyperparameters"])
+    ends = {
+        name: _reachable_ends(hp[name], *(float(b) for b in bound))
+        for name, bound in (mutation.get("bounds") or {}).items()
+        if name in hp
+    }
+    trials = [{name: end} for name, pair in ends.items() for end in pair]
+    if 1 < len(ends) <= MAX_CORNER_BOUNDS:
+        trials += [dict(zip(ends, corner, strict=True)) for corner in product(*ends.values())]
+    for values in trials:
+        try:
+            TaskSpec.from_dict({**spec, "hyperparameters": {**hp, **values}}, intraday=intraday)
+        except TrainerError as exc:
+            named = str(exc.details.get("field") or "").rpartition(".")[2]
+            field = f"mutation.bounds.{named if named in values else next(iter(values))}"
+            reached = ", ".join(f"{k} = {v:g}" for k, v in values.items())
+            why = f"a mutation can reach {reached}, and then {exc.message}"
+            raise AppError(f"{field}: {why}", fields={field: why}) from exc

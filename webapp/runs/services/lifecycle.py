@@ -17,6 +17,7 @@ from webapp import engine
 from webapp.core.errors import AppError
 from webapp.runs import algorithms, bounds, signals
 from webapp.runs.models import ClusterBudget, Generation, Pod, Run, Task
+from webapp.runs.selectors.runs import task_spec
 from webapp.runs.services.budgets import budget_dispatch, budget_verdict
 from webapp.runs.services.common import (
     default_generation_steps,
@@ -25,6 +26,7 @@ from webapp.runs.services.common import (
     publish_budget_usage,
     publish_pod,
     publish_run,
+    trained_env_steps,
 )
 
 logger = logging.getLogger(__name__)
@@ -91,6 +93,12 @@ def run_create(
             bounds.collect(
                 fields, engine.check_mutation, algorithms.mutation_for(mutation, hyperparameters), hyperparameters
             )
+    for algorithm, hyperparameters in every.items():  # well formed: can every value it reaches train?
+        if any(k.startswith("mutation") for k in fields):
+            break
+        restricted = algorithms.mutation_for(mutation, hyperparameters)
+        spec = task_spec(task, algorithm)
+        bounds.collect(fields, engine.check_mutation_range, spec, restricted, intraday=task.dataset.intraday)
     named = mutation.get("bounds") or {}
     if len(every) > 1 and isinstance(named, dict):
         stray = [k for k in named if not any(k in hp for hp in every.values())]
@@ -194,7 +202,12 @@ def run_start(*, run: Run) -> Run:
 def _begin_running(budget: ClusterBudget, run: Run, verb: str, *, started: bool) -> None:
     """Set a locked run running if its budget allows (:func:`budget_verdict`): pods and their
     generations, dispatch into free slots, the ``run.update`` event."""
-    verdict = budget_verdict(budget, run)
+    # the fewest env steps a first generation trains (whole rollouts of an allowed algorithm)
+    needed = min(
+        trained_env_steps(a, algorithms.algorithm_hyperparameters(run.task, a), run.generation_steps)
+        for a in algorithms.task_algorithms(run.task)
+    )
+    verdict = budget_verdict(budget, run, needed=needed)
     if verdict.state != verdict.OK:
         raise AppError(f"cannot {verb}: {verdict.reason}", fields={"budget": verdict.reason}, status=409)
     run.status, run.status_reason = Run.Status.RUNNING, ""
