@@ -318,7 +318,10 @@ class RunForm(PortfolioDynamicsFields, forms.Form):
 
     def clean_tickers(self) -> list[str]:
         raw = self.cleaned_data.get("tickers") or ""
-        return [t.strip().upper() for t in raw.replace(";", ",").split(",") if t.strip()]
+        tickers = [t.strip().upper() for t in raw.replace(";", ",").split(",") if t.strip()]
+        if raw.strip() and not tickers:  # ",,," names no ticker: not "all of them" by accident
+            raise forms.ValidationError("Name at least one ticker, or leave the field empty for all of them.")
+        return tickers
 
     def task_kwargs(self) -> dict[str, Any]:
         """Arguments of ``services.task_create`` (besides the owner)."""

@@ -97,3 +97,12 @@ def test_a_blank_form_for_a_dataset_takes_its_range_and_tickers_and_is_accepted(
     assert response.status_code == 302, BeautifulSoup(response.content.decode(), "html.parser").select(".errorlist")
     assert Run.objects.count() == before + 1
     assert Run.objects.latest("id").task.kind == "portfolio"
+
+
+@pytest.mark.parametrize("tickers", [",,,", " ; , "])
+def test_tickers_of_only_separators_are_an_error_not_all_of_the_datasets(client, user, world, tickers):
+    """The API refuses an empty ticker list; the form must not read ",,," as "all of them"."""
+    client.force_login(user)
+    response, _, errors = _answer(client, world, tickers=tickers)
+    assert response.status_code == 400
+    assert "at least one ticker" in errors["tickers"]
