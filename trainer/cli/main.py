@@ -51,7 +51,13 @@ def default_data_dir() -> str | None:
 
 
 class _Parser(argparse.ArgumentParser):
-    """argparse that reports a bad argument as one ``error: ...`` line and exit status 2."""
+    """argparse that reports a bad argument as one ``error: ...`` line and exit status 2, and
+    takes flags only as spelled (``--seed`` is not ``--se``: an abbreviation that later matches
+    a new flag would change what an old command line means)."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        kwargs.setdefault("allow_abbrev", False)
+        super().__init__(*args, **kwargs)
 
     def error(self, message: str) -> NoReturn:
         sys.stderr.write(f"error: {message} (see {self.prog} --help)\n")
@@ -233,7 +239,13 @@ def add_task_flags(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--num-envs", type=_positive_int, help="parallel envs (hyperparameter num_envs)")
     parser.add_argument(
-        "--hp", action="append", type=_hp_pair, default=[], metavar="NAME=VALUE", help="set a hyperparameter"
+        "--hp",
+        action="append",
+        type=_hp_pair,
+        default=[],
+        metavar="NAME=VALUE",
+        help="set a hyperparameter (repeatable); VALUE is read as YAML: --hp learning_rate=1e-4 "
+        "--hp hidden_sizes=[64,64] --hp subset_size=null",
     )
     parser.add_argument("--device", default="auto", help="auto, cpu, cuda or cuda:N (default auto)")
     parser.add_argument("--seed", type=int, default=0, help="random seed (default 0)")

@@ -106,6 +106,15 @@ def test_an_unknown_flag_points_at_the_help_of_its_own_command(command, capsys):
     assert f"(see python -m trainer {command} --help)" in err
 
 
+@pytest.mark.parametrize("flag", ["--se", "--env-st", "--rebal"])
+def test_an_abbreviated_flag_is_refused_not_read_as_the_flag_it_begins(flag, capsys):
+    """``--se 3`` is not ``--seed 3``: an abbreviation would change meaning when a flag is added."""
+    with pytest.raises(SystemExit) as info:
+        main(["train", "--data", "x.csv", flag, "3"])
+    assert info.value.code == 2
+    assert f"unrecognized arguments: {flag} (see" in capsys.readouterr().err
+
+
 def test_an_unknown_walk_forward_flag_is_named_with_the_walk_forward_help(capsys):
     argv = ["walk-forward", "--data", "x.csv", "--start", "2010-01-01", "--end", "2012-01-01"]
     with pytest.raises(SystemExit):
