@@ -52,7 +52,7 @@ from trainer.agents._common import (
     set_lr,
     telemetry_due,
 )
-from trainer.agents.cross_sectional import check_kappa, gaussian_actor
+from trainer.agents.cross_sectional import check_kappa, check_universe, gaussian_actor
 from trainer.agents.networks import DeterministicPolicy, GaussianActor, RunningMeanStd, ValueCritic
 from trainer.buffers.rollout import RolloutBuffer
 from trainer.errors import ConfigError
@@ -117,7 +117,8 @@ class OnPolicyConfig(AgentConfig):
 
     def check_task(self, *, kind: str, env: Any, num_tickers: int | None) -> None:
         """Refuse the cross-sectional policy on a task that is not a portfolio one (field
-        ``<algo>.policy``) and a ``kappa`` above the env's ``logit_scale / 2`` (``<algo>.kappa``)."""
+        ``<algo>.policy``), a ``kappa`` above the env's ``logit_scale / 2`` (``<algo>.kappa``) and
+        a single ticker (field ``tickers``: the policy has no cash head)."""
         if self.policy != "cross_sectional":
             return
         if kind != "portfolio":
@@ -128,6 +129,7 @@ class OnPolicyConfig(AgentConfig):
                 field=field,
             )
         check_kappa(self.kappa, env.logit_scale, field=self.field_name("kappa"))
+        check_universe(num_tickers, cash=False, algorithm=self.algorithm)
 
     def _check_return_fields(self) -> None:
         """``gamma`` and ``gae_lambda``."""

@@ -101,6 +101,27 @@ def check_kappa(kappa: float, logit_scale: float, *, field: str) -> None:
         )
 
 
+def check_universe(num_tickers: int | None, *, cash: bool, algorithm: str) -> None:
+    """The policy weighs tickers against each other: without its cash head, one ticker leaves it
+    a single portfolio (all in that ticker, whatever it learns).
+
+    Args:
+        num_tickers: tickers the task trades (``None``: not known yet, nothing to check).
+        cash: the policy has its cash head (``direct``'s ``cash``).
+        algorithm: named in the message, e.g. ``"direct"``.
+
+    Raises:
+        ConfigError: fewer than 2 tickers and no cash head (field ``tickers``).
+    """
+    if num_tickers is not None and num_tickers < 2 and not cash:
+        advice = "or set cash: true" if algorithm == "direct" else "or use policy mlp"
+        raise ConfigError(
+            f"tickers: {algorithm}'s cross-sectional policy weighs tickers against each other, and with "
+            f"{num_tickers} ticker and no cash its only portfolio is all in it; choose at least 2 tickers {advice}",
+            field="tickers",
+        )
+
+
 def split_observation(obs: torch.Tensor, num_features: int) -> tuple[torch.Tensor, torch.Tensor]:
     """Split portfolio observations into per-ticker features and weights.
 

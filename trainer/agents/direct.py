@@ -75,7 +75,7 @@ from trainer.agents._common import (
     set_lr,
     telemetry_due,
 )
-from trainer.agents.cross_sectional import CrossSectionalPolicy, check_kappa, features_per_ticker
+from trainer.agents.cross_sectional import CrossSectionalPolicy, check_kappa, check_universe, features_per_ticker
 from trainer.agents.direct_objective import Penalties, WindowBatch, draw_windows, window_objective
 from trainer.envs.portfolio_dynamics import Dynamics
 from trainer.errors import ConfigError
@@ -151,7 +151,8 @@ class DirectConfig(AgentConfig):
 
     def check_task(self, *, kind: str, env: Any, num_tickers: int | None) -> None:
         """Refuse a stock-trading task (field ``algorithm``), a ``kappa`` above the env's
-        ``logit_scale / 2`` and a subset above the universe (``direct.<name>``)."""
+        ``logit_scale / 2`` and a subset above the universe (``direct.<name>``), and one ticker
+        without the cash head (field ``tickers``, :func:`check_universe`)."""
         if kind != "portfolio":
             raise ConfigError(
                 f"algorithm: direct trains portfolio tasks only (target weights), this task is {kind!r}",
@@ -159,6 +160,7 @@ class DirectConfig(AgentConfig):
             )
         check_kappa(self.kappa, env.logit_scale, field=self.field_name("kappa"))
         check_flatten(env)
+        check_universe(num_tickers, cash=self.cash, algorithm="direct")
         if num_tickers is not None:
             self.subset_for(num_tickers)
 

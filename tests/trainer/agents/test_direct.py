@@ -139,12 +139,30 @@ def test_impossible_settings_raise_config_error_naming_the_field(changes, field)
         (direct_task(hyperparameters={"subset_size": 7}), "hyperparameters.subset_size"),  # 6 tickers
         (direct_task(hyperparameters={"kappa": 2.5}), "hyperparameters.kappa"),  # logit_scale 4: at most 2
         (direct_task(kind="stock_trading", env={}), "algorithm"),
+        # one ticker and no cash head: the only portfolio is all in it
+        (direct_task(data={**demo_task_dict()["data"], "tickers": ["AAPL"]}), "tickers"),
+        (
+            direct_task(
+                algorithm="ppo",
+                data={**demo_task_dict()["data"], "tickers": ["AAPL"]},
+                hyperparameters={"policy": "cross_sectional"},
+            ),
+            "tickers",
+        ),
     ],
 )
 def test_a_task_the_direct_learner_cannot_train_is_refused_naming_the_field(task, field):
     with pytest.raises(ConfigError) as err:
         TaskSpec.from_dict(task)
     assert err.value.details["field"] == field
+
+
+def test_one_ticker_trains_with_the_cash_head_or_with_ppos_flat_policy():
+    """What a single ticker leaves to learn is when to hold cash: allowed where there is a cash
+    decision (direct with ``cash: true``, PPO's flat MLP)."""
+    one = {**demo_task_dict()["data"], "tickers": ["AAPL"]}
+    assert TaskSpec.from_dict(direct_task(data=one, hyperparameters={**SMALL, "cash": True})).data.tickers == ["AAPL"]
+    TaskSpec.from_dict(direct_task(algorithm="ppo", data=one, hyperparameters={}))
 
 
 def test_a_subset_above_the_universe_is_refused_by_the_agent_too(train_env):

@@ -152,3 +152,20 @@ def test_a_direct_subset_in_a_mixed_tournament_is_checked_against_the_traded_tic
     response = api_client.post("/api/tasks/", body, format="json")
     assert response.status_code == 201, response.json()
     assert response.json()["algorithm_hyperparameters"]["direct"]["subset_size"] == 2
+
+
+def test_a_direct_portfolio_of_one_ticker_without_cash_is_a_400_on_tickers(api_client, world):
+    body = {
+        "name": "direct on one ticker",
+        "dataset": world.dataset.id,
+        "tickers": ["AAPL"],
+        "splits": SPLITS,
+        "kind": "portfolio",
+        "algorithm": "direct",
+        "hyperparameters": {"num_envs": 8, "rollout_steps": 5, "hidden_sizes": [8]},
+    }
+    response = api_client.post("/api/tasks/", body, format="json")
+    assert response.status_code == 400, response.json()
+    assert "at least 2 tickers" in response.json()["fields"]["tickers"]
+    body["hyperparameters"]["cash"] = True  # a cash decision is left to learn
+    assert api_client.post("/api/tasks/", body, format="json").status_code == 201

@@ -213,7 +213,11 @@ def task_prepare(
     fields.update(split_problems)
     base = None
     if not split_problems:
-        base = bounds.collect(fields, engine.validate_task, {**spec, "env": {}, "hyperparameters": {}})
+        # data and splits alone: the hyperparameters, env and the tickers' count are judged
+        # with the task's own values below (a default cash-less direct learner on one ticker,
+        # say, is not this task's error)
+        alone = {**spec, "env": {}, "hyperparameters": {}, "data": {**spec["data"], "tickers": None}}
+        base = bounds.collect(fields, engine.validate_task, alone)
     allowed = _allowed_algorithms(fields, algorithms, algorithm, hyperparameters)
     overrides = _algorithm_overrides(fields, algorithm_hyperparameters, allowed)
     decided = None
