@@ -25,7 +25,7 @@ a placebo market (IC 0). This script measures what stands between the default an
 
 Usage: ``.venv/bin/python benchmarks/planted_edge_penalties.py [--seeds 0 1] [--ic 0.05]
 [--rungs 0.02 0.005 0.001 0] [--cost-free] [--env-steps 2000000] [--last-year 2015]
-[--validation-years 1] [--trade-rate 1] [--tracking-penalty 20] [--long-run]``. ``--last-year 2019 --validation-years 3`` trains on
+[--validation-years 1] [--trade-rate 1] [--tracking-penalty 20] [--hp NAME=VALUE ...] [--long-run]``. ``--last-year 2019 --validation-years 3`` trains on
 2010-2015 and validates on 2016-2018, three times the default validation span.
 """
 
@@ -39,6 +39,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
+import yaml
 
 REPO = Path(__file__).resolve().parent.parent
 sys.path[:0] = [str(REPO), str(REPO / "benchmarks")]
@@ -161,9 +162,11 @@ def rung_figures(
     end: str = END,
     trade_rate: float = 1.0,
     tracking_penalty: float | None = None,
+    extra: dict | None = None,
 ):
     """Train ``direct`` with ``turnover_penalty = rung`` (and ``tracking_penalty`` when given,
-    else its default); its validation figure and test figure."""
+    else its default; ``extra``: further hyperparameters, e.g. ``kappa``); its validation
+    figure and test figure."""
     task = {
         "data": {"paths": [str(path)], "start": START, "end": end},
         **splits,
@@ -173,6 +176,7 @@ def rung_figures(
         "hyperparameters": {
             "turnover_penalty": rung,
             **({} if tracking_penalty is None else {"tracking_penalty": tracking_penalty}),
+            **(extra or {}),
         },
     }
     out = work / f"agent-{rung:g}-{cost_pct:g}-{seed}.pt"
@@ -202,9 +206,22 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--trade-rate", type=float, default=1.0, help="the env's partial adjustment (1: trade fully)")
     parser.add_argument("--tracking-penalty", type=float, help="direct's tracking-error penalty (default: its own)")
     parser.add_argument(
+        "--hp",
+        action="append",
+        default=[],
+        metavar="NAME=VALUE",
+        help="a further direct hyperparameter, VALUE read as YAML (e.g. kappa=1.5, hidden_sizes=[8])",
+    )
+    parser.add_argument(
         "--long-run", action="store_true", help="only print what the planted feature earns net of costs over 40 years"
     )
     args = parser.parse_args(argv)
+    extra = {}
+    for pair in args.hp:
+        name, sep, raw = pair.partition("=")
+        if not sep:
+            parser.error(f"--hp {pair!r}: expected NAME=VALUE")
+        extra[name.strip()] = yaml.safe_load(raw)
     if args.long_run:
         for seed in args.seeds:
             for (k, eta), (diff, turnover) in long_run_tilt(seed, args.ic).items():
@@ -243,6 +260,7 @@ def main(argv: list[str] | None = None) -> int:
                             end,
                             args.trade_rate,
                             args.tracking_penalty,
+                            extra,
                         )
                         for r in rungs
                     }
