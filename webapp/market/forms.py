@@ -70,4 +70,6 @@ class DatasetForm(forms.Form):
             raise forms.ValidationError("Upload a file or pick files of the data folder.")
         if data.get("file") and data.get("paths"):
             raise forms.ValidationError("Give either a file or data-folder files, not both.")
+        if data.get("file") and data.get("tickers"):  # not silently ignored
+            self.add_error("tickers", "An uploaded file keeps every ticker in it; choose tickers on the run's task.")
         return data

@@ -40,7 +40,8 @@ class DatasetSerializer(serializers.ModelSerializer):
 
 class DatasetCreateSerializer(serializers.Serializer):
     """``POST /api/datasets/``: multipart ``name`` + ``file``, or JSON ``name`` + ``paths``
-    (files relative to the shared data folder) and optional ``tickers``; intraday files take
+    (files relative to the shared data folder) and optional ``tickers`` (with ``paths`` only: an
+    upload keeps all of its tickers, and ``tickers`` beside a file is a 400); intraday files take
     the optional loader options ``timezone`` (``auto``, ``UTC``, ``America/New_York``),
     ``bar_label`` (``auto``, ``start``, ``end``) and ``session`` (``regular``, ``extended``).
     ``membership`` (multipart, optional) is a point-in-time membership CSV ``ticker,from,to``;
@@ -58,4 +59,8 @@ class DatasetCreateSerializer(serializers.Serializer):
     def validate(self, attrs):
         if bool(attrs.get("file")) == bool(attrs.get("paths")):
             raise serializers.ValidationError("give either file or paths")
+        if attrs.get("file") and attrs.get("tickers"):  # not silently ignored
+            raise serializers.ValidationError(
+                {"tickers": "an uploaded file's dataset holds every ticker in it; choose tickers on the task"}
+            )
         return attrs

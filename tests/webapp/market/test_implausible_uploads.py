@@ -73,3 +73,21 @@ def test_a_note_names_the_users_file_not_the_stored_one(api_client):
     response = _post(api_client, "raw prices.csv", body)
     assert response.status_code == 201, response.json()
     assert response.json()["notes"][0].startswith("raw prices.csv: no adjusted prices in the file")
+
+
+def test_tickers_beside_an_uploaded_file_are_a_400_not_silently_ignored(api_client):
+    body = b"date,tic,open,high,low,close,volume\n2021-01-04,AAA,10,11,9,10,100\n2021-01-04,BBB,10,11,9,10,100\n"
+    data = {"name": "up", "file": _upload("two.csv", body), "tickers": ["AAA"]}
+    response = api_client.post("/api/datasets/", data, format="multipart")
+    assert response.status_code == 400
+    assert list(response.json()["fields"]) == ["tickers"] and "choose tickers on the task" in response.json()["error"]
+    assert not Dataset.objects.exists()
+
+
+def test_the_dataset_form_refuses_tickers_beside_an_upload_on_the_tickers_field(client, user):
+    body = b"date,tic,open,high,low,close,volume\n2021-01-04,AAA,10,11,9,10,100\n"
+    client.force_login(user)
+    response = client.post("/datasets/", {"name": "up", "file": _upload("one.csv", body), "tickers": "AAA"})
+    assert response.status_code == 400
+    assert "choose tickers on the run" in response.content.decode()
+    assert not Dataset.objects.exists()
