@@ -25,7 +25,7 @@ a placebo market (IC 0). This script measures what stands between the default an
 
 Usage: ``.venv/bin/python benchmarks/planted_edge_penalties.py [--seeds 0 1] [--ic 0.05]
 [--rungs 0.02 0.005 0.001 0] [--cost-free] [--env-steps 2000000] [--last-year 2015]
-[--validation-years 1] [--trade-rate 1] [--tracking-penalty 20] [--hp NAME=VALUE ...] [--long-run]``. ``--last-year 2019 --validation-years 3`` trains on
+[--validation-years 1] [--test-years 1] [--first-year 2010] [--trade-rate 1] [--tracking-penalty 20] [--hp NAME=VALUE ...] [--long-run]``. ``--last-year 2019 --validation-years 3`` trains on
 2010-2015 and validates on 2016-2018, three times the default validation span.
 """
 
@@ -59,15 +59,19 @@ from trainer.walk_forward import checkpoint_span_returns  # noqa: E402
 START, END = "2010-01-04", "2015-12-31"
 
 
-def plan_splits(last_year: int = 2015, validation_years: int = 1) -> dict[str, dict[str, str]]:
-    """Train from 2010 to the year before validation (ending 2013-12-20 style, a 5-business-day
-    gap before validation), ``validation_years`` of validation, then one test year
-    ``last_year``; the test starts on the 6th business day of its year (a 5-day gap)."""
-    first_val = last_year - validation_years
+def plan_splits(
+    last_year: int = 2015, validation_years: int = 1, test_years: int = 1, first_year: int = 2010
+) -> dict[str, dict[str, str]]:
+    """Train from the first business day of ``first_year`` to the year before validation
+    (ending on 12-20, a 5-business-day gap), ``validation_years`` of validation, then
+    ``test_years`` of test ending with ``last_year``; the test starts on the 6th business day of
+    its first year (a 5-day gap)."""
+    first_test = last_year - test_years + 1
+    first_val = first_test - validation_years
     return {
-        "train": {"start": START, "end": f"{first_val - 1}-12-20"},
-        "validation": {"start": f"{first_val}-01-02", "end": f"{last_year - 1}-12-31"},
-        "test": {"start": f"{last_year}-01-09", "end": f"{last_year}-12-31"},
+        "train": {"start": START if first_year == 2010 else f"{first_year}-01-02", "end": f"{first_val - 1}-12-20"},
+        "validation": {"start": f"{first_val}-01-02", "end": f"{first_test - 1}-12-31"},
+        "test": {"start": f"{first_test}-01-09", "end": f"{last_year}-12-31"},
     }
 
 
@@ -167,8 +171,11 @@ def rung_figures(
     """Train ``direct`` with ``turnover_penalty = rung`` (and ``tracking_penalty`` when given,
     else its default; ``extra``: further hyperparameters, e.g. ``kappa``); its validation
     figure and test figure."""
+    extra = dict(extra or {})
+    indicators = extra.pop("indicators", None)
+    data = {"paths": [str(path)], "start": splits["train"]["start"], "end": end}
     task = {
-        "data": {"paths": [str(path)], "start": START, "end": end},
+        "data": data if indicators is None else {**data, "indicators": indicators},
         **splits,
         "kind": "portfolio",
         "env": {"rebalance_band": RECOMMENDED_REBALANCE_BAND, "cost_pct": cost_pct, "trade_rate": trade_rate},
@@ -203,6 +210,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--env-steps", type=int, default=2_000_000)
     parser.add_argument("--last-year", type=int, default=2015, help="the test year; training starts in 2010")
     parser.add_argument("--validation-years", type=int, default=1)
+    parser.add_argument("--test-years", type=int, default=1, help="test years ending with --last-year")
+    parser.add_argument("--first-year", type=int, default=2010, help="the first training year")
     parser.add_argument("--trade-rate", type=float, default=1.0, help="the env's partial adjustment (1: trade fully)")
     parser.add_argument("--tracking-penalty", type=float, help="direct's tracking-error penalty (default: its own)")
     parser.add_argument(
@@ -211,6 +220,13 @@ def main(argv: list[str] | None = None) -> int:
         default=[],
         metavar="NAME=VALUE",
         help="a further direct hyperparameter, VALUE read as YAML (e.g. kappa=1.5, hidden_sizes=[8])",
+    )
+    parser.add_argument(
+        "--indicators",
+        nargs="*",
+        metavar="NAME",
+        help="the data's stockstats indicators beside the scale-free returns and volatility "
+        "(default FinRL's eight; none given: only the returns and volatility)",
     )
     parser.add_argument(
         "--long-run", action="store_true", help="only print what the planted feature earns net of costs over 40 years"
@@ -230,7 +246,8 @@ def main(argv: list[str] | None = None) -> int:
                     f"{diff:+.3f}, turnover {100 * turnover:.1f} %/day (1980-2019, cost 0.1 %)"
                 )
         return 0
-    splits = plan_splits(args.last_year, args.validation_years)
+    splits = plan_splits(args.last_year, args.validation_years, args.test_years, args.first_year)
+    start = splits["train"]["start"]
     end = f"{args.last_year}-12-31"
     set_cpu_threads()
     rungs = sorted(args.rungs, reverse=True)
@@ -241,9 +258,10 @@ def main(argv: list[str] | None = None) -> int:
         work = Path(tmp)
         for ic in (args.ic, 0.0):
             for seed in args.seeds:
-                synthetic = generate(seed, ic=ic, start=START, end=end)
+                synthetic = generate(seed, ic=ic, start=start, end=end)
                 path = write_csv(synthetic, work / f"market-{ic:g}-{seed}.csv.gz")
-                market = load_market_data(DataSpec(paths=[str(path)], start=START, end=end), data_dir=None)
+                chosen = {} if args.indicators is None else {"indicators": tuple(args.indicators)}
+                market = load_market_data(DataSpec(paths=[str(path)], start=start, end=end, **chosen), data_dir=None)
                 for cost in costs:
                     label = f"IC {ic:.2f} seed {seed} cost {100 * cost:.1f}%"
                     tilt = tilt_figures(synthetic.close, synthetic.dates, cost, splits)
@@ -260,7 +278,7 @@ def main(argv: list[str] | None = None) -> int:
                             end,
                             args.trade_rate,
                             args.tracking_penalty,
-                            extra,
+                            {**extra, **({} if args.indicators is None else {"indicators": list(args.indicators)})},
                         )
                         for r in rungs
                     }
