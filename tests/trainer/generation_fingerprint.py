@@ -2,19 +2,25 @@
 
 Each algorithm trains a fresh agent for a few hundred env steps on three Dow-30 tickers, then a
 child of it with a changed learning rate (the parent path of :func:`trainer.pod.run_generation`),
-on the CPU with one torch thread and fixed seeds. The fingerprint is the SHA-256 of both
-generations' checkpoint contents: the agent's state tensors (dtype, shape, bytes), the
-hyperparameters, the metrics, the score, the counters, the observation layout, the feature
-statistics and the data window; wall-clock values (``created_at``, ``steps_per_s``...) are left out.
+on the CPU with one torch thread and fixed seeds. The fingerprint covers both generations'
+checkpoint contents: the agent's state tensors, the hyperparameters, the metrics, the score, the
+counters, the observation layout, the feature statistics and the data window; wall-clock values
+(``created_at``, ``steps_per_s``...) are left out. It has two parts:
+
+- ``structure``: the SHA-256 of everything but the floating-point values: keys, dtypes, shapes,
+  integers, strings, and the bytes of integer tensors (random-generator states, counters). It
+  must match exactly.
+- ``numbers``: each floating-point value by its path (a float tensor by the sum, the sum of
+  absolute values and the sum of squares of its elements, in float64). They must match within
+  :data:`RTOL`, because floating-point results differ with the CPU's vector kernels (torch's
+  AVX-512 / AVX2 / scalar paths, MKL's dispatch): the same commit gives other bits on another
+  machine, so bit-identity would fail there without any change of behaviour.
 
 The recorded values live in ``generation_fingerprints.json`` beside this file. They change only
 when a generation's behaviour is meant to change; a refactoring must leave them as they are.
 Regenerate them (after such an intended change, saying why in the commit) with::
 
     OMP_NUM_THREADS=1 .venv/bin/python -m tests.trainer.generation_fingerprint --write
-
-Floating-point results can differ between CPU instruction sets (MKL/oneDNN kernels): the values
-were measured on the project's x86-64 development machine.
 """
 
 from __future__ import annotations
@@ -42,14 +48,17 @@ SMALL = {
 CHILD_CHANGE = {"ppo": {"learning_rate": 1e-4}, "a2c": {"learning_rate": 1e-4}, "sac": {"actor_learning_rate": 1e-4}}
 ENV_STEPS = {"ppo": 256, "a2c": 256, "sac": 64}
 NOTE = (
-    "SHA-256 of a PPO, an A2C and a SAC generation (fresh + child), checked by "
+    "A PPO, an A2C and a SAC generation (fresh + child): the SHA-256 of their structure and their floating-point "
+    "numbers, checked by "
     "tests/trainer/test_generation_fingerprint.py. They change only when a generation's behaviour is meant "
     "to change. Regenerate: OMP_NUM_THREADS=1 .venv/bin/python -m tests.trainer.generation_fingerprint --write "
     "(first measured on main d922c5a). Regenerated after issue 25's scores with standard errors: metrics gained "
     "score_se and score_se_source; with those two keys left out the hashes are the d922c5a ones (checked when "
     "regenerating). Regenerated after issue 25's cross-sectional actor: PPO's and A2C's "
     "hyperparameters gained policy and kappa; with those two keys left out the hashes are the previous ones "
-    "(checked when regenerating)."
+    "(checked when regenerating). Split into structure and numbers on 2026-12-03: the bit-exact hashes differed "
+    "between the x86-64 machines of two sessions (and between torch's AVX-512, AVX2 and scalar kernels of one) "
+    "with no change of behaviour; the numbers are compared within RTOL."
 )
 #: statistics that measure wall-clock time, not behaviour
 TIMING_KEYS = {"steps_per_s", "elapsed_s", "duration_s", "sps", "seconds", "created_at", "eta_s"}
@@ -73,37 +82,61 @@ def task_dict(algorithm: str) -> dict[str, Any]:
     }
 
 
-def _canonical(value: Any) -> Any:
-    """``value`` as JSON-able data; a tensor or array becomes its dtype, shape and bytes' SHA-256."""
+#: Relative tolerance of the floating-point numbers (see the module docstring). On 2026-12-03
+#: torch's scalar, AVX2 and AVX-512 kernels of one machine (``ATEN_CPU_CAPABILITY``) differed by
+#: at most 1.4e-4 of a number's scale (SAC's Adam moments); this leaves a factor 14 of room. A
+#: change of behaviour (another seed, loss, learning rate or data) moves many numbers by far more.
+RTOL = 2e-3
+#: Absolute floor of the comparison, for numbers near 0.
+ATOL = 1e-6
+
+
+def _canonical(value: Any, numbers: dict[str, float], path: str = "") -> Any:
+    """``value`` as JSON-able data without its floating-point values, which go to ``numbers``
+    by their path (a float tensor or array as three sums; an integer one by its bytes' SHA-256)."""
     if isinstance(value, torch.Tensor):
         t = value.detach().cpu().contiguous()
+        if t.is_floating_point():
+            x = t.double()
+            numbers[f"{path}|sum"], numbers[f"{path}|abs"] = float(x.sum()), float(x.abs().sum())
+            numbers[f"{path}|sq"] = float((x * x).sum())
+            return {"tensor": str(t.dtype), "shape": list(t.shape)}
         raw = t.reshape(-1).view(torch.uint8).numpy().tobytes() if t.numel() else b""
         return {"tensor": str(t.dtype), "shape": list(t.shape), "sha256": hashlib.sha256(raw).hexdigest()}
     if isinstance(value, np.ndarray):
         a = np.ascontiguousarray(value)
+        if np.issubdtype(a.dtype, np.floating):
+            x = a.astype(np.float64)
+            numbers[f"{path}|sum"], numbers[f"{path}|abs"] = float(x.sum()), float(np.abs(x).sum())
+            numbers[f"{path}|sq"] = float((x * x).sum())
+            return {"array": str(a.dtype), "shape": list(a.shape)}
         return {"array": str(a.dtype), "shape": list(a.shape), "sha256": hashlib.sha256(a.tobytes()).hexdigest()}
     if isinstance(value, dict):
-        return {str(k): _canonical(v) for k, v in value.items() if str(k) not in TIMING_KEYS}
+        return {str(k): _canonical(v, numbers, f"{path}.{k}") for k, v in value.items() if str(k) not in TIMING_KEYS}
     if isinstance(value, list | tuple):
-        return [_canonical(v) for v in value]
+        return [_canonical(v, numbers, f"{path}[{i}]") for i, v in enumerate(value)]
     if isinstance(value, np.generic):
-        return value.item()
+        return _canonical(value.item(), numbers, path)
     if isinstance(value, float):
-        return repr(value)  # exact, NaN and infinities included
+        if not np.isfinite(value):
+            return repr(value)  # NaN and infinities are structure: exact
+        numbers[path] = value
+        return "float"
     return value
 
 
-def _digest_of_state(state: dict[str, Any]) -> dict[str, Any]:
+def _digest_of_state(state: dict[str, Any], numbers: dict[str, float], path: str) -> dict[str, Any]:
     keys = (
         "algorithm", "hyperparameters", "agent", "obs_dim", "action_dim", "observation_layout", "env_config",
         "kind", "feature_stats", "task", "data_window", "score", "metrics", "stats", "env_steps",
         "total_env_steps", "generation", "seed", "cancelled",
     )  # fmt: skip
-    return {k: _canonical(state.get(k)) for k in keys}
+    return {k: _canonical(state.get(k), numbers, f"{path}.{k}") for k in keys}
 
 
-def fingerprint(algorithm: str, data_dir: Path, cache_dir: Path) -> str:
-    """The SHA-256 (hex) of a fresh generation of ``algorithm`` and of its child (see the module doc).
+def fingerprint(algorithm: str, data_dir: Path, cache_dir: Path) -> dict[str, Any]:
+    """``{"structure": SHA-256 hex, "numbers": {path: float}}`` of a fresh generation of
+    ``algorithm`` and of its child (see the module docstring).
 
     Both load their data through :func:`~trainer.pod.run_generation` (``data_dir``, with the
     Parquet cache in ``cache_dir`` so that only the first load parses the CSV)."""
@@ -112,6 +145,7 @@ def fingerprint(algorithm: str, data_dir: Path, cache_dir: Path) -> str:
 
     torch.set_num_threads(1)
     parts = []
+    numbers: dict[str, float] = {}
     with tempfile.TemporaryDirectory(prefix="paddock-fingerprint-") as tmp:
         first = run_generation(
             task_dict(algorithm),
@@ -133,11 +167,11 @@ def fingerprint(algorithm: str, data_dir: Path, cache_dir: Path) -> str:
             data_dir=data_dir,
             cache_dir=cache_dir,
         )
-        for result in (first, child):
+        for which, result in (("fresh", first), ("child", child)):
             state = load_checkpoint(result.checkpoint_path)
             parts.append(
                 {
-                    "checkpoint": _digest_of_state(state),
+                    "checkpoint": _digest_of_state(state, numbers, f"{which}.checkpoint"),
                     "result": _canonical(
                         {
                             "score": result.score,
@@ -148,12 +182,36 @@ def fingerprint(algorithm: str, data_dir: Path, cache_dir: Path) -> str:
                             "generation": result.generation,
                             "cancelled": result.cancelled,
                             "telemetry_steps": [p.get("env_steps") for p in result.telemetry],
-                        }
+                        },
+                        numbers,
+                        f"{which}.result",
                     ),
                 }
             )
     text = json.dumps(parts, sort_keys=True, separators=(",", ":"))
-    return hashlib.sha256(text.encode()).hexdigest()
+    return {"structure": hashlib.sha256(text.encode()).hexdigest(), "numbers": dict(sorted(numbers.items()))}
+
+
+def _scale(numbers: dict[str, float], key: str) -> float:
+    """The size a number is compared at: its own magnitude, and for a tensor's signed sum (which
+    can cancel to near 0) at least the sum of its elements' magnitudes."""
+    if key.endswith("|sum"):
+        return max(abs(numbers[key]), abs(numbers.get(key[: -len("sum")] + "abs", 0.0)))
+    return abs(numbers[key])
+
+
+def differences(measured: dict[str, Any], recorded: dict[str, Any]) -> list[str]:
+    """What differs between two fingerprints: the structure, a path present in one only, or a
+    number off by more than ``ATOL + RTOL * scale`` (:func:`_scale` of the recorded value;
+    empty: they match)."""
+    out = [] if measured["structure"] == recorded["structure"] else ["structure (keys, dtypes, shapes, integers)"]
+    mine, theirs = measured["numbers"], recorded["numbers"]
+    out += [f"{k}: only in the recorded values" for k in theirs.keys() - mine.keys()]
+    out += [f"{k}: not in the recorded values" for k in mine.keys() - theirs.keys()]
+    for k in sorted(mine.keys() & theirs.keys()):
+        if abs(mine[k] - theirs[k]) > ATOL + RTOL * _scale(theirs, k):
+            out.append(f"{k}: {mine[k]!r}, recorded {theirs[k]!r}")
+    return out
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -161,13 +219,21 @@ def main(argv: list[str] | None = None) -> int:
 
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--write", action="store_true", help=f"write the values to {RECORD.name}")
+    parser.add_argument("--out", type=Path, help="write the measured fingerprints to this JSON file")
     args = parser.parse_args(argv)
     with tempfile.TemporaryDirectory(prefix="paddock-fingerprint-cache-") as cache:
         measured = {a: fingerprint(a, DATA_DIR, Path(cache)) for a in ALGORITHMS}
-    print(json.dumps(measured, indent=2))
+    recorded = json.loads(RECORD.read_text())["fingerprints"] if RECORD.exists() else {}
+    for algorithm, value in measured.items():
+        old = recorded.get(algorithm)
+        found = ["not recorded"] if not isinstance(old, dict) else differences(value, old)
+        print(f"{algorithm}: structure {value['structure'][:16]}..., {len(value['numbers'])} numbers; "
+              f"{'matches the record' if not found else 'differs: ' + '; '.join(found[:5])}")  # fmt: skip
+    if args.out:
+        args.out.write_text(json.dumps(measured, indent=1) + "\n")
     if args.write:
         record = {"_comment": NOTE, "fingerprints": measured}
-        RECORD.write_text(json.dumps(record, indent=2) + "\n")
+        RECORD.write_text(json.dumps(record, indent=1) + "\n")
     return 0
 
 
