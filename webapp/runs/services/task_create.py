@@ -69,6 +69,14 @@ def _check_band(fields: dict[str, str], env: Any, traded: list[str]) -> None:
         )
 
 
+def _check_flatten(fields: dict[str, str], env: Any, dataset: Dataset) -> None:
+    """Flattening at the session close needs intraday bars (``fields["env.flatten_at_close"]``)."""
+    if isinstance(env, dict) and env.get("flatten_at_close") is True and not dataset.intraday:
+        fields["env.flatten_at_close"] = (
+            f"flattening at the session close needs intraday bars; dataset {dataset.name!r} is daily"
+        )
+
+
 def _validated_task(
     owner, name: str, dataset: Dataset, spec: dict, decided: dict, allowed: list[str], overrides: dict
 ) -> Task:
@@ -190,10 +198,7 @@ def task_prepare(
         bounds.raise_all({f"splits.{k}": "required: [start, end]" for k in missing})
     algorithm, env = _kind_defaults(kind, algorithm, env or {})
     hyperparameters = hyperparameters or {}
-    if isinstance(env, dict) and env.get("flatten_at_close") is True and not dataset.intraday:
-        fields["env.flatten_at_close"] = (
-            f"flattening at the session close needs intraday bars; dataset {dataset.name!r} is daily"
-        )
+    _check_flatten(fields, env, dataset)
     spec = engine.task_spec_dict(
         data={"paths": dataset.source_paths(), "tickers": tickers, **dataset.data_options()},
         splits=splits,
@@ -213,9 +218,7 @@ def task_prepare(
     fields.update(split_problems)
     base = None
     if not split_problems:
-        # data and splits alone: the hyperparameters, env and the tickers' count are judged
-        # with the task's own values below (a default cash-less direct learner on one ticker,
-        # say, is not this task's error)
+        # data and splits alone (the tickers' count is judged with the task's own settings below)
         alone = {**spec, "env": {}, "hyperparameters": {}, "data": {**spec["data"], "tickers": None}}
         base = bounds.collect(fields, engine.validate_task, alone)
     allowed = _allowed_algorithms(fields, algorithms, algorithm, hyperparameters)
