@@ -112,6 +112,15 @@ def candidates() -> dict[str, dict[str, Any]]:
             "hyperparameters": {k: 2.0 * v for k, v in DIRECT_FORMER.items()},
             "env_steps": DIRECT_STEPS,
         }
+        # added 2026-12-03 after the planted-edge study on 40-year synthetic markets (no penalty,
+        # half-way trades, tilt bound 1 found the edge there and stayed at 1/N on the placebo);
+        # judged by the same rule, written before it was run
+        out["direct-unpenalised"] = {
+            "algorithm": "direct",
+            "env": {**band, "trade_rate": 0.5},
+            "hyperparameters": {"turnover_penalty": 0.0, "tracking_penalty": 0.0, "kappa": 1.0},
+            "env_steps": DIRECT_STEPS,
+        }
     return out
 
 
