@@ -313,7 +313,13 @@ def main(argv: list[str] | None = None) -> int:
             f"  {name:<22} mean {t['mean']:+.3f} ± {t['se']:.3f}, worst fold {t['worst']:+.3f}, "
             f"turnover {100 * t['turnover']:.2f} %/day, {'eligible' if t['eligible'] else 'not eligible'}"
         )
-    print(f"  -> default: {default}")
+    if not table[default]["eligible"] and default != FALLBACK:
+        print(
+            f"  -> no candidate is eligible: the rule's default is {FALLBACK}, not in this run "
+            f"({default}, the lowest turnover, stands in for it in the nested headline below)"
+        )
+    else:
+        print(f"  -> default: {default}")
     report: dict[str, Any] = {"default": default, "validation": table, "test": {}}
     print("\nTest spans, stitched 2014..2022 (each candidate alone; seed 0):")
     first_seed = args.seeds[0]
