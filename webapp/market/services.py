@@ -105,6 +105,10 @@ def _store_membership(dataset: Dataset, membership: UploadedFile | None, info) -
     dataset.survivorship = engine.survivorship_note([], info.start, info.end, membership=shown) or ""
 
 
+#: The most files or folders one dataset may name (the data folder holds about a dozen).
+MAX_DATASET_PATHS = 32
+
+
 def dataset_create_from_files(
     *,
     owner,
@@ -126,14 +130,25 @@ def dataset_create_from_files(
         membership: an uploaded point-in-time membership file (``ticker,from,to``), optional.
 
     Raises:
-        AppError: a path outside the data folder or missing (``paths.<i>``), data the loader
+        AppError: more than :data:`MAX_DATASET_PATHS` paths (``paths``), a path outside the data
+            folder, missing or named twice (``paths.<i>``), data the loader
             rejects (naming file, row or ticker), or a membership file it refuses
             (``membership``, naming the row and ticker).
     """
     name = _check_name(owner, name)
     if not paths:
         raise AppError("paths: give at least one file", fields={"paths": "required"})
+    if len(paths) > MAX_DATASET_PATHS:  # before any file is opened: each costs a full read
+        why = f"at most {MAX_DATASET_PATHS} files or folders, got {len(paths):,}"
+        raise AppError(f"paths: {why}", fields={"paths": why})
     rel = [_relative_data_path(p, i) for i, p in enumerate(paths)]
+    first: dict[str, int] = {}
+    for i, p in enumerate(rel):
+        if p in first:  # the same file twice would be read (and its rows merged) twice
+            field = f"paths.{i}"
+            why = f"{p!r} is paths.{first[p]} again"
+            raise AppError(f"{field}: {why}", fields={field: why})
+        first[p] = i
     if tickers is not None:
         tickers = engine.clean_tickers(tickers)
     options = engine.loader_options(options)

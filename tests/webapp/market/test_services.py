@@ -90,3 +90,21 @@ def test_a_bad_row_of_a_ticker_left_out_is_refused_at_import(user, dow30_path, t
         services.dataset_create_from_files(owner=user, name="aapl", paths=["two.csv"], tickers=["AAPL"])
     assert f"row {bad + 1} " in exc.value.message and "KO" in exc.value.message and "close" in exc.value.message
     assert not Dataset.objects.exists()
+
+
+def test_a_file_named_twice_or_too_many_files_are_refused_before_any_is_read(api_client, data_dir, settings):
+    """500 copies of one path read the file 500 times (minutes, gigabytes) and stored a dataset
+    after the client had given up: now a 400 before any read."""
+    import time
+
+    settings.PADDOCK_DATA_DIR = data_dir
+    started = time.monotonic()
+    response = api_client.post("/api/datasets/", {"name": "many", "paths": [DOW30_FILE] * 500}, format="json")
+    assert response.status_code == 400 and "at most 32" in response.json()["fields"]["paths"]
+    response = api_client.post(
+        "/api/datasets/", {"name": "twice", "paths": [DOW30_FILE, f"./{DOW30_FILE}"]}, format="json"
+    )
+    assert response.status_code == 400
+    assert response.json()["fields"] == {"paths.1": f"{DOW30_FILE!r} is paths.0 again"}
+    assert time.monotonic() - started < 5.0
+    assert not services.Dataset.objects.exists()
