@@ -60,6 +60,24 @@ def _graceful_interrupt() -> Iterator[dict[str, bool]]:
         signal.signal(signal.SIGINT, previous)
 
 
+def _writable_folder(out: Path) -> None:
+    """Check, creating nothing, that ``out`` is or can become a folder this process writes into:
+    it is a folder, or its nearest existing parent is one, and either is writable.
+
+    Raises:
+        ConfigError: (field ``out``) it or a parent is a file, or that folder is not writable.
+    """
+    import os
+
+    if out.exists() and not out.is_dir():
+        raise ConfigError(f"--out {out}: exists and is not a folder", field="out")
+    existing = next((p for p in (out, *out.parents) if p.exists()), Path("."))
+    if not existing.is_dir():
+        raise ConfigError(f"--out {out}: {existing} is a file, not a folder", field="out")
+    if not os.access(existing, os.W_OK | os.X_OK):
+        raise ConfigError(f"--out {out}: cannot write in {existing}", field="out")
+
+
 def cmd_train(args: argparse.Namespace) -> int:
     """Run ``--generations`` generations of one pod; export the best one's bundle; print its
     validation score next to equal weight, QQQ (:func:`trainer.cli.baselines.load_benchmark`),
@@ -77,6 +95,7 @@ def cmd_train(args: argparse.Namespace) -> int:
     per_gen = [total // args.generations + (1 if i < total % args.generations else 0) for i in range(args.generations)]
     check_env_steps(task.algorithm, task.hyperparameters, min(per_gen), field="env_steps")
     out = Path(args.out) if args.out else Path("paddock-runs") / _dt.datetime.now(_dt.UTC).strftime("%Y%m%dT%H%M%SZ")
+    _writable_folder(out)  # before minutes of training, not after
     set_cpu_threads()
     market = load_market(task.data, args)
     check_split_days({name: task.split(name) for name in SPLITS}, market.dates)

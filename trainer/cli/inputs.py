@@ -19,14 +19,38 @@ from trainer.limits import DEFAULT_LIMITS, InputLimits
 __all__ = ["data_paths", "load_market", "read_task_file", "task_from_args"]
 
 
+#: The largest task file read (a task is a few hundred bytes of settings).
+MAX_TASK_FILE_BYTES = 1 << 20
+
+
 def read_task_file(path: str) -> dict[str, Any]:
+    """The task mapping of a JSON (``.json``) or YAML file.
+
+    Raises:
+        ConfigError: (field ``task``) the file cannot be read, is over
+            :data:`MAX_TASK_FILE_BYTES`, is not UTF-8 text, does not parse, nests too deeply
+            for the parser, or holds something other than a mapping.
+    """
     p = Path(path)
     try:
+        size = p.stat().st_size
+        if size > MAX_TASK_FILE_BYTES:
+            raise ConfigError(
+                f"task file {p}: {size:,} bytes; a task file holds at most {MAX_TASK_FILE_BYTES:,}",
+                field="task",
+                file=str(p),
+            )
         text = p.read_text(encoding="utf-8")
     except OSError as exc:
         raise ConfigError(f"task file {p}: cannot be read ({exc.strerror or exc})", field="task", file=str(p)) from None
+    except UnicodeDecodeError as exc:
+        raise ConfigError(
+            f"task file {p}: not UTF-8 text (byte {exc.start}); give a JSON or YAML file", field="task", file=str(p)
+        ) from None
     try:
         data = json.loads(text) if p.suffix.lower() == ".json" else yaml.safe_load(text)
+    except RecursionError:
+        raise ConfigError(f"task file {p}: nested too deeply to read", field="task", file=str(p)) from None
     except (json.JSONDecodeError, yaml.YAMLError) as exc:
         raise ConfigError(
             f"task file {p}: not valid {'JSON' if p.suffix.lower() == '.json' else 'YAML'} ({error_summary(exc)})",

@@ -75,6 +75,18 @@ def _positive_int(text: str) -> int:
     return int(value)
 
 
+#: The most env steps one command trains (the web's bound on a generation, too).
+MAX_ENV_STEPS = 1_000_000_000
+
+
+def _env_steps(text: str) -> int:
+    """A whole number of env steps in [1, :data:`MAX_ENV_STEPS`]."""
+    value = _positive_int(text)
+    if value > MAX_ENV_STEPS:
+        raise argparse.ArgumentTypeError(f"{text!r} is more than {MAX_ENV_STEPS:,} env steps")
+    return value
+
+
 def _whole(text: str) -> int:
     """A whole number >= 0."""
     try:
@@ -296,9 +308,10 @@ def _add_train_command(sub: Any) -> None:
         )
     train.add_argument(
         "--env-steps",
-        type=_positive_int,
+        type=_env_steps,
         default=DEFAULT_ENV_STEPS,
-        help=f"env steps in all (default {DEFAULT_ENV_STEPS:,})",
+        help=f"env steps in all (default {DEFAULT_ENV_STEPS:,}; trained in whole rollouts, so rounded up to "
+        "a multiple of num_envs x rollout_steps)",
     )
     train.add_argument(
         "--generations",
@@ -369,7 +382,7 @@ def _add_walk_forward_command(sub: Any) -> None:
     )
     wf.add_argument(
         "--env-steps",
-        type=_positive_int,
+        type=_env_steps,
         default=None,
         help=f"env steps of each candidate in each fold (default {WALK_FORWARD_ENV_STEPS:,}; "
         f"{WALK_FORWARD_DIRECT_ENV_STEPS:,} for direct)",

@@ -149,6 +149,37 @@ def test_a_broken_task_file_exits_2_in_a_subprocess_without_a_traceback(tmp_path
     assert len(lines) == 1 and lines[0].startswith("error: ")
 
 
+@pytest.mark.parametrize(
+    ("name", "content", "says"),
+    [
+        ("bin.csv", bytes(range(128, 256)) * 20, "not UTF-8 text"),
+        ("deep.yaml", b"a: " + b"[" * 5000 + b"]" * 5000 + b"\n", "nested too deeply"),
+        ("deep.json", b'{"a": ' + b"[" * 100_000 + b"]" * 100_000 + b"}", "nested too deeply"),
+        ("big.yaml", b"# " + b"x" * (1 << 20) + b"\n", "at most 1,048,576"),
+    ],
+)
+def test_a_task_file_that_is_binary_too_deep_or_too_large_exits_2_naming_it(tmp_path, capsys, name, content, says):
+    task = tmp_path / name
+    task.write_bytes(content)
+    assert main(["train", str(task), "--out", str(tmp_path / "out")]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"error: task file {task}: ") and says in err and err.count("\n") == 1
+
+
+def test_an_out_folder_that_cannot_be_written_exits_2_before_any_training(tmp_path, capsys):
+    """``--out`` naming a file used to fail after the whole training, on writing the checkpoint."""
+    a_file = tmp_path / "a-file"
+    a_file.write_text("not a folder")
+    assert main(["train", "--out", str(a_file)]) == 2
+    assert capsys.readouterr().err == f"error: --out {a_file}: exists and is not a folder\n"
+
+
+def test_env_steps_beyond_a_billion_exit_2(capsys):
+    with pytest.raises(SystemExit) as info:
+        main(["train", "--env-steps", "1e30"])
+    assert info.value.code == 2 and "more than 1,000,000,000 env steps" in capsys.readouterr().err
+
+
 def test_tiny_train_run_writes_a_bundle_with_the_checkpoints_actions(tiny_run, data_dir):
     checkpoint, bundle = Path(tiny_run["checkpoint"]), Path(tiny_run["bundle"])
     assert sha256_file(checkpoint) == tiny_run["checkpoint_sha256"]
