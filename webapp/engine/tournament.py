@@ -111,13 +111,31 @@ def mutate_hyperparameters(
     )
 
 
+#: The settings a run's ``mutation`` object may hold.
+MUTATION_KEYS = ("bounds", "factors", "probability")
+
+
 def check_mutation(mutation: dict[str, Any], hyperparameters: dict[str, Any]) -> None:
     """Raise :class:`AppError` (fields ``mutation.*``) if a run's mutation settings are unusable.
 
     Every field is the setting's path in the run's body: a bound on a hyperparameter the
     algorithm lacks (or one that is not a number) is ``mutation.bounds.<name>``, the entry the
-    user wrote, not the trainer's ``hyperparameters.<name>``.
+    user wrote, not the trainer's ``hyperparameters.<name>``; a key other than
+    :data:`MUTATION_KEYS` is ``mutation.<key>``, and an empty ``factors`` list is
+    ``mutation.factors`` (it is not "the default factors").
     """
+    if not isinstance(mutation, dict):
+        raise AppError(
+            'mutation: an object {"bounds": ..., "factors": ..., "probability": ...}', fields={"mutation": "an object"}
+        )
+    for key in mutation:
+        if key not in MUTATION_KEYS:
+            why = f"not a mutation setting ({', '.join(MUTATION_KEYS)})"
+            raise AppError(f"mutation.{key}: {why}", fields={f"mutation.{key}": why})
+    factors = mutation.get("factors")
+    if factors is not None and (not isinstance(factors, list | tuple) or len(factors) == 0):
+        why = "a non-empty list of positive factors, e.g. [0.8, 1.25]; leave it out for that default"
+        raise AppError(f"mutation.factors: {why}", fields={"mutation.factors": why})
     try:
         mutate_hyperparameters(hyperparameters, mutation=mutation, rng=np.random.default_rng(0), check=True)
     except TrainerError as exc:

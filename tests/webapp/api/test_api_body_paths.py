@@ -74,6 +74,10 @@ def test_a_mixed_tasks_default_mutation_has_each_algorithms_learning_rates(api_c
         ({"factors": [-1]}, "mutation.factors[0]"),
         ({"bounds": {"learning_rate": [1e-5, 1e-2]}, "factors": [0.8, 0]}, "mutation.factors[1]"),
         ({"probability": 2}, "mutation.probability"),
+        # an unknown key and an empty factor list are not silently stored
+        ({"bogus": 1}, "mutation.bogus"),
+        ({"factors": []}, "mutation.factors"),
+        ({"bounds": {"learning_rate": [1e-5, 1e-2]}, "factors": "0.8"}, "mutation.factors"),
     ],
 )
 def test_a_bad_mutation_bound_is_a_400_on_mutation_bounds_name(api_client, task, make_budget, mutation, field):
