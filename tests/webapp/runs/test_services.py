@@ -245,8 +245,8 @@ def test_the_env_step_cap_counts_the_whole_rollouts_a_generation_trains_not_the_
     make_budget, make_run, tmp_path
 ):
     """200 steps asked of a 4 x 32 = 128-step rollout train 256: after one generation (256 used)
-    a second would end at 512, past the 460-step cap, so it is not claimed, though 256 + 200
-    asked would fit; the budget is never overdrawn."""
+    a second would end at 512, past the 460-step cap, so none is queued, though 256 + 200 asked
+    would fit; the budget is never overdrawn, and the reason gives the steps trained."""
     budget = make_budget(max_concurrent_pods=1, env_step_cap=460)
     run = services.run_start(run=make_run(budget, num_pods=1, generation_steps=200))
     first = _claim_next(run)
@@ -255,17 +255,27 @@ def test_the_env_step_cap_counts_the_whole_rollouts_a_generation_trains_not_the_
     services.generation_complete(
         claim=first, result=_result(1.0, env_steps=first.env_steps), local_checkpoint=_checkpoint(tmp_path)
     )
-    assert _claim_next(run) is None
+    assert not Generation.objects.filter(run=run, status=Generation.Status.QUEUED).exists()
     run.refresh_from_db()
     budget.refresh_from_db()
     assert run.status == Run.Status.FINISHED and "a generation needs 256" in run.status_reason
     assert budget.env_steps_used == 256 <= budget.env_step_cap
 
 
-def test_a_run_whose_first_rollout_is_past_the_cap_is_refused_at_start(make_budget, make_run):
+def test_a_run_whose_generation_trains_more_than_the_whole_cap_is_a_400_on_generation_steps(make_budget, make_run):
     """200 steps asked fit a 220-step cap, but the 256 steps of two whole rollouts do not."""
+    with pytest.raises(AppError) as exc:
+        make_run(make_budget(env_step_cap=220), num_pods=1, generation_steps=200)
+    assert exc.value.status == 400
+    assert "trains 256 env steps (whole rollouts)" in exc.value.fields["generation_steps"]
+
+
+def test_a_run_whose_first_rollout_is_past_what_is_left_of_the_cap_is_refused_at_start(make_budget, make_run):
+    budget = make_budget(env_step_cap=1000)
+    run = make_run(budget, num_pods=1, generation_steps=200)
+    ClusterBudget.objects.filter(pk=budget.pk).update(env_steps_used=800)  # 200 asked would fit, 256 do not
     with pytest.raises(AppError, match="a generation needs 256") as exc:
-        services.run_start(run=make_run(make_budget(env_step_cap=220), num_pods=1, generation_steps=200))
+        services.run_start(run=run)
     assert exc.value.status == 409
 
 

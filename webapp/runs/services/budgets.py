@@ -19,7 +19,7 @@ from webapp.core.errors import AppError
 from webapp.runs import bounds, broker
 from webapp.runs.models import ClusterBudget, Generation, Run
 from webapp.runs.selectors.budgets import budget_running_generations
-from webapp.runs.services.common import lock_budget, publish_budget_usage
+from webapp.runs.services.common import fewest_trained_steps, lock_budget, publish_budget_usage
 
 logger = logging.getLogger(__name__)
 
@@ -209,7 +209,8 @@ def budget_verdict(
             being decided); they count against the env-step cap until they end.
         needed: env steps the new generation will train, when known (its claim knows the
             algorithm and hyperparameters: :func:`~webapp.runs.services.common.trained_env_steps`,
-            whole rollouts, so at least ``run.generation_steps``); ``None`` = ``run.generation_steps``.
+            whole rollouts, so at least ``run.generation_steps``); ``None``: the fewest a generation
+            of the run trains (:func:`~webapp.runs.services.common.fewest_trained_steps`).
         now: the time to judge deadline and wall clock at (default: now).
 
     Returns:
@@ -217,7 +218,7 @@ def budget_verdict(
         when counting them the env-step cap is reached; else ``ok``.
     """
     now = now or timezone.now()
-    needed = run.generation_steps if needed is None else int(needed)
+    needed = fewest_trained_steps(run) if needed is None else int(needed)
     reason = _spent_reason(budget, run, now=now, reserved_steps=0, needed=needed)
     if reason:
         return BudgetVerdict(BudgetVerdict.SPENT, reason)

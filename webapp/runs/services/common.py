@@ -50,6 +50,22 @@ def default_generation_steps(algorithm: str, hyperparameters: dict) -> int:
     return trained_env_steps(algorithm, hyperparameters, DIRECT_GENERATION_STEPS)
 
 
+def fewest_trained_steps(run: Run) -> int:
+    """The fewest env steps a new generation of ``run`` trains (:func:`trained_env_steps` of each
+    algorithm the task allows, at the task's hyperparameters): what the env-step cap is checked
+    against before a generation's algorithm and hyperparameters are known. An unsaved run
+    without a task: ``run.generation_steps``."""
+    if run.task_id is None:
+        return int(run.generation_steps)
+    from webapp.runs import algorithms
+
+    task = run.task
+    return min(
+        trained_env_steps(a, algorithms.algorithm_hyperparameters(task, a), run.generation_steps)
+        for a in algorithms.task_algorithms(task)
+    )
+
+
 def trained_env_steps(algorithm: str, hyperparameters: dict, generation_steps: int) -> int:
     """Env steps a generation asked for ``generation_steps`` actually trains, and so what it
     holds of a budget's env-step cap: the agents learn in whole chunks (``engine.min_env_steps``:

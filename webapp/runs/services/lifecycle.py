@@ -87,6 +87,14 @@ def run_create(
     for algorithm, hyperparameters in every.items():
         if "generation_steps" not in fields:
             bounds.collect(fields, engine.check_generation_steps, algorithm, hyperparameters, generation_steps)
+    if "generation_steps" not in fields and budget.env_step_cap is not None:
+        fewest = min(trained_env_steps(a, hp, generation_steps) for a, hp in every.items())
+        if fewest > budget.env_step_cap:
+            fields["generation_steps"] = (
+                f"a generation of {int(generation_steps):,} trains {fewest:,} env steps (whole rollouts), more "
+                f"than budget {budget.name!r}'s whole env-step cap of {budget.env_step_cap:,}"
+            )
+    for hyperparameters in every.values():
         if len(every) == 1:
             bounds.collect(fields, engine.check_mutation, mutation, hyperparameters)
         elif isinstance(mutation.get("bounds") or {}, dict):
@@ -202,12 +210,7 @@ def run_start(*, run: Run) -> Run:
 def _begin_running(budget: ClusterBudget, run: Run, verb: str, *, started: bool) -> None:
     """Set a locked run running if its budget allows (:func:`budget_verdict`): pods and their
     generations, dispatch into free slots, the ``run.update`` event."""
-    # the fewest env steps a first generation trains (whole rollouts of an allowed algorithm)
-    needed = min(
-        trained_env_steps(a, algorithms.algorithm_hyperparameters(run.task, a), run.generation_steps)
-        for a in algorithms.task_algorithms(run.task)
-    )
-    verdict = budget_verdict(budget, run, needed=needed)
+    verdict = budget_verdict(budget, run)  # the fewest steps a generation trains (whole rollouts)
     if verdict.state != verdict.OK:
         raise AppError(f"cannot {verb}: {verdict.reason}", fields={"budget": verdict.reason}, status=409)
     run.status, run.status_reason = Run.Status.RUNNING, ""
