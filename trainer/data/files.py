@@ -56,10 +56,18 @@ or ``=`` (``BRK.B``, ``BF-B``, ``^GSPC``, ``EURUSD=X``). Spaces, control and bid
 Unicode characters and anything else are refused, naming the row."""
 
 
+#: Characters of a value a message quotes before it says how long the rest is (:func:`shown`).
+SHOWN_CHARS = 40
+
+
 def shown(value: object) -> str:
     """``value`` quoted for a message, with control and invisible characters escaped (never
-    echoed raw into a page): ``'AAPL'``, ``'A\\u202eB'``."""
+    echoed raw into a page): ``'AAPL'``, ``'A\\u202eB'``; past :data:`SHOWN_CHARS` characters
+    only the start and the length: ``'99999...' (5,000,000 characters)``, so a message stays short
+    however long a cell."""
     text = str(value)
+    if len(text) > SHOWN_CHARS:
+        return f"{shown(text[:SHOWN_CHARS])[:-1]}...{shown(text[:SHOWN_CHARS])[-1]} ({len(text):,} characters)"
     if text.isprintable() and not any(
         0x200B <= ord(c) <= 0x200F or 0x202A <= ord(c) <= 0x202E or 0x2066 <= ord(c) <= 0x2069 or c == "\ufeff"
         for c in text

@@ -41,6 +41,14 @@ class MarketFiles:
     survivorship: str = ""
 
 
+def listed(items: Sequence[Any]) -> str:
+    """The first few of ``items`` and a count of the rest (``trainer.data.files.listed``), so a
+    message naming a user's list stays short however long the list: ``"A, B, C, D, E and 99,995 more"``."""
+    from trainer.data.files import listed as trainer_listed
+
+    return trainer_listed(items)
+
+
 def input_limits() -> Any:
     """The caps on what one data file or bundle may expand to (``trainer.limits.InputLimits``),
     from the settings ``PADDOCK_MAX_FILE_BYTES``, ``PADDOCK_MAX_FILE_ROWS`` and

@@ -91,3 +91,14 @@ def test_the_dataset_form_refuses_tickers_beside_an_upload_on_the_tickers_field(
     assert response.status_code == 400
     assert "choose tickers on the run" in response.content.decode()
     assert not Dataset.objects.exists()
+
+
+def test_a_five_megabyte_cell_is_named_in_a_short_error_not_echoed(api_client):
+    body = b"date,tic,open,high,low,close,volume\n2021-01-04,AAA,10,11,9," + b"9" * 5_000_000 + b",100\n"
+    response = api_client.post("/api/datasets/", {"name": "up", "file": _upload("huge.csv", body)}, format="multipart")
+    assert response.status_code == 400
+    assert len(response.content) < 2_000, len(response.content)
+    assert (
+        "close '99999" in response.json()["error"]
+        and "(5,000,000 characters) is not a number" in response.json()["error"]
+    )

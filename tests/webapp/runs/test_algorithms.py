@@ -169,3 +169,17 @@ def test_a_direct_portfolio_of_one_ticker_without_cash_is_a_400_on_tickers(api_c
     assert "at least 2 tickers" in response.json()["fields"]["tickers"]
     body["hyperparameters"]["cash"] = True  # a cash decision is left to learn
     assert api_client.post("/api/tasks/", body, format="json").status_code == 201
+
+
+def test_thousands_of_unknown_tickers_are_named_in_a_short_error(api_client, world):
+    body = {
+        "name": "many unknown",
+        "dataset": world.dataset.id,
+        "tickers": [f"T{i}" for i in range(10_000)],
+        "splits": SPLITS,
+        "hyperparameters": {"num_envs": 8, "rollout_steps": 5, "hidden_sizes": [8]},
+    }
+    response = api_client.post("/api/tasks/", body, format="json")
+    assert response.status_code == 400
+    assert len(response.content) < 2_000, len(response.content)
+    assert response.json()["fields"]["tickers"].startswith("T0, T1, T2, T3, T4 and 9,995 more not in dataset")

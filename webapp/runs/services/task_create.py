@@ -52,7 +52,7 @@ def _checked_tickers(
         tickers = list(dataset.tickers)
     unknown = [t for t in tickers if t not in dataset.tickers]
     if unknown:
-        fields["tickers"] = f"{', '.join(unknown)} not in dataset {dataset.name!r}"
+        fields["tickers"] = f"{engine.listed(unknown)} not in dataset {dataset.name!r}"
     return tickers, named, unknown
 
 
