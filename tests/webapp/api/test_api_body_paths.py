@@ -99,6 +99,7 @@ def _post_task(api_client, dataset, splits):
         ({"train": SPLITS["train"]}, ["splits.validation", "splits.test"]),
         ({**SPLITS, "test": ["2020-07-01"]}, ["splits.test"]),
         ({**SPLITS, "test": None}, ["splits.test"]),
+        ({**SPLITS, "extra": ["2020-01-01", "2020-02-01"]}, ["splits.extra"]),  # not silently ignored
         ({**SPLITS, "test": ["2021-07-01", "2020-12-31"]}, ["splits.test.end"]),
         ({**SPLITS, "validation": ["2020-01-01", "2020-13-01"]}, ["splits.validation.end"]),
     ],

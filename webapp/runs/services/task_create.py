@@ -193,9 +193,10 @@ def task_prepare(
             'splits: an object {"train": [start, end], "validation": [...], "test": [...]} is required',
             fields={"splits": 'an object {"train": [start, end], "validation": [...], "test": [...]}'},
         )
-    missing = [k for k in SPLITS if k not in splits]
-    if missing:
-        bounds.raise_all({f"splits.{k}": "required: [start, end]" for k in missing})
+    problems = {f"splits.{k}": "required: [start, end]" for k in SPLITS if k not in splits}
+    problems |= {f"splits.{k}": f"not a split ({', '.join(SPLITS)})" for k in splits if k not in SPLITS}
+    if problems:
+        bounds.raise_all(problems)
     algorithm, env = _kind_defaults(kind, algorithm, env or {})
     hyperparameters = hyperparameters or {}
     _check_flatten(fields, env, dataset)
