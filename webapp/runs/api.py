@@ -30,6 +30,7 @@ RUN_FILTERS = [
     OpenApiParameter("status", str, enum=[s.value for s in Run.Status], description="only runs in this status"),
     OpenApiParameter("algorithm", str, enum=list(engine.algorithms()), description="only runs of this algorithm"),
     OpenApiParameter("search", str, description="run name, task name or run id"),
+    OpenApiParameter("tag", str, description="only runs with this tag (lower case); another parameter is a 400"),
 ]
 
 
@@ -155,13 +156,26 @@ class RunViewSet(
     queryset = Run.objects.none()  # for the schema; get_queryset scopes to the user
     serializer_class = serializers.RunSerializer
 
+    #: The filters of ``GET /api/runs/`` beside the page number (and DRF's ``format``).
+    LIST_PARAMETERS = ("status", "algorithm", "search", "tag", "page", "format")
+
     def get_queryset(self):
         params = self.request.query_params
+        if self.action == "list":
+            for name in params:
+                if name not in self.LIST_PARAMETERS:  # ?task=3 filtering nothing reads as "all runs are task 3's"
+                    why = f"not a filter of the runs list ({', '.join(self.LIST_PARAMETERS)})"
+                    raise AppError(f"{name}: {why}", fields={name: why})
+            status_ = params.get("status", "")
+            if status_ and status_ not in Run.Status.values:
+                why = f"expected one of {', '.join(Run.Status.values)}, got {status_!r}"
+                raise AppError(f"status: {why}", fields={"status": why})
         return run_list(
             user=self.request.user,
             status=params.get("status", ""),
             algorithm=params.get("algorithm", ""),
             search=params.get("search", ""),
+            tag=params.get("tag", ""),
         )
 
     def _fresh(self, run: Run) -> Response:

@@ -32,6 +32,11 @@ def test_runs_list_filters_by_status_algorithm_and_search(world, api_client):
     assert api_client.get("/api/runs/?search=ada-data").json()["count"] == 1
     assert api_client.get(f"/api/runs/?search={world.run.id}").json()["count"] == 1
     assert api_client.get("/api/runs/?search=nothing-like-this").json()["count"] == 0
+    # a filter the list does not have, or a status that does not exist, is a 400, not every run
+    for query, field in (("task=abc", "task"), (f"task={world.run.task_id}", "task"), ("status=bogus", "status")):
+        response = api_client.get(f"/api/runs/?{query}")
+        assert response.status_code == 400 and list(response.json()["fields"]) == [field], response.json()
+    assert api_client.get("/api/runs/?tag=nothing&page=1").json()["count"] == 0
 
 
 def test_a_task_and_run_are_created_and_started_through_the_api(world, api_client):
