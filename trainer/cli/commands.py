@@ -7,6 +7,7 @@ import argparse
 import contextlib
 import datetime as _dt
 import json
+import os
 import signal
 import sys
 import zipfile
@@ -67,8 +68,6 @@ def _writable_folder(out: Path) -> None:
     Raises:
         ConfigError: (field ``out``) it or a parent is a file, or that folder is not writable.
     """
-    import os
-
     if out.exists() and not out.is_dir():
         raise ConfigError(f"--out {out}: exists and is not a folder", field="out")
     existing = next((p for p in (out, *out.parents) if p.exists()), Path("."))

@@ -102,18 +102,23 @@ def test_the_form_page_carries_each_algorithms_default_mutation(ada, world):
     assert 'id="mutation-defaults"' in page and "actor_learning_rate" in page
 
 
-def test_a_direct_subset_is_checked_against_the_tickers_the_task_trades_not_the_datasets_list(api_client, user):
-    """DOW lists on 2019-03-20, after the train start: the task trades 2 of the dataset's 3
-    tickers, so a subset of 3 is refused when the task is made, not at the first generation."""
+@pytest.fixture
+def with_dow(user):
+    """AAPL, MSFT and DOW, which lists on 2019-03-20, after SPLITS' train start: a task trades 2."""
     from tests.conftest import DOW30_FILE
     from webapp.market import services as market_services
 
-    dataset = market_services.dataset_create_from_files(
+    return market_services.dataset_create_from_files(
         owner=user, name="with dow", paths=[DOW30_FILE], tickers=["AAPL", "MSFT", "DOW"]
     )
+
+
+def test_a_direct_subset_is_checked_against_the_tickers_the_task_trades_not_the_datasets_list(api_client, with_dow):
+    """DOW lists on 2019-03-20, after the train start: the task trades 2 of the dataset's 3
+    tickers, so a subset of 3 is refused when the task is made, not at the first generation."""
     body = {
         "name": "direct on the traded tickers",
-        "dataset": dataset.id,
+        "dataset": with_dow.id,
         "splits": SPLITS,
         "kind": "portfolio",
         "algorithm": "direct",
@@ -126,18 +131,12 @@ def test_a_direct_subset_is_checked_against_the_tickers_the_task_trades_not_the_
     assert api_client.post("/api/tasks/", body, format="json").status_code == 201
 
 
-def test_a_direct_subset_in_a_mixed_tournament_is_checked_against_the_traded_tickers(api_client, user):
+def test_a_direct_subset_in_a_mixed_tournament_is_checked_against_the_traded_tickers(api_client, with_dow):
     """The same check when direct is another algorithm of a mixed tournament: its subset comes in
     ``algorithm_hyperparameters.direct`` and is refused by that path, not when a pod trains."""
-    from tests.conftest import DOW30_FILE
-    from webapp.market import services as market_services
-
-    dataset = market_services.dataset_create_from_files(
-        owner=user, name="with dow, mixed", paths=[DOW30_FILE], tickers=["AAPL", "MSFT", "DOW"]
-    )
     body = {
         "name": "ppo and direct on the traded tickers",
-        "dataset": dataset.id,
+        "dataset": with_dow.id,
         "splits": SPLITS,
         "kind": "portfolio",
         "algorithm": "ppo",

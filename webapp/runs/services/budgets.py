@@ -218,7 +218,8 @@ def budget_verdict(
         when counting them the env-step cap is reached; else ``ok``.
     """
     now = now or timezone.now()
-    needed = fewest_trained_steps(run) if needed is None else int(needed)
+    if needed is None:  # an unsaved run without a task (the table tests): the steps asked
+        needed = run.generation_steps if run.task_id is None else fewest_trained_steps(run.task, run.generation_steps)
     reason = _spent_reason(budget, run, now=now, reserved_steps=0, needed=needed)
     if reason:
         return BudgetVerdict(BudgetVerdict.SPENT, reason)

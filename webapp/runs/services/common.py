@@ -19,7 +19,7 @@ from django.conf import settings
 
 from webapp import engine
 from webapp.runs import events
-from webapp.runs.models import ClusterBudget, Generation, Pod, Run
+from webapp.runs.models import ClusterBudget, Generation, Pod, Run, Task
 from webapp.runs.selectors.payloads import pod_payload, run_payload
 
 MAX_ATTEMPTS = 3
@@ -50,18 +50,15 @@ def default_generation_steps(algorithm: str, hyperparameters: dict) -> int:
     return trained_env_steps(algorithm, hyperparameters, DIRECT_GENERATION_STEPS)
 
 
-def fewest_trained_steps(run: Run) -> int:
-    """The fewest env steps a new generation of ``run`` trains (:func:`trained_env_steps` of each
-    algorithm the task allows, at the task's hyperparameters): what the env-step cap is checked
-    against before a generation's algorithm and hyperparameters are known. An unsaved run
-    without a task: ``run.generation_steps``."""
-    if run.task_id is None:
-        return int(run.generation_steps)
+def fewest_trained_steps(task: Task, generation_steps: int) -> int:
+    """The fewest env steps a generation of ``generation_steps`` of ``task`` trains
+    (:func:`trained_env_steps` of each algorithm the task allows, at the task's hyperparameters):
+    what the env-step cap is checked against before a generation's algorithm and hyperparameters
+    are known."""
     from webapp.runs import algorithms
 
-    task = run.task
     return min(
-        trained_env_steps(a, algorithms.algorithm_hyperparameters(task, a), run.generation_steps)
+        trained_env_steps(a, algorithms.algorithm_hyperparameters(task, a), generation_steps)
         for a in algorithms.task_algorithms(task)
     )
 

@@ -21,12 +21,12 @@ from webapp.runs.selectors.runs import task_spec
 from webapp.runs.services.budgets import budget_dispatch, budget_verdict
 from webapp.runs.services.common import (
     default_generation_steps,
+    fewest_trained_steps,
     lock_budget,
     lock_budget_and_run,
     publish_budget_usage,
     publish_pod,
     publish_run,
-    trained_env_steps,
 )
 
 logger = logging.getLogger(__name__)
@@ -88,7 +88,7 @@ def run_create(
         if "generation_steps" not in fields:
             bounds.collect(fields, engine.check_generation_steps, algorithm, hyperparameters, generation_steps)
     if "generation_steps" not in fields and budget.env_step_cap is not None:
-        fewest = min(trained_env_steps(a, hp, generation_steps) for a, hp in every.items())
+        fewest = fewest_trained_steps(task, generation_steps)
         if fewest > budget.env_step_cap:
             fields["generation_steps"] = (
                 f"a generation of {int(generation_steps):,} trains {fewest:,} env steps (whole rollouts), more "
