@@ -67,6 +67,9 @@ START, END, FIRST_TEST_YEAR = "2010-01-04", "2022-11-15", 2014
 MAX_TURNOVER = 0.03
 WORST_FOLD = -0.10
 FALLBACK = "direct-conservative"
+#: Rule 4b (amended 2026-12-03, before the candidate was run on a real fold): a candidate that
+#: trains the fallback as its anchor replaces it when it does no harm relative to it.
+SUCCESSOR = "direct-gated"
 DIRECT_STEPS = 2_000_000
 #: The direct learner's penalties when the rule was applied (its defaults then, the ``direct``
 #: candidate); ``direct-conservative`` doubles them, which are ``DirectConfig``'s defaults now.
@@ -103,22 +106,30 @@ def candidates() -> dict[str, dict[str, Any]]:
         out["direct"] = {
             "algorithm": "direct",
             "env": band,
-            "hyperparameters": dict(DIRECT_FORMER),
+            "hyperparameters": {**DIRECT_FORMER, "challenger_alpha": 0.0},
             "env_steps": DIRECT_STEPS,
         }
         out["direct-conservative"] = {
             "algorithm": "direct",
             "env": band,
-            "hyperparameters": {k: 2.0 * v for k, v in DIRECT_FORMER.items()},
+            "hyperparameters": {**{k: 2.0 * v for k, v in DIRECT_FORMER.items()}, "challenger_alpha": 0.0},
             "env_steps": DIRECT_STEPS,
         }
+        # added 2026-12-03: direct-conservative as the anchor of the held-out challenger gate
+        # (trainer/agents/direct_gate.py), DirectConfig's defaults; judged by rule 4b
+        out[SUCCESSOR] = {"algorithm": "direct", "env": band, "hyperparameters": {}, "env_steps": DIRECT_STEPS}
         # added 2026-12-03 after the planted-edge study on 40-year synthetic markets (no penalty,
         # half-way trades, tilt bound 1 found the edge there and stayed at 1/N on the placebo);
         # judged by the same rule, written before it was run
         out["direct-unpenalised"] = {
             "algorithm": "direct",
             "env": {**band, "trade_rate": 0.5},
-            "hyperparameters": {"turnover_penalty": 0.0, "tracking_penalty": 0.0, "kappa": 1.0},
+            "hyperparameters": {
+                "turnover_penalty": 0.0,
+                "tracking_penalty": 0.0,
+                "kappa": 1.0,
+                "challenger_alpha": 0.0,
+            },
             "env_steps": DIRECT_STEPS,
         }
     return out
@@ -241,10 +252,34 @@ def choose(rows: list[Scored], names: list[str]) -> tuple[str, dict[str, dict[st
         }
     eligible = {n: t for n, t in table.items() if t["eligible"]}
     if not eligible:
+        if FALLBACK in table and SUCCESSOR in table and no_harm_to_fallback(rows, table):
+            return SUCCESSOR, table
         return (FALLBACK if FALLBACK in table else min(table, key=lambda n: table[n]["turnover"])), table
     best = max(eligible, key=lambda n: eligible[n]["mean"])
     tied = [n for n, t in eligible.items() if t["mean"] >= eligible[best]["mean"] - eligible[best]["se"]]
     return min(tied, key=lambda n: eligible[n]["turnover"]), table
+
+
+def no_harm_to_fallback(rows: list[Scored], table: dict[str, dict[str, float]]) -> bool:
+    """Rule 4b of docs/default-selection.md: :data:`SUCCESSOR` does no harm relative to
+    :data:`FALLBACK` on the same folds: turnover <= 3 % a day, no fold's validation Sharpe
+    difference more than 0.10 below the fallback's, and a pooled mean no lower than the
+    fallback's minus one SE of their paired per-fold differences (with one fold, that SE is
+    infinite and only the fold's 0.10 counts)."""
+
+    def per_fold(name: str) -> dict[tuple[str, int], float]:
+        mine = [r for r in rows if r.candidate == name]
+        keys = sorted({(r.market, r.fold) for r in mine})
+        return {k: float(np.mean([r.validation_difference for r in mine if (r.market, r.fold) == k])) for k in keys}
+
+    new, old = per_fold(SUCCESSOR), per_fold(FALLBACK)
+    keys = sorted(set(new) & set(old))
+    if not keys or table[SUCCESSOR]["turnover"] > MAX_TURNOVER:
+        return False
+    gaps = np.array([new[k] - old[k] for k in keys])
+    se = float(gaps.std(ddof=1) / np.sqrt(len(gaps))) if len(gaps) > 1 else float("inf")
+    table[SUCCESSOR]["vs_fallback"] = {"mean": float(gaps.mean()), "se": se, "worst": float(gaps.min())}
+    return bool(gaps.min() >= WORST_FOLD and gaps.mean() >= -se)
 
 
 def stitched(rows: list[Scored], seed: int = 0) -> dict[str, Any]:

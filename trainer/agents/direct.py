@@ -54,7 +54,7 @@ import copy
 import math
 import time
 from collections import deque
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
 import torch
@@ -76,12 +76,13 @@ from trainer.agents._common import (
     telemetry_due,
 )
 from trainer.agents.cross_sectional import CrossSectionalPolicy, check_kappa, check_universe, features_per_ticker
-from trainer.agents.direct_objective import Penalties, WindowBatch, draw_windows, window_objective
+from trainer.agents.direct_gate import challenger_verdict, holdout_returns, holdout_split
+from trainer.agents.direct_objective import Penalties, WindowBatch, check_flatten, draw_windows, window_objective
 from trainer.envs.portfolio_dynamics import Dynamics
 from trainer.errors import ConfigError
 from trainer.util.nonfinite import first_nonfinite, nonfinite_kind
 
-__all__ = ["DirectAgent", "DirectConfig", "check_flatten"]
+__all__ = ["DirectAgent", "DirectConfig"]
 
 #: Longest window (a trading year and a half); gradients through longer chains explode or vanish.
 MAX_WINDOW = 512
@@ -109,6 +110,10 @@ class DirectConfig(AgentConfig):
         turnover_penalty: weight (>= 0) of the mean daily turnover (fraction of value traded),
             beyond the costs the returns already pay.
         max_grad_norm: global L2 gradient-norm clip (> 0).
+        challenger_alpha: level, in [0, 0.5], of the held-out test that lets an unpenalised
+            challenger replace this configuration (:mod:`trainer.agents.direct_gate`); 0 trains
+            this configuration alone.
+        challenger_kappa: the challenger's tilt bound (> 0, at most ``logit_scale / 2``).
 
     The defaults are the product default of portfolio tasks, ``direct-conservative`` of
     docs/default-selection.md (chosen there on validation by a rule fixed before any test span
@@ -132,6 +137,8 @@ class DirectConfig(AgentConfig):
     tracking_penalty: float = 20.0  # docs/default-selection.md (was 10.0)
     turnover_penalty: float = 0.02  # docs/default-selection.md (was 0.01)
     max_grad_norm: float = 1.0
+    challenger_alpha: float = 0.05
+    challenger_kappa: float = 1.0
 
     FIXED: ClassVar[tuple[str, ...]] = ("hidden_sizes", "cash")
 
@@ -148,6 +155,15 @@ class DirectConfig(AgentConfig):
             value = getattr(self, name)
             r(math.isfinite(value) and value >= 0, name, "must be >= 0")
         r(math.isfinite(self.max_grad_norm) and self.max_grad_norm > 0, "max_grad_norm", "must be > 0")
+        r(0 <= self.challenger_alpha <= 0.5, "challenger_alpha", "(held-out test level) must be in [0, 0.5]")
+        r(math.isfinite(self.challenger_kappa) and self.challenger_kappa > 0, "challenger_kappa", "must be > 0")
+
+    def challenger(self) -> DirectConfig:
+        """The challenger of :mod:`trainer.agents.direct_gate`: no tracking or turnover penalty,
+        tilt bound ``challenger_kappa``, and the question answered (``challenger_alpha`` 0)."""
+        return self.replace(
+            tracking_penalty=0.0, turnover_penalty=0.0, kappa=self.challenger_kappa, challenger_alpha=0.0
+        )
 
     def check_task(self, *, kind: str, env: Any, num_tickers: int | None) -> None:
         """Refuse a stock-trading task (field ``algorithm``), a ``kappa`` above the env's
@@ -159,6 +175,8 @@ class DirectConfig(AgentConfig):
                 field="algorithm",
             )
         check_kappa(self.kappa, env.logit_scale, field=self.field_name("kappa"))
+        if self.challenger_alpha > 0:
+            check_kappa(self.challenger_kappa, env.logit_scale, field=self.field_name("challenger_kappa"))
         check_flatten(env)
         check_universe(num_tickers, cash=self.cash, algorithm="direct")
         if num_tickers is not None:
@@ -180,18 +198,20 @@ class DirectConfig(AgentConfig):
         return self.subset_size
 
 
-def check_flatten(env: Any) -> None:
-    """The windows do not model the all-cash close of intraday sessions.
+@dataclass
+class _Run:
+    """What one :meth:`DirectAgent.learn` call has done so far, across the gate's phases."""
 
-    Raises:
-        ConfigError: ``env.flatten_at_close`` is on (field ``env.flatten_at_close``).
-    """
-    if env.flatten_at_close:
-        raise ConfigError(
-            "env.flatten_at_close: the direct learner's windows do not model the all-cash session close; "
-            "turn it off or train another algorithm",
-            field="env.flatten_at_close",
-        )
+    throttle: Throttle
+    clock: TelemetryClock
+    telemetry: TelemetryFn | None
+    should_stop: StopFn | None
+    iterations: int
+    done: int = 0
+    collected: int = 0
+    episodes: int = 0
+    cancelled: bool = False
+    losses: dict = field(default_factory=dict)
 
 
 class DirectAgent(AgentBase):
@@ -273,7 +293,9 @@ class DirectAgent(AgentBase):
         should_stop: StopFn | None = None,
         telemetry: TelemetryFn | None = None,
     ) -> dict[str, Any]:
-        """Take ``ceil(env_steps / (num_envs * rollout_steps))`` gradient steps on the env's days.
+        """Take ``ceil(env_steps / (num_envs * rollout_steps))`` gradient steps on the env's days;
+        with ``challenger_alpha`` > 0 the first two thirds decide, on held-out days, whether the
+        unpenalised challenger replaces this configuration (:mod:`~trainer.agents.direct_gate`).
 
         Args:
             env: a :class:`~trainer.envs.portfolio.PortfolioVecEnv` over the train split on the
@@ -287,7 +309,8 @@ class DirectAgent(AgentBase):
         Returns:
             Stats: ``env_steps``, ``total_env_steps``, ``updates``, ``duration_s``,
             ``steps_per_s``, ``episode_return_mean`` (mean window log return of the last 100
-            steps), ``episodes`` (windows), ``cancelled`` and the last step's :data:`STEP_STATS`.
+            steps), ``episodes`` (windows), ``cancelled``, the last step's :data:`STEP_STATS`
+            and, when the gate decided, ``challenger`` (:func:`~trainer.agents.direct_gate.challenger_verdict`).
 
         Raises:
             ConfigError: another env's sizes, a stock-trading env, ``kappa`` above the env's
@@ -299,20 +322,77 @@ class DirectAgent(AgentBase):
         (features, gross, _), dynamics = self._check_env(env)
         if env_steps < 0:
             raise ConfigError(f"env_steps must be >= 0, got {env_steps}", field="env_steps")
+        if cfg.challenger_alpha > 0:
+            check_kappa(cfg.challenger_kappa, env.config.logit_scale, field=cfg.field_name("challenger_kappa"))
+        iterations = math.ceil(env_steps / (cfg.num_envs * cfg.rollout_steps))
+        run = _Run(Throttle(progress), TelemetryClock(time.monotonic()), telemetry, should_stop, iterations)
+        split = holdout_split(gross.shape[0], cfg.rollout_steps) if cfg.challenger_alpha > 0 else None
+        self.policy.train()
+        gate = None
+        if split is not None and iterations >= 3:
+            gate = self._gate(run, features, gross, dynamics, env.config, split, iterations // 3)
+        if not run.cancelled:
+            self._train(run, features, gross, dynamics, env.config, iterations - run.done)
+        self.policy.eval()
+        stats = self._stats(run)
+        return stats if gate is None else {**stats, "challenger": gate}
+
+    def _gate(
+        self,
+        run: _Run,
+        features: torch.Tensor,
+        gross: torch.Tensor,
+        dynamics: Dynamics,
+        env_cfg: Any,
+        split,
+        steps: int,
+    ) -> dict[str, Any] | None:
+        """:mod:`~trainer.agents.direct_gate` steps 1-3: the anchor and the challenger each take
+        ``steps`` gradient steps on the inner span; keep the one the held-out days support.
+        Returns the verdict (None when cancelled before it)."""
+        anchor_cfg = self.config
+        start = self._snapshot()
+        inner = (features[: split.cut], gross[: split.cut])
+        held = (features[split.start :], gross[split.start :])
+        self._train(run, *inner, dynamics, env_cfg, steps)
+        if run.cancelled:
+            return None
+        anchor = self._snapshot()
+        anchor_returns = holdout_returns(self.policy, *held, dynamics, env_cfg)
+        self._restore(start, anchor_cfg.challenger())
+        self._train(run, *inner, dynamics, env_cfg, steps)
+        if run.cancelled:
+            self._restore(anchor, anchor_cfg)
+            return None
+        challenger_returns = holdout_returns(self.policy, *held, dynamics, env_cfg)
+        verdict = challenger_verdict(
+            challenger_returns, anchor_returns, alpha=anchor_cfg.challenger_alpha, seed=self.updates
+        )
+        if not verdict["kept"]:  # answered either way: one test per line, not one per generation
+            self._restore(anchor, anchor_cfg.replace(challenger_alpha=0.0))
+        return verdict
+
+    def _snapshot(self) -> tuple[dict, dict]:  # the policy and AdamW, restored by _restore
+        return copy.deepcopy(self.policy.state_dict()), copy.deepcopy(self.optimizer.state_dict())
+
+    def _restore(self, snapshot: tuple[dict, dict], config: DirectConfig) -> None:
+        self.policy.load_state_dict(snapshot[0])
+        self.optimizer.load_state_dict(snapshot[1])
+        self.config = config
+        self.policy.kappa = config.kappa
+
+    def _train(
+        self, run: _Run, features: torch.Tensor, gross: torch.Tensor, dynamics: Dynamics, env_cfg: Any, steps: int
+    ) -> None:
+        """``steps`` gradient steps of the current config on these tables (``run`` counts them)."""
+        cfg = self.config
         subset = cfg.subset_for(self.action_dim - 1)
         per_step = cfg.num_envs * cfg.rollout_steps
-        iterations = math.ceil(env_steps / per_step)
         penalties = Penalties(cfg.variance_penalty, cfg.tracking_penalty, cfg.turnover_penalty)
-        throttle = Throttle(progress)
-        start = time.monotonic()
-        clock = TelemetryClock(start)
-        collected, episodes, cancelled = 0, 0, False
-        losses: dict[str, float] = {}
-        self.policy.train()
-        for iteration in range(iterations):
-            if should_stop is not None and should_stop():
-                cancelled = True
-                break
+        for _ in range(steps):
+            if run.should_stop is not None and run.should_stop():
+                run.cancelled = True
+                return
             batch = draw_windows(
                 features,
                 gross,
@@ -321,23 +401,22 @@ class DirectAgent(AgentBase):
                 subset=subset,
                 generator=self.generator,
             )
-            losses = self._step(batch, dynamics, penalties, env.config)
-            collected += per_step
-            episodes += cfg.num_envs
+            run.losses = losses = self._step(batch, dynamics, penalties, env_cfg)
+            run.collected += per_step
+            run.episodes += cfg.num_envs
             self.env_steps += per_step
             self.recent_returns.append(losses["mean_log_return"] * cfg.rollout_steps)
             bad = first_nonfinite(losses.items())
             params_ok = all(bool(torch.isfinite(p).all()) for p in self.policy.parameters())
-            if telemetry is not None and (bad or not params_ok or telemetry_due(iteration, iterations)):
-                telemetry(self._telemetry_point(collected, clock, {**losses, "learning_rate": cfg.learning_rate}))
+            if run.telemetry is not None and (bad or not params_ok or telemetry_due(run.done, run.iterations)):
+                point = {**losses, "learning_rate": cfg.learning_rate}
+                run.telemetry(self._telemetry_point(run.collected, run.clock, point))
+            run.done += 1
             if bad is not None or not params_ok:
                 quantity, value = bad if bad is not None else ("parameters", nonfinite_kind(self.policy.parameters()))
-                stats = self._stats(collected, episodes, start, losses, cancelled)
-                raise self.divergence(update=self.updates, quantity=quantity, value=value, stats=stats)
-            if throttle.due():
-                throttle(self._stats(collected, episodes, start, losses, False))
-        self.policy.eval()
-        return self._stats(collected, episodes, start, losses, cancelled)
+                raise self.divergence(update=self.updates, quantity=quantity, value=value, stats=self._stats(run))
+            if run.throttle.due():
+                run.throttle(self._stats(run, cancelled=False))
 
     def _step(self, batch: WindowBatch, dynamics: Dynamics, penalties: Penalties, env_cfg: Any) -> dict[str, float]:
         """One AdamW step on ``-J``; returns the step's :data:`STEP_STATS` (one host read)."""
@@ -360,8 +439,9 @@ class DirectAgent(AgentBase):
         values = torch.stack([t.detach().to(torch.float64) for t in terms] + [grad_norm.to(torch.float64)])
         return dict(zip(STEP_STATS, values.tolist()))
 
-    def _stats(self, collected: int, episodes: int, start: float, losses: dict, cancelled: bool) -> dict[str, Any]:
-        return {**self._base_stats(collected, episodes, start, cancelled), **losses}
+    def _stats(self, run: _Run, cancelled: bool | None = None) -> dict[str, Any]:
+        cancelled = run.cancelled if cancelled is None else cancelled
+        return {**self._base_stats(run.collected, run.episodes, run.clock.start, cancelled), **run.losses}
 
     # ------------------------------------------------------- hyperparameters
     def set_hyperparameters(self, **changes: Any) -> None:

@@ -6,7 +6,7 @@ objective and its sources).
 
 from __future__ import annotations
 
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 import torch
 
@@ -14,7 +14,15 @@ from trainer.agents.cross_sectional import CrossSectionalPolicy
 from trainer.envs.portfolio_dynamics import DSR_PRIOR_VARIANCE, Dynamics, PortfolioState, target_weights, transition
 from trainer.errors import ConfigError
 
-__all__ = ["Objective", "Penalties", "WindowBatch", "draw_windows", "window_objective"]
+__all__ = [
+    "Objective",
+    "Penalties",
+    "WindowBatch",
+    "check_flatten",
+    "draw_windows",
+    "window_objective",
+    "window_rollout",
+]
 
 
 class Penalties(NamedTuple):
@@ -47,6 +55,20 @@ class Objective(NamedTuple):
     variance: torch.Tensor
     tracking_variance: torch.Tensor
     turnover: torch.Tensor
+
+
+def check_flatten(env: Any) -> None:
+    """The windows do not model the all-cash close of intraday sessions.
+
+    Raises:
+        ConfigError: ``env.flatten_at_close`` is on (field ``env.flatten_at_close``).
+    """
+    if env.flatten_at_close:
+        raise ConfigError(
+            "env.flatten_at_close: the direct learner's windows do not model the all-cash session close; "
+            "turn it off or train another algorithm",
+            field="env.flatten_at_close",
+        )
 
 
 def draw_windows(
@@ -85,25 +107,23 @@ def draw_windows(
     return WindowBatch(features[rows, cols], sub_gross, torch.log(sub_gross.mean(dim=2)))
 
 
-def window_objective(
+def window_rollout(
     policy: CrossSectionalPolicy,
     batch: WindowBatch,
     dynamics: Dynamics,
-    penalties: Penalties,
     *,
     logit_scale: float,
     cash_bias: float,
     execution_lag: int = 0,
     start_weights: torch.Tensor | None = None,
-) -> Objective:
-    """Run the policy and the env's transition over every window from 1/m and score it (differentiable).
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Run the policy and the env's transition over every window from 1/m (differentiable).
 
     Args:
         policy: the cross-sectional policy (its action is mapped by the env's
             :func:`~trainer.envs.portfolio_dynamics.target_weights`, as when it acts in the env).
         batch: the windows (:func:`draw_windows`).
         dynamics: the env's rules (``Dynamics.from_config(env.config)``).
-        penalties: the penalty weights.
         logit_scale, cash_bias: the env's action map.
         execution_lag: the env's ``execution_lag``: with 1, the target decided on day ``t``'s
             observation trades at close ``t + 1``, as the env keeps it as a pending order (the
@@ -112,7 +132,8 @@ def window_objective(
             no cash (the anchor's own portfolio, so the first day pays no entry cost).
 
     Returns:
-        :class:`Objective`: ``J`` of the module docstring, in daily log-return units, and its terms.
+        ``(log_returns, turnover)``, both (H, E) in the env's dtype: each day's net log return
+        (after costs) and the fraction of value traded.
     """
     h, e, m = batch.gross.shape
     dtype, dev = batch.gross.dtype, batch.gross.device
@@ -139,8 +160,34 @@ def window_objective(
         state = step.state
         log_returns.append(step.log_return)
         turnovers.append(step.turnover)
-    r = torch.stack(log_returns)  # (H, E)
-    tau = torch.stack(turnovers)
+    return torch.stack(log_returns), torch.stack(turnovers)
+
+
+def window_objective(
+    policy: CrossSectionalPolicy,
+    batch: WindowBatch,
+    dynamics: Dynamics,
+    penalties: Penalties,
+    *,
+    logit_scale: float,
+    cash_bias: float,
+    execution_lag: int = 0,
+    start_weights: torch.Tensor | None = None,
+) -> Objective:
+    """Score the windows of :func:`window_rollout` (same arguments, plus ``penalties``).
+
+    Returns:
+        :class:`Objective`: ``J`` of the module docstring, in daily log-return units, and its terms.
+    """
+    r, tau = window_rollout(
+        policy,
+        batch,
+        dynamics,
+        logit_scale=logit_scale,
+        cash_bias=cash_bias,
+        execution_lag=execution_lag,
+        start_weights=start_weights,
+    )
     mean_r = r.mean(dim=0)
     variance = r.var(dim=0, correction=0)
     tracking = (r - batch.benchmark).var(dim=0, correction=0)

@@ -1,0 +1,139 @@
+"""The direct learner's challenger gate (trainer/agents/direct_gate.py): the unpenalised challenger
+replaces the penalised default only where held-out train days show an edge, within the same budget."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from trainer.agents import make_agent
+from trainer.agents.direct import DirectConfig
+from trainer.agents.direct_gate import HOLDOUT_GAP, MIN_HOLDOUT_DAYS, challenger_verdict, holdout_split
+from trainer.data.pipeline import load_market_data
+from trainer.data.spec import DataSpec
+from trainer.envs.kinds import fit_stats, make_env, prepare_market
+from trainer.envs.portfolio_config import PortfolioConfig
+from trainer.errors import ConfigError
+from trainer.task import TaskSpec
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[3] / "benchmarks"))
+from synthetic_market import generate, write_csv  # noqa: E402
+
+SMALL = {"num_envs": 64, "rollout_steps": 10, "hidden_sizes": [8]}
+START, END = "2010-01-04", "2015-12-31"
+
+
+def synthetic_env(tmp_path: Path, ic: float):
+    """A train-split env over a 6-year synthetic market of 6 tickers (the planted reversal of
+    information coefficient ``ic``; 0 is the placebo)."""
+    path = write_csv(generate(3, ic=ic, tickers=6, start=START, end=END), tmp_path / f"m{ic:g}.csv.gz")
+    task = TaskSpec.from_dict(
+        {
+            "data": {"paths": [str(path)], "start": START, "end": END},
+            "train": {"start": START, "end": "2014-06-20"},
+            "validation": {"start": "2014-07-01", "end": "2014-12-31"},
+            "test": {"start": "2015-01-02", "end": END},
+            "kind": "portfolio",
+            "algorithm": "direct",
+            "env": {"rebalance_band": 0.01},
+        }
+    )
+    market = prepare_market(load_market_data(DataSpec(paths=[str(path)], start=START, end=END), data_dir=None), task.env)
+    train = market.slice(*task.train, name="train")
+    return make_env(train, task.env, num_envs=1, feature_stats=fit_stats(train, task.env), state_info=False)
+
+
+def learner(env, **changes):
+    return make_agent("direct", env.obs_dim, env.action_dim, {**SMALL, **changes}, seed=0)
+
+
+def test_the_holdout_is_the_split_tail_after_a_gap_and_absent_when_too_short():
+    split = holdout_split(2516, 21)
+    assert split.start == 2516 - int(2516 * 0.2)
+    assert split.start - split.cut == HOLDOUT_GAP
+    assert holdout_split(5 * (MIN_HOLDOUT_DAYS + 1) - 1, 21) is None  # the tail would be short of evidence
+    assert holdout_split(5 * (MIN_HOLDOUT_DAYS + 1) + 5, 21) is not None
+
+
+def test_the_verdict_keeps_a_challenger_only_on_evidence_that_it_beats_the_anchor():
+    rng = np.random.default_rng(0)
+    anchor = rng.normal(3e-4, 0.01, 1000)
+    edge = anchor + rng.normal(2e-3, 0.004, 1000)  # a large, steady gain
+    noise = anchor + rng.normal(0.0, 0.004, 1000)  # nothing but noise beside the anchor
+    kept = challenger_verdict(edge, anchor, alpha=0.05, seed=0)
+    assert kept["kept"] and kept["p_value"] <= 0.05 and kept["sharpe_difference"] > 0
+    assert kept["holdout_days"] == 1000
+    assert not challenger_verdict(noise, anchor, alpha=0.05, seed=0)["kept"]
+    assert not challenger_verdict(anchor - (edge - anchor), anchor, alpha=0.05, seed=0)["kept"]  # worse
+    assert not challenger_verdict(edge, anchor, alpha=1e-9, seed=0)["kept"]  # a level nothing can reach
+
+
+@pytest.mark.parametrize(
+    ("changes", "field"),
+    [
+        ({"challenger_alpha": 0.6}, "direct.challenger_alpha"),
+        ({"challenger_alpha": -0.01}, "direct.challenger_alpha"),
+        ({"challenger_kappa": 0.0}, "direct.challenger_kappa"),
+        ({"challenger_kappa": float("nan")}, "direct.challenger_kappa"),
+    ],
+)
+def test_bad_gate_settings_name_their_field(changes, field):
+    with pytest.raises(ConfigError) as err:
+        DirectConfig.from_dict(changes)
+    assert err.value.details["field"] == field
+
+
+def test_a_challenger_tilt_beyond_the_env_is_refused_only_when_the_gate_is_on():
+    env = PortfolioConfig()
+    with pytest.raises(ConfigError) as err:
+        DirectConfig(challenger_kappa=env.logit_scale).check_task(kind="portfolio", env=env, num_tickers=6)
+    assert err.value.details["field"] == "direct.challenger_kappa"
+    DirectConfig(challenger_kappa=env.logit_scale, challenger_alpha=0.0).check_task(kind="portfolio", env=env, num_tickers=6)
+
+
+def test_a_planted_edge_opens_the_gate_within_the_generation_budget(tmp_path):
+    env = synthetic_env(tmp_path, ic=0.3)
+    agent = learner(env)
+    stats = agent.learn(env, 30 * 64 * 10)
+    verdict = stats["challenger"]
+    assert verdict["kept"], verdict
+    days = env.market_tensors()[1].shape[0]
+    assert verdict["holdout_days"] == int(days * 0.2) - 1  # the tail's returns, the last row unused
+    # the challenger's settings are now the agent's, and the question is not asked again
+    assert agent.config.turnover_penalty == 0 and agent.config.tracking_penalty == 0
+    assert agent.config.kappa == agent.config.challenger_kappa and agent.config.challenger_alpha == 0
+    assert agent.policy.kappa == agent.config.kappa
+    # three phases, one budget: 10 + 10 gradient steps on the inner span, 10 on the whole split
+    assert stats["updates"] == 30 and stats["env_steps"] == 30 * 64 * 10
+    assert "challenger" not in agent.learn(env, 3 * 64 * 10)
+
+
+def test_the_placebo_keeps_the_penalised_anchor(tmp_path):
+    env = synthetic_env(tmp_path, ic=0.0)
+    agent = learner(env)
+    before = agent.config
+    stats = agent.learn(env, 30 * 64 * 10)
+    assert not stats["challenger"]["kept"], stats["challenger"]
+    assert agent.config == before.replace(challenger_alpha=0.0) and agent.policy.kappa == before.kappa
+    assert stats["updates"] == 30
+    assert "challenger" not in agent.learn(env, 3 * 64 * 10)  # asked once per line
+
+
+def test_a_learner_with_the_gate_off_or_too_few_steps_trains_the_anchor_alone(tmp_path):
+    env = synthetic_env(tmp_path, ic=0.3)
+    assert "challenger" not in learner(env, challenger_alpha=0.0).learn(env, 30 * 64 * 10)
+    assert "challenger" not in learner(env).learn(env, 2 * 64 * 10)  # under three steps: no phases
+
+
+def test_a_stop_during_the_challenger_phase_leaves_the_anchor(tmp_path):
+    env = synthetic_env(tmp_path, ic=0.3)
+    agent = learner(env)
+    before = agent.config
+    polls = iter(range(1000))
+    stats = agent.learn(env, 30 * 64 * 10, should_stop=lambda: next(polls) >= 15)
+    assert stats["cancelled"] and "challenger" not in stats
+    assert agent.config == before and agent.policy.kappa == before.kappa
+    assert stats["updates"] == 15
