@@ -151,6 +151,7 @@ class Scored:
     test_dates: tuple[str, ...]
     seconds: float
     test_turnover: float = float("nan")  # mean daily turnover over the test span (after its first day)
+    challenger: dict | None = None  # the held-out gate's verdict (trainer/agents/direct_gate.py), if it ran
 
 
 def _equal_weight_with_costs(close: np.ndarray, cost: float) -> np.ndarray:
@@ -185,9 +186,11 @@ def score_fold(market_name, market, fold, name, spec, seed, out_dir, quick) -> S
     steps = 8_192 if quick else spec["env_steps"]
     t0 = time.perf_counter()
     path = out_dir / f"{market_name}-{fold.index}-{name}-{seed}.pt"
-    run_generation(task, env_steps=steps, out_path=path, seed=seed, device="cpu", market_data=market)
+    result = run_generation(task, env_steps=steps, out_path=path, seed=seed, device="cpu", market_data=market)
     seconds = time.perf_counter() - t0
-    return score_checkpoint(path, market_name, market, fold.index, name, seed, seconds)
+    row = score_checkpoint(path, market_name, market, fold.index, name, seed, seconds)
+    row.challenger = result.stats.get("challenger")
+    return row
 
 
 def score_checkpoint(
@@ -295,6 +298,13 @@ def stitched(rows: list[Scored], seed: int = 0) -> dict[str, Any]:
     }
 
 
+def gate_note(verdict: dict | None) -> str:
+    """``, gate kept (p 0.012)`` / ``, gate closed (p 0.430)`` / nothing when the gate did not run."""
+    if not verdict:
+        return ""
+    return f", gate {'kept' if verdict['kept'] else 'closed'} (p {verdict['p_value']:.3f})"
+
+
 def _line(label: str, rel: dict[str, Any]) -> str:
     low, high = rel["ci95"]
     return (
@@ -338,7 +348,7 @@ def main(argv: list[str] | None = None) -> int:
                         print(
                             f"{market_name} fold {fold.index} {name} seed {seed}: validation Sharpe difference "
                             f"{row.validation_difference:+.3f}, turnover {100 * row.validation_turnover:.2f} %/day, "
-                            f"{row.seconds:.1f} s",
+                            f"{row.seconds:.1f} s{gate_note(row.challenger)}",
                             flush=True,
                         )
     default, table = choose(rows, names)

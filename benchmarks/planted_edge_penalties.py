@@ -187,10 +187,18 @@ def rung_figures(
         },
     }
     out = work / f"agent-{rung:g}-{cost_pct:g}-{seed}.pt"
-    run_generation(task, env_steps=steps, out_path=out, seed=seed, device="cpu", market_data=market)
+    result = run_generation(task, env_steps=steps, out_path=out, seed=seed, device="cpu", market_data=market)
     checkpoint = load_checkpoint(out)
     spans = {name: checkpoint_span_returns(checkpoint, market, split=name) for name in ("validation", "test")}
-    return {name: _figure(s.agent, s.equal_weight, float(s.turnover[1:].mean())) for name, s in spans.items()}
+    figures = {name: _figure(s.agent, s.equal_weight, float(s.turnover[1:].mean())) for name, s in spans.items()}
+    return {**figures, "gate": result.stats.get("challenger")}
+
+
+def gate_note(verdict: dict | None) -> str:
+    """``, gate kept p 0.012`` / ``, gate closed p 0.430`` / nothing when the gate did not run."""
+    if not verdict:
+        return ""
+    return f", gate {'kept' if verdict['kept'] else 'closed'} p {verdict['p_value']:.3f}"
 
 
 def one_se_pick(rungs: list[float], validation: dict[float, Figure]) -> float:
@@ -285,7 +293,7 @@ def main(argv: list[str] | None = None) -> int:
                     validation = {r: f["validation"] for r, f in figures.items()}
                     pick = one_se_pick(rungs, validation)
                     cells = [
-                        f"pen {r:g}: {v.difference:+.2f}±{v.se:.2f} ({100 * v.turnover:.1f}%)"
+                        f"pen {r:g}: {v.difference:+.2f}±{v.se:.2f} ({100 * v.turnover:.1f}%{gate_note(figures[r]['gate'])})"
                         for r, v in validation.items()
                     ]
                     tilts = [f"tilt {k:g}: {t.difference:+.2f}" for k, t in tilt.items()]

@@ -120,7 +120,8 @@ class DirectConfig(AgentConfig):
     was read): ``tracking_penalty`` 20 and ``turnover_penalty`` 0.02, twice the values the
     learner had before (10 and 0.01, the ``direct`` candidate of
     ``benchmarks/default_selection.py``), trained 2M env steps with the env's
-    ``RECOMMENDED_REBALANCE_BAND``.
+    ``RECOMMENDED_REBALANCE_BAND``; since 2026-12-03 with the held-out challenger gate on
+    (``challenger_alpha`` 0.05, ``challenger_kappa`` 1: candidate ``direct-gated``, rule 4b).
     """
 
     algorithm: ClassVar[str] = "direct"
@@ -329,42 +330,34 @@ class DirectAgent(AgentBase):
         split = holdout_split(gross.shape[0], cfg.rollout_steps) if cfg.challenger_alpha > 0 else None
         self.policy.train()
         gate = None
+        rules = (dynamics, env.config)
         if split is not None and iterations >= 3:
-            gate = self._gate(run, features, gross, dynamics, env.config, split, iterations // 3)
+            gate = self._gate(run, features, gross, rules, split, iterations // 3)
         if not run.cancelled:
-            self._train(run, features, gross, dynamics, env.config, iterations - run.done)
+            self._train(run, features, gross, rules, iterations - run.done)
         self.policy.eval()
         stats = self._stats(run)
         return stats if gate is None else {**stats, "challenger": gate}
 
-    def _gate(
-        self,
-        run: _Run,
-        features: torch.Tensor,
-        gross: torch.Tensor,
-        dynamics: Dynamics,
-        env_cfg: Any,
-        split,
-        steps: int,
-    ) -> dict[str, Any] | None:
+    def _gate(self, run: _Run, features, gross, rules: tuple, split, steps: int) -> dict[str, Any] | None:
         """:mod:`~trainer.agents.direct_gate` steps 1-3: the anchor and the challenger each take
         ``steps`` gradient steps on the inner span; keep the one the held-out days support.
-        Returns the verdict (None when cancelled before it)."""
+        ``rules``: ``(Dynamics, env config)``. Returns the verdict (None when cancelled before it)."""
         anchor_cfg = self.config
         start = self._snapshot()
         inner = (features[: split.cut], gross[: split.cut])
         held = (features[split.start :], gross[split.start :])
-        self._train(run, *inner, dynamics, env_cfg, steps)
+        self._train(run, *inner, rules, steps)
         if run.cancelled:
             return None
         anchor = self._snapshot()
-        anchor_returns = holdout_returns(self.policy, *held, dynamics, env_cfg)
+        anchor_returns = holdout_returns(self.policy, *held, *rules)
         self._restore(start, anchor_cfg.challenger())
-        self._train(run, *inner, dynamics, env_cfg, steps)
+        self._train(run, *inner, rules, steps)
         if run.cancelled:
             self._restore(anchor, anchor_cfg)
             return None
-        challenger_returns = holdout_returns(self.policy, *held, dynamics, env_cfg)
+        challenger_returns = holdout_returns(self.policy, *held, *rules)
         verdict = challenger_verdict(
             challenger_returns, anchor_returns, alpha=anchor_cfg.challenger_alpha, seed=self.updates
         )
@@ -381,9 +374,7 @@ class DirectAgent(AgentBase):
         self.config = config
         self.policy.kappa = config.kappa
 
-    def _train(
-        self, run: _Run, features: torch.Tensor, gross: torch.Tensor, dynamics: Dynamics, env_cfg: Any, steps: int
-    ) -> None:
+    def _train(self, run: _Run, features: torch.Tensor, gross: torch.Tensor, rules: tuple, steps: int) -> None:
         """``steps`` gradient steps of the current config on these tables (``run`` counts them)."""
         cfg = self.config
         subset = cfg.subset_for(self.action_dim - 1)
@@ -393,15 +384,9 @@ class DirectAgent(AgentBase):
             if run.should_stop is not None and run.should_stop():
                 run.cancelled = True
                 return
-            batch = draw_windows(
-                features,
-                gross,
-                num_windows=cfg.num_envs,
-                length=cfg.rollout_steps,
-                subset=subset,
-                generator=self.generator,
-            )
-            run.losses = losses = self._step(batch, dynamics, penalties, env_cfg)
+            windows = {"num_windows": cfg.num_envs, "length": cfg.rollout_steps, "subset": subset}
+            batch = draw_windows(features, gross, **windows, generator=self.generator)
+            run.losses = losses = self._step(batch, rules[0], penalties, rules[1])
             run.collected += per_step
             run.episodes += cfg.num_envs
             self.env_steps += per_step

@@ -75,4 +75,7 @@ HYPERPARAMETER_HELP["direct"] = {
     "variance_penalty": "weight of the variance of daily net log returns (>= 0)",
     "tracking_penalty": "weight of the variance of daily log returns over 1/N's (>= 0)",
     "turnover_penalty": "weight of the mean daily turnover beyond the costs paid (>= 0)",
+    "challenger_alpha": "level (0..0.5) of the held-out test that lets an unpenalised challenger replace "
+    "these penalties; 0 trains them alone",
+    "challenger_kappa": "the challenger's tilt bound (> 0, at most logit_scale / 2)",
 }
