@@ -41,7 +41,9 @@ def synthetic_env(tmp_path: Path, ic: float):
             "env": {"rebalance_band": 0.01},
         }
     )
-    market = prepare_market(load_market_data(DataSpec(paths=[str(path)], start=START, end=END), data_dir=None), task.env)
+    market = prepare_market(
+        load_market_data(DataSpec(paths=[str(path)], start=START, end=END), data_dir=None), task.env
+    )
     train = market.slice(*task.train, name="train")
     return make_env(train, task.env, num_envs=1, feature_stats=fit_stats(train, task.env), state_info=False)
 
@@ -91,7 +93,9 @@ def test_a_challenger_tilt_beyond_the_env_is_refused_only_when_the_gate_is_on():
     with pytest.raises(ConfigError) as err:
         DirectConfig(challenger_kappa=env.logit_scale).check_task(kind="portfolio", env=env, num_tickers=6)
     assert err.value.details["field"] == "direct.challenger_kappa"
-    DirectConfig(challenger_kappa=env.logit_scale, challenger_alpha=0.0).check_task(kind="portfolio", env=env, num_tickers=6)
+    DirectConfig(challenger_kappa=env.logit_scale, challenger_alpha=0.0).check_task(
+        kind="portfolio", env=env, num_tickers=6
+    )
 
 
 def test_a_planted_edge_opens_the_gate_within_the_generation_budget(tmp_path):
