@@ -358,7 +358,13 @@ def main(argv: list[str] | None = None) -> int:
             f"  {name:<22} mean {t['mean']:+.3f} ± {t['se']:.3f}, worst fold {t['worst']:+.3f}, "
             f"turnover {100 * t['turnover']:.2f} %/day, {'eligible' if t['eligible'] else 'not eligible'}"
         )
-    if not table[default]["eligible"] and default != FALLBACK:
+    if default == SUCCESSOR and not table[default]["eligible"]:
+        gap = table[default]["vs_fallback"]
+        print(
+            f"  -> no candidate is eligible; rule 4b: {SUCCESSOR} does no harm relative to {FALLBACK} "
+            f"(per-fold difference {gap['mean']:+.3f} ± {gap['se']:.3f}, worst {gap['worst']:+.3f}): default {SUCCESSOR}"
+        )
+    elif not table[default]["eligible"] and default != FALLBACK:
         print(
             f"  -> no candidate is eligible: the rule's default is {FALLBACK}, not in this run "
             f"({default}, the lowest turnover, stands in for it in the nested headline below)"
@@ -375,6 +381,10 @@ def main(argv: list[str] | None = None) -> int:
         print(f"  {name}:")
         print(_line("vs 1/N cost-free", rec["vs_cost_free"]))
         print(_line("vs 1/N with costs", rec["vs_with_costs"]))
+        for market_name in markets if len(markets) > 1 else ():
+            alone = stitched([r for r in mine if r.market == market_name])
+            report["test"][f"{name}/{market_name}"] = alone
+            print(_line(f"{market_name} vs 1/N cost-free", alone["vs_cost_free"]))
     nested = []
     for key in sorted({(r.market, r.fold) for r in rows}):
         fold_rows = [r for r in rows if (r.market, r.fold) == key]

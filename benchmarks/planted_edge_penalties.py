@@ -87,12 +87,13 @@ class Figure:
     difference: float
     se: float
     turnover: float
+    verdict: str = ""  # vs_equal_weight's: beats, trails or indistinguishable
 
 
 def _figure(agent: np.ndarray, equal_weight: np.ndarray, turnover: float) -> Figure:
     rel = vs_equal_weight(agent, equal_weight, periods_per_year=252, seed=0)
     low, high = rel["ci95"]
-    return Figure(float(rel["sharpe_difference"]), float((high - low) / 3.92), turnover)
+    return Figure(float(rel["sharpe_difference"]), float((high - low) / 3.92), turnover, rel["verdict"])
 
 
 def tilt_figures(
@@ -300,7 +301,8 @@ def main(argv: list[str] | None = None) -> int:
                     test = figures[pick]["test"]
                     print(f"{label}: {' | '.join(cells)} || {' | '.join(tilts)}", flush=True)
                     print(
-                        f"    one-SE pick pen {pick:g}: test {test.difference:+.3f}±{test.se:.2f}, turnover {100 * test.turnover:.1f}%"
+                        f"    one-SE pick pen {pick:g}: test {test.difference:+.3f}±{test.se:.2f} {test.verdict}, "
+                        f"turnover {100 * test.turnover:.1f}%"
                     )
     print(f"({time.monotonic() - started:.0f} s)")
     return 0

@@ -2,13 +2,19 @@
 
 DRF's ``CharField`` turns a JSON number into text (``"name": 123`` became the name ``"123"``),
 so a client's type mistake was stored instead of refused. :class:`StrictCharField` refuses it
-with a 400 naming the field.
+with a 400 naming the field. Likewise DRF's ``BooleanField`` reads ``"yes"``, ``"on"`` and
+``1`` as true (:class:`StrictBooleanField` takes ``true``/``false`` only), and a
+``Serializer`` drops the keys it does not define, so a misspelt option (``{"backtets":
+true}``) answered 200 and did nothing (:class:`InputSerializer` refuses it, naming the key).
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 from django.db import models
 from rest_framework import serializers
+from rest_framework.settings import api_settings
 
 
 class StrictCharField(serializers.CharField):
@@ -20,6 +26,41 @@ class StrictCharField(serializers.CharField):
     def to_internal_value(self, data):
         if not isinstance(data, str):
             self.fail("not_a_string", kind=_kind(data))
+        return super().to_internal_value(data)
+
+
+class StrictBooleanField(serializers.BooleanField):
+    """A ``BooleanField`` that accepts JSON ``true``/``false`` (and the form texts ``"true"``
+    and ``"false"``) only: ``"yes"``, ``1`` or ``"on"`` is ``"must be true or false, got ..."``."""
+
+    default_error_messages = {"not_a_boolean": "must be true or false, got {value}"}
+
+    def to_internal_value(self, data):
+        if isinstance(data, bool):
+            return data
+        if isinstance(data, str) and data.lower() in ("true", "false"):
+            return data.lower() == "true"
+        self.fail("not_a_boolean", value=_kind(data) if not isinstance(data, str) else repr(data[:40]))
+
+
+class InputSerializer(serializers.Serializer):
+    """The base of the API's request bodies: a key the body's serializer does not define (or
+    defines read-only) is a 400 naming it and listing the keys the endpoint takes, and a body
+    that is not an object is a 400 saying what it is."""
+
+    default_error_messages = {"not_an_object": "the request body must be a JSON object, got {kind}"}
+
+    def to_internal_value(self, data):
+        if not isinstance(data, Mapping):  # as DRF's own check: a serializer's errors are a dict
+            message = self.error_messages["not_an_object"].format(kind=_kind(data))
+            raise serializers.ValidationError({api_settings.NON_FIELD_ERRORS_KEY: [message]})
+        writable = {name for name, field in self.fields.items() if not field.read_only}
+        unknown = [str(key) for key in data if key not in writable]
+        if unknown:
+            taken = ", ".join(sorted(writable)) or "no keys"
+            raise serializers.ValidationError(
+                {key[:40]: [f"unknown field (this endpoint takes: {taken})"] for key in unknown[:5]}
+            )
         return super().to_internal_value(data)
 
 

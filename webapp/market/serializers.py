@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from rest_framework import serializers
 
-from webapp.core.fields import StrictCharField
+from webapp.core.fields import InputSerializer, StrictCharField
 from webapp.market.models import Dataset
 
 
@@ -38,7 +38,7 @@ class DatasetSerializer(serializers.ModelSerializer):
         return "upload" if obj.upload else "data_dir"
 
 
-class DatasetCreateSerializer(serializers.Serializer):
+class DatasetCreateSerializer(InputSerializer):
     """``POST /api/datasets/``: multipart ``name`` + ``file``, or JSON ``name`` + ``paths``
     (files relative to the shared data folder) and optional ``tickers`` (with ``paths`` only: an
     upload keeps all of its tickers, and ``tickers`` beside a file is a 400); intraday files take

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from rest_framework import serializers
 
-from webapp.core.fields import StrictCharField
+from webapp.core.fields import InputSerializer, StrictBooleanField, StrictCharField
 from webapp.reports.models import Backtest
 
 
@@ -48,11 +48,11 @@ class BacktestDetailSerializer(BacktestListSerializer):
         read_only_fields = fields
 
 
-class BacktestCreateSerializer(serializers.Serializer):
+class BacktestCreateSerializer(InputSerializer):
     """Input of ``POST /api/backtests/``; the service checks the range and the tickers."""
 
     agent = serializers.IntegerField(min_value=1)
     start = serializers.CharField(max_length=40)  # YYYY-MM-DD or YYYY-MM-DD HH:MM; the service checks it
     end = StrictCharField(max_length=40)
     tickers = serializers.ListField(child=StrictCharField(max_length=20), required=False, allow_empty=False)
-    allow_overlap = serializers.BooleanField(default=False)
+    allow_overlap = StrictBooleanField(default=False)

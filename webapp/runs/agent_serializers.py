@@ -7,11 +7,12 @@ from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
+from webapp.core.fields import InputSerializer
 from webapp.runs.models import Agent
 from webapp.runs.selectors import baselines, deflated
 
 
-class EnsembleSerializer(serializers.Serializer):
+class EnsembleSerializer(InputSerializer):
     """Input of ``POST /api/runs/{id}/ensemble/``."""
 
     k = serializers.IntegerField(

@@ -193,7 +193,9 @@ class RunViewSet(
     @action(detail=True, methods=["post"])
     def annotate(self, request: Request, pk=None) -> Response:
         run = self.get_object()
-        archive.run_annotate(run=run, tags=request.data.get("tags"), note=request.data.get("note"))
+        form = serializers.AnnotateSerializer(data=request.data)
+        form.is_valid(raise_exception=True)
+        archive.run_annotate(run=run, tags=form.validated_data.get("tags"), note=form.validated_data.get("note"))
         return self._fresh(run)
 
     @extend_schema(

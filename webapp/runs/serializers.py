@@ -8,7 +8,7 @@ from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
 from webapp import engine
-from webapp.core.fields import StrictCharField, strict_field_mapping
+from webapp.core.fields import InputSerializer, StrictBooleanField, StrictCharField, strict_field_mapping
 from webapp.runs import services
 from webapp.runs.models import ClusterBudget, Run, Task
 from webapp.runs.selectors.budgets import budget_progress, budget_queryset
@@ -115,7 +115,7 @@ class TaskSerializer(serializers.ModelSerializer):
         read_only_fields = fields
 
 
-class TaskCreateSerializer(serializers.Serializer):
+class TaskCreateSerializer(InputSerializer):
     """Input of ``POST /api/tasks/``; the trainer validates the JSON parts (400 naming the
     dotted field, e.g. ``hyperparameters.learning_rate``)."""
 
@@ -251,7 +251,7 @@ class RunSerializer(serializers.ModelSerializer):
         return budget_progress(obj.budget, obj)["fraction"]
 
 
-class RunCreateSerializer(serializers.Serializer):
+class RunCreateSerializer(InputSerializer):
     """Input of ``POST /api/runs/``: a task and budget of the user's, tournament settings."""
 
     task = _UserScopedPK(task_queryset)
@@ -279,7 +279,7 @@ class RunCreateSerializer(serializers.Serializer):
         "answered as {seed_group, runs, summary}; 1 (the default) answers the run itself",
     )
     device = StrictCharField(max_length=20, default="auto")
-    start = serializers.BooleanField(default=False, help_text="start the run at once")
+    start = StrictBooleanField(default=False, help_text="start the run at once")
 
 
 class IntervalSerializer(serializers.Serializer):
@@ -306,21 +306,21 @@ class SeedGroupSerializer(serializers.Serializer):
         return [run.id for run in obj["runs"]]
 
 
-class AnnotateSerializer(serializers.Serializer):
+class AnnotateSerializer(InputSerializer):
     tags = serializers.ListField(child=StrictCharField(), required=False, help_text="lower-cased, at most 20")
     note = StrictCharField(required=False, allow_blank=True)
 
 
-class ArchiveSerializer(serializers.Serializer):
-    archived = serializers.BooleanField(default=True)
+class ArchiveSerializer(InputSerializer):
+    archived = StrictBooleanField(default=True)
 
 
-class ScaleSerializer(serializers.Serializer):
+class ScaleSerializer(InputSerializer):
     num_pods = serializers.IntegerField(help_text="new size of the training pool")
 
 
-class StopSerializer(serializers.Serializer):
-    backtest = serializers.BooleanField(
+class StopSerializer(InputSerializer):
+    backtest = StrictBooleanField(
         default=False,
         help_text="also backtest the best agents on the test split (default no); the run ends cancelled either way",
     )

@@ -4,11 +4,12 @@ from __future__ import annotations
 
 from rest_framework import serializers
 
+from webapp.core.fields import InputSerializer
 from webapp.studies.models import Study, StudyFold
 from webapp.studies.services import MOST
 
 
-class StudyCreateSerializer(serializers.Serializer):
+class StudyCreateSerializer(InputSerializer):
     """Input of ``POST /api/studies/``; the service checks the plan against the data."""
 
     task = serializers.IntegerField(min_value=1)

@@ -1,0 +1,72 @@
+"""Every request body is read as sent: a key the endpoint does not take, a boolean written as
+``"yes"`` or ``1``, and a body that is not a JSON object are each a 400 naming what is wrong
+(DRF drops unknown keys and reads ``"yes"`` as true, so ``{"backtets": true}`` answered 200
+and did nothing)."""
+
+from __future__ import annotations
+
+import pytest
+
+pytestmark = pytest.mark.django_db
+
+
+@pytest.fixture
+def run_id(api_client, task, make_budget) -> int:
+    body = {"task": task.id, "budget": make_budget().id, "generation_steps": 256, "num_pods": 1}
+    response = api_client.post("/api/runs/", body, format="json")
+    assert response.status_code == 201, response.json()
+    return response.json()["id"]
+
+
+def _fields(response) -> dict:
+    assert response.status_code == 400, (response.status_code, response.content[:300])
+    return response.json()["fields"]
+
+
+def test_creating_with_a_key_the_endpoint_does_not_take_is_a_400_naming_it(api_client, task, dataset, make_budget):
+    posts = {
+        "/api/runs/": {"task": task.id, "budget": make_budget().id, "generation_steps": 256, "num_podz": 3},
+        "/api/tasks/": {"name": "t", "dataset": dataset.id, "splits": {}, "hyperparams": {}},
+        "/api/datasets/": {"name": "d", "paths": ["x.csv"], "ticker": ["AAPL"]},
+        "/api/backtests/": {"agent": 1, "start": "2021-01-04", "end": "2021-06-30", "benchmark": "QQQ"},
+        "/api/studies/": {"task": task.id, "budget": 1, "start": "2010-01-04", "end": "2020-12-31", "folds": 3},
+    }
+    for url, body in posts.items():
+        unknown = next(k for k in body if k in ("num_podz", "hyperparams", "ticker", "benchmark", "folds"))
+        fields = _fields(api_client.post(url, body, format="json"))
+        assert unknown in fields, (url, fields)
+        assert "unknown field" in fields[unknown] and "this endpoint takes" in fields[unknown], fields
+
+
+def test_a_run_action_with_a_misspelt_option_changes_nothing_and_says_so(api_client, run_id):
+    before = api_client.get(f"/api/runs/{run_id}/").json()
+    for action, body in {
+        "stop": {"mode": "bogus"},
+        "scale": {"num_pods": 2, "pods": 2},
+        "archive": {"archive": True},
+        "annotate": {"tag": ["a"]},
+        "ensemble": {"k": 2, "size": 3},
+    }.items():
+        fields = _fields(api_client.post(f"/api/runs/{run_id}/{action}/", body, format="json"))
+        assert set(fields) == set(body) - {"num_pods", "k"}, (action, fields)
+    run = api_client.get(f"/api/runs/{run_id}/").json()
+    assert run["status"] == before["status"] and run["archived"] is False and run["num_pods"] == 1
+    assert run["tags"] == []
+
+
+def test_a_boolean_must_be_true_or_false(api_client, task, make_budget, run_id):
+    body = {"task": task.id, "budget": make_budget().id, "generation_steps": 256, "start": "yes"}
+    assert "must be true or false" in _fields(api_client.post("/api/runs/", body, format="json"))["start"]
+    for value in (1, "on", "y", None):
+        response = api_client.post(f"/api/runs/{run_id}/archive/", {"archived": value}, format="json")
+        assert "archived" in _fields(response), value
+    ok = api_client.post(f"/api/runs/{run_id}/archive/", {"archived": True}, format="json")
+    assert ok.status_code == 200 and ok.json()["archived"] is True
+
+
+def test_a_body_that_is_not_an_object_is_a_400_saying_what_it_is(api_client, run_id):
+    for url in (f"/api/runs/{run_id}/annotate/", f"/api/runs/{run_id}/stop/", "/api/runs/", "/api/tasks/"):
+        for body in ([1, 2], "text", 5):
+            response = api_client.post(url, body, format="json")
+            assert response.status_code == 400, (url, body, response.status_code)
+            assert "must be a JSON object" in str(response.json()), (url, body, response.json())
