@@ -218,6 +218,11 @@ def _state_answer(policy: ServedPolicy, env_config: Any, state: Any, market: Any
     }
 
 
+def shown_key(key: str) -> str:
+    """A body key as an error names it: at most 40 characters."""
+    return key if len(key) <= 40 else key[:40] + "..."
+
+
 def answer(policy: ServedPolicy, body: Any, *, load_market: MarketLoader | None = None) -> dict[str, Any]:
     """The JSON answer to one act request (see the module doc for both forms).
 
@@ -244,6 +249,15 @@ def answer(policy: ServedPolicy, body: Any, *, load_market: MarketLoader | None 
         raise DataError(
             "send exactly one of observations (a batch), date (a dataset day) or bars (recent daily bars)",
             field="observations" if not forms else forms[1],
+        )
+    taken = {"observations"} if forms[0] == "observations" else {forms[0], "cash", "holdings"}
+    if forms[0] != "observations" and policy.kind == "portfolio":
+        taken.add("weights")
+    unknown = [str(k) for k in body if k not in taken]
+    if unknown:  # a misspelt "holdings" would otherwise answer for an empty portfolio
+        raise DataError(
+            f"{shown_key(unknown[0])}: unknown field of a {forms[0]} request (it takes {', '.join(sorted(taken))})",
+            field=shown_key(unknown[0]),
         )
     if forms[0] == "observations":
         obs = parse_observations(body["observations"], policy.obs_dim)

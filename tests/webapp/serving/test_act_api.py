@@ -72,6 +72,9 @@ def test_a_dataset_day_answers_orders_prices_and_the_observation(agent, api_clie
         ({"date": DAY, "holdings": {"TSLA": 1}}, "holdings"),
         ({"bars": {"AAPL": []}}, "bars"),
         ([1, 2], "body"),
+        ({"date": DAY, "holding": {"AAPL": 3}}, "holding"),  # misspelt: not an empty portfolio
+        ({"observations": [[0.0]], "cash": 5}, "cash"),  # a batch carries no portfolio
+        ({"date": DAY, "weights": {"AAPL": 1.0}}, "weights"),  # a stock-trading agent holds shares
     ],
 )
 def test_bad_bodies_are_400s_naming_the_field_and_count_as_errors(agent, api_client, body, field):

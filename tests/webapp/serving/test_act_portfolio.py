@@ -69,6 +69,7 @@ def test_current_weights_are_a_market_state_and_the_band_holds_those_near_their_
         ({"date": DAY, "weights": {"AAPL": 0.2, "cash": 0.2}}, "weights"),
         ({"date": DAY, "holdings": {"AAPL": -1}}, "holdings.AAPL"),
         ({"date": "2020-11-15"}, "date"),  # a Sunday
+        ({"date": DAY, "weight": {"AAPL": 1.0}}, "weight"),  # misspelt: not the all-cash start
     ],
 )
 def test_bad_portfolio_states_are_400s_naming_the_field(agent, api_client, body, field):
