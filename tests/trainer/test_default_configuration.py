@@ -1,6 +1,6 @@
 """The default configuration of a new task (docs/default-selection.md, rule 5): a portfolio task
 that names no algorithm trains ``direct`` with its defaults, which are the ``direct-conservative``
-candidate the rule chose; stock trading keeps PPO. One source, :mod:`trainer.algorithms`, for
+candidate with its held-out challenger gate (``direct-gated``, rule 4b); stock trading keeps PPO. One source, :mod:`trainer.algorithms`, for
 the task file, the CLI and (through the engine) the web side."""
 
 from __future__ import annotations
@@ -28,11 +28,17 @@ def test_every_task_kind_has_a_default_algorithm_and_portfolio_tasks_train_direc
     assert caught.value.details["field"] == "kind" and "'futures'" in caught.value.message
 
 
-def test_direct_defaults_are_the_conservative_candidate_chosen_on_validation():
+def test_direct_defaults_are_the_gated_candidate_chosen_on_validation():
     config = DirectConfig()
-    # twice the learner's former 0.01 and 10 (the "direct" candidate of benchmarks/default_selection.py)
+    # the anchor: twice the learner's former 0.01 and 10 (the "direct" candidate of
+    # benchmarks/default_selection.py), direct-conservative
     assert (config.turnover_penalty, config.tracking_penalty) == (0.02, 20.0)
     assert (config.num_envs, config.rollout_steps) == (1024, 21)
+    # its held-out challenger gate: direct-gated, chosen by rule 4b
+    assert (config.challenger_alpha, config.challenger_kappa) == (0.05, 1.0)
+    assert config.challenger() == config.replace(
+        turnover_penalty=0.0, tracking_penalty=0.0, kappa=1.0, challenger_alpha=0.0
+    )
 
 
 def test_a_portfolio_task_file_without_an_algorithm_trains_direct_with_its_defaults():

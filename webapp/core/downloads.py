@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterator
 
-from django.http import HttpResponse, HttpResponseBase, StreamingHttpResponse
+from django.http import HttpResponse, HttpResponseBase, JsonResponse, StreamingHttpResponse
 
 from webapp.core import artifacts
 
@@ -69,8 +69,12 @@ def serve_file(request, name: str, *, size: int, sha256: str, filename: str, con
     if_range = headers.get("If-Range")
     if range_header and (if_range is None or if_range.strip() == etag):
         parsed = parse_range(range_header, size)
-        if parsed == UNSATISFIABLE:
-            response = HttpResponse(status=416)
+        if parsed == UNSATISFIABLE:  # the API's error format, so a client can show why
+            body = {
+                "error": f"Range {range_header[:60]!r} lies outside the file's {size:,} bytes",
+                "fields": {"Range": "unsatisfiable"},
+            }
+            response = JsonResponse(body, status=416)
             response["Content-Range"] = f"bytes */{size}"
             response["ETag"] = etag
             response["Accept-Ranges"] = "bytes"

@@ -64,6 +64,8 @@ def test_a_range_past_the_end_is_416(bundle, api_client):
     response = api_client.get(f"/api/agents/{agent.id}/bundle/", HTTP_RANGE=f"bytes={len(body)}-")
     assert response.status_code == 416
     assert response["Content-Range"] == f"bytes */{len(body)}"
+    assert response.json()["fields"] == {"Range": "unsatisfiable"}  # the API's error format, not an empty body
+    assert f"{len(body):,} bytes" in response.json()["error"]
 
 
 def test_a_stale_if_range_gets_the_whole_new_file(bundle, api_client):
