@@ -19,6 +19,7 @@ from webapp.runs import services as runs_services
 from webapp.runs.models import Agent, ClusterBudget, Run, Task
 from webapp.runs.selectors import quotas as runs_quotas
 from webapp.runs.selectors.runs import task_spec
+from webapp.runs.services.common import fewest_trained_steps
 from webapp.studies.models import Study, StudyFold
 
 logger = logging.getLogger(__name__)
@@ -165,8 +166,14 @@ def study_create(
     generation_steps = _whole(fields, "generation_steps", generation_steps, least=1)
     num_pods = _whole(fields, "num_pods", num_pods, least=1)
     seed = _whole(fields, "seed", seed, least=0)
-    if not fields and generation_steps > env_steps_per_fold:
-        fields["generation_steps"] = f"a generation ({generation_steps:,}) is more than a fold's env steps"
+    trained = fewest_trained_steps(task, generation_steps) if not fields else 0  # whole rollouts
+    if not fields and trained > env_steps_per_fold:
+        fields["generation_steps"] = (
+            f"a generation ({generation_steps:,}) trains {trained:,} env steps in whole rollouts, "
+            f"more than a fold's {env_steps_per_fold:,}"
+            if trained != generation_steps
+            else f"a generation ({generation_steps:,}) is more than a fold's env steps"
+        )
     pods = _pods_available(owner, budget)
     if "num_pods" not in fields and 0 < pods < num_pods:
         fields["num_pods"] = (

@@ -39,6 +39,8 @@ def test_creating_a_study_starts_one_run_per_fold_on_a_budget_for_the_whole_stud
         ({"start": "2016-02-30"}, "start"),
         ({"end": "2018-01-09"}, "end"),
         ({"env_steps_per_fold": 100, "generation_steps": 256}, "generation_steps"),
+        # 300 asked trains 384 (three rollouts of 128): more than the fold's 350
+        ({"env_steps_per_fold": 350, "generation_steps": 300}, "generation_steps"),
         ({"generation_steps": 8}, "generation_steps"),
         ({"start": None}, "start"),
         ({"num_pods": 3}, "num_pods"),  # the budget runs 2 pods at once
