@@ -182,6 +182,7 @@ def cmd_train(args: argparse.Namespace) -> int:
         "generations": len(results),
         "cancelled": any(r.cancelled for r in results),
         "duration_s": sum(r.duration_s for r in results),
+        "challenger": next((r.stats["challenger"] for r in results if r.stats.get("challenger")), None),
         "data": data_summary(market),
     }
     _print_train_summary(summary, m, dsr, bench_note=bench.note, as_json=args.json)
@@ -209,10 +210,22 @@ def _print_train_summary(
         )
         for line in format_train_baselines(m, dsr):
             print(line)
+        if summary["challenger"]:
+            print(f"gate:       {gate_text(summary['challenger'])}")
         print(
             f"trained:    {summary['env_steps']:,} env steps in {summary['generations']} generation(s), "
             f"{summary['duration_s']:.1f} s" + (" (stopped early)" if summary["cancelled"] else "")
         )
+
+
+def gate_text(verdict: dict[str, Any]) -> str:
+    """One line of the direct learner's held-out challenger gate (:mod:`trainer.agents.direct_gate`)."""
+    kept = "challenger kept (no tracking or turnover penalty)" if verdict["kept"] else "penalised anchor kept"
+    return (
+        f"{kept}: challenger's held-out Sharpe {verdict['sharpe_difference']:+.3f} ± {verdict['standard_error']:.3f} "
+        f"against the anchor's over {verdict['holdout_days']} days, one-sided p {verdict['p_value']:.3f} "
+        f"(level {verdict['alpha']:g})"
+    )
 
 
 def _training_failed(exc: Diverged, args: argparse.Namespace, *, generation: int) -> int:

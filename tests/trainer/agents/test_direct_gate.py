@@ -3,6 +3,7 @@ replaces the penalised default only where held-out train days show an edge, with
 
 from __future__ import annotations
 
+import json
 import sys
 from pathlib import Path
 
@@ -12,6 +13,8 @@ import pytest
 from trainer.agents import make_agent
 from trainer.agents.direct import DirectConfig
 from trainer.agents.direct_gate import HOLDOUT_GAP, MIN_HOLDOUT_DAYS, challenger_verdict, holdout_split
+from trainer.artifacts.bundle_reader import load_agent
+from trainer.cli.main import main
 from trainer.data.pipeline import load_market_data
 from trainer.data.spec import DataSpec
 from trainer.envs.kinds import fit_stats, make_env, prepare_market
@@ -141,3 +144,19 @@ def test_a_stop_during_the_challenger_phase_leaves_the_anchor(tmp_path):
     assert stats["cancelled"] and "challenger" not in stats
     assert agent.config == before and agent.policy.kappa == before.kappa
     assert stats["updates"] == 15
+
+
+def test_the_cli_prints_the_gate_verdict_and_puts_it_in_the_json(tmp_path, capsys):
+    path = write_csv(generate(3, ic=0.3, tickers=6, start=START, end=END), tmp_path / "planted.csv.gz")
+    args = ["train", "--env", "portfolio", "--data", str(path)]
+    args += ["--train", START, "2014-06-20", "--validation", "2014-07-01", "2014-12-31", "--test", "2015-01-02", END]
+    args += ["--env-steps", str(30 * 64 * 10), "--no-progress"]
+    args += [f"--hp={k}={v}" for k, v in {"num_envs": 64, "rollout_steps": 10, "hidden_sizes": "[8]"}.items()]
+    assert main([*args, "--out", str(tmp_path / "text")]) == 0
+    line = next(x for x in capsys.readouterr().out.splitlines() if x.startswith("gate:"))
+    assert "challenger kept" in line and "one-sided p" in line and "(level 0.05)" in line, line
+    assert main([*args, "--out", str(tmp_path / "json"), "--json"]) == 0
+    summary = json.loads(capsys.readouterr().out)
+    assert summary["challenger"]["kept"] and summary["challenger"]["p_value"] <= 0.05
+    # the bundle of the kept challenger acts with its own settings
+    assert load_agent(tmp_path / "json" / "agent.zip").config["hyperparameters"]["turnover_penalty"] == 0.0
