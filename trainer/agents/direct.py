@@ -77,7 +77,14 @@ from trainer.agents._common import (
 )
 from trainer.agents.cross_sectional import CrossSectionalPolicy, check_kappa, check_universe, features_per_ticker
 from trainer.agents.direct_gate import challenger_verdict, holdout_returns, holdout_split
-from trainer.agents.direct_objective import Penalties, WindowBatch, check_flatten, draw_windows, window_objective
+from trainer.agents.direct_objective import (
+    Penalties,
+    WindowBatch,
+    action_map,
+    check_flatten,
+    draw_windows,
+    window_objective,
+)
 from trainer.envs.portfolio_dynamics import Dynamics
 from trainer.errors import ConfigError
 from trainer.util.nonfinite import first_nonfinite, nonfinite_kind
@@ -405,15 +412,7 @@ class DirectAgent(AgentBase):
 
     def _step(self, batch: WindowBatch, dynamics: Dynamics, penalties: Penalties, env_cfg: Any) -> dict[str, float]:
         """One AdamW step on ``-J``; returns the step's :data:`STEP_STATS` (one host read)."""
-        terms = window_objective(
-            self.policy,
-            batch,
-            dynamics,
-            penalties,
-            logit_scale=env_cfg.logit_scale,
-            cash_bias=env_cfg.cash_bias,
-            execution_lag=env_cfg.execution_lag,
-        )
+        terms = window_objective(self.policy, batch, dynamics, penalties, **action_map(env_cfg))
         self.optimizer.zero_grad(set_to_none=True)
         (-terms.objective).backward()
         grad_norm = nn.utils.clip_grad_norm_(self.policy.parameters(), self.config.max_grad_norm)

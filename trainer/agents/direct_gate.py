@@ -39,7 +39,7 @@ import numpy as np
 import torch
 
 from trainer.agents.cross_sectional import CrossSectionalPolicy
-from trainer.agents.direct_objective import WindowBatch, window_rollout
+from trainer.agents.direct_objective import WindowBatch, action_map, window_rollout
 from trainer.backtest.relative import vs_equal_weight
 from trainer.envs.portfolio_dynamics import Dynamics
 
@@ -114,14 +114,7 @@ def holdout_returns(
     batch = WindowBatch(f, g, torch.log(g.mean(dim=2)))
     was_training = policy.training
     policy.eval()
-    log_r, _ = window_rollout(
-        policy,
-        batch,
-        dynamics,
-        logit_scale=env_cfg.logit_scale,
-        cash_bias=env_cfg.cash_bias,
-        execution_lag=env_cfg.execution_lag,
-    )
+    log_r, _ = window_rollout(policy, batch, dynamics, **action_map(env_cfg))
     policy.train(was_training)
     return np.expm1(log_r[:, 0].to(torch.float64).cpu().numpy())
 

@@ -18,6 +18,7 @@ __all__ = [
     "Objective",
     "Penalties",
     "WindowBatch",
+    "action_map",
     "check_flatten",
     "draw_windows",
     "window_objective",
@@ -105,6 +106,17 @@ def draw_windows(
     rows, cols = days[:, :, None], tickers[None, :, :]
     sub_gross = gross[rows, cols]
     return WindowBatch(features[rows, cols], sub_gross, torch.log(sub_gross.mean(dim=2)))
+
+
+def action_map(env_cfg: Any) -> dict[str, Any]:
+    """The env settings that turn a policy's action into trades, as the keyword arguments of
+    :func:`window_rollout` and :func:`window_objective`: ``logit_scale``, ``cash_bias``,
+    ``execution_lag``."""
+    return {
+        "logit_scale": env_cfg.logit_scale,
+        "cash_bias": env_cfg.cash_bias,
+        "execution_lag": env_cfg.execution_lag,
+    }
 
 
 def window_rollout(
