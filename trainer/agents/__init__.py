@@ -33,6 +33,7 @@ __all__ = [
     "TD3Config",
     "agent_from_state_dict",
     "make_agent",
+    "not_mutated",
 ]
 
 #: Algorithm name -> (agent class, config class), in the order forms list them.
@@ -47,6 +48,16 @@ ALGORITHMS: dict[str, tuple[type, type]] = {
 #: Algorithms that learn from a replay buffer (one generation step = one vector env step of
 #: ``num_envs`` transitions); the others learn from rollouts of ``rollout_steps x num_envs``.
 OFF_POLICY: frozenset[str] = frozenset({"sac", "td3", "ddpg"})
+
+def not_mutated(algorithm: str) -> tuple[str, ...]:
+    """Hyperparameters of ``algorithm`` that a tournament's mutation may not move: those fixed
+    at creation (``FIXED``: shapes, the policy kind) and those a line decides once
+    (``NOT_MUTATED``, e.g. direct's ``challenger_alpha``). Unknown algorithm: ConfigError."""
+    if algorithm not in ALGORITHMS:
+        raise ConfigError(f"unknown algorithm {algorithm!r}", field="algorithm")
+    config = ALGORITHMS[algorithm][1]
+    return tuple(config.FIXED) + tuple(getattr(config, "NOT_MUTATED", ()))
+
 
 Agent = PPOAgent | A2CAgent | SACAgent | TD3Agent | DirectAgent
 

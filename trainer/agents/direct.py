@@ -149,6 +149,9 @@ class DirectConfig(AgentConfig):
     challenger_kappa: float = 1.0
 
     FIXED: ClassVar[tuple[str, ...]] = ("hidden_sizes", "cash")
+    #: Asked once per line (trainer/agents/direct_gate.py): a mutation that moved it back above
+    #: 0 would repeat the held-out test every generation until it passed.
+    NOT_MUTATED: ClassVar[tuple[str, ...]] = ("challenger_alpha",)
 
     def validate(self) -> None:
         """Raise :class:`ConfigError` naming the first impossible field."""

@@ -192,7 +192,14 @@ def check_mutation_range(spec: dict[str, Any], mutation: dict[str, Any], *, intr
 
     from trainer.task import TaskSpec
 
+    from trainer.agents import not_mutated
+
     hp = dict(spec["hyperparameters"])
+    for name in mutation.get("bounds") or {}:
+        if name in not_mutated(spec["algorithm"]):
+            field = f"mutation.bounds.{name}"
+            why = f"{spec['algorithm']}'s {name} is set once for a line and is not mutated; remove its bound"
+            raise AppError(f"{field}: {why}", fields={field: why})
     ends = {
         name: _reachable_ends(hp[name], *(float(b) for b in bound))
         for name, bound in (mutation.get("bounds") or {}).items()

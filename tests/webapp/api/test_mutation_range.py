@@ -60,6 +60,8 @@ def test_a_ppo_bound_that_reaches_an_unusable_value_is_a_400_naming_it(
         ({"kappa": [3, 5]}, "mutation.bounds.kappa", "logit_scale"),  # 2 x 3 > the env's logit_scale of 4
         ({"turnover_penalty": [-1, 0.1]}, "mutation.bounds.turnover_penalty", "must be >= 0"),
         ({"subset_size": [2, 50]}, "mutation.bounds.subset_size", "universe has 3"),
+        # asked once per line: a mutation back above 0 would repeat the held-out test until it passed
+        ({"challenger_alpha": [0.01, 0.5]}, "mutation.bounds.challenger_alpha", "set once for a line"),
     ],
 )
 def test_a_direct_bound_that_reaches_an_unusable_value_is_a_400_naming_it(
@@ -84,6 +86,12 @@ def test_bounds_whose_every_value_trains_make_a_run(api_client, direct_task, mak
     response = _post_run(api_client, direct_task, make_budget(), {"bounds": bounds})
     assert response.status_code == 201, response.json()
     assert response.json()["mutation"]["bounds"] == bounds
+
+
+def test_a_bound_on_a_setting_fixed_at_creation_is_a_400(api_client, task, make_budget):
+    response = _post_run(api_client, task, make_budget(), {"bounds": {"init_log_std": [-1.0, 0.0]}})
+    assert response.status_code == 400, response.json()
+    assert "not mutated" in response.json()["fields"]["mutation.bounds.init_log_std"]
 
 
 def test_whole_number_ends_of_an_integer_bound_are_what_is_checked(api_client, task, make_budget):
