@@ -43,10 +43,10 @@ class StrictBooleanField(serializers.BooleanField):
         self.fail("not_a_boolean", value=_kind(data) if not isinstance(data, str) else repr(data[:40]))
 
 
-class InputSerializer(serializers.Serializer):
-    """The base of the API's request bodies: a key the body's serializer does not define (or
-    defines read-only) is a 400 naming it and listing the keys the endpoint takes, and a body
-    that is not an object is a 400 saying what it is."""
+class RefuseUnknownKeys:
+    """A serializer mixin: a key the body's serializer does not define (or defines read-only)
+    is a 400 naming it and listing the keys the endpoint takes, and a body that is not an
+    object is a 400 saying what it is."""
 
     default_error_messages = {"not_an_object": "the request body must be a JSON object, got {kind}"}
 
@@ -62,6 +62,16 @@ class InputSerializer(serializers.Serializer):
                 {key[:40]: [f"unknown field (this endpoint takes: {taken})"] for key in unknown[:5]}
             )
         return super().to_internal_value(data)
+
+
+class InputSerializer(RefuseUnknownKeys, serializers.Serializer):
+    """The base of the API's request bodies (:class:`RefuseUnknownKeys`); with no fields of
+    its own, the check of an action that takes no body (``refuse_body``)."""
+
+
+def refuse_body(data) -> None:
+    """An action that takes no body: any key, or a body that is not an object, is a 400."""
+    InputSerializer(data=data).is_valid(raise_exception=True)
 
 
 def _kind(value) -> str:

@@ -190,9 +190,8 @@ def check_mutation_range(spec: dict[str, Any], mutation: dict[str, Any], *, intr
     """
     from itertools import product
 
-    from trainer.task import TaskSpec
-
     from trainer.agents import not_mutated
+    from trainer.task import TaskSpec
 
     hp = dict(spec["hyperparameters"])
     for name in mutation.get("bounds") or {}:

@@ -19,6 +19,7 @@ from rest_framework.response import Response
 from webapp import engine
 from webapp.core.downloads import serve_file
 from webapp.core.errors import AppError
+from webapp.core.fields import refuse_body
 from webapp.runs import agent_serializers, algorithms, serializers, services
 from webapp.runs.models import Agent, ClusterBudget, Run, Task
 from webapp.runs.selectors import curves, quotas, seed_groups
@@ -108,7 +109,9 @@ class BudgetViewSet(
     @extend_schema(summary="End a budget: no generation starts on it, its quota is free again", request=None)
     @action(detail=True, methods=["post"])
     def end(self, request: Request, pk=None) -> Response:
-        budget = services.budget_end(actor=request.user, budget=self.get_object())
+        budget = self.get_object()
+        refuse_body(request.data)
+        budget = services.budget_end(actor=request.user, budget=budget)
         return Response(self.get_serializer(budget).data)
 
     @extend_schema(
@@ -252,17 +255,23 @@ class RunViewSet(
     @extend_schema(summary="Start a queued run", request=None, responses=serializers.RunSerializer)
     @action(detail=True, methods=["post"])
     def start(self, request: Request, pk=None) -> Response:
-        return self._fresh(services.run_start(run=self.get_object()))
+        run = self.get_object()  # another user's run is a 404 before its body is read
+        refuse_body(request.data)
+        return self._fresh(services.run_start(run=run))
 
     @extend_schema(summary="Pause a running run", request=None, responses=serializers.RunSerializer)
     @action(detail=True, methods=["post"])
     def pause(self, request: Request, pk=None) -> Response:
-        return self._fresh(services.run_pause(run=self.get_object()))
+        run = self.get_object()  # another user's run is a 404 before its body is read
+        refuse_body(request.data)
+        return self._fresh(services.run_pause(run=run))
 
     @extend_schema(summary="Resume a paused run", request=None, responses=serializers.RunSerializer)
     @action(detail=True, methods=["post"])
     def resume(self, request: Request, pk=None) -> Response:
-        return self._fresh(services.run_resume(run=self.get_object()))
+        run = self.get_object()  # another user's run is a 404 before its body is read
+        refuse_body(request.data)
+        return self._fresh(services.run_resume(run=run))
 
     @extend_schema(
         summary="Build an ensemble agent of the leaderboard's top K (mean of their actions), once per member set",

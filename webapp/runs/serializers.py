@@ -8,7 +8,13 @@ from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
 from webapp import engine
-from webapp.core.fields import InputSerializer, StrictBooleanField, StrictCharField, strict_field_mapping
+from webapp.core.fields import (
+    InputSerializer,
+    RefuseUnknownKeys,
+    StrictBooleanField,
+    StrictCharField,
+    strict_field_mapping,
+)
 from webapp.runs import services
 from webapp.runs.models import ClusterBudget, Run, Task
 from webapp.runs.selectors.budgets import budget_progress, budget_queryset
@@ -40,7 +46,7 @@ class _UserScopedPK(serializers.PrimaryKeyRelatedField):
         return super().to_internal_value(data)
 
 
-class BudgetSerializer(serializers.ModelSerializer):
+class BudgetSerializer(RefuseUnknownKeys, serializers.ModelSerializer):
     """A cluster budget with its caps and usage. ``owner`` is writable by staff only;
     ``purpose`` is ``own`` (counts against its owner's quota), ``assigned`` or ``demo``."""
 

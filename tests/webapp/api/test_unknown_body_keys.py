@@ -70,3 +70,25 @@ def test_a_body_that_is_not_an_object_is_a_400_saying_what_it_is(api_client, run
             response = api_client.post(url, body, format="json")
             assert response.status_code == 400, (url, body, response.status_code)
             assert "must be a JSON object" in str(response.json()), (url, body, response.json())
+
+
+def test_an_action_that_takes_no_body_refuses_one(api_client, run_id):
+    before = api_client.get(f"/api/runs/{run_id}/").json()["status"]
+    for action in ("start", "pause", "resume"):
+        fields = _fields(api_client.post(f"/api/runs/{run_id}/{action}/", {"now": True}, format="json"))
+        assert "now" in fields, (action, fields)
+        assert _fields(api_client.post(f"/api/runs/{run_id}/{action}/", 5, format="json")), action
+    assert api_client.get(f"/api/runs/{run_id}/").json()["status"] == before  # nothing was started
+
+
+def test_budgets_refuse_unknown_and_read_only_keys(api_client, make_budget, user):
+    user.is_staff = True
+    user.save(update_fields=["is_staff"])
+    budget = make_budget()
+    body = {"name": "b1", "owner": user.username, "env_step_cap": 5_000_000, "max_concurrent_pods": 2}
+    assert "bogus" in _fields(api_client.post("/api/budgets/", {**body, "bogus": 1}, format="json"))
+    assert "env_steps_used" in _fields(api_client.post("/api/budgets/", {**body, "env_steps_used": 9}, format="json"))
+    assert "nmae" in _fields(api_client.patch(f"/api/budgets/{budget.id}/", {"nmae": "x"}, format="json"))
+    assert "x" in _fields(api_client.post(f"/api/budgets/{budget.id}/end/", {"x": 1}, format="json"))
+    assert api_client.get(f"/api/budgets/{budget.id}/").json()["ended_at"] is None  # a typo ends nothing
+    assert api_client.post(f"/api/budgets/{budget.id}/end/", {}, format="json").status_code == 200
