@@ -49,6 +49,7 @@ ALGORITHMS: dict[str, tuple[type, type]] = {
 #: ``num_envs`` transitions); the others learn from rollouts of ``rollout_steps x num_envs``.
 OFF_POLICY: frozenset[str] = frozenset({"sac", "td3", "ddpg"})
 
+
 def not_mutated(algorithm: str) -> tuple[str, ...]:
     """Hyperparameters of ``algorithm`` that a tournament's mutation may not move: those fixed
     at creation (``FIXED``: shapes, the policy kind) and those a line decides once
