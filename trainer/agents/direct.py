@@ -166,8 +166,13 @@ class DirectConfig(AgentConfig):
             value = getattr(self, name)
             r(math.isfinite(value) and value >= 0, name, "must be >= 0")
         r(math.isfinite(self.max_grad_norm) and self.max_grad_norm > 0, "max_grad_norm", "must be > 0")
-        r(0 <= self.challenger_alpha <= 0.5, "challenger_alpha", "(held-out test level) must be in [0, 0.5]")
-        r(math.isfinite(self.challenger_kappa) and self.challenger_kappa > 0, "challenger_kappa", "must be > 0")
+        alpha, kappa = self.challenger_alpha, self.challenger_kappa
+        r(
+            _number(alpha) and 0 <= alpha <= 0.5,
+            "challenger_alpha",
+            "(the held-out test's level) must be a number in [0, 0.5]",
+        )
+        r(_number(kappa) and math.isfinite(kappa) and kappa > 0, "challenger_kappa", "must be a finite number > 0")
 
     def challenger(self) -> DirectConfig:
         """The challenger of :mod:`trainer.agents.direct_gate`: no tracking or turnover penalty,
@@ -207,6 +212,10 @@ class DirectConfig(AgentConfig):
                 f"{field}: {self.subset_size} tickers per window, but the universe has {num_tickers}", field=field
             )
         return self.subset_size
+
+
+def _number(value: Any) -> bool:  # a bool is no number here, though Python says it is an int
+    return isinstance(value, int | float) and not isinstance(value, bool)
 
 
 @dataclass

@@ -222,8 +222,8 @@ def gate_text(verdict: dict[str, Any]) -> str:
     """One line of the direct learner's held-out challenger gate (:mod:`trainer.agents.direct_gate`)."""
     kept = "challenger kept (no tracking or turnover penalty)" if verdict["kept"] else "penalised anchor kept"
     return (
-        f"{kept}: challenger's held-out Sharpe {verdict['sharpe_difference']:+.3f} ± {verdict['standard_error']:.3f} "
-        f"against the anchor's over {verdict['holdout_days']} days, one-sided p {verdict['p_value']:.3f} "
+        f"{kept}: held-out Sharpe difference, challenger minus anchor, {verdict['sharpe_difference']:+.3f} ± "
+        f"{verdict['standard_error']:.3f} over {verdict['holdout_days']} days, one-sided p {verdict['p_value']:.3f} "
         f"(level {verdict['alpha']:g})"
     )
 

@@ -256,7 +256,7 @@ def answer(policy: ServedPolicy, body: Any, *, load_market: MarketLoader | None 
     unknown = [str(k) for k in body if k not in taken]
     if unknown:  # a misspelt "holdings" would otherwise answer for an empty portfolio
         raise DataError(
-            f"{shown_key(unknown[0])}: unknown field of a {forms[0]} request (it takes {', '.join(sorted(taken))})",
+            f"{shown_key(unknown[0])}: unknown field of an act request by {forms[0]} (it takes {', '.join(sorted(taken))})",
             field=shown_key(unknown[0]),
         )
     if forms[0] == "observations":

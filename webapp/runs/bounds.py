@@ -128,10 +128,19 @@ def errors(values: Mapping[str, Any], table: Mapping[str, Bound], *, prefix: str
     return out
 
 
+#: Most field errors one response carries; the rest are counted (20,000 unknown
+#: hyperparameters gave an 11 MB 400).
+MAX_FIELD_ERRORS = 20
+
+
 def raise_all(fields: Mapping[str, str], *, status: int = 400) -> None:
-    """Raise one ``AppError`` carrying every field error (no-op when there is none)."""
+    """Raise one ``AppError`` carrying every field error, at most :data:`MAX_FIELD_ERRORS` of
+    them and a ``more_errors`` count of the rest (no-op when there is none)."""
     if fields:
-        raise AppError(fields_message(fields), fields=dict(fields), status=status)
+        shown = dict(list(fields.items())[:MAX_FIELD_ERRORS])
+        if len(fields) > MAX_FIELD_ERRORS:
+            shown["more_errors"] = f"{len(fields) - MAX_FIELD_ERRORS:,} more errors not shown"
+        raise AppError(fields_message(shown), fields=shown, status=status)
 
 
 def collect(fields: dict[str, str], check, *args, **kwargs) -> Any:
@@ -149,6 +158,9 @@ def hyperparameter_errors(algorithm: str, hyperparameters: Mapping[str, Any], va
     (``validate(algorithm, {key: value})`` raises ``AppError``), so three bad keys give three
     errors; cross-field checks run afterwards, on the whole dict."""
     out: dict[str, str] = {}
-    for key, value in hyperparameters.items():
+    for done, (key, value) in enumerate(hyperparameters.items()):
+        if len(out) > MAX_FIELD_ERRORS:  # enough to show; the rest are not checked one by one
+            out["hyperparameters"] = f"{len(hyperparameters) - done:,} more keys not checked"
+            break
         collect(out, validate, algorithm, {key: value})
     return out

@@ -83,12 +83,21 @@ def test_the_verdict_keeps_a_challenger_only_on_evidence_that_it_beats_the_ancho
         ({"challenger_alpha": -0.01}, "direct.challenger_alpha"),
         ({"challenger_kappa": 0.0}, "direct.challenger_kappa"),
         ({"challenger_kappa": float("nan")}, "direct.challenger_kappa"),
+        ({"challenger_kappa": float("inf")}, "direct.challenger_kappa"),
     ],
 )
 def test_bad_gate_settings_name_their_field(changes, field):
     with pytest.raises(ConfigError) as err:
         DirectConfig.from_dict(changes)
     assert err.value.details["field"] == field
+
+
+@pytest.mark.parametrize("value", ["0.1", None, True, [0.1]])
+def test_a_gate_setting_that_is_not_a_number_is_refused_when_built_directly(value):
+    for name in ("challenger_alpha", "challenger_kappa"):
+        with pytest.raises(ConfigError) as err:
+            DirectConfig(**{name: value}).validate()
+        assert err.value.details["field"] == f"direct.{name}" and "number" in err.value.message
 
 
 def test_a_challenger_tilt_beyond_the_env_is_refused_only_when_the_gate_is_on():

@@ -92,3 +92,18 @@ def test_budgets_refuse_unknown_and_read_only_keys(api_client, make_budget, user
     assert "x" in _fields(api_client.post(f"/api/budgets/{budget.id}/end/", {"x": 1}, format="json"))
     assert api_client.get(f"/api/budgets/{budget.id}/").json()["ended_at"] is None  # a typo ends nothing
     assert api_client.post(f"/api/budgets/{budget.id}/end/", {}, format="json").status_code == 200
+
+
+def test_thousands_of_bad_keys_give_a_short_answer(api_client, dataset):
+    splits = {
+        "train": ["2016-01-04", "2018-12-31"],
+        "validation": ["2019-01-02", "2019-12-31"],
+        "test": ["2020-01-02", "2020-12-31"],
+    }
+    body = {"name": "t", "dataset": dataset.id, "splits": splits, "hyperparameters": {f"h{i}": 1 for i in range(5000)}}
+    response = api_client.post("/api/tasks/", body, format="json")
+    assert response.status_code == 400
+    assert len(response.content) < 20_000, len(response.content)  # was 11 MB for 20,000 keys
+    fields = response.json()["fields"]
+    assert "hyperparameters.h0" in fields and len(fields) <= 23
+    assert "more" in fields.get("more_errors", "") or "more keys" in fields.get("hyperparameters", "")
