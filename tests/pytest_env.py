@@ -10,6 +10,22 @@ import shutil
 os.environ.setdefault("DEBUG", "1")
 # Redis database 15 for tests, so a running dev stack (database 0) never sees test messages.
 os.environ.setdefault("REDIS_URL", "redis://127.0.0.1:6379/15")
+
+# Under pytest-xdist (``./paddock test`` runs two workers) each worker is a test session of its
+# own: worker ``gwK`` takes Redis database ``D - K`` (``D`` from REDIS_URL, 15 by default) and a
+# files folder below the controller's, so one worker's flush or run numbers never reach the other.
+# pytest-django gives each worker its own test database.
+WORKER = os.environ.get("PYTEST_XDIST_WORKER", "")
+WORKER_INDEX = int(WORKER[2:]) if WORKER.startswith("gw") and WORKER[2:].isdigit() else 0
+WORKER_COUNT = max(1, int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1") or 1))
+# A process this worker starts (a child pytest) inherits PYTEST_XDIST_WORKER and the adjusted
+# variables; PADDOCK_TEST_WORKER says they are adjusted already.
+_ADJUST = bool(WORKER) and os.environ.get("PADDOCK_TEST_WORKER") != WORKER
+if _ADJUST:
+    os.environ["PADDOCK_TEST_WORKER"] = WORKER
+    _base_url, _, _db = os.environ["REDIS_URL"].rpartition("/")
+    if _db.isdigit():
+        os.environ["REDIS_URL"] = f"{_base_url}/{int(_db) - WORKER_INDEX}"
 if "PADDOCK_VAR_DIR" not in os.environ:
     # Each test session keeps its files (checkpoints, bundles, uploads, caches) in a folder of its
     # own: its fresh test database numbers runs, generations and agents from 1 again, so files an
@@ -27,6 +43,9 @@ if "PADDOCK_VAR_DIR" not in os.environ:
             except PermissionError:
                 pass  # another user's live process
     os.environ["PADDOCK_VAR_DIR"] = os.path.join(_base, f"session-{os.getpid()}")
+elif _ADJUST:
+    # Inherited from the xdist controller: this worker keeps its files in a folder of its own.
+    os.environ["PADDOCK_VAR_DIR"] = os.path.join(os.environ["PADDOCK_VAR_DIR"], WORKER)
 
 # Two cores shared by the test process and the worker subprocesses it starts: multithreaded
 # BLAS made the turbulence loop 20x slower here. Set before numpy is first imported.

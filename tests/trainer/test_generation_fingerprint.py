@@ -1,5 +1,5 @@
 """A PPO, an A2C and a SAC generation match the recorded fingerprints: the same structure
-exactly, the same floating-point numbers within the CPU kernels' rounding.
+exactly (by path), the same floating-point numbers within the CPU kernels' rounding.
 
 A refactoring of the trainer must leave what a generation produces unchanged (issue 26); the
 values in ``generation_fingerprints.json`` change only with an intended change of behaviour
@@ -32,11 +32,16 @@ def test_a_generation_produces_exactly_the_recorded_fingerprint(algorithm, data_
 
 
 def test_the_comparison_tells_a_rounding_difference_from_a_change():
-    recorded = {"structure": "s", "numbers": {"a": 1.0, "b": -2.5e-3, "w|sum": 0.01, "w|abs": 40.0}}
+    s = {".seed": 7, ".policy": "mlp"}
+    recorded = {"structure": s, "numbers": {"a": 1.0, "b": -2.5e-3, "w|sum": 0.01, "w|abs": 40.0}}
     close = {"a": 1.0 + 1e-5, "b": -2.5e-3 * (1 + 1e-5), "w|sum": 0.01 + 1e-3, "w|abs": 40.0}
-    assert differences({"structure": "s", "numbers": close}, recorded) == []  # a sum is judged at its |abs|
+    assert differences({"structure": s, "numbers": close}, recorded) == []  # a sum is judged at its |abs|
     changed = {**recorded["numbers"], "a": 1.01}
-    assert differences({"structure": "s", "numbers": changed}, recorded) == ["a: 1.01, recorded 1.0"]
-    assert differences({"structure": "t", "numbers": recorded["numbers"]}, recorded)[0].startswith("structure")
+    assert differences({"structure": s, "numbers": changed}, recorded) == ["a: 1.01, recorded 1.0"]
+    other = {".seed": 8, ".policy": "mlp", ".kappa": "float"}
+    assert differences({"structure": other, "numbers": recorded["numbers"]}, recorded) == [
+        "structure .kappa: 'float', recorded 'absent'",
+        "structure .seed: 8, recorded 7",
+    ]
     partial = {k: v for k, v in recorded["numbers"].items() if k != "b"}
-    assert differences({"structure": "s", "numbers": partial}, recorded) == ["b: only in the recorded values"]
+    assert differences({"structure": s, "numbers": partial}, recorded) == ["b: only in the recorded values"]

@@ -21,6 +21,19 @@ def _quiet_heartbeats(settings):
     settings.PADDOCK_LIVE_HEARTBEAT_S = 3600
 
 
+@pytest.fixture(autouse=True)
+def _fresh_channel_layer():
+    """Each test's event loop gets a channel layer of its own. channels_redis keeps one receive
+    lock for all of a process's channels (keyed by the layer's client prefix) and binds it to the
+    event loop that first waits on it; a layer kept from an earlier test's loop raised
+    "bound to a different event loop" when two receives met in the next test's."""
+    from channels.layers import channel_layers
+
+    channel_layers.backends = {}
+    yield
+    channel_layers.backends = {}
+
+
 def _session_cookie(user) -> bytes:
     client = Client()
     client.force_login(user)
