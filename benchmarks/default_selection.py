@@ -299,9 +299,12 @@ def stitched(rows: list[Scored], seed: int = 0) -> dict[str, Any]:
 
 
 def gate_note(verdict: dict | None) -> str:
-    """``, gate kept (p 0.012)`` / ``, gate closed (p 0.430)`` / nothing when the gate did not run."""
+    """``, gate kept (p 0.012)`` / ``, gate closed (p 0.430)`` / ``, gate skipped (why)`` / nothing
+    when the gate was off (also :mod:`planted_edge_penalties`'s)."""
     if not verdict:
         return ""
+    if "skipped" in verdict:
+        return f", gate skipped ({verdict['skipped']})"
     return f", gate {'kept' if verdict['kept'] else 'closed'} (p {verdict['p_value']:.3f})"
 
 

@@ -44,7 +44,8 @@ import yaml
 REPO = Path(__file__).resolve().parent.parent
 sys.path[:0] = [str(REPO), str(REPO / "benchmarks")]
 
-from synthetic_market import generate, signal_tilt_returns, write_csv  # noqa: E402
+from default_selection import gate_note  # noqa: E402
+from synthetic_market import aim_tilt_returns, generate, signal_tilt_returns, write_csv  # noqa: E402
 
 from trainer.artifacts.checkpoints import load_checkpoint  # noqa: E402
 from trainer.backtest.relative import vs_equal_weight  # noqa: E402
@@ -126,12 +127,8 @@ def long_run_tilt(
     the value traded each day. Returns ``{(k, eta): (annualised Sharpe difference against
     cost-free 1/N, mean daily turnover)}`` (Sharpe ratios as ``mean / std * sqrt(252)``).
     """
-    from synthetic_market import signal
-
     close = generate(seed, ic=ic, start=start, end=end).close
-    n = close.shape[1]
     growth = close[1:] / close[:-1]
-    s = signal(close)
 
     def sharpe(x: np.ndarray) -> float:
         return float(x.mean() / x.std() * np.sqrt(252))
@@ -139,20 +136,22 @@ def long_run_tilt(
     equal_weight = sharpe(growth.mean(axis=1) - 1.0)
     out = {}
     for k in STRENGTHS + (2.0,):
-        target = np.clip(1.0 / n + k * s / n, 0.0, None)
-        target /= target.sum(axis=1, keepdims=True)
         for eta in (1.0, 0.5, 0.25):
-            w = np.full(n, 1.0 / n)
-            returns = np.empty(len(growth))
-            traded = np.empty(len(growth))
-            for t in range(len(growth)):
-                new = w + eta * (target[t] - w)
-                traded[t] = np.abs(new - w).sum()
-                gross = float((new * growth[t]).sum())
-                returns[t] = (1.0 - cost_pct * traded[t]) * gross - 1.0
-                w = new * growth[t] / gross
+            returns, traded = aim_tilt_returns(close, strength=k, trade_rate=eta, cost_pct=cost_pct)
             out[(k, eta)] = (sharpe(returns) - equal_weight, float(traded.mean()))
     return out
+
+
+def aim_test_figure(close: np.ndarray, dates: np.ndarray, cost_pct: float, splits: dict[str, dict[str, str]]) -> Figure:
+    """The ceiling on the test span: :func:`synthetic_market.aim_tilt_returns` at its defaults
+    (tilt 2 traded half-way, the best of :func:`long_run_tilt`'s grid), traded from the first
+    day of the market and read on the test days, against cost-free 1/N there."""
+    returns, traded = aim_tilt_returns(close, cost_pct=cost_pct)
+    days = dates[1:]  # returns[t] is earned from close t to close t+1
+    lo = int(np.searchsorted(days, np.datetime64(splits["test"]["start"], "D")))
+    hi = int(np.searchsorted(days, np.datetime64(splits["test"]["end"], "D"), side="right"))
+    equal_weight = (close[1:] / close[:-1]).mean(axis=1)[lo:hi] - 1.0
+    return _figure(returns[lo:hi], equal_weight, float(traded[lo:hi].mean()))  # both sides, as the env counts
 
 
 def rung_figures(
@@ -193,13 +192,6 @@ def rung_figures(
     spans = {name: checkpoint_span_returns(checkpoint, market, split=name) for name in ("validation", "test")}
     figures = {name: _figure(s.agent, s.equal_weight, float(s.turnover[1:].mean())) for name, s in spans.items()}
     return {**figures, "gate": result.stats.get("challenger")}
-
-
-def gate_note(verdict: dict | None) -> str:
-    """``, gate kept p 0.012`` / ``, gate closed p 0.430`` / nothing when the gate did not run."""
-    if not verdict:
-        return ""
-    return f", gate {'kept' if verdict['kept'] else 'closed'} p {verdict['p_value']:.3f}"
 
 
 def one_se_pick(rungs: list[float], validation: dict[float, Figure]) -> float:
@@ -300,9 +292,11 @@ def main(argv: list[str] | None = None) -> int:
                     tilts = [f"tilt {k:g}: {t.difference:+.2f}" for k, t in tilt.items()]
                     test = figures[pick]["test"]
                     print(f"{label}: {' | '.join(cells)} || {' | '.join(tilts)}", flush=True)
+                    aim = aim_test_figure(synthetic.close, synthetic.dates, cost, splits)
                     print(
                         f"    one-SE pick pen {pick:g}: test {test.difference:+.3f}±{test.se:.2f} {test.verdict}, "
-                        f"turnover {100 * test.turnover:.1f}%"
+                        f"turnover {100 * test.turnover:.1f}% || ceiling (aim tilt 2, trade rate 0.5): test "
+                        f"{aim.difference:+.3f}±{aim.se:.2f} {aim.verdict}, turnover {100 * aim.turnover:.1f}%"
                     )
     print(f"({time.monotonic() - started:.0f} s)")
     return 0

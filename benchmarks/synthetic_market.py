@@ -34,7 +34,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-__all__ = ["SyntheticMarket", "generate", "signal", "signal_tilt_returns", "write_csv"]
+__all__ = ["SyntheticMarket", "aim_tilt_returns", "generate", "signal", "signal_tilt_returns", "write_csv"]
 
 LOOKBACK = 5
 
@@ -139,6 +139,41 @@ def signal_tilt_returns(
     drifted = np.vstack([np.full((1, n), 1.0 / n), w[:-2] * growth[:-1] / gross[:-1, None]])
     traded = np.abs(w[:-1] - drifted).sum(axis=1)
     return (1.0 - cost_pct * traded) * gross - 1.0
+
+
+def aim_tilt_returns(
+    close: np.ndarray,
+    *,
+    strength: float = 2.0,
+    trade_rate: float = 0.5,
+    lookback: int = LOOKBACK,
+    cost_pct: float = 0.0,
+) -> tuple[np.ndarray, np.ndarray]:
+    """(T-1,) returns and (T-1,) value traded (fraction of the portfolio, both sides summed) of
+    trading **partially** towards the signal tilt of :func:`signal_tilt_returns` each close:
+    ``w <- w + trade_rate * (aim - w)`` (the env's ``trade_rate``; Garleanu & Pedersen 2013,
+    "Dynamic trading with predictable returns and transaction costs": trade part of the way to
+    the aim portfolio), paying ``cost_pct`` of the value traded, from 1/N on the first day.
+
+    With ``strength`` 2 and ``trade_rate`` 0.5, the best of the grid (strength 0.25-2, rate
+    0.25-1) on 40-year markets at the env's 0.1 % cost, it is what the planted feature is worth
+    to a policy that knows it: the ceiling a learner's gain is read against.
+    """
+    c = np.asarray(close, dtype=np.float64)
+    n = c.shape[1]
+    aim = np.clip(1.0 / n + strength * signal(c, lookback) / n, 0.0, None)
+    aim /= aim.sum(axis=1, keepdims=True)
+    growth = c[1:] / c[:-1]
+    w = np.full(n, 1.0 / n)
+    returns = np.empty(len(growth))
+    traded = np.empty(len(growth))
+    for t in range(len(growth)):
+        new = w + trade_rate * (aim[t] - w)
+        traded[t] = np.abs(new - w).sum()
+        gross = float(new @ growth[t])
+        returns[t] = (1.0 - cost_pct * traded[t]) * gross - 1.0
+        w = new * growth[t] / gross
+    return returns, traded
 
 
 def write_csv(market: SyntheticMarket, path: str | Path) -> Path:

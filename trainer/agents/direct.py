@@ -76,7 +76,7 @@ from trainer.agents._common import (
     telemetry_due,
 )
 from trainer.agents.cross_sectional import CrossSectionalPolicy, check_kappa, check_universe, features_per_ticker
-from trainer.agents.direct_gate import challenger_verdict, holdout_returns, holdout_split
+from trainer.agents.direct_gate import challenger_verdict, gate_skipped, holdout_returns, holdout_split
 from trainer.agents.direct_objective import (
     Penalties,
     WindowBatch,
@@ -330,7 +330,7 @@ class DirectAgent(AgentBase):
             Stats: ``env_steps``, ``total_env_steps``, ``updates``, ``duration_s``,
             ``steps_per_s``, ``episode_return_mean`` (mean window log return of the last 100
             steps), ``episodes`` (windows), ``cancelled``, the last step's :data:`STEP_STATS`
-            and, when the gate decided, ``challenger`` (:func:`~trainer.agents.direct_gate.challenger_verdict`).
+            and ``challenger`` when the gate was on (:mod:`~trainer.agents.direct_gate`: a verdict or ``skipped``).
 
         Raises:
             ConfigError: another env's sizes, a stock-trading env, ``kappa`` above the env's
@@ -346,11 +346,11 @@ class DirectAgent(AgentBase):
             check_kappa(cfg.challenger_kappa, env.config.logit_scale, field=cfg.field_name("challenger_kappa"))
         iterations = math.ceil(env_steps / (cfg.num_envs * cfg.rollout_steps))
         run = _Run(Throttle(progress), TelemetryClock(time.monotonic()), telemetry, should_stop, iterations)
-        split = holdout_split(gross.shape[0], cfg.rollout_steps) if cfg.challenger_alpha > 0 else None
         self.policy.train()
-        gate = None
         rules = (dynamics, env.config)
-        if split is not None and iterations >= 3:
+        gate = gate_skipped(gross.shape[0], cfg.rollout_steps, iterations) if cfg.challenger_alpha > 0 else None
+        if cfg.challenger_alpha > 0 and gate is None:
+            split = holdout_split(gross.shape[0], cfg.rollout_steps)
             gate = self._gate(run, features, gross, rules, split, iterations // 3)
         if not run.cancelled:
             self._train(run, features, gross, rules, iterations - run.done)

@@ -33,6 +33,7 @@ trains alone, as with ``challenger_alpha`` 0.
 
 from __future__ import annotations
 
+import math
 from typing import Any, NamedTuple
 
 import numpy as np
@@ -88,6 +89,24 @@ def holdout_split(num_days: int, window: int) -> HoldoutSplit | None:
     if held - 1 < MIN_HOLDOUT_DAYS or cut < window + 1:
         return None
     return HoldoutSplit(cut=cut, start=num_days - held)
+
+
+def gate_skipped(num_days: int, window: int, iterations: int) -> dict[str, Any] | None:
+    """Why the gate cannot run on this split and budget, as ``{"skipped": reason}``; None when it can.
+
+    Args:
+        num_days: rows of the train split's tables.
+        window: the learner's window length.
+        iterations: gradient steps of the generation (the gate needs 3: one per phase).
+    """
+    if holdout_split(num_days, window) is None:
+        need = math.ceil((MIN_HOLDOUT_DAYS + 1) / HOLDOUT_FRACTION)
+        return {
+            "skipped": f"a train split of {num_days} days is too short to hold out {MIN_HOLDOUT_DAYS} days (needs about {need})"
+        }
+    if iterations < 3:
+        return {"skipped": f"{iterations} gradient step(s) this generation; the gate needs 3"}
+    return None
 
 
 @torch.no_grad()

@@ -220,6 +220,8 @@ def _print_train_summary(
 
 def gate_text(verdict: dict[str, Any]) -> str:
     """One line of the direct learner's held-out challenger gate (:mod:`trainer.agents.direct_gate`)."""
+    if "skipped" in verdict:
+        return f"skipped, penalised anchor trained alone: {verdict['skipped']}"
     kept = "challenger kept (no tracking or turnover penalty)" if verdict["kept"] else "penalised anchor kept"
     return (
         f"{kept}: held-out Sharpe difference, challenger minus anchor, {verdict['sharpe_difference']:+.3f} ± "

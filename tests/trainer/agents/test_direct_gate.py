@@ -141,7 +141,22 @@ def test_the_placebo_keeps_the_penalised_anchor(tmp_path):
 def test_a_learner_with_the_gate_off_or_too_few_steps_trains_the_anchor_alone(tmp_path):
     env = synthetic_env(tmp_path, ic=0.3)
     assert "challenger" not in learner(env, challenger_alpha=0.0).learn(env, 30 * 64 * 10)
-    assert "challenger" not in learner(env).learn(env, 2 * 64 * 10)  # under three steps: no phases
+    # under three steps: no phases, and the stats say why
+    assert learner(env).learn(env, 2 * 64 * 10)["challenger"] == {
+        "skipped": "2 gradient step(s) this generation; the gate needs 3"
+    }
+
+
+def test_a_train_split_too_short_to_hold_out_half_a_year_says_so_in_the_stats_and_the_cli(tmp_path, capsys):
+    path = write_csv(generate(3, ic=0.3, tickers=6, start=START, end=END), tmp_path / "short.csv.gz")
+    args = ["train", "--env", "portfolio", "--data", str(path), "--out", str(tmp_path / "out")]
+    args += ["--train", "2012-01-03", "2013-06-28", "--validation", "2013-07-08", "2013-12-31"]
+    args += ["--test", "2014-01-08", "2014-06-30", "--env-steps", str(3 * 64 * 10), "--no-progress"]
+    args += [f"--hp={k}={v}" for k, v in {"num_envs": 64, "rollout_steps": 10, "hidden_sizes": "[8]"}.items()]
+    assert main(args) == 0
+    line = next(x for x in capsys.readouterr().out.splitlines() if x.startswith("gate:"))
+    assert line.startswith("gate:       skipped, penalised anchor trained alone: a train split of ")
+    assert f"too short to hold out {MIN_HOLDOUT_DAYS} days (needs about 635)" in line, line
 
 
 def test_a_stop_during_the_challenger_phase_leaves_the_anchor(tmp_path):
