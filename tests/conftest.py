@@ -6,6 +6,7 @@ checkout); it is never copied into the repository.
 
 from __future__ import annotations
 
+import collections
 import os
 from pathlib import Path
 
@@ -56,11 +57,34 @@ def intraday_1min_path(data_dir: Path) -> Path:
 
 
 def pytest_collection_modifyitems(config, items):
-    """Run the browser tests last.
+    """Give every test a node id of its own, then run the browser tests last.
 
-    Their session fixtures (a Celery worker consuming the tests' Redis database, and
+    Schemathesis names each API operation's test ``test_x[GET /api/agents/]`` but gives all of
+    them the function's node id (under pytest 9); pytest-xdist's ``--dist loadfile``
+    (``./paddock test``) keys its work by node id, so 43 of the 44 operations never ran and the
+    run still passed. Such a test's node id becomes its module's id plus its name; a node id
+    still shared is a usage error.
+
+    The browser tests' session fixtures (a Celery worker consuming the tests' Redis database, and
     Playwright's event loop in the main thread) stay alive until the session ends; a worker
     left running would claim generations other tests create, and the running loop would break
     ``async_to_sync`` in later tests.
     """
+    _unique_node_ids(items)
     items.sort(key=lambda item: item.nodeid.startswith("tests/e2e/"))
+
+
+def _unique_node_ids(items) -> None:
+    """Rename tests whose node id another test shares (see :func:`pytest_collection_modifyitems`).
+
+    Raises:
+        pytest.UsageError: two tests still share a node id after renaming.
+    """
+    counts = collections.Counter(item.nodeid for item in items)
+    for item in items:
+        if counts[item.nodeid] > 1:
+            # pytest 9 keeps a node's id structured (``Node._id``, a ``NodeId``); it has no public setter
+            item._id = item._id.parse(f"{item.nodeid.rsplit('::', 1)[0]}::{item.name}")
+    shared = [nodeid for nodeid, n in collections.Counter(item.nodeid for item in items).items() if n > 1]
+    if shared:
+        raise pytest.UsageError(f"{len(shared)} node id(s) name more than one test, e.g. {shared[0]}")

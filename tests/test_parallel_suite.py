@@ -70,3 +70,14 @@ def test_two_workers_keep_their_redis_databases_and_files_apart(tmp_path):
     pools = [set(seen[w]["isolated"]) for w in ("gw0", "gw1")]
     assert pools[0] and pools[1] and not pools[0] & pools[1]
     assert not (pools[0] | pools[1]) & {14, 15}
+
+
+def test_each_fuzzed_api_operation_is_a_test_with_a_node_id_of_its_own():
+    # Schemathesis gives all its operations' tests one node id; xdist's loadfile ran one of 44
+    argv = [sys.executable, "-m", "pytest", "--collect-only", "-q", "-p", "no:cacheprovider"]
+    argv.append("tests/webapp/api/test_fuzz_schema.py")
+    result = subprocess.run(argv, cwd=REPO_ROOT, capture_output=True, text=True, timeout=300)
+    assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-2000:]
+    ids = [line for line in result.stdout.splitlines() if "::test_no_operation_answers_500" in line]
+    assert len(ids) >= 40 and len(set(ids)) == len(ids), ids[:3]
+    assert any(i.endswith("[GET /api/agents/]") for i in ids) and any(i.endswith("[POST /api/tasks/]") for i in ids)
