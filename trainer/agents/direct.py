@@ -128,7 +128,7 @@ class DirectConfig(AgentConfig):
     learner had before (10 and 0.01, the ``direct`` candidate of
     ``benchmarks/default_selection.py``), trained 2M env steps with the env's
     ``RECOMMENDED_REBALANCE_BAND``; since 2026-12-03 with the held-out challenger gate on
-    (``challenger_alpha`` 0.05, ``challenger_kappa`` 1: candidate ``direct-gated``, rule 4b).
+    (``challenger_alpha`` 0.05, ``challenger_kappa`` 1: ``direct-gated``, rule 4b; 35 % held out: rule 4c).
     """
 
     algorithm: ClassVar[str] = "direct"

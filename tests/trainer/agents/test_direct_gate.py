@@ -4,6 +4,7 @@ replaces the penalised default only where held-out train days show an edge, with
 from __future__ import annotations
 
 import json
+import math
 import sys
 from pathlib import Path
 
@@ -12,7 +13,13 @@ import pytest
 
 from trainer.agents import make_agent
 from trainer.agents.direct import DirectConfig
-from trainer.agents.direct_gate import HOLDOUT_GAP, MIN_HOLDOUT_DAYS, challenger_verdict, holdout_split
+from trainer.agents.direct_gate import (
+    HOLDOUT_FRACTION,
+    HOLDOUT_GAP,
+    MIN_HOLDOUT_DAYS,
+    challenger_verdict,
+    holdout_split,
+)
 from trainer.artifacts.bundle_reader import load_agent
 from trainer.cli.main import main
 from trainer.data.pipeline import load_market_data
@@ -57,10 +64,11 @@ def learner(env, **changes):
 
 def test_the_holdout_is_the_split_tail_after_a_gap_and_absent_when_too_short():
     split = holdout_split(2516, 21)
-    assert split.start == 2516 - int(2516 * 0.2)
+    assert HOLDOUT_FRACTION == 0.35 and split.start == 2516 - int(2516 * HOLDOUT_FRACTION)
     assert split.start - split.cut == HOLDOUT_GAP
-    assert holdout_split(5 * (MIN_HOLDOUT_DAYS + 1) - 1, 21) is None  # the tail would be short of evidence
-    assert holdout_split(5 * (MIN_HOLDOUT_DAYS + 1) + 5, 21) is not None
+    need = math.ceil((MIN_HOLDOUT_DAYS + 1) / HOLDOUT_FRACTION)  # 363 days
+    assert holdout_split(need - 1, 21) is None  # the tail would be short of evidence
+    assert holdout_split(need, 21) is not None
 
 
 def test_the_verdict_keeps_a_challenger_only_on_evidence_that_it_beats_the_anchor():
@@ -117,7 +125,7 @@ def test_a_planted_edge_opens_the_gate_within_the_generation_budget(tmp_path):
     verdict = stats["challenger"]
     assert verdict["kept"], verdict
     days = env.market_tensors()[1].shape[0]
-    assert verdict["holdout_days"] == int(days * 0.2) - 1  # the tail's returns, the last row unused
+    assert verdict["holdout_days"] == int(days * HOLDOUT_FRACTION) - 1  # the tail's returns, the last row unused
     # the challenger's settings are now the agent's, and the question is not asked again
     assert agent.config.turnover_penalty == 0 and agent.config.tracking_penalty == 0
     assert agent.config.kappa == agent.config.challenger_kappa and agent.config.challenger_alpha == 0
@@ -150,13 +158,13 @@ def test_a_learner_with_the_gate_off_or_too_few_steps_trains_the_anchor_alone(tm
 def test_a_train_split_too_short_to_hold_out_half_a_year_says_so_in_the_stats_and_the_cli(tmp_path, capsys):
     path = write_csv(generate(3, ic=0.3, tickers=6, start=START, end=END), tmp_path / "short.csv.gz")
     args = ["train", "--env", "portfolio", "--data", str(path), "--out", str(tmp_path / "out")]
-    args += ["--train", "2012-01-03", "2013-06-28", "--validation", "2013-07-08", "2013-12-31"]
+    args += ["--train", "2012-07-02", "2013-06-28", "--validation", "2013-07-08", "2013-12-31"]
     args += ["--test", "2014-01-08", "2014-06-30", "--env-steps", str(3 * 64 * 10), "--no-progress"]
     args += [f"--hp={k}={v}" for k, v in {"num_envs": 64, "rollout_steps": 10, "hidden_sizes": "[8]"}.items()]
     assert main(args) == 0
     line = next(x for x in capsys.readouterr().out.splitlines() if x.startswith("gate:"))
     assert line.startswith("gate:       skipped, penalised anchor trained alone: a train split of ")
-    assert f"too short to hold out {MIN_HOLDOUT_DAYS} days (needs about 635)" in line, line
+    assert f"too short to hold out {MIN_HOLDOUT_DAYS} days (needs about 363)" in line, line
 
 
 def test_a_stop_during_the_challenger_phase_leaves_the_anchor(tmp_path):
