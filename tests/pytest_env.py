@@ -11,10 +11,11 @@ os.environ.setdefault("DEBUG", "1")
 # Redis database 15 for tests, so a running dev stack (database 0) never sees test messages.
 os.environ.setdefault("REDIS_URL", "redis://127.0.0.1:6379/15")
 
-# Under pytest-xdist (``./paddock test`` runs two workers) each worker is a test session of its
-# own: worker ``gwK`` takes Redis database ``D - K`` (``D`` from REDIS_URL, 15 by default) and a
-# files folder below the controller's, so one worker's flush or run numbers never reach the other.
-# pytest-django gives each worker its own test database.
+# Under pytest-xdist (``./paddock test`` runs one worker per core, up to 4) each worker is a test
+# session of its own: worker ``gwK`` takes Redis database ``D - K`` (``D`` from REDIS_URL, 15 by
+# default) and a files folder below the controller's, so one worker's flush or run numbers never
+# reach the other. pytest-django gives each worker its own test database. pytest_configure below
+# refuses a REDIS_URL and worker count that cannot give each worker databases of its own.
 WORKER = os.environ.get("PYTEST_XDIST_WORKER", "")
 WORKER_INDEX = int(WORKER[2:]) if WORKER.startswith("gw") and WORKER[2:].isdigit() else 0
 WORKER_COUNT = max(1, int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1") or 1))
@@ -24,7 +25,7 @@ _ADJUST = bool(WORKER) and os.environ.get("PADDOCK_TEST_WORKER") != WORKER
 if _ADJUST:
     os.environ["PADDOCK_TEST_WORKER"] = WORKER
     _base_url, _, _db = os.environ["REDIS_URL"].rpartition("/")
-    if _db.isdigit():
+    if _db.isdigit() and int(_db) - WORKER_INDEX >= 0:
         os.environ["REDIS_URL"] = f"{_base_url}/{int(_db) - WORKER_INDEX}"
 if "PADDOCK_VAR_DIR" not in os.environ:
     # Each test session keeps its files (checkpoints, bundles, uploads, caches) in a folder of its
@@ -51,3 +52,36 @@ elif _ADJUST:
 # BLAS made the turbulence loop 20x slower here. Set before numpy is first imported.
 for _var in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
     os.environ.setdefault(_var, "1")
+
+
+def isolated_databases(own: str) -> list[int]:
+    """The Redis databases a module of this session may take for itself (``own``: the session's
+    database number): any but a session's own, whose flush would drop that session's other
+    messages. Under pytest-xdist, worker K takes those congruent to K modulo the worker count, so
+    two workers never share one (their own databases: ``own + K - k``)."""
+    sessions = {int(own) + WORKER_INDEX - k for k in range(WORKER_COUNT)} if own.isdigit() else set()
+    return [db for db in range(2, 16) if db not in sessions and db % WORKER_COUNT == WORKER_INDEX]
+
+
+def pytest_configure(config) -> None:
+    """Under xdist, refuse a setup whose workers would share or lose Redis databases.
+
+    Each worker's own database ``D - K`` must be a number of at least 2 (0 and 1 stay for a dev
+    stack), and each worker must keep some database of its own for modules that take one
+    (:func:`isolated_databases`: at most 7 workers at ``D`` 15).
+
+    Raises:
+        pytest.UsageError: REDIS_URL's path is not a database number, or the workers are too many.
+    """
+    if WORKER_COUNT < 2:
+        return
+    import pytest
+
+    base = os.environ["REDIS_URL"].rpartition("/")[2]
+    lowest = int(base) + WORKER_INDEX - (WORKER_COUNT - 1) if base.isdigit() else -1
+    if lowest < 2 or not isolated_databases(base):
+        raise pytest.UsageError(
+            f"{WORKER_COUNT} xdist workers cannot each have Redis databases of their own with "
+            f"REDIS_URL={os.environ['REDIS_URL']!r}: use a database number D (redis://host:port/D) "
+            f"with D - {WORKER_COUNT - 1} >= 2, and at most 7 workers"
+        )

@@ -2,7 +2,7 @@
 
 Worker ``gwK`` takes Redis database ``15 - K`` (of ``REDIS_URL``'s), a files folder below the
 controller's and (pytest-django) a test database of its own, so that one worker's flush, run
-numbers or files never reach another's (tests/pytest_env.py). A chosen selection of tests runs
+numbers or files never reach another's (tests/pytest_env.py); a REDIS_URL that cannot give them that is refused. A chosen selection of tests runs
 in one process, as asked.
 """
 
@@ -21,7 +21,7 @@ PROBE = """
 import json, os, pathlib
 
 def test_where_this_worker_keeps_its_state():
-    from tests.webapp.runs.conftest import isolated_databases
+    from tests.pytest_env import isolated_databases
 
     out = pathlib.Path(os.environ["PROBE_OUT"]) / (os.environ.get("PYTEST_XDIST_WORKER") or "main")
     out.write_text(json.dumps({
@@ -81,3 +81,16 @@ def test_each_fuzzed_api_operation_is_a_test_with_a_node_id_of_its_own():
     ids = [line for line in result.stdout.splitlines() if "::test_no_operation_answers_500" in line]
     assert len(ids) >= 40 and len(set(ids)) == len(ids), ids[:3]
     assert any(i.endswith("[GET /api/agents/]") for i in ids) and any(i.endswith("[POST /api/tasks/]") for i in ids)
+
+
+def test_a_redis_database_too_low_for_two_workers_is_refused_by_name(tmp_path):
+    (tmp_path / "test_probe_a.py").write_text("def test_nothing():\n    pass\n")
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("PYTEST_", "PADDOCK_TEST_WORKER"))}
+    env.update(REDIS_URL="redis://127.0.0.1:6379/2", PYTHONPATH=str(REPO_ROOT))
+    argv = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-n", "2"]
+    argv += ["--rootdir", str(REPO_ROOT), "-c", str(REPO_ROOT / "pyproject.toml"), str(tmp_path)]
+    result = subprocess.run(argv, cwd=REPO_ROOT, env=env, capture_output=True, text=True, timeout=300)
+    assert result.returncode != 0
+    assert "2 xdist workers cannot each have Redis databases of their own with REDIS_URL=" in (
+        result.stdout + result.stderr
+    ), result.stdout[-2000:] + result.stderr[-2000:]

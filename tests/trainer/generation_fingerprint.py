@@ -51,7 +51,7 @@ SMALL = {
 CHILD_CHANGE = {"ppo": {"learning_rate": 1e-4}, "a2c": {"learning_rate": 1e-4}, "sac": {"actor_learning_rate": 1e-4}}
 ENV_STEPS = {"ppo": 256, "a2c": 256, "sac": 64}
 NOTE = (
-    "A PPO, an A2C and a SAC generation (fresh + child): the SHA-256 of their structure and their floating-point "
+    "A PPO, an A2C and a SAC generation (fresh + child): their structure (by path) and their floating-point "
     "numbers, checked by "
     "tests/trainer/test_generation_fingerprint.py. They change only when a generation's behaviour is meant "
     "to change. Regenerate: OMP_NUM_THREADS=1 .venv/bin/python -m tests.trainer.generation_fingerprint --write "

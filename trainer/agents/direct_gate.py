@@ -50,6 +50,7 @@ __all__ = [
     "MIN_HOLDOUT_DAYS",
     "HoldoutSplit",
     "challenger_verdict",
+    "gate_skipped",
     "holdout_returns",
     "holdout_split",
 ]
@@ -101,11 +102,14 @@ def gate_skipped(num_days: int, window: int, iterations: int) -> dict[str, Any] 
         window: the learner's window length.
         iterations: gradient steps of the generation (the gate needs 3: one per phase).
     """
-    if holdout_split(num_days, window) is None:
+    held = int(num_days * HOLDOUT_FRACTION)
+    if held - 1 < MIN_HOLDOUT_DAYS:
         need = math.ceil((MIN_HOLDOUT_DAYS + 1) / HOLDOUT_FRACTION)
-        return {
-            "skipped": f"a train split of {num_days} days is too short to hold out {MIN_HOLDOUT_DAYS} days (needs about {need})"
-        }
+        why = f"a train split of {num_days} days is too short to hold out {MIN_HOLDOUT_DAYS} days (needs about {need})"
+        return {"skipped": why}
+    if holdout_split(num_days, window) is None:
+        inner = num_days - held - HOLDOUT_GAP
+        return {"skipped": f"the {inner} days before the held-out span are fewer than a window of {window} + 1"}
     if iterations < 3:
         return {"skipped": f"{iterations} gradient step(s) this generation; the gate needs 3"}
     return None

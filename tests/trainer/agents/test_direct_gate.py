@@ -18,6 +18,7 @@ from trainer.agents.direct_gate import (
     HOLDOUT_GAP,
     MIN_HOLDOUT_DAYS,
     challenger_verdict,
+    gate_skipped,
     holdout_split,
 )
 from trainer.artifacts.bundle_reader import load_agent
@@ -69,6 +70,11 @@ def test_the_holdout_is_the_split_tail_after_a_gap_and_absent_when_too_short():
     need = math.ceil((MIN_HOLDOUT_DAYS + 1) / HOLDOUT_FRACTION)  # 363 days
     assert holdout_split(need - 1, 21) is None  # the tail would be short of evidence
     assert holdout_split(need, 21) is not None
+    assert gate_skipped(need, 21, 3) is None and "needs about 363" in gate_skipped(need - 1, 21, 3)["skipped"]
+    # long enough to hold out half a year, but the days before it are shorter than a window
+    assert gate_skipped(500, 400, 3) == {
+        "skipped": "the 320 days before the held-out span are fewer than a window of 400 + 1"
+    }
 
 
 def test_the_verdict_keeps_a_challenger_only_on_evidence_that_it_beats_the_anchor():

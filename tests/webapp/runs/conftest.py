@@ -42,23 +42,13 @@ def _point_celery_at(app, url: str) -> None:
     app.amqp._producer_pool = None
 
 
-def isolated_databases(own: str) -> list[int]:
-    """The Redis databases a module of this session may take for itself (``own``: the session's
-    database number): any but a session's own, whose flush would drop that session's other
-    messages. Under pytest-xdist, worker K takes those congruent to K modulo the worker count, so
-    two workers never share one (their own databases: ``own + K - k``, tests/pytest_env.py)."""
-    from tests.pytest_env import WORKER_COUNT, WORKER_INDEX
-
-    sessions = {int(own) + WORKER_INDEX - k for k in range(WORKER_COUNT)} if own.isdigit() else set()
-    return [db for db in range(2, 16) if db not in sessions and db % WORKER_COUNT == WORKER_INDEX]
-
-
 @pytest.fixture(scope="module")
 def isolated_redis(django_db_setup, django_db_blocker) -> Iterator[str]:
     """A Redis database of its own for this module's broker and channel layer, so workers of
     other test sessions on the same Redis never take our messages."""
     from django.conf import settings
 
+    from tests.pytest_env import isolated_databases
     from webapp.config.celery import app
 
     base, own = settings.REDIS_URL.rsplit("/", 1)
