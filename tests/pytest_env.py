@@ -22,11 +22,14 @@ WORKER_COUNT = max(1, int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1") or 1)
 # A process this worker starts (a child pytest) inherits PYTEST_XDIST_WORKER and the adjusted
 # variables; PADDOCK_TEST_WORKER says they are adjusted already.
 _ADJUST = bool(WORKER) and os.environ.get("PADDOCK_TEST_WORKER") != WORKER
+# whether REDIS_URL's database is D - K here (shifted by this worker or the one that started us)
+_SHIFTED = bool(WORKER) and not _ADJUST
 if _ADJUST:
     os.environ["PADDOCK_TEST_WORKER"] = WORKER
     _base_url, _, _db = os.environ["REDIS_URL"].rpartition("/")
     if _db.isdigit() and int(_db) - WORKER_INDEX >= 0:
         os.environ["REDIS_URL"] = f"{_base_url}/{int(_db) - WORKER_INDEX}"
+        _SHIFTED = True
 if "PADDOCK_VAR_DIR" not in os.environ:
     # Each test session keeps its files (checkpoints, bundles, uploads, caches) in a folder of its
     # own: its fresh test database numbers runs, generations and agents from 1 again, so files an
@@ -54,17 +57,18 @@ for _var in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
     os.environ.setdefault(_var, "1")
 
 
-def isolated_databases(own: str) -> list[int]:
+def isolated_databases(own: str, index: int = WORKER_INDEX, count: int = WORKER_COUNT) -> list[int]:
     """The Redis databases a module of this session may take for itself (``own``: the session's
     database number): any but a session's own, whose flush would drop that session's other
     messages. Under pytest-xdist, worker K takes those congruent to K modulo the worker count, so
     two workers never share one (their own databases: ``own + K - k``)."""
-    sessions = {int(own) + WORKER_INDEX - k for k in range(WORKER_COUNT)} if own.isdigit() else set()
-    return [db for db in range(2, 16) if db not in sessions and db % WORKER_COUNT == WORKER_INDEX]
+    sessions = {int(own) + index - k for k in range(count)} if own.isdigit() else set()
+    return [db for db in range(2, 16) if db not in sessions and db % count == index]
 
 
 def pytest_configure(config) -> None:
-    """Under xdist, refuse a setup whose workers would share or lose Redis databases.
+    """Under xdist, refuse a setup whose workers would share or lose Redis databases: in the
+    controller before any worker starts (``-n N``), and in each worker (``-n auto``).
 
     Each worker's own database ``D - K`` must be a number of at least 2 (0 and 1 stay for a dev
     stack), and each worker must keep some database of its own for modules that take one
@@ -73,15 +77,18 @@ def pytest_configure(config) -> None:
     Raises:
         pytest.UsageError: REDIS_URL's path is not a database number, or the workers are too many.
     """
-    if WORKER_COUNT < 2:
-        return
     import pytest
 
-    base = os.environ["REDIS_URL"].rpartition("/")[2]
-    lowest = int(base) + WORKER_INDEX - (WORKER_COUNT - 1) if base.isdigit() else -1
-    if lowest < 2 or not isolated_databases(base):
-        raise pytest.UsageError(
-            f"{WORKER_COUNT} xdist workers cannot each have Redis databases of their own with "
-            f"REDIS_URL={os.environ['REDIS_URL']!r}: use a database number D (redis://host:port/D) "
-            f"with D - {WORKER_COUNT - 1} >= 2, and at most 7 workers"
-        )
+    count = WORKER_COUNT if WORKER else getattr(config.option, "numprocesses", None)
+    if not isinstance(count, int) or count < 2:
+        return
+    base, _, db = os.environ["REDIS_URL"].rpartition("/")
+    given = int(db) + (WORKER_INDEX if _SHIFTED else 0) if db.isdigit() else None
+    fits = given is not None and given - (count - 1) >= 2
+    if fits and all(isolated_databases(str(given - k), k, count) for k in range(count)):
+        return
+    url = f"{base}/{given}" if given is not None else os.environ["REDIS_URL"]
+    raise pytest.UsageError(
+        f"{count} xdist workers cannot each have Redis databases of their own with REDIS_URL={url!r}: "
+        f"use a database number D (redis://host:port/D) with D - {count - 1} >= 2, and at most 7 workers"
+    )
