@@ -16,12 +16,21 @@ from typing import Any
 
 import torch
 
+from trainer.agents import make_agent
 from trainer.artifacts.checkpoints import load_checkpoint
 from trainer.artifacts.rebuild import build_agent
 from trainer.errors import BundleError, ConfigError
 from trainer.task import TaskSpec, reprefix, validate_hyperparameters
 
-__all__ = ["Lineage", "branch_seed", "check_parent_fits", "continue_agent", "load_lineage", "resolve_hyperparameters"]
+__all__ = [
+    "Lineage",
+    "branch_seed",
+    "check_parent_fits",
+    "continue_agent",
+    "load_lineage",
+    "resolve_hyperparameters",
+    "start_agent",
+]
 
 
 @dataclass(frozen=True)
@@ -107,6 +116,34 @@ def continue_agent(
         except ConfigError as exc:
             raise reprefix(exc, "hyperparameters", inner=algorithm) from None
     return agent
+
+
+def start_agent(
+    lineage: Lineage,
+    changed: Mapping[str, Any],
+    env: Any,
+    *,
+    algorithm: str,
+    hyperparameters: Mapping[str, Any],
+    seed: int,
+    device: torch.device,
+) -> Any:
+    """The generation's agent: the parent's continued (:func:`continue_agent`), or for a line
+    that starts fresh a new one for ``env``'s ``obs_dim`` and ``action_dim``
+    (:func:`trainer.agents.make_agent`, seeded by ``seed``).
+
+    Raises:
+        ConfigError: field ``hyperparameters.<name>``, as the task's own checks name it, for a
+            setting the agent refuses, e.g. ``subset_size`` above the universe of a task that
+            names no tickers (its size is known once the data is loaded).
+        BundleError: a parent state the agent cannot rebuild.
+    """
+    if lineage.state is not None:
+        return continue_agent(lineage, changed, algorithm=algorithm, seed=seed, device=device)
+    try:
+        return make_agent(algorithm, env.obs_dim, env.action_dim, dict(hyperparameters), device=device, seed=seed)
+    except ConfigError as exc:
+        raise reprefix(exc, "hyperparameters", inner=algorithm) from None
 
 
 def branch_seed(parent_agent_state: dict[str, Any], seed: int) -> int:

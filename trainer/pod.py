@@ -24,7 +24,6 @@ import numpy as np
 import pandas as pd
 import torch
 
-from trainer.agents import make_agent
 from trainer.artifacts.checkpoints import save_checkpoint, utc_now
 from trainer.data.market import MarketData
 from trainer.data.pipeline import load_market_data
@@ -34,7 +33,7 @@ from trainer.envs.kinds import fit_stats, kind_of, make_env, observation_dim, pr
 from trainer.envs.observations import FeatureStats
 from trainer.errors import ConfigError, PolicyError
 from trainer.evaluation import evaluate_policy
-from trainer.lineage import Lineage, check_parent_fits, continue_agent, load_lineage, resolve_hyperparameters
+from trainer.lineage import Lineage, check_parent_fits, load_lineage, resolve_hyperparameters, start_agent
 from trainer.task import SPLITS, TaskSpec, check_buffer_memory
 from trainer.util.device import buffer_memory_limit, configure_device, pick_device
 from trainer.util.files import sha256_file
@@ -263,8 +262,8 @@ def make_trainee(
     branched by ``seed``, ``changed`` applied) or a fresh one seeded by ``seed``.
 
     Raises:
-        ConfigError: the buffers would exceed the device's memory limit, or a change the
-            continued agent refuses (field ``hyperparameters.<name>``).
+        ConfigError: the buffers would exceed the device's memory limit, or a setting the
+            agent refuses (field ``hyperparameters.<name>``, :func:`trainer.lineage.start_agent`).
         BundleError: the parent was trained on other tickers or indicators.
     """
     feature_stats = data.feature_stats
@@ -283,10 +282,9 @@ def make_trainee(
     )
     layout = env.observation_layout()
     check_parent_fits(lineage, layout)
-    if lineage.state is None:
-        agent = make_agent(task.algorithm, env.obs_dim, env.action_dim, values, device=device, seed=seed)
-    else:
-        agent = continue_agent(lineage, changed, algorithm=task.algorithm, seed=seed, device=device)
+    agent = start_agent(
+        lineage, changed, env, algorithm=task.algorithm, hyperparameters=values, seed=seed, device=device
+    )
     return Trainee(env, agent, feature_stats, layout)
 
 

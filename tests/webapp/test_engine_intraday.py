@@ -65,19 +65,20 @@ def test_an_intraday_backtest_compares_with_qqq_bars_of_the_same_file(generation
         agent_path=checkpoint,
         expected_sha256=result.sha256,
         task=task,
-        start="2024-11-26",
+        start="2024-11-01",  # the test split: 22 sessions, at least the 20 a backtest needs
         end="2024-12-03",
         benchmark_path=str(data_dir / BENCHMARK_FILE),
         data_dir=str(data_dir),
     )
     assert any("intraday bars from the same file" in n for n in out.notes)
     qqq = out.daily["benchmark_QQQ"]
-    assert qqq.index[0] == pd.Timestamp("2024-11-26 09:35")
-    assert str(qqq.index[1]) == "2024-11-26 09:40:00"
+    assert qqq.index[0] == pd.Timestamp("2024-11-01 09:35")
+    assert str(qqq.index[1]) == "2024-11-01 09:40:00"
     raw = pd.read_csv(data_dir / FIVE_MIN_FILE)
     raw = raw[raw["tic"] == "QQQ"]
     first = raw.loc[raw["datetime_utc"] == "2024-11-26 14:30:00", "close"].item()  # the 09:35 bar (EST)
     last = raw.loc[raw["datetime_utc"] == "2024-11-26 14:35:00", "close"].item()
-    assert qqq.iloc[1] / qqq.iloc[0] == pytest.approx(last / first, rel=1e-12)
-    assert out.metrics["QQQ"]["num_periods"] == len(qqq) - 1 == 4 * 78 + 42 - 1  # 2024-11-29 is a half day
+    moved = qqq.loc[pd.Timestamp("2024-11-26 09:40")] / qqq.loc[pd.Timestamp("2024-11-26 09:35")]
+    assert moved == pytest.approx(last / first, rel=1e-12)
+    assert out.metrics["QQQ"]["num_periods"] == len(qqq) - 1 == 21 * 78 + 42 - 1  # 2024-11-29 is a half day
     assert qqq.index[-1] == pd.Timestamp("2024-12-03 16:00")

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
+import math
 import time
 import types
 import typing
@@ -16,6 +17,7 @@ import torch
 
 from trainer.agents.networks import RunningMeanStd
 from trainer.errors import ConfigError, Diverged
+from trainer.util.bounds import format_number
 from trainer.util.jsonable import finite_or_none
 from trainer.util.nonfinite import labelled
 
@@ -42,10 +44,11 @@ def _coerce(value: Any, hint: Any, field: str) -> Any:
     """Check ``value`` against a field's type hint and return it in canonical form.
 
     Accepted: ``bool``; ``int`` (also an integral float such as JSON's ``1e6``); ``float`` (ints
-    too); ``str``; ``tuple[int, ...]`` from a list or tuple; ``X | None``.
+    too), finite only; ``str``; ``tuple[int, ...]`` from a list or tuple; ``X | None``.
 
     Raises:
-        ConfigError: the value has the wrong type; ``field`` names it.
+        ConfigError: the value has the wrong type, or a float setting is NaN or infinite
+            (``"ppo.learning_rate must be a finite number, got inf"``); ``field`` names it.
     """
     origin = typing.get_origin(hint)
     if origin in (typing.Union, types.UnionType):
@@ -65,7 +68,13 @@ def _coerce(value: Any, hint: Any, field: str) -> Any:
         raise ConfigError(f"{field} must be an integer, got {value!r}", field=field)
     if hint is float:
         if isinstance(value, int | float) and not isinstance(value, bool):
-            return float(value)
+            try:
+                number = float(value)
+            except OverflowError:  # an integer of 309 digits or more
+                number = math.inf
+            if not math.isfinite(number):  # every float setting needs one; said once, here
+                raise ConfigError(f"{field} must be a finite number, got {format_number(value)}", field=field)
+            return number
         raise ConfigError(f"{field} must be a number, got {value!r}", field=field)
     if hint is str:
         if isinstance(value, str):

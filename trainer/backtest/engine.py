@@ -32,6 +32,7 @@ from trainer.backtest.policy_run import Policy, PolicyTrace, run_policy
 from trainer.backtest.robustness import robustness_report
 from trainer.data.market import MarketData
 from trainer.data.sessions import stamp_text
+from trainer.data.splits import MIN_RANGE_DAYS
 from trainer.data.timestamps import infer_periods_per_year
 from trainer.envs.kinds import make_env, prepare_market, uses_scale_free
 from trainer.envs.observations import FeatureStats, fit_feature_stats
@@ -190,10 +191,11 @@ def _select_dates(data: MarketData, start, end) -> MarketData:
             date=str(lo if lo < first else hi),
         )
     window = data if start is None and end is None else data.slice(lo, hi, name="backtest")
-    if window.num_days < 2:
+    days = int(np.unique(window.dates.astype(day)).size)  # sessions: an intraday day has many bars
+    if days < MIN_RANGE_DAYS:  # a Sharpe ratio of one or two returns means nothing
         raise DataError(
-            f"backtest range {lo} to {hi} holds {window.num_days} trading day(s); at least 2 are needed",
-            field="start",
+            f"backtest range {lo} to {hi} holds {days} trading day(s); at least {MIN_RANGE_DAYS} are needed",
+            field="end",
         )
     return window
 
@@ -360,7 +362,8 @@ def run_backtest(
         A :class:`BacktestResult`.
 
     Raises:
-        DataError: the range reaches outside the data or holds fewer than 2 days, a ticker is
+        DataError: the range reaches outside the data or holds fewer than
+            :data:`~trainer.data.splits.MIN_RANGE_DAYS` (20) trading days (field ``end``), a ticker is
             not in ``data``, or ``benchmark_close`` lacks a trading day of the range (the
             message lists them) or has a non-positive price.
         ConfigError: invalid ``env_config``, or the policy returns an action of the wrong shape.

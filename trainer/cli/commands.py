@@ -283,7 +283,7 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
     from trainer.artifacts.checkpoints import load_checkpoint
     from trainer.artifacts.rebuild import build_agent
     from trainer.backtest.relative import DEFAULT_REPS
-    from trainer.data.splits import check_window
+    from trainer.data.splits import check_range_days, check_window
     from trainer.envs.kinds import prepare_market
     from trainer.envs.observations import FeatureStats
     from trainer.evaluation import evaluate_policy
@@ -332,6 +332,8 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
     # the one rule of every door: a range may not end (or start) past the data, give or take
     # a weekend and a holiday; it is refused, never clipped silently
     check_window("" if name == "range" else name, start, end, first=market.dates[0], last=market.dates[-1])
+    if name == "range":  # a split's days were checked when the task was made
+        check_range_days(start, end, market.dates)
     # scale-free features over the whole history first, so the range's lookbacks are complete
     window = prepare_market(market, task.env).slice(start, end, name=name)
     bench = load_benchmark(args, window.dates, data_paths=spec.paths)

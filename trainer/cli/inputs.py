@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import re
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -16,7 +17,31 @@ from trainer.envs.portfolio_config import RECOMMENDED_REBALANCE_BAND
 from trainer.errors import ConfigError, DataError, error_summary
 from trainer.limits import DEFAULT_LIMITS, InputLimits
 
-__all__ = ["data_paths", "load_market", "read_task_file", "task_from_args"]
+__all__ = ["data_paths", "load_market", "read_task_file", "read_yaml", "task_from_args"]
+
+
+class _TypedYaml(yaml.SafeLoader):
+    """YAML as typed: booleans are ``true``/``false`` only (YAML 1.2, JSON) and dates stay text.
+    YAML 1.1 also reads ``yes``, ``no``, ``on``, ``off`` as booleans and ``2020-01-01`` as a
+    date, so ``--hp challenger_alpha=yes`` was refused as ``got True``, a value nobody typed."""
+
+
+_TypedYaml.yaml_implicit_resolvers = {
+    first: [(tag, rx) for tag, rx in resolvers if tag not in ("tag:yaml.org,2002:bool", "tag:yaml.org,2002:timestamp")]
+    for first, resolvers in yaml.SafeLoader.yaml_implicit_resolvers.items()
+}
+_TypedYaml.add_implicit_resolver(
+    "tag:yaml.org,2002:bool", re.compile(r"^(?:true|True|TRUE|false|False|FALSE)$"), "tTfF"
+)
+
+
+def read_yaml(text: str) -> Any:
+    """``text`` read as YAML by :class:`_TypedYaml` (a task file, an ``--hp`` value).
+
+    Raises:
+        yaml.YAMLError: ``text`` is not YAML.
+    """
+    return yaml.load(text, Loader=_TypedYaml)  # a SafeLoader subclass: plain data only
 
 
 #: The largest task file read (a task is a few hundred bytes of settings).
@@ -48,7 +73,7 @@ def read_task_file(path: str) -> dict[str, Any]:
             f"task file {p}: not UTF-8 text (byte {exc.start}); give a JSON or YAML file", field="task", file=str(p)
         ) from None
     try:
-        data = json.loads(text) if p.suffix.lower() == ".json" else yaml.safe_load(text)
+        data = json.loads(text) if p.suffix.lower() == ".json" else read_yaml(text)
     except RecursionError:
         raise ConfigError(f"task file {p}: nested too deeply to read", field="task", file=str(p)) from None
     except (json.JSONDecodeError, yaml.YAMLError) as exc:

@@ -28,7 +28,9 @@ from typing import Any, NoReturn
 import yaml
 
 from trainer.cli.commands import EXIT_TRAINING_FAILED, EXIT_USAGE, cmd_evaluate, cmd_export, cmd_serve, cmd_train
+from trainer.cli.inputs import read_yaml
 from trainer.cli.walk_forward import WALK_FORWARD_DIRECT_ENV_STEPS, WALK_FORWARD_ENV_STEPS, cmd_walk_forward
+from trainer.data.splits import MIN_RANGE_DAYS
 from trainer.errors import Diverged, TrainerError
 from trainer.limits import DEFAULT_LIMITS
 from trainer.version import __version__
@@ -114,7 +116,7 @@ def _hp_pair(text: str) -> tuple[str, Any]:
     if not sep or not key.strip():
         raise argparse.ArgumentTypeError(f"{text!r} must look like name=value, e.g. learning_rate=1e-4")
     try:
-        value = yaml.safe_load(raw)
+        value = read_yaml(raw)  # true/false are booleans, "yes" stays the text typed
     except yaml.YAMLError:
         value = raw
     if isinstance(value, str):  # YAML 1.1 reads 1e-4 as a string; numbers are meant here
@@ -404,7 +406,11 @@ def _add_evaluate_command(sub: Any) -> None:
     ev.add_argument("path", help="checkpoint (.pt) or agent bundle (.zip)")
     ev.add_argument("--split", choices=("train", "validation", "test"), default="test", help="default test")
     ev.add_argument("--start", metavar="YYYY-MM-DD", help="first day (overrides --split)")
-    ev.add_argument("--end", metavar="YYYY-MM-DD", help="last day (overrides --split)")
+    ev.add_argument(
+        "--end",
+        metavar="YYYY-MM-DD",
+        help=f"last day (overrides --split); a range holds at least {MIN_RANGE_DAYS} trading days",
+    )
     ev.add_argument("--data", nargs="+", metavar="PATH", help="data file(s), replacing the task's")
     ev.add_argument("--data-dir", metavar="DIR", default=default_data_dir(), help=DATA_DIR_HELP)
     ev.add_argument("--cache-dir", metavar="DIR", help="Parquet cache of processed market data")

@@ -138,11 +138,14 @@ BASELINES = (
 )
 
 
-def verdict_text(rel: dict[str, Any]) -> str | None:
+def verdict_text(rel: dict[str, Any], short: str | None = None) -> str | None:
     """One line of a ``vs_equal_weight`` object's verdict, e.g. ``"beats: Sharpe difference
-    +0.412 (95 % CI +0.101 to +0.723), p = 0.004; IR 1.21"``; ``None`` without a verdict."""
+    +0.412 (95 % CI +0.101 to +0.723), p = 0.004; IR 1.21"``; ``None`` without a verdict. On a
+    short window (``short``: its text) the annualised figures read as the Sharpe rows do."""
     if not rel.get("verdict"):
         return rel.get("note")
+    if short:
+        return f"{rel['verdict']}: p = {rel['p_value']:.3f}; Sharpe difference, its CI and IR {short}"
     low, high = rel["ci95"]
     ir = rel.get("information_ratio")
     ir_text = f"; IR {ir:.2f}" if ir is not None else ""
@@ -201,7 +204,7 @@ def baseline_rows(metrics: dict[str, Any]) -> list[tuple[str, str]]:
             rows.append(("  excess total return", _pct(rel.get("excess_return"), sign=True)))
             rows.append(("  Sharpe difference", sharpe_text(rel.get("sharpe_difference"), metrics, sign=True)))
             if key != "vs_QQQ" and verdict_text(rel):
-                rows.append(("  verdict", verdict_text(rel)))
+                rows.append(("  verdict", verdict_text(rel, _short(metrics))))
     untrained = metrics.get("untrained")
     if untrained:
         who = f"fresh {str(untrained['algorithm']).upper()} agent, seed {untrained.get('seed')}"

@@ -20,6 +20,10 @@ from trainer.errors import ConfigError, DataError
 #: (one-quarter) random-start episodes, so starts can vary; validation and test: about one
 #: month, the least over which a Sharpe ratio of daily returns means anything.
 MIN_SPLIT_DAYS = {"train": 126, "validation": 20, "test": 20}
+#: Fewest trading days a backtest or an ``evaluate --start/--end`` range must hold: a test
+#: split's (:data:`MIN_SPLIT_DAYS`), for the same reason. A 2-day range gave a Sharpe ratio of
+#: one return. Checked by :func:`check_range_days`.
+MIN_RANGE_DAYS = MIN_SPLIT_DAYS["test"]
 
 EDGE_TOLERANCE_DAYS = 4
 """Calendar days a range may reach past a file's first/last day (a weekend plus a holiday).
@@ -142,6 +146,7 @@ def check_split_days(
             starts after the last day, ``"<name>.end"`` when it ends before the first or more
             than :data:`EDGE_TOLERANCE_DAYS` after the last, :func:`check_window`) or is
             shorter than its minimum (``"<name>.end"``); the message gives the data's range.
+            A range named ``""`` is a lone range (fields ``start`` and ``end``).
     """
     from trainer.data.timestamps import has_time_of_day
 
@@ -164,21 +169,50 @@ def check_split_days(
     counts: dict[str, int] = {}
     for name, (start, end) in ranges.items():
         lo, hi = np.datetime64(str(start)[:10], "D"), np.datetime64(str(end)[:10], "D")
+        start_field, end_field, what = _names(name)
         if lo > last:
-            raise ConfigError(f"{name}.start: {lo} is after the last day of the data ({covers})", field=f"{name}.start")
+            raise ConfigError(f"{start_field}: {lo} is after the last day of the data ({covers})", field=start_field)
         if hi < first:
-            raise ConfigError(f"{name}.end: {hi} is before the first day of the data ({covers})", field=f"{name}.end")
+            raise ConfigError(f"{end_field}: {hi} is before the first day of the data ({covers})", field=end_field)
         check_window(name, start, end, first=first, last=last, strict_start=False)
         count = int(np.searchsorted(days, hi, side="right") - np.searchsorted(days, lo, side="left"))
         need = int(minimum.get(name, 1))
         if count < need:
             raise ConfigError(
-                f"{name}.end: the {name} split {lo} to {hi} holds {count} trading day(s); it needs at least "
-                f"{need} ({covers})",
-                field=f"{name}.end",
+                f"{end_field}: {what} {lo} to {hi} holds {count} trading day(s); it needs at least {need} ({covers})",
+                field=end_field,
             )
         counts[name] = count
     return counts
+
+
+def _names(name: str) -> tuple[str, str, str]:
+    """``(start field, end field, what it is in words)`` of range ``name``; ``""`` is a lone
+    range (a backtest's): ``("start", "end", "the range")``."""
+    if not name:
+        return "start", "end", "the range"
+    return f"{name}.start", f"{name}.end", f"the {name} split"
+
+
+def check_range_days(start: object, end: object, dates: np.ndarray, *, intraday: bool | None = None) -> int:
+    """Check that a backtest's or ``evaluate``'s range ``[start, end]`` lies in the data and
+    holds at least :data:`MIN_RANGE_DAYS` trading days (:func:`check_split_days`, bar by bar
+    for intraday stamps).
+
+    Args:
+        start, end: inclusive bounds, days or ``YYYY-MM-DD HH:MM`` moments.
+        dates: (T,) sorted trading days or bar-end stamps of the data.
+        intraday: as :func:`check_split_days`.
+
+    Returns:
+        The trading days in the range.
+
+    Raises:
+        ConfigError: ``end`` for a range too short (``"end: the range 2021-01-04 to 2021-01-05
+            holds 2 trading day(s); it needs at least 20 (...)"``), ``start``/``end`` for one
+            outside the data.
+    """
+    return check_split_days({"": (start, end)}, dates, minimum={"": MIN_RANGE_DAYS}, intraday=intraday)[""]
 
 
 def check_coverage(
@@ -269,12 +303,11 @@ def check_split_bars(
     sizes: dict[str, dict[str, int]] = {}
     for name, (start, end) in ranges.items():
         lo, hi = range_bound(start, end=False), range_bound(end, end=True)
+        start_field, end_field, what = _names(name)
         if lo > last:
-            raise ConfigError(
-                f"{name}.start: {start} is after the last bar of the data ({covers})", field=f"{name}.start"
-            )
+            raise ConfigError(f"{start_field}: {start} is after the last bar of the data ({covers})", field=start_field)
         if hi < first:
-            raise ConfigError(f"{name}.end: {end} is before the first bar of the data ({covers})", field=f"{name}.end")
+            raise ConfigError(f"{end_field}: {end} is before the first bar of the data ({covers})", field=end_field)
         check_window(name, start, end, first=first, last=last, strict_start=False)
         inside = bars[np.searchsorted(bars, lo, side="left") : np.searchsorted(bars, hi, side="right")]
         count = int(inside.size)
@@ -282,9 +315,9 @@ def check_split_bars(
         need = int(minimum.get(name, 1))
         if count < need * per_day:
             raise ConfigError(
-                f"{name}.end: the {name} split {start} to {end} holds {count:,} bars on {days} trading day(s); "
+                f"{end_field}: {what} {start} to {end} holds {count:,} bars on {days} trading day(s); "
                 f"it needs at least {need} trading day(s) = {need * per_day:,} bars ({per_day} a day) ({covers})",
-                field=f"{name}.end",
+                field=end_field,
             )
         sizes[name] = {"bars": count, "days": days}
     return sizes

@@ -14,14 +14,30 @@ from django.views.decorators.http import require_http_methods
 from drf_spectacular.utils import extend_schema, inline_serializer
 from rest_framework import serializers
 from rest_framework.authtoken.models import Token
+from rest_framework.authtoken.serializers import AuthTokenSerializer
 from rest_framework.authtoken.views import ObtainAuthToken
 from rest_framework.permissions import AllowAny
 from rest_framework.settings import api_settings
 
+from webapp.core.fields import RefuseUnknownKeys, StrictCharField
+
+
+class TokenRequestSerializer(RefuseUnknownKeys, AuthTokenSerializer):
+    """DRF's ``AuthTokenSerializer`` read as every body of the API is: a key other than
+    ``username`` and ``password`` (``{"usernme": ...}``, ``"token"``) is a 400 naming it, before
+    any password is checked, and a number is not a username (DRF read ``123`` as ``"123"``)."""
+
+    username = StrictCharField(label="Username", write_only=True)
+    password = StrictCharField(
+        label="Password", style={"input_type": "password"}, trim_whitespace=False, write_only=True
+    )
+
 
 class TokenView(ObtainAuthToken):
-    """Exchange username and password for the user's API token (created on first use)."""
+    """Exchange username and password for the user's API token (created on first use); an
+    unknown key or a value that is not a string is a 400 naming it (:class:`TokenRequestSerializer`)."""
 
+    serializer_class = TokenRequestSerializer
     permission_classes = [AllowAny]
     authentication_classes: list = []
     # DRF's ObtainAuthToken names its own parsers (plain JSONParser); use the project's, whose
@@ -31,9 +47,7 @@ class TokenView(ObtainAuthToken):
     @extend_schema(
         summary="Get your API token",
         description="Send `username` and `password`; use the answer as `Authorization: Token <token>`.",
-        request=inline_serializer(
-            "TokenRequest", {"username": serializers.CharField(), "password": serializers.CharField()}
-        ),
+        request=TokenRequestSerializer,
         responses=inline_serializer("TokenResponse", {"token": serializers.CharField()}),
         auth=[],
     )

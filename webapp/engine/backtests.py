@@ -7,10 +7,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 from trainer.errors import TrainerError
 from trainer.util.jsonable import to_jsonable
 from webapp.core.errors import AppError
-from webapp.engine.market import _market_data, input_limits
+from webapp.engine.market import _market_data, _ticker_days, input_limits
 
 #: The benchmark's ticker in the ``PADDOCK_BENCHMARK_FILE`` price file (adjusted close).
 BENCHMARK_TICKER = "QQQ"
@@ -87,6 +89,35 @@ def validation_benchmark_returns(
     if is_intraday(close.index) != is_intraday(dates):
         return None
     return close.pct_change().dropna()
+
+
+def check_backtest_days(
+    start: str, end: str, *, paths: Sequence[str | Path], tickers: Sequence[str], intraday: bool = False
+) -> int:
+    """Refuse a backtest range holding fewer than ``trainer.data.splits.MIN_RANGE_DAYS`` (20)
+    trading days of ``tickers`` in the files, before the backtest is queued (the worker's
+    ``run_backtest`` refuses it too, but only after the queue). Only the date and ticker columns
+    are read, once per process and file version.
+
+    Args:
+        start, end: the range's bounds (days, or ``YYYY-MM-DD HH:MM`` moments when ``intraday``).
+        paths: the dataset's data files; tickers: the ones the backtest trades.
+
+    Returns:
+        The trading days in the range.
+
+    Raises:
+        AppError: 400 naming ``end`` (``"the range 2021-01-04 to 2021-01-05 holds 2 trading
+            day(s); it needs at least 20 (...)"``), or ``start``/``end`` outside the data.
+    """
+    from trainer.data.splits import check_range_days
+
+    try:
+        pairs = _ticker_days(paths, tickers)
+        days = np.unique(pairs["date"].to_numpy().astype("datetime64[D]"))
+        return check_range_days(start, end, days, intraday=intraday)
+    except TrainerError as exc:
+        raise AppError.from_trainer(exc) from exc
 
 
 def _policy_from_file(path: str | Path, *, expected_sha256: str | None) -> tuple[Any, dict[str, Any]]:

@@ -209,6 +209,30 @@ def check_members_chosen(path: str | Path, *, name: str, tickers: Sequence[str],
         raise AppError(f"tickers: {why}", fields={"tickers": why})
 
 
+_days_cache: OrderedDict[tuple, Any] = OrderedDict()
+_days_lock = threading.Lock()
+_DAYS_CACHE_SIZE = 16
+
+
+def _ticker_days(paths: Sequence[str | Path], tickers: Sequence[str] | None = None) -> Any:
+    """``trainer.data.loading.ticker_days`` of the files, kept per process and file version."""
+    from trainer.data.files import ticker_days
+
+    key = (
+        tuple((str(p), Path(p).stat().st_mtime_ns if Path(p).exists() else 0) for p in paths),
+        None if tickers is None else tuple(sorted(tickers)),
+    )
+    with _days_lock:
+        pairs = _days_cache.get(key)
+    if pairs is None:
+        pairs = ticker_days([str(p) for p in paths], tickers=tickers, limits=input_limits())
+        with _days_lock:
+            _days_cache[key] = pairs
+            while len(_days_cache) > _DAYS_CACHE_SIZE:
+                _days_cache.popitem(last=False)
+    return pairs
+
+
 _market_cache: OrderedDict[str, Any] = OrderedDict()
 _market_lock = threading.Lock()
 _MARKET_CACHE_SIZE = 4

@@ -6,7 +6,6 @@ from __future__ import annotations
 import copy
 import functools
 import threading
-from collections import OrderedDict
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -16,7 +15,7 @@ import numpy as np
 from trainer.errors import TrainerError
 from webapp.core.errors import AppError
 from webapp.engine.backtests import BENCHMARK_TICKER, benchmark_path_for
-from webapp.engine.market import input_limits
+from webapp.engine.market import _ticker_days
 
 
 def worker_device_problem(device: str) -> str | None:
@@ -286,32 +285,6 @@ def clean_tickers(values: Sequence[Any], *, field: str = "tickers") -> list[str]
         except TrainerError as exc:
             raise AppError.from_trainer(exc) from exc
     return out
-
-
-_days_cache: OrderedDict[tuple, Any] = OrderedDict()
-_days_lock = threading.Lock()
-
-
-_DAYS_CACHE_SIZE = 16
-
-
-def _ticker_days(paths: Sequence[str | Path], tickers: Sequence[str] | None = None) -> Any:
-    """``trainer.data.loading.ticker_days`` of the files, kept per process and file version."""
-    from trainer.data.files import ticker_days
-
-    key = (
-        tuple((str(p), Path(p).stat().st_mtime_ns if Path(p).exists() else 0) for p in paths),
-        None if tickers is None else tuple(sorted(tickers)),
-    )
-    with _days_lock:
-        pairs = _days_cache.get(key)
-    if pairs is None:
-        pairs = ticker_days([str(p) for p in paths], tickers=tickers, limits=input_limits())
-        with _days_lock:
-            _days_cache[key] = pairs
-            while len(_days_cache) > _DAYS_CACHE_SIZE:
-                _days_cache.popitem(last=False)
-    return pairs
 
 
 def benchmark_days(benchmark_path: str | Path, ticker: str | None = None) -> Any:

@@ -52,7 +52,7 @@ class BacktestCreateSerializer(InputSerializer):
     """Input of ``POST /api/backtests/``; the service checks the range and the tickers."""
 
     agent = serializers.IntegerField(min_value=1)
-    start = serializers.CharField(max_length=40)  # YYYY-MM-DD or YYYY-MM-DD HH:MM; the service checks it
+    start = StrictCharField(max_length=40)  # YYYY-MM-DD or YYYY-MM-DD HH:MM; the service checks it
     end = StrictCharField(max_length=40)
     tickers = serializers.ListField(child=StrictCharField(max_length=20), required=False, allow_empty=False)
     allow_overlap = StrictBooleanField(default=False)

@@ -2,9 +2,9 @@
 
 Backtest protocol (one Celery task per backtest, ids only, see ``tasks.py``):
 
-1. :func:`backtest_create` validates the request (dates inside the dataset, a held-out range
-   unless overlap is allowed, the agent's tickers) and creates a ``queued`` row; the task
-   message is sent after commit.
+1. :func:`backtest_create` validates the request (dates inside the dataset, at least 20
+   trading days, a held-out range unless overlap is allowed, the agent's tickers) and creates a
+   ``queued`` row; the task message is sent after commit.
 2. :func:`backtest_claim` moves the row ``queued`` -> ``running`` with a conditional update;
    zero rows means another delivery has it (or it is finished): a no-op.
 3. :func:`backtest_execute` copies the agent's checkpoint to a local file, runs
@@ -175,8 +175,9 @@ def backtest_create(
 
     Raises:
         AppError: 404 for another user's agent; 400 naming ``start``, ``end`` or ``tickers``
-            for a bad range (not a date, end before start, outside the data, overlapping the
-            train/validation dates) or unknown tickers.
+            for a bad range (not a date, end before start, outside the data, fewer than 20
+            trading days: ``engine.check_backtest_days``, overlapping the train/validation
+            dates) or unknown tickers.
     """
     run = agent.run
     if run.owner_id != user.id:
@@ -191,6 +192,7 @@ def backtest_create(
     check_range(task=task, dataset=dataset, start=start_day, end=end_day, allow_overlap=bool(allow_overlap))
     # the agent's own universe (its checkpoint's tickers), not the task's list
     chosen = _check_tickers(list(agent.tickers or task.tickers), dataset, tickers)
+    engine.check_backtest_days(start_day, end_day, paths=dataset.source_paths(), tickers=chosen, intraday=intraday)
     engine.check_benchmark_coverage(
         {"": (str(start_day), str(end_day))},
         benchmark_path=engine.benchmark_path_for(dataset.source_paths(), default=settings.PADDOCK_BENCHMARK_FILE),

@@ -7,7 +7,7 @@ from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
-from webapp.core.fields import InputSerializer
+from webapp.core.fields import InputSerializer, StrictIntegerField
 from webapp.runs.models import Agent
 from webapp.runs.selectors import baselines, deflated
 
@@ -15,7 +15,7 @@ from webapp.runs.selectors import baselines, deflated
 class EnsembleSerializer(InputSerializer):
     """Input of ``POST /api/runs/{id}/ensemble/``."""
 
-    k = serializers.IntegerField(
+    k = StrictIntegerField(
         default=3,
         min_value=2,
         max_value=16,

@@ -13,6 +13,8 @@ from webapp.core.fields import (
     RefuseUnknownKeys,
     StrictBooleanField,
     StrictCharField,
+    StrictFloatField,
+    StrictIntegerField,
     strict_field_mapping,
 )
 from webapp.runs import services
@@ -263,14 +265,14 @@ class RunCreateSerializer(InputSerializer):
     task = _UserScopedPK(task_queryset)
     budget = _UserScopedPK(budget_queryset)
     name = StrictCharField(max_length=200, required=False, allow_blank=True, default="")
-    num_pods = serializers.IntegerField(default=2, help_text="size of the training pool")
-    generation_steps = serializers.IntegerField(
+    num_pods = StrictIntegerField(default=2, help_text="size of the training pool")
+    generation_steps = StrictIntegerField(
         required=False,
         help_text="env steps per generation, at least one PPO rollout (num_envs x rollout_steps); left out: "
         f"{services.DEFAULT_GENERATION_STEPS:,}, or {services.DIRECT_GENERATION_STEPS:,} in whole steps for direct",
     )
-    leaderboard_size = serializers.IntegerField(default=5, help_text="K agents kept")
-    fresh_probability = serializers.FloatField(default=0.1, help_text="chance of starting from scratch")
+    leaderboard_size = StrictIntegerField(default=5, help_text="K agents kept")
+    fresh_probability = StrictFloatField(default=0.1, help_text="chance of starting from scratch")
     mutation = serializers.DictField(
         required=False,
         allow_null=True,
@@ -278,8 +280,8 @@ class RunCreateSerializer(InputSerializer):
         "left out or null: the new-run form's default, the learning rates of the task's algorithms between 1e-5 and "
         "1e-2 moved by x0.8 or x1.25; {} = no mutation (children copy their parent's hyperparameters)",
     )
-    seed = serializers.IntegerField(default=0, min_value=0)
-    seeds = serializers.IntegerField(
+    seed = StrictIntegerField(default=0, min_value=0)
+    seeds = StrictIntegerField(
         default=1,
         help_text="run this configuration with N seeds (seed, seed + 1, ...; 1 to 32): N runs in one seed group, "
         "answered as {seed_group, runs, summary}; 1 (the default) answers the run itself",
@@ -322,7 +324,7 @@ class ArchiveSerializer(InputSerializer):
 
 
 class ScaleSerializer(InputSerializer):
-    num_pods = serializers.IntegerField(help_text="new size of the training pool")
+    num_pods = StrictIntegerField(help_text="new size of the training pool")
 
 
 class StopSerializer(InputSerializer):

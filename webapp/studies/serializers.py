@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from rest_framework import serializers
 
-from webapp.core.fields import InputSerializer
+from webapp.core.fields import InputSerializer, StrictCharField, StrictIntegerField
 from webapp.studies.models import Study, StudyFold
 from webapp.studies.services import MOST
 
@@ -14,17 +14,17 @@ class StudyCreateSerializer(InputSerializer):
 
     task = serializers.IntegerField(min_value=1)
     budget = serializers.IntegerField(min_value=1)
-    name = serializers.CharField(max_length=200, required=False, allow_blank=True, default="")
-    start = serializers.CharField(max_length=10)
-    end = serializers.CharField(max_length=10)
-    first_test_year = serializers.IntegerField(min_value=1900, max_value=2200)
-    fold_years = serializers.IntegerField(min_value=1, max_value=10, default=1)
-    validation_days = serializers.IntegerField(min_value=20, max_value=2520, default=252)
-    gap_days = serializers.IntegerField(min_value=0, max_value=252, default=5)
-    num_pods = serializers.IntegerField(min_value=1, max_value=64, default=2)
-    generation_steps = serializers.IntegerField(min_value=1, max_value=MOST["generation_steps"])
-    env_steps_per_fold = serializers.IntegerField(min_value=1, max_value=MOST["env_steps_per_fold"])
-    seed = serializers.IntegerField(min_value=0, max_value=MOST["seed"], default=0)
+    name = StrictCharField(max_length=200, required=False, allow_blank=True, default="")
+    start = StrictCharField(max_length=10)
+    end = StrictCharField(max_length=10)
+    first_test_year = StrictIntegerField(min_value=1900, max_value=2200)
+    fold_years = StrictIntegerField(min_value=1, max_value=10, default=1)
+    validation_days = StrictIntegerField(min_value=20, max_value=2520, default=252)
+    gap_days = StrictIntegerField(min_value=0, max_value=252, default=5)
+    num_pods = StrictIntegerField(min_value=1, max_value=64, default=2)
+    generation_steps = StrictIntegerField(min_value=1, max_value=MOST["generation_steps"])
+    env_steps_per_fold = StrictIntegerField(min_value=1, max_value=MOST["env_steps_per_fold"])
+    seed = StrictIntegerField(min_value=0, max_value=MOST["seed"], default=0)
 
 
 class StudyFoldSerializer(serializers.ModelSerializer):

@@ -206,3 +206,43 @@ def test_cli_refuses_a_bad_direct_setting_with_exit_2_naming_it(data_dir, tmp_pa
     argv += ["--data-dir", str(data_dir), "--out", str(tmp_path), "--hp", "kappa=0"]
     assert main(argv) == 2
     assert "hyperparameters.kappa" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    ("hp", "says"),
+    [
+        # a non-finite value says "finite", for kappa as for challenger_kappa ("must be > 0, got inf")
+        ("kappa=inf", "hyperparameters.kappa: must be a finite number, got inf"),
+        ("learning_rate=nan", "hyperparameters.learning_rate: must be a finite number, got nan"),
+        ("challenger_kappa=inf", "hyperparameters.challenger_kappa: must be a finite number, got inf"),
+        # the value as typed: YAML 1.1 read "yes" and "on" as true ("got True")
+        ("challenger_alpha=yes", "hyperparameters.challenger_alpha: must be a number, got 'yes'"),
+        ("cash=on", "hyperparameters.cash: must be true or false, got 'on'"),
+    ],
+)
+def test_cli_echoes_a_bad_direct_setting_as_typed_and_says_finite_for_inf(data_dir, tmp_path, capsys, hp, says):
+    argv = ["train", "--algo", "direct", "--env", "portfolio", "--tickers", ",".join(TICKERS)]
+    argv += ["--data-dir", str(data_dir), "--out", str(tmp_path), "--hp", hp]
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert says in err and "Traceback" not in err
+
+
+def test_cli_names_a_subset_above_the_loaded_universe_as_a_hyperparameter(data_dir, tmp_path, capsys):
+    # without --tickers the universe is known once the data is loaded; the agent named the
+    # field "direct.subset_size" there, while every other door says "hyperparameters.subset_size"
+    argv = ["train", "--algo", "direct", "--env", "portfolio", "--data-dir", str(data_dir), "--out", str(tmp_path)]
+    argv += [
+        "--env-steps",
+        "64",
+        "--num-envs",
+        "1",
+        "--hp",
+        "rollout_steps=8",
+        "--hp",
+        "subset_size=50",
+        "--no-progress",
+    ]
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert "error: hyperparameters.subset_size: 50 tickers per window, but the universe has 29" in err

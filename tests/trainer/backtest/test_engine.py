@@ -147,8 +147,17 @@ def test_range_outside_the_data_is_a_data_error_naming_the_coverage(dow_market):
         run_backtest(hold, dow_market, EnvConfig(), end="2022-03-01")
     with pytest.raises(DataError, match="not a YYYY-MM-DD"):
         run_backtest(hold, dow_market, EnvConfig(), start="March 2021x")
-    with pytest.raises(DataError, match="at least 2"):
+    with pytest.raises(DataError, match="holds 1 trading day"):
         run_backtest(hold, dow_market, EnvConfig(), start="2021-06-01", end="2021-06-01")
+
+
+def test_a_range_of_fewer_than_20_trading_days_is_a_data_error_naming_end(dow_market):
+    # a Sharpe ratio of one or two returns means nothing: 2 days backtested until 2026-12
+    hold = lambda o: torch.zeros(1, 5)  # noqa: E731
+    with pytest.raises(DataError, match="holds 19 trading day.s.; at least 20 are needed") as err:
+        run_backtest(hold, dow_market, EnvConfig(), start="2021-03-01", end="2021-03-25")
+    assert err.value.details["field"] == "end"
+    assert run_backtest(hold, dow_market, EnvConfig(), start="2021-03-01", end="2021-03-26").daily.shape[0] == 20
 
 
 def test_unknown_ticker_is_a_data_error_naming_it(dow_market):

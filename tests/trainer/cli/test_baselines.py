@@ -137,7 +137,7 @@ def test_evaluate_on_validation_rebuilds_the_untrained_policy_the_training_score
 
 
 def test_every_sharpe_based_figure_of_a_short_window_is_na_with_the_reason(run_json, data_dir):
-    code, text = run("evaluate", run_json["bundle"], "--data-dir", str(data_dir), "--start", "2022-11-01")
+    code, text = run("evaluate", run_json["bundle"], "--data-dir", str(data_dir), "--start", "2022-10-03")
     assert code == 0
     lines = [line for line in text.splitlines() if not line.startswith("score")]
     sharpe_rows = [line for line in lines if "Sharpe" in line and "daily Sharpe" not in line]
@@ -146,22 +146,19 @@ def test_every_sharpe_based_figure_of_a_short_window_is_na_with_the_reason(run_j
     table = rows(text)
     assert table["score"].startswith(SHORT) and "sub-windows of the range" in table["score"]
     assert table["excess total return"].endswith("%")  # not annualised: shown
-    code, text = run("evaluate", run_json["bundle"], "--data-dir", str(data_dir), "--start", "2022-11-01", "--json")
+    code, text = run("evaluate", run_json["bundle"], "--data-dir", str(data_dir), "--start", "2022-10-03", "--json")
     m = json.loads(text)["metrics"]
     assert m["short_window"] is True and m["vs_equal_weight"]["sharpe_difference"] is not None  # JSON keeps values
 
 
-def test_a_window_too_short_for_the_sub_windows_still_evaluates(run_json, data_dir, capsys):
+def test_a_range_shorter_than_20_trading_days_is_refused_with_exit_2_naming_end(run_json, data_dir, capsys):
+    # 2022-11-14 to 2022-11-15 evaluated (exit 0) on one daily return: a Sharpe ratio of nothing
     argv = ["evaluate", run_json["bundle"], "--data-dir", str(data_dir), "--start", "2022-11-14", "--end", "2022-11-15"]
     code, text = run(*argv)
-    assert code == 0
-    table = rows(text)
-    assert table["daily returns"] == "1"
-    assert table["score"].startswith("n/a (4 sub-windows need at least 8 returns, got 1)")
-    assert table["total return"].endswith("%") and "QQQ total return" in table
-    code, text = run(*argv, "--json")
-    m = json.loads(text)["metrics"]
-    assert code == 0 and m["score"] is None and m["sub_windows"] == [] and "got 1" in m["score_note"]
+    assert code == 2 and text == ""
+    err = capsys.readouterr().err
+    assert "error: end: the range 2022-11-14 to 2022-11-15 holds 2 trading day(s); it needs at least 20" in err
+    assert "Traceback" not in err
 
 
 def test_a_missing_or_short_benchmark_file_gives_one_note_and_no_qqq(run_json, data_dir, tmp_path):

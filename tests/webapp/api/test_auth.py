@@ -96,3 +96,22 @@ def test_the_schema_and_swagger_ui_are_served_offline_to_signed_in_users(client,
     docs = client.get("/api/docs/")
     assert docs.status_code == 200
     assert b"drf_spectacular_sidecar" in docs.content and b"cdn" not in docs.content.lower()
+
+
+def test_a_token_request_with_a_key_it_does_not_take_is_a_400_naming_it_and_gives_no_token(user):
+    # DRF's ObtainAuthToken dropped unknown keys: {"usernme": ...} answered as a missing username,
+    # and a right password with a stray key got a token, unlike every other body of the API.
+    anonymous = APIClient()
+    body = {"username": "ada", "password": "pw-ada-12345", "remember": True}
+    response = anonymous.post("/api/auth/token/", body, format="json")
+    assert response.status_code == 400
+    fields = response.json()["fields"]
+    assert (
+        set(fields) == {"remember"} and "unknown field (this endpoint takes: password, username)" in fields["remember"]
+    )
+    assert "token" not in response.json()
+    assert "token" in anonymous.post("/api/auth/token/", {**body, "token": "x"}, format="json").json()["fields"]
+    typed = anonymous.post("/api/auth/token/", {"username": 123, "password": "pw-ada-12345"}, format="json")
+    assert typed.status_code == 400 and typed.json()["fields"] == {"username": "must be a string, got a number"}
+    listed = anonymous.post("/api/auth/token/", [1], format="json")
+    assert listed.status_code == 400 and "must be a JSON object, got a list" in listed.json()["error"]

@@ -182,3 +182,17 @@ def test_a_400_digit_generation_steps_is_a_400_naming_the_field(api_client, task
     fields = response.json()["fields"]
     assert list(fields) == ["generation_steps"] and "400-digit" in fields["generation_steps"]
     assert len(response.content) < 1000, "the message does not grow with the number"
+
+
+def test_a_400_digit_float_hyperparameter_is_a_400_saying_finite(api_client, dataset, no_tracebacks):
+    # a 400-digit integer has no float: learning_rate 99...9 raised OverflowError (a 500)
+    splits = {"train": ["2018-06-01", "2019-12-31"], "validation": ["2020-01-01", "2020-06-30"]}
+    splits["test"] = ["2020-07-01", "2020-12-31"]
+    body = {"name": "t", "dataset": dataset.id, "splits": splits, "algorithm": "ppo"}
+    text = json.dumps({**body, "hyperparameters": {"learning_rate": 0}}).replace(
+        '"learning_rate": 0', f'"learning_rate": {"9" * 400}'
+    )
+    response = api_client.post("/api/tasks/", text, content_type="application/json")
+    assert response.status_code == 400, response.content[:300]
+    why = response.json()["fields"]["hyperparameters.learning_rate"]
+    assert why == "must be a finite number, got a 400-digit number"

@@ -1,7 +1,7 @@
 """Every request body is read as sent: a key the endpoint does not take, a boolean written as
-``"yes"`` or ``1``, and a body that is not a JSON object are each a 400 naming what is wrong
-(DRF drops unknown keys and reads ``"yes"`` as true, so ``{"backtets": true}`` answered 200
-and did nothing)."""
+``"yes"`` or ``1``, a number written as a JSON string (``"2"``), and a body that is not a JSON
+object are each a 400 naming what is wrong (DRF drops unknown keys and reads ``"yes"`` as true
+and ``"2"`` as 2, so ``{"backtets": true}`` answered 200 and did nothing)."""
 
 from __future__ import annotations
 
@@ -62,6 +62,33 @@ def test_a_boolean_must_be_true_or_false(api_client, task, make_budget, run_id):
         assert "archived" in _fields(response), value
     ok = api_client.post(f"/api/runs/{run_id}/archive/", {"archived": True}, format="json")
     assert ok.status_code == 200 and ok.json()["archived"] is True
+
+
+def test_a_number_must_be_a_json_number_not_a_string(api_client, user, task, make_budget, run_id):
+    before = api_client.get(f"/api/runs/{run_id}/").json()
+    scaled = _fields(api_client.post(f"/api/runs/{run_id}/scale/", {"num_pods": "2"}, format="json"))
+    assert scaled == {"num_pods": "must be a whole number, got a string"}
+    for value, kind in ((True, "a boolean"), (2.5, "2.5"), ([2], "a list")):
+        fields = _fields(api_client.post(f"/api/runs/{run_id}/scale/", {"num_pods": value}, format="json"))
+        assert fields == {"num_pods": f"must be a whole number, got {kind}"}
+    assert api_client.get(f"/api/runs/{run_id}/").json()["num_pods"] == before["num_pods"] == 1
+    assert "k" in _fields(api_client.post(f"/api/runs/{run_id}/ensemble/", {"k": "3"}, format="json"))
+    body = {"task": task.id, "budget": make_budget().id, "generation_steps": "256", "num_pods": "2", "seed": "1"}
+    fields = _fields(api_client.post("/api/runs/", {**body, "fresh_probability": "0.5"}, format="json"))
+    assert set(fields) == {"generation_steps", "num_pods", "seed", "fresh_probability"}, fields
+    assert fields["fresh_probability"] == "must be a number, got a string"
+    user.is_staff = True
+    user.save(update_fields=["is_staff"])
+    budget = {"name": "b1", "owner": user.username, "max_concurrent_pods": "2", "gpu_hours_cap": "1.5"}
+    assert set(_fields(api_client.post("/api/budgets/", budget, format="json"))) == {
+        "max_concurrent_pods",
+        "gpu_hours_cap",
+    }
+    study = {"task": task.id, "budget": 1, "start": "2010-01-04", "end": "2020-12-31", "first_test_year": "2018"}
+    assert "first_test_year" in _fields(api_client.post("/api/studies/", study, format="json"))
+    # JSON 2.0 is a whole number (as the trainer's bounds count it); a form body's values are all text
+    assert api_client.post(f"/api/runs/{run_id}/scale/", {"num_pods": 2.0}, format="json").json()["num_pods"] == 2
+    assert api_client.post(f"/api/runs/{run_id}/scale/", {"num_pods": "3"}, format="multipart").json()["num_pods"] == 3
 
 
 def test_a_body_that_is_not_an_object_is_a_400_saying_what_it_is(api_client, run_id):

@@ -23,7 +23,7 @@ def backtests(agent, run_backtest_now):
     """The agent on the test split (held out), on 5 days of it (short) and on the validation
     half-year (allowed to overlap: in sample)."""
     long = run_backtest_now(agent, SPLITS["test"][0], SPLITS["test"][1])
-    short = run_backtest_now(agent, "2020-07-01", "2020-07-08")
+    short = run_backtest_now(agent, "2020-07-01", "2020-07-31")
     seen = run_backtest_now(agent, SPLITS["validation"][0], SPLITS["validation"][1], allow_overlap=True)
     for b in (long, short, seen):
         assert b.status == "done", b.error
@@ -49,7 +49,7 @@ def _check_rows(rows, backtests) -> None:
         assert _text(rows[long.id], col) == f"{long.metrics[series]['sharpe_ratio']:.3f}", col
     assert "in sample" in _text(rows[seen.id], "window")
     assert "in sample" not in _text(rows[long.id], "window") and "in sample" not in _text(rows[short.id], "window")
-    assert "2020-07-01" in _text(rows[short.id], "window") and "2020-07-08" in _text(rows[short.id], "window")
+    assert "2020-07-01" in _text(rows[short.id], "window") and "2020-07-31" in _text(rows[short.id], "window")
 
 
 def test_the_backtest_list_withholds_short_window_sharpe_ratios_and_marks_in_sample_windows(client, user, backtests):
@@ -76,8 +76,8 @@ def test_the_run_pages_reports_show_window_in_sample_and_1n_next_to_qqq(client, 
 
 def test_the_api_filters_backtests_by_run_and_agent(user, make_agent, run_backtest_now):
     first, second = make_agent(), make_agent()
-    a = run_backtest_now(first, "2020-07-01", "2020-07-08")
-    b = run_backtest_now(second, "2020-07-01", "2020-07-08")
+    a = run_backtest_now(first, "2020-07-01", "2020-07-31")
+    b = run_backtest_now(second, "2020-07-01", "2020-07-31")
     api = APIClient()
     api.force_authenticate(user)
 
@@ -106,8 +106,8 @@ def test_the_api_refuses_a_non_integer_filter_naming_the_field(user, field, valu
 
 def test_the_backtest_page_filters_by_run_and_agent_like_the_api(client, user, make_agent, run_backtest_now):
     first, second = make_agent(), make_agent()
-    a = run_backtest_now(first, "2020-07-01", "2020-07-08")
-    b = run_backtest_now(second, "2020-07-01", "2020-07-08")
+    a = run_backtest_now(first, "2020-07-01", "2020-07-31")
+    b = run_backtest_now(second, "2020-07-01", "2020-07-31")
     client.force_login(user)
 
     def ids(query: str) -> set[int]:

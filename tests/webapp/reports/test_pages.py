@@ -225,6 +225,29 @@ def test_api_refuses_overlapping_ranges_in_the_one_error_format(api_client, user
     assert "start" in body["fields"]
 
 
+def test_a_range_shorter_than_20_trading_days_is_refused_by_the_api_and_the_form_naming_end(
+    api_client, client_of, user, agent
+):
+    # 2020-07-01 to 2020-07-02: two trading days, one daily return; it was queued and "done"
+    api_client.force_authenticate(user)
+    response = api_client.post(
+        "/api/backtests/", {"agent": agent.id, "start": "2020-07-01", "end": "2020-07-02"}, format="json"
+    )
+    assert response.status_code == 400
+    why = response.json()["fields"]["end"]
+    assert "the range 2020-07-01 to 2020-07-02 holds 2 trading day(s); it needs at least 20" in why
+    page = client_of(user).post(
+        reverse("reports:backtest-new"), {"agent": agent.id, "start": "2020-07-01", "end": "2020-07-28"}
+    )
+    assert page.status_code == 400
+    assert "holds 19 trading day(s); it needs at least 20" in BeautifulSoup(page.content, "html.parser").text
+    assert not Backtest.objects.exists()
+    ok = api_client.post(
+        "/api/backtests/", {"agent": agent.id, "start": "2020-07-01", "end": "2020-07-29"}, format="json"
+    )
+    assert ok.status_code == 201, ok.json()  # 20 trading days (2020-07-03 was a holiday)
+
+
 def test_api_refuses_unknown_tickers_naming_the_field(api_client, user, agent):
     api_client.force_authenticate(user)
 

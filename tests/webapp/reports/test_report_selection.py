@@ -47,7 +47,7 @@ def test_the_report_and_its_export_show_the_agents_dsr_and_the_trials(client, us
 def test_an_agent_without_a_validation_sharpe_has_no_dsr_on_its_report(client, user, agent, run_backtest_now):
     Agent.objects.filter(pk=agent.pk).update(metrics={"num_days": 10})
     agent.refresh_from_db()
-    backtest = run_backtest_now(agent, "2020-07-01", "2020-07-08")
+    backtest = run_backtest_now(agent, "2020-07-01", "2020-07-31")
     assert backtest.status == "done", backtest.error
     client.force_login(user)
     page = BeautifulSoup(client.get(f"/reports/{backtest.id}/").content, "html.parser")

@@ -23,8 +23,9 @@ SHORT = "n/a (window shorter than 63 days)"
 
 @pytest.fixture
 def short_backtest(agent, run_backtest_now):
-    """The agent on 5 trading days of the test split (2020-07-01 to 2020-07-08)."""
-    backtest = run_backtest_now(agent, "2020-07-01", "2020-07-08")
+    """The agent on 22 trading days of the test split (2020-07-01 to 2020-07-31): at least the 20
+    a backtest needs, fewer than the 63 of annualised figures."""
+    backtest = run_backtest_now(agent, "2020-07-01", "2020-07-31")
     assert backtest.status == "done", backtest.error
     return backtest
 
@@ -51,7 +52,7 @@ def test_a_short_windows_annualised_figures_read_na_on_the_report_and_the_export
 def test_the_json_keeps_the_raw_values_with_a_flag(api_client, short_backtest):
     metrics = api_client.get(f"/api/backtests/{short_backtest.id}/").json()["metrics"]
     agent = metrics["agent"]
-    assert agent["short_window"] is True and agent["min_annualised_days"] == 63 and agent["num_days"] == 4
+    assert agent["short_window"] is True and agent["min_annualised_days"] == 63 and agent["num_days"] == 21
     assert isinstance(agent["annual_return"], float)  # kept, flagged
     assert isinstance(agent["daily_mean_return"], float) and isinstance(agent["daily_sharpe_ratio"], float)
     assert set(ANNUALISED_KEYS) >= {"annual_return", "sharpe_ratio", "sortino_ratio", "calmar_ratio", "alpha"}
@@ -118,7 +119,7 @@ def test_the_metrics_csv_flags_a_short_window_and_keeps_raw_and_per_day_figures(
         assert set(rows) == {"agent", "QQQ", "equal_weight"}
         for name, row in rows.items():
             metrics = short_backtest.metrics[name]
-            assert row["short_window"] == "true" and row["min_annualised_days"] == "63" and row["num_days"] == "4"
+            assert row["short_window"] == "true" and row["min_annualised_days"] == "63" and row["num_days"] == "21"
             for key in ("annual_return", "calmar_ratio", "daily_mean_return", "daily_volatility"):
                 assert float(row[key]) == metrics[key]  # raw values, exactly, flagged above
 
