@@ -29,6 +29,7 @@ Usage::
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import sys
@@ -43,7 +44,7 @@ import numpy as np
 REPO = Path(__file__).resolve().parent.parent
 sys.path[:0] = [str(REPO)]
 
-from trainer.agents import ALGORITHMS  # noqa: E402
+from trainer.agents import ALGORITHMS, direct_gate  # noqa: E402
 from trainer.artifacts.checkpoints import load_checkpoint  # noqa: E402
 from trainer.backtest.equal_weight import traded_equal_weight_returns  # noqa: E402
 from trainer.backtest.relative import vs_equal_weight  # noqa: E402
@@ -118,6 +119,17 @@ def candidates() -> dict[str, dict[str, Any]]:
         # added 2026-12-03: direct-conservative as the anchor of the held-out challenger gate
         # (trainer/agents/direct_gate.py), DirectConfig's defaults; judged by rule 4b
         out[SUCCESSOR] = {"algorithm": "direct", "env": band, "hyperparameters": {}, "env_steps": DIRECT_STEPS}
+        # added 2026-12-05 with rule 4d: the gate's two-fold form (the train span's tail and head
+        # held out, one test on the pooled days, half the budget), tilt bound 2 or 1
+        two_fold = {"HOLDOUT_FOLDS": 2, "GATE_SHARE": 0.5}
+        for name, kappa in (("direct-gated-two-fold-wide", 2.0), ("direct-gated-two-fold", 1.0)):
+            out[name] = {
+                "algorithm": "direct",
+                "env": band,
+                "hyperparameters": {"challenger_kappa": kappa},
+                "env_steps": DIRECT_STEPS,
+                "gate": two_fold,
+            }
         # added 2026-12-03 after the planted-edge study on 40-year synthetic markets (no penalty,
         # half-way trades, tilt bound 1 found the edge there and stayed at 1/N on the placebo);
         # judged by the same rule, written before it was run
@@ -186,11 +198,26 @@ def score_fold(market_name, market, fold, name, spec, seed, out_dir, quick) -> S
     steps = 8_192 if quick else spec["env_steps"]
     t0 = time.perf_counter()
     path = out_dir / f"{market_name}-{fold.index}-{name}-{seed}.pt"
-    result = run_generation(task, env_steps=steps, out_path=path, seed=seed, device="cpu", market_data=market)
+    with gate_form(spec.get("gate")):
+        result = run_generation(task, env_steps=steps, out_path=path, seed=seed, device="cpu", market_data=market)
     seconds = time.perf_counter() - t0
     row = score_checkpoint(path, market_name, market, fold.index, name, seed, seconds)
     row.challenger = result.stats.get("challenger")
     return row
+
+
+@contextlib.contextmanager
+def gate_form(settings: dict[str, Any] | None):
+    """Set :mod:`trainer.agents.direct_gate`'s module settings (``HOLDOUT_FOLDS``, ``GATE_SHARE``)
+    for one training, as a candidate of rule 4d asks; restored after."""
+    before = {k: getattr(direct_gate, k) for k in settings or {}}
+    for k, v in (settings or {}).items():
+        setattr(direct_gate, k, v)
+    try:
+        yield
+    finally:
+        for k, v in before.items():
+            setattr(direct_gate, k, v)
 
 
 def score_checkpoint(
@@ -263,8 +290,8 @@ def choose(rows: list[Scored], names: list[str]) -> tuple[str, dict[str, dict[st
     return min(tied, key=lambda n: eligible[n]["turnover"]), table
 
 
-def no_harm_to_fallback(rows: list[Scored], table: dict[str, dict[str, float]]) -> bool:
-    """Rule 4b of docs/default-selection.md: :data:`SUCCESSOR` does no harm relative to
+def no_harm_to_fallback(rows: list[Scored], table: dict[str, dict[str, float]], successor: str = SUCCESSOR) -> bool:
+    """Rule 4b of docs/default-selection.md: ``successor`` (:data:`SUCCESSOR`) does no harm relative to
     :data:`FALLBACK` on the same folds: turnover <= 3 % a day, no fold's validation Sharpe
     difference more than 0.10 below the fallback's, and a pooled mean no lower than the
     fallback's minus one SE of their paired per-fold differences (with one fold, that SE is
@@ -275,13 +302,13 @@ def no_harm_to_fallback(rows: list[Scored], table: dict[str, dict[str, float]]) 
         keys = sorted({(r.market, r.fold) for r in mine})
         return {k: float(np.mean([r.validation_difference for r in mine if (r.market, r.fold) == k])) for k in keys}
 
-    new, old = per_fold(SUCCESSOR), per_fold(FALLBACK)
+    new, old = per_fold(successor), per_fold(FALLBACK)
     keys = sorted(set(new) & set(old))
-    if not keys or table[SUCCESSOR]["turnover"] > MAX_TURNOVER:
+    if not keys or table[successor]["turnover"] > MAX_TURNOVER:
         return False
     gaps = np.array([new[k] - old[k] for k in keys])
     se = float(gaps.std(ddof=1) / np.sqrt(len(gaps))) if len(gaps) > 1 else float("inf")
-    table[SUCCESSOR]["vs_fallback"] = {"mean": float(gaps.mean()), "se": se, "worst": float(gaps.min())}
+    table[successor]["vs_fallback"] = {"mean": float(gaps.mean()), "se": se, "worst": float(gaps.min())}
     return bool(gaps.min() >= WORST_FOLD and gaps.mean() >= -se)
 
 
@@ -374,7 +401,27 @@ def main(argv: list[str] | None = None) -> int:
         )
     else:
         print(f"  -> default: {default}")
+    for name in (n for n in table if all_candidates[n].get("gate") and FALLBACK in table):
+        passed = no_harm_to_fallback(rows, table, successor=name)
+        gap = table[name].get("vs_fallback", {})
+        print(
+            f"  rule 4d: {name} {'does no harm' if passed else 'does harm'} relative to {FALLBACK} "
+            f"(per-fold difference {gap.get('mean', float('nan')):+.3f} ± {gap.get('se', float('nan')):.3f}, "
+            f"worst {gap.get('worst', float('nan')):+.3f}, turnover {100 * table[name]['turnover']:.2f} %/day)"
+        )
     report: dict[str, Any] = {"default": default, "validation": table, "test": {}}
+    report["rows"] = [
+        {
+            "market": r.market,
+            "fold": r.fold,
+            "candidate": r.candidate,
+            "seed": r.seed,
+            "validation_difference": r.validation_difference,
+            "validation_turnover": r.validation_turnover,
+            "challenger": r.challenger,
+        }
+        for r in rows
+    ]
     print("\nTest spans, stitched 2014..2022 (each candidate alone; seed 0):")
     first_seed = args.seeds[0]
     for name in table:

@@ -8,6 +8,7 @@ from __future__ import annotations
 import pytest
 
 from trainer.agents.direct import DirectConfig
+from trainer.agents.direct_gate import GATE_SHARE, HOLDOUT_FOLDS, HOLDOUT_FRACTION
 from trainer.algorithms import DEFAULT_ALGORITHMS, default_algorithm
 from trainer.cli.inputs import task_from_args
 from trainer.cli.main import build_parser
@@ -34,10 +35,12 @@ def test_direct_defaults_are_the_gated_candidate_chosen_on_validation():
     # benchmarks/default_selection.py), direct-conservative
     assert (config.turnover_penalty, config.tracking_penalty) == (0.02, 20.0)
     assert (config.num_envs, config.rollout_steps) == (1024, 21)
-    # its held-out challenger gate: direct-gated, chosen by rule 4b
-    assert (config.challenger_alpha, config.challenger_kappa) == (0.05, 1.0)
+    # its held-out challenger gate: direct-gated, chosen by rule 4b; 35 % held out by rule 4c;
+    # two folds, half the budget and a challenger tilt bound of 2 by rule 4d
+    assert (config.challenger_alpha, config.challenger_kappa) == (0.05, 2.0)
+    assert (HOLDOUT_FRACTION, HOLDOUT_FOLDS, GATE_SHARE) == (0.35, 2, 0.5)
     assert config.challenger() == config.replace(
-        turnover_penalty=0.0, tracking_penalty=0.0, kappa=1.0, challenger_alpha=0.0
+        turnover_penalty=0.0, tracking_penalty=0.0, kappa=2.0, challenger_alpha=0.0
     )
 
 

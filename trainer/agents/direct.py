@@ -76,7 +76,7 @@ from trainer.agents._common import (
     telemetry_due,
 )
 from trainer.agents.cross_sectional import CrossSectionalPolicy, check_kappa, check_universe, features_per_ticker
-from trainer.agents.direct_gate import challenger_verdict, gate_skipped, holdout_returns, holdout_split
+from trainer.agents.direct_gate import gate_plan, run_gate
 from trainer.agents.direct_objective import (
     Penalties,
     WindowBatch,
@@ -128,7 +128,8 @@ class DirectConfig(AgentConfig):
     learner had before (10 and 0.01, the ``direct`` candidate of
     ``benchmarks/default_selection.py``), trained 2M env steps with the env's
     ``RECOMMENDED_REBALANCE_BAND``; since 2026-12-03 with the held-out challenger gate on
-    (``challenger_alpha`` 0.05, ``challenger_kappa`` 1: ``direct-gated``, rule 4b; 35 % held out: rule 4c).
+    (``challenger_alpha`` 0.05: ``direct-gated``, rule 4b; 35 % held out: rule 4c; two folds and
+    ``challenger_kappa`` 2: rule 4d).
     """
 
     algorithm: ClassVar[str] = "direct"
@@ -146,7 +147,7 @@ class DirectConfig(AgentConfig):
     turnover_penalty: float = 0.02  # docs/default-selection.md (was 0.01)
     max_grad_norm: float = 1.0
     challenger_alpha: float = 0.05
-    challenger_kappa: float = 1.0
+    challenger_kappa: float = 2.0
 
     FIXED: ClassVar[tuple[str, ...]] = ("hidden_sizes", "cash")
     #: Asked once per line (trainer/agents/direct_gate.py): a mutation that moved it back above
@@ -160,7 +161,7 @@ class DirectConfig(AgentConfig):
         r(2 <= self.rollout_steps <= MAX_WINDOW, "rollout_steps", f"(window length, days) must be in [2, {MAX_WINDOW}]")
         r(self.subset_size is None or self.subset_size >= 2, "subset_size", "(tickers per window) must be >= 2 or null")
         self._require_hidden_sizes()
-        r(math.isfinite(self.kappa) and self.kappa > 0, "kappa", "(tilt bound) must be > 0")
+        r(math.isfinite(self.kappa) and self.kappa > 0, "kappa", "(tilt bound) must be a finite number > 0")
         r(math.isfinite(self.learning_rate) and self.learning_rate > 0, "learning_rate", "must be > 0")
         for name in ("weight_decay", "variance_penalty", "tracking_penalty", "turnover_penalty"):
             value = getattr(self, name)
@@ -314,8 +315,9 @@ class DirectAgent(AgentBase):
         telemetry: TelemetryFn | None = None,
     ) -> dict[str, Any]:
         """Take ``ceil(env_steps / (num_envs * rollout_steps))`` gradient steps on the env's days;
-        with ``challenger_alpha`` > 0 the first two thirds decide, on held-out days, whether the
-        unpenalised challenger replaces this configuration (:mod:`~trainer.agents.direct_gate`).
+        with ``challenger_alpha`` > 0 the gate's share of them (``GATE_SHARE``) decides, on
+        held-out days, whether the unpenalised challenger replaces this configuration
+        (:mod:`~trainer.agents.direct_gate`).
 
         Args:
             env: a :class:`~trainer.envs.portfolio.PortfolioVecEnv` over the train split on the
@@ -348,41 +350,14 @@ class DirectAgent(AgentBase):
         run = _Run(Throttle(progress), TelemetryClock(time.monotonic()), telemetry, should_stop, iterations)
         self.policy.train()
         rules = (dynamics, env.config)
-        gate = gate_skipped(gross.shape[0], cfg.rollout_steps, iterations) if cfg.challenger_alpha > 0 else None
-        if cfg.challenger_alpha > 0 and gate is None:
-            split = holdout_split(gross.shape[0], cfg.rollout_steps)
-            gate = self._gate(run, features, gross, rules, split, iterations // 3)
+        gate = gate_plan(gross.shape[0], cfg.rollout_steps, iterations) if cfg.challenger_alpha > 0 else None
+        if isinstance(gate, list):
+            gate = run_gate(self, run, features, gross, rules, gate)
         if not run.cancelled:
             self._train(run, features, gross, rules, iterations - run.done)
         self.policy.eval()
         stats = self._stats(run)
         return stats if gate is None else {**stats, "challenger": gate}
-
-    def _gate(self, run: _Run, features, gross, rules: tuple, split, steps: int) -> dict[str, Any] | None:
-        """:mod:`~trainer.agents.direct_gate` steps 1-3: the anchor and the challenger each take
-        ``steps`` gradient steps on the inner span; keep the one the held-out days support.
-        ``rules``: ``(Dynamics, env config)``. Returns the verdict (None when cancelled before it)."""
-        anchor_cfg = self.config
-        start = self._snapshot()
-        inner = (features[: split.cut], gross[: split.cut])
-        held = (features[split.start :], gross[split.start :])
-        self._train(run, *inner, rules, steps)
-        if run.cancelled:
-            return None
-        anchor = self._snapshot()
-        anchor_returns = holdout_returns(self.policy, *held, *rules)
-        self._restore(start, anchor_cfg.challenger())
-        self._train(run, *inner, rules, steps)
-        if run.cancelled:
-            self._restore(anchor, anchor_cfg)
-            return None
-        challenger_returns = holdout_returns(self.policy, *held, *rules)
-        verdict = challenger_verdict(
-            challenger_returns, anchor_returns, alpha=anchor_cfg.challenger_alpha, seed=self.updates
-        )
-        if not verdict["kept"]:  # answered either way: one test per line, not one per generation
-            self._restore(anchor, anchor_cfg.replace(challenger_alpha=0.0))
-        return verdict
 
     def _snapshot(self) -> tuple[dict, dict]:  # the policy and AdamW, restored by _restore
         return copy.deepcopy(self.policy.state_dict()), copy.deepcopy(self.optimizer.state_dict())

@@ -225,9 +225,18 @@ def gate_text(verdict: dict[str, Any]) -> str:
     kept = "challenger kept (no tracking or turnover penalty)" if verdict["kept"] else "penalised anchor kept"
     return (
         f"{kept}: held-out Sharpe difference, challenger minus anchor, {verdict['sharpe_difference']:+.3f} ± "
-        f"{verdict['standard_error']:.3f} over {verdict['holdout_days']} days, one-sided p {verdict['p_value']:.3f} "
-        f"(level {verdict['alpha']:g})"
+        f"{verdict['standard_error']:.3f} over {verdict['holdout_days']} days{_fold_text(verdict.get('folds', ()))}, "
+        f"one-sided p {verdict['p_value']:.3f} (level {verdict['alpha']:g})"
     )
+
+
+def _fold_text(folds) -> str:
+    """`` in 2 folds (tail +0.312, head +0.254)`` for a two-fold gate; empty for one fold."""
+    if len(folds) < 2:
+        return ""
+    names = ("tail", "head")
+    parts = ", ".join(f"{names[i] if i < 2 else i + 1} {f['sharpe_difference']:+.3f}" for i, f in enumerate(folds))
+    return f" in {len(folds)} folds ({parts})"
 
 
 def _training_failed(exc: Diverged, args: argparse.Namespace, *, generation: int) -> int:

@@ -14,12 +14,15 @@ import pytest
 from trainer.agents import make_agent
 from trainer.agents.direct import DirectConfig
 from trainer.agents.direct_gate import (
+    HOLDOUT_FOLDS,
     HOLDOUT_FRACTION,
     HOLDOUT_GAP,
     MIN_HOLDOUT_DAYS,
+    HoldoutSplit,
     challenger_verdict,
-    gate_skipped,
-    holdout_split,
+    gate_plan,
+    gate_training_steps,
+    holdout_splits,
 )
 from trainer.artifacts.bundle_reader import load_agent
 from trainer.cli.main import main
@@ -63,18 +66,33 @@ def learner(env, **changes):
     return make_agent("direct", env.obs_dim, env.action_dim, {**SMALL, **changes}, seed=0)
 
 
-def test_the_holdout_is_the_split_tail_after_a_gap_and_absent_when_too_short():
-    split = holdout_split(2516, 21)
-    assert HOLDOUT_FRACTION == 0.35 and split.start == 2516 - int(2516 * HOLDOUT_FRACTION)
-    assert split.start - split.cut == HOLDOUT_GAP
+def test_the_folds_hold_out_the_split_tail_and_head_after_a_gap_and_are_absent_when_too_short():
+    held = int(2516 * HOLDOUT_FRACTION)
+    assert HOLDOUT_FRACTION == 0.35 and HOLDOUT_FOLDS == 2
+    assert holdout_splits(2516, 21) == [
+        HoldoutSplit(inner=(0, 2516 - held - HOLDOUT_GAP), held=(2516 - held, 2516)),  # the tail
+        HoldoutSplit(inner=(held + HOLDOUT_GAP, 2516), held=(0, held)),  # the head, its mirror image
+    ]
     need = math.ceil((MIN_HOLDOUT_DAYS + 1) / HOLDOUT_FRACTION)  # 363 days
-    assert holdout_split(need - 1, 21) is None  # the tail would be short of evidence
-    assert holdout_split(need, 21) is not None
-    assert gate_skipped(need, 21, 3) is None and "needs about 363" in gate_skipped(need - 1, 21, 3)["skipped"]
-    # long enough to hold out half a year, but the days before it are shorter than a window
-    assert gate_skipped(500, 400, 3) == {
-        "skipped": "the 320 days before the held-out span are fewer than a window of 400 + 1"
+    assert "needs about 363" in holdout_splits(need - 1, 21)  # a held-out span would be short of evidence
+    assert isinstance(holdout_splits(need, 21), list)
+    assert gate_plan(need, 21, 8) == holdout_splits(need, 21)
+    assert "needs about 363" in gate_plan(need - 1, 21, 8)["skipped"]
+    # long enough to hold out half a year, but the days beside it are shorter than a window
+    assert gate_plan(500, 400, 8) == {
+        "skipped": "the 320 days beside the held-out span are fewer than a window of 400 + 1"
     }
+    assert gate_plan(2516, 21, 7) == {"skipped": "7 gradient step(s) this generation; the gate needs 8"}
+
+
+def test_one_fold_holds_out_only_the_tail(monkeypatch):
+    monkeypatch.setattr("trainer.agents.direct_gate.HOLDOUT_FOLDS", 1)
+    monkeypatch.setattr("trainer.agents.direct_gate.GATE_SHARE", 2 / 3)  # rule 4c's gate: a third each
+    held = int(2516 * HOLDOUT_FRACTION)
+    assert holdout_splits(2516, 21) == [HoldoutSplit(inner=(0, 2516 - held - HOLDOUT_GAP), held=(2516 - held, 2516))]
+    assert gate_plan(2516, 21, 3) == holdout_splits(2516, 21)
+    assert gate_plan(2516, 21, 2)["skipped"].endswith("the gate needs 3")
+    assert gate_training_steps(30, 1) == 10 and gate_training_steps(30, 2) == 5
 
 
 def test_the_verdict_keeps_a_challenger_only_on_evidence_that_it_beats_the_anchor():
@@ -131,12 +149,15 @@ def test_a_planted_edge_opens_the_gate_within_the_generation_budget(tmp_path):
     verdict = stats["challenger"]
     assert verdict["kept"], verdict
     days = env.market_tensors()[1].shape[0]
-    assert verdict["holdout_days"] == int(days * HOLDOUT_FRACTION) - 1  # the tail's returns, the last row unused
+    held = int(days * HOLDOUT_FRACTION)
+    assert verdict["holdout_days"] == 2 * (held - 1)  # the tail's and the head's returns, a span's last row unused
+    assert [f["held"] for f in verdict["folds"]] == [[days - held, days], [0, held]]
+    assert all(f["sharpe_difference"] > 0 for f in verdict["folds"]), verdict["folds"]
     # the challenger's settings are now the agent's, and the question is not asked again
     assert agent.config.turnover_penalty == 0 and agent.config.tracking_penalty == 0
     assert agent.config.kappa == agent.config.challenger_kappa and agent.config.challenger_alpha == 0
     assert agent.policy.kappa == agent.config.kappa
-    # three phases, one budget: 10 + 10 gradient steps on the inner span, 10 on the whole split
+    # one budget: half of it, 3 gradient steps each, for the two folds' anchor and challenger; 18 on the whole split
     assert stats["updates"] == 30 and stats["env_steps"] == 30 * 64 * 10
     assert "challenger" not in agent.learn(env, 3 * 64 * 10)
 
@@ -155,9 +176,9 @@ def test_the_placebo_keeps_the_penalised_anchor(tmp_path):
 def test_a_learner_with_the_gate_off_or_too_few_steps_trains_the_anchor_alone(tmp_path):
     env = synthetic_env(tmp_path, ic=0.3)
     assert "challenger" not in learner(env, challenger_alpha=0.0).learn(env, 30 * 64 * 10)
-    # under three steps: no phases, and the stats say why
-    assert learner(env).learn(env, 2 * 64 * 10)["challenger"] == {
-        "skipped": "2 gradient step(s) this generation; the gate needs 3"
+    # under eight steps (one each for four trainings, half the budget): no phases, and the stats say why
+    assert learner(env).learn(env, 7 * 64 * 10)["challenger"] == {
+        "skipped": "7 gradient step(s) this generation; the gate needs 8"
     }
 
 
@@ -178,10 +199,11 @@ def test_a_stop_during_the_challenger_phase_leaves_the_anchor(tmp_path):
     agent = learner(env)
     before = agent.config
     polls = iter(range(1000))
-    stats = agent.learn(env, 30 * 64 * 10, should_stop=lambda: next(polls) >= 15)
+    # 3 steps each: fold 1's anchor and challenger, fold 2's anchor, then a stop in fold 2's challenger
+    stats = agent.learn(env, 30 * 64 * 10, should_stop=lambda: next(polls) >= 10)
     assert stats["cancelled"] and "challenger" not in stats
     assert agent.config == before and agent.policy.kappa == before.kappa
-    assert stats["updates"] == 15
+    assert stats["updates"] == 10
 
 
 def test_the_cli_prints_the_gate_verdict_and_puts_it_in_the_json(tmp_path, capsys):
@@ -193,6 +215,7 @@ def test_the_cli_prints_the_gate_verdict_and_puts_it_in_the_json(tmp_path, capsy
     assert main([*args, "--out", str(tmp_path / "text")]) == 0
     line = next(x for x in capsys.readouterr().out.splitlines() if x.startswith("gate:"))
     assert "challenger kept" in line and "one-sided p" in line and "(level 0.05)" in line, line
+    assert " in 2 folds (tail +" in line and ", head +" in line, line
     assert main([*args, "--out", str(tmp_path / "json"), "--json"]) == 0
     summary = json.loads(capsys.readouterr().out)
     assert summary["challenger"]["kept"] and summary["challenger"]["p_value"] <= 0.05

@@ -56,7 +56,7 @@ def test_a_ppo_bound_that_reaches_an_unusable_value_is_a_400_naming_it(
 @pytest.mark.parametrize(
     ("bounds", "field", "why"),
     [
-        ({"kappa": [0, 0]}, "mutation.bounds.kappa", "must be > 0"),
+        ({"kappa": [0, 0]}, "mutation.bounds.kappa", "must be a finite number > 0"),
         ({"kappa": [3, 5]}, "mutation.bounds.kappa", "logit_scale"),  # 2 x 3 > the env's logit_scale of 4
         ({"turnover_penalty": [-1, 0.1]}, "mutation.bounds.turnover_penalty", "must be >= 0"),
         ({"subset_size": [2, 50]}, "mutation.bounds.subset_size", "universe has 3"),
