@@ -388,7 +388,7 @@ def main(argv: list[str] | None = None) -> int:
             f"  {name:<22} mean {t['mean']:+.3f} ± {t['se']:.3f}, worst fold {t['worst']:+.3f}, "
             f"turnover {100 * t['turnover']:.2f} %/day, {'eligible' if t['eligible'] else 'not eligible'}"
         )
-    if default == SUCCESSOR and not table[default]["eligible"]:
+    if default == SUCCESSOR and not table[default]["eligible"] and "vs_fallback" in table[default]:
         gap = table[default]["vs_fallback"]
         print(
             f"  -> no candidate is eligible; rule 4b: {SUCCESSOR} does no harm relative to {FALLBACK} "
