@@ -342,6 +342,7 @@ class DirectAgent(AgentBase):
         """
         cfg = self.config
         (features, gross, _), dynamics = self._check_env(env)
+        tables = (features, gross, getattr(env, "market_members", None))  # members: None or (T, N) bool
         if env_steps < 0:
             raise ConfigError(f"env_steps must be >= 0, got {env_steps}", field="env_steps")
         if cfg.challenger_alpha > 0:
@@ -352,9 +353,9 @@ class DirectAgent(AgentBase):
         rules = (dynamics, env.config)
         gate = gate_plan(gross.shape[0], cfg.rollout_steps, iterations) if cfg.challenger_alpha > 0 else None
         if isinstance(gate, list):
-            gate = run_gate(self, run, features, gross, rules, gate)
+            gate = run_gate(self, run, tables, rules, gate)
         if not run.cancelled:
-            self._train(run, features, gross, rules, iterations - run.done)
+            self._train(run, tables, rules, iterations - run.done)
         self.policy.eval()
         stats = self._stats(run)
         return stats if gate is None else {**stats, "challenger": gate}
@@ -368,8 +369,10 @@ class DirectAgent(AgentBase):
         self.config = config
         self.policy.kappa = config.kappa
 
-    def _train(self, run: _Run, features: torch.Tensor, gross: torch.Tensor, rules: tuple, steps: int) -> None:
-        """``steps`` gradient steps of the current config on these tables (``run`` counts them)."""
+    def _train(self, run: _Run, tables: tuple, rules: tuple, steps: int) -> None:
+        """``steps`` gradient steps of the current config on these tables (``run`` counts them):
+        ``(features (T, N, K), gross (T, N), members (T, N) bool or None)``."""
+        features, gross, members = tables
         cfg = self.config
         subset = cfg.subset_for(self.action_dim - 1)
         per_step = cfg.num_envs * cfg.rollout_steps
@@ -379,7 +382,7 @@ class DirectAgent(AgentBase):
                 run.cancelled = True
                 return
             windows = {"num_windows": cfg.num_envs, "length": cfg.rollout_steps, "subset": subset}
-            batch = draw_windows(features, gross, **windows, generator=self.generator)
+            batch = draw_windows(features, gross, **windows, generator=self.generator, members=members)
             run.losses = losses = self._step(batch, rules[0], penalties, rules[1])
             run.collected += per_step
             run.episodes += cfg.num_envs

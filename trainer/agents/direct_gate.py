@@ -49,6 +49,7 @@ import torch
 from trainer.agents.cross_sectional import CrossSectionalPolicy
 from trainer.agents.direct_objective import WindowBatch, action_map, window_rollout
 from trainer.backtest.relative import vs_equal_weight
+from trainer.envs.membership_mask import member_log_mean_gross
 from trainer.envs.portfolio_dynamics import Dynamics
 
 __all__ = [
@@ -150,16 +151,15 @@ def gate_training_steps(iterations: int, folds: int) -> int:
     return int(iterations * GATE_SHARE + 1e-9) // (2 * folds)
 
 
-def run_gate(
-    agent: Any, run: Any, features: torch.Tensor, gross: torch.Tensor, rules: tuple, splits: list
-) -> dict | None:
+def run_gate(agent: Any, run: Any, tables: tuple, rules: tuple, splits: list) -> dict | None:
     """Steps 2-3 of the gate: per fold, the anchor and the challenger train on the inner span
     from the same start and run over the held-out span; one test on the pooled held-out days.
 
     Args:
         agent: the :class:`~trainer.agents.direct.DirectAgent` (its config is the anchor's).
         run: its training run (counts steps; ``cancelled`` when a stop was asked).
-        features, gross: the train split's (T, N, K) and (T, N) tables.
+        tables: the train split's ``(features (T, N, K), gross (T, N), members (T, N) bool or
+            None)``.
         rules: ``(Dynamics, env config)``.
         splits: the folds of :func:`gate_plan`.
 
@@ -174,16 +174,15 @@ def run_gate(
     steps = gate_training_steps(run.iterations, len(splits))
     start, first, pooled, folds = agent._snapshot(), {}, {"anchor": [], "challenger": []}, []
     for split in splits:
-        inner = (features[slice(*split.inner)], gross[slice(*split.inner)])
-        held = (features[slice(*split.held)], gross[slice(*split.held)])
+        inner, held = (tuple(None if x is None else x[slice(*rows)] for x in tables) for rows in split)
         for role, cfg in (("anchor", anchor_cfg), ("challenger", anchor_cfg.challenger())):
             agent._restore(start, cfg)
-            agent._train(run, *inner, rules, steps)
+            agent._train(run, inner, rules, steps)
             if run.cancelled:
                 if "anchor" in first:
                     agent._restore(first["anchor"], anchor_cfg)
                 return None
-            pooled[role].append(holdout_returns(agent.policy, *held, *rules))
+            pooled[role].append(holdout_returns(agent.policy, *held[:2], *rules, members=held[2]))
             if not folds:
                 first[role] = agent._snapshot()
         gain = _sharpe(pooled["challenger"][-1]) - _sharpe(pooled["anchor"][-1])
@@ -210,8 +209,10 @@ def holdout_returns(
     gross: torch.Tensor,
     dynamics: Dynamics,
     env_cfg: Any,
+    members: torch.Tensor | None = None,
 ) -> np.ndarray:
-    """The policy's daily net simple returns over the held-out days, from 1/N over every ticker.
+    """The policy's daily net simple returns over the held-out days, from 1/N over every ticker
+    (over the first day's members with ``members``).
 
     Args:
         policy: the policy to run (not changed).
@@ -219,12 +220,14 @@ def holdout_returns(
         gross: (D, N) gross returns of those rows; the last row is unused.
         dynamics: the env's rules.
         env_cfg: the env's config (``logit_scale``, ``cash_bias``, ``execution_lag``).
+        members: (D, N) bool point-in-time universe of those rows, or ``None`` (every ticker).
 
     Returns:
         (D - 1,) float64 net simple returns (fractions), costs paid.
     """
     f, g = features[:-1, None], gross[:-1, None]
-    batch = WindowBatch(f, g, torch.log(g.mean(dim=2)))
+    held = None if members is None else members[:-1, None]
+    batch = WindowBatch(f, g, member_log_mean_gross(g, held), held)
     was_training = policy.training
     policy.eval()
     log_r, _ = window_rollout(policy, batch, dynamics, **action_map(env_cfg))

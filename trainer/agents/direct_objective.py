@@ -6,11 +6,13 @@ objective and its sources).
 
 from __future__ import annotations
 
+from functools import partial
 from typing import Any, NamedTuple
 
 import torch
 
 from trainer.agents.cross_sectional import CrossSectionalPolicy
+from trainer.envs.membership_mask import member_log_mean_gross, member_target, sell_non_members
 from trainer.envs.portfolio_dynamics import DSR_PRIOR_VARIANCE, Dynamics, PortfolioState, target_weights, transition
 from trainer.errors import ConfigError
 
@@ -40,12 +42,16 @@ class WindowBatch(NamedTuple):
     Attributes:
         features: (H, E, m, K) float32 per-ticker features of each window's days.
         gross: (H, E, m) gross returns ``close[t+1] / close[t]`` of the subset (env dtype).
-        benchmark: (H, E) log return of the subset's cost-free daily-rebalanced 1/m portfolio.
+        benchmark: (H, E) log return of the subset's cost-free daily-rebalanced 1/m portfolio
+            (over each day's members when ``members`` is given).
+        members: (H, E, m) bool point-in-time universe of the subset (``MarketData.members``),
+            or ``None``: every ticker is a member on every day.
     """
 
     features: torch.Tensor
     gross: torch.Tensor
     benchmark: torch.Tensor
+    members: torch.Tensor | None = None
 
 
 class Objective(NamedTuple):
@@ -80,6 +86,7 @@ def draw_windows(
     length: int,
     subset: int,
     generator: torch.Generator,
+    members: torch.Tensor | None = None,
 ) -> WindowBatch:
     """Draw ``num_windows`` windows of ``length`` days, each over a random ``subset`` of tickers.
 
@@ -88,6 +95,8 @@ def draw_windows(
         gross: (T, N) gross returns, row ``t`` from close ``t`` to ``t+1`` (last row unused).
         num_windows, length, subset: ``E``, ``H`` and ``m``.
         generator: the agent's generator (start days and subsets), on the tables' device.
+        members: (T, N) bool point-in-time universe
+            (:attr:`~trainer.envs.portfolio.PortfolioVecEnv.market_members`), or ``None``.
 
     Raises:
         ConfigError: the train split has fewer than ``length`` steps (field ``direct.rollout_steps``).
@@ -105,7 +114,8 @@ def draw_windows(
     days = starts[None, :] + torch.arange(length, device=dev)[:, None]  # (H, E)
     rows, cols = days[:, :, None], tickers[None, :, :]
     sub_gross = gross[rows, cols]
-    return WindowBatch(features[rows, cols], sub_gross, torch.log(sub_gross.mean(dim=2)))
+    sub_members = None if members is None else members[rows, cols]
+    return WindowBatch(features[rows, cols], sub_gross, member_log_mean_gross(sub_gross, sub_members), sub_members)
 
 
 def action_map(env_cfg: Any) -> dict[str, Any]:
@@ -141,17 +151,25 @@ def window_rollout(
             observation trades at close ``t + 1``, as the env keeps it as a pending order (the
             window's first day holds).
         start_weights: (E, m + 1) weights every window starts from; default 1/m in each stock,
-            no cash (the anchor's own portfolio, so the first day pays no entry cost).
+            no cash (the anchor's own portfolio, so the first day pays no entry cost); with
+            ``batch.members``, 1/M over the first day's M members (all cash without members).
+
+    With ``batch.members`` the env's point-in-time rules apply each day, as in
+    :meth:`~trainer.envs.portfolio.PortfolioVecEnv.step`: the target is renormalised over the
+    day's members and cash, and whatever a non-member still holds after the trade is sold into
+    cash (:mod:`trainer.envs.membership_mask`).
 
     Returns:
         ``(log_returns, turnover)``, both (H, E) in the env's dtype: each day's net log return
         (after costs) and the fraction of value traded.
     """
     h, e, m = batch.gross.shape
-    dtype, dev = batch.gross.dtype, batch.gross.device
+    dtype, dev, members = batch.gross.dtype, batch.gross.device, batch.members
     if start_weights is None:
         weights = torch.zeros((e, m + 1), dtype=dtype, device=dev)
         weights[:, :m] = 1.0 / m
+        if members is not None:
+            weights = member_target(weights, members[0])
     else:
         weights = start_weights.to(dtype)
     state = PortfolioState(
@@ -166,9 +184,13 @@ def window_rollout(
     for t in range(h):
         action = policy.action_from_scores(base[t], cash[t] if cash is not None else None, state.weights)
         target = target_weights(action, logit_scale=logit_scale, cash_bias=cash_bias, dtype=dtype)
+        after_trade = None
+        if members is not None:
+            target = member_target(target, members[t])
+            after_trade = partial(sell_non_members, members=members[t])
         if execution_lag:
             target, pending = pending, target
-        step = transition(state, target, batch.gross[t], batch.benchmark[t], dynamics)
+        step = transition(state, target, batch.gross[t], batch.benchmark[t], dynamics, after_trade=after_trade)
         state = step.state
         log_returns.append(step.log_return)
         turnovers.append(step.turnover)

@@ -26,6 +26,7 @@ from trainer.data.market import MarketData
 
 __all__ = [
     "member_equal_weight_log_gross",
+    "member_log_mean_gross",
     "member_mix",
     "member_target",
     "member_trades",
@@ -115,3 +116,20 @@ def member_equal_weight_log_gross(gross: np.ndarray, members: np.ndarray | None)
     count = members.sum(axis=1)
     total = np.where(members, gross, 0.0).sum(axis=1)
     return np.log(np.where(count > 0, total / np.maximum(count, 1), 1.0))
+
+
+def member_log_mean_gross(gross: torch.Tensor, members: torch.Tensor | None) -> torch.Tensor:
+    """:func:`member_equal_weight_log_gross` on tensors of any leading shape, differentiable.
+
+    Args:
+        gross: (..., N) gross returns.
+        members: (..., N) bool, or ``None`` (every ticker).
+
+    Returns:
+        (...,) ``log(mean_i gross_i)`` over the members of each row (0 in a row without members).
+    """
+    if members is None:
+        return torch.log(gross.mean(dim=-1))
+    count = members.sum(dim=-1)
+    total = torch.where(members, gross, torch.zeros_like(gross)).sum(dim=-1)
+    return torch.log(torch.where(count > 0, total / count.clamp(min=1), torch.ones_like(total)))

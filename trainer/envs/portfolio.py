@@ -401,5 +401,11 @@ class PortfolioVecEnv(EpisodeStarts):
         n, k = self.num_stocks, self.num_features
         return self._market_obs[:, : n * k].unflatten(1, (k, n)).transpose(1, 2), self._gross, self._log_ew_gross
 
+    @property
+    def market_members(self) -> torch.Tensor | None:
+        """(T, N) bool on the env's device: the point-in-time universe the env trades
+        (``MarketData.members``, :mod:`trainer.envs.membership_mask`), or ``None`` (every ticker)."""
+        return self._members
+
     def close(self) -> None:
         """Nothing to release; present for Gymnasium API symmetry."""
