@@ -82,13 +82,14 @@ def features_per_ticker(obs_dim: int, action_dim: int) -> int:
     return (obs_dim - action_dim) // n
 
 
-def check_kappa(kappa: float, logit_scale: float, *, field: str) -> None:
+def check_kappa(kappa: float, logit_scale: float, *, field: str, hint: str = "") -> None:
     """The policy's action ``z / logit_scale`` with ``|z| <= 2 kappa`` must fit in [-1, 1].
 
     Args:
         kappa: the policy's tilt bound.
         logit_scale: the env's ``logit_scale``.
         field: the setting's name in the error, e.g. ``"direct.kappa"``, ``"ppo.kappa"``.
+        hint: text appended to the error (e.g. that the value is a default the user never set).
 
     Raises:
         ConfigError: ``2 kappa > logit_scale`` (``field``).
@@ -96,7 +97,7 @@ def check_kappa(kappa: float, logit_scale: float, *, field: str) -> None:
     if 2 * kappa > logit_scale:
         raise ConfigError(
             f"{field}: {kappa:g} tilts weights by up to e^(2 kappa), beyond the env's logit_scale "
-            f"{logit_scale:g} (the action would be clipped); use kappa <= logit_scale / 2",
+            f"{logit_scale:g} (the action would be clipped); use kappa <= logit_scale / 2{hint}",
             field=field,
         )
 

@@ -192,12 +192,29 @@ class DirectConfig(AgentConfig):
                 field="algorithm",
             )
         check_kappa(self.kappa, env.logit_scale, field=self.field_name("kappa"))
-        if self.challenger_alpha > 0:
-            check_kappa(self.challenger_kappa, env.logit_scale, field=self.field_name("challenger_kappa"))
+        self.check_challenger_kappa(env.logit_scale)
         check_flatten(env)
         check_universe(num_tickers, cash=self.cash, algorithm="direct")
         if num_tickers is not None:
             self.subset_for(num_tickers)
+
+    def check_challenger_kappa(self, logit_scale: float) -> None:
+        """With the gate on, the challenger's tilt bound must fit the env's ``logit_scale`` too;
+        the error says so when the bound is the default, which the user may never have set.
+
+        Raises:
+            ConfigError: ``2 challenger_kappa > logit_scale`` (field ``direct.challenger_kappa``).
+        """
+        if self.challenger_alpha <= 0:
+            return
+        default = DirectConfig.challenger_kappa  # the field's default (a dataclass keeps it on the class)
+        hint = ""
+        if self.challenger_kappa == default:
+            hint = (
+                f" (challenger_kappa is at its default {default:g}, the gate's challenger: set it lower, "
+                "or challenger_alpha=0 to turn the gate off)"
+            )
+        check_kappa(self.challenger_kappa, logit_scale, field=self.field_name("challenger_kappa"), hint=hint)
 
     def subset_for(self, num_tickers: int) -> int:
         """Tickers per window for a universe of ``num_tickers``.
@@ -345,8 +362,7 @@ class DirectAgent(AgentBase):
         tables = (features, gross, getattr(env, "market_members", None))  # members: None or (T, N) bool
         if env_steps < 0:
             raise ConfigError(f"env_steps must be >= 0, got {env_steps}", field="env_steps")
-        if cfg.challenger_alpha > 0:
-            check_kappa(cfg.challenger_kappa, env.config.logit_scale, field=cfg.field_name("challenger_kappa"))
+        cfg.check_challenger_kappa(env.config.logit_scale)
         iterations = math.ceil(env_steps / (cfg.num_envs * cfg.rollout_steps))
         run = _Run(Throttle(progress), TelemetryClock(time.monotonic()), telemetry, should_stop, iterations)
         self.policy.train()

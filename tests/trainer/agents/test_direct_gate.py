@@ -140,6 +140,17 @@ def test_a_challenger_tilt_beyond_the_env_is_refused_only_when_the_gate_is_on():
     DirectConfig(challenger_kappa=env.logit_scale, challenger_alpha=0.0).check_task(
         kind="portfolio", env=env, num_tickers=6
     )
+    assert "default" not in err.value.message  # the user set this one
+
+
+def test_a_default_challenger_tilt_beyond_a_smaller_logit_scale_says_it_is_the_default():
+    env = PortfolioConfig(logit_scale=3.0)  # the default challenger_kappa 2 needs logit_scale >= 4
+    with pytest.raises(ConfigError) as err:
+        DirectConfig().check_task(kind="portfolio", env=env, num_tickers=6)
+    message = err.value.message
+    assert err.value.details["field"] == "direct.challenger_kappa"
+    assert "at its default 2" in message and "challenger_alpha=0" in message, message
+    DirectConfig(challenger_kappa=1.5).check_task(kind="portfolio", env=env, num_tickers=6)
 
 
 def test_a_planted_edge_opens_the_gate_within_the_generation_budget(tmp_path):
