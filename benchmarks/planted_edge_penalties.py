@@ -7,7 +7,8 @@ a placebo market (IC 0). This script measures what stands between the default an
 
 **Protocol** (synthetic data only; no real-data span is read):
 
-* markets: :func:`synthetic_market.generate` with 10 tickers, business days 2010-01-04 ..
+* markets: :func:`synthetic_market.generate` with 10 tickers (``--tickers``) and a 5-day
+  reversal (``--lookback``), business days 2010-01-04 ..
   2015-12-31, one market per ``--seeds`` value and IC (``--ic`` and the placebo 0);
 * one split: train 2010-01-04 .. 2013-12-20, validation 2014, test 2015 (5-day gaps);
 * the ``direct`` learner (:mod:`trainer.agents.direct`) at its defaults, 2M env steps, band
@@ -23,7 +24,7 @@ a placebo market (IC 0). This script measures what stands between the default an
   2nd ed. 2009, sec. 7.10): the most penalised rung whose validation figure is within one SE of
   the best rung's; only that pick's test year is printed.
 
-Usage: ``.venv/bin/python benchmarks/planted_edge_penalties.py [--seeds 0 1] [--ic 0.05]
+Usage: ``.venv/bin/python benchmarks/planted_edge_penalties.py [--seeds 0 1] [--ic 0.05] [--tickers 10] [--lookback 5]
 [--rungs 0.02 0.005 0.001 0] [--cost-free] [--env-steps 2000000] [--last-year 2015]
 [--validation-years 1] [--test-years 1] [--first-year 2010] [--trade-rate 1] [--tracking-penalty 20] [--hp NAME=VALUE ...] [--long-run]``. ``--last-year 2019 --validation-years 3`` trains on
 2010-2015 and validates on 2016-2018, three times the default validation span.
@@ -45,7 +46,7 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path[:0] = [str(REPO), str(REPO / "benchmarks")]
 
 from default_selection import gate_note  # noqa: E402
-from synthetic_market import aim_tilt_returns, generate, signal_tilt_returns, write_csv  # noqa: E402
+from synthetic_market import LOOKBACK, aim_tilt_returns, generate, signal_tilt_returns, write_csv  # noqa: E402
 
 from trainer.artifacts.checkpoints import load_checkpoint  # noqa: E402
 from trainer.backtest.relative import vs_equal_weight  # noqa: E402
@@ -98,17 +99,21 @@ def _figure(agent: np.ndarray, equal_weight: np.ndarray, turnover: float) -> Fig
 
 
 def tilt_figures(
-    close: np.ndarray, dates: np.ndarray, cost_pct: float, splits: dict[str, dict[str, str]] = SPLITS
+    close: np.ndarray,
+    dates: np.ndarray,
+    cost_pct: float,
+    splits: dict[str, dict[str, str]] = SPLITS,
+    lookback: int = LOOKBACK,
 ) -> dict[float, Figure]:
     """The signal tilt's validation figure per strength (it trades the whole span daily)."""
     lo = int(np.searchsorted(dates, np.datetime64(splits["validation"]["start"], "D")))
     hi = int(np.searchsorted(dates, np.datetime64(splits["validation"]["end"], "D"), side="right"))
-    window = close[lo - 5 : hi]  # the signal's lookback reads the 5 closes before the span
+    window = close[lo - lookback : hi]  # the signal reads the lookback's closes before the span
     ew = equal_weight_returns(close[lo:hi])
     out = {}
     for k in STRENGTHS:
-        returns = signal_tilt_returns(window, strength=k, cost_pct=cost_pct)[5:]
-        cost_free = signal_tilt_returns(window, strength=k)[5:]
+        returns = signal_tilt_returns(window, strength=k, cost_pct=cost_pct, lookback=lookback)[lookback:]
+        cost_free = signal_tilt_returns(window, strength=k, lookback=lookback)[lookback:]
         # turnover (one side) backed out of what the costs took: gross - net = cost * traded * gross
         turnover = float(np.mean((cost_free - returns) / (1 + cost_free)) / cost_pct / 2) if cost_pct else float("nan")
         out[k] = _figure(returns, ew, turnover)
@@ -142,11 +147,13 @@ def long_run_tilt(
     return out
 
 
-def aim_test_figure(close: np.ndarray, dates: np.ndarray, cost_pct: float, splits: dict[str, dict[str, str]]) -> Figure:
+def aim_test_figure(
+    close: np.ndarray, dates: np.ndarray, cost_pct: float, splits: dict[str, dict[str, str]], lookback: int = LOOKBACK
+) -> Figure:
     """The ceiling on the test span: :func:`synthetic_market.aim_tilt_returns` at its defaults
     (tilt 2 traded half-way, the best of :func:`long_run_tilt`'s grid), traded from the first
     day of the market and read on the test days, against cost-free 1/N there."""
-    returns, traded = aim_tilt_returns(close, cost_pct=cost_pct)
+    returns, traded = aim_tilt_returns(close, cost_pct=cost_pct, lookback=lookback)
     days = dates[1:]  # returns[t] is earned from close t to close t+1
     lo = int(np.searchsorted(days, np.datetime64(splits["test"]["start"], "D")))
     hi = int(np.searchsorted(days, np.datetime64(splits["test"]["end"], "D"), side="right"))
@@ -206,6 +213,10 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1])
     parser.add_argument("--ic", type=float, default=0.05)
+    parser.add_argument("--tickers", type=int, default=10, help="tickers of each synthetic market")
+    parser.add_argument(
+        "--lookback", type=int, default=LOOKBACK, help="days of the planted reversal signal (5: the env's logret_5)"
+    )
     parser.add_argument("--rungs", type=float, nargs="+", default=[0.02, 0.005, 0.001, 0.0])
     parser.add_argument("--cost-free", action="store_true", help="also run every market at cost_pct 0")
     parser.add_argument("--env-steps", type=int, default=2_000_000)
@@ -259,13 +270,13 @@ def main(argv: list[str] | None = None) -> int:
         work = Path(tmp)
         for ic in (args.ic, 0.0):
             for seed in args.seeds:
-                synthetic = generate(seed, ic=ic, start=start, end=end)
+                synthetic = generate(seed, ic=ic, start=start, end=end, tickers=args.tickers, lookback=args.lookback)
                 path = write_csv(synthetic, work / f"market-{ic:g}-{seed}.csv.gz")
                 chosen = {} if args.indicators is None else {"indicators": tuple(args.indicators)}
                 market = load_market_data(DataSpec(paths=[str(path)], start=start, end=end, **chosen), data_dir=None)
                 for cost in costs:
                     label = f"IC {ic:.2f} seed {seed} cost {100 * cost:.1f}%"
-                    tilt = tilt_figures(synthetic.close, synthetic.dates, cost, splits)
+                    tilt = tilt_figures(synthetic.close, synthetic.dates, cost, splits, args.lookback)
                     figures = {
                         r: rung_figures(
                             path,
@@ -292,7 +303,7 @@ def main(argv: list[str] | None = None) -> int:
                     tilts = [f"tilt {k:g}: {t.difference:+.2f}" for k, t in tilt.items()]
                     test = figures[pick]["test"]
                     print(f"{label}: {' | '.join(cells)} || {' | '.join(tilts)}", flush=True)
-                    aim = aim_test_figure(synthetic.close, synthetic.dates, cost, splits)
+                    aim = aim_test_figure(synthetic.close, synthetic.dates, cost, splits, args.lookback)
                     print(
                         f"    one-SE pick pen {pick:g}: test {test.difference:+.3f}±{test.se:.2f} {test.verdict}, "
                         f"turnover {100 * test.turnover:.1f}% || ceiling (aim tilt 2, trade rate 0.5): test "

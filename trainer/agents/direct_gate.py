@@ -63,6 +63,7 @@ __all__ = [
     "holdout_returns",
     "holdout_splits",
     "run_gate",
+    "verdict_text",
 ]
 
 #: Share of the train split's days held out for the gate.
@@ -258,3 +259,28 @@ def challenger_verdict(challenger: np.ndarray, anchor: np.ndarray, *, alpha: flo
         "alpha": float(alpha),
         "holdout_days": int(result["n_periods"]),
     }
+
+
+def verdict_text(verdict: dict[str, Any]) -> str:
+    """The gate's verdict (:func:`run_gate`, or ``{"skipped": reason}``) as one line for users,
+    as the CLI's ``gate:`` line and the web's agent page show it."""
+    if "skipped" in verdict:
+        return f"skipped, the penalised learner (near 1/N) trained alone: {verdict['skipped']}"
+    if verdict["kept"]:
+        kept = "open, challenger kept (no tracking or turnover penalty: it trades the edge it showed)"
+    else:
+        kept = "closed, no edge shown: the penalised learner (near 1/N) is kept"
+    return (
+        f"{kept}: held-out Sharpe difference, challenger minus penalised, {verdict['sharpe_difference']:+.3f} ± "
+        f"{verdict['standard_error']:.3f} over {verdict['holdout_days']} days{_fold_text(verdict.get('folds', ()))}, "
+        f"one-sided p {verdict['p_value']:.3f} (level {verdict['alpha']:g})"
+    )
+
+
+def _fold_text(folds) -> str:
+    """`` in 2 folds (tail +0.312, head +0.254)`` for a two-fold gate; empty for one fold."""
+    if len(folds) < 2:
+        return ""
+    names = ("tail", "head")
+    parts = ", ".join(f"{names[i] if i < 2 else i + 1} {f['sharpe_difference']:+.3f}" for i, f in enumerate(folds))
+    return f" in {len(folds)} folds ({parts})"

@@ -211,32 +211,13 @@ def _print_train_summary(
         for line in format_train_baselines(m, dsr):
             print(line)
         if summary["challenger"]:
-            print(f"gate:       {gate_text(summary['challenger'])}")
+            from trainer.agents.direct_gate import verdict_text
+
+            print(f"gate:       {verdict_text(summary['challenger'])}")
         print(
             f"trained:    {summary['env_steps']:,} env steps in {summary['generations']} generation(s), "
             f"{summary['duration_s']:.1f} s" + (" (stopped early)" if summary["cancelled"] else "")
         )
-
-
-def gate_text(verdict: dict[str, Any]) -> str:
-    """One line of the direct learner's held-out challenger gate (:mod:`trainer.agents.direct_gate`)."""
-    if "skipped" in verdict:
-        return f"skipped, penalised anchor trained alone: {verdict['skipped']}"
-    kept = "challenger kept (no tracking or turnover penalty)" if verdict["kept"] else "penalised anchor kept"
-    return (
-        f"{kept}: held-out Sharpe difference, challenger minus anchor, {verdict['sharpe_difference']:+.3f} ± "
-        f"{verdict['standard_error']:.3f} over {verdict['holdout_days']} days{_fold_text(verdict.get('folds', ()))}, "
-        f"one-sided p {verdict['p_value']:.3f} (level {verdict['alpha']:g})"
-    )
-
-
-def _fold_text(folds) -> str:
-    """`` in 2 folds (tail +0.312, head +0.254)`` for a two-fold gate; empty for one fold."""
-    if len(folds) < 2:
-        return ""
-    names = ("tail", "head")
-    parts = ", ".join(f"{names[i] if i < 2 else i + 1} {f['sharpe_difference']:+.3f}" for i, f in enumerate(folds))
-    return f" in {len(folds)} folds ({parts})"
 
 
 def _training_failed(exc: Diverged, args: argparse.Namespace, *, generation: int) -> int:

@@ -22,7 +22,9 @@ class TrainedGeneration:
     Attributes:
         sha256: hex SHA-256 of the checkpoint file written.
         score: validation Sharpe ratio; ``None`` when the agent has none (NaN).
-        metrics: the validation metrics (``trainer.evaluation.evaluate_policy``).
+        metrics: the validation metrics (``trainer.evaluation.evaluate_policy``); for the direct
+            learner with its gate on, also ``challenger_gate``, the gate's verdict
+            (:func:`trainer.agents.direct_gate.run_gate`, or ``{"skipped": reason}``).
         env_steps: env steps trained (summed over the vectorized envs).
         hyperparameters: the agent's full hyperparameters after training.
         cancelled: ``should_stop`` ended training early.
@@ -116,10 +118,13 @@ def train_generation(
         telemetry=None if telemetry is None else (lambda point: telemetry(to_jsonable(point))),
     )
     score = None if result.score is None or not np.isfinite(result.score) else float(result.score)
+    metrics = dict(result.metrics)
+    if result.stats.get("challenger"):  # the direct learner's gate: kept, closed or skipped, and why
+        metrics["challenger_gate"] = result.stats["challenger"]
     return TrainedGeneration(
         sha256=result.sha256,
         score=score,
-        metrics=to_jsonable(result.metrics),
+        metrics=to_jsonable(metrics),
         env_steps=int(result.env_steps),
         hyperparameters=to_jsonable(result.hyperparameters),
         cancelled=bool(result.cancelled),
@@ -130,6 +135,15 @@ def train_generation(
         tickers=[str(t) for t in market.tickers],
         provenance=provenance(spec.data.paths, seed=int(seed)),
     )
+
+
+def gate_text(metrics: dict[str, Any]) -> str | None:
+    """The direct learner's challenger gate (``metrics["challenger_gate"]``, which
+    :func:`train_generation` stores) as the CLI's one line, or ``None`` for an agent without one."""
+    from trainer.agents.direct_gate import verdict_text
+
+    verdict = (metrics or {}).get("challenger_gate")
+    return verdict_text(verdict) if isinstance(verdict, dict) and verdict else None
 
 
 def provenance(paths: list[str], *, seed: int | None) -> dict[str, Any]:

@@ -144,6 +144,7 @@ def agent_detail(request: HttpRequest, agent_id: int) -> HttpResponse:
             ],
             "backtest_url": backtest_url,
             "bundle": bundle,
+            "gate": engine.gate_text(agent.metrics),
             "baselines": baselines.agent_baselines(agent),
             "vs_rows": baselines.equal_weight_rows(agent.metrics),
             "deflated_sharpe": deflated.agent_dsr(agent, run_sharpes := deflated.run_sharpes(agent.run_id)),

@@ -201,7 +201,7 @@ def test_a_train_split_too_short_to_hold_out_half_a_year_says_so_in_the_stats_an
     args += [f"--hp={k}={v}" for k, v in {"num_envs": 64, "rollout_steps": 10, "hidden_sizes": "[8]"}.items()]
     assert main(args) == 0
     line = next(x for x in capsys.readouterr().out.splitlines() if x.startswith("gate:"))
-    assert line.startswith("gate:       skipped, penalised anchor trained alone: a train split of ")
+    assert line.startswith("gate:       skipped, the penalised learner (near 1/N) trained alone: a train split of ")
     assert f"too short to hold out {MIN_HOLDOUT_DAYS} days (needs about 363)" in line, line
 
 
@@ -225,7 +225,7 @@ def test_the_cli_prints_the_gate_verdict_and_puts_it_in_the_json(tmp_path, capsy
     args += [f"--hp={k}={v}" for k, v in {"num_envs": 64, "rollout_steps": 10, "hidden_sizes": "[8]"}.items()]
     assert main([*args, "--out", str(tmp_path / "text")]) == 0
     line = next(x for x in capsys.readouterr().out.splitlines() if x.startswith("gate:"))
-    assert "challenger kept" in line and "one-sided p" in line and "(level 0.05)" in line, line
+    assert "open, challenger kept" in line and "one-sided p" in line and "(level 0.05)" in line, line
     assert " in 2 folds (tail +" in line and ", head +" in line, line
     assert main([*args, "--out", str(tmp_path / "json"), "--json"]) == 0
     summary = json.loads(capsys.readouterr().out)
