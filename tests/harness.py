@@ -9,10 +9,12 @@ takes its children (a Celery pool) along, like a machine that disappears.
 from __future__ import annotations
 
 import os
+import shutil
 import signal
 import socket
 import subprocess
 import sys
+import threading
 import time
 import urllib.error
 import urllib.parse
@@ -57,14 +59,29 @@ def free_port() -> int:
         return sock.getsockname()[1]
 
 
+def _dies_with_us(argv: list[str]) -> list[str]:
+    """``argv`` under util-linux's ``setpriv --pdeathsig KILL`` on Linux: the process is killed
+    when this test process dies, even by SIGKILL (a pytest run killed by a timeout left Celery
+    workers behind, which then took the next run's tasks). The signal follows the *thread* that
+    started the process, so only processes started on the main thread get it."""
+    setpriv = shutil.which("setpriv")
+    if (
+        not sys.platform.startswith("linux")
+        or setpriv is None
+        or threading.current_thread() is not threading.main_thread()
+    ):
+        return argv
+    return [setpriv, "--pdeathsig", "KILL", "--", *argv]
+
+
 def start_process(name: str, argv: list[str], env: dict[str, str], *, log_dir: Path = LOG_DIR) -> subprocess.Popen:
     """Start ``argv`` in the repository as the leader of a new process group, appending its
-    output to ``<log_dir>/<name>.log``."""
+    output to ``<log_dir>/<name>.log``; it dies with this process (:func:`_dies_with_us`)."""
     log_dir.mkdir(parents=True, exist_ok=True)
     log_path = log_dir / f"{name}.log"
     with open(log_path, "ab") as log:
         proc = subprocess.Popen(
-            argv,
+            _dies_with_us(argv),
             cwd=REPO_ROOT,
             env=env,
             stdin=subprocess.DEVNULL,
