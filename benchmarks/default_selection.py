@@ -130,6 +130,15 @@ def candidates() -> dict[str, dict[str, Any]]:
                 "env_steps": DIRECT_STEPS,
                 "gate": two_fold,
             }
+        # added 2026-12-06 with rule 4e: a closed gate holds 1/N instead of training the penalised
+        # learner on (trainer/agents/direct_gate.py CLOSED_GATE)
+        out["direct-gated-hold"] = {
+            "algorithm": "direct",
+            "env": band,
+            "hyperparameters": {},
+            "env_steps": DIRECT_STEPS,
+            "gate": {"CLOSED_GATE": "hold"},
+        }
         # added 2026-12-03 after the planted-edge study on 40-year synthetic markets (no penalty,
         # half-way trades, tilt bound 1 found the edge there and stayed at 1/N on the placebo);
         # judged by the same rule, written before it was run
@@ -208,8 +217,8 @@ def score_fold(market_name, market, fold, name, spec, seed, out_dir, quick) -> S
 
 @contextlib.contextmanager
 def gate_form(settings: dict[str, Any] | None):
-    """Set :mod:`trainer.agents.direct_gate`'s module settings (``HOLDOUT_FOLDS``, ``GATE_SHARE``)
-    for one training, as a candidate of rule 4d asks; restored after."""
+    """Set :mod:`trainer.agents.direct_gate`'s module settings (``HOLDOUT_FOLDS``, ``GATE_SHARE``,
+    ``CLOSED_GATE``) for one training, as a candidate of rules 4d and 4e asks; restored after."""
     before = {k: getattr(direct_gate, k) for k in settings or {}}
     for k, v in (settings or {}).items():
         setattr(direct_gate, k, v)

@@ -26,7 +26,7 @@ a placebo market (IC 0). This script measures what stands between the default an
 
 Usage: ``.venv/bin/python benchmarks/planted_edge_penalties.py [--seeds 0 1] [--ic 0.05] [--tickers 10] [--lookback 5]
 [--rungs 0.02 0.005 0.001 0] [--cost-free] [--env-steps 2000000] [--last-year 2015]
-[--validation-years 1] [--test-years 1] [--first-year 2010] [--trade-rate 1] [--tracking-penalty 20] [--hp NAME=VALUE ...] [--long-run]``. ``--last-year 2019 --validation-years 3`` trains on
+[--validation-years 1] [--test-years 1] [--first-year 2010] [--trade-rate 1] [--tracking-penalty 20] [--hp NAME=VALUE ...] [--closed-gate hold] [--long-run]``. ``--last-year 2019 --validation-years 3`` trains on
 2010-2015 and validates on 2016-2018, three times the default validation span.
 """
 
@@ -241,6 +241,11 @@ def main(argv: list[str] | None = None) -> int:
         "(default FinRL's eight; none given: only the returns and volatility)",
     )
     parser.add_argument(
+        "--closed-gate",
+        choices=("train", "hold"),
+        help="what a closed gate delivers (trainer.agents.direct_gate.CLOSED_GATE; default: its own)",
+    )
+    parser.add_argument(
         "--long-run", action="store_true", help="only print what the planted feature earns net of costs over 40 years"
     )
     args = parser.parse_args(argv)
@@ -258,6 +263,10 @@ def main(argv: list[str] | None = None) -> int:
                     f"{diff:+.3f}, turnover {100 * turnover:.1f} %/day (1980-2019, cost 0.1 %)"
                 )
         return 0
+    if args.closed_gate is not None:
+        from trainer.agents import direct_gate
+
+        direct_gate.CLOSED_GATE = args.closed_gate
     splits = plan_splits(args.last_year, args.validation_years, args.test_years, args.first_year)
     start = splits["train"]["start"]
     end = f"{args.last_year}-12-31"
@@ -268,7 +277,7 @@ def main(argv: list[str] | None = None) -> int:
     print("validation Sharpe difference vs cost-free 1/N (± SE), turnover %/day; test only for the one-SE pick")
     with tempfile.TemporaryDirectory(prefix="paddock-planted-") as tmp:
         work = Path(tmp)
-        for ic in (args.ic, 0.0):
+        for ic in dict.fromkeys((args.ic, 0.0)):  # --ic 0: the placebos alone
             for seed in args.seeds:
                 synthetic = generate(seed, ic=ic, start=start, end=end, tickers=args.tickers, lookback=args.lookback)
                 path = write_csv(synthetic, work / f"market-{ic:g}-{seed}.csv.gz")

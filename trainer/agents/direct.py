@@ -121,6 +121,10 @@ class DirectConfig(AgentConfig):
             challenger replace this configuration (:mod:`trainer.agents.direct_gate`); 0 trains
             this configuration alone.
         challenger_kappa: the challenger's tilt bound (> 0, at most ``logit_scale / 2``).
+        hold_equal_weight: hold 1/N: the policy's output is zero (exactly 1/N through the env's
+            band and costs) and :meth:`DirectAgent.learn` takes no gradient step, accounting
+            its steps as held. The gate sets it on a closed verdict when
+            ``direct_gate.CLOSED_GATE`` is ``"hold"``, so the line keeps holding.
 
     The defaults are the product default of portfolio tasks, ``direct-conservative`` of
     docs/default-selection.md (chosen there on validation by a rule fixed before any test span
@@ -148,11 +152,12 @@ class DirectConfig(AgentConfig):
     max_grad_norm: float = 1.0
     challenger_alpha: float = 0.05
     challenger_kappa: float = 2.0
+    hold_equal_weight: bool = False
 
     FIXED: ClassVar[tuple[str, ...]] = ("hidden_sizes", "cash")
     #: Asked once per line (trainer/agents/direct_gate.py): a mutation that moved it back above
     #: 0 would repeat the held-out test every generation until it passed.
-    NOT_MUTATED: ClassVar[tuple[str, ...]] = ("challenger_alpha",)
+    NOT_MUTATED: ClassVar[tuple[str, ...]] = ("challenger_alpha", "hold_equal_weight")
 
     def validate(self) -> None:
         """Raise :class:`ConfigError` naming the first impossible field."""
@@ -174,6 +179,7 @@ class DirectConfig(AgentConfig):
             "(the held-out test's level) must be a number in [0, 0.5]",
         )
         r(_number(kappa) and math.isfinite(kappa) and kappa > 0, "challenger_kappa", "must be a finite number > 0")
+        r(isinstance(self.hold_equal_weight, bool), "hold_equal_weight", "must be true or false")
 
     def challenger(self) -> DirectConfig:
         """The challenger of :mod:`trainer.agents.direct_gate`: no tracking or turnover penalty,
@@ -249,6 +255,7 @@ class _Run:
     collected: int = 0
     episodes: int = 0
     cancelled: bool = False
+    held: int = 0  # env steps accounted as held at 1/N (hold_equal_weight)
     losses: dict = field(default_factory=dict)
 
 
@@ -367,10 +374,13 @@ class DirectAgent(AgentBase):
         run = _Run(Throttle(progress), TelemetryClock(time.monotonic()), telemetry, should_stop, iterations)
         self.policy.train()
         rules = (dynamics, env.config)
-        gate = gate_plan(gross.shape[0], cfg.rollout_steps, iterations) if cfg.challenger_alpha > 0 else None
+        gated = cfg.challenger_alpha > 0 and not cfg.hold_equal_weight
+        gate = gate_plan(gross.shape[0], cfg.rollout_steps, iterations) if gated else None
         if isinstance(gate, list):
             gate = run_gate(self, run, tables, rules, gate)
-        if not run.cancelled:
+        if not run.cancelled and self.config.hold_equal_weight:
+            self._hold(run, iterations - run.done)
+        elif not run.cancelled:
             self._train(run, tables, rules, iterations - run.done)
         self.policy.eval()
         stats = self._stats(run)
@@ -416,6 +426,21 @@ class DirectAgent(AgentBase):
             if run.throttle.due():
                 run.throttle(self._stats(run, cancelled=False))
 
+    def _hold(self, run: _Run, steps: int) -> None:
+        """Hold 1/N for ``steps`` gradient steps' worth of env steps: the policy's output is
+        set to zero (its head, weight gain and cash head), nothing is trained."""
+        with torch.no_grad():
+            for param in (self.policy.head.weight, self.policy.head.bias, self.policy.weight_gain):
+                param.zero_()
+            if self.policy.cash_head is not None:
+                self.policy.cash_head.weight.zero_()
+                self.policy.cash_head.bias.zero_()
+        held = steps * self.config.num_envs * self.config.rollout_steps
+        run.done += steps
+        run.collected += held
+        run.held += held
+        self.env_steps += held
+
     def _step(self, batch: WindowBatch, dynamics: Dynamics, penalties: Penalties, env_cfg: Any) -> dict[str, float]:
         """One AdamW step on ``-J``; returns the step's :data:`STEP_STATS` (one host read)."""
         terms = window_objective(self.policy, batch, dynamics, penalties, **action_map(env_cfg))
@@ -431,7 +456,8 @@ class DirectAgent(AgentBase):
 
     def _stats(self, run: _Run, cancelled: bool | None = None) -> dict[str, Any]:
         cancelled = run.cancelled if cancelled is None else cancelled
-        return {**self._base_stats(run.collected, run.episodes, run.clock.start, cancelled), **run.losses}
+        stats = {**self._base_stats(run.collected, run.episodes, run.clock.start, cancelled), **run.losses}
+        return {**stats, "held_env_steps": run.held} if run.held else stats
 
     # ------------------------------------------------------- hyperparameters
     def set_hyperparameters(self, **changes: Any) -> None:

@@ -53,6 +53,7 @@ from trainer.envs.membership_mask import member_log_mean_gross
 from trainer.envs.portfolio_dynamics import Dynamics
 
 __all__ = [
+    "CLOSED_GATE",
     "HOLDOUT_FOLDS",
     "HOLDOUT_FRACTION",
     "HOLDOUT_GAP",
@@ -78,6 +79,10 @@ HOLDOUT_FOLDS = 2
 #: ``2 * HOLDOUT_FOLDS`` takes an equal part); the winner trains on the whole split with the rest.
 #: 1/2 since 2026-12-05 (rule 4d; 2/3 before, when one fold's two trainings took a third each).
 GATE_SHARE = 1 / 2
+#: What a closed gate delivers: ``"train"``, the first fold's anchor trains on with the rest of
+#: the steps (the penalised learner, near 1/N); ``"hold"``, the agent holds 1/N
+#: (``DirectConfig.hold_equal_weight``) and the line keeps holding (rule 4e's candidate).
+CLOSED_GATE = "train"
 #: Days skipped between the inner train span and the held-out span (the task splits' gap).
 HOLDOUT_GAP = 5
 #: Fewest held-out days (half a trading year) that count as evidence.
@@ -166,10 +171,11 @@ def run_gate(agent: Any, run: Any, tables: tuple, rules: tuple, splits: list) ->
 
     Returns:
         The verdict of :func:`challenger_verdict` with ``folds`` (per fold: ``held`` rows and
-        the held-out ``sharpe_difference``); None when a stop came first (the agent is then the
-        first fold's anchor, or the anchor in training). The agent is left as the first fold's
-        winner: the challenger's settings when kept, the anchor's with ``challenger_alpha`` 0
-        otherwise.
+        the held-out ``sharpe_difference``) and ``closed_gate`` (:data:`CLOSED_GATE`); None when
+        a stop came first (the agent is then the first fold's anchor, or the anchor in
+        training). The agent is left as the first fold's winner: the challenger's settings when
+        kept, the anchor's with ``challenger_alpha`` 0 otherwise (and ``hold_equal_weight``
+        with ``CLOSED_GATE`` ``"hold"``).
     """
     anchor_cfg = agent.config
     steps = gate_training_steps(run.iterations, len(splits))
@@ -193,8 +199,9 @@ def run_gate(agent: Any, run: Any, tables: tuple, rules: tuple, splits: list) ->
     if verdict["kept"]:
         agent._restore(first["challenger"], anchor_cfg.challenger())
     else:  # answered either way: one test per line, not one per generation
-        agent._restore(first["anchor"], anchor_cfg.replace(challenger_alpha=0.0))
-    return {**verdict, "folds": folds}
+        closed = anchor_cfg.replace(challenger_alpha=0.0, hold_equal_weight=CLOSED_GATE == "hold")
+        agent._restore(first["anchor"], closed)
+    return {**verdict, "folds": folds, "closed_gate": CLOSED_GATE}
 
 
 def _sharpe(returns: np.ndarray) -> float:
@@ -268,6 +275,8 @@ def verdict_text(verdict: dict[str, Any]) -> str:
         return f"skipped, the penalised learner (near 1/N) trained alone: {verdict['skipped']}"
     if verdict["kept"]:
         kept = "open, challenger kept (no tracking or turnover penalty: it trades the edge it showed)"
+    elif verdict.get("closed_gate") == "hold":
+        kept = "closed, no edge shown: the agent holds 1/N"
     else:
         kept = "closed, no edge shown: the penalised learner (near 1/N) is kept"
     return (

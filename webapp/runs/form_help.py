@@ -78,4 +78,5 @@ HYPERPARAMETER_HELP["direct"] = {
     "challenger_alpha": "level (0..0.5) of the held-out test that lets an unpenalised challenger replace "
     "these penalties; 0 trains them alone",
     "challenger_kappa": "the challenger's tilt bound (> 0, at most logit_scale / 2)",
+    "hold_equal_weight": "hold 1/N and train nothing (set on a line whose gate closed, when closed gates hold)",
 }
