@@ -43,7 +43,10 @@ the current weights), ``turnover``, and given cash and holdings the ``orders`` a
 (:func:`~trainer.serving.portfolio.portfolio_answer`).
 
 Bad input raises :class:`~trainer.errors.DataError` naming the field (``observations``,
-``date``, ``bars.AAPL[3].close``, ``holdings.MSFT``, ``weights.KO``...).
+``date``, ``bars.AAPL[3].close``, ``holdings.MSFT``, ``weights.KO``...): a boolean where a
+number goes, an observation value beyond float32, cash and holdings worth more than a float
+holds, and any answer that would hold NaN or infinity
+(:func:`~trainer.serving.answers.finite_answer`) included.
 """
 
 from trainer.serving.answers import answer

@@ -4,6 +4,7 @@ here, portfolio agents in :mod:`trainer.serving.portfolio`)."""
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -20,6 +21,7 @@ from trainer.serving.bodies import (
     min_bars_days,
     min_history_days,
     parse_observations,
+    portfolio_value,
 )
 from trainer.serving.policy import ServedPolicy
 from trainer.serving.portfolio import portfolio_answer, portfolio_state
@@ -197,10 +199,11 @@ def _state_answer(policy: ServedPolicy, env_config: Any, state: Any, market: Any
         return portfolio_answer(policy, env_config, state, market, t, day)
     cash, holdings = state
     close = np.asarray(market.close[t], dtype=np.float64)
-    if cash + float(holdings @ close) <= 0:
+    if portfolio_value(cash, holdings, close, tickers) <= 0:
         raise DataError("cash and holdings are worth nothing; send cash > 0 or some holdings", field="cash")
     features = np.asarray(market.features[t], dtype=np.float64)  # (N, F)
-    obs = build_observation(policy.config["observation_layout"], cash, holdings, close, features)
+    with np.errstate(over="ignore", invalid="ignore"):  # a raw cash block beyond float32: refused by answer()
+        obs = build_observation(policy.config["observation_layout"], cash, holdings, close, features)
     action = policy.act(obs[None])[0]
     threshold = env.get("turbulence_threshold")
     turbulent = threshold is not None and float(market.turbulence[t]) >= float(threshold)
@@ -216,6 +219,77 @@ def _state_answer(policy: ServedPolicy, env_config: Any, state: Any, market: Any
         "turbulent": turbulent,
         "observation": obs.tolist(),
     }
+
+
+def first_nonfinite(value: Any, path: str = "") -> tuple[str, float] | None:
+    """``(path, number)`` of the first NaN or infinite float in nested dicts and lists
+    (``orders[1].value``), found without recursion; ``None`` when all are finite."""
+    stack: list[tuple[Any, str]] = [(value, path)]
+    while stack:
+        item, where = stack.pop()
+        if isinstance(item, float):
+            if not math.isfinite(item):
+                return where, item
+        elif isinstance(item, Mapping):
+            stack.extend(reversed([(v, f"{where}.{k}" if where else str(k)) for k, v in item.items()]))
+        elif isinstance(item, list | tuple):
+            stack.extend(reversed([(v, f"{where}[{i}]") for i, v in enumerate(item)]))
+    return None
+
+
+def _blame(policy: ServedPolicy, body: Mapping[str, Any], form: str, path: str) -> str:
+    """The request field a non-finite number of a market state's answer at ``path`` comes
+    from: the observation's cash or holdings block, else the portfolio the request gave
+    (``cash``, ``holdings``, ``weights``), else its market state (``date``, ``bars``)."""
+    if path.startswith("observation["):
+        k = int(path[len("observation[") : -1])
+        for block in policy.config["observation_layout"]["blocks"]:
+            if block["offset"] <= k < block["offset"] + block["size"]:
+                if block["name"] == "cash" and "cash" in body:
+                    return "cash"
+                if block["name"] == "holdings" and k - block["offset"] < len(policy.tickers):
+                    ticker = policy.tickers[k - block["offset"]]
+                    if ticker in (body.get("holdings") or {}):
+                        return f"holdings.{ticker}"
+    given = [k for k in ("cash", "holdings", "weights") if k in body]
+    return given[0] if given else form
+
+
+def finite_answer(policy: ServedPolicy, body: Mapping[str, Any], form: str, out: dict[str, Any]) -> dict[str, Any]:
+    """``out`` when every number in it is finite (JSON has no NaN or infinity), else a refusal
+    naming the request field responsible (:func:`_blame`): the last check before an answer
+    is written, whatever step of it overflowed.
+
+    Raises:
+        DataError: a NaN or infinite number in ``out`` (the observation is looked at first).
+    """
+    found = first_nonfinite(out.get("observation", []), "observation") or first_nonfinite(out)
+    if found is None:
+        return out
+    path, value = found
+    field = _blame(policy, body, form, path)
+    raise DataError(
+        f"{field}: the policy's answer is not finite for these values ({path} would be {value}); "
+        "send smaller magnitudes",
+        field=field,
+    )
+
+
+def checked_actions(actions: np.ndarray) -> np.ndarray:
+    """``actions`` (B, action_dim) of an observation batch, when all are finite.
+
+    Raises:
+        DataError: (``observations``, ``row`` the first) rows whose actions are NaN or infinite.
+    """
+    bad = np.flatnonzero(~np.isfinite(actions).all(axis=1))
+    if bad.size:
+        rows = ", ".join(f"observations[{i}]" for i in bad[:8]) + (f" and {bad.size - 8} more" if bad.size > 8 else "")
+        raise DataError(
+            f"observations: the policy's answer is not finite for these values ({rows}); send smaller magnitudes",
+            field="observations",
+            row=int(bad[0]),
+        )
+    return actions
 
 
 def shown_key(key: str) -> str:
@@ -240,7 +314,8 @@ def answer(policy: ServedPolicy, body: Any, *, load_market: MarketLoader | None 
         warm-up adds ``"warnings"`` (:func:`warmup_warnings`).
 
     Raises:
-        DataError: a bad body, naming the field.
+        DataError: a bad body, naming the field; also one whose answer would hold a NaN or
+            infinite number (:func:`finite_answer`), naming the field responsible.
     """
     if not isinstance(body, Mapping):
         raise DataError("the request body must be a JSON object", field="body")
@@ -261,5 +336,6 @@ def answer(policy: ServedPolicy, body: Any, *, load_market: MarketLoader | None 
         )
     if forms[0] == "observations":
         obs = parse_observations(body["observations"], policy.obs_dim)
-        return {"algorithm": policy.config["algorithm"], "actions": policy.act(obs).tolist()}
-    return {"algorithm": policy.config["algorithm"], **_market_state(policy, body, load_market)}
+        return {"algorithm": policy.config["algorithm"], "actions": checked_actions(policy.act(obs)).tolist()}
+    out = {"algorithm": policy.config["algorithm"], **_market_state(policy, body, load_market)}
+    return finite_answer(policy, body, forms[0], out)

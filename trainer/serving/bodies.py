@@ -6,11 +6,13 @@ from __future__ import annotations
 import math
 import re
 from collections.abc import Mapping
+from itertools import chain
 from typing import Any
 
 import numpy as np
 
 from trainer.errors import DataError
+from trainer.util.bounds import format_number
 
 #: Most observations in one request (a 256-row batch is the benchmarked size).
 MAX_BATCH = 4_096
@@ -18,20 +20,51 @@ MAX_BATCH = 4_096
 MAX_BARS = 2_048
 
 
+#: The largest magnitude a JSON number may have as a float (about 1.8e308).
+FLOAT_MAX = float(np.finfo(np.float64).max)
+#: The largest magnitude an observation value may have: the policy reads float32 (about 3.4e38).
+FLOAT32_MAX = float(np.finfo(np.float32).max)
+#: Deepest nesting of lists and objects in a request body (the web app's ``PADDOCK_JSON_MAX_DEPTH``).
+MAX_JSON_DEPTH = 32
+
+
 def number(value: Any, field: str) -> float:
-    """``value`` as a float. Raises ``DataError`` naming ``field`` unless it is a finite JSON number (not a bool)."""
-    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
-        raise DataError(f"{field} must be a finite number, got {value!r}", field=field)
-    return float(value)
+    """``value`` as a float. Raises ``DataError`` naming ``field`` unless it is a finite JSON
+    number: not a boolean, not an integer beyond the largest float."""
+    if isinstance(value, bool):
+        raise DataError(f"{field} must be a number, got the boolean {str(value).lower()}", field=field)
+    try:
+        out = float(value) if isinstance(value, int | float) else math.nan
+    except OverflowError:  # an integer of hundreds of digits: no float holds it
+        out = math.nan
+    if not math.isfinite(out):
+        shown = format_number(value) if isinstance(value, int) else repr(value)[:60]
+        raise DataError(f"{field} must be a finite number, got {shown}", field=field)
+    return out
+
+
+def nesting_depth(value: Any, *, stop_at: int) -> int:
+    """How deeply lists and objects nest in ``value`` (a scalar is 0, ``[]`` 1, ``[[1]]`` 2),
+    found without recursion; the walk stops once it passes ``stop_at`` (the web app's parser
+    does the same, ``webapp/core/parsers.py``)."""
+    deepest = 0
+    stack: list[tuple[Any, int]] = [(value, 1)] if isinstance(value, list | dict) else []
+    while stack and deepest <= stop_at:
+        item, depth = stack.pop()
+        deepest = max(deepest, depth)
+        children = item.values() if isinstance(item, dict) else item
+        stack.extend((child, depth + 1) for child in children if isinstance(child, list | dict))
+    return deepest
 
 
 def parse_observations(value: Any, obs_dim: int) -> np.ndarray:
     """``observations`` of a request as a (B, obs_dim) float32 array.
 
     Raises:
-        DataError: not a non-empty list of rows, more than :data:`MAX_BATCH` rows, a row of the
-            wrong length or a value that is not a finite number; ``field`` is ``observations``
-            and the message names the row (and column).
+        DataError: not a non-empty list of rows, more than :data:`MAX_BATCH` rows or a row of
+            the wrong length (``field`` is ``observations``, the message names the row); a value
+            that is not a finite number (a boolean, a string...) or is beyond float32's range,
+            which the policy reads (``field`` is ``observations[i][j]``).
     """
     if not isinstance(value, list) or not value:
         raise DataError("observations must be a non-empty list of rows (batch, obs_dim)", field="observations")
@@ -45,15 +78,49 @@ def parse_observations(value: Any, obs_dim: int) -> np.ndarray:
                 field="observations",
                 row=i,
             )
-    try:
-        obs = np.asarray(value, dtype=np.float32)
-    except (TypeError, ValueError):
-        obs = None
-    if obs is None or obs.dtype.kind != "f" or not np.isfinite(obs).all():
-        for i, row in enumerate(value):
-            for j, x in enumerate(row):
-                number(x, f"observations[{i}][{j}]")
-    return obs
+    if set(map(type, chain.from_iterable(value))) <= {float, int}:  # no bool, str, None, list...
+        try:
+            raw = np.asarray(value, dtype=np.float64)
+        except OverflowError:  # an integer beyond the largest float
+            raw = None
+        if raw is not None and bool((np.abs(raw) <= FLOAT32_MAX).all()):  # False for NaN too
+            return raw.astype(np.float32)
+    for i, row in enumerate(value):  # name the first bad value
+        for j, x in enumerate(row):
+            where = f"observations[{i}][{j}]"
+            if abs(number(x, where)) > FLOAT32_MAX:
+                raise DataError(
+                    f"{where} is {float(x):.3g}, beyond the range of the float32 values the policy reads "
+                    f"(+-{FLOAT32_MAX:.2g}); observations are built as the bundle's observation_layout says",
+                    field=where,
+                )
+    return np.asarray(value, dtype=np.float64).astype(np.float32)  # float subclasses (NumPy scalars)
+
+
+def portfolio_value(cash: float, holdings: np.ndarray, close: np.ndarray, tickers: list[str]) -> float:
+    """``cash + holdings @ close`` in USD.
+
+    Raises:
+        DataError: a position worth more than the largest float (``holdings.<ticker>``), or
+            cash and holdings together (``cash``).
+    """
+    with np.errstate(over="ignore", invalid="ignore"):
+        positions = holdings * close
+        value = cash + float(positions.sum())
+    if math.isfinite(value):
+        return value
+    for t, shares, price, worth in zip(tickers, holdings, close, positions):
+        if not math.isfinite(worth):
+            raise DataError(
+                f"holdings.{t}: {shares:.3g} shares at {price:.6g} USD are worth more than the largest float "
+                f"(about {FLOAT_MAX:.1e} USD)",
+                field=f"holdings.{t}",
+            )
+    raise DataError(
+        f"cash: cash and holdings value the portfolio beyond the largest float (about {FLOAT_MAX:.1e} USD); "
+        "send smaller amounts",
+        field="cash",
+    )
 
 
 def holdings_of(body: Mapping[str, Any], tickers: list[str], *, whole: bool = True) -> np.ndarray:

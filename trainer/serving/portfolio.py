@@ -19,7 +19,7 @@ from typing import Any
 import numpy as np
 
 from trainer.errors import DataError
-from trainer.serving.bodies import cash_of, holdings_of, weights_of
+from trainer.serving.bodies import cash_of, holdings_of, portfolio_value, weights_of
 
 
 @dataclass(frozen=True)
@@ -86,7 +86,8 @@ def portfolio_answer(policy: Any, config: Any, state: PortfolioState, market: An
         ``value`` USD) and ``costs`` (USD).
 
     Raises:
-        DataError: cash and holdings worth nothing (``cash``).
+        DataError: cash and holdings worth nothing (``cash``) or more than the largest float
+            (``holdings.<ticker>`` or ``cash``, :func:`~trainer.serving.bodies.portfolio_value`).
     """
     import torch
 
@@ -102,7 +103,7 @@ def portfolio_answer(policy: Any, config: Any, state: PortfolioState, market: An
     if state.weights is not None:
         weights = state.weights
     else:
-        value = state.cash + float(state.holdings @ close)
+        value = portfolio_value(state.cash, state.holdings, close, tickers)
         if value <= 0:
             raise DataError("cash and holdings are worth nothing; send cash > 0 or some holdings", field="cash")
         weights = np.append(state.holdings * close, state.cash) / value
@@ -149,7 +150,8 @@ def portfolio_answer(policy: Any, config: Any, state: PortfolioState, market: An
         prices=dict(zip(tickers, close.tolist())),
     )
     if value is not None:
-        shares = (traded[:n] - weights[:n]) * value / close
+        with np.errstate(over="ignore"):  # beyond the largest float: refused by answer()
+            shares = (traded[:n] - weights[:n]) * value / close
         out.update(
             value=value,
             cash=state.cash,
