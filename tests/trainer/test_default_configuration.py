@@ -8,7 +8,7 @@ from __future__ import annotations
 import pytest
 
 from trainer.agents.direct import DirectConfig
-from trainer.agents.direct_gate import GATE_SHARE, HOLDOUT_FOLDS, HOLDOUT_FRACTION
+from trainer.agents.direct_gate import CLOSED_GATE, GATE_SHARE, HOLDOUT_FOLDS, HOLDOUT_FRACTION
 from trainer.algorithms import DEFAULT_ALGORITHMS, default_algorithm
 from trainer.cli.inputs import task_from_args
 from trainer.cli.main import build_parser
@@ -39,6 +39,7 @@ def test_direct_defaults_are_the_gated_candidate_chosen_on_validation():
     # two folds, half the budget and a challenger tilt bound of 2 by rule 4d
     assert (config.challenger_alpha, config.challenger_kappa) == (0.05, 2.0)
     assert (HOLDOUT_FRACTION, HOLDOUT_FOLDS, GATE_SHARE) == (0.35, 2, 0.5)
+    assert CLOSED_GATE == "hold" and not config.hold_equal_weight  # a closed gate holds 1/N: rule 4e
     assert config.challenger() == config.replace(
         turnover_penalty=0.0, tracking_penalty=0.0, kappa=2.0, challenger_alpha=0.0
     )

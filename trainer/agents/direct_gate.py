@@ -79,10 +79,11 @@ HOLDOUT_FOLDS = 2
 #: ``2 * HOLDOUT_FOLDS`` takes an equal part); the winner trains on the whole split with the rest.
 #: 1/2 since 2026-12-05 (rule 4d; 2/3 before, when one fold's two trainings took a third each).
 GATE_SHARE = 1 / 2
-#: What a closed gate delivers: ``"train"``, the first fold's anchor trains on with the rest of
-#: the steps (the penalised learner, near 1/N); ``"hold"``, the agent holds 1/N
-#: (``DirectConfig.hold_equal_weight``) and the line keeps holding (rule 4e's candidate).
-CLOSED_GATE = "train"
+#: What a closed gate delivers: ``"hold"``, the agent holds 1/N (``DirectConfig.hold_equal_weight``)
+#: and the line keeps holding; ``"train"``, the first fold's anchor trains on with the rest of
+#: the steps (the penalised learner, near 1/N). ``"hold"`` since 2026-12-06 (rule 4e of
+#: docs/default-selection.md; ``"train"`` before).
+CLOSED_GATE = "hold"
 #: Days skipped between the inner train span and the held-out span (the task splits' gap).
 HOLDOUT_GAP = 5
 #: Fewest held-out days (half a trading year) that count as evidence.

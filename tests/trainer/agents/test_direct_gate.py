@@ -173,7 +173,8 @@ def test_a_planted_edge_opens_the_gate_within_the_generation_budget(tmp_path):
     assert "challenger" not in agent.learn(env, 3 * 64 * 10)
 
 
-def test_the_placebo_keeps_the_penalised_anchor(tmp_path):
+def test_the_placebo_keeps_the_penalised_anchor_when_closed_gates_train(tmp_path, monkeypatch):
+    monkeypatch.setattr("trainer.agents.direct_gate.CLOSED_GATE", "train")  # rule 4d's closed gate
     env = synthetic_env(tmp_path, ic=0.0)
     agent = learner(env)
     before = agent.config

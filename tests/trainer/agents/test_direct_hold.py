@@ -1,4 +1,4 @@
-"""A closed gate that holds 1/N (``direct_gate.CLOSED_GATE = "hold"``, rule 4e of
+"""A closed gate holds 1/N (``direct_gate.CLOSED_GATE = "hold"``, the default since rule 4e of
 docs/default-selection.md): the agent's policy acts exactly 1/N, its line keeps holding without
 training, and its steps are accounted as held."""
 
@@ -14,8 +14,8 @@ from trainer.errors import ConfigError
 
 
 @pytest.fixture
-def holding(monkeypatch):
-    monkeypatch.setattr(direct_gate, "CLOSED_GATE", "hold")
+def holding():
+    assert direct_gate.CLOSED_GATE == "hold"  # the default (rule 4e)
 
 
 def _zero_action(agent, env) -> bool:
