@@ -39,6 +39,21 @@ def _policy(env) -> CrossSectionalPolicy:
     return policy
 
 
+def _mean_log_return(policy, batch: WindowBatch, env_cfg: PortfolioConfig, **options) -> float:
+    """The windows' mean daily net log return under the env's rules, no penalties."""
+    terms = window_objective(
+        policy,
+        batch,
+        Dynamics.from_config(env_cfg),
+        Penalties(0.0, 0.0, 0.0),
+        logit_scale=env_cfg.logit_scale,
+        cash_bias=env_cfg.cash_bias,
+        execution_lag=env_cfg.execution_lag,
+        **options,
+    )
+    return terms.mean_log_return.item()
+
+
 @pytest.mark.parametrize("lag", [0, 1])
 def test_the_objective_pays_what_the_env_pays_across_a_ticker_leaving_joining_and_returning(market, lag):
     env_cfg = PortfolioConfig(rebalance_band=0.01, execution_lag=lag, random_start=False)
@@ -58,29 +73,10 @@ def test_the_objective_pays_what_the_env_pays_across_a_ticker_leaving_joining_an
     batch = WindowBatch(features[days][:, None], gross[days][:, None], torch.zeros(length, 1), window)
     cash = torch.zeros(1, env.action_dim, dtype=torch.float64)
     cash[0, -1] = 1.0
-    terms = window_objective(
-        policy,
-        batch,
-        Dynamics.from_config(env_cfg),
-        Penalties(0.0, 0.0, 0.0),
-        logit_scale=env_cfg.logit_scale,
-        cash_bias=env_cfg.cash_bias,
-        execution_lag=lag,
-        start_weights=cash,
-    )
-    assert terms.mean_log_return.item() * length == pytest.approx(env_growth, rel=1e-5, abs=1e-8)
-    no_mask = batch._replace(members=None)
-    unmasked = window_objective(
-        policy,
-        no_mask,
-        Dynamics.from_config(env_cfg),
-        Penalties(0.0, 0.0, 0.0),
-        logit_scale=env_cfg.logit_scale,
-        cash_bias=env_cfg.cash_bias,
-        execution_lag=lag,
-        start_weights=cash,
-    )
-    assert abs(unmasked.mean_log_return.item() * length - env_growth) > 1e-4  # without the mask it differs
+    masked = _mean_log_return(policy, batch, env_cfg, start_weights=cash)
+    assert masked * length == pytest.approx(env_growth, rel=1e-5, abs=1e-8)
+    unmasked = _mean_log_return(policy, batch._replace(members=None), env_cfg, start_weights=cash)
+    assert abs(unmasked * length - env_growth) > 1e-4  # without the mask it differs
 
 
 def test_windows_carry_the_members_and_their_benchmark_is_1_over_m_of_the_members(market):
@@ -115,18 +111,9 @@ def test_a_default_start_holds_1_over_m_of_the_first_days_members(market):
     assert members[days].sum(dim=1).eq(1).all()
     batch = WindowBatch(features[days][:, None], gross[days][:, None], torch.zeros(40, 1), members[days][:, None])
     policy = CrossSectionalPolicy(env.num_features, (8,), kappa=1.0)  # zero head: exactly 1/N
-    cfg = PortfolioConfig(cost_pct=0.0)
-    terms = window_objective(
-        policy,
-        batch,
-        Dynamics.from_config(cfg),
-        Penalties(0.0, 0.0, 0.0),
-        logit_scale=cfg.logit_scale,
-        cash_bias=cfg.cash_bias,
-    )
     aapl = market.tickers.index("AAPL")
     expected = torch.log(gross[days, aapl]).mean()
-    assert terms.mean_log_return.item() == pytest.approx(expected.item(), rel=1e-6)
+    assert _mean_log_return(policy, batch, PortfolioConfig(cost_pct=0.0)) == pytest.approx(expected.item(), rel=1e-6)
 
 
 def test_the_gated_learner_trains_on_a_point_in_time_universe_and_reports_both_folds(market):
