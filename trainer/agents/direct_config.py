@@ -12,6 +12,7 @@ from trainer.agents._common import MAX_NUM_ENVS, AgentConfig
 from trainer.agents.cross_sectional import check_kappa, check_universe
 from trainer.agents.direct_objective import check_flatten
 from trainer.errors import ConfigError
+from trainer.util.bounds import PENALTY
 
 __all__ = ["MAX_WINDOW", "DirectConfig"]
 
@@ -34,9 +35,10 @@ class DirectConfig(AgentConfig):
         cash: let the policy hold cash (a head on the pooled context); fixed at creation.
         learning_rate: AdamW step size (> 0; mutable by PBT).
         weight_decay: AdamW decoupled weight decay (>= 0), a pull towards the 1/N anchor.
-        variance_penalty: weight (>= 0) of the variance of daily net log returns.
-        tracking_penalty: weight (>= 0) of the variance of daily log returns over 1/N's.
-        turnover_penalty: weight (>= 0) of the mean daily turnover (fraction of value traded),
+        variance_penalty: weight (0 to ``MAX_PENALTY`` = 1e6, ``trainer.util.bounds``) of the
+            variance of daily net log returns.
+        tracking_penalty: weight (0 to 1e6) of the variance of daily log returns over 1/N's.
+        turnover_penalty: weight (0 to 1e6) of the mean daily turnover (fraction of value traded),
             beyond the costs the returns already pay.
         max_grad_norm: global L2 gradient-norm clip (> 0).
         challenger_alpha: level, in [0, 0.5], of the held-out test that lets an unpenalised
@@ -90,9 +92,10 @@ class DirectConfig(AgentConfig):
         self._require_hidden_sizes()
         r(math.isfinite(self.kappa) and self.kappa > 0, "kappa", "(tilt bound) must be a finite number > 0")
         r(math.isfinite(self.learning_rate) and self.learning_rate > 0, "learning_rate", "must be > 0")
-        for name in ("weight_decay", "variance_penalty", "tracking_penalty", "turnover_penalty"):
+        r(math.isfinite(self.weight_decay) and self.weight_decay >= 0, "weight_decay", "must be >= 0")
+        for name in ("variance_penalty", "tracking_penalty", "turnover_penalty"):  # 1e30 overflowed float32
             value = getattr(self, name)
-            r(math.isfinite(value) and value >= 0, name, "must be >= 0")
+            r(PENALTY.error(value) is None, name, f"must be {PENALTY.text(words=True)}")
         r(math.isfinite(self.max_grad_norm) and self.max_grad_norm > 0, "max_grad_norm", "must be > 0")
         alpha, kappa = self.challenger_alpha, self.challenger_kappa
         r(

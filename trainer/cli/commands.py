@@ -77,6 +77,32 @@ def _writable_folder(out: Path) -> None:
         raise ConfigError(f"--out {out}: cannot write in {existing}", field="out")
 
 
+def _check_generations(task: Any, total: int, generations: int) -> None:
+    """Refuse ``--generations`` that leave a generation less than one rollout of ``total`` env
+    steps (``--env-steps`` is split evenly between them), saying what to change.
+
+    Raises:
+        ConfigError: (field ``generations``) ``total // generations`` is below
+            :func:`trainer.task.min_env_steps`.
+    """
+    from trainer.cli.arg_types import MAX_ENV_STEPS
+    from trainer.task import OFF_POLICY, min_env_steps
+
+    need = min_env_steps(task.algorithm, task.hyperparameters)
+    each = total // generations
+    if each >= need:
+        return
+    what = "vector step" if task.algorithm in OFF_POLICY else "rollout"
+    fixes = [f"--generations {total // need:,} or fewer"]
+    if generations * need <= MAX_ENV_STEPS:
+        fixes.append(f"--env-steps {generations * need:,} or more")
+    raise ConfigError(
+        f"--generations: {total:,} env steps over {generations:,} generations are {each:,} per generation, "
+        f"less than one {what} of {task.algorithm} ({need:,} env steps); give {' or '.join(fixes)}",
+        field="generations",
+    )
+
+
 def cmd_train(args: argparse.Namespace) -> int:
     """Run ``--generations`` generations of one pod; export the best one's bundle; print its
     validation score next to equal weight, QQQ (:func:`trainer.cli.baselines.load_benchmark`),
@@ -91,8 +117,9 @@ def cmd_train(args: argparse.Namespace) -> int:
 
     task = TaskSpec.from_dict(task_from_args(args))
     total = args.env_steps
+    check_env_steps(task.algorithm, task.hyperparameters, total, field="env_steps")
+    _check_generations(task, total, args.generations)
     per_gen = [total // args.generations + (1 if i < total % args.generations else 0) for i in range(args.generations)]
-    check_env_steps(task.algorithm, task.hyperparameters, min(per_gen), field="env_steps")
     out = Path(args.out) if args.out else Path("paddock-runs") / _dt.datetime.now(_dt.UTC).strftime("%Y%m%dT%H%M%SZ")
     _writable_folder(out)  # before minutes of training, not after
     set_cpu_threads()
@@ -273,13 +300,19 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
     from trainer.artifacts.checkpoints import load_checkpoint
     from trainer.artifacts.rebuild import build_agent
     from trainer.backtest.relative import DEFAULT_REPS
-    from trainer.data.splits import check_range_days, check_window
+    from trainer.data.splits import check_order, check_range_days, check_window
     from trainer.envs.kinds import prepare_market
     from trainer.envs.observations import FeatureStats
     from trainer.evaluation import evaluate_policy
     from trainer.task import TaskSpec
+    from trainer.util.dates import parse_moment
     from trainer.util.device import pick_device, set_cpu_threads
 
+    # the typed bounds first: a typo is answered before the bundle and the data load
+    typed_start = parse_moment(args.start, "start") if args.start else None
+    typed_end = parse_moment(args.end, "end") if args.end else None
+    if typed_start and typed_end:
+        check_order("", typed_start, typed_end)
     set_cpu_threads()
     path = Path(args.path)
     device = pick_device(args.device)
@@ -310,9 +343,9 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
             return trained.act(obs, deterministic=True)
 
     task = TaskSpec.from_dict(task_dict)
-    if args.start or args.end:
-        start = args.start or task.test[0]
-        end = args.end or task.test[1]
+    if typed_start or typed_end:
+        start = typed_start or task.test[0]
+        end = typed_end or task.test[1]
         name = "range"
     else:
         start, end = task.split(args.split)

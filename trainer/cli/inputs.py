@@ -13,9 +13,11 @@ from typing import Any
 import yaml
 
 from trainer.algorithms import default_algorithm
+from trainer.data.files import check_tickers
 from trainer.envs.portfolio_config import RECOMMENDED_REBALANCE_BAND
 from trainer.errors import ConfigError, DataError, error_summary
 from trainer.limits import DEFAULT_LIMITS, InputLimits
+from trainer.util.dates import parse_moment
 
 __all__ = ["data_paths", "load_market", "read_task_file", "read_yaml", "task_from_args"]
 
@@ -107,7 +109,9 @@ def task_from_args(args: argparse.Namespace) -> dict[str, Any]:
     names no algorithm gets its kind's default from ``TaskSpec.from_dict``.
 
     Raises:
-        ConfigError: an unreadable task file; ``--tickers`` naming no ticker (``''``, ``','``).
+        ConfigError: an unreadable task file; ``--tickers`` naming no ticker (``''``, ``','``) or
+            one twice; a ``--train``/``--validation``/``--test`` bound that is not a day or
+            moment (``test.end``).
     """
     from trainer.demo import demo_task_dict
 
@@ -125,18 +129,20 @@ def task_from_args(args: argparse.Namespace) -> dict[str, Any]:
                 f"--tickers: {args.tickers!r} names no ticker; leave --tickers out to trade all of the data's tickers",
                 field="tickers",
             )
-        task["data"] = {**task["data"], "tickers": tickers}
+        task["data"] = {**task["data"], "tickers": check_tickers(tickers)}
+    typed = {}
     for split in ("train", "validation", "test"):
         value = getattr(args, split)
-        if value:
-            task[split] = {"start": value[0], "end": value[1]}
+        if value:  # each bound read here, so an error names the flag's split (test.end), not data.end
+            typed[split] = (parse_moment(value[0], f"{split}.start"), parse_moment(value[1], f"{split}.end"))
+            task[split] = {"start": typed[split][0], "end": typed[split][1]}
     # Splits given on the command line set the data range (train start to test end, the day part
     # of a bar time), so tickers are judged over the dates asked for, not the task file's range.
     if isinstance(task["data"], dict):
-        if args.train:
-            task["data"]["start"] = str(args.train[0])[:10]
-        if args.test:
-            task["data"]["end"] = str(args.test[1])[:10]
+        if "train" in typed:
+            task["data"]["start"] = typed["train"][0][:10]
+        if "test" in typed:
+            task["data"]["end"] = typed["test"][1][:10]
     if args.env and args.env != task.get("kind", "stock_trading"):
         task["kind"] = args.env
         task["env"] = {}  # the other kind's settings do not apply

@@ -17,25 +17,22 @@ read from their arguments in :mod:`trainer.cli.inputs` and what they print in
 from __future__ import annotations
 
 import argparse
-import contextlib
-import math
 import os
 import sys
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, NoReturn
 
-import yaml
-
+from trainer.cli import arg_types
+from trainer.cli.arg_types import MAX_ENV_STEPS
 from trainer.cli.commands import EXIT_TRAINING_FAILED, EXIT_USAGE, cmd_evaluate, cmd_export, cmd_serve, cmd_train
-from trainer.cli.inputs import read_yaml
 from trainer.cli.walk_forward import WALK_FORWARD_DIRECT_ENV_STEPS, WALK_FORWARD_ENV_STEPS, cmd_walk_forward
 from trainer.data.splits import MIN_RANGE_DAYS
 from trainer.errors import Diverged, TrainerError
 from trainer.limits import DEFAULT_LIMITS
 from trainer.version import __version__
 
-__all__ = ["DEFAULT_ENV_STEPS", "SHARED_DATA_DIR", "build_parser", "default_data_dir", "main"]
+__all__ = ["DEFAULT_ENV_STEPS", "MAX_ENV_STEPS", "SHARED_DATA_DIR", "build_parser", "default_data_dir", "main"]
 
 DEFAULT_ENV_STEPS = 2_000_000
 #: The shared data folder beside a checkout (``<repo>/../shared/data``), used when neither
@@ -66,65 +63,6 @@ class _Parser(argparse.ArgumentParser):
         raise SystemExit(EXIT_USAGE)
 
 
-def _positive_int(text: str) -> int:
-    """A whole number >= 1; accepts ``1000000``, ``1_000_000`` and ``1e6``."""
-    try:
-        value = float(text.replace("_", ""))
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
-    if not math.isfinite(value) or value != int(value) or value < 1:
-        raise argparse.ArgumentTypeError(f"{text!r} must be a whole number >= 1")
-    return int(value)
-
-
-#: The most env steps one command trains (the web's bound on a generation, too).
-MAX_ENV_STEPS = 1_000_000_000
-
-
-def _env_steps(text: str) -> int:
-    """A whole number of env steps in [1, :data:`MAX_ENV_STEPS`]."""
-    value = _positive_int(text)
-    if value > MAX_ENV_STEPS:
-        raise argparse.ArgumentTypeError(f"{text!r} is more than {MAX_ENV_STEPS:,} env steps")
-    return value
-
-
-def _whole(text: str) -> int:
-    """A whole number >= 0."""
-    try:
-        value = int(text.replace("_", ""))
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"{text!r} must be a whole number >= 0")
-    return value
-
-
-def _trade_rate(text: str) -> float:
-    """A fraction in (0, 1] (the portfolio env's ``trade_rate``)."""
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
-    if not 0 < value <= 1:  # NaN fails too
-        raise argparse.ArgumentTypeError(f"{text!r} must be in (0, 1]: the fraction of the way traded per step")
-    return value
-
-
-def _hp_pair(text: str) -> tuple[str, Any]:
-    key, sep, raw = text.partition("=")
-    if not sep or not key.strip():
-        raise argparse.ArgumentTypeError(f"{text!r} must look like name=value, e.g. learning_rate=1e-4")
-    try:
-        value = read_yaml(raw)  # true/false are booleans, "yes" stays the text typed
-    except yaml.YAMLError:
-        value = raw
-    if isinstance(value, str):  # YAML 1.1 reads 1e-4 as a string; numbers are meant here
-        with contextlib.suppress(ValueError):
-            value = float(value)
-    return key.strip(), value
-
-
 DATA_DIR_HELP = (
     "folder that relative data paths resolve against (default: $PADDOCK_DATA_DIR, else "
     "../shared/data beside the checkout if it exists, else the current folder)"
@@ -148,21 +86,21 @@ def _add_limit_flags(parser: argparse.ArgumentParser, *, body: bool = False) -> 
     group = parser.add_argument_group("input limits (see docs/limits-trainer.md)")
     group.add_argument(
         "--max-file-bytes",
-        type=_positive_int,
+        type=arg_types.positive_int,
         default=d.file_bytes,
         metavar="BYTES",
         help=f"most bytes a data file may hold once decompressed (default {d.file_bytes:,})",
     )
     group.add_argument(
         "--max-file-rows",
-        type=_positive_int,
+        type=arg_types.positive_int,
         default=d.file_rows,
         metavar="ROWS",
         help=f"most data rows a file may hold (default {d.file_rows:,})",
     )
     group.add_argument(
         "--max-bundle-bytes",
-        type=_positive_int,
+        type=arg_types.positive_int,
         default=d.bundle_bytes,
         metavar="BYTES",
         help=f"most bytes an agent bundle's members may hold once decompressed (default {d.bundle_bytes:,})",
@@ -170,7 +108,7 @@ def _add_limit_flags(parser: argparse.ArgumentParser, *, body: bool = False) -> 
     if body:
         group.add_argument(
             "--max-body-bytes",
-            type=_positive_int,
+            type=arg_types.positive_int,
             default=d.request_bytes,
             metavar="BYTES",
             help=f"largest request body; a longer Content-Length is answered 413 (default {d.request_bytes:,})",
@@ -233,7 +171,7 @@ def add_task_flags(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--trade-rate",
-        type=_trade_rate,
+        type=arg_types.trade_rate,
         metavar="ETA",
         help="portfolio env partial adjustment: each step moves the weights this fraction of the way to "
         "the (banded) target, in (0, 1] (default 1: all the way)",
@@ -251,18 +189,20 @@ def add_task_flags(parser: argparse.ArgumentParser) -> None:
         help="portfolio env: 1 trades the target chosen on day t's observation at day t+1's close "
         "(default 0: at day t's close)",
     )
-    parser.add_argument("--num-envs", type=_positive_int, help="parallel envs (hyperparameter num_envs)")
+    parser.add_argument("--num-envs", type=arg_types.positive_int, help="parallel envs (hyperparameter num_envs)")
     parser.add_argument(
         "--hp",
         action="append",
-        type=_hp_pair,
+        type=arg_types.hp_pair,
         default=[],
         metavar="NAME=VALUE",
         help="set a hyperparameter (repeatable); VALUE is read as YAML: --hp learning_rate=1e-4 "
         "--hp hidden_sizes=[64,64] --hp subset_size=null",
     )
     parser.add_argument("--device", default="auto", help="auto, cpu, cuda or cuda:N (default auto)")
-    parser.add_argument("--seed", type=int, default=0, help="random seed (default 0)")
+    parser.add_argument(
+        "--seed", type=arg_types.seed, default=0, help="random seed, 0 to 2,147,483,647 (default 0; the web's bound)"
+    )
     parser.add_argument("--out", metavar="DIR", help="output folder (default ./paddock-runs/<UTC time>)")
     parser.add_argument("--json", action="store_true", help="print the result as JSON")
 
@@ -310,16 +250,17 @@ def _add_train_command(sub: Any) -> None:
         )
     train.add_argument(
         "--env-steps",
-        type=_env_steps,
+        type=arg_types.env_steps,
         default=DEFAULT_ENV_STEPS,
         help=f"env steps in all (default {DEFAULT_ENV_STEPS:,}; trained in whole rollouts, so rounded up to "
         "a multiple of num_envs x rollout_steps)",
     )
     train.add_argument(
         "--generations",
-        type=_positive_int,
+        type=arg_types.generations,
         default=1,
-        help="split the budget into N generations, each continuing the best",
+        help=f"split the budget into N generations, each continuing the best (at most {arg_types.MAX_GENERATIONS:,}; "
+        "each gets at least one rollout of env steps)",
     )
     train.add_argument("--no-progress", action="store_true", help="no progress bar")
     _add_limit_flags(train)
@@ -349,42 +290,53 @@ def _add_walk_forward_command(sub: Any) -> None:
     wf.add_argument(
         "--first-test-year",
         required=True,
-        type=_positive_int,
+        type=arg_types.positive_int,
         metavar="YEAR",
         help="calendar year of the first test span",
     )
     wf.add_argument(
-        "--fold-years", type=_positive_int, default=1, metavar="N", help="calendar years per test span (default 1)"
+        "--fold-years",
+        type=arg_types.positive_int,
+        default=1,
+        metavar="N",
+        help="calendar years per test span (default 1)",
     )
     wf.add_argument(
         "--validation-days",
-        type=_positive_int,
+        type=arg_types.positive_int,
         default=252,
         metavar="N",
         help="trading days of each validation span (default 252)",
     )
     wf.add_argument(
         "--gap-days",
-        type=_whole,
+        type=arg_types.whole,
         default=5,
         metavar="N",
         help="purge/embargo trading days at each boundary (default 5)",
     )
     wf.add_argument(
         "--train-days",
-        type=_positive_int,
+        type=arg_types.positive_int,
         metavar="N",
         help="rolling windows: train on the last N trading days only (default: anchored)",
     )
     wf.add_argument(
-        "--max-folds", type=_positive_int, metavar="N", help="stop after N folds (default: every year up to --end)"
+        "--max-folds",
+        type=arg_types.positive_int,
+        metavar="N",
+        help="stop after N folds (default: every year up to --end)",
     )
     wf.add_argument(
-        "--candidates", type=_positive_int, default=4, metavar="K", help="agents (seeds) trained per fold (default 4)"
+        "--candidates",
+        type=arg_types.candidates,
+        default=4,
+        metavar="K",
+        help=f"agents (seeds) trained per fold (default 4, at most {arg_types.MAX_CANDIDATES})",
     )
     wf.add_argument(
         "--env-steps",
-        type=_env_steps,
+        type=arg_types.env_steps,
         default=None,
         help=f"env steps of each candidate in each fold (default {WALK_FORWARD_ENV_STEPS:,}; "
         f"{WALK_FORWARD_DIRECT_ENV_STEPS:,} for direct)",
@@ -446,21 +398,11 @@ def _add_serve_command(sub: Any) -> None:
         ),
     )
     sv.add_argument("bundle", help="agent bundle (.zip)")
-    sv.add_argument("--port", type=_port, default=8500, help="TCP port (default 8500; 0 picks a free one)")
+    sv.add_argument("--port", type=arg_types.port, default=8500, help="TCP port (default 8500; 0 picks a free one)")
     sv.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1)")
     sv.add_argument("--data-dir", metavar="DIR", default=default_data_dir(), help=DATA_DIR_HELP)
     sv.add_argument("--cache-dir", metavar="DIR", help="Parquet cache of processed market data")
     _add_limit_flags(sv, body=True)
-
-
-def _port(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a port number") from None
-    if not 0 <= value <= 65535:
-        raise argparse.ArgumentTypeError(f"{value} is not in 0..65535")
-    return value
 
 
 def main(argv: Sequence[str] | None = None) -> int:

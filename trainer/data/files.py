@@ -105,6 +105,39 @@ def check_ticker(value: object, *, field: str = "tickers", **details: object) ->
     return text
 
 
+def check_tickers(values: Sequence[object], *, field: str = "tickers", item: str = "{field}.{i}") -> list[str]:
+    """A list of ticker symbols a user typed: each checked by :func:`check_ticker`, none twice.
+    The one check of the command line's ``--tickers``, a task's ``data.tickers`` and the web's
+    ticker fields: ``AAPL,AAPL,MSFT`` once trained on 2 tickers without a word.
+
+    Args:
+        values: the symbols as typed (``"aapl"`` and ``"AAPL"`` are the same ticker).
+        field: the list's field name in messages.
+        item: the field of the ``i``-th symbol (``"{field}.{i}"``, or ``"{field}[{i}]"``).
+
+    Returns:
+        The symbols, stripped and upper-cased, in the order given.
+
+    Raises:
+        DataError: a symbol that is not one (field ``item``), or one listed more than once
+            (field ``field``: ``"tickers: AAPL is listed twice; list each ticker once"``).
+    """
+    out = [check_ticker(value, field=item.format(field=field, i=i)) for i, value in enumerate(values)]
+    counts: dict[str, int] = {}
+    for ticker in out:
+        counts[ticker] = counts.get(ticker, 0) + 1
+    again = [t for t, n in counts.items() if n > 1]
+    if again:
+        n = counts[again[0]]
+        say = (
+            f"{again[0]} is listed {'twice' if n == 2 else f'{n:,} times'}"
+            if len(again) == 1
+            else f"{listed(again)} are each listed more than once"
+        )
+        raise DataError(f"{field}: {say}; list each ticker once", field=field)
+    return out
+
+
 def _canonical(name: object) -> str:
     key = re.sub(r"[\s\-.]+", "_", str(name).strip().lower())
     return _ALIASES.get(key, key)

@@ -259,7 +259,8 @@ def plan_folds(
     folds: list[Fold] = []
     year = first_year
     while year <= int(hi_day[:4]) and (max_folds is None or len(folds) < max_folds):
-        span = (np.datetime64(f"{year:04d}-01-01", "D"), np.datetime64(f"{year + years - 1:04d}-12-31", "D"))
+        last_year = min(year + years - 1, int(hi_day[:4]))  # the days after end are not in ``inside``
+        span = (np.datetime64(f"{year:04d}-01-01", "D"), np.datetime64(f"{last_year:04d}-12-31", "D"))
         t_lo = int(np.searchsorted(inside, span[0], side="left"))
         t_hi = int(np.searchsorted(inside, span[1], side="right"))
         if t_hi - t_lo < MIN_SPLIT_DAYS["test"]:

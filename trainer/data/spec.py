@@ -7,7 +7,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from trainer.data.coverage import MISSING_POLICIES, _check_date
-from trainer.data.files import check_ticker
+from trainer.data.files import check_tickers
 from trainer.data.indicators import DEFAULT_INDICATORS, validate_indicators
 from trainer.data.intraday import check_options
 from trainer.errors import ConfigError, DataError
@@ -22,7 +22,8 @@ class DataSpec:
     Attributes:
         paths: data files or folders (see :func:`trainer.data.load_panel`); relative paths
             resolve against the ``data_dir`` given to :func:`load_market_data`.
-        tickers: tickers to keep, in this column order; ``None`` keeps every ticker (sorted).
+        tickers: tickers to keep, in this column order, each once (a ticker listed twice is
+            refused); ``None`` keeps every ticker (sorted).
         start: first day of the range, ``YYYY-MM-DD`` inclusive; ``None`` = first day of the data.
         end: last day, ``YYYY-MM-DD`` inclusive; ``None`` = last day of the data.
         indicators: stockstats indicator names (default FinRL's eight).
@@ -67,11 +68,10 @@ class DataSpec:
             for i, t in enumerate(self.tickers):
                 if not isinstance(t, str) or not t.strip():
                     raise ConfigError(f"tickers[{i}] must be a ticker symbol", field=f"tickers[{i}]")
-                try:
-                    check_ticker(t, field=f"tickers[{i}]")
-                except DataError as exc:
-                    raise ConfigError(exc.message, field=f"tickers[{i}]") from None
-            self.tickers = list(dict.fromkeys(t.strip().upper() for t in self.tickers))
+            try:
+                self.tickers = check_tickers(self.tickers, field="tickers", item="{field}[{i}]")
+            except DataError as exc:
+                raise ConfigError(exc.message, field=exc.details["field"]) from None
         self.start = _check_date(self.start, "start")
         self.end = _check_date(self.end, "end")
         if self.start and self.end and self.start > self.end:

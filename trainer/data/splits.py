@@ -53,15 +53,17 @@ def check_window(
         A note for an early start (``strict_start=False``), else ``None``.
 
     Raises:
-        ConfigError: ``<name>.start`` when the whole range lies more than the tolerance after
+        ConfigError: a bound that is not a day or moment, or a range that ends before it
+            starts (:func:`check_order`); ``<name>.start`` when the whole range lies more than the tolerance after
             ``last``; ``<name>.end`` more than the tolerance after ``last`` (``"test.end:
         2023-01-01 is after the data, which ends on 2022-11-15 (a range may end at most 4
         calendar days later)"``), or ``<name>.start`` before ``first`` likewise.
     """
-    lo, hi = np.datetime64(str(start)[:10], "D"), np.datetime64(str(end)[:10], "D")
+    start, end = check_order(name, start, end)
+    lo, hi = np.datetime64(start[:10], "D"), np.datetime64(end[:10], "D")
     first_day, last_day = np.datetime64(str(first)[:10], "D"), np.datetime64(str(last)[:10], "D")
     slack = np.timedelta64(EDGE_TOLERANCE_DAYS, "D")
-    start_field, end_field = (f"{name}.start", f"{name}.end") if name else ("start", "end")
+    start_field, end_field, _ = _names(name)
     if lo > last_day + slack:
         # The whole range lies after the data: its start is the first thing wrong.
         raise ConfigError(
@@ -83,6 +85,33 @@ def check_window(
             )
         return f"{message}; the {name or 'range'} starts {first_day}"
     return None
+
+
+def check_order(name: str, start: object, end: object) -> tuple[str, str]:
+    """Check that ``start`` and ``end`` are days or moments (:func:`trainer.util.dates.parse_moment`)
+    and that the range ends after it starts: a later moment, or a later day when both are days
+    (the web's backtest rule).
+
+    Args:
+        name: the range's name (``"test"`` gives ``test.start`` and ``test.end``; ``""`` gives
+            ``start`` and ``end``).
+
+    Returns:
+        ``(start, end)`` as :func:`~trainer.util.dates.parse_moment` writes them.
+
+    Raises:
+        ConfigError: the bound that is not a day or moment (``"start: '2021-02-30' is not a
+            calendar date"``), or ``end`` for an inverted range (``"end: 2021-01-04 must be after
+            start 2021-06-01"``).
+    """
+    from trainer.util.dates import parse_moment, range_bound
+
+    start_field, end_field, _ = _names(name)
+    lo_text, hi_text = parse_moment(start, start_field), parse_moment(end, end_field)
+    lo, hi = range_bound(lo_text, end=False), range_bound(hi_text, end=True)
+    if hi <= lo or (len(lo_text) == len(hi_text) == 10 and hi_text <= lo_text):
+        raise ConfigError(f"{end_field}: {hi_text} must be after {start_field} {lo_text}", field=end_field)
+    return lo_text, hi_text
 
 
 def split_market_data(data: MarketData, ranges: Mapping[str, tuple]) -> dict[str, MarketData]:
@@ -157,9 +186,9 @@ def check_split_days(
         for name, (start, end) in ranges.items():
             for key, value in (("start", start), ("end", end)):
                 if len(str(value).strip()) > 10 and str(value)[10:].strip() not in ("", "00:00", "00:00:00"):
+                    field = _names(name)[0 if key == "start" else 1]
                     raise ConfigError(
-                        f"{name}.{key}: {value} has a time of day, but the data is daily; give YYYY-MM-DD",
-                        field=f"{name}.{key}",
+                        f"{field}: {value} has a time of day, but the data is daily; give YYYY-MM-DD", field=field
                     )
     days = np.asarray(dates, dtype="datetime64[D]")
     if days.size == 0:

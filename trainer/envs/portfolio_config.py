@@ -9,7 +9,7 @@ from typing import ClassVar
 from trainer.envs.config_base import EnvConfigBase
 from trainer.envs.observations import PORTFOLIO_OBSERVATIONS, check_observation
 from trainer.errors import ConfigError
-from trainer.util.bounds import Bound
+from trainer.util.bounds import PENALTY, Bound
 
 __all__ = ["BAND_MODES", "RECOMMENDED_REBALANCE_BAND", "RECOMMENDED_REWARD_SCALES", "REWARDS", "PortfolioConfig"]
 
@@ -67,7 +67,7 @@ class PortfolioConfig(EnvConfigBase):
             observation is traded at day ``t+1``'s close (a pending order; the first step of
             every episode holds), so a policy cannot trade at the close it has just seen.
             ``0`` trades at the close of the observed day, as before.
-        turnover_penalty: training-only reward surcharge per unit of turnover (>= 0), in
+        turnover_penalty: training-only reward surcharge per unit of turnover (0 to 1e6), in
             reward units before ``reward_scaling``: the reward is reduced by
             ``turnover_penalty * turnover``; the portfolio value (and every metric) is not.
             ``0`` (default) adds nothing.
@@ -101,7 +101,7 @@ class PortfolioConfig(EnvConfigBase):
         "cash_bias": Bound(0),
         "episode_length": Bound(1, integer=True, nullable=True),
         "rebalance_band": Bound(0, 1, high_open=True),
-        "turnover_penalty": Bound(0),
+        "turnover_penalty": PENALTY,  # 0 to MAX_PENALTY: 1e300 made PPO's first loss NaN
         "trade_rate": Bound(0, 1, low_open=True),
         "execution_lag": Bound(0, 1, integer=True),
     }

@@ -17,7 +17,7 @@ from typing import Any
 
 from trainer.errors import ConfigError
 
-__all__ = ["Bound", "bound_errors", "format_number"]
+__all__ = ["MAX_PENALTY", "PENALTY", "SEED", "Bound", "bound_errors", "format_number"]
 
 
 @dataclass(frozen=True)
@@ -82,6 +82,20 @@ class Bound:
     def to_dict(self) -> dict[str, Any]:
         """The declaration as plain JSON-able values (``high`` may be ``inf``)."""
         return asdict(self)
+
+
+#: A random seed: a 31-bit whole number, 0 to 2,147,483,647, on the command line (``--seed``) and
+#: the web (a run's and a study's ``seed``). Outside it NumPy refused ``--seed -1`` and the env's
+#: torch generator overflowed on ``--seed 99999999999999999999``, each a traceback.
+SEED = Bound(0, 2**31 - 1, integer=True)
+
+#: The largest weight of a penalty term: the direct learner's ``variance_penalty``,
+#: ``tracking_penalty`` and ``turnover_penalty`` and the portfolio env's ``turnover_penalty``.
+#: The defaults are 0.02 to 20 and 1e12 still trains; 1e30 made the first gradient infinite in
+#: float32 and was reported as a divergence blaming the learning rate.
+MAX_PENALTY = 1e6
+#: ``0 <= penalty <= MAX_PENALTY``.
+PENALTY = Bound(0, MAX_PENALTY)
 
 
 def bound_errors(values: Mapping[str, Any], bounds: Mapping[str, Bound], *, prefix: str = "") -> dict[str, str]:

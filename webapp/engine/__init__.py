@@ -44,6 +44,7 @@ from webapp.engine.config_bounds import (  # noqa: E402
     env_bound_errors,
     env_bounds,
     env_kinds,
+    seed_bound,
 )
 from webapp.engine.generations import (  # noqa: E402
     BuiltEnsemble,
@@ -163,6 +164,7 @@ __all__ = [
     "recommended_rebalance_band",
     "prune_leaderboard",
     "score_se",
+    "seed_bound",
     "resolve_device",
     "is_sticky_device_error",
     "worker_device_problem",

@@ -58,3 +58,11 @@ def bound_text(limits: dict[str, Any]) -> str:
     from trainer.util.bounds import Bound
 
     return Bound(**limits).text()
+
+
+def seed_bound() -> dict[str, Any]:
+    """The bound of a random seed (``trainer.util.bounds.SEED``: 0 to 2,147,483,647), the
+    command line's ``--seed`` limit too, as :func:`env_bounds` gives each bound."""
+    from trainer.util.bounds import SEED
+
+    return SEED.to_dict()

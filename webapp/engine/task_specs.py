@@ -270,21 +270,19 @@ def check_window(start: Any, end: Any, *, first: str, last: str) -> None:
 
 
 def clean_tickers(values: Sequence[Any], *, field: str = "tickers") -> list[str]:
-    """Ticker symbols a user typed, stripped and upper-cased (``trainer.data.loading.check_ticker``:
-    1 to 20 letters, digits, ``.``, ``-``, ``^``, ``=``).
+    """Ticker symbols a user typed, stripped and upper-cased, none twice
+    (``trainer.data.files.check_tickers``: 1 to 20 letters, digits, ``.``, ``-``, ``^``, ``=``).
 
     Raises:
-        AppError: 400 naming ``<field>.<i>``; control characters in the value are escaped.
+        AppError: 400 naming ``<field>.<i>`` (control characters in the value are escaped), or
+            ``<field>`` for a ticker listed twice (``"tickers: AAPL is listed twice; ..."``).
     """
-    from trainer.data.files import check_ticker
+    from trainer.data.files import check_tickers
 
-    out = []
-    for i, value in enumerate(values):
-        try:
-            out.append(check_ticker(value, field=f"{field}.{i}"))
-        except TrainerError as exc:
-            raise AppError.from_trainer(exc) from exc
-    return out
+    try:
+        return check_tickers(values, field=field)
+    except TrainerError as exc:
+        raise AppError.from_trainer(exc) from exc
 
 
 def benchmark_days(benchmark_path: str | Path, ticker: str | None = None) -> Any:

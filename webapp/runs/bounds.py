@@ -5,7 +5,8 @@ forms' ``min``/``max`` attributes and labels.
 The env settings' limits are the trainer's (``EnvConfig.BOUNDS``, ``PortfolioConfig.BOUNDS``,
 read through :func:`webapp.engine.env_bounds`): this module only adds the labels the pages
 show, so a setting added to a config class gets its bounds here without a line of its own,
-and the web and the trainer cannot refuse different values. Run, seed and budget settings
+and the web and the trainer cannot refuse different values. The seed's bound is the trainer's
+too (``trainer.util.bounds.SEED``, the command line's ``--seed``). Run and budget settings
 belong to the web (no trainer config has them) and are declared here. Every value is checked
 by the trainer's one :class:`~trainer.util.bounds.Bound` (:func:`webapp.engine.bound_error`),
 so every range is said in the same words.
@@ -101,7 +102,7 @@ RUN: dict[str, Bound] = {
     "generation_steps": Bound("Env steps per generation", 1, 1_000_000_000, integer=True),
     "leaderboard_size": Bound("Leaderboard size (K)", 1, 1_000, integer=True),
     "fresh_probability": Bound("Chance of a fresh agent", 0, 1),
-    "seed": Bound("Seed", 0, 2**31 - 1, integer=True),
+    "seed": Bound("Seed", **engine.seed_bound()),  # the trainer's, the command line's --seed too
 }
 #: How many runs of one configuration "run with N seeds" makes.
 SEEDS = Bound("Seeds (runs of this configuration)", 1, 32, integer=True)

@@ -72,9 +72,9 @@ HYPERPARAMETER_HELP["direct"] = {
     "kappa": "tilt bound (> 0, at most logit_scale / 2): weights stay within e^(2 kappa) of each other",
     "learning_rate": "AdamW step size (> 0); mutated by the tournament when named in mutation bounds",
     "weight_decay": "AdamW weight decay (>= 0), a pull towards 1/N",
-    "variance_penalty": "weight of the variance of daily net log returns (>= 0)",
-    "tracking_penalty": "weight of the variance of daily log returns over 1/N's (>= 0)",
-    "turnover_penalty": "weight of the mean daily turnover beyond the costs paid (>= 0)",
+    "variance_penalty": "weight of the variance of daily net log returns (0 to 1,000,000)",
+    "tracking_penalty": "weight of the variance of daily log returns over 1/N's (0 to 1,000,000)",
+    "turnover_penalty": "weight of the mean daily turnover beyond the costs paid (0 to 1,000,000)",
     "challenger_alpha": "level (0..0.5) of the held-out test that lets an unpenalised challenger replace "
     "these penalties; 0 trains them alone",
     "challenger_kappa": "the challenger's tilt bound (> 0, at most logit_scale / 2)",

@@ -32,7 +32,7 @@ MOST = {
     "env_steps_per_fold": 10**15 // MAX_FOLDS,
     "generation_steps": 1_000_000_000,
     "num_pods": 64,
-    "seed": 2**31 - 1,
+    "seed": int(engine.seed_bound()["high"]),
 }
 
 

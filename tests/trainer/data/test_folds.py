@@ -63,6 +63,14 @@ def test_bad_plans_name_the_field(changes, field, words):
     assert words in err.value.message
 
 
+@pytest.mark.parametrize("years", [3, 10, 10**30])
+def test_a_test_span_longer_than_the_study_ends_at_its_end_not_at_a_year_past_numpy(years):
+    """``--fold-years 1e30`` made a year NumPy wraps round and said the span held -1510 days."""
+    folds = plan_folds(DAYS, start="2010-01-04", end="2016-06-30", first_test_year=2014, fold_years=years)
+    assert folds[-1].test[1] == "2016-06-30"
+    assert [f.test[0] for f in folds] == ["2014-01-01"]  # one fold, 2014 to the end
+
+
 def _fold(i, train, validation, test):
     return Fold(index=i, train=train, validation=validation, test=test)
 

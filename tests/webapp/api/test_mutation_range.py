@@ -58,7 +58,8 @@ def test_a_ppo_bound_that_reaches_an_unusable_value_is_a_400_naming_it(
     [
         ({"kappa": [0, 0]}, "mutation.bounds.kappa", "must be a finite number > 0"),
         ({"kappa": [3, 5]}, "mutation.bounds.kappa", "logit_scale"),  # 2 x 3 > the env's logit_scale of 4
-        ({"turnover_penalty": [-1, 0.1]}, "mutation.bounds.turnover_penalty", "must be >= 0"),
+        ({"turnover_penalty": [-1, 0.1]}, "mutation.bounds.turnover_penalty", "must be at least 0 and at most"),
+        ({"variance_penalty": [0.5, 1e7]}, "mutation.bounds.variance_penalty", "at most 1,000,000, got 10000000.0"),
         ({"subset_size": [2, 50]}, "mutation.bounds.subset_size", "universe has 3"),
         # asked once per line: a mutation back above 0 would repeat the held-out test until it passed
         ({"challenger_alpha": [0.01, 0.5]}, "mutation.bounds.challenger_alpha", "set once for a line"),

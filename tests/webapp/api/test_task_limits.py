@@ -84,3 +84,26 @@ def test_an_upload_without_a_close_column_is_a_400_naming_close(api_client):
     assert response.status_code == 400
     # reported on the field the user filled, the missing column named in words
     assert "missing column(s) close" in response.json()["fields"]["file"]
+
+
+@pytest.mark.parametrize(
+    ("tickers", "says"),
+    [
+        (["AAPL", "AAPL"], "AAPL is listed twice"),
+        (["AAPL", "aapl", "MSFT"], "AAPL is listed twice"),  # the same ticker, as the CLI's --tickers says
+    ],
+)
+def test_a_ticker_listed_twice_is_a_400_naming_it_not_a_count_of_one(api_client, dataset, tickers, says):
+    response = post_task(api_client, dataset, tickers=tickers, kind="portfolio", algorithm="direct", hyperparameters={})
+    assert response.status_code == 400
+    assert says in response.json()["fields"]["tickers"]
+    assert "with 1 ticker" not in response.json()["error"]
+
+
+@pytest.mark.parametrize("name", ["variance_penalty", "tracking_penalty", "turnover_penalty"])
+def test_a_direct_penalty_above_a_million_is_a_400_naming_it(api_client, dataset, name):
+    response = post_task(api_client, dataset, kind="portfolio", algorithm="direct", hyperparameters={name: 1e300})
+    assert response.status_code == 400
+    assert "at most 1,000,000" in response.json()["fields"][f"hyperparameters.{name}"]
+    ok = post_task(api_client, dataset, kind="portfolio", algorithm="direct", hyperparameters={name: 1e6})
+    assert ok.status_code == 201, ok.json()
