@@ -210,6 +210,7 @@ def cmd_train(args: argparse.Namespace) -> int:
         "cancelled": any(r.cancelled for r in results),
         "duration_s": sum(r.duration_s for r in results),
         "challenger": next((r.stats["challenger"] for r in results if r.stats.get("challenger")), None),
+        "held_env_steps": sum(int(r.stats.get("held_env_steps", 0)) for r in results),
         "data": data_summary(market),
     }
     _print_train_summary(summary, m, dsr, bench_note=bench.note, as_json=args.json)
@@ -243,7 +244,9 @@ def _print_train_summary(
             print(f"gate:       {verdict_text(summary['challenger'])}")
         print(
             f"trained:    {summary['env_steps']:,} env steps in {summary['generations']} generation(s), "
-            f"{summary['duration_s']:.1f} s" + (" (stopped early)" if summary["cancelled"] else "")
+            f"{summary['duration_s']:.1f} s"
+            + (f", {summary['held_env_steps']:,} of them held at 1/N" if summary["held_env_steps"] else "")
+            + (" (stopped early)" if summary["cancelled"] else "")
         )
 
 

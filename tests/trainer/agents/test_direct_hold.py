@@ -68,3 +68,22 @@ def test_the_gate_line_says_the_agent_holds_1_over_n(tmp_path, holding):
     verdict = learner(env).learn(env, 30 * 64 * 10)["challenger"]
     assert verdict["closed_gate"] == "hold"
     assert verdict_text(verdict).startswith("closed, no edge shown: the agent holds 1/N: held-out Sharpe difference")
+
+
+def test_the_cli_says_how_many_steps_were_held(tmp_path, capsys, holding):
+    from synthetic_market import generate, write_csv
+
+    from tests.trainer.agents.test_direct_gate import END, START
+    from trainer.cli.main import main
+
+    path = write_csv(generate(3, ic=0.0, tickers=6, start=START, end=END), tmp_path / "placebo.csv.gz")
+    args = ["train", "--env", "portfolio", "--data", str(path), "--out", str(tmp_path / "out"), "--no-progress"]
+    args += ["--train", START, "2014-06-20", "--validation", "2014-07-01", "2014-12-31", "--test", "2015-01-02", END]
+    args += ["--env-steps", str(30 * 64 * 10)]
+    args += [f"--hp={k}={v}" for k, v in {"num_envs": 64, "rollout_steps": 10, "hidden_sizes": "[8]"}.items()]
+    assert main(args) == 0
+    out = capsys.readouterr().out
+    gate = next(x for x in out.splitlines() if x.startswith("gate:"))
+    trained = next(x for x in out.splitlines() if x.startswith("trained:"))
+    assert "closed, no edge shown: the agent holds 1/N" in gate, gate
+    assert f"{30 * 64 * 10:,} env steps" in trained and f"{18 * 64 * 10:,} of them held at 1/N" in trained, trained
