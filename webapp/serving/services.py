@@ -20,29 +20,48 @@ from django.db import transaction
 
 from webapp import engine
 from webapp.core import artifacts
-from webapp.core.errors import AppError
+from webapp.core.errors import AppError, fields_message
 from webapp.runs import services as runs_services
 from webapp.runs.selectors.runs import agent_get
 from webapp.serving import cache, counters
 from webapp.serving.models import ServeToken
 
+#: The longest token name (``ServeToken.name``'s column).
+MAX_TOKEN_NAME = ServeToken._meta.get_field("name").max_length
+
 
 @transaction.atomic
-def serve_token_create(*, owner, name: str, agent_id: int | None = None) -> ServeToken:
+def serve_token_create(*, owner, name: str, agent: str | int | None = None) -> ServeToken:
     """Create a serve token, optionally limited to one of the owner's agents.
 
+    Args:
+        name: what the token is for, 1 to :data:`MAX_TOKEN_NAME` characters once stripped.
+        agent: the agent's number as typed (``"12"``, ``"#12"``) or an int; empty or ``None``:
+            any of the owner's agents.
+
     Raises:
-        AppError: empty or too long ``name``; ``agent_id`` is not one of the owner's agents.
+        AppError: every problem at once: ``name`` blank or too long (its limit named), ``agent``
+            not a whole number >= 1 or not one of the owner's agents.
     """
+    fields: dict[str, str] = {}
     name = (name or "").strip()
-    if not name or len(name) > 100:
-        raise AppError("a token needs a name of 1 to 100 characters", fields={"name": "1 to 100 characters"})
-    agent = None
-    if agent_id is not None:
-        agent = agent_get(user=owner, agent_id=agent_id)
-        if agent is None:
-            raise AppError(f"agent #{agent_id} is not one of your agents", fields={"agent": "not one of your agents"})
-    return ServeToken.objects.create(owner=owner, name=name, agent=agent)
+    if not name:
+        fields["name"] = f"required: a name of 1 to {MAX_TOKEN_NAME} characters"
+    elif len(name) > MAX_TOKEN_NAME:
+        fields["name"] = f"at most {MAX_TOKEN_NAME} characters, got {len(name):,}"
+    text = str(agent if agent is not None else "").strip().lstrip("#")
+    found = None
+    if text:
+        number = int(text) if text.isdecimal() and len(text) <= 18 else 0
+        if number < 1:
+            fields["agent"] = f"an agent number, e.g. 12, got {text[:40]!r}"
+        else:
+            found = agent_get(user=owner, agent_id=number)
+            if found is None:
+                fields["agent"] = f"agent #{number} is not one of your agents"
+    if fields:
+        raise AppError(fields_message(fields), fields=fields)
+    return ServeToken.objects.create(owner=owner, name=name, agent=found)
 
 
 def serve_token_revoke(*, owner, token_id: int) -> None:

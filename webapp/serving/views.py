@@ -24,22 +24,17 @@ def serve_tokens(request: HttpRequest) -> HttpResponse:
             except ValueError:
                 pass
             return redirect("serving:tokens")
-        agent_text = (request.POST.get("agent") or "").strip().lstrip("#")
         try:
-            agent_id = int(agent_text) if agent_text else None
-        except ValueError:
-            errors["agent"] = "an agent number, e.g. 12"
-        else:
-            try:
-                created = services.serve_token_create(
-                    owner=request.user, name=request.POST.get("name", ""), agent_id=agent_id
-                )
-            except AppError as exc:
-                errors.update(exc.fields or {"name": exc.message})
+            created = services.serve_token_create(
+                owner=request.user, name=request.POST.get("name", ""), agent=request.POST.get("agent", "")
+            )
+        except AppError as exc:
+            errors.update(exc.fields or {"name": exc.message})
     tokens = selectors.serve_tokens_of(request.user)
     return render(
         request,
         "serving/tokens.html",
         {"tokens": tokens, "created": created, "errors": errors, "form": request.POST if errors else {},
          "agent_prefill": request.GET.get("agent", "")},
+        status=400 if errors else 200,  # as the app's other forms answer bad input
     )  # fmt: skip
