@@ -178,14 +178,17 @@ class CrossSectionalPolicy(nn.Module):
         self.embed = nn.Sequential(mlp(self.num_features, hidden_sizes[:-1], width, activation=nn.Tanh), nn.Tanh())
         self.head = nn.Linear(2 * width, 1)  # v and b
         self.weight_gain = nn.Parameter(torch.zeros(()))  # g
-        nn.init.zeros_(self.head.weight)
-        nn.init.zeros_(self.head.bias)
-        self.cash_head: nn.Linear | None = None
-        if cash:
-            self.cash_head = nn.Linear(width, 1)
-            nn.init.zeros_(self.cash_head.weight)
-            nn.init.zeros_(self.cash_head.bias)
+        self.cash_head: nn.Linear | None = nn.Linear(width, 1) if cash else None
+        self.hold_equal_weight_()
         self.register_buffer("logit_scale", torch.tensor(float(logit_scale)))
+
+    @torch.no_grad()
+    def hold_equal_weight_(self) -> None:
+        """Zero the head, the weight gain and the cash head, in place: every score is then 0 and
+        the action exactly 1/N (the untrained policy, and the direct learner's closed gate)."""
+        heads = [self.head] + ([self.cash_head] if self.cash_head is not None else [])
+        for param in [self.weight_gain, *(p for h in heads for p in (h.weight, h.bias))]:
+            param.zero_()
 
     def market_scores(self, features: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor | None]:
         """The part of the scores that does not depend on the weights.

@@ -280,13 +280,8 @@ class DirectAgent(AgentBase):
 
     def _hold(self, run: _Run, steps: int) -> None:
         """Hold 1/N for ``steps`` gradient steps' worth of env steps: the policy's output is
-        set to zero (its head, weight gain and cash head), nothing is trained."""
-        with torch.no_grad():
-            for param in (self.policy.head.weight, self.policy.head.bias, self.policy.weight_gain):
-                param.zero_()
-            if self.policy.cash_head is not None:
-                self.policy.cash_head.weight.zero_()
-                self.policy.cash_head.bias.zero_()
+        set to zero (:meth:`CrossSectionalPolicy.hold_equal_weight_`), nothing is trained."""
+        self.policy.hold_equal_weight_()
         held = steps * self.config.num_envs * self.config.rollout_steps
         run.done += steps
         run.collected += held

@@ -7,6 +7,7 @@ header-only readers (:func:`price_basis`, :func:`ticker_days`, :func:`trading_da
 from __future__ import annotations
 
 import re
+from collections import Counter
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 
@@ -123,9 +124,7 @@ def check_tickers(values: Sequence[object], *, field: str = "tickers", item: str
             (field ``field``: ``"tickers: AAPL is listed twice; list each ticker once"``).
     """
     out = [check_ticker(value, field=item.format(field=field, i=i)) for i, value in enumerate(values)]
-    counts: dict[str, int] = {}
-    for ticker in out:
-        counts[ticker] = counts.get(ticker, 0) + 1
+    counts = Counter(out)
     again = [t for t, n in counts.items() if n > 1]
     if again:
         n = counts[again[0]]

@@ -111,15 +111,13 @@ def member_equal_weight_log_gross(gross: np.ndarray, members: np.ndarray | None)
         gross: (T, N) float64 gross returns ``close[t+1] / close[t]`` (last row ones).
         members: (T, N) bool or ``None`` (every ticker).
     """
-    if members is None:
-        return np.log(gross.mean(axis=1))
-    count = members.sum(axis=1)
-    total = np.where(members, gross, 0.0).sum(axis=1)
-    return np.log(np.where(count > 0, total / np.maximum(count, 1), 1.0))
+    mask = None if members is None else torch.from_numpy(np.asarray(members, dtype=bool))
+    return member_log_mean_gross(torch.from_numpy(np.asarray(gross, dtype=np.float64)), mask).numpy()
 
 
 def member_log_mean_gross(gross: torch.Tensor, members: torch.Tensor | None) -> torch.Tensor:
-    """:func:`member_equal_weight_log_gross` on tensors of any leading shape, differentiable.
+    """The cost-free 1/N log growth over the members, on tensors of any leading shape
+    (differentiable; :func:`member_equal_weight_log_gross` is its NumPy face).
 
     Args:
         gross: (..., N) gross returns.
