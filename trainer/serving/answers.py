@@ -221,7 +221,7 @@ def _state_answer(policy: ServedPolicy, env_config: Any, state: Any, market: Any
     }
 
 
-def first_nonfinite(value: Any, path: str = "") -> tuple[str, float] | None:
+def first_nonfinite_number(value: Any, path: str = "") -> tuple[str, float] | None:
     """``(path, number)`` of the first NaN or infinite float in nested dicts and lists
     (``orders[1].value``), found without recursion; ``None`` when all are finite."""
     stack: list[tuple[Any, str]] = [(value, path)]
@@ -263,7 +263,7 @@ def finite_answer(policy: ServedPolicy, body: Mapping[str, Any], form: str, out:
     Raises:
         DataError: a NaN or infinite number in ``out`` (the observation is looked at first).
     """
-    found = first_nonfinite(out.get("observation", []), "observation") or first_nonfinite(out)
+    found = first_nonfinite_number(out.get("observation", []), "observation") or first_nonfinite_number(out)
     if found is None:
         return out
     path, value = found
