@@ -208,7 +208,8 @@ class DirectAgent(AgentBase):
             Stats: ``env_steps``, ``total_env_steps``, ``updates``, ``duration_s``,
             ``steps_per_s``, ``episode_return_mean`` (mean window log return of the last 100
             steps), ``episodes`` (windows), ``cancelled``, the last step's :data:`STEP_STATS`
-            and ``challenger`` when the gate was on (:mod:`~trainer.agents.direct_gate`: a verdict or ``skipped``).
+            and ``challenger`` when the gate was on (:mod:`~trainer.agents.direct_gate`: a verdict or ``skipped``)
+            or the line holds 1/N (``{"held": True, "closed_gate": "hold"}``).
 
         Raises:
             ConfigError: another env's sizes, a stock-trading env, ``kappa`` above the env's
@@ -236,6 +237,8 @@ class DirectAgent(AgentBase):
             self._train(run, tables, rules, iterations - run.done)
         self.policy.eval()
         stats = self._stats(run)
+        if gate is None and cfg.hold_equal_weight:
+            gate = {"held": True, "closed_gate": "hold"}  # asked and closed earlier in this line
         return stats if gate is None else {**stats, "challenger": gate}
 
     def _snapshot(self) -> tuple[dict, dict]:  # the policy and AdamW, restored by _restore

@@ -274,6 +274,11 @@ def verdict_text(verdict: dict[str, Any]) -> str:
     as the CLI's ``gate:`` line and the web's agent page show it."""
     if "skipped" in verdict:
         return f"skipped, the penalised learner (near 1/N) trained alone: {verdict['skipped']}"
+    if verdict.get("held"):
+        return (
+            "closed earlier in this line, no edge shown: the agent holds 1/N and trained nothing "
+            "(hold_equal_weight, set when the line's gate closed)"
+        )
     if verdict["kept"]:
         kept = "open, challenger kept (no tracking or turnover penalty: it trades the edge it showed)"
     elif verdict.get("closed_gate") == "hold":

@@ -33,7 +33,9 @@ def test_a_closed_gate_on_the_placebo_holds_1_over_n_and_the_line_keeps_holding(
     assert stats["env_steps"] == 30 * 64 * 10
     assert _zero_action(agent, env)  # the zero action: exactly 1/N through the env
     again = agent.learn(env, 3 * 64 * 10)  # the next generation of the line
-    assert "challenger" not in again and again["updates"] == 12 and again["held_env_steps"] == 3 * 64 * 10
+    assert again["updates"] == 12 and again["held_env_steps"] == 3 * 64 * 10
+    assert again["challenger"] == {"held": True, "closed_gate": "hold"}  # the agent page says why it holds
+    assert direct_gate.verdict_text(again["challenger"]).startswith("closed earlier in this line")
 
 
 def test_an_open_gate_trades_the_edge_as_before(tmp_path, holding):
@@ -48,7 +50,7 @@ def test_a_holding_agent_saved_and_loaded_still_holds(tmp_path):
     env = synthetic_env(tmp_path, ic=0.3)
     agent = learner(env, hold_equal_weight=True)
     stats = agent.learn(env, 10 * 64 * 10)
-    assert stats["updates"] == 0 and "challenger" not in stats and _zero_action(agent, env)
+    assert stats["updates"] == 0 and stats["challenger"]["held"] and _zero_action(agent, env)
     other = learner(env)
     other.load_state_dict(agent.state_dict())
     assert other.config.hold_equal_weight and _zero_action(other, env)
