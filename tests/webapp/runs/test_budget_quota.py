@@ -75,13 +75,13 @@ def test_ending_a_budget_frees_its_quota_and_stops_new_generations(api_client, u
     from webapp.runs import services
 
     budget_id = _create(api_client, gpu_hours_cap=2).json()["id"]
+    budget = user.budgets.get(pk=budget_id)
+    run = services.run_create(owner=user, task=task, budget=budget, name="late", num_pods=1, generation_steps=256)
     assert _create(api_client, name="another", gpu_hours_cap=1).status_code == 400
     ended = api_client.post(f"/api/budgets/{budget_id}/end/")
     assert ended.status_code == 200 and ended.json()["ended_at"]
     assert api_client.post(f"/api/budgets/{budget_id}/end/").status_code == 409
     assert _create(api_client, name="another", gpu_hours_cap=2).status_code == 201
-    budget = user.budgets.get(pk=budget_id)
-    run = services.run_create(owner=user, task=task, budget=budget, name="late", num_pods=1, generation_steps=256)
     with pytest.raises(AppError) as refused:
         services.run_start(run=run)
     assert "ended" in str(refused.value)

@@ -95,8 +95,8 @@ def test_finishing_a_generation_dispatches_the_oldest_waiting_generation_of_the_
 
 def test_starting_a_run_on_a_spent_budget_is_refused_with_the_reason(make_budget, make_run):
     budget = make_budget(env_step_cap=1000)
-    ClusterBudget.objects.filter(pk=budget.pk).update(env_steps_used=900)
     run = make_run(budget, generation_steps=256)
+    ClusterBudget.objects.filter(pk=budget.pk).update(env_steps_used=900)  # spent after the run was made
     with pytest.raises(AppError) as exc:
         services.run_start(run=run)
     assert exc.value.status == 409
@@ -108,8 +108,9 @@ def test_starting_a_run_on_a_spent_budget_is_refused_with_the_reason(make_budget
 def test_a_spent_gpu_hours_cap_refuses_new_runs(make_budget, make_run):
     budget = make_budget(gpu_hours_cap=0.5)
     ClusterBudget.objects.filter(pk=budget.pk).update(gpu_seconds_used=1800.0)
-    with pytest.raises(AppError, match="GPU-hours cap"):
-        services.run_start(run=make_run(budget))
+    with pytest.raises(AppError, match="GPU-hours cap") as exc:
+        make_run(budget)
+    assert exc.value.status == 409 and not Run.objects.filter(budget=budget).exists()
 
 
 def test_completing_a_generation_accounts_real_duration_and_env_steps(make_budget, make_run, tmp_path):

@@ -230,6 +230,20 @@ def budget_verdict(
     return BudgetVerdict(BudgetVerdict.OK)
 
 
+def budget_refusal(budget: ClusterBudget, verdict: BudgetVerdict, *, verb: str, user) -> AppError:
+    """The 409 a run gets when ``verdict`` (not ``ok``) keeps it from ``verb`` (``"start"``,
+    ``"resume"``, ``"create a run"``): the verdict's reason and what ``user`` (the run's owner)
+    can do about it, also under the field ``budget`` (where the new-run form shows it)."""
+    if budget.ended_at is not None:
+        advice = "choose another budget"
+    elif budget.purpose == "own" or user.is_staff:
+        advice = "raise its limits on the Budgets page (PATCH /api/budgets/<id>/) or choose another budget"
+    else:
+        advice = "ask staff to raise its limits, or choose another budget"
+    why = f"{verdict.reason}; {advice}"
+    return AppError(f"cannot {verb}: {why}", fields={"budget": why}, status=409)
+
+
 def budget_dispatch(budget: ClusterBudget) -> int:
     """Send task messages for the budget's oldest undispatched queued generations, as many as
     it has free slots (call with the budget row locked). Returns how many were sent."""

@@ -18,7 +18,7 @@ from webapp.core.errors import AppError
 from webapp.runs import algorithms, bounds, signals
 from webapp.runs.models import ClusterBudget, Generation, Pod, Run, Task
 from webapp.runs.selectors.runs import task_spec
-from webapp.runs.services.budgets import budget_dispatch, budget_verdict
+from webapp.runs.services.budgets import budget_dispatch, budget_refusal, budget_verdict
 from webapp.runs.services.common import (
     default_generation_steps,
     fewest_trained_steps,
@@ -65,7 +65,10 @@ def run_create(
             the GPU (``cuda:1`` is refused).
 
     Raises:
-        AppError: a bad setting (naming it), or a task/budget the user may not use (404).
+        AppError: a bad setting (400 naming it), a task/budget the user may not use (404), or a
+            budget that is spent (:func:`budget_verdict`): 409 as :func:`run_start` answers it,
+            naming the limit and what to do (under ``budget`` with the others in a 400 when
+            settings are wrong too).
     """
     if task.owner_id != owner.id:
         raise AppError("task not found", fields={"task": "not found"}, status=404)
@@ -112,6 +115,16 @@ def run_create(
         stray = [k for k in named if not any(k in hp for hp in every.values())]
         if stray:
             fields[f"mutation.bounds.{stray[0]}"] = f"no allowed algorithm ({', '.join(every)}) has {stray[0]!r}"
+    if "generation_steps" not in fields:
+        # a run on a spent budget could never start: refused now (409), or beside the other errors;
+        # judged on the budget's usage now, not on the counters of the object passed in
+        current = ClusterBudget.objects.get(pk=budget.pk)
+        verdict = budget_verdict(current, Run(task=task, generation_steps=int(generation_steps)))
+        if verdict.state == verdict.SPENT:
+            refusal = budget_refusal(current, verdict, verb="create a run", user=owner)
+            if not fields:
+                raise refusal
+            fields["budget"] = refusal.fields["budget"]
     bounds.raise_all(fields)
     return Run.objects.create(
         owner=owner,
@@ -212,7 +225,7 @@ def _begin_running(budget: ClusterBudget, run: Run, verb: str, *, started: bool)
     generations, dispatch into free slots, the ``run.update`` event."""
     verdict = budget_verdict(budget, run)  # the fewest steps a generation trains (whole rollouts)
     if verdict.state != verdict.OK:
-        raise AppError(f"cannot {verb}: {verdict.reason}", fields={"budget": verdict.reason}, status=409)
+        raise budget_refusal(budget, verdict, verb=verb, user=run.owner)
     run.status, run.status_reason = Run.Status.RUNNING, ""
     changed = ["status", "status_reason"]
     if started:
