@@ -17,7 +17,7 @@ import torch
 
 from trainer.agents.networks import RunningMeanStd
 from trainer.errors import ConfigError, Diverged
-from trainer.util.bounds import format_number
+from trainer.util.bounds import Bound, format_number
 from trainer.util.jsonable import finite_or_none
 from trainer.util.nonfinite import labelled
 
@@ -171,6 +171,16 @@ class AgentConfig:
         sizes = getattr(self, name)
         self._require(1 <= len(sizes) <= MAX_HIDDEN_LAYERS, name, f"must list 1 to {MAX_HIDDEN_LAYERS} layer widths")
         self._require(all(1 <= h <= MAX_HIDDEN_SIZE for h in sizes), name, f"must be in [1, {MAX_HIDDEN_SIZE}] each")
+
+    def _require_within(self, bound: Bound, *names: str) -> None:
+        """Each field of ``names`` within ``bound`` (:mod:`trainer.util.bounds`), the error saying
+        the whole range (``"ppo.ent_coef must be at least 0 and at most 1,000,000, got 1e+300"``).
+        A ``None`` (a setting that is off) is left to the field's own check."""
+        for name in names:
+            value = getattr(self, name)
+            why = None if value is None else bound.error(value)
+            if why:
+                raise ConfigError(f"{self.field_name(name)} {why}", field=self.field_name(name))
 
     def _require(self, ok: bool, name: str, message: str) -> None:
         """Raise ``ConfigError`` for field ``name`` unless ``ok``."""

@@ -29,6 +29,7 @@ from trainer.agents._common import (
 )
 from trainer.buffers.rollout import finished_returns
 from trainer.errors import ConfigError
+from trainer.util.bounds import SCALE
 from trainer.util.nonfinite import first_nonfinite, nonfinite_kind
 
 #: Env steps whose finished-episode returns wait on the device before one host sync fetches
@@ -57,6 +58,7 @@ class OffPolicyConfig(AgentConfig):
         for name in learning_rates:
             value = getattr(self, name)
             r(math.isfinite(value) and value > 0, name, "must be > 0")
+            self._require_within(SCALE, name)
         r(1 <= self.batch_size <= MAX_BATCH_SIZE, "batch_size", f"must be in [1, {MAX_BATCH_SIZE}]")
         r(self.buffer_size >= self.num_envs, "buffer_size", f"must be >= num_envs ({self.num_envs})")
         r(self.buffer_size <= MAX_BUFFER_SIZE, "buffer_size", f"must be <= {MAX_BUFFER_SIZE} (2**22)")
@@ -78,9 +80,11 @@ class OffPolicyConfig(AgentConfig):
         r(0 < self.tau <= 1, "tau", "must be in (0, 1]")
 
     def _check_observation_fields(self) -> None:
-        """``obs_clip`` and ``reward_scale``."""
+        """``obs_clip`` and ``reward_scale`` (more than 0, at most ``MAX_SCALE``)."""
         self._require(self.obs_clip > 0, "obs_clip", "must be > 0")
+        self._require_within(SCALE, "obs_clip")
         self._require(math.isfinite(self.reward_scale) and self.reward_scale > 0, "reward_scale", "must be > 0")
+        self._require_within(SCALE, "reward_scale")
 
 
 class OffPolicyAgent(AgentBase):

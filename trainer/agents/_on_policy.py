@@ -57,6 +57,7 @@ from trainer.agents.networks import DeterministicPolicy, GaussianActor, RunningM
 from trainer.buffers.rollout import RolloutBuffer
 from trainer.errors import ConfigError
 from trainer.ops.gae import compute_gae
+from trainer.util.bounds import PENALTY, SCALE
 
 __all__ = ["MAX_ROLLOUT_STEPS", "MIN_ROLLOUT_SAMPLES", "POLICIES", "OnPolicyAgent", "OnPolicyConfig"]
 
@@ -85,6 +86,7 @@ class OnPolicyConfig(AgentConfig):
         self._check_rollout_batch()
         self._require_hidden_sizes()
         r(math.isfinite(self.learning_rate) and self.learning_rate > 0, "learning_rate", "must be > 0")
+        self._require_within(SCALE, "learning_rate")
 
     def _check_rollout_batch(self) -> None:
         """A rollout of ``num_envs * rollout_steps`` samples must hold at least
@@ -137,14 +139,19 @@ class OnPolicyConfig(AgentConfig):
         self._require(0 <= self.gae_lambda <= 1, "gae_lambda", "must be in [0, 1]")
 
     def _check_loss_fields(self) -> None:
-        """``ent_coef``, ``vf_coef``, ``max_grad_norm``, ``obs_clip``, ``init_log_std`` and ``reward_scale``."""
+        """``ent_coef`` and ``vf_coef`` (loss weights, at most ``MAX_PENALTY``), ``max_grad_norm``,
+        ``obs_clip`` and ``reward_scale`` (at most ``MAX_SCALE``, :mod:`trainer.util.bounds`) and
+        ``init_log_std``."""
         r = self._require
-        r(self.ent_coef >= 0, "ent_coef", "must be >= 0")
-        r(self.vf_coef >= 0, "vf_coef", "must be >= 0")
-        r(self.max_grad_norm > 0, "max_grad_norm", "must be > 0")
-        r(self.obs_clip > 0, "obs_clip", "must be > 0")
+        for name in ("ent_coef", "vf_coef"):
+            r(getattr(self, name) >= 0, name, "must be >= 0")
+            self._require_within(PENALTY, name)
+        for name in ("max_grad_norm", "obs_clip"):
+            r(getattr(self, name) > 0, name, "must be > 0")
+            self._require_within(SCALE, name)
         r(-20 <= self.init_log_std <= 2, "init_log_std", "must be in [-20, 2]")
         r(math.isfinite(self.reward_scale) and self.reward_scale > 0, "reward_scale", "must be > 0")
+        self._require_within(SCALE, "reward_scale")
 
 
 class OnPolicyAgent(AgentBase):

@@ -48,19 +48,21 @@ class A2CConfig(OnPolicyConfig):
         rollout_steps: steps T per env before each gradient step, 1..4 096 (the paper's t_max = 5;
             16 here so one update sees 16 384 samples, as a PPO rollout does).
         hidden_sizes: widths of the actor and critic MLPs (tanh), 1 to 8 layers of 1..4 096 each.
-        learning_rate: Adam step size, > 0 (mutable by PBT). The paper uses shared RMSProp;
+        learning_rate: Adam step size, more than 0, at most 1e6 (``trainer.util.bounds.MAX_SCALE``, as
+            every scale below; mutable by PBT). The paper uses shared RMSProp;
             Adam with 16k-sample batches was as good and needs no extra tuning.
         gamma: discount in (0, 1].
         gae_lambda: GAE lambda in [0, 1]; 1 gives the n-step returns of the paper.
-        ent_coef: entropy bonus weight >= 0 (paper: 0.01; mutable by PBT).
-        vf_coef: weight >= 0 of the value loss in the joint loss.
-        max_grad_norm: global L2 gradient-norm clip, > 0.
+        ent_coef: entropy bonus weight, 0 to 1e6 (``trainer.util.bounds.MAX_PENALTY``; paper: 0.01;
+            mutable by PBT).
+        vf_coef: weight of the value loss in the joint loss, 0 to 1e6.
+        max_grad_norm: global L2 gradient-norm clip, more than 0, at most 1e6.
         normalize_advantages: standardise advantages over each rollout (not in the paper; makes
             the step size independent of the reward scale).
         normalize_observations: standardise observations with running mean/var (fixed at creation).
-        obs_clip: normalised observations are clipped to +-obs_clip, > 0.
+        obs_clip: normalised observations are clipped to +-obs_clip, more than 0, at most 1e6.
         init_log_std: initial log std of the Gaussian policy ([-1, 1] action units).
-        reward_scale: rewards are multiplied by this before learning, > 0.
+        reward_scale: rewards are multiplied by this before learning, more than 0, at most 1e6.
         policy: the actor's mean, fixed at creation: ``"mlp"`` or ``"cross_sectional"``
             (portfolio tasks only; the actor reads raw observations, ``normalize_observations``
             applies to the critic only), as PPO's (:class:`~trainer.agents.ppo.PPOConfig`).

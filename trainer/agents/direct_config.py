@@ -12,7 +12,7 @@ from trainer.agents._common import MAX_NUM_ENVS, AgentConfig
 from trainer.agents.cross_sectional import check_kappa, check_universe
 from trainer.agents.direct_objective import check_flatten
 from trainer.errors import ConfigError
-from trainer.util.bounds import PENALTY
+from trainer.util.bounds import PENALTY, SCALE, format_number
 
 __all__ = ["MAX_WINDOW", "DirectConfig"]
 
@@ -33,14 +33,17 @@ class DirectConfig(AgentConfig):
         kappa: tilt bound (> 0, at most ``logit_scale / 2`` of the env, checked when learning):
             every weight stays within a factor ``e^(2 kappa)`` of every other.
         cash: let the policy hold cash (a head on the pooled context); fixed at creation.
-        learning_rate: AdamW step size (> 0; mutable by PBT).
-        weight_decay: AdamW decoupled weight decay (>= 0), a pull towards the 1/N anchor.
+        learning_rate: AdamW step size (more than 0, at most ``MAX_SCALE`` = 1e6,
+            ``trainer.util.bounds``; mutable by PBT).
+        weight_decay: AdamW decoupled weight decay, a pull towards the 1/N anchor: 0 to
+            ``MAX_PENALTY`` = 1e6, and ``learning_rate * weight_decay`` below 1 (each step
+            multiplies every weight by ``1 - learning_rate * weight_decay``).
         variance_penalty: weight (0 to ``MAX_PENALTY`` = 1e6, ``trainer.util.bounds``) of the
             variance of daily net log returns.
         tracking_penalty: weight (0 to 1e6) of the variance of daily log returns over 1/N's.
         turnover_penalty: weight (0 to 1e6) of the mean daily turnover (fraction of value traded),
             beyond the costs the returns already pay.
-        max_grad_norm: global L2 gradient-norm clip (> 0).
+        max_grad_norm: global L2 gradient-norm clip (more than 0, at most 1e6).
         challenger_alpha: level, in [0, 0.5], of the held-out test that lets an unpenalised
             challenger replace this configuration (:mod:`trainer.agents.direct_gate`); 0 trains
             this configuration alone.
@@ -92,11 +95,14 @@ class DirectConfig(AgentConfig):
         self._require_hidden_sizes()
         r(math.isfinite(self.kappa) and self.kappa > 0, "kappa", "(tilt bound) must be a finite number > 0")
         r(math.isfinite(self.learning_rate) and self.learning_rate > 0, "learning_rate", "must be > 0")
+        self._require_within(SCALE, "learning_rate")
         r(math.isfinite(self.weight_decay) and self.weight_decay >= 0, "weight_decay", "must be >= 0")
-        for name in ("variance_penalty", "tracking_penalty", "turnover_penalty"):  # 1e30 overflowed float32
-            value = getattr(self, name)
-            r(PENALTY.error(value) is None, name, f"must be {PENALTY.text(words=True)}")
+        self._require_within(PENALTY, "weight_decay")
+        self._check_decay_step()
+        # 1e30 overflowed float32
+        self._require_within(PENALTY, "variance_penalty", "tracking_penalty", "turnover_penalty")
         r(math.isfinite(self.max_grad_norm) and self.max_grad_norm > 0, "max_grad_norm", "must be > 0")
+        self._require_within(SCALE, "max_grad_norm")
         alpha, kappa = self.challenger_alpha, self.challenger_kappa
         r(
             _number(alpha) and 0 <= alpha <= 0.5,
@@ -105,6 +111,27 @@ class DirectConfig(AgentConfig):
         )
         r(_number(kappa) and math.isfinite(kappa) and kappa > 0, "challenger_kappa", "must be a finite number > 0")
         r(isinstance(self.hold_equal_weight, bool), "hold_equal_weight", "must be true or false")
+
+    def _check_decay_step(self) -> None:
+        """AdamW's decoupled weight decay multiplies every weight by ``1 - learning_rate *
+        weight_decay`` each step (Loshchilov & Hutter 2019, arXiv 1711.05101, Algorithm 2, as
+        ``torch.optim.AdamW`` does): at a product of 1 it zeroes every weight each step, above it
+        flips their signs, and above 2 they grow until the line diverges, blamed on the learning
+        rate alone.
+
+        Raises:
+            ConfigError: ``learning_rate * weight_decay >= 1`` (field ``direct.weight_decay``).
+        """
+        step = self.learning_rate * self.weight_decay
+        if step >= 1:
+            field = self.field_name("weight_decay")
+            raise ConfigError(
+                f"{field}: learning_rate x weight_decay = {self.learning_rate:g} x {format_number(self.weight_decay)} "
+                f"= {step:g} must be below 1 (AdamW multiplies every weight by 1 - learning_rate x weight_decay each "
+                f"step, so it would zero or flip them); lower weight_decay below {1 / self.learning_rate:g} or the "
+                "learning rate",
+                field=field,
+            )
 
     def challenger(self) -> DirectConfig:
         """The challenger of :mod:`trainer.agents.direct_gate`: no tracking or turnover penalty,

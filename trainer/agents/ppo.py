@@ -31,6 +31,7 @@ from trainer.agents.ppo_reference import reference_optimizer, reference_step
 from trainer.buffers.rollout import RolloutBatch, RolloutBuffer
 from trainer.errors import ConfigError
 from trainer.ops.losses import diag_gaussian_log_normalizer, ppo_loss_gradients
+from trainer.util.bounds import SCALE
 from trainer.util.nonfinite import first_nonfinite, nonfinite_kind
 
 __all__ = ["PENDULUM_PPO", "PPOAgent", "PPOConfig"]
@@ -66,7 +67,8 @@ class PPOConfig(OnPolicyConfig):
         hidden_sizes: widths of the actor and critic MLPs (tanh), 1 to 8 layers of 1..4 096 each.
             (64, 64) is also Stable-Baselines3's default; the first layer (obs_dim x 64) dominates
             the cost.
-        learning_rate: Adam step size for actor and critic, > 0 (mutable by PBT).
+        learning_rate: Adam step size for actor and critic, more than 0, at most 1e6
+            (``trainer.util.bounds.MAX_SCALE``, as every scale below; mutable by PBT).
         update_epochs: passes K over each rollout, 1..100 (the PPO paper uses 3-15 with small
             rollouts; with 16k-sample rollouts 2 passes learned as well as 8 at 1/4 the cost).
         num_minibatches: gradient steps per epoch, 1..rollout_steps*num_envs; each rollout is
@@ -74,18 +76,19 @@ class PPOConfig(OnPolicyConfig):
             rather than a size, so the pod may change ``num_envs`` without invalidating it.
         gamma: discount in (0, 1]; 0.99 ~ a 100-step (trading-day) horizon.
         gae_lambda: GAE lambda in [0, 1] (arXiv 1506.02438).
-        clip_coef: policy ratio clip epsilon > 0 (PPO paper eq. 7, 0.1-0.3 typical).
+        clip_coef: policy ratio clip epsilon, more than 0, at most 1e6 (PPO paper eq. 7, 0.1-0.3 typical).
         value_clip_coef: clip of the value update around the rollout values, > 0, or None for a
-            plain squared error (None is recommended by arXiv 2006.05990, sec. 3.5).
-        ent_coef: weight >= 0 of the entropy bonus (mutable by PBT).
-        vf_coef: weight >= 0 of the value loss in the joint loss (matters for gradient clipping).
-        max_grad_norm: global L2 gradient-norm clip, > 0.
+            plain squared error (None is recommended by arXiv 2006.05990, sec. 3.5); at most 1e6.
+        ent_coef: weight of the entropy bonus, 0 to 1e6 (``trainer.util.bounds.MAX_PENALTY``;
+            mutable by PBT).
+        vf_coef: weight of the value loss in the joint loss, 0 to 1e6 (matters for gradient clipping).
+        max_grad_norm: global L2 gradient-norm clip, more than 0, at most 1e6.
         normalize_advantages: standardise advantages over each rollout.
         normalize_observations: standardise observations with running mean/var (fixed at creation).
-        obs_clip: normalised observations are clipped to +-obs_clip, > 0.
+        obs_clip: normalised observations are clipped to +-obs_clip, more than 0, at most 1e6.
         init_log_std: initial log std of the Gaussian policy in action units ([-1, 1] scale).
-        reward_scale: rewards are multiplied by this before learning, > 0 (statistics report the
-            env's unscaled returns).
+        reward_scale: rewards are multiplied by this before learning, more than 0, at most 1e6
+            (statistics report the env's unscaled returns).
         critic_hidden_sizes: widths of the critic MLP when it differs from the actor's, or None
             (the same as ``hidden_sizes``). Different widths cannot use the fast update.
         update_impl: how a minibatch gradient step is computed: ``"fast"``, the hand-written
@@ -151,7 +154,9 @@ class PPOConfig(OnPolicyConfig):
         r(1 <= self.num_minibatches <= batch, "num_minibatches", f"must be in [1, rollout_steps * num_envs = {batch}]")
         self._check_return_fields()
         r(self.clip_coef > 0, "clip_coef", "must be > 0")
+        self._require_within(SCALE, "clip_coef")
         r(self.value_clip_coef is None or self.value_clip_coef > 0, "value_clip_coef", "must be > 0 or null")
+        self._require_within(SCALE, "value_clip_coef")
         self._check_loss_fields()
         if self.critic_hidden_sizes is not None:
             self._require_hidden_sizes("critic_hidden_sizes")

@@ -28,8 +28,14 @@ from trainer.agents._off_policy import OffPolicyAgent, OffPolicyConfig
 from trainer.agents.networks import DeterministicPolicy, SquashedGaussianActor, TwinQ
 from trainer.buffers.replay import ReplayBuffer
 from trainer.ops.losses import sac_actor_loss, sac_critic_loss, sac_critic_target, sac_temperature_loss
+from trainer.util.bounds import MAX_SCALE, SCALE, Bound
 
-__all__ = ["PENDULUM_SAC", "SACAgent", "SACConfig"]
+__all__ = ["PENDULUM_SAC", "SACAgent", "SACConfig", "TARGET_ENTROPY"]
+
+#: ``target_entropy``, in nats, or ``None``: a policy on [-1, 1]^A has at most ``A log 2`` nats
+#: (the default target is ``-A``), so a target of a million nats either way is a typo; 1e300
+#: became infinite in the float32 temperature loss and was reported as a divergence.
+TARGET_ENTROPY = Bound(-MAX_SCALE, MAX_SCALE, nullable=True)
 
 
 @dataclass
@@ -40,9 +46,10 @@ class SACConfig(OffPolicyConfig):
         num_envs: parallel envs E the pod creates, 1..65 536; each env step adds E transitions.
         hidden_sizes: widths of the actor and of each Q network (ReLU), 1 to 8 layers of
             1..4 096 each.
-        actor_learning_rate: Adam step size of the policy, > 0 (mutable by PBT).
-        critic_learning_rate: Adam step size of the twin critics, > 0 (mutable by PBT).
-        alpha_learning_rate: Adam step size of the log temperature, > 0.
+        actor_learning_rate: Adam step size of the policy, more than 0, at most 1e6
+            (``trainer.util.bounds.MAX_SCALE``, as every scale below; mutable by PBT).
+        critic_learning_rate: Adam step size of the twin critics, more than 0, at most 1e6 (mutable by PBT).
+        alpha_learning_rate: Adam step size of the log temperature, more than 0, at most 1e6.
         batch_size: transitions per gradient update, 1..65 536.
         buffer_size: replay capacity in transitions, num_envs..2**22. Memory is about
             ``buffer_size * (2 obs_dim + action_dim + 2) * 4`` bytes (660 MB at the default with
@@ -55,12 +62,13 @@ class SACConfig(OffPolicyConfig):
             large batch compensates (ElegantRL-Podracer, Liu et al. 2021, arXiv 2112.05923, sec. 4).
         gamma: discount in (0, 1].
         tau: Polyak coefficient of the target critics in (0, 1] (paper: 0.005).
-        initial_alpha: starting entropy temperature, > 0.
+        initial_alpha: starting entropy temperature, more than 0, at most 1e6.
         autotune_alpha: learn alpha toward ``target_entropy`` (paper eq. 18); fixed otherwise.
-        target_entropy: desired policy entropy in nats; None means ``-action_dim`` (paper sec. 5).
+        target_entropy: desired policy entropy in nats, -1e6 to 1e6 (:data:`TARGET_ENTROPY`); None
+            means ``-action_dim`` (paper sec. 5).
         normalize_observations: standardise observations with running mean/var (fixed at creation).
-        obs_clip: normalised observations are clipped to +-obs_clip, > 0.
-        reward_scale: rewards are multiplied by this before learning, > 0.
+        obs_clip: normalised observations are clipped to +-obs_clip, more than 0, at most 1e6.
+        reward_scale: rewards are multiplied by this before learning, more than 0, at most 1e6.
     """
 
     algorithm: ClassVar[str] = "sac"
@@ -90,7 +98,9 @@ class SACConfig(OffPolicyConfig):
         r = self._require
         self._check_replay_fields(("actor_learning_rate", "critic_learning_rate", "alpha_learning_rate"))
         r(math.isfinite(self.initial_alpha) and self.initial_alpha > 0, "initial_alpha", "must be > 0")
+        self._require_within(SCALE, "initial_alpha")
         r(self.target_entropy is None or math.isfinite(self.target_entropy), "target_entropy", "must be finite")
+        self._require_within(TARGET_ENTROPY, "target_entropy")
         self._check_observation_fields()
 
 

@@ -38,6 +38,7 @@ from trainer.agents.networks import DeterministicPolicy, mlp
 from trainer.agents.sac import PENDULUM_SAC
 from trainer.buffers.replay import ReplayBuffer
 from trainer.ops.losses import td3_actor_loss, td3_critic_loss, td3_critic_target, td3_target_action
+from trainer.util.bounds import ACTION_NOISE
 
 __all__ = ["DDPGAgent", "DDPGConfig", "PENDULUM_TD3", "TD3Agent", "TD3Config"]
 
@@ -49,24 +50,27 @@ class TD3Config(OffPolicyConfig):
     Attributes:
         num_envs: parallel envs E the pod creates, 1..65 536.
         hidden_sizes: widths of the actor and of each critic (ReLU), 1 to 8 layers of 1..4 096.
-        actor_learning_rate: Adam step size of the actor, > 0 (paper: 1e-3; mutable by PBT).
-        critic_learning_rate: Adam step size of the critics, > 0 (paper: 1e-3; mutable by PBT).
+        actor_learning_rate: Adam step size of the actor, more than 0, at most 1e6
+            (``trainer.util.bounds.MAX_SCALE``, as every scale below; paper: 1e-3; mutable by PBT).
+        critic_learning_rate: Adam step size of the critics, more than 0, at most 1e6 (paper: 1e-3;
+            mutable by PBT).
         batch_size: transitions per gradient update, 1..65 536.
         buffer_size: replay capacity in transitions, num_envs..2**22 (memory as SAC's).
         learning_starts: transitions collected with uniform random actions before the first update.
         updates_per_step: critic updates after each vector env step, 1..64.
         gamma: discount in (0, 1].
         tau: Polyak coefficient of the target networks in (0, 1] (paper: 0.005).
-        exploration_noise: std of the Gaussian noise added to ``mu(s)`` while collecting, >= 0
-            (paper: 0.1, in [-1, 1] action units).
-        target_policy_noise: std sigma of the target smoothing noise, >= 0 (paper: 0.2; 0 = DDPG).
-        target_noise_clip: the smoothing noise is clipped to +-c, >= 0 (paper: 0.5).
+        exploration_noise: std of the Gaussian noise added to ``mu(s)`` while collecting, 0 to 10
+            (``trainer.util.bounds.MAX_ACTION_NOISE``, as the next two; paper: 0.1, in [-1, 1]
+            action units).
+        target_policy_noise: std sigma of the target smoothing noise, 0 to 10 (paper: 0.2; 0 = DDPG).
+        target_noise_clip: the smoothing noise is clipped to +-c, 0 to 10 (paper: 0.5).
         policy_delay: critic updates per actor and target update, 1..100 (paper: 2; 1 = DDPG).
         twin_critics: two critics and the clipped double-Q target (TD3) or one (DDPG); fixed
             at creation.
         normalize_observations: standardise observations with running mean/var (fixed at creation).
-        obs_clip: normalised observations are clipped to +-obs_clip, > 0.
-        reward_scale: rewards are multiplied by this before learning, > 0.
+        obs_clip: normalised observations are clipped to +-obs_clip, more than 0, at most 1e6.
+        reward_scale: rewards are multiplied by this before learning, more than 0, at most 1e6.
     """
 
     algorithm: ClassVar[str] = "td3"
@@ -99,6 +103,7 @@ class TD3Config(OffPolicyConfig):
         for name in ("exploration_noise", "target_policy_noise", "target_noise_clip"):
             value = getattr(self, name)
             r(math.isfinite(value) and value >= 0, name, "must be >= 0")
+            self._require_within(ACTION_NOISE, name)
         r(1 <= self.policy_delay <= 100, "policy_delay", "must be in [1, 100]")
         self._check_observation_fields()
 

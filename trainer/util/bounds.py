@@ -17,7 +17,18 @@ from typing import Any
 
 from trainer.errors import ConfigError
 
-__all__ = ["MAX_PENALTY", "PENALTY", "SEED", "Bound", "bound_errors", "format_number"]
+__all__ = [
+    "ACTION_NOISE",
+    "MAX_ACTION_NOISE",
+    "MAX_PENALTY",
+    "MAX_SCALE",
+    "PENALTY",
+    "SCALE",
+    "SEED",
+    "Bound",
+    "bound_errors",
+    "format_number",
+]
 
 
 @dataclass(frozen=True)
@@ -89,13 +100,38 @@ class Bound:
 #: torch generator overflowed on ``--seed 99999999999999999999``, each a traceback.
 SEED = Bound(0, 2**31 - 1, integer=True)
 
-#: The largest weight of a penalty term: the direct learner's ``variance_penalty``,
-#: ``tracking_penalty`` and ``turnover_penalty`` and the portfolio env's ``turnover_penalty``.
-#: The defaults are 0.02 to 20 and 1e12 still trains; 1e30 made the first gradient infinite in
-#: float32 and was reported as a divergence blaming the learning rate.
+#: The largest weight of a term of a loss: the direct learner's ``variance_penalty``,
+#: ``tracking_penalty``, ``turnover_penalty`` and ``weight_decay`` (a pull of every weight towards
+#: zero, the 1/N anchor), the portfolio env's ``turnover_penalty``, and PPO's and A2C's
+#: ``ent_coef`` and ``vf_coef``. The defaults are 0.01 to 20 and 1e12 still trains; 1e30 made the
+#: first gradient infinite in float32 and was reported as a divergence blaming the learning rate
+#: (a ``weight_decay`` of 1e300 too: "DIRECT diverged at update 1: a parameter is NaN;
+#: learning_rate=0.003"); the direct learner also refuses a decay step ``learning_rate *
+#: weight_decay`` of 1 or more.
 MAX_PENALTY = 1e6
-#: ``0 <= penalty <= MAX_PENALTY``.
+#: ``0 <= weight <= MAX_PENALTY``.
 PENALTY = Bound(0, MAX_PENALTY)
+
+#: The largest step size, scale or clip of an algorithm that has no natural ceiling: every
+#: learning rate, ``max_grad_norm``, ``obs_clip``, ``reward_scale``, PPO's ``clip_coef`` and
+#: ``value_clip_coef``, SAC's ``initial_alpha`` (and the magnitude of its ``target_entropy``).
+#: The defaults are 3e-4 to 10, and every one of these trains at 1e6 without an error. A
+#: learning rate of 1e6 is kept on purpose: it is how the tests make a line diverge, and the
+#: divergence error (which says to lower the learning rate) is the right answer to a step size
+#: that is merely too large. At 1e300 PPO's ``reward_scale`` or ``vf_coef`` was reported as a
+#: divergence blaming the learning rate, and ``obs_clip`` or ``clip_coef`` was a traceback (a
+#: float32 overflow in torch).
+MAX_SCALE = 1e6
+#: ``0 < value <= MAX_SCALE``.
+SCALE = Bound(0, MAX_SCALE, low_open=True)
+
+#: The largest std or clip of TD3's and DDPG's Gaussian noise (``exploration_noise``,
+#: ``target_policy_noise``, ``target_noise_clip``), in action units: actions lie in [-1, 1], so
+#: noise of 10 (five widths of that range) already makes every action a coin toss between the
+#: ends; the paper's values are 0.1 to 0.5. An ``exploration_noise`` of 1e300 was a traceback.
+MAX_ACTION_NOISE = 10.0
+#: ``0 <= noise <= MAX_ACTION_NOISE``.
+ACTION_NOISE = Bound(0, MAX_ACTION_NOISE)
 
 
 def bound_errors(values: Mapping[str, Any], bounds: Mapping[str, Bound], *, prefix: str = "") -> dict[str, str]:

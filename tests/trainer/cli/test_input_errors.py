@@ -184,6 +184,38 @@ def test_an_absurd_penalty_is_refused_up_front_not_reported_as_a_divergence(data
     assert not out.exists()
 
 
+@pytest.mark.parametrize(
+    ("flags", "says"),
+    [
+        (
+            ["--env", "portfolio", "--hp", "weight_decay=1e300"],
+            "error: hyperparameters.weight_decay: must be at least 0 and at most 1,000,000, got 1e+300",
+        ),
+        (
+            ["--env", "portfolio", "--hp", "weight_decay=1000"],
+            "error: hyperparameters.weight_decay: learning_rate x weight_decay = 0.003 x 1,000 = 3 must be below 1",
+        ),
+        (
+            ["--hp", "reward_scale=1e300"],
+            "error: hyperparameters.reward_scale: must be more than 0 and at most 1,000,000",
+        ),
+        (
+            ["--algo", "td3", "--hp", "exploration_noise=1e300"],
+            "error: hyperparameters.exploration_noise: must be at least 0 and at most 10, got 1e+300",
+        ),
+    ],
+)
+def test_an_absurd_coefficient_is_refused_up_front_naming_it(data_dir, tmp_path, flags, says, capsys):
+    """``weight_decay=1e300`` trained into "DIRECT diverged at update 1: a parameter is NaN;
+    learning_rate=0.003" (exit 1, blaming the learning rate), 1000 into an agent that held 1/N,
+    PPO's ``reward_scale=1e300`` into a divergence and TD3's ``exploration_noise=1e300`` into a
+    traceback; each coefficient now has an upper bound (``trainer.util.bounds``)."""
+    out = tmp_path / "run"
+    assert main(["train", "--data-dir", str(data_dir), "--out", str(out), *flags]) == 2
+    assert _one_error(capsys).startswith(says)
+    assert not out.exists()
+
+
 def test_the_largest_penalty_is_accepted():
     hp = validate_hyperparameters(
         "direct", {"variance_penalty": 1e6, "tracking_penalty": 1e6, "turnover_penalty": 1e6, "weight_decay": 0.5}
