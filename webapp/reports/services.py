@@ -30,7 +30,7 @@ from django.utils import timezone
 from webapp import engine
 from webapp.config.celery import app as celery_app
 from webapp.core.errors import AppError
-from webapp.market.models import Dataset
+from webapp.reports import checks
 from webapp.reports.charts import is_intraday
 from webapp.reports.models import Backtest
 from webapp.runs.models import Agent, Run
@@ -46,107 +46,6 @@ RUN_BACKTEST_TASK = "webapp.reports.tasks.run_backtest"
 DEFAULT_TOP_AGENTS = 3
 #: How long after a run finished the reaper still creates end-of-run backtests it lacks.
 END_OF_RUN_TRIGGER_WINDOW = dt.timedelta(days=1)
-
-
-def _parse_bound(value: Any, field: str, *, intraday: bool) -> str:
-    """A backtest bound as task splits take it (``engine.parse_moment``): ``YYYY-MM-DD``, or
-    ``YYYY-MM-DD HH:MM`` exchange time (bar end) on an intraday dataset."""
-    text = engine.parse_moment(value, field)
-    if len(text) > 10 and not intraday:
-        msg = f"{text} has a time of day, but the data is daily; give YYYY-MM-DD"
-        raise AppError(f"{field}: {msg}", fields={field: msg})
-    return text
-
-
-def _split(task, name: str) -> tuple[str, str] | None:
-    """A split's ``(start, end)`` bounds as stored (days or ``YYYY-MM-DD HH:MM`` moments)."""
-    split = (task.splits or {}).get(name)
-    if not split:
-        return None
-    start, end = (split["start"], split["end"]) if isinstance(split, dict) else (split[0], split[1])
-    return engine.parse_moment(start, f"{name}.start"), engine.parse_moment(end, f"{name}.end")
-
-
-def check_range(*, task, dataset: Dataset, start: Any, end: Any, allow_overlap: bool) -> None:
-    """Refuse a backtest range that is empty, outside the dataset, or (unless
-    ``allow_overlap``) overlapping the dates the agent trained or was selected on.
-
-    Args:
-        start, end: inclusive bounds as task splits take them: days (a start day from its
-            00:00, an end day to its end) or ``YYYY-MM-DD HH:MM`` moments (``engine.range_bound``).
-
-    Raises:
-        AppError: 400 naming ``start`` or ``end``.
-    """
-    lo, hi = engine.range_bound(start, end=False, field="start"), engine.range_bound(end, end=True, field="end")
-    if hi <= lo or (len(str(start)) == len(str(end)) == 10 and str(end) <= str(start)):
-        raise AppError(f"end: {end} must be after start {start}", fields={"end": f"must be after start {start}"})
-    data_start, data_end = engine.parse_day(dataset.start_date, "start"), engine.parse_day(dataset.end_date, "end")
-    engine.check_window(start, end, first=data_start, last=data_end)  # the rule task splits follow
-    if allow_overlap:
-        return
-    seen = seen_overlap(task, start, end)
-    if seen is not None:
-        seen_start, seen_end = seen
-        msg = (
-            f"the range {start} to {end} overlaps the task's train/validation dates "
-            f"({seen_start} to {seen_end}); start after {seen_end} for a held-out test, "
-            "or allow the overlap explicitly"
-        )
-        field = "start" if lo >= engine.range_bound(seen_start, end=False, field="start") else "end"
-        raise AppError(msg, fields={field: msg, "allow_overlap": "false"})
-
-
-def seen_overlap(task, start: Any, end: Any) -> tuple[str, str] | None:
-    """The task's train-to-validation span when ``[start, end]`` overlaps it, else ``None``.
-
-    A backtest whose range overlaps it is in sample: the agent trained or was selected on
-    some of its days (only a range given ``allow_overlap`` can).
-
-    Args:
-        task: the agent's ``Task`` (its ``splits``).
-        start, end: inclusive bounds as :func:`check_range` takes them.
-
-    Returns:
-        ``(seen_start, seen_end)`` as the splits store them, or ``None`` (held out, or the task
-        has neither a train nor a validation split).
-
-    Raises:
-        AppError: 400 naming ``start`` or ``end`` when a bound is not a day or moment.
-    """
-    lo, hi = engine.range_bound(start, end=False, field="start"), engine.range_bound(end, end=True, field="end")
-    train, validation = _split(task, "train"), _split(task, "validation")
-    seen = [r for r in (train, validation) if r is not None]
-    if not seen:
-        return None
-    seen_start = min((r[0] for r in seen), key=lambda b: engine.range_bound(b, end=False, field="start"))
-    seen_end = max((r[1] for r in seen), key=lambda b: engine.range_bound(b, end=True, field="end"))
-    seen_lo = engine.range_bound(seen_start, end=False, field="start")
-    seen_hi = engine.range_bound(seen_end, end=True, field="end")
-    return (seen_start, seen_end) if lo <= seen_hi and hi >= seen_lo else None
-
-
-def _check_tickers(agent_tickers: list[str], dataset: Dataset, tickers: list[str] | None) -> list[str]:
-    """The tickers the backtest trades: the agent's, all present in ``dataset``."""
-    if tickers is not None:
-        if isinstance(tickers, str):
-            tickers = [t for t in tickers.replace(",", " ").split() if t]
-        wanted = engine.clean_tickers(tickers)
-        unknown = [t for t in wanted if t not in dataset.tickers]
-        if unknown:
-            msg = f"unknown ticker(s) {', '.join(unknown)}: dataset {dataset.name!r} holds {', '.join(dataset.tickers)}"
-            raise AppError(f"tickers: {msg}", fields={"tickers": msg})
-        if sorted(wanted) != sorted(agent_tickers):
-            msg = (
-                f"the agent was trained on {', '.join(agent_tickers)} (from its checkpoint), the request names "
-                f"{', '.join(wanted)}; a backtest trades exactly the agent's tickers"
-            )
-            raise AppError(f"tickers: {msg}", fields={"tickers": msg})
-    missing = [t for t in agent_tickers if t not in dataset.tickers]
-    if missing:
-        msg = f"dataset {dataset.name!r} lacks the agent's ticker(s) {', '.join(missing)}"
-        raise AppError(f"tickers: {msg}", fields={"tickers": msg})
-    return list(agent_tickers)
 
 
 def backtest_create(
@@ -187,11 +86,11 @@ def backtest_create(
     task = run.task
     dataset = task.dataset
     intraday = dataset.intraday
-    start_day = _parse_bound(start, "start", intraday=intraday)
-    end_day = _parse_bound(end, "end", intraday=intraday)
-    check_range(task=task, dataset=dataset, start=start_day, end=end_day, allow_overlap=bool(allow_overlap))
+    start_day = checks.parse_bound(start, "start", intraday=intraday)
+    end_day = checks.parse_bound(end, "end", intraday=intraday)
+    checks.check_range(task=task, dataset=dataset, start=start_day, end=end_day, allow_overlap=bool(allow_overlap))
     # the agent's own universe (its checkpoint's tickers), not the task's list
-    chosen = _check_tickers(list(agent.tickers or task.tickers), dataset, tickers)
+    chosen = checks.check_tickers(list(agent.tickers or task.tickers), dataset, tickers)
     engine.check_backtest_days(start_day, end_day, paths=dataset.source_paths(), tickers=chosen, intraday=intraday)
     engine.check_benchmark_coverage(
         {"": (str(start_day), str(end_day))},
@@ -258,7 +157,7 @@ def backtests_for_run(*, run_id: int, top: int | None = None) -> list[Backtest]:
     if run is None:
         return []
     ensemble = _end_of_run_ensemble(run)  # the deliverable, with or without a test split
-    test = _split(run.task, "test")
+    test = checks.task_split(run.task, "test")
     if test is None:
         _refused(run, "the task has no test split")
         return []

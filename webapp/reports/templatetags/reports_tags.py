@@ -19,7 +19,7 @@ from django import template
 from webapp import engine
 from webapp.core import formatting
 from webapp.core.errors import AppError
-from webapp.reports import services
+from webapp.reports import checks
 from webapp.reports.models import Backtest
 
 register = template.Library()
@@ -49,7 +49,7 @@ def in_sample(backtest: Backtest) -> str:
     if not backtest.allow_overlap:
         return ""
     try:
-        seen = services.seen_overlap(backtest.run.task, backtest.start, backtest.end)
+        seen = checks.seen_overlap(backtest.run.task, backtest.start, backtest.end)
     except AppError:
         return ""
     return "" if seen is None else f"{seen[0]} to {seen[1]}"
