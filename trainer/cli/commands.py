@@ -293,6 +293,30 @@ def _evaluation_data(task: Any, tickers: list[str], args: argparse.Namespace) ->
     return DataSpec.from_dict(data_fields, prefix="data")
 
 
+def _evaluation_range(task: Any, start: str | None, end: str | None, split: str) -> tuple[str, str, str]:
+    """``(start, end, name)`` of the window ``evaluate`` scores: the typed ``--start`` and
+    ``--end`` (``name`` ``"range"``), a bound left out taken from the test split, or else the
+    split ``--split`` names.
+
+    Raises:
+        ConfigError: a range that ends before it starts, naming the bound typed and saying where
+            the other came from (``"end: 2014-01-01 must be after start 2021-01-01 (the test
+            split's start; pass --start to choose another)"``).
+    """
+    from trainer.data.splits import check_order
+
+    if not (start or end):
+        return (*task.split(split), split)
+    lo, hi = check_order(
+        "",
+        start or task.test[0],
+        end or task.test[1],
+        start_from=None if start else "the test split's start; pass --start to choose another",
+        end_from=None if end else "the test split's end; pass --end to choose another",
+    )
+    return lo, hi, "range"
+
+
 def cmd_evaluate(args: argparse.Namespace) -> int:
     """Metrics of a checkpoint's or bundle's deterministic policy over a split or range, next to
     equal weight, QQQ and the untrained policy (a fresh agent of the same algorithm and sizes,
@@ -346,13 +370,7 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
             return trained.act(obs, deterministic=True)
 
     task = TaskSpec.from_dict(task_dict)
-    if typed_start or typed_end:
-        start = typed_start or task.test[0]
-        end = typed_end or task.test[1]
-        name = "range"
-    else:
-        start, end = task.split(args.split)
-        name = args.split
+    start, end, name = _evaluation_range(task, typed_start, typed_end, args.split)
     spec = _evaluation_data(task, tickers, args)
     market = load_market(spec, args)
     # the one rule of every door: a range may not end (or start) past the data, give or take

@@ -357,11 +357,16 @@ def _add_evaluate_command(sub: Any) -> None:
     )
     ev.add_argument("path", help="checkpoint (.pt) or agent bundle (.zip)")
     ev.add_argument("--split", choices=("train", "validation", "test"), default="test", help="default test")
-    ev.add_argument("--start", metavar="YYYY-MM-DD", help="first day (overrides --split)")
+    ev.add_argument(
+        "--start", metavar="YYYY-MM-DD", help="first day (overrides --split; without --end, the test split's end)"
+    )
     ev.add_argument(
         "--end",
         metavar="YYYY-MM-DD",
-        help=f"last day (overrides --split); a range holds at least {MIN_RANGE_DAYS} trading days",
+        help=(
+            "last day (overrides --split; without --start, from the test split's start); a range holds at least "
+            f"{MIN_RANGE_DAYS} trading days"
+        ),
     )
     ev.add_argument("--data", nargs="+", metavar="PATH", help="data file(s), replacing the task's")
     ev.add_argument("--data-dir", metavar="DIR", default=default_data_dir(), help=DATA_DIR_HELP)

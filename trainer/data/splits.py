@@ -87,7 +87,9 @@ def check_window(
     return None
 
 
-def check_order(name: str, start: object, end: object) -> tuple[str, str]:
+def check_order(
+    name: str, start: object, end: object, *, start_from: str | None = None, end_from: str | None = None
+) -> tuple[str, str]:
     """Check that ``start`` and ``end`` are days or moments (:func:`trainer.util.dates.parse_moment`)
     and that the range ends after it starts: a later moment, or a later day when both are days
     (the web's backtest rule).
@@ -95,6 +97,10 @@ def check_order(name: str, start: object, end: object) -> tuple[str, str]:
     Args:
         name: the range's name (``"test"`` gives ``test.start`` and ``test.end``; ``""`` gives
             ``start`` and ``end``).
+        start_from, end_from: where a bound the user did not give came from, said beside it in
+            the error, e.g. ``"the test split's start; pass --start to choose another"``. An
+            inverted range is then blamed on the bound the user gave: ``start`` when the end
+            came from elsewhere.
 
     Returns:
         ``(start, end)`` as :func:`~trainer.util.dates.parse_moment` writes them.
@@ -102,7 +108,10 @@ def check_order(name: str, start: object, end: object) -> tuple[str, str]:
     Raises:
         ConfigError: the bound that is not a day or moment (``"start: '2021-02-30' is not a
             calendar date"``), or ``end`` for an inverted range (``"end: 2021-01-04 must be after
-            start 2021-06-01"``).
+            start 2021-06-01"``; with ``start_from``: ``"end: 2014-01-01 must be after start
+            2020-01-02 (the test split's start; pass --start to choose another)"``), or
+            ``start`` when only the end came from elsewhere (``"start: 2023-01-02 must be before
+            end 2022-11-15 (the test split's end; ...)"``).
     """
     from trainer.util.dates import parse_moment, range_bound
 
@@ -110,7 +119,12 @@ def check_order(name: str, start: object, end: object) -> tuple[str, str]:
     lo_text, hi_text = parse_moment(start, start_field), parse_moment(end, end_field)
     lo, hi = range_bound(lo_text, end=False), range_bound(hi_text, end=True)
     if hi <= lo or (len(lo_text) == len(hi_text) == 10 and hi_text <= lo_text):
-        raise ConfigError(f"{end_field}: {hi_text} must be after {start_field} {lo_text}", field=end_field)
+        if end_from and not start_from:
+            raise ConfigError(
+                f"{start_field}: {lo_text} must be before {end_field} {hi_text} ({end_from})", field=start_field
+            )
+        origin = f" ({start_from})" if start_from else ""
+        raise ConfigError(f"{end_field}: {hi_text} must be after {start_field} {lo_text}{origin}", field=end_field)
     return lo_text, hi_text
 
 

@@ -30,9 +30,15 @@ from webapp.runs.models import Agent
             OpenApiParameter("agent", int, description="only this agent's backtests"),
         ],
     ),
+    create=extend_schema(
+        summary="Queue a backtest, or get the same one (agent, window, tickers, allow_overlap) not failed",
+        request=BacktestCreateSerializer,
+        responses={201: BacktestDetailSerializer, 200: BacktestDetailSerializer},
+    ),
 )
 class BacktestViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.GenericViewSet):
-    """``/api/backtests/``: GET list, POST create (queued; runs on a ``cpu`` worker),
+    """``/api/backtests/``: GET list, POST create (queued; runs on a ``cpu`` worker; 200 with the
+    existing one when the same backtest is queued, running or done),
     GET ``<id>/``, GET ``<id>/daily.csv``, GET ``<id>/metrics.csv`` (one row per series, with the
     ``short_window`` flag)."""
 
@@ -71,7 +77,7 @@ class BacktestViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets
         agent = Agent.objects.filter(pk=values["agent"], run__owner=request.user).select_related("run__task").first()
         if agent is None:
             raise AppError("agent not found", fields={"agent": "not found"}, status=404)
-        backtest = services.backtest_create(
+        backtest, created = services.backtest_get_or_create(
             user=request.user,
             agent=agent,
             start=values["start"],
@@ -79,7 +85,8 @@ class BacktestViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets
             tickers=values.get("tickers"),
             allow_overlap=values["allow_overlap"],
         )
-        return Response(BacktestDetailSerializer(backtest).data, status=status.HTTP_201_CREATED)
+        answer = status.HTTP_201_CREATED if created else status.HTTP_200_OK  # 200: the same backtest exists
+        return Response(BacktestDetailSerializer(backtest).data, status=answer)
 
     @action(detail=True, methods=["get"], url_path="daily.csv", url_name="daily-csv")
     def daily_csv(self, request: Request, pk: str | None = None) -> HttpResponse:

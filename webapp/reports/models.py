@@ -1,6 +1,7 @@
 """Backtests: an agent run day by day over dates it did not train on, scored against QQQ.
 
-A :class:`Backtest` is created ``queued`` by ``services.backtest_create`` (a user's request) or
+A :class:`Backtest` is created ``queued`` by ``services.backtest_get_or_create`` (a user's
+request; one repeating a backtest that is not failed gets that one) or
 ``services.backtests_for_run`` (the best agents of a finished run, on the task's test split),
 and run by the Celery task ``webapp.reports.tasks.run_backtest`` on the ``cpu`` queue.
 

@@ -93,6 +93,25 @@ def backtest_get(*, user, backtest_id: int) -> Backtest:
     return backtest
 
 
+def backtest_same(*, agent, dataset, tickers: list[str], start: str, end: str, allow_overlap: bool) -> Backtest | None:
+    """The newest backtest, queued, running or done, that a new one with these inputs would
+    repeat, else ``None``.
+
+    "The same" is every field the result depends on: the agent (its checkpoint), the dataset and
+    tickers it trades, the window as parsed (``start``, ``end``) and ``allow_overlap`` (the
+    report says whether the range is held out). Who asked for it (``source``) is not one of
+    them; a failed backtest is not a result, so a request after it is a new one.
+    """
+    return (
+        Backtest.objects.filter(
+            agent=agent, dataset=dataset, start=start, end=end, allow_overlap=bool(allow_overlap), tickers=tickers
+        )
+        .exclude(status=Backtest.Status.FAILED)
+        .order_by("-created_at", "-id")
+        .first()
+    )
+
+
 def backtest_daily(backtest: Backtest) -> pd.DataFrame:
     """The daily series of a finished backtest (``DatetimeIndex`` named ``date``).
 

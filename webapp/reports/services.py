@@ -2,9 +2,10 @@
 
 Backtest protocol (one Celery task per backtest, ids only, see ``tasks.py``):
 
-1. :func:`backtest_create` validates the request (dates inside the dataset, at least 20
+1. :func:`backtest_get_or_create` validates the request (dates inside the dataset, at least 20
    trading days, a held-out range unless overlap is allowed, the agent's tickers) and creates a
-   ``queued`` row; the task message is sent after commit.
+   ``queued`` row, unless the user asked for a backtest that exists (it answers that one); the
+   task message is sent after commit.
 2. :func:`backtest_claim` moves the row ``queued`` -> ``running`` with a conditional update;
    zero rows means another delivery has it (or it is finished): a no-op.
 3. :func:`backtest_execute` copies the agent's checkpoint to a local file, runs
@@ -30,7 +31,7 @@ from django.utils import timezone
 from webapp import engine
 from webapp.config.celery import app as celery_app
 from webapp.core.errors import AppError
-from webapp.reports import checks
+from webapp.reports import checks, selectors
 from webapp.reports.charts import is_intraday
 from webapp.reports.models import Backtest
 from webapp.runs.models import Agent, Run
@@ -48,7 +49,7 @@ DEFAULT_TOP_AGENTS = 3
 END_OF_RUN_TRIGGER_WINDOW = dt.timedelta(days=1)
 
 
-def backtest_create(
+def backtest_get_or_create(
     *,
     user,
     agent: Agent,
@@ -57,8 +58,12 @@ def backtest_create(
     tickers: list[str] | None = None,
     allow_overlap: bool = False,
     source: str = Backtest.Source.USER,
-) -> Backtest:
-    """Queue a backtest of one of ``user``'s agents over ``[start, end]``.
+) -> tuple[Backtest, bool]:
+    """Queue a backtest of one of ``user``'s agents over ``[start, end]``, unless the user
+    asks for one that exists: a request repeating a backtest queued, running or done
+    (:func:`~webapp.reports.selectors.backtest_same`: same agent, dataset, tickers, window and
+    ``allow_overlap``) gets that one, whoever asked for it first. End-of-run backtests are
+    made once per agent and window by their own rule (:func:`backtests_for_run`).
 
     Args:
         user: the owner; must own the agent's run.
@@ -71,6 +76,9 @@ def backtest_create(
         allow_overlap: accept a range overlapping the task's train/validation dates (the
             result is then not a held-out test, and the report says so).
         source: ``"user"`` or ``"end_of_run"``.
+
+    Returns:
+        ``(backtest, created)``: ``created`` is false when an existing backtest answers.
 
     Raises:
         AppError: 404 for another user's agent; 400 naming ``start``, ``end`` or ``tickers``
@@ -97,6 +105,14 @@ def backtest_create(
         benchmark_path=engine.benchmark_path_for(dataset.source_paths(), default=settings.PADDOCK_BENCHMARK_FILE),
     )
     with transaction.atomic():
+        if source == Backtest.Source.USER:
+            # the agent row serialises two requests at once (PostgreSQL), so they get one backtest
+            Agent.objects.select_for_update().filter(pk=agent.pk).first()
+            same = selectors.backtest_same(
+                agent=agent, dataset=dataset, tickers=chosen, start=start_day, end=end_day, allow_overlap=allow_overlap
+            )
+            if same is not None:
+                return same, False
         backtest = Backtest.objects.create(
             owner=user,
             agent=agent,
@@ -111,7 +127,12 @@ def backtest_create(
         backtest_id = backtest.id
         transaction.on_commit(lambda: _send(backtest_id))
     logger.info("backtest %s queued for agent %s", backtest.id, agent.id, extra={"run": run.id})
-    return backtest
+    return backtest, True
+
+
+def backtest_create(*, user, agent: Agent, **request: Any) -> Backtest:
+    """The backtest :func:`backtest_get_or_create` answers (same arguments), new or not."""
+    return backtest_get_or_create(user=user, agent=agent, **request)[0]
 
 
 def _send(backtest_id: int) -> None:

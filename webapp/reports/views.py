@@ -9,6 +9,7 @@ from __future__ import annotations
 from typing import Any
 
 from django.conf import settings
+from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
@@ -153,7 +154,7 @@ def backtest_new(request: HttpRequest) -> HttpResponse:
     fields: dict[str, Any] = {}
     if request.method == "POST":
         try:
-            backtest = services.backtest_create(
+            backtest, created = services.backtest_get_or_create(
                 user=request.user,
                 agent=agent,
                 start=form["start"],
@@ -165,6 +166,8 @@ def backtest_new(request: HttpRequest) -> HttpResponse:
                 raise Http404(exc.message) from exc
             error, fields = exc.message, exc.fields
         else:
+            if not created:
+                messages.info(request, f"This backtest exists already ({backtest.status}): here is its report.")
             return redirect("reports:backtest-detail", backtest_id=backtest.id)
     context = {"agent": agent, "form": form, "error": error, "fields": fields, "splits": agent.run.task.splits}
     return render(request, "reports/new.html", context, status=400 if error else 200)
