@@ -299,19 +299,22 @@ def choose(rows: list[Scored], names: list[str]) -> tuple[str, dict[str, dict[st
     return min(tied, key=lambda n: eligible[n]["turnover"]), table
 
 
-def no_harm_to_fallback(rows: list[Scored], table: dict[str, dict[str, float]], successor: str = SUCCESSOR) -> bool:
+def no_harm_to_fallback(
+    rows: list[Scored], table: dict[str, dict[str, float]], successor: str = SUCCESSOR, reference: str = FALLBACK
+) -> bool:
     """Rule 4b of docs/default-selection.md: ``successor`` (:data:`SUCCESSOR`) does no harm relative to
-    :data:`FALLBACK` on the same folds: turnover <= 3 % a day, no fold's validation Sharpe
-    difference more than 0.10 below the fallback's, and a pooled mean no lower than the
-    fallback's minus one SE of their paired per-fold differences (with one fold, that SE is
-    infinite and only the fold's 0.10 counts)."""
+    ``reference`` (:data:`FALLBACK`; rule 4e's is the rule-4d default) on the same folds:
+    turnover <= 3 % a day, no fold's validation Sharpe difference more than 0.10 below the
+    reference's, and a pooled mean no lower than the reference's minus one SE of their paired
+    per-fold differences (with one fold, that SE is infinite and only the fold's 0.10 counts).
+    The paired differences go to ``table[successor]["vs_fallback"]`` (mean, se, worst)."""
 
     def per_fold(name: str) -> dict[tuple[str, int], float]:
         mine = [r for r in rows if r.candidate == name]
         keys = sorted({(r.market, r.fold) for r in mine})
         return {k: float(np.mean([r.validation_difference for r in mine if (r.market, r.fold) == k])) for k in keys}
 
-    new, old = per_fold(successor), per_fold(FALLBACK)
+    new, old = per_fold(successor), per_fold(reference)
     keys = sorted(set(new) & set(old))
     if not keys or table[successor]["turnover"] > MAX_TURNOVER:
         return False
