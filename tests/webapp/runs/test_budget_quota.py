@@ -87,6 +87,25 @@ def test_ending_a_budget_frees_its_quota_and_stops_new_generations(api_client, u
     assert "ended" in str(refused.value)
 
 
+def test_staff_assign_a_budget_outside_the_quota_that_its_user_reads_but_only_staff_change_or_end(
+    api_client, staff_client
+):
+    """The permission model docs/reference/api.md states for ``/api/budgets/``."""
+    assigned = staff_client.post(
+        "/api/budgets/", {"name": "lab", "owner": "ada", "gpu_hours_cap": 5, "max_concurrent_pods": 4}, format="json"
+    )
+    assert assigned.status_code == 201, assigned.json()  # above ada's 2 h and 2 pods
+    budget_id = assigned.json()["id"]
+    assert assigned.json()["purpose"] == "assigned"
+    assert api_client.get(f"/api/budgets/{budget_id}/").json()["name"] == "lab"
+    assert api_client.get("/api/budgets/quota/").json()["hours_held"] == 0
+    assert api_client.patch(f"/api/budgets/{budget_id}/", {"gpu_hours_cap": 6}, format="json").status_code == 403
+    assert api_client.post(f"/api/budgets/{budget_id}/end/").status_code == 403
+    changed = staff_client.patch(f"/api/budgets/{budget_id}/", {"gpu_hours_cap": 6}, format="json")
+    assert changed.status_code == 200 and changed.json()["gpu_hours_cap"] == 6
+    assert staff_client.post(f"/api/budgets/{budget_id}/end/").status_code == 200
+
+
 def test_staff_raise_a_users_quota_in_the_app(client, staff, user, api_client):
     client.force_login(staff)
     page = client.post(
