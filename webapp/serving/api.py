@@ -40,7 +40,8 @@ class AgentActView(APIView):
             "all in cash. Answers the deterministic action(s); a stock-trading agent's market state also the "
             "orders per ticker under the env's trade rule, prices and the observation; a portfolio agent's its "
             "target weights, the weights after its no-trade band (rebalanced_weights) and, given cash and "
-            "holdings, the orders and costs. A date among the dataset's first 63 (warm-up) days adds a "
+            "holdings or neither (the fresh start), its value, the orders and costs (not given weights). "
+            "A date among the dataset's first 63 (warm-up) days adds a "
             "`warnings` list (refused with 400 naming date when it is outside the agent's train split). "
             "Errors are 400s naming the field; more than PADDOCK_SERVE_RATE_LIMIT calls a minute per token is 429."
         ),

@@ -61,6 +61,23 @@ def test_current_weights_are_a_market_state_and_the_band_holds_those_near_their_
     assert out["rebalanced_weights"]["AAPL"] == pytest.approx(near["AAPL"], abs=1e-12)
 
 
+def test_a_date_alone_is_the_fresh_start_and_answers_its_value_orders_and_costs(agent, api_client, bundle):
+    """docs/reference/serving.md: a portfolio with a value (cash and holdings, or neither: the
+    env's initial cash) answers value, cash, holdings, orders and costs; weights answer none."""
+    five = ("value", "cash", "holdings", "orders", "costs")
+    fresh = _act(api_client, agent, {"date": DAY}).json()
+    initial_cash = bundle.config["env_config"]["initial_cash"]
+    given = _act(api_client, agent, {"date": DAY, "cash": initial_cash, "holdings": {}}).json()
+    assert {k: fresh[k] for k in five} == {k: given[k] for k in five}
+    assert fresh["value"] == fresh["cash"] == initial_cash and set(fresh["holdings"].values()) == {0.0}
+    assert [o["side"] for o in fresh["orders"]] == [
+        "buy" if w > 0 else "hold" for w in list(fresh["rebalanced_weights"].values())[:-1]
+    ]
+    weights = _act(api_client, agent, {"date": DAY, "weights": fresh["weights"]}).json()
+    assert weights["target_weights"] == fresh["target_weights"]
+    assert not set(five) & set(weights), "weights carry no value to trade"
+
+
 @pytest.mark.parametrize(
     ("body", "field"),
     [
