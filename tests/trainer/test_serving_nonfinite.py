@@ -211,6 +211,37 @@ def test_the_server_answers_400_naming_the_field_never_drops_the_connection(serv
     assert status == 200 and len(out["actions"][0]) == 3  # and it goes on answering
 
 
+@pytest.mark.parametrize(
+    ("data", "token", "where"),
+    [
+        (b'{"observations": [[NaN' + b", 0.0" * 42 + b"]]}", "NaN", "line 1 column 20 (char 19)"),
+        (b'{"date": "' + DAY.encode() + b'", "cash": Infinity}', "Infinity", "line 1 column 32 (char 31)"),
+        (
+            b'{"date": "' + DAY.encode() + b'",\n "holdings": {"AAPL": -Infinity}}',
+            "-Infinity",
+            "line 2 column 23 (char 45)",
+        ),
+        # a string holding the word comes first: it is no number, the token after it is
+        (b'{"date": "NaN Infinity", "cash": NaN}', "NaN", "line 1 column 34 (char 33)"),
+    ],
+)
+def test_a_non_standard_json_number_is_refused_as_the_body_is_read_naming_the_token(server, data, token, where):
+    """Python's ``json`` reads ``NaN`` and ``Infinity``; the server used to let them through and
+    refuse them field by field later, each in its own words."""
+    status, out = _post(server, data)
+    assert status == 400, out
+    assert out == {
+        "error": f"the body is not valid JSON: it holds {token} at {where}, a non-standard JSON number (JSON numbers "
+        "are finite); send finite numbers",
+        "fields": {"body": f"not valid JSON: {token} is a non-standard JSON number"},
+    }
+
+
+def test_a_string_that_spells_nan_is_still_a_string(server):
+    status, out = _post(server, b'{"date": "NaN"}')
+    assert status == 400 and list(out["fields"]) == ["date"]  # read as JSON, then refused as a day
+
+
 def _without_task(bundle: Path, out: Path) -> Path:
     """A copy of ``bundle`` whose config lacks its task (checksums updated): it loads, but a
     ``date`` request cannot find the agent's data, an error the server did not foresee."""

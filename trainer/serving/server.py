@@ -19,6 +19,44 @@ from trainer.serving.bodies import MAX_JSON_DEPTH, nesting_depth
 from trainer.serving.policy import ServedPolicy
 
 _ACT_PATH = re.compile(r"^/(?:api/agents/[^/]+/)?act/?$")
+#: A JSON string, or (group 1) a number token outside strings that Python's ``json`` reads but
+#: RFC 8259 (section 6) does not allow.
+_STRING_OR_NONSTANDARD = re.compile(r'"[^"\\]*(?:\\.[^"\\]*)*"|(-?Infinity|NaN)', re.DOTALL)
+
+
+class NonStandardNumber(ValueError):
+    """A body holds ``NaN``, ``Infinity`` or ``-Infinity`` (``token``), which Python's ``json``
+    reads as floats but JSON does not allow; ``where`` is its place as ``json`` gives one
+    (``"line 1 column 24 (char 23)"``), or ``""`` when it cannot be found."""
+
+    def __init__(self, token: str) -> None:
+        super().__init__(f"{token} is a non-standard JSON number")
+        self.token, self.where = token, ""
+
+
+def _refuse_constant(token: str) -> Any:
+    raise NonStandardNumber(token)
+
+
+def decode_body(raw: bytes) -> Any:
+    """The JSON value of a request body (empty: ``None``), read as strictly as RFC 8259 asks.
+
+    Raises:
+        NonStandardNumber: the body holds ``NaN``, ``Infinity`` or ``-Infinity``; refused as it
+            is read, before any field is looked at.
+        ValueError: not JSON, not UTF-8 (or -16, -32), an integer of over 4,300 digits.
+        RecursionError: thousands of nested levels (the decoder gave up).
+    """
+    text = raw.decode(json.detect_encoding(raw), "surrogatepass") if raw else "null"
+    try:
+        return json.loads(text, parse_constant=_refuse_constant)
+    except NonStandardNumber as exc:
+        # the first such token outside a string is the one the decoder met: all before it parsed
+        found = next((m.start(1) for m in _STRING_OR_NONSTANDARD.finditer(text) if m.group(1)), None)
+        if found is not None:
+            at = json.JSONDecodeError("", text, found)
+            exc.where = f"line {at.lineno} column {at.colno} (char {at.pos})"
+        raise
 
 
 class _Server(ThreadingHTTPServer):
@@ -139,9 +177,17 @@ class _Handler(BaseHTTPRequestHandler):
         deep = f"JSON nested deeper than {MAX_JSON_DEPTH} levels"
         too_deep = {"error": deep, "fields": {"body": deep}}
         try:
-            body = json.loads(raw or b"null")
+            body = decode_body(raw)
         except RecursionError:  # thousands of levels: the decoder gave up
             self._send(400, too_deep)
+            return
+        except NonStandardNumber as exc:
+            where = f" at {exc.where}" if exc.where else ""
+            message = (
+                f"the body is not valid JSON: it holds {exc.token}{where}, a non-standard JSON number (JSON "
+                "numbers are finite); send finite numbers"
+            )
+            self._send(400, {"error": message, "fields": {"body": f"not valid JSON: {exc}"}})
             return
         except ValueError as exc:  # not JSON, not UTF-8, an integer of over 4,300 digits
             self._send(
@@ -176,7 +222,9 @@ def make_server(
     whole number >= 0 is a 400 and one above ``limits.request_bytes`` a 413 (field ``body``),
     answered before any of the body is read (the connection is then closed); a body that is
     not JSON or nests deeper than :data:`~trainer.serving.bodies.MAX_JSON_DEPTH` is a 400
-    (``body``), one whose answer would not be finite a 400 naming the field responsible.
+    (``body``), and so is one holding ``NaN``, ``Infinity`` or ``-Infinity`` (refused as it is
+    read, :func:`decode_body`: ``"not valid JSON: NaN is a non-standard JSON number"``); one
+    whose answer would not be finite is a 400 naming the field responsible.
     Anything else that goes wrong while answering is a 500 in the same format, with one line
     on stderr (never a traceback, never a dropped connection). ``GET /healthz`` answers the
     agent's algorithm, tickers and dimensions. No authentication: bind it to localhost or put

@@ -111,3 +111,26 @@ def test_the_largest_float32_observation_is_still_answered(agent, api_client, bu
     response = api_client.post(f"/api/agents/{agent.id}/act", {"observations": obs}, format="json")
     assert response.status_code == 200, response.json()
     np.testing.assert_allclose(response.json()["actions"], bundle.act(np.array(obs, dtype=np.float32)), atol=1e-5)
+
+
+@pytest.mark.parametrize(
+    ("text", "field", "token"),
+    [
+        ('{{"observations": [[{zeros}NaN]]}}', "observations[0][{last}]", "NaN"),
+        ('{{"date": "' + DAY + '", "cash": Infinity}}', "cash", "Infinity"),
+        ('{{"date": "' + DAY + '", "holdings": {{"AAPL": -Infinity}}}}', "holdings.AAPL", "-Infinity"),
+    ],
+)
+def test_a_non_standard_json_number_is_refused_as_the_body_is_parsed_naming_its_field_and_token(
+    agent, api_client, bundle, no_errors_logged, text, field, token
+):
+    """As ``python -m trainer serve`` refuses them (``body``, with the token and its place), the
+    web's parser refuses ``NaN`` and ``Infinity`` before the agent sees the body, naming the token
+    and the field that holds it."""
+    last = bundle.obs_dim - 1
+    body = text.format(zeros="0.0, " * last, last=last)
+    response = api_client.post(f"/api/agents/{agent.id}/act", body, content_type="application/json")
+    assert response.status_code == 400, response.content[:300]
+    why = f"{token} is not a number JSON allows; send a finite number, or null where the field takes one"
+    assert response.json()["fields"] == {field.format(last=last): why}
+    assert agent_serve_stats(agent)["errors"] == 0  # the body never reached the agent
