@@ -42,6 +42,7 @@ from trainer.util.bounds import Bound
 __all__ = [
     "DEFAULT_SELECTION",
     "EULER_GAMMA",
+    "MAX_K",
     "RULES",
     "SelectionRule",
     "annual_sharpe",
@@ -63,6 +64,11 @@ TRADING_DAYS = 252
 #: Euler-Mascheroni constant, in the expected maximum of N standard normals (Bailey & LdP 2014).
 EULER_GAMMA = 0.5772156649015329
 
+#: The largest weight of the sub-window Sharpe ratios' spread in ``mean_minus_std`` (default 1):
+#: at 100 the score already ranks agents by their spread alone; 1e308 made the score -inf for
+#: any spread above 1.8.
+MAX_K = 100.0
+
 
 @dataclass(frozen=True)
 class SelectionRule:
@@ -71,7 +77,7 @@ class SelectionRule:
     Attributes:
         rule: one of :data:`RULES`.
         windows: number of contiguous validation sub-windows (2..12; 4 = quarters of a year).
-        k: weight of the spread in ``mean_minus_std`` (>= 0).
+        k: weight of the spread in ``mean_minus_std``, 0 to :data:`MAX_K`.
     """
 
     rule: str = "mean_minus_std"
@@ -79,7 +85,7 @@ class SelectionRule:
     k: float = 1.0
 
     #: The limits of the numeric settings (see :mod:`trainer.util.bounds`).
-    BOUNDS: ClassVar[dict[str, Bound]] = {"windows": Bound(2, 12, integer=True), "k": Bound(0)}
+    BOUNDS: ClassVar[dict[str, Bound]] = {"windows": Bound(2, 12, integer=True), "k": Bound(0, MAX_K)}
 
     def validate(self, *, prefix: str = "selection") -> SelectionRule:
         """Return ``self`` or raise :class:`ConfigError` naming ``<prefix>.<field>``."""

@@ -97,10 +97,12 @@ def test_the_selection_rule_checks_its_declared_bounds():
     for data, message in [
         ({"windows": 13}, "selection.windows: must be at least 2 and at most 12, got 13"),
         ({"windows": 4.0}, "selection.windows: must be an integer, got 4.0"),
-        ({"k": -1}, "selection.k: must be at least 0, got -1"),
+        ({"k": -1}, "selection.k: must be at least 0 and at most 100, got -1"),
+        ({"k": 1e300}, "selection.k: must be at least 0 and at most 100, got 1e+300"),
         ({"k": True}, "selection.k: must be a number, got True"),
     ]:
         with pytest.raises(ConfigError) as caught:
             SelectionRule.from_dict(data)
         assert caught.value.message == message
     assert SelectionRule.from_dict({"windows": 12, "k": 0}).windows == 12
+    assert SelectionRule.from_dict({"k": 100}).k == 100
