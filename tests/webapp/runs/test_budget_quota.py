@@ -174,3 +174,12 @@ def test_the_budgets_page_counts_pods_in_words_and_rounds_the_hours_cap(client, 
     page = client.get("/budgets/").content.decode()
     assert "1 pod left" in page and "1 pods" not in page
     assert "of 0.333</td>" in page and "of 0.3333333" not in page
+
+
+def test_the_new_run_page_of_a_user_without_a_budget_links_the_budgets_page(client, user):
+    client.force_login(user)
+    html = client.get("/runs/new/").content.decode()
+    assert 'You have no budget yet: create one on the <a href="/budgets/">Budgets page</a>' in html
+    own = {"action": "own", "own-name": "first", "own-gpu_hours_cap": 1, "own-max_concurrent_pods": 1}
+    assert client.post("/budgets/", own).status_code == 302  # the page it links makes one ...
+    assert "You have no budget yet" not in client.get("/runs/new/").content.decode()  # ... and the line goes
