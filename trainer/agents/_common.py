@@ -178,9 +178,7 @@ class AgentConfig:
         A ``None`` (a setting that is off) is left to the field's own check."""
         for name in names:
             value = getattr(self, name)
-            why = None if value is None else bound.error(value)
-            if why:
-                raise ConfigError(f"{self.field_name(name)} {why}", field=self.field_name(name))
+            self._require(value is None or bound.error(value) is None, name, f"must be {bound.text(words=True)}")
 
     def _require(self, ok: bool, name: str, message: str) -> None:
         """Raise ``ConfigError`` for field ``name`` unless ``ok``."""
