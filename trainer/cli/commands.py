@@ -295,8 +295,8 @@ def _evaluation_data(task: Any, tickers: list[str], args: argparse.Namespace) ->
 
 def _evaluation_range(task: Any, start: str | None, end: str | None, split: str) -> tuple[str, str, str]:
     """``(start, end, name)`` of the window ``evaluate`` scores: the typed ``--start`` and
-    ``--end`` (``name`` ``"range"``), a bound left out taken from the test split, or else the
-    split ``--split`` names.
+    ``--end`` (``name`` ``"range"``), a bound left out taken from the split ``--split`` names
+    (the test split by default), or that whole split when neither is typed.
 
     Raises:
         ConfigError: a range that ends before it starts, naming the bound typed and saying where
@@ -305,14 +305,15 @@ def _evaluation_range(task: Any, start: str | None, end: str | None, split: str)
     """
     from trainer.data.splits import check_order
 
+    first, last = task.split(split)
     if not (start or end):
-        return (*task.split(split), split)
+        return first, last, split
     lo, hi = check_order(
         "",
-        start or task.test[0],
-        end or task.test[1],
-        start_from=None if start else "the test split's start; pass --start to choose another",
-        end_from=None if end else "the test split's end; pass --end to choose another",
+        start or first,
+        end or last,
+        start_from=None if start else f"the {split} split's start; pass --start to choose another",
+        end_from=None if end else f"the {split} split's end; pass --end to choose another",
     )
     return lo, hi, "range"
 

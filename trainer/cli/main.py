@@ -358,13 +358,15 @@ def _add_evaluate_command(sub: Any) -> None:
     ev.add_argument("path", help="checkpoint (.pt) or agent bundle (.zip)")
     ev.add_argument("--split", choices=("train", "validation", "test"), default="test", help="default test")
     ev.add_argument(
-        "--start", metavar="YYYY-MM-DD", help="first day (overrides --split; without --end, the test split's end)"
+        "--start",
+        metavar="YYYY-MM-DD",
+        help="first day (with --end, overrides --split; alone, up to the end of the --split split)",
     )
     ev.add_argument(
         "--end",
         metavar="YYYY-MM-DD",
         help=(
-            "last day (overrides --split; without --start, from the test split's start); a range holds at least "
+            "last day (with --start, overrides --split; alone, from the start of the --split split); a range holds at least "
             f"{MIN_RANGE_DAYS} trading days"
         ),
     )

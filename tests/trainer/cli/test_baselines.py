@@ -184,3 +184,12 @@ def test_an_empty_tickers_list_is_refused_naming_the_option(tickers, data_dir, t
     err = capsys.readouterr().err
     assert err.startswith("error: --tickers: ") and err.count("\n") == 1
     assert not any(tmp_path.iterdir())  # nothing trained
+
+
+def test_an_end_alone_takes_its_start_from_the_split_named(run_json, data_dir):
+    code, text = run(
+        "evaluate", run_json["bundle"], "--data-dir", str(data_dir), "--split", "validation", "--end", "2020-06-30"
+    )
+    assert code == 0
+    # validation 2020-01-01..2020-12-31: the range opens at its first trading day, not the test split's
+    assert "range 2020-01-02 to 2020-06-30" in text.splitlines()[0], text.splitlines()[0]

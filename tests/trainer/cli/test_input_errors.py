@@ -79,12 +79,22 @@ def _usage_error(argv: list[str], capsys) -> str:
             "error: start: 2023-01-02 must be before end 2022-11-15 (the test split's end; pass --end to choose "
             "another)",
         ),
+        (  # a bound left out comes from the split --split names, not from the test split
+            ["--split", "validation", "--end", "2019-06-03"],
+            "error: end: 2019-06-03 must be after start 2020-01-01 (the validation split's start; pass --start to "
+            "choose another)",
+        ),
+        (
+            ["--split", "validation", "--start", "2021-03-01"],
+            "error: start: 2021-03-01 must be before end 2020-12-31 (the validation split's end; pass --end to "
+            "choose another)",
+        ),
         (["--start", "2021-01-04 10:00", "--end", "2021-06-01"], "error: start: 2021-01-04 10:00 has a time of day"),
         (["--start", "2021-01-04", "--end", "2021-06-01 15:00"], "error: end: 2021-06-01 15:00 has a time of day"),
     ],
 )
 def test_evaluate_refuses_impossible_or_inverted_dates_naming_start_or_end(bundle, data_dir, dates, says, capsys):
-    """A bound left out is the test split's, and an inverted range says so (it used to read as if
+    """A bound left out is the --split split's (the test split's by default), and an inverted range says so (it used to read as if
     the user had typed 2021-01-01) and names the bound the user gave."""
     assert main(["evaluate", bundle, "--data-dir", str(data_dir), *dates]) == 2
     assert _one_error(capsys).startswith(says)
