@@ -191,3 +191,22 @@ def test_the_ensemble_bundle_names_its_members_and_counts_env_steps_as_the_api(w
     assert f"Ensemble of 3 agents ({named})" in card
     assert f"Env steps trained: {body['total_env_steps']} (the members' lines" in card
     assert "stock-trading policy" in card
+
+
+def test_the_agent_page_says_by_which_rule_the_members_were_chosen(world, client, user):
+    client.force_login(user)
+    top, _ = ensembles.ensemble_get_or_create(run=world.run, k=2)
+    text = BeautifulSoup(client.get(f"/agents/{top.id}/").content, "html.parser").select_one("#ensemble-members")
+    assert "(the leaderboard's top 2 when it was built)" in text.get_text(" ", strip=True)
+    Agent.objects.filter(generation__run=world.run).update(score_se=100.0)  # every agent within one SE of the best
+    deliverable, _ = ensembles.ensemble_one_se_get_or_create(run=world.run)
+    assert deliverable.metrics["ensemble"]["rule"] == "one_se"
+    text = BeautifulSoup(client.get(f"/agents/{deliverable.id}/").content, "html.parser").select_one(
+        "#ensemble-members"
+    )
+    said = text.get_text(" ", strip=True)
+    assert (
+        f"every leaderboard agent within one standard error of the best when it was built, {len(deliverable.members)} of them"
+        in said
+    )
+    assert "top" not in said

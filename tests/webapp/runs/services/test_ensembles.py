@@ -146,3 +146,19 @@ def test_an_ensemble_agent_backtests_against_qqq_and_equal_weight(world, user, c
         assert links == [f"/agents/{first}/", f"/agents/{second}/"]
         assert f"validation score {agent.score:.3f}" in text and repr(agent.score) not in text
     assert backtest.config["agent"]["kind"] == "ensemble" and backtest.config["agent"]["members"] == agent.members
+
+
+def test_the_report_of_the_one_se_ensemble_says_it_holds_the_agents_within_one_se(world, user, client):
+    from tests.webapp.conftest import SPLITS
+    from webapp.reports import services as reports
+    from webapp.reports import tasks
+    from webapp.runs.services import ensembles
+
+    Agent.objects.filter(generation__run=world.run).update(score_se=100.0)  # every agent within one SE
+    agent, _ = ensembles.ensemble_one_se_get_or_create(run=world.run)
+    backtest = reports.backtest_create(user=user, agent=agent, start=SPLITS["test"][0], end=SPLITS["test"][1])
+    tasks.run_backtest(backtest.id)
+    client.force_login(user)
+    page = BeautifulSoup(client.get(f"/reports/{backtest.id}/").content, "html.parser")
+    text = " ".join(page.select_one("#config-agent").get_text().split())
+    assert f"(the {len(agent.members)} agents within one SE of the best of run {world.run.id})" in text, text
