@@ -57,8 +57,13 @@ def fresh_algorithm(task: Task, pod_index: int) -> str:
 
 def mutation_for(mutation: dict[str, Any], hyperparameters: dict[str, Any]) -> dict[str, Any]:
     """``mutation`` restricted to the bounds of hyperparameters the agent has (a mixed run's
-    bounds may name another algorithm's hyperparameters, e.g. SAC's ``actor_learning_rate``)."""
+    bounds may name another algorithm's hyperparameters, e.g. SAC's ``actor_learning_rate``).
+    An agent that holds 1/N (the direct learner's ``hold_equal_weight``, set when its line's gate
+    closed) gets no bounds: its line trains nothing, so a perturbed learning rate would change
+    nothing and read on the leaderboard as if it did."""
     bounds_ = mutation.get("bounds") or {}
+    if hyperparameters.get("hold_equal_weight") is True:
+        return {**mutation, "bounds": {}}
     return {**mutation, "bounds": {k: v for k, v in bounds_.items() if k in hyperparameters}}
 
 

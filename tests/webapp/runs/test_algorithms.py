@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 
+import numpy as np
 import pytest
 
 from tests.webapp.conftest import SPLITS
@@ -182,3 +183,16 @@ def test_thousands_of_unknown_tickers_are_named_in_a_short_error(api_client, wor
     assert response.status_code == 400
     assert len(response.content) < 2_000, len(response.content)
     assert response.json()["fields"]["tickers"].startswith("T0, T1, T2, T3, T4 and 9,995 more not in dataset")
+
+
+def test_a_copied_agent_that_holds_1_over_n_keeps_its_hyperparameters():
+    from webapp.runs.algorithms import mutation_for
+
+    mutation = {"bounds": {"learning_rate": [1e-5, 1e-2]}, "factors": [0.8, 1.25], "probability": 1.0}
+    trains = {**engine.default_hyperparameters("direct"), "learning_rate": 3e-3}
+    holds = {**trains, "hold_equal_weight": True}
+    rng = np.random.default_rng(0)
+    moved, changes = engine.mutate_hyperparameters(trains, mutation=mutation_for(mutation, trains), rng=rng)
+    assert set(changes) == {"learning_rate"} and moved["learning_rate"] != 3e-3
+    kept, changes = engine.mutate_hyperparameters(holds, mutation=mutation_for(mutation, holds), rng=rng)
+    assert kept == holds and changes == {}  # its line trains nothing: a new learning rate would mean nothing
