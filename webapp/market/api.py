@@ -9,6 +9,7 @@ from rest_framework.parsers import FormParser, MultiPartParser
 from rest_framework.response import Response
 
 from webapp.core.parsers import BoundedJSONParser
+from webapp.core.query import ListFilters
 from webapp.market import services
 from webapp.market.models import Dataset
 from webapp.market.serializers import DatasetCreateSerializer, DatasetSerializer
@@ -24,10 +25,11 @@ from webapp.market.views import price_preview
     ),
 )
 class DatasetViewSet(
-    mixins.ListModelMixin, mixins.RetrieveModelMixin, mixins.CreateModelMixin, viewsets.GenericViewSet
+    ListFilters, mixins.ListModelMixin, mixins.RetrieveModelMixin, mixins.CreateModelMixin, viewsets.GenericViewSet
 ):
     queryset = Dataset.objects.none()  # for the schema; get_queryset scopes to the user
     serializer_class = DatasetSerializer
+    list_name = "the datasets list"  # no filters: ?name=x is a 400, not every dataset
     parser_classes = [BoundedJSONParser, MultiPartParser, FormParser]
 
     def get_queryset(self):

@@ -6,8 +6,6 @@ format, ``{"error": ..., "fields": {...}}``.
 
 from __future__ import annotations
 
-import re
-
 from django.http import HttpResponse
 from drf_spectacular.utils import OpenApiParameter, extend_schema, extend_schema_view
 from rest_framework import mixins, status, viewsets
@@ -16,6 +14,7 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 
 from webapp.core.errors import AppError
+from webapp.core.query import ListFilters, filter_by_id
 from webapp.reports import selectors, services
 from webapp.reports.serializers import BacktestCreateSerializer, BacktestDetailSerializer, BacktestListSerializer
 from webapp.reports.views import csv_download
@@ -26,8 +25,10 @@ from webapp.runs.models import Agent
     list=extend_schema(
         summary="Your backtests, newest first",
         parameters=[
-            OpenApiParameter("run", int, description="only this run's backtests"),
-            OpenApiParameter("agent", int, description="only this agent's backtests"),
+            OpenApiParameter("run", int, description="only this run's backtests (an id of no run of yours: none)"),
+            OpenApiParameter(
+                "agent", int, description="only this agent's backtests (an id of no agent of yours: none)"
+            ),
         ],
     ),
     create=extend_schema(
@@ -36,14 +37,18 @@ from webapp.runs.models import Agent
         responses={201: BacktestDetailSerializer, 200: BacktestDetailSerializer},
     ),
 )
-class BacktestViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.GenericViewSet):
+class BacktestViewSet(ListFilters, mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.GenericViewSet):
     """``/api/backtests/``: GET list, POST create (queued; runs on a ``cpu`` worker; 200 with the
     existing one when the same backtest is queued, running or done),
     GET ``<id>/``, GET ``<id>/daily.csv``, GET ``<id>/metrics.csv`` (one row per series, with the
     ``short_window`` flag)."""
 
+    list_filters = ("run", "agent")
+    list_name = "the backtests list"
+
     def get_queryset(self):
-        """The user's backtests, newest first; ``?run=<id>`` and ``?agent=<id>`` narrow them.
+        """The user's backtests, newest first; ``?run=<id>`` and ``?agent=<id>`` narrow them (an
+        id of nothing of the user's, however large, to none).
 
         Raises:
             AppError: 400 naming ``run`` or ``agent`` when it is not a whole number.
@@ -51,15 +56,8 @@ class BacktestViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets
         qs = selectors.backtest_list(user=self.request.user)
         if self.action != "list":
             return qs
-        params = self.request.query_params
-        for name in ("run", "agent"):
-            value = params.get(name)
-            if value is None:
-                continue
-            if not re.fullmatch(r"[0-9]+", value.strip()):
-                msg = f"expected a {name} id (a whole number), got {value!r}"
-                raise AppError(f"{name}: {msg}", fields={name: msg})
-            qs = qs.filter(**{f"{name}_id": int(value)})
+        for name in self.list_filters:
+            qs = filter_by_id(qs, self.request.query_params, name)
         return qs
 
     def get_serializer_class(self):

@@ -17,6 +17,7 @@ from django.db.models import QuerySet
 
 from webapp import engine
 from webapp.core.errors import AppError
+from webapp.core.query import ID_MAX
 from webapp.reports.models import Backtest
 
 #: Most backtests one comparison draws.
@@ -260,7 +261,7 @@ def parse_ids(raw: Any) -> list[int]:
         text = str(item).strip()
         if not text:
             continue
-        if not text.isdigit() or int(text) < 1:
+        if not text.isascii() or not text.isdigit() or int(text) < 1:  # int("²") raises
             raise AppError(f"ids: {text!r} is not a backtest id", fields={"ids": f"{text!r} is not a backtest id"})
         if int(text) not in ids:
             ids.append(int(text))
@@ -287,7 +288,8 @@ def compare(*, user, ids: list[int]) -> Comparison:
         raise AppError("ids: pick at least 2 backtests to compare", fields={"ids": "at least 2"})
     if len(ids) > MAX_COMPARE:
         raise AppError(f"ids: at most {MAX_COMPARE} backtests at once", fields={"ids": f"at most {MAX_COMPARE}"})
-    found = {b.id: b for b in Backtest.objects.filter(owner=user, pk__in=ids).select_related("run", "agent")}
+    in_range = [i for i in ids if i <= ID_MAX]  # a larger id names nothing (and SQLite refuses it)
+    found = {b.id: b for b in Backtest.objects.filter(owner=user, pk__in=in_range).select_related("run", "agent")}
     missing = [i for i in ids if i not in found]
     if missing:
         raise AppError(f"backtest {missing[0]} not found", fields={"ids": f"{missing[0]} not found"}, status=404)

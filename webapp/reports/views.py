@@ -18,6 +18,7 @@ from django.utils import timezone
 from django.views.decorators.http import require_GET, require_http_methods
 
 from webapp import engine
+from webapp.core import query
 from webapp.core.errors import AppError
 from webapp.market.selectors import dataset_survivorship
 from webapp.reports import charts, selectors, services
@@ -119,15 +120,14 @@ def backtest_list(request: HttpRequest) -> HttpResponse:
     backtests = selectors.backtest_list(user=request.user)
     filters: dict[str, int] = {}
     for name in ("run", "agent"):
-        value = (request.GET.get(name) or "").strip()
-        if not value:
-            continue
-        if not value.isascii() or not value.isdigit():
-            error = f"{name}: expected a {name} id (a whole number), got {value!r}"
-            context = {"backtests": [], "max_compare": selectors.MAX_COMPARE, "error": error, "filters": {}}
+        try:
+            value = query.id_param(request.GET, name, allow_blank=True)
+        except AppError as exc:
+            context = {"backtests": [], "max_compare": selectors.MAX_COMPARE, "error": exc.message, "filters": {}}
             return render(request, "reports/list.html", context, status=400)
-        filters[name] = int(value)
-    backtests = backtests.filter(**{f"{name}_id": value for name, value in filters.items()})
+        if value is not None:
+            filters[name] = value
+            backtests = query.filter_by_id(backtests, request.GET, name, allow_blank=True)  # beyond any id: none
     context = {"backtests": backtests[:200], "max_compare": selectors.MAX_COMPARE, "filters": filters}
     return render(request, "reports/list.html", context)
 

@@ -20,6 +20,7 @@ from webapp import engine
 from webapp.core.downloads import serve_file
 from webapp.core.errors import AppError
 from webapp.core.fields import refuse_body
+from webapp.core.query import ListFilters, filter_by_id, refuse_unknown
 from webapp.runs import agent_serializers, algorithms, serializers, services
 from webapp.runs.models import Agent, ClusterBudget, Run, Task
 from webapp.runs.selectors import curves, quotas, seed_groups
@@ -75,6 +76,7 @@ def metrics_response(request: Request, payload: dict, filename: str) -> Response
     partial_update=extend_schema(summary="Raise or change one of your own budgets (staff: any budget, its owner too)"),
 )
 class BudgetViewSet(
+    ListFilters,
     mixins.ListModelMixin,
     mixins.RetrieveModelMixin,
     mixins.CreateModelMixin,
@@ -83,6 +85,7 @@ class BudgetViewSet(
 ):
     queryset = ClusterBudget.objects.none()  # for the schema; get_queryset scopes to the user
     serializer_class = serializers.BudgetSerializer
+    list_name = "the budgets list"  # no filters: ?owner=... is a 400, not every budget
     http_method_names = ["get", "post", "patch", "head", "options"]
 
     def get_queryset(self):
@@ -127,9 +130,12 @@ class BudgetViewSet(
     list=extend_schema(summary="Your tasks"),
     create=extend_schema(summary="Create a task", request=serializers.TaskCreateSerializer),
 )
-class TaskViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, mixins.CreateModelMixin, viewsets.GenericViewSet):
+class TaskViewSet(
+    ListFilters, mixins.ListModelMixin, mixins.RetrieveModelMixin, mixins.CreateModelMixin, viewsets.GenericViewSet
+):
     queryset = Task.objects.none()  # for the schema; get_queryset scopes to the user
     serializer_class = serializers.TaskSerializer
+    list_name = "the tasks list"  # no filters: ?dataset=3 is a 400, not every task
 
     def get_queryset(self):
         return task_queryset(user=self.request.user)
@@ -160,15 +166,13 @@ class RunViewSet(
     serializer_class = serializers.RunSerializer
 
     #: The filters of ``GET /api/runs/`` beside the page number (and DRF's ``format``).
-    LIST_PARAMETERS = ("status", "algorithm", "search", "tag", "page", "format")
+    LIST_FILTERS = ("status", "algorithm", "search", "tag")
 
     def get_queryset(self):
         params = self.request.query_params
         if self.action == "list":
-            for name in params:
-                if name not in self.LIST_PARAMETERS:  # ?task=3 filtering nothing reads as "all runs are task 3's"
-                    why = f"not a filter of the runs list ({', '.join(self.LIST_PARAMETERS)})"
-                    raise AppError(f"{name}: {why}", fields={name: why})
+            # ?task=3 filtering nothing reads as "all runs are task 3's"
+            refuse_unknown(params, self.LIST_FILTERS, what="the runs list")
             status_ = params.get("status", "")
             if status_ and status_ not in Run.Status.values:
                 why = f"expected one of {', '.join(Run.Status.values)}, got {status_!r}"
@@ -314,6 +318,7 @@ class RunViewSet(
     @action(detail=True, methods=["get"])
     def leaderboard(self, request: Request, pk=None) -> Response:
         run = self.get_object()
+        refuse_unknown(request.query_params, (), what="a run's leaderboard")
         page = self.paginate_queryset(leaderboard_queryset(run))
         data = agent_serializers.AgentSerializer(page, many=True, context=self.get_serializer_context()).data
         return self.get_paginated_response(data)
@@ -334,8 +339,12 @@ class RunViewSet(
     list=extend_schema(
         summary="Agents of your runs, best first",
         parameters=[
-            OpenApiParameter("run", int, description="only this run's agents"),
-            OpenApiParameter("on_leaderboard", bool, description="only agents on (or off) the leaderboard"),
+            OpenApiParameter("run", int, description="only this run's agents (an id of no run of yours: none)"),
+            OpenApiParameter(
+                "on_leaderboard",
+                bool,
+                description="only agents on (true, 1) or off (false, 0) the leaderboard; another value: 400",
+            ),
             OpenApiParameter(
                 "kind",
                 str,
@@ -345,18 +354,22 @@ class RunViewSet(
         ],
     ),
 )
-class AgentViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.GenericViewSet):
+class AgentViewSet(ListFilters, mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.GenericViewSet):
     queryset = Agent.objects.none()  # for the schema; get_queryset scopes to the user
     serializer_class = agent_serializers.AgentSerializer
+    list_filters = ("run", "on_leaderboard", "kind")
+    list_name = "the agents list"
 
     def get_queryset(self):
         qs = agent_queryset(user=self.request.user)
+        if self.action != "list":
+            return qs
         params = self.request.query_params
-        if params.get("run"):
-            if not params["run"].isdigit():
-                raise AppError("run: expected an id", fields={"run": "expected an id"})
-            qs = qs.filter(run_id=int(params["run"]))
-        if params.get("on_leaderboard") in ("true", "1", "false", "0"):
+        qs = filter_by_id(qs, params, "run")
+        if "on_leaderboard" in params:
+            if params["on_leaderboard"] not in ("true", "1", "false", "0"):
+                message = f"expected true, false, 1 or 0, got {params['on_leaderboard'][:40]!r}"
+                raise AppError(f"on_leaderboard: {message}", fields={"on_leaderboard": message})
             qs = qs.filter(on_leaderboard=params["on_leaderboard"] in ("true", "1"))
         if "kind" in params:
             kinds = [choice.value for choice in Agent.Kind]

@@ -16,6 +16,7 @@ from django.core.validators import MaxValueValidator, MinValueValidator
 
 from webapp import engine
 from webapp.core.errors import AppError
+from webapp.core.query import ID_MAX
 from webapp.runs import bounds
 from webapp.runs.algorithms import default_mutation, form_hyperparameters
 from webapp.runs.form_errors import field_error_text, form_field_for
@@ -473,8 +474,9 @@ class AgentFilterForm(forms.Form):
     """Filters and sort of a run's all-agents table (GET)."""
 
     sort = forms.ChoiceField(choices=[(k, k) for k in lineage.SORTS], required=False)
-    pod = forms.IntegerField(min_value=0, required=False, label="Pod")
-    generation = forms.IntegerField(min_value=1, required=False, label="Generation (depth)")
-    lineage = forms.IntegerField(min_value=1, required=False, label="Line of agent #")
+    # Bounded above too: a number beyond SQLite's 64-bit INTEGER was a 500 at the query.
+    pod = forms.IntegerField(min_value=0, max_value=int(bounds.RUN["num_pods"].high) - 1, required=False, label="Pod")
+    generation = forms.IntegerField(min_value=1, max_value=ID_MAX, required=False, label="Generation (depth)")
+    lineage = forms.IntegerField(min_value=1, max_value=ID_MAX, required=False, label="Line of agent #")
     min_score = forms.FloatField(required=False, label="Score at least")
     leaderboard = forms.BooleanField(required=False, label="on the leaderboard only")

@@ -371,7 +371,7 @@ def run_agents(request: HttpRequest, run_id: int) -> HttpResponse:
         min_score=values.get("min_score"),
         leaderboard_only=bool(values.get("leaderboard")),
     )
-    if request.GET.get("format") == "csv":
+    if request.GET.get("format") == "csv" and not filters.errors:  # a bad filter: the page, 400
         response = HttpResponse(lineage.agents_csv(qs), content_type="text/csv; charset=utf-8")
         response["Content-Disposition"] = f'attachment; filename="run-{run.pk}-agents.csv"'
         return response
@@ -411,6 +411,7 @@ def run_agents(request: HttpRequest, run_id: int) -> HttpResponse:
             "scatter": lineage.scatter_points(run),
             "agent_url": reverse("runs:agent", args=[0]),
         },
+        status=400 if filters.errors else 200,  # the errors show above the table
     )
 
 
@@ -453,7 +454,7 @@ def run_compare(request: HttpRequest) -> HttpResponse:
     """Two to eight of the user's runs side by side: best score against env steps, the
     agents' hyperparameters and scores as parallel coordinates, the settings (differences only
     by default)."""
-    ids = [int(i) for i in request.GET.getlist("ids") if i.isdigit()]
+    ids = [int(i) for i in request.GET.getlist("ids") if i.isascii() and i.isdigit()]  # int("²") raises
     runs = [r for r in (run_get(user=request.user, run_id=i) for i in dict.fromkeys(ids)) if r is not None]
     with_score_notes(runs)  # one query; the curves and the list read the notes
     error = None

@@ -10,15 +10,18 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 
 from webapp.core.errors import AppError
+from webapp.core.query import ListFilters
 from webapp.runs.models import ClusterBudget, Task
 from webapp.studies import selectors, services
 from webapp.studies.serializers import StudyCreateSerializer, StudyDetailSerializer, StudyListSerializer
 
 
-class StudyViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.GenericViewSet):
+class StudyViewSet(ListFilters, mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.GenericViewSet):
     """``/api/studies/``: GET list, POST create (plans the folds and starts one run per fold),
     GET ``<id>/`` (folds, runs and, when done, the stitched record with ``vs_equal_weight`` and
     PBO), POST ``<id>/cancel/``."""
+
+    list_name = "the studies list"  # no filters: ?task=3 is a 400, not every study
 
     def get_queryset(self):
         return selectors.study_list(user=self.request.user)
