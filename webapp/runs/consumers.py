@@ -204,12 +204,32 @@ class RunConsumer(AsyncJsonWebsocketConsumer):
             except Exception:  # the socket is closing; disconnect() cancels this task
                 return
 
+    async def receive(self, text_data: str | None = None, bytes_data: bytes | None = None, **kwargs) -> None:
+        """A client frame: JSON text goes to :meth:`receive_json`; a binary frame, text that is not
+        JSON, or JSON nested too deeply to parse gets an ``error`` reply and the socket stays
+        open (Channels' own decoding raised, which closed the socket with 1011)."""
+        if text_data is None:
+            await self._refuse("expected a JSON text frame, got a binary frame")
+            return
+        try:
+            content = await self.decode_json(text_data)
+        except RecursionError:  # {"type": [[[...]]]} thousands deep: json.loads gives up
+            await self._refuse("the message is nested too deeply to be read")
+            return
+        except ValueError as exc:  # json.JSONDecodeError, and a lone surrogate
+            await self._refuse(f"the message is not JSON ({str(exc)[:80]})")
+            return
+        await self.receive_json(content, **kwargs)
+
+    async def _refuse(self, why: str) -> None:
+        await self.send_json({"type": events.ERROR, "error": why})
+
     async def receive_json(self, content: Any, **kwargs) -> None:
         kind = content.get("type") if isinstance(content, dict) else None
         if kind == events.SNAPSHOT_REQUEST and self.run_id is not None:
             await self._send_snapshot()
         else:
-            await self.send_json({"type": events.ERROR, "error": f"unknown message type {kind!r}"})
+            await self._refuse(f"unknown message type {kind!r}"[:200])
 
     async def run_event(self, message: dict[str, Any]) -> None:
         """A group message ``{"type": "run.event", "event": {...}}``: forward the event."""
