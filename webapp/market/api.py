@@ -35,6 +35,13 @@ class DatasetViewSet(
     def get_queryset(self):
         return Dataset.objects.filter(owner=self.request.user)
 
+    def get_serializer_class(self):
+        """What a ``POST`` takes (also what ``OPTIONS`` describes under ``actions.POST``, so it
+        lists the fields a create accepts, not the dataset's read-only ones), else the dataset."""
+        if self.request is not None and self.request.method == "POST":
+            return DatasetCreateSerializer
+        return DatasetSerializer
+
     def create(self, request, *args, **kwargs):
         form = DatasetCreateSerializer(data=request.data)
         form.is_valid(raise_exception=True)

@@ -72,6 +72,16 @@ def _on_request_field(exc: AppError, field: str) -> AppError:
     return AppError(exc.message, fields={**kept, field: merged}, status=exc.status, details=dict(exc.details))
 
 
+def _blamed_field(exc: AppError, tickers: list[str] | None) -> str:
+    """The request field a loader error of data-folder files is reported on: ``tickers`` when it
+    names one of the requested tickers and no row of a file (a ticker no file holds: the choice
+    of tickers is wrong, not the paths), else ``paths``."""
+    ticker = exc.details.get("ticker")
+    if tickers and ticker in tickers and "row" not in exc.details:
+        return "tickers"
+    return "paths"
+
+
 MEMBERSHIP_SUFFIXES = (".csv", ".csv.gz")
 
 
@@ -157,7 +167,7 @@ def dataset_create_from_files(
         info = engine.inspect_market_files([root / p for p in rel], tickers=tickers, options=options)
     except AppError as exc:  # name files as the user gave them, not by their server path
         named = exc.with_names({str(root / p): p for p in rel} | {f"{root}/": ""})
-        raise _on_request_field(named, "paths") from exc
+        raise _on_request_field(named, _blamed_field(named, tickers)) from exc
     dataset = Dataset(
         owner=owner,
         name=name,
