@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 from typing import ClassVar
 
 from trainer.envs.config_base import EnvConfigBase
 from trainer.envs.observations import PORTFOLIO_OBSERVATIONS, check_observation
 from trainer.errors import ConfigError
-from trainer.util.bounds import PENALTY, Bound
+from trainer.util.bounds import MAX_LOGIT, PENALTY, Bound
 
 __all__ = ["BAND_MODES", "RECOMMENDED_REBALANCE_BAND", "RECOMMENDED_REWARD_SCALES", "REWARDS", "PortfolioConfig"]
 
@@ -39,9 +38,10 @@ class PortfolioConfig(EnvConfigBase):
         reward: one of :data:`REWARDS` (see the module docstring).
         reward_scaling: multiplier of the reward, in (0, 1]; 1.0 keeps log-return units.
         dsr_eta: adaptation rate ``eta`` of the differential Sharpe ratio, in (0, 1).
-        logit_scale: logits per unit of action (> 0); 4 lets one stock weigh up to
-            ``e^8`` times another.
-        cash_bias: logit of cash at a zero cash action is ``-cash_bias`` (>= 0), so a zero
+        logit_scale: logits per unit of action (more than 0, at most 100,
+            :data:`~trainer.util.bounds.MAX_LOGIT`); 4 lets one stock weigh up to ``e^8`` times
+            another.
+        cash_bias: logit of cash at a zero cash action is ``-cash_bias`` (0 to 100), so a zero
             action holds equal weights with (almost) no cash.
         observation: ``"scale_free"`` (default) or ``"finrl"``.
         episode_length: steps per episode (days, or bars of an intraday panel); ``None`` runs
@@ -97,8 +97,9 @@ class PortfolioConfig(EnvConfigBase):
         "cost_pct": Bound(0, 0.1),
         "reward_scaling": Bound(0, 1, low_open=True),
         "dsr_eta": Bound(0, 1, low_open=True, high_open=True),
-        "logit_scale": Bound(0, math.inf, low_open=True),
-        "cash_bias": Bound(0),
+        # at most MAX_LOGIT: 1e308 overflowed float32 in the policy, a traceback
+        "logit_scale": Bound(0, MAX_LOGIT, low_open=True),
+        "cash_bias": Bound(0, MAX_LOGIT),
         "episode_length": Bound(1, integer=True, nullable=True),
         "rebalance_band": Bound(0, 1, high_open=True),
         "turnover_penalty": PENALTY,  # 0 to MAX_PENALTY: 1e300 made PPO's first loss NaN

@@ -20,6 +20,7 @@ from trainer.errors import ConfigError
 __all__ = [
     "ACTION_NOISE",
     "MAX_ACTION_NOISE",
+    "MAX_LOGIT",
     "MAX_PENALTY",
     "MAX_SCALE",
     "PENALTY",
@@ -132,6 +133,16 @@ SCALE = Bound(0, MAX_SCALE, low_open=True)
 MAX_ACTION_NOISE = 10.0
 #: ``0 <= noise <= MAX_ACTION_NOISE``.
 ACTION_NOISE = Bound(0, MAX_ACTION_NOISE)
+
+#: The largest logit setting of the portfolio env's action map, ``logit_scale`` (logits per unit
+#: of action) and ``cash_bias`` (the cash logit of a zero action is ``-cash_bias``); the
+#: defaults are 4 and 20. At 100 one stock may already weigh ``e^200`` times another and a zero
+#: action's cash weight is ``e^-100``, below float32's smallest number, so a larger value changes
+#: no weight an env on an accelerator computes. The cross-sectional policy's ``kappa`` is at
+#: most ``logit_scale / 2``, so its ``e^kappa`` stays below ``e^50`` (float32 overflows past
+#: ``e^88``). A ``logit_scale`` of 1e308 was a traceback ("value cannot be converted to type
+#: float without overflow") and 1e30 or a ``cash_bias`` of 1e308 were accepted.
+MAX_LOGIT = 100.0
 
 
 def bound_errors(values: Mapping[str, Any], bounds: Mapping[str, Bound], *, prefix: str = "") -> dict[str, str]:

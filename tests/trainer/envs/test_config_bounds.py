@@ -11,7 +11,7 @@ import pytest
 from trainer.envs.portfolio_config import PortfolioConfig
 from trainer.envs.stock_config import EnvConfig
 from trainer.errors import ConfigError
-from trainer.util.bounds import Bound
+from trainer.util.bounds import MAX_LOGIT, Bound
 
 CONFIGS = (EnvConfig, PortfolioConfig)
 
@@ -106,3 +106,43 @@ def test_the_selection_rule_checks_its_declared_bounds():
         assert caught.value.message == message
     assert SelectionRule.from_dict({"windows": 12, "k": 0}).windows == 12
     assert SelectionRule.from_dict({"k": 100}).k == 100
+
+
+@pytest.mark.parametrize("config", CONFIGS, ids=lambda c: c.__name__)
+def test_every_real_valued_env_setting_has_a_finite_upper_bound(config):
+    # logit_scale and cash_bias had none: 1e308 was accepted and the run died of a float32 overflow
+    unbounded = [name for name, bound in config.BOUNDS.items() if not bound.integer and math.isinf(bound.high)]
+    assert unbounded == [], f"{config.__name__}: {unbounded} take any finite number"
+
+
+@pytest.mark.parametrize(
+    ("name", "value", "expected"),
+    [
+        ("logit_scale", 1e308, "env.logit_scale: must be more than 0 and at most 100, got 1e+308"),
+        ("logit_scale", 1e30, "env.logit_scale: must be more than 0 and at most 100, got 1e+30"),
+        ("cash_bias", 1e308, "env.cash_bias: must be at least 0 and at most 100, got 1e+308"),
+    ],
+)
+def test_a_portfolio_logit_setting_past_max_logit_is_refused_naming_it(name, value, expected):
+    with pytest.raises(ConfigError) as caught:
+        PortfolioConfig.from_dict({name: value})
+    assert caught.value.details["field"] == f"env.{name}"
+    assert caught.value.message == expected
+
+
+def test_the_largest_logit_settings_keep_the_action_map_and_the_tilt_policy_finite_in_float32():
+    import torch
+
+    from trainer.agents.cross_sectional import CrossSectionalPolicy
+    from trainer.envs.portfolio_dynamics import target_weights
+
+    config = PortfolioConfig.from_dict({"logit_scale": MAX_LOGIT, "cash_bias": MAX_LOGIT})
+    action = torch.tensor([[1.0, -1.0, 0.0, -1.0], [-1.0, -1.0, -1.0, 1.0], [0.0, 0.0, 0.0, 0.0]])
+    weights = target_weights(action, logit_scale=config.logit_scale, cash_bias=config.cash_bias, dtype=torch.float32)
+    assert torch.isfinite(weights).all()
+    assert torch.allclose(weights.sum(dim=1), torch.ones(3))
+    # the policy's tilt bound may reach logit_scale / 2; its e^kappa must not overflow float32
+    policy = CrossSectionalPolicy(2, [8], MAX_LOGIT / 2, logit_scale=config.logit_scale)
+    scores = torch.tensor([[1e6, -1e6, 0.0], [-1e6, -1e6, 1e6]])
+    out = policy.action_from_scores(scores, None, torch.full((2, 4), 0.25))
+    assert torch.isfinite(out).all() and out.abs().max() <= 1.0 + 1e-6
