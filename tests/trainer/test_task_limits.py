@@ -171,7 +171,7 @@ def test_run_generation_refuses_a_three_day_train_split_before_training(data_dir
 def test_cli_test_split_after_the_data_exits_2_naming_test_start(data_dir, tmp_path, capsys):
     code = main(["train", "--data-dir", str(data_dir), "--test", "2030-01-01", "2031-01-01", "--out", str(tmp_path)])
     err = capsys.readouterr().err
-    assert code == 2 and err.startswith("error: test.start: 2030-01-01 is after the last day of the data")
+    assert code == 2 and err.startswith("error: test.start: 2030-01-01 is after the last data day 2022-11-15 in dow30_")
     assert not list(tmp_path.iterdir())
 
 
@@ -179,7 +179,7 @@ def test_cli_test_split_ending_46_days_past_the_data_exits_2_not_clipped(data_di
     argv = ["train", "--data-dir", str(data_dir), "--test", "2022-07-01", "2022-12-31", "--out", str(tmp_path)]
     code = main(argv)
     err = capsys.readouterr().err
-    assert code == 2 and err.startswith("error: test.end: 2022-12-31 is after the data, which ends on 2022-11-15")
+    assert code == 2 and err.startswith("error: test.end: 2022-12-31 is after the last data day 2022-11-15 in dow30_")
     assert not list(tmp_path.iterdir())
 
 

@@ -193,13 +193,13 @@ def test_a_test_split_past_the_datas_last_day_names_the_file(api_client, dataset
     )
 
 
-def test_a_train_split_starting_before_the_data_says_when_it_really_starts(api_client, dataset):
+def test_a_train_split_starting_before_the_data_is_refused_naming_the_datas_first_day(api_client, dataset):
+    # it was accepted with a note and trained from 2010-01-04; the command line now refuses it too
     splits = {**SPLITS, "train": ["2009-06-01", "2019-12-31"]}
     response = _post_task(api_client, dataset, splits, tickers=TICKERS)
-    assert response.status_code == 201, response.json()
-    assert any(
-        "train.start: 2009-06-01 is before the first data day 2010-01-04" in n and "starts 2010-01-04" in n
-        for n in response.json()["data_notes"]
+    assert response.status_code == 400, response.json()
+    assert response.json()["error"] == (
+        "splits.train.start: 2009-06-01 is before the first data day 2010-01-04 in dow30_daily_eodhd_2010-01-04_2022-11-15.csv.gz"
     )
 
 

@@ -110,7 +110,9 @@ def cmd_train(args: argparse.Namespace) -> int:
     from tqdm import tqdm
 
     from trainer.artifacts.bundle import export_bundle
-    from trainer.data.splits import check_split_days
+    from trainer.data.pipeline import data_days
+    from trainer.data.splits import check_split_days, check_splits_in_data
+    from trainer.data.timestamps import has_time_of_day
     from trainer.pod import run_generation
     from trainer.task import SPLITS, TaskSpec, check_env_steps
     from trainer.util.device import set_cpu_threads
@@ -124,7 +126,13 @@ def cmd_train(args: argparse.Namespace) -> int:
     _writable_folder(out)  # before minutes of training, not after
     set_cpu_threads()
     market = load_market(task.data, args)
-    check_split_days({name: task.split(name) for name in SPLITS}, market.dates)
+    ranges = {name: task.split(name) for name in SPLITS}
+    # the web's rule, on the dataset's own days: ``market`` is cut to the splits' range, so its
+    # first and last day are the range's (a train split from 1990 was cut to 2010 silently)
+    days = data_days(task.data, tickers=market.tickers, data_dir=args.data_dir, limits=limits_from_args(args))
+    files = ", ".join(sorted({Path(p).name for p in task.data.paths}))
+    check_splits_in_data(ranges, days, file=files, intraday=has_time_of_day(market.dates))
+    check_split_days(ranges, market.dates)  # and bar by bar on intraday data
     # QQQ on the validation days, next to equal weight (a note instead when the file lacks them)
     bench = load_benchmark(args, market.slice(*task.validation, name="validation").dates, data_paths=task.data.paths)
     bar = tqdm(
@@ -288,8 +296,8 @@ def _evaluation_data(task: Any, tickers: list[str], args: argparse.Namespace) ->
         data_fields["paths"] = data_paths(args.data, args.data_dir)
     if args.membership:
         data_fields["membership"] = data_paths([args.membership], args.data_dir)[0]
-    if args.start or args.end:
-        data_fields["end"] = None if args.end else data_fields["end"]
+    if args.start is not None or args.end is not None:
+        data_fields["end"] = None if args.end is not None else data_fields["end"]
     return DataSpec.from_dict(data_fields, prefix="data")
 
 
@@ -336,9 +344,10 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
     from trainer.util.dates import parse_moment
     from trainer.util.device import pick_device, set_cpu_threads
 
-    # the typed bounds first: a typo is answered before the bundle and the data load
-    typed_start = parse_moment(args.start, "start") if args.start else None
-    typed_end = parse_moment(args.end, "end") if args.end else None
+    # the typed bounds first: a typo is answered before the bundle and the data load; a bound
+    # typed empty (--start '') is an error too, not the --split split's bound
+    typed_start = parse_moment(args.start, "start") if args.start is not None else None
+    typed_end = parse_moment(args.end, "end") if args.end is not None else None
     if typed_start and typed_end:
         check_order("", typed_start, typed_end)
     set_cpu_threads()

@@ -46,7 +46,7 @@ from trainer.data.spec import DataSpec
 from trainer.errors import ConfigError, DataError
 from trainer.limits import DEFAULT_LIMITS, InputLimits
 
-__all__ = ["build_market_data", "load_market_data"]
+__all__ = ["build_market_data", "data_days", "load_market_data"]
 
 _OHLCV = ("open", "high", "low", "close", "volume")
 
@@ -251,6 +251,27 @@ def load_market_data(
     if path is not None:
         _write_cache(data, path, key)
     return _with_membership(data, membership, spec)
+
+
+def data_days(
+    spec: DataSpec, *, tickers: Sequence[str], data_dir=None, limits: InputLimits = DEFAULT_LIMITS
+) -> np.ndarray:
+    """The days ``spec``'s files hold for ``tickers``: the whole files, not the range
+    ``spec.start`` to ``spec.end`` that :func:`load_market_data` cuts from them, so a task's
+    splits are checked against the dataset's own first and last day
+    (:func:`trainer.data.splits.check_splits_in_data`), as the web checks them. Reads only the
+    date and ticker columns (:func:`trainer.data.files.trading_dates`).
+
+    Returns:
+        (D,) sorted unique ``datetime64[D]``.
+
+    Raises:
+        DataError: a file cannot be read (as :func:`load_market_data`).
+    """
+    from trainer.data.files import ticker_days
+
+    pairs = ticker_days(_resolve(spec, data_dir), tickers=tickers, limits=limits)
+    return np.unique(pairs["date"].to_numpy().astype("datetime64[D]"))
 
 
 def _with_membership(data: MarketData, membership: Membership | None, spec: DataSpec) -> MarketData:

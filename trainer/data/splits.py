@@ -229,6 +229,37 @@ def check_split_days(
     return counts
 
 
+def check_splits_in_data(
+    ranges: Mapping[str, tuple[str, str]], days: np.ndarray, *, file: str, intraday: bool | None = None
+) -> dict[str, int]:
+    """The rule every door applies to a task's splits when the task is made (the New run form
+    and ``POST /api/tasks/`` through ``webapp.engine``, ``python -m trainer train``): each split
+    lies inside the dataset's days, give or take :data:`EDGE_TOLERANCE_DAYS` at either edge
+    (:func:`check_coverage`, strict at the start too: a train split from 1990 on data from 2010
+    is refused, not cut to 2010 silently), and holds its :data:`MIN_SPLIT_DAYS`
+    (:func:`check_split_days`).
+
+    Args:
+        ranges: name -> inclusive ``(start, end)``, e.g. ``{"train": ..., "validation": ...,
+            "test": ...}``.
+        days: (D,) sorted trading days the dataset's files hold for the traded tickers: the whole
+            files (:func:`trainer.data.pipeline.data_days`), not a range cut from them, so a
+            message gives the data's real first and last day.
+        file: the data file(s) as the user knows them, named in the messages.
+        intraday: as :func:`check_split_days`.
+
+    Returns:
+        name -> number of trading days in the split.
+
+    Raises:
+        ConfigError: ``<name>.start`` before the data's first day (``"train.start: 1990-01-01 is
+            before the first data day 2010-01-04 in dow30.csv.gz"``) or after its last,
+            ``<name>.end`` after its last day or a split too short, each naming the data's days.
+    """
+    check_coverage(ranges, days, what="data", file=file)
+    return check_split_days(ranges, days, intraday=intraday)
+
+
 def _names(name: str) -> tuple[str, str, str]:
     """``(start field, end field, what it is in words)`` of range ``name``; ``""`` is a lone
     range (a backtest's): ``("start", "end", "the range")``."""

@@ -339,9 +339,12 @@ def check_task_data(
 
     The same rules training applies (``trainer.data.pipeline.plan_tickers``: late listings,
     early ends and gaps judged against train.start to test.end), then the splits against the
-    trading days of the kept tickers (``check_split_days``: train 126, validation 20, test 20
-    days at least) and against the benchmark file (QQQ must cover every split, so that the
-    validation score and the backtests have their baseline). Only the date and ticker columns
+    trading days of the kept tickers (``trainer.data.splits.check_splits_in_data``, the command
+    line's rule too: inside the data's first and last day, give or take a weekend and a holiday,
+    and train 126, validation 20, test 20 days at least) and against the benchmark file (QQQ
+    must cover every split, so that the validation score and the backtests have their
+    baseline); the data's edge is checked first, so a split before both names the data's
+    first day, not QQQ's. Only the date and ticker columns
     are read, once per process and file version: no prices, indicators or torch.
 
     Args:
@@ -357,13 +360,13 @@ def check_task_data(
 
     Returns:
         ``{"tickers": [...] traded, "notes": [...]}``: every decision (dropped tickers,
-        forward-filled days, warm-up days, a split starting after the data's first day).
+        forward-filled days, warm-up days).
 
     Raises:
         AppError: naming ``tickers``, ``<split>.start`` or ``<split>.end``; or an unreadable file.
     """
     from trainer.data.coverage import plan_tickers
-    from trainer.data.splits import check_coverage, check_split_days
+    from trainer.data.splits import check_splits_in_data
 
     ranges = _as_pairs(splits)
     shown = ", ".join(sorted(set(file_names.values()))) or "the data"
@@ -377,12 +380,13 @@ def check_task_data(
         )
         kept = list(plan.tickers)
         days = np.unique(pairs.loc[pairs["tic"].isin(kept), "date"].to_numpy().astype("datetime64[D]"))
-        notes = check_coverage(ranges, days, what="data", file=shown, strict_start=False)  # names the file
-        check_split_days(ranges, days, intraday=intraday)
+        # the rule of every door (the command line's too): inside the dataset's days, naming the
+        # file and its first or last day; a split starting before the data is refused, not cut
+        check_splits_in_data(ranges, days, file=shown, intraday=intraday)
     except TrainerError as exc:
         raise AppError.from_trainer(exc).with_names(file_names) from exc
     check_benchmark_coverage(splits, benchmark_path=benchmark_path_for(paths, default=benchmark_path))
-    return {"tickers": kept, "notes": plan.all_notes() + notes}
+    return {"tickers": kept, "notes": plan.all_notes()}
 
 
 def check_generation_steps(algorithm: str, hyperparameters: dict[str, Any], generation_steps: int) -> None:

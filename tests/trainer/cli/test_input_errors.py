@@ -89,6 +89,10 @@ def _usage_error(argv: list[str], capsys) -> str:
             "error: start: 2021-03-01 must be before end 2020-12-31 (the validation split's end; pass --end to "
             "choose another)",
         ),
+        # an empty bound is an error, not the --split split's bound (it evaluated the test split)
+        (["--start", "", "--end", ""], "error: start: '' is not a YYYY-MM-DD date"),
+        (["--start", "2021-01-04", "--end", ""], "error: end: '' is not a YYYY-MM-DD date"),
+        (["--end", ""], "error: end: '' is not a YYYY-MM-DD date"),
         (["--start", "2021-01-04 10:00", "--end", "2021-06-01"], "error: start: 2021-01-04 10:00 has a time of day"),
         (["--start", "2021-01-04", "--end", "2021-06-01 15:00"], "error: end: 2021-06-01 15:00 has a time of day"),
     ],
@@ -107,6 +111,8 @@ def test_evaluate_refuses_impossible_or_inverted_dates_naming_start_or_end(bundl
         (["2016-01-01", "2016-13-30"], "end", "'2016-13-30' is not a calendar date"),
         (["2016-01-01", "garbage"], "end", "'garbage' is not a YYYY-MM-DD date"),
         (["2016-02-30", "2016-06-30"], "start", "'2016-02-30' is not a calendar date"),
+        (["", "2016-06-30"], "start", "'' is not a YYYY-MM-DD date"),
+        (["2016-01-01", ""], "end", "'' is not a YYYY-MM-DD date"),
     ],
 )
 def test_a_bad_split_bound_on_the_command_line_names_its_split(data_dir, tmp_path, split, bounds, bad, says, capsys):

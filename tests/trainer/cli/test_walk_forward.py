@@ -96,6 +96,8 @@ def test_pbo_covers_every_candidate_on_every_test_day(study):
     [
         (["--start", "2016-01-01", "--end", "2019-12-31", "--first-test-year", "2030"], "--first-test-year"),
         (["--start", "2016-13-01", "--end", "2019-12-31", "--first-test-year", "2018"], "--start"),
+        (["--start", "", "--end", "2019-12-31", "--first-test-year", "2018"], "--start"),
+        (["--start", "2016-01-01", "--end", "", "--first-test-year", "2018"], "--end"),
         (
             ["--start", "2016-01-01", "--end", "2019-12-31", "--first-test-year", "2018", "--gap-days", "-1"],
             "--gap-days",
