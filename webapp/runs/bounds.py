@@ -21,9 +21,12 @@ every one of their errors instead of the first.
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass
 from typing import Any
+
+from django.core.exceptions import ValidationError
+from django.core.validators import MaxValueValidator, MinValueValidator
 
 from webapp import engine
 from webapp.core.errors import AppError, fields_message
@@ -56,6 +59,25 @@ class Bound:
     def text(self) -> str:
         """The range in words, for help texts: ``"1 to 256"``."""
         return engine.bound_text(self.limits())
+
+    def validator(self) -> Callable[[Any], None]:
+        """A validator of a form or serializer field raising :meth:`error`'s one message, so the
+        field states the whole range whichever end is crossed (Django's ``MinValueValidator(0)``
+        said "greater than or equal to 0" where 0 is refused too, and a model column's 64-bit
+        maximum came out as "<= 9223372036854775807")."""
+
+        def check(value: Any) -> None:
+            why = self.error(value)
+            if why:
+                raise ValidationError(why, code="out_of_bounds")
+
+        return check
+
+
+def drop_range_validators(validators: list) -> list:
+    """``validators`` without the min/max ones a model column or a field's ``min_value`` adds
+    (their messages state another range than the :meth:`Bound.validator` that replaces them)."""
+    return [v for v in validators if not isinstance(v, MinValueValidator | MaxValueValidator)]
 
 
 #: The labels of env settings on the pages (keys of ``Task.env``), per kind where they differ;

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from django import forms
-from django.core.validators import MaxValueValidator, MinValueValidator
 
 from webapp.runs import bounds
 from webapp.runs.models import ClusterBudget
@@ -19,8 +18,7 @@ def apply_budget_bounds(form: forms.BaseForm) -> None:
             continue
         field.label = bound.label
         field.help_text = f"{field.help_text} {bound.text()}.".strip()
-        field.validators.append(MaxValueValidator(bound.high))
-        field.validators.append(MinValueValidator(bound.low))
+        field.validators = [*bounds.drop_range_validators(field.validators), bound.validator()]
         field.widget.attrs.update({"min": bound.low, "max": bound.high})
 
 
@@ -60,10 +58,19 @@ class RaiseBudgetForm(forms.Form):
 class QuotaForm(forms.Form):
     """Staff: set a user's quota for budgets of their own (empty = the default)."""
 
+    #: The budget bound each quota field is checked against (the services' ``quota_set``).
+    BOUNDS = {
+        "device_hours": bounds.BUDGET["gpu_hours_cap"],
+        "max_concurrent_pods": bounds.BUDGET["max_concurrent_pods"],
+    }
+
     user = forms.ModelChoiceField(queryset=None)
-    device_hours = forms.FloatField(required=False, min_value=0, label="Device hours at once")
-    max_concurrent_pods = forms.IntegerField(required=False, min_value=1, label="Pods at once")
+    device_hours = forms.FloatField(required=False, label="Device hours at once")
+    max_concurrent_pods = forms.IntegerField(required=False, label="Pods at once")
 
     def __init__(self, *args, **kwargs) -> None:
         super().__init__(*args, prefix="quota", **kwargs)
         self.fields["user"].queryset = users_for_budgets()
+        for name, bound in self.BOUNDS.items():
+            self.fields[name].validators.append(bound.validator())
+            self.fields[name].widget.attrs.update({"min": bound.low, "max": bound.high})

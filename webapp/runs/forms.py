@@ -12,7 +12,6 @@ import math
 from typing import Any
 
 from django import forms
-from django.core.validators import MaxValueValidator, MinValueValidator
 
 from webapp import engine
 from webapp.core.errors import AppError
@@ -39,13 +38,7 @@ def _bounded(field_class, bound: bounds.Bound, *, help_text: str = "", **kwargs)
         attrs["max"] = bound.high
     widget = forms.NumberInput(attrs=attrs)
     text = f"{help_text} {bound.text()}.".strip()
-
-    def within(value) -> None:
-        why = bound.error(value) if value is not None else None
-        if why:
-            raise forms.ValidationError(why)
-
-    return field_class(label=bound.label, help_text=text, widget=widget, validators=[within], **kwargs)
+    return field_class(label=bound.label, help_text=text, widget=widget, validators=[bound.validator()], **kwargs)
 
 
 class SplitBoundField(forms.CharField):
@@ -464,8 +457,7 @@ class BudgetForm(forms.ModelForm):
             field = self.fields[name]
             field.label = bound.label
             field.help_text = f"{field.help_text} {bound.text()}; empty = no limit.".strip()
-            field.validators.append(MaxValueValidator(bound.high))
-            field.validators.append(MinValueValidator(bound.low))
+            field.validators = [*bounds.drop_range_validators(field.validators), bound.validator()]
             field.widget.attrs.update({"min": bound.low, "max": bound.high})
         self.fields["max_concurrent_pods"].help_text = f"{bounds.BUDGET['max_concurrent_pods'].text()}."
 

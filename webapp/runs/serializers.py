@@ -17,7 +17,7 @@ from webapp.core.fields import (
     StrictIntegerField,
     strict_field_mapping,
 )
-from webapp.runs import services
+from webapp.runs import bounds, services
 from webapp.runs.models import ClusterBudget, Run, Task
 from webapp.runs.selectors.budgets import budget_progress, budget_queryset
 from webapp.runs.selectors.runs import dataset_queryset, task_queryset
@@ -77,6 +77,17 @@ class BudgetSerializer(RefuseUnknownKeys, serializers.ModelSerializer):
             "created_at",
         ]
         read_only_fields = ["gpu_seconds_used", "env_steps_used", "purpose", "ended_at", "created_at"]
+
+    def get_fields(self):
+        """Each limit checked against its one bound (``bounds.BUDGET``), whose message states the
+        whole range: the column's own maximum said "<= 9223372036854775807" for 1e30 pods where
+        0 pods got "1 to 1,024"."""
+        fields = super().get_fields()
+        for name, bound in bounds.BUDGET.items():
+            field = fields[name]
+            field.max_value = field.min_value = None
+            field.validators = [*bounds.drop_range_validators(field.validators), bound.validator()]
+        return fields
 
     def get_gpu_hours_used(self, obj: ClusterBudget) -> float:
         return obj.gpu_seconds_used / 3600.0

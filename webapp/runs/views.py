@@ -23,7 +23,7 @@ from webapp import engine
 from webapp.core.errors import AppError
 from webapp.core.formatting import format_duration, format_hyperparameters
 from webapp.demo import profiles as demo_profiles
-from webapp.runs import algorithms, form_initial, forms, services
+from webapp.runs import algorithms, bounds, form_initial, forms, services
 from webapp.runs.form_help import HYPERPARAMETER_HELP
 from webapp.runs.models import Agent
 from webapp.runs.selectors import (
@@ -307,7 +307,8 @@ def run_control(request: HttpRequest, run_id: int, action: str) -> HttpResponse:
         if action == "scale":
             form = forms.ScaleForm(request.POST)
             if not form.is_valid():
-                raise AppError("num_pods: enter a whole number >= 1", fields={"num_pods": "invalid"})
+                why = f"enter a whole number of pods, {bounds.RUN['num_pods'].text()}"
+                raise AppError(f"num_pods: {why}", fields={"num_pods": why})
             services.run_scale(run=run, num_pods=form.cleaned_data["num_pods"])
         elif action == "annotate":
             archive.run_annotate(run=run, tags=request.POST.get("tags", ""), note=request.POST.get("note", ""))

@@ -76,7 +76,7 @@ def test_the_budget_form_says_the_bound_not_a_database_constraint(client, staff,
         {"action": "assign", "name": "zero", "owner": user.id, "max_concurrent_pods": 0, "env_step_cap": 1000},
     ).content.decode()
     assert "violated" not in page and "budget_pods_gte_1" not in page
-    assert "greater than or equal to 1" in page
+    assert "must be at least 1 and at most 1,024, got 0" in page  # the whole range, as the API says it
 
 
 def test_the_new_run_form_shows_task_and_run_errors_together_with_labels_in_words(client, user, world):
