@@ -18,7 +18,8 @@ from collections.abc import Mapping
 from django.db import models
 from django.http import QueryDict
 from rest_framework import serializers
-from rest_framework.settings import api_settings
+
+from webapp.core.parsers import BODY_FIELD
 
 
 class StrictCharField(serializers.CharField):
@@ -85,14 +86,17 @@ class StrictFloatField(serializers.FloatField):
 class RefuseUnknownKeys:
     """A serializer mixin: a key the body's serializer does not define (or defines read-only)
     is a 400 naming it and listing the keys the endpoint takes, and a body that is not an
-    object is a 400 saying what it is."""
+    object is a 400 saying what it is, filed under ``body`` (as a malformed body is, see
+    :mod:`webapp.core.parsers`)."""
 
-    default_error_messages = {"not_an_object": "the request body must be a JSON object, got {kind}"}
+    default_error_messages = {"not_an_object": "must be a JSON object, got {kind}"}
 
     def to_internal_value(self, data):
-        if not isinstance(data, Mapping):  # as DRF's own check: a serializer's errors are a dict
+        if not isinstance(data, Mapping):
             message = self.error_messages["not_an_object"].format(kind=_kind(data))
-            raise serializers.ValidationError({api_settings.NON_FIELD_ERRORS_KEY: [message]})
+            if self.parent is None:  # the request body: filed under ``body``, as a malformed one is
+                raise serializers.ValidationError({BODY_FIELD: [f"the request body {message}"]})
+            raise serializers.ValidationError([message])  # a nested object: under its own name
         writable = {name for name, field in self.fields.items() if not field.read_only}
         unknown = [str(key) for key in data if key not in writable]
         if unknown:
