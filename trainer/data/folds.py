@@ -24,7 +24,7 @@ from typing import Any
 
 import numpy as np
 
-from trainer.data.splits import MIN_SPLIT_DAYS
+from trainer.data.splits import MIN_SPLIT_DAYS, check_window
 from trainer.errors import ConfigError
 from trainer.util.dates import parse_day
 
@@ -235,7 +235,8 @@ def plan_folds(
 
     Raises:
         ConfigError: a malformed argument (``field`` its name); ``start`` / ``end`` outside
-            the data or inverted; ``first_test_year`` outside ``start``..``end``, or so early
+            the data (more than 4 calendar days, :func:`~trainer.data.splits.check_window`) or
+            inverted; ``first_test_year`` outside ``start``..``end``, or so early
             that the first fold trains on fewer than 126 trading days; a last test span shorter
             than 20 trading days (``end``); any check of :func:`check_folds`.
     """
@@ -255,6 +256,8 @@ def plan_folds(
         raise ConfigError(f"start: {lo_day} is after the last day of the data ({covers})", field="start")
     if np.datetime64(hi_day, "D") < days[0]:
         raise ConfigError(f"end: {hi_day} is before the first day of the data ({covers})", field="end")
+    # a study from 1990 on data from 2010 is refused as a task's split is, not cut to 2010
+    check_window("", lo_day, hi_day, first=days[0], last=days[-1])
     inside = days[(days >= np.datetime64(lo_day, "D")) & (days <= np.datetime64(hi_day, "D"))]
     folds: list[Fold] = []
     year = first_year

@@ -97,6 +97,12 @@ def test_pbo_covers_every_candidate_on_every_test_day(study):
         (["--start", "2016-01-01", "--end", "2019-12-31", "--first-test-year", "2030"], "--first-test-year"),
         (["--start", "2016-13-01", "--end", "2019-12-31", "--first-test-year", "2018"], "--start"),
         (["--start", "", "--end", "2019-12-31", "--first-test-year", "2018"], "--start"),
+        # before the data's first day (2010-01-04): it trained from 2010 silently
+        (
+            ["--start", "1990-01-01", "--end", "2019-12-31", "--first-test-year", "2018"],
+            "--start: 1990-01-01 is before",
+        ),
+        (["--start", "2016-01-01", "--end", "2022-12-31", "--first-test-year", "2018"], "--end: 2022-12-31 is after"),
         (["--start", "2016-01-01", "--end", "", "--first-test-year", "2018"], "--end"),
         (
             ["--start", "2016-01-01", "--end", "2019-12-31", "--first-test-year", "2018", "--gap-days", "-1"],

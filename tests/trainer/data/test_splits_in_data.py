@@ -41,3 +41,12 @@ def test_a_split_past_the_data_names_its_bound_and_the_datas_edge(dow30_days, sp
         check_splits_in_data({**SPLITS, split: bounds}, dow30_days, file="dow30.csv.gz")
     assert caught.value.message == f"{field}: {says} in dow30.csv.gz"
     assert caught.value.details["field"] == field
+
+
+def test_a_walk_forward_study_before_the_data_is_refused_not_cut_to_it(dow30_days):
+    from trainer.data.folds import plan_folds
+
+    with pytest.raises(ConfigError) as caught:
+        plan_folds(dow30_days, start="1990-01-01", end="2019-12-31", first_test_year=2018)
+    assert caught.value.details["field"] == "start"
+    assert caught.value.message.startswith("start: 1990-01-01 is before the data, which starts on 2010-01-04")

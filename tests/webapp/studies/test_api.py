@@ -37,7 +37,9 @@ def test_creating_a_study_starts_one_run_per_fold_on_a_budget_for_the_whole_stud
         ({"first_test_year": 2016}, "first_test_year"),
         ({"gap_days": -1}, "gap_days"),
         ({"start": "2016-02-30"}, "start"),
+        ({"start": "1990-01-01"}, "start"),  # before the data: it trained from 2010 silently
         ({"end": "2018-01-09"}, "end"),
+        ({"end": "2022-12-31"}, "end"),  # 46 days after the data's last day
         ({"env_steps_per_fold": 100, "generation_steps": 256}, "generation_steps"),
         # 300 asked trains 384 (three rollouts of 128): more than the fold's 350
         ({"env_steps_per_fold": 350, "generation_steps": 300}, "generation_steps"),
