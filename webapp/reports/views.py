@@ -20,6 +20,8 @@ from django.views.decorators.http import require_GET, require_http_methods
 from webapp import engine
 from webapp.core import query
 from webapp.core.errors import AppError
+from webapp.core.forms import id_message, whole_number
+from webapp.core.limits import refusal_response
 from webapp.market.selectors import dataset_survivorship
 from webapp.reports import charts, selectors, services
 from webapp.reports.models import Backtest
@@ -137,9 +139,12 @@ def backtest_list(request: HttpRequest) -> HttpResponse:
 def backtest_new(request: HttpRequest) -> HttpResponse:
     """Request a backtest of an agent (``?agent=<id>``); defaults to the task's test split."""
     agent_id = request.POST.get("agent") or request.GET.get("agent")
+    if agent_id and whole_number(agent_id) is None:  # "²".isdigit() is true, yet the lookup raised
+        why = id_message("an agent", agent_id)
+        return refusal_response(AppError(f"agent: {why}", fields={"agent": why}), path=request.path)
     agent = (
-        Agent.objects.filter(pk=agent_id, run__owner=request.user).select_related("run__task").first()
-        if str(agent_id or "").isdigit()
+        Agent.objects.filter(pk=whole_number(agent_id), run__owner=request.user).select_related("run__task").first()
+        if agent_id
         else None
     )
     if agent is None:

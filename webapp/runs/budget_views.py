@@ -11,6 +11,7 @@ from django.shortcuts import redirect, render
 from django.views.decorators.http import require_http_methods
 
 from webapp.core.errors import AppError
+from webapp.core.forms import id_message, whole_number
 from webapp.runs import budget_forms, forms, services
 from webapp.runs.models import BudgetQuota
 from webapp.runs.selectors import quotas
@@ -52,7 +53,7 @@ def budget_list(request: HttpRequest) -> HttpResponse:
         quota_form = budget_forms.QuotaForm(post if action == "quota" else None)
     elif action in ("assign", "quota"):
         raise Http404("not allowed")
-    done = None
+    done = end_error = None
     try:
         if action == "own" and own_form.is_valid():
             budget = services.budget_create_own(actor=request.user, **own_form.cleaned_data)
@@ -62,8 +63,12 @@ def budget_list(request: HttpRequest) -> HttpResponse:
             budget = services.budget_change(actor=request.user, budget=_own_budget(request, d.pop("budget")), **d)
             done = f"Budget {budget.name!r} changed."
         elif action == "end":
-            budget = services.budget_end(actor=request.user, budget=_own_budget(request, request.POST.get("budget")))
-            done = f"Budget {budget.name!r} ended."
+            budget_id = whole_number(request.POST.get("budget"))
+            if budget_id is None:  # a hidden input, so a hand-made post: said, not a 500 of the lookup
+                end_error = f"budget: {id_message('a budget', request.POST.get('budget', ''))}"
+            else:
+                budget = services.budget_end(actor=request.user, budget=_own_budget(request, budget_id))
+                done = f"Budget {budget.name!r} ended."
         elif action == "assign" and assign_form.is_valid():
             d = assign_form.cleaned_data
             services.budget_create(actor=request.user, **d)
@@ -82,13 +87,14 @@ def budget_list(request: HttpRequest) -> HttpResponse:
         messages.success(request, done)
         return redirect("runs:budgets")
     bound = [f for f in (own_form, raise_form, assign_form, quota_form) if f is not None and f.is_bound]
-    status = 400 if any(f.errors for f in bound) else 200
+    status = 400 if end_error or any(f.errors for f in bound) else 200
     return render(
         request,
         "runs/budgets.html",
         {
             "budgets": budgets_with_usage(user=request.user),
             "quota": quotas.quota_of(request.user),
+            "end_error": end_error,
             "own_form": own_form,
             "raise_form": raise_form,
             "form": assign_form,

@@ -46,6 +46,24 @@ def field_error_text(name: str, target: str | None, message: str) -> str:
     return text
 
 
+#: Form fields that other checks read (the task's kind picks its env and the algorithms it
+#: takes; the algorithm its settings), and the heads of the service error names that depend on
+#: each. When such a field failed, the services check the rest with a stand-in (stock trading,
+#: the kind's default algorithm), so their errors about a dependent field are about a value the
+#: user did not give ("direct trains portfolio tasks only" under ``kind=foo``) and are left out.
+DEPENDS_ON = {
+    "kind": ("kind", "algorithm", "algorithms", "env", "hyperparameters", "algorithm_hyperparameters"),
+    "algorithm": ("algorithm", "algorithms", "hyperparameters", "algorithm_hyperparameters"),
+}
+
+
+def depends_on_failed(name: str, failed) -> bool:
+    """Whether service error field ``name`` (``env.hmax``, ``algorithm``) reads a form field
+    in ``failed`` (the names of the form's fields that already show an error)."""
+    head = name.partition(".")[0]
+    return any(head in DEPENDS_ON.get(field, ()) for field in failed)
+
+
 def form_field_for(name: str, fields: dict) -> str | None:
     """The form field that shows service error field ``name`` (``None``: the top of the form)."""
     if name in fields:

@@ -15,10 +15,11 @@ from django import forms
 
 from webapp import engine
 from webapp.core.errors import AppError
+from webapp.core.forms import BoundedJSONField
 from webapp.core.query import ID_MAX
 from webapp.runs import bounds
 from webapp.runs.algorithms import default_mutation, form_hyperparameters
-from webapp.runs.form_errors import field_error_text, form_field_for
+from webapp.runs.form_errors import depends_on_failed, field_error_text, form_field_for
 from webapp.runs.form_initial import STOCK_ENV_FIELDS
 from webapp.runs.models import ClusterBudget, Run
 from webapp.runs.portfolio_fields import PortfolioDynamicsFields, dynamics_env
@@ -166,7 +167,7 @@ class RunForm(PortfolioDynamicsFields, forms.Form):
         "fraction of value from its target (below 1/N; 0 = every day). Chosen on validation "
         "(docs/results/learning-quality.md).",
     )
-    env_extra = forms.JSONField(
+    env_extra = BoundedJSONField(
         required=False,
         widget=forms.HiddenInput,
         help_text="A clone's env settings the form has no field for: {kind: {name: value}}, applied to that kind.",
@@ -183,7 +184,7 @@ class RunForm(PortfolioDynamicsFields, forms.Form):
         help_text="Starts with the task kind's default (direct for portfolio, PPO for stock trading; "
         "docs/default-selection.md).",
     )
-    hyperparameters = forms.JSONField(
+    hyperparameters = BoundedJSONField(
         required=False,  # {} (or an empty box) is every default, not a missing field
         widget=forms.Textarea(attrs={"rows": 10, "spellcheck": "false"}),
         help_text="JSON object of the algorithm's settings; keys left out keep their defaults.",
@@ -196,7 +197,7 @@ class RunForm(PortfolioDynamicsFields, forms.Form):
         help_text="Other algorithms fresh pods may train, round-robin by pod index (pod 0 the algorithm above). "
         "Children keep their parent's algorithm. None ticked = the algorithm above alone.",
     )
-    algorithm_hyperparameters = forms.JSONField(
+    algorithm_hyperparameters = BoundedJSONField(
         required=False,
         label="Their settings",
         widget=forms.Textarea(attrs={"rows": 4, "spellcheck": "false"}),
@@ -225,7 +226,7 @@ class RunForm(PortfolioDynamicsFields, forms.Form):
         initial=0.1,
         help_text="That a generation starts from a new random agent.",
     )
-    mutation = forms.JSONField(
+    mutation = BoundedJSONField(
         required=False,
         widget=forms.Textarea(attrs={"rows": 4, "spellcheck": "false"}),
         help_text='PBT mutation: {"bounds": {name: [low, high]}, "factors": [0.8, 1.25]}; {} = none.',
@@ -401,16 +402,20 @@ class RunForm(PortfolioDynamicsFields, forms.Form):
 
         ``skip_splits`` (the second half of a round whose fields already failed): errors about
         those splits (checked with placeholders) and about fields that already show an error
-        are left out, so nothing is said twice or about a value the user did not give."""
+        are left out, as are errors of fields that read a field which failed
+        (:data:`~webapp.runs.form_errors.DEPENDS_ON`), so nothing is said twice or about a value
+        the user did not give."""
         placed = False
         for name, message in exc.fields.items():
             name = name.removeprefix("splits.")  # the form has one field per split bound
             target = form_field_for(name, self.fields)
+            placed = True
             if skip_splits is not None:
                 if name.partition(".")[0] in skip_splits or (target is not None and target in self.errors):
                     continue
+                if depends_on_failed(name, self.errors):
+                    continue
             self.add_error(target, field_error_text(name, target, str(message)))
-            placed = True
         if not placed:
             self.add_error(None, exc.message)
 

@@ -22,6 +22,8 @@ from django.views.decorators.http import require_GET, require_http_methods, requ
 from webapp import engine
 from webapp.core.errors import AppError
 from webapp.core.formatting import format_duration, format_hyperparameters
+from webapp.core.forms import id_message, whole_number
+from webapp.core.limits import refusal_response
 from webapp.demo import profiles as demo_profiles
 from webapp.runs import algorithms, bounds, form_initial, forms, services
 from webapp.runs.form_help import HYPERPARAMETER_HELP
@@ -161,13 +163,16 @@ def run_new(request: HttpRequest) -> HttpResponse:
         initial = {}
         clone_id = request.GET.get("clone", "")
         if clone_id:
-            source = run_get(user=request.user, run_id=int(clone_id)) if clone_id.isdigit() else None
+            if whole_number(clone_id) is None:
+                why = id_message("a run", clone_id)
+                return refusal_response(AppError(f"clone: {why}", fields={"clone": why}), path=request.path)
+            source = run_get(user=request.user, run_id=whole_number(clone_id))
             if source is None:
                 raise Http404("run not found")
             initial = form_initial.initial_from_run(source)
         else:
-            chosen = request.GET.get("dataset", "")
-            dataset = dataset_queryset(user=request.user).filter(pk=int(chosen)).first() if chosen.isdigit() else None
+            chosen = whole_number(request.GET.get("dataset"))  # a prefill: anything else starts blank
+            dataset = dataset_queryset(user=request.user).filter(pk=chosen).first() if chosen is not None else None
             initial = form_initial.blank_initial(dataset, demo_splits=demo_profiles.SPLITS)
         form = forms.RunForm(initial=initial, user=request.user)
     defaults = {algo: algorithms.form_hyperparameters(algo) for algo in engine.algorithms()}
@@ -315,10 +320,11 @@ def run_control(request: HttpRequest, run_id: int, action: str) -> HttpResponse:
         elif action in ("archive", "unarchive"):
             archive.run_archive(run=run, archived=action == "archive")
         elif action == "ensemble":
-            k = request.POST.get("k", str(ensembles.DEFAULT_K)).strip()
-            if not k.isdigit():
-                raise AppError(f"k: enter a whole number of agents, got {k!r}", fields={"k": "a whole number"})
-            agent, created = ensembles.ensemble_get_or_create(run=run, k=int(k))
+            k = whole_number(request.POST.get("k", ensembles.DEFAULT_K))
+            if k is None:
+                got = request.POST.get("k", "")[:40]
+                raise AppError(f"k: enter a whole number of agents, got {got!r}", fields={"k": "a whole number"})
+            agent, created = ensembles.ensemble_get_or_create(run=run, k=k)
             members = ", ".join(f"#{i}" for i in agent.members)
             if created:
                 messages.success(request, f"Ensemble of agents {members} built.")

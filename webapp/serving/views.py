@@ -8,6 +8,7 @@ from django.shortcuts import redirect, render
 from django.views.decorators.http import require_http_methods
 
 from webapp.core.errors import AppError
+from webapp.core.forms import id_message, whole_number
 from webapp.serving import selectors, services
 
 
@@ -18,18 +19,20 @@ def serve_tokens(request: HttpRequest) -> HttpResponse:
     errors: dict[str, str] = {}
     created = None
     if request.method == "POST":
-        if request.POST.get("revoke"):
+        revoke = request.POST.get("revoke")
+        if revoke:
+            token_id = whole_number(revoke)
+            if token_id is not None:
+                services.serve_token_revoke(owner=request.user, token_id=token_id)
+                return redirect("serving:tokens")
+            errors["revoke"] = id_message("a serve token", revoke)  # a hidden input: said, not dropped
+        else:
             try:
-                services.serve_token_revoke(owner=request.user, token_id=int(request.POST["revoke"]))
-            except ValueError:
-                pass
-            return redirect("serving:tokens")
-        try:
-            created = services.serve_token_create(
-                owner=request.user, name=request.POST.get("name", ""), agent=request.POST.get("agent", "")
-            )
-        except AppError as exc:
-            errors.update(exc.fields or {"name": exc.message})
+                created = services.serve_token_create(
+                    owner=request.user, name=request.POST.get("name", ""), agent=request.POST.get("agent", "")
+                )
+            except AppError as exc:
+                errors.update(exc.fields or {"name": exc.message})
     tokens = selectors.serve_tokens_of(request.user)
     return render(
         request,
