@@ -450,7 +450,10 @@ def worker_log(request: HttpRequest, run_id: int) -> HttpResponse:
     """Staff: the process-log lines of one run (``?pod=N`` for one pod)."""
     _staff_or_404(request)
     pod = request.GET.get("pod")
-    pod_index = int(pod) if pod and pod.isdigit() else None
+    pod_index = whole_number(pod) if pod else None
+    if pod and pod_index is None:  # "²".isdigit() is true, yet int("²") raised: a 500
+        why = f"expected a pod index (a whole number), got {pod[:40]!r}"
+        return refusal_response(AppError(f"pod: {why}", fields={"pod": why}), path=request.path)
     lines = workers.log_lines(run_id=run_id, pod_index=pod_index)
     return render(request, "runs/worker_log.html", {"run_id": run_id, "pod": pod_index, "lines": lines})
 

@@ -65,6 +65,10 @@ def test_the_log_page_shows_the_lines_of_one_run_and_pod(client, staff, settings
     client.force_login(staff)
     html = client.get("/workers/log/7/?pod=1").content.decode()
     assert "generation 3 done" in html and "generation 2 done" not in html and "other run" not in html
+    for bad in ("²", "abc", "-1", "1" * 30):  # "²".isdigit() is true, yet int("²") raised: a 500
+        response = client.get("/workers/log/7/", {"pod": bad})
+        assert response.status_code == 400
+        assert "pod: expected a pod index (a whole number)" in response.content.decode()
 
 
 def test_healthz_tells_an_anonymous_remote_caller_only_up_or_down(client, user):
