@@ -8,7 +8,6 @@ for the pages); the limits apply before anyone's objects are looked up.
 from __future__ import annotations
 
 import json
-import logging
 
 import pytest
 from asgiref.testing import ApplicationCommunicator
@@ -23,15 +22,6 @@ pytestmark = [pytest.mark.django_db, pytest.mark.both_databases]
 def page_client(client, user):
     client.force_login(user)
     return client
-
-
-@pytest.fixture
-def no_tracebacks(caplog):
-    """The log of the test: no record carries a traceback, none is an error."""
-    caplog.set_level(logging.INFO)
-    yield caplog
-    bad = [r for r in caplog.records if r.exc_info or r.levelno >= logging.ERROR]
-    assert bad == [], [f"{r.name}: {r.getMessage()}" for r in bad]
 
 
 def _limit(response) -> str:
